@@ -1,0 +1,106 @@
+//! The interface every rwnd controller implements, and the samples the engine feeds it.
+//!
+//! A controller sees the data segments of one background flow as they arrive after the access
+//! bottleneck and the ACKs its receiver sends back; for each ACK it names the window it wants the
+//! sender to see. The engine applies that target safely (never above what the host offered, never
+//! shrinking the right edge, never below two segments), so controllers need not care about wire
+//! details. Modelled on quinn-proto's `congestion::Controller`: events named `on_*` with the time
+//! passed in.
+
+use crate::time::{Duration, Instant};
+use crate::ts_clock::TsClock;
+
+/// Facts about the flow that the engine tracks for every controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FlowContext {
+    /// The data sender's maximum segment size in bytes (from its SYN, else a safe default).
+    pub mss: u32,
+    /// Round-trip time measured at the router (router->sender->router plus router->receiver->router).
+    pub rtt: Option<Duration>,
+    /// The data sender's TSval clock, once the engine has estimated its rate.
+    pub sender_clock: Option<TsClock>,
+}
+
+/// The TCP timestamp option of a segment (RFC 7323).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Timestamps {
+    pub tsval: u32,
+    pub tsecr: u32,
+}
+
+/// A data segment of the controlled direction, observed after the bottleneck.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DataSample {
+    /// When the router saw the segment.
+    pub arrival: Instant,
+    /// TCP payload length in bytes (non-zero).
+    pub payload_len: u32,
+    /// The segment's timestamp option, if it has one.
+    pub timestamps: Option<Timestamps>,
+    /// The segment starts below the highest sequence number already seen: a retransmission or a
+    /// reordering (Vulture Alg. 4 halves on either).
+    pub out_of_order: bool,
+}
+
+/// An ACK of the data receiver, about to be forwarded towards the sender.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AckSample {
+    /// When the router forwards it.
+    pub sent: Instant,
+    /// Bytes this ACK newly acknowledges (0 for a duplicate ACK or a window update).
+    pub acked_bytes: u32,
+    /// The receiver's TSval on this ACK, if it has the timestamp option.
+    pub tsval: Option<u32>,
+    /// The receiver reports a hole: SACK blocks above the cumulative ACK.
+    pub reports_loss: bool,
+}
+
+/// A controller's view of itself, for metrics and `slipstream flows`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ControllerStats {
+    /// The window the controller wants advertised, in bytes; `None` while it leaves the flow alone.
+    pub target_window: Option<u32>,
+    /// Estimated sender congestion window in bytes (Vulture Alg. 6), if the controller keeps one.
+    pub cwnd_estimate: Option<u32>,
+    /// Operating mode label (e.g. "conservative", "aggressive", "warmup").
+    pub mode: &'static str,
+    /// Current window policy label (e.g. "double", "increase", "halve", "fix").
+    pub policy: &'static str,
+    /// Summary of the last completed analysis epoch (one RTT of PIVs).
+    pub last_epoch: Option<EpochSummary>,
+}
+
+/// PIVs gathered over one epoch (Vulture Alg. 2).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EpochSummary {
+    /// Number of PIVs in the epoch.
+    pub piv_count: u32,
+    /// Number of positive PIVs.
+    pub positive: u32,
+    /// Sum of all PIVs, in microseconds (signed).
+    pub piv_sum_micros: i64,
+}
+
+impl EpochSummary {
+    /// Fraction of PIVs that were positive, 0 when there were none.
+    pub fn positive_fraction(&self) -> f64 {
+        if self.piv_count == 0 {
+            0.0
+        } else {
+            f64::from(self.positive) / f64::from(self.piv_count)
+        }
+    }
+}
+
+/// A receive-window controller for one flow.
+pub trait Controller {
+    /// A data segment of the flow arrived at the router.
+    fn on_data(&mut self, ctx: &FlowContext, data: &DataSample);
+
+    /// The receiver's ACK is about to be forwarded. Returns the window in bytes the controller
+    /// wants the sender to see, or `None` to leave this ACK's window as the host set it.
+    fn on_ack(&mut self, ctx: &FlowContext, ack: &AckSample) -> Option<u32>;
+
+    /// Current state for metrics.
+    fn stats(&self) -> ControllerStats;
+}

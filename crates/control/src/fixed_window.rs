@@ -1,0 +1,41 @@
+//! A fixed receive-window clamp: the simplest controller, and the "fixed rwnd" alternative the lab
+//! compares Slipstream against.
+
+
+use crate::controller::{AckSample, Controller, ControllerStats, DataSample, FlowContext};
+
+/// Parameters of [`FixedWindow`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FixedWindowConfig {
+    /// The window every ACK of the flow advertises at most, in bytes.
+    pub window_bytes: u32,
+}
+
+/// Clamps every ACK to one configured window.
+#[derive(Clone, Debug)]
+pub struct FixedWindow {
+    window_bytes: u32,
+}
+
+impl FixedWindow {
+    pub fn new(config: FixedWindowConfig) -> Self {
+        FixedWindow { window_bytes: config.window_bytes }
+    }
+}
+
+impl Controller for FixedWindow {
+    fn on_data(&mut self, _ctx: &FlowContext, _data: &DataSample) {}
+
+    fn on_ack(&mut self, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
+        Some(self.window_bytes)
+    }
+
+    fn stats(&self) -> ControllerStats {
+        ControllerStats {
+            target_window: Some(self.window_bytes),
+            mode: "fixed",
+            policy: "fix",
+            ..ControllerStats::default()
+        }
+    }
+}

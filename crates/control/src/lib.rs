@@ -1,0 +1,77 @@
+//! Receive-window controllers for Slipstream: pure state machines with samples and time in and
+//! target windows out. No sockets, no clock reads; see `time` for how time enters.
+
+pub mod controller;
+pub mod fixed_window;
+pub mod time;
+pub mod ts_clock;
+pub mod vulture;
+
+pub use controller::{
+    AckSample, Controller, ControllerStats, DataSample, EpochSummary, FlowContext, Timestamps,
+};
+pub use fixed_window::{FixedWindow, FixedWindowConfig};
+pub use time::{Duration, Instant};
+pub use ts_clock::{TsClock, TsClockEstimator};
+pub use vulture::{Vulture, VultureConfig};
+
+/// Which controller a rule asks for, with its parameters; the factory for [`AnyController`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum ControllerConfig {
+    /// Vulture (Li & Welzl): PIV-driven rwnd control.
+    Vulture(VultureConfig),
+    /// A constant clamp.
+    FixedWindow(FixedWindowConfig),
+}
+
+impl ControllerConfig {
+    pub fn build(&self) -> AnyController {
+        match self {
+            ControllerConfig::Vulture(c) => AnyController::Vulture(Vulture::new(c.clone())),
+            ControllerConfig::FixedWindow(c) => AnyController::FixedWindow(FixedWindow::new(*c)),
+        }
+    }
+
+    /// Short name for metric labels.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ControllerConfig::Vulture(_) => "vulture",
+            ControllerConfig::FixedWindow(_) => "fixed_window",
+        }
+    }
+
+    /// Whether the controller needs TCP timestamps on the flow to work at all.
+    pub fn needs_timestamps(&self) -> bool {
+        matches!(self, ControllerConfig::Vulture(_))
+    }
+}
+
+/// Closed dispatch over the controllers (smoltcp's `AnyController` pattern): no box per flow.
+#[derive(Clone, Debug)]
+pub enum AnyController {
+    Vulture(Vulture),
+    FixedWindow(FixedWindow),
+}
+
+impl Controller for AnyController {
+    fn on_data(&mut self, ctx: &FlowContext, data: &DataSample) {
+        match self {
+            AnyController::Vulture(c) => c.on_data(ctx, data),
+            AnyController::FixedWindow(c) => c.on_data(ctx, data),
+        }
+    }
+
+    fn on_ack(&mut self, ctx: &FlowContext, ack: &AckSample) -> Option<u32> {
+        match self {
+            AnyController::Vulture(c) => c.on_ack(ctx, ack),
+            AnyController::FixedWindow(c) => c.on_ack(ctx, ack),
+        }
+    }
+
+    fn stats(&self) -> ControllerStats {
+        match self {
+            AnyController::Vulture(c) => c.stats(),
+            AnyController::FixedWindow(c) => c.stats(),
+        }
+    }
+}
