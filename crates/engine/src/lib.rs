@@ -1,1 +1,22 @@
-//! placeholder
+//! Slipstream's pure per-packet engine: a bounded flow table, per-flow TCP tracking, controller
+//! dispatch and safe window clamping. Packets and time in, verdicts out; no sockets, no clock.
+//!
+//! Data flows one way: packet bytes -> `slipstream_wire` view -> [`Engine::handle_packet`]
+//! (flow + controller) -> verdict and rewrite -> back to the datapath. Metrics read
+//! [`Engine::snapshot`].
+
+mod engine;
+mod flow;
+mod flow_key;
+mod flow_table;
+mod goodput;
+mod rtt;
+mod stats;
+mod tcp_state;
+pub mod window_clamp;
+
+pub use engine::{Copy, Engine, EngineConfig, PacketMeta, RuleSpec, Verdict};
+pub use flow::FlowEvent;
+pub use flow_key::{FlowKey, Side};
+pub use flow_table::CLOSE_LINGER;
+pub use stats::{EngineCounters, EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS};

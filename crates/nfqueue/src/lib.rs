@@ -1,1 +1,179 @@
-//! placeholder
+//! The NFQUEUE datapath, as thin as it can be: open the queues Slipstream reads, set them up to
+//! fail open, and move packets between the kernel and the engine.
+//!
+//! Two queues share one netlink socket:
+//! - the ACK queue gets handshakes and ACKs of background flows with a full copy, because a
+//!   rewritten packet is handed back whole;
+//! - the data queue gets the flows' data segments with only their headers copied and is
+//!   answered at once: the engine needs their arrival time, TSval and length, not their payload.
+//!
+//! Both are fail-open (the kernel accepts packets when the queue is full) and the firewall rules
+//! that feed them use `--queue-bypass` (packets flow on when no daemon is bound).
+
+use std::io;
+use std::os::fd::RawFd;
+
+pub use nfq::{Message, Verdict};
+
+/// Queue numbers and sizes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct QueueConfig {
+    pub ack_queue: u16,
+    pub data_queue: u16,
+    /// Packets the kernel holds per queue before failing open.
+    pub max_len: u32,
+    /// Bytes of each data packet copied to user space (headers only).
+    pub data_copy_bytes: u16,
+}
+
+/// Which of the two queues a message came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    Ack,
+    Data,
+}
+
+/// The two bound queues.
+pub struct Datapath {
+    queue: nfq::Queue,
+    config: QueueConfig,
+    fd: RawFd,
+}
+
+/// A full copy of the largest packet we will rewrite (an ACK; 64 KiB covers any IP packet).
+const FULL_COPY: u16 = u16::MAX;
+
+impl Datapath {
+    /// Binds both queues. Fails with a message naming what is missing (module, permission).
+    pub fn open(config: QueueConfig) -> io::Result<Datapath> {
+        let before = netfilter_sockets();
+        let mut queue = nfq::Queue::open().map_err(|e| explain("opening the netfilter queue socket", e))?;
+        let fd = netfilter_sockets()
+            .into_iter()
+            .filter(|fd| !before.contains(fd))
+            .max()
+            .ok_or_else(|| {
+                io::Error::other("cannot find the NFQUEUE netlink socket among our descriptors")
+            })?;
+        for (num, copy, gso) in [
+            (config.ack_queue, FULL_COPY, false),
+            (config.data_queue, config.data_copy_bytes, true),
+        ] {
+            queue
+                .bind(num)
+                .map_err(|e| explain(&format!("binding NFQUEUE {num}"), e))?;
+            queue.set_fail_open(num, true)?;
+            queue.set_queue_max_len(num, config.max_len)?;
+            queue.set_copy_range(num, copy)?;
+            // The data queue only reads headers: let the kernel hand GSO packets over whole
+            // instead of segmenting them first. The ACK queue keeps the default, under which the
+            // kernel finalises checksums before queueing, so a rewrite can patch them.
+            queue.set_recv_gso(num, gso)?;
+        }
+        queue.set_nonblocking(true);
+        Ok(Datapath { queue, config, fd })
+    }
+
+    /// The socket to poll for readability.
+    pub fn fd(&self) -> RawFd {
+        self.fd
+    }
+
+    /// The next queued packet, or `None` when none is waiting.
+    pub fn try_recv(&mut self) -> io::Result<Option<Message>> {
+        match self.queue.recv() {
+            Ok(msg) => Ok(Some(msg)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn kind_of(&self, msg: &Message) -> QueueKind {
+        if msg.get_queue_num() == self.config.data_queue {
+            QueueKind::Data
+        } else {
+            QueueKind::Ack
+        }
+    }
+
+    /// Sends the message's verdict (and its payload, if it was modified).
+    pub fn verdict(&mut self, msg: Message) -> io::Result<()> {
+        self.queue.verdict(msg)
+    }
+
+    /// Waits until a packet may be ready or `timeout_ms` passed.
+    pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<bool> {
+        let mut pfd = libc::pollfd {
+            fd: self.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd for the duration of the call.
+        let n = unsafe { libc::poll(&mut pfd, 1, timeout_ms) };
+        if n < 0 {
+            let err = io::Error::last_os_error();
+            if err.kind() == io::ErrorKind::Interrupted {
+                return Ok(false);
+            }
+            return Err(err);
+        }
+        Ok(n > 0)
+    }
+}
+
+impl Drop for Datapath {
+    fn drop(&mut self) {
+        for num in [self.config.ack_queue, self.config.data_queue] {
+            let _ = self.queue.unbind(num);
+        }
+    }
+}
+
+/// nfq 0.2.5 keeps its socket private and does not implement `AsRawFd`, but the loop must poll
+/// it. Rather than rely on the struct's layout, `open` compares our NETLINK_NETFILTER sockets
+/// before and after `Queue::open`: the new one is the queue's.
+fn netfilter_sockets() -> Vec<RawFd> {
+    let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|entry| entry.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()))
+        .filter(|fd| is_netfilter_socket(*fd))
+        .collect()
+}
+
+fn is_netfilter_socket(fd: RawFd) -> bool {
+    let mut domain: libc::c_int = 0;
+    let mut protocol: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into the ints we pass.
+    let ok = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_DOMAIN,
+            (&mut domain as *mut libc::c_int).cast(),
+            &mut len,
+        ) == 0
+            && libc::getsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                libc::SO_PROTOCOL,
+                (&mut protocol as *mut libc::c_int).cast(),
+                &mut len,
+            ) == 0
+    };
+    ok && domain == libc::AF_NETLINK && protocol == libc::NETLINK_NETFILTER
+}
+
+fn explain(what: &str, e: io::Error) -> io::Error {
+    let hint = match e.raw_os_error() {
+        Some(libc::EPERM) => " (needs root or CAP_NET_ADMIN)",
+        Some(libc::EBUSY) => " (another process is bound to this queue number)",
+        Some(libc::EINVAL) | Some(libc::ENOENT) => {
+            " (is nfnetlink_queue loaded? modprobe nfnetlink_queue / kmod-nfnetlink-queue on OpenWrt)"
+        }
+        _ => "",
+    };
+    io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
+}

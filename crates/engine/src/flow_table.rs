@@ -1,0 +1,179 @@
+//! The bounded flow table: at most `max_flows` entries, idle flows expire, and a full table makes
+//! room only by evicting a flow that has been idle long enough. It never grows past its bound;
+//! when it cannot make room, the new flow is simply not tracked (its packets pass untouched).
+
+use std::collections::HashMap;
+
+use slipstream_control::{Duration, Instant};
+
+use crate::flow::Flow;
+use crate::flow_key::FlowKey;
+
+/// How long a flow that ended (RST, or FIN both ways) stays, so its last ACKs are still tracked.
+pub const CLOSE_LINGER: Duration = Duration::from_secs(2);
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TableLimits {
+    pub max_flows: usize,
+    pub idle_timeout: Duration,
+    pub evict_idle_after: Duration,
+}
+
+/// What happened when a flow was looked up for insertion.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Admission {
+    Existing,
+    Inserted { evicted: bool },
+    Refused,
+}
+
+/// Counts of flows removed by [`FlowTable::expire`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expired {
+    pub idle: u64,
+    pub closed: u64,
+}
+
+#[derive(Debug)]
+pub struct FlowTable {
+    flows: HashMap<FlowKey, Flow>,
+    limits: TableLimits,
+}
+
+impl FlowTable {
+    pub fn new(limits: TableLimits) -> FlowTable {
+        FlowTable {
+            flows: HashMap::with_capacity(limits.max_flows.min(4096)),
+            limits,
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.flows.is_empty()
+    }
+
+    pub fn limits(&self) -> TableLimits {
+        self.limits
+    }
+
+    pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
+        self.flows.get_mut(key)
+    }
+
+    /// Makes sure `key` has an entry, creating it with `make` if there is room.
+    pub fn admit(&mut self, key: FlowKey, now: Instant, make: impl FnOnce() -> Flow) -> Admission {
+        if self.flows.contains_key(&key) {
+            return Admission::Existing;
+        }
+        let mut evicted = false;
+        if self.flows.len() >= self.limits.max_flows {
+            let oldest = self
+                .flows
+                .iter()
+                .min_by_key(|(_, f)| f.last_seen)
+                .map(|(k, f)| (*k, f.last_seen));
+            match oldest {
+                Some((victim, seen)) if now.saturating_since(seen) >= self.limits.evict_idle_after => {
+                    self.flows.remove(&victim);
+                    evicted = true;
+                }
+                _ => return Admission::Refused,
+            }
+        }
+        self.flows.insert(key, make());
+        Admission::Inserted { evicted }
+    }
+
+    /// Drops flows idle past the timeout and closed flows past their linger time.
+    pub fn expire(&mut self, now: Instant) -> Expired {
+        let mut expired = Expired::default();
+        let idle_timeout = self.limits.idle_timeout;
+        self.flows.retain(|_, flow| {
+            flow.on_tick(now);
+            if flow
+                .closing_since
+                .is_some_and(|t| now.saturating_since(t) >= CLOSE_LINGER)
+            {
+                expired.closed += 1;
+                false
+            } else if now.saturating_since(flow.last_seen) >= idle_timeout {
+                expired.idle += 1;
+                false
+            } else {
+                true
+            }
+        });
+        expired
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> {
+        self.flows.iter()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(port: u16) -> FlowKey {
+        FlowKey::from_packet("10.0.0.1".parse().unwrap(), port, "10.0.0.2".parse().unwrap(), 80).0
+    }
+
+    fn limits(max_flows: usize) -> TableLimits {
+        TableLimits {
+            max_flows,
+            idle_timeout: Duration::from_secs(120),
+            evict_idle_after: Duration::from_secs(10),
+        }
+    }
+
+    #[test]
+    fn full_table_evicts_only_idle_flows() {
+        let mut t = FlowTable::new(limits(2));
+        let t0 = Instant::from_millis(0);
+        assert_eq!(
+            t.admit(key(1), t0, || Flow::new(1, t0)),
+            Admission::Inserted { evicted: false }
+        );
+        let t1 = Instant::from_millis(5_000);
+        assert_eq!(
+            t.admit(key(2), t1, || Flow::new(1, t1)),
+            Admission::Inserted { evicted: false }
+        );
+        // Flow 1 idle 9 s: not idle enough, the newcomer is refused.
+        let t2 = Instant::from_millis(9_000);
+        assert_eq!(t.admit(key(3), t2, || Flow::new(1, t2)), Admission::Refused);
+        // At 10 s it is: flow 1 (the longest idle) makes room.
+        let t3 = Instant::from_millis(10_000);
+        assert_eq!(
+            t.admit(key(3), t3, || Flow::new(1, t3)),
+            Admission::Inserted { evicted: true }
+        );
+        assert!(t.get_mut(&key(1)).is_none());
+        assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn expiry_of_idle_and_closed_flows() {
+        let mut t = FlowTable::new(limits(10));
+        let t0 = Instant::from_millis(0);
+        t.admit(key(1), t0, || Flow::new(1, t0));
+        t.admit(key(2), t0, || Flow::new(1, t0));
+        t.get_mut(&key(2)).unwrap().closing_since = Some(t0);
+        assert_eq!(t.expire(Instant::from_millis(1_000)), Expired::default());
+        assert_eq!(
+            t.expire(Instant::from_millis(2_000)),
+            Expired { idle: 0, closed: 1 }
+        );
+        assert_eq!(
+            t.expire(Instant::from_millis(120_000)),
+            Expired { idle: 1, closed: 0 }
+        );
+        assert!(t.is_empty());
+    }
+}

@@ -1,0 +1,62 @@
+//! Goodput of a flow: bytes the receiver acknowledged per second, over windows of about a second.
+
+use slipstream_control::time::{Duration, Instant};
+
+const WINDOW: Duration = Duration::from_secs(1);
+
+#[derive(Clone, Copy, Debug, Default)]
+pub struct GoodputMeter {
+    total_acked: u64,
+    mark: Option<(Instant, u64)>,
+    bits_per_second: f64,
+}
+
+impl GoodputMeter {
+    pub fn on_acked(&mut self, now: Instant, bytes: u32) {
+        self.total_acked += u64::from(bytes);
+        self.roll(now);
+    }
+
+    /// Closes the current window if it is over (also called from the timer, so an idle flow
+    /// decays to zero).
+    pub fn roll(&mut self, now: Instant) {
+        match self.mark {
+            None => self.mark = Some((now, self.total_acked)),
+            Some((start, at_start)) => {
+                let elapsed = now.saturating_since(start);
+                if elapsed >= WINDOW {
+                    let bytes = self.total_acked - at_start;
+                    self.bits_per_second = bytes as f64 * 8.0 / elapsed.as_secs_f64();
+                    self.mark = Some((now, self.total_acked));
+                }
+            }
+        }
+    }
+
+    pub fn bits_per_second(&self) -> f64 {
+        self.bits_per_second
+    }
+
+    pub fn total_acked(&self) -> u64 {
+        self.total_acked
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_over_a_window() {
+        let mut g = GoodputMeter::default();
+        g.on_acked(Instant::from_millis(0), 0);
+        for i in 1..=10 {
+            g.on_acked(Instant::from_millis(i * 100), 12_500);
+        }
+        // 125000 bytes in 1 s = 1 Mbit/s.
+        assert!((g.bits_per_second() - 1_000_000.0).abs() < 1.0);
+        g.roll(Instant::from_millis(3000));
+        assert_eq!(g.bits_per_second(), 0.0);
+        assert_eq!(g.total_acked(), 125_000);
+    }
+}

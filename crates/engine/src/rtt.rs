@@ -1,0 +1,123 @@
+//! Round-trip time as the router sees it.
+//!
+//! A router in the middle of a connection sees two halves of every round trip:
+//! - the far half, router -> data sender -> router: an ACK leaves with the receiver's TSval `T`
+//!   and the first data segment echoing `T` in its TSecr comes back;
+//! - the near half, router -> data receiver -> router: a data segment ending at sequence `S` is
+//!   forwarded and the receiver's first ACK covering `S` comes back.
+//!
+//! Each half keeps one probe in flight (Karn-style: a new probe only after the previous one was
+//! answered or given up) and an RFC 6298 style smoothed value; the RTT is their sum. The far half
+//! needs timestamps; without them only the near half is known and the RTT is reported unknown.
+
+use slipstream_control::time::{seq_lt, wrapping_diff, Duration, Instant};
+
+/// A probe older than this is abandoned (its answer was lost or never comes).
+const PROBE_GIVE_UP: Duration = Duration::from_secs(3);
+
+#[derive(Clone, Copy, Debug, Default)]
+struct HalfPath {
+    /// (sequence-space marker, when the probe was sent)
+    probe: Option<(u32, Instant)>,
+    smoothed: Option<Duration>,
+}
+
+impl HalfPath {
+    fn start(&mut self, marker: u32, now: Instant) {
+        let stale = self
+            .probe
+            .is_some_and(|(_, at)| now.saturating_since(at) > PROBE_GIVE_UP);
+        if self.probe.is_none() || stale {
+            self.probe = Some((marker, now));
+        }
+    }
+
+    /// `reached` tells whether the answer covers the probe's marker.
+    fn answer(&mut self, now: Instant, reached: impl Fn(u32) -> bool) {
+        if let Some((marker, sent)) = self.probe {
+            if reached(marker) {
+                self.probe = None;
+                let sample = now.saturating_since(sent);
+                self.smoothed = Some(match self.smoothed {
+                    None => sample,
+                    Some(s) => (s * 7 + sample) / 8,
+                });
+            }
+        }
+    }
+}
+
+/// Router-measured RTT of one flow.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct RttEstimator {
+    far: HalfPath,
+    near: HalfPath,
+}
+
+impl RttEstimator {
+    /// The data receiver's ACK with timestamp `tsval` and cumulative `ack` is forwarded.
+    pub fn on_ack_forwarded(&mut self, now: Instant, tsval: Option<u32>, ack: u32) {
+        if let Some(tsval) = tsval {
+            self.far.start(tsval, now);
+        }
+        self.near.answer(now, |seq_end| !seq_lt(ack, seq_end));
+    }
+
+    /// A data segment ending at `seq_end` (exclusive) with TSecr `tsecr` arrives from the sender.
+    pub fn on_data_arrived(&mut self, now: Instant, tsecr: Option<u32>, seq_end: u32) {
+        if let Some(tsecr) = tsecr {
+            self.far.answer(now, |tsval| wrapping_diff(tsecr, tsval) >= 0);
+        }
+        self.near.start(seq_end, now);
+    }
+
+    /// Smoothed RTT (far + near half), once both halves have a sample.
+    pub fn rtt(&self) -> Option<Duration> {
+        Some(self.far.smoothed? + self.near.smoothed?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Instant {
+        Instant::from_millis(v)
+    }
+
+    #[test]
+    fn sums_far_and_near_halves() {
+        let mut r = RttEstimator::default();
+        // Data ending at 1000 passes the router at t=0; the receiver's ACK comes back 2 ms later.
+        r.on_data_arrived(ms(0), Some(50), 1000);
+        r.on_ack_forwarded(ms(2), Some(700), 1000);
+        assert_eq!(r.rtt(), None, "far half not measured yet");
+        // Data echoing TSval 700 arrives 100 ms after that ACK left.
+        r.on_data_arrived(ms(102), Some(700), 2448);
+        assert_eq!(r.rtt(), Some(Duration::from_millis(102)));
+    }
+
+    #[test]
+    fn one_probe_at_a_time_and_smoothing() {
+        let mut r = RttEstimator::default();
+        r.on_data_arrived(ms(0), None, 100);
+        r.on_data_arrived(ms(5), None, 200); // probe for 100 still in flight: ignored
+        r.on_ack_forwarded(ms(10), Some(1), 100); // answers probe 100 after 10 ms
+        r.on_data_arrived(ms(110), Some(1), 300); // far: 100 ms
+        assert_eq!(r.rtt(), Some(Duration::from_millis(110)));
+        r.on_ack_forwarded(ms(128), Some(2), 300); // near sample: 18 ms -> (10*7+18)/8 = 11 ms
+        r.on_data_arrived(ms(228), Some(2), 400); // far sample 100 again
+        assert_eq!(r.rtt(), Some(Duration::from_millis(111)));
+    }
+
+    #[test]
+    fn stale_probe_is_replaced() {
+        let mut r = RttEstimator::default();
+        r.on_data_arrived(ms(0), None, 100);
+        r.on_data_arrived(ms(5000), None, 200);
+        r.on_ack_forwarded(ms(5004), None, 150); // does not cover 200
+        r.on_ack_forwarded(ms(5007), None, 200);
+        r.far.smoothed = Some(Duration::ZERO);
+        assert_eq!(r.rtt(), Some(Duration::from_millis(7)));
+    }
+}

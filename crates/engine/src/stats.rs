@@ -1,0 +1,157 @@
+//! Counters and snapshots the engine exposes; the metrics crate and `slipstream flows` read them.
+
+use std::net::SocketAddr;
+
+use slipstream_control::{ControllerStats, Duration};
+use slipstream_wire::ParseError;
+
+/// Why a packet went back to the kernel unmodified. A closed set, for metric labels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PassReason {
+    /// The packet could not be parsed (see [`ParseError`]).
+    Malformed,
+    /// No rule number came with the packet (or an unknown one).
+    Unclassified,
+    /// The flow table is full and no flow was idle enough to evict.
+    TableFull,
+    /// A SYN, RST, FIN or a data segment: observed, never rewritten.
+    Observed,
+    /// The flow's handshake was not seen, so its window scale is unknown.
+    NoHandshake,
+    /// The flow negotiated no timestamps; its controller needs them.
+    NoTimestamps,
+    /// The controller has no target yet (e.g. still learning the sender's clock).
+    NoTarget,
+    /// The target is not below what the safety rules allow: nothing to lower.
+    NotLowered,
+    /// Only the headers were copied (data queue): the packet cannot be handed back modified.
+    HeaderOnly,
+    /// The kernel's checksum for this packet is not final (GSO/offload): not safe to patch.
+    ChecksumNotReady,
+}
+
+impl PassReason {
+    pub const ALL: [PassReason; 10] = [
+        PassReason::Malformed,
+        PassReason::Unclassified,
+        PassReason::TableFull,
+        PassReason::Observed,
+        PassReason::NoHandshake,
+        PassReason::NoTimestamps,
+        PassReason::NoTarget,
+        PassReason::NotLowered,
+        PassReason::HeaderOnly,
+        PassReason::ChecksumNotReady,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassReason::Malformed => "malformed",
+            PassReason::Unclassified => "unclassified",
+            PassReason::TableFull => "table_full",
+            PassReason::Observed => "observed",
+            PassReason::NoHandshake => "no_handshake",
+            PassReason::NoTimestamps => "no_timestamps",
+            PassReason::NoTarget => "no_target",
+            PassReason::NotLowered => "not_lowered",
+            PassReason::HeaderOnly => "header_only",
+            PassReason::ChecksumNotReady => "checksum_not_ready",
+        }
+    }
+
+    fn index(self) -> usize {
+        PassReason::ALL.iter().position(|r| *r == self).unwrap_or(0)
+    }
+}
+
+pub const PARSE_ERRORS: [ParseError; 7] = [
+    ParseError::NotIp,
+    ParseError::Truncated,
+    ParseError::BadIpHeader,
+    ParseError::Fragmented,
+    ParseError::NotTcp,
+    ParseError::BadTcpHeader,
+    ParseError::BadOptions,
+];
+
+/// Monotonic counters of the engine.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EngineCounters {
+    pub packets: u64,
+    pub rewritten: u64,
+    passed: [u64; PassReason::ALL.len()],
+    malformed: [u64; PARSE_ERRORS.len()],
+    pub flows_created: u64,
+    pub flows_evicted: u64,
+    pub flows_expired: u64,
+    pub flows_closed: u64,
+    pub flows_without_timestamps: u64,
+    pub flows_without_handshake: u64,
+    pub events_dropped: u64,
+}
+
+impl EngineCounters {
+    pub fn count_pass(&mut self, reason: PassReason) {
+        self.passed[reason.index()] += 1;
+    }
+
+    pub fn count_malformed(&mut self, error: ParseError) {
+        self.count_pass(PassReason::Malformed);
+        if let Some(i) = PARSE_ERRORS.iter().position(|e| *e == error) {
+            self.malformed[i] += 1;
+        }
+    }
+
+    pub fn passed(&self, reason: PassReason) -> u64 {
+        self.passed[reason.index()]
+    }
+
+    pub fn malformed(&self, error: ParseError) -> u64 {
+        PARSE_ERRORS
+            .iter()
+            .position(|e| *e == error)
+            .map(|i| self.malformed[i])
+            .unwrap_or(0)
+    }
+}
+
+/// Per-rule counters (monotonic) and gauges.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RuleSnapshot {
+    pub name: String,
+    pub controller: &'static str,
+    pub active_flows: usize,
+    pub flows_started: u64,
+    pub acked_bytes: u64,
+    pub rewritten: u64,
+}
+
+/// One flow as metrics and `slipstream flows` show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FlowSnapshot {
+    pub rule: u16,
+    /// The endpoint that sends the bulk data (None until known).
+    pub sender: Option<SocketAddr>,
+    /// The endpoint whose ACKs are clamped.
+    pub receiver: Option<SocketAddr>,
+    pub controller: ControllerStats,
+    pub rtt: Option<Duration>,
+    pub goodput_bits_per_second: f64,
+    pub acked_bytes: u64,
+    /// Window the host last advertised, and the one Slipstream forwarded, in bytes.
+    pub host_window: Option<u32>,
+    pub forwarded_window: Option<u32>,
+    /// Why the flow is not clamped, if it is not.
+    pub unclamped_reason: Option<PassReason>,
+}
+
+/// Everything the metrics endpoint renders, taken at one instant.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct EngineSnapshot {
+    pub counters: EngineCounters,
+    pub active_flows: usize,
+    pub max_flows: usize,
+    pub rules: Vec<RuleSnapshot>,
+    /// The busiest flows (by goodput), at most the requested number.
+    pub flows: Vec<FlowSnapshot>,
+}
