@@ -1,1 +1,469 @@
-//! placeholder
+//! Prometheus exposition of Slipstream's engine statistics.
+//!
+//! The packet thread owns the [`Engine`](slipstream_engine::Engine) and must never wait on an HTTP
+//! client, so it does not touch metric objects per packet. Instead it takes an [`EngineSnapshot`]
+//! about twice a second and [publishes](SharedSnapshot::publish) it; the HTTP handler calls
+//! [`render`], which asks the [`SlipstreamCollector`] to turn the latest snapshot into metrics at
+//! scrape time (the `Collector` pattern of linkerd2-proxy, rather than registered `Family`s).
+//!
+//! Why a collector and not `Family<Labels, Gauge>`: a family keeps every label set it has ever seen,
+//! so per-flow series would pile up for as long as the daemon runs (one set per ended flow, each
+//! with a random client port). Rendering from the snapshot means per-flow series exist exactly for
+//! the flows in the snapshot, which the engine bounds to the top N by goodput, and vanish once a
+//! flow ends or drops out of the top N. Engine-wide and per-rule figures are already monotonic
+//! counters in the engine, so re-emitting them from the snapshot loses nothing.
+//!
+//! Publishing swaps an `Arc` under the mutex, and a scrape only clones that `Arc` before encoding,
+//! so neither side holds the lock for longer than a pointer copy.
+//!
+//! Names follow Prometheus conventions: base units (bytes, seconds), counters end in `_total`
+//! (prometheus-client appends the suffix to counter samples), units are declared with `# UNIT`.
+//! Every metric has the prefix `slipstream_`. Optional per-flow values (`None` in the snapshot)
+//! are omitted rather than exported as 0, and a metric family with no series is left out entirely.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeCounterValue, EncodeGaugeValue, EncodeLabelSet, EncodeMetric, MetricEncoder,
+};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::{Registry, Unit};
+use slipstream_engine::{EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS};
+
+/// The `Content-Type` of [`render`]'s output (OpenMetrics text, as prometheus-client encodes it).
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// Prefix of every metric name (`slipstream_...`).
+pub const PREFIX: &str = "slipstream";
+
+/// The latest engine snapshot, shared between the packet thread (writer) and the metrics endpoint
+/// (reader). Cheap to clone: clones share the same slot.
+#[derive(Clone, Debug, Default)]
+pub struct SharedSnapshot(Arc<Mutex<Arc<EngineSnapshot>>>);
+
+impl SharedSnapshot {
+    /// A slot holding `initial` (use `SharedSnapshot::default()` for an empty snapshot).
+    pub fn new(initial: EngineSnapshot) -> SharedSnapshot {
+        SharedSnapshot(Arc::new(Mutex::new(Arc::new(initial))))
+    }
+
+    /// Replaces the snapshot. Allocation happens before the lock is taken and the old snapshot is
+    /// freed after it is released, so the packet thread holds the lock only for a pointer swap.
+    pub fn publish(&self, snapshot: EngineSnapshot) {
+        let snapshot = Arc::new(snapshot);
+        let previous = std::mem::replace(&mut *self.lock(), snapshot);
+        drop(previous);
+    }
+
+    /// The most recently published snapshot.
+    pub fn latest(&self) -> Arc<EngineSnapshot> {
+        Arc::clone(&self.lock())
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Arc<EngineSnapshot>> {
+        // The guarded value is a pointer that is only ever swapped whole: a panic elsewhere while
+        // holding the lock cannot leave it half-written, so a poisoned lock is still good.
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A prometheus-client [`Collector`] that encodes the latest [`EngineSnapshot`] on every scrape.
+#[derive(Clone, Debug)]
+pub struct SlipstreamCollector {
+    shared: SharedSnapshot,
+}
+
+impl SlipstreamCollector {
+    pub fn new(shared: SharedSnapshot) -> SlipstreamCollector {
+        SlipstreamCollector { shared }
+    }
+}
+
+impl Collector for SlipstreamCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        let snapshot = self.shared.latest();
+        encode_snapshot(&snapshot, &mut encoder)
+    }
+}
+
+/// A registry with prefix `slipstream` holding a [`SlipstreamCollector`] over `shared`.
+pub fn registry(shared: SharedSnapshot) -> Registry {
+    let mut registry = Registry::with_prefix(PREFIX);
+    registry.register_collector(Box::new(SlipstreamCollector::new(shared)));
+    registry
+}
+
+/// The registry's metrics in the OpenMetrics text format, `# EOF` included; serve it with
+/// [`CONTENT_TYPE`].
+pub fn render(registry: &Registry) -> String {
+    let mut out = String::with_capacity(16 * 1024);
+    // Writing to a String cannot fail, and neither the collector nor the label sets produce errors
+    // of their own.
+    prometheus_client::encoding::text::encode(&mut out, registry)
+        .expect("encoding metrics into a String cannot fail");
+    out
+}
+
+/// One flow that gets per-flow series, with its label values.
+struct FlowSeries<'a> {
+    flow: &'a FlowSnapshot,
+    rule: Cow<'a, str>,
+    sender: String,
+    receiver: String,
+}
+
+impl<'a> FlowSeries<'a> {
+    /// `None` for a flow whose endpoints are not known yet: it has no stable labels.
+    fn new(flow: &'a FlowSnapshot, rules: &'a [RuleSnapshot]) -> Option<FlowSeries<'a>> {
+        let (sender, receiver) = (flow.sender?, flow.receiver?);
+        // `FlowSnapshot::rule` is the 1-based rule number; after a reload that removed rules the
+        // number may name no rule, and then it is the label.
+        let rule = usize::from(flow.rule)
+            .checked_sub(1)
+            .and_then(|i| rules.get(i))
+            .map_or_else(
+                || Cow::Owned(flow.rule.to_string()),
+                |r| Cow::Borrowed(r.name.as_str()),
+            );
+        Some(FlowSeries {
+            flow,
+            rule,
+            sender: sender.to_string(),
+            receiver: receiver.to_string(),
+        })
+    }
+
+    fn labels(&self) -> [(&'static str, &str); 3] {
+        [
+            ("rule", &self.rule),
+            ("sender", &self.sender),
+            ("receiver", &self.receiver),
+        ]
+    }
+}
+
+fn rule_labels(rule: &RuleSnapshot) -> [(&'static str, &str); 2] {
+    [("rule", rule.name.as_str()), ("controller", rule.controller)]
+}
+
+fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let bytes = Unit::Bytes;
+    let seconds = Unit::Seconds;
+    let ratio = Unit::Other("ratio".to_owned());
+    let bytes_per_second = Unit::Other("bytes_per_second".to_owned());
+
+    // Engine-wide counters and gauges.
+    let c = &s.counters;
+    counter(enc, "packets", "Packets handed to the engine.", None, c.packets)?;
+    counter(
+        enc,
+        "packets_rewritten",
+        "Packets forwarded with a lowered receive window.",
+        None,
+        c.rewritten,
+    )?;
+    counter_family(
+        enc,
+        "packets_passed",
+        "Packets returned to the kernel unmodified, by reason.",
+        None,
+        PassReason::ALL
+            .iter()
+            .map(|r| ([("reason", r.as_str())], c.passed(*r))),
+    )?;
+    counter_family(
+        enc,
+        "packets_malformed",
+        "Packets that could not be parsed, by parse error.",
+        None,
+        PARSE_ERRORS
+            .iter()
+            .map(|e| ([("error", e.as_str())], c.malformed(*e))),
+    )?;
+    counter(
+        enc,
+        "flows_created",
+        "Flows added to the flow table.",
+        None,
+        c.flows_created,
+    )?;
+    counter(
+        enc,
+        "flows_evicted",
+        "Idle flows evicted to make room in a full flow table.",
+        None,
+        c.flows_evicted,
+    )?;
+    counter(
+        enc,
+        "flows_expired",
+        "Flows removed after their idle timeout.",
+        None,
+        c.flows_expired,
+    )?;
+    counter(
+        enc,
+        "flows_closed",
+        "Flows removed after FIN or RST.",
+        None,
+        c.flows_closed,
+    )?;
+    counter(
+        enc,
+        "flows_without_timestamps",
+        "Flows that negotiated no TCP timestamps (left unclamped if their controller needs them).",
+        None,
+        c.flows_without_timestamps,
+    )?;
+    counter(
+        enc,
+        "flows_without_handshake",
+        "Flows first seen after their handshake (window scale unknown, left unclamped).",
+        None,
+        c.flows_without_handshake,
+    )?;
+    counter(
+        enc,
+        "events_dropped",
+        "Flow events dropped because the event queue was full.",
+        None,
+        c.events_dropped,
+    )?;
+    gauge(
+        enc,
+        "flows_active",
+        "Flows in the flow table.",
+        None,
+        s.active_flows,
+    )?;
+    gauge(enc, "flows_max", "Capacity of the flow table.", None, s.max_flows)?;
+
+    // Per rule.
+    gauge_family(
+        enc,
+        "rule_flows_active",
+        "Flows in the flow table classified by the rule.",
+        None,
+        s.rules.iter().map(|r| (rule_labels(r), r.active_flows)),
+    )?;
+    counter_family(
+        enc,
+        "rule_flows_started",
+        "Flows classified by the rule since start.",
+        None,
+        s.rules.iter().map(|r| (rule_labels(r), r.flows_started)),
+    )?;
+    counter_family(
+        enc,
+        "rule_acked",
+        "Bytes acknowledged by the receivers of the rule's flows.",
+        Some(&bytes),
+        s.rules.iter().map(|r| (rule_labels(r), r.acked_bytes)),
+    )?;
+    counter_family(
+        enc,
+        "rule_packets_rewritten",
+        "Packets of the rule's flows forwarded with a lowered receive window.",
+        None,
+        s.rules.iter().map(|r| (rule_labels(r), r.rewritten)),
+    )?;
+
+    // Per flow: only the flows in the snapshot (the busiest ones), only those with known endpoints.
+    let flows: Vec<FlowSeries> = s
+        .flows
+        .iter()
+        .filter_map(|f| FlowSeries::new(f, &s.rules))
+        .collect();
+    gauge_family(
+        enc,
+        "flow_rwnd",
+        "Receive window last forwarded to the sender (the clamped rwnd).",
+        Some(&bytes),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.forwarded_window?))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_host_window",
+        "Receive window the receiving host last advertised.",
+        Some(&bytes),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.host_window?))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_target_window",
+        "Window the flow's controller wants advertised.",
+        Some(&bytes),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.controller.target_window?))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_cwnd_estimate",
+        "Controller's estimate of the sender's congestion window.",
+        Some(&bytes),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.controller.cwnd_estimate?))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_piv_sum",
+        "Sum of the packet inter-arrival variations of the last epoch (signed).",
+        Some(&seconds),
+        flows.iter().filter_map(|f| {
+            let epoch = f.flow.controller.last_epoch?;
+            Some((f.labels(), epoch.piv_sum_micros as f64 / 1e6))
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "flow_piv_positive",
+        "Fraction of the last epoch's packet inter-arrival variations that were positive.",
+        Some(&ratio),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.controller.last_epoch?.positive_fraction()))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_piv_count",
+        "Packet inter-arrival variations in the last epoch.",
+        None,
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.controller.last_epoch?.piv_count))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_goodput",
+        "Rate at which the flow's data is acknowledged.",
+        Some(&bytes_per_second),
+        flows
+            .iter()
+            .map(|f| (f.labels(), f.flow.goodput_bits_per_second / 8.0)),
+    )?;
+    gauge_family(
+        enc,
+        "flow_rtt",
+        "Round-trip time measured at the router.",
+        Some(&seconds),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.rtt?.as_secs_f64()))),
+    )?;
+    counter_family(
+        enc,
+        "flow_acked",
+        "Bytes acknowledged by the flow's receiver.",
+        Some(&bytes),
+        flows.iter().map(|f| (f.labels(), f.flow.acked_bytes)),
+    )?;
+    gauge_family(
+        enc,
+        "flow_mode",
+        "Always 1; the labels give the controller's mode and window policy (flows with a controller).",
+        None,
+        flows
+            .iter()
+            .filter(|f| !f.flow.controller.mode.is_empty())
+            .map(|f| {
+                let stats = &f.flow.controller;
+                (
+                    (f.labels(), [("mode", stats.mode), ("policy", stats.policy)]),
+                    1u32,
+                )
+            }),
+    )?;
+    gauge_family(
+        enc,
+        "flow_unclamped",
+        "Always 1; present while the flow is not clamped, the label gives the reason.",
+        None,
+        flows.iter().filter_map(|f| {
+            Some((
+                (f.labels(), [("reason", f.flow.unclamped_reason?.as_str())]),
+                1u32,
+            ))
+        }),
+    )?;
+    Ok(())
+}
+
+fn counter<N: EncodeCounterValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: N,
+) -> Result<(), fmt::Error> {
+    ConstCounter::new(value).encode(enc.encode_descriptor(name, help, unit, MetricType::Counter)?)
+}
+
+fn gauge<N: EncodeGaugeValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    value: N,
+) -> Result<(), fmt::Error> {
+    ConstGauge::new(value).encode(enc.encode_descriptor(name, help, unit, MetricType::Gauge)?)
+}
+
+fn counter_family<L: EncodeLabelSet, N: EncodeCounterValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    samples: impl IntoIterator<Item = (L, N)>,
+) -> Result<(), fmt::Error> {
+    family(enc, name, help, unit, MetricType::Counter, samples, |m, v| {
+        ConstCounter::new(v).encode(m)
+    })
+}
+
+fn gauge_family<L: EncodeLabelSet, N: EncodeGaugeValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    samples: impl IntoIterator<Item = (L, N)>,
+) -> Result<(), fmt::Error> {
+    family(enc, name, help, unit, MetricType::Gauge, samples, |m, v| {
+        ConstGauge::new(v).encode(m)
+    })
+}
+
+/// One metric family: the descriptor, then one sample per label set. A family without samples is
+/// left out, descriptor included.
+fn family<L: EncodeLabelSet, N>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    unit: Option<&Unit>,
+    metric_type: MetricType,
+    samples: impl IntoIterator<Item = (L, N)>,
+    encode: impl Fn(MetricEncoder, N) -> Result<(), fmt::Error>,
+) -> Result<(), fmt::Error> {
+    let mut samples = samples.into_iter().peekable();
+    if samples.peek().is_none() {
+        return Ok(());
+    }
+    let mut metric = enc.encode_descriptor(name, help, unit, metric_type)?;
+    for (labels, value) in samples {
+        encode(metric.encode_family(&labels)?, value)?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,447 @@
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use regex::Regex;
+use slipstream_control::{ControllerStats, EpochSummary};
+use slipstream_engine::{
+    EngineCounters, EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS,
+};
+
+use super::*;
+
+const BULK_FLOW: &str = r#"rule="bulk",sender="192.0.2.1:443",receiver="10.0.0.2:40000""#;
+const BACKUP_FLOW: &str = r#"rule="backup",sender="[2001:db8::1]:22",receiver="[fd00::2]:50000""#;
+
+fn addr(s: &str) -> Option<SocketAddr> {
+    Some(s.parse().unwrap())
+}
+
+fn rule(
+    name: &str,
+    controller: &'static str,
+    active: usize,
+    started: u64,
+    acked: u64,
+    rewritten: u64,
+) -> RuleSnapshot {
+    RuleSnapshot {
+        name: name.to_owned(),
+        controller,
+        active_flows: active,
+        flows_started: started,
+        acked_bytes: acked,
+        rewritten,
+    }
+}
+
+/// A flow of rule 1 with full controller stats.
+fn bulk_flow() -> FlowSnapshot {
+    FlowSnapshot {
+        rule: 1,
+        sender: addr("192.0.2.1:443"),
+        receiver: addr("10.0.0.2:40000"),
+        controller: ControllerStats {
+            target_window: Some(60_000),
+            cwnd_estimate: Some(80_000),
+            mode: "conservative",
+            policy: "increase",
+            last_epoch: Some(EpochSummary {
+                piv_count: 10,
+                positive: 3,
+                piv_sum_micros: -1_500,
+            }),
+        },
+        rtt: Some(Duration::from_millis(25)),
+        goodput_bits_per_second: 8_000_000.0,
+        acked_bytes: 123_456,
+        host_window: Some(131_072),
+        forwarded_window: Some(64_000),
+        unclamped_reason: None,
+    }
+}
+
+/// A flow of rule 2 without controller stats, not clamped.
+fn backup_flow() -> FlowSnapshot {
+    FlowSnapshot {
+        rule: 2,
+        sender: addr("[2001:db8::1]:22"),
+        receiver: addr("[fd00::2]:50000"),
+        controller: ControllerStats::default(),
+        rtt: None,
+        goodput_bits_per_second: 0.0,
+        acked_bytes: 0,
+        host_window: Some(65_535),
+        forwarded_window: Some(65_535),
+        unclamped_reason: Some(PassReason::NoTimestamps),
+    }
+}
+
+fn snapshot() -> EngineSnapshot {
+    let mut counters = EngineCounters::default();
+    counters.packets = 1000;
+    counters.rewritten = 700;
+    counters.flows_created = 9;
+    counters.flows_evicted = 1;
+    counters.flows_expired = 2;
+    counters.flows_closed = 3;
+    counters.flows_without_timestamps = 4;
+    counters.flows_without_handshake = 5;
+    counters.events_dropped = 6;
+    for _ in 0..3 {
+        counters.count_pass(PassReason::Observed);
+    }
+    counters.count_malformed(PARSE_ERRORS[1]);
+    let unknown_sender = FlowSnapshot {
+        sender: None,
+        receiver: None,
+        ..bulk_flow()
+    };
+    EngineSnapshot {
+        counters,
+        active_flows: 3,
+        max_flows: 4096,
+        rules: vec![
+            rule("bulk", "vulture", 2, 7, 1_000_000, 650),
+            rule("backup", "fixed_window", 1, 2, 5_000, 50),
+        ],
+        flows: vec![bulk_flow(), backup_flow(), unknown_sender],
+    }
+}
+
+fn render_snapshot(snapshot: EngineSnapshot) -> String {
+    render(&registry(SharedSnapshot::new(snapshot)))
+}
+
+fn lines(text: &str) -> HashSet<&str> {
+    text.lines().collect()
+}
+
+fn assert_lines(text: &str, expected: &[String]) {
+    let have = lines(text);
+    for line in expected {
+        assert!(have.contains(line.as_str()), "missing line {line:?} in:\n{text}");
+    }
+}
+
+#[test]
+fn renders_engine_and_rule_metrics() {
+    let text = render_snapshot(snapshot());
+    let expected: Vec<String> = [
+        "slipstream_packets_total 1000",
+        "slipstream_packets_rewritten_total 700",
+        r#"slipstream_packets_passed_total{reason="observed"} 3"#,
+        r#"slipstream_packets_passed_total{reason="malformed"} 1"#,
+        r#"slipstream_packets_passed_total{reason="checksum_not_ready"} 0"#,
+        r#"slipstream_packets_malformed_total{error="truncated"} 1"#,
+        r#"slipstream_packets_malformed_total{error="not_ip"} 0"#,
+        "slipstream_flows_created_total 9",
+        "slipstream_flows_evicted_total 1",
+        "slipstream_flows_expired_total 2",
+        "slipstream_flows_closed_total 3",
+        "slipstream_flows_without_timestamps_total 4",
+        "slipstream_flows_without_handshake_total 5",
+        "slipstream_events_dropped_total 6",
+        "slipstream_flows_active 3",
+        "slipstream_flows_max 4096",
+        r#"slipstream_rule_flows_active{rule="bulk",controller="vulture"} 2"#,
+        r#"slipstream_rule_flows_active{rule="backup",controller="fixed_window"} 1"#,
+        r#"slipstream_rule_flows_started_total{rule="bulk",controller="vulture"} 7"#,
+        r#"slipstream_rule_acked_bytes_total{rule="bulk",controller="vulture"} 1000000"#,
+        r#"slipstream_rule_acked_bytes_total{rule="backup",controller="fixed_window"} 5000"#,
+        r#"slipstream_rule_packets_rewritten_total{rule="backup",controller="fixed_window"} 50"#,
+        "# TYPE slipstream_rule_acked_bytes counter",
+        "# UNIT slipstream_rule_acked_bytes bytes",
+        "# EOF",
+    ]
+    .map(String::from)
+    .into();
+    assert_lines(&text, &expected);
+
+    // Every pass reason and every parse error has a series, even at zero.
+    for reason in PassReason::ALL {
+        let prefix = format!(
+            "slipstream_packets_passed_total{{reason=\"{}\"}} ",
+            reason.as_str()
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with(&prefix)),
+            "no series for {reason:?}"
+        );
+    }
+    for error in PARSE_ERRORS {
+        let prefix = format!(
+            "slipstream_packets_malformed_total{{error=\"{}\"}} ",
+            error.as_str()
+        );
+        assert!(
+            text.lines().any(|l| l.starts_with(&prefix)),
+            "no series for {error:?}"
+        );
+    }
+}
+
+#[test]
+fn renders_per_flow_metrics() {
+    let text = render_snapshot(snapshot());
+    let expected = [
+        format!("slipstream_flow_rwnd_bytes{{{BULK_FLOW}}} 64000"),
+        format!("slipstream_flow_host_window_bytes{{{BULK_FLOW}}} 131072"),
+        format!("slipstream_flow_target_window_bytes{{{BULK_FLOW}}} 60000"),
+        format!("slipstream_flow_cwnd_estimate_bytes{{{BULK_FLOW}}} 80000"),
+        format!("slipstream_flow_piv_sum_seconds{{{BULK_FLOW}}} -0.0015"),
+        format!("slipstream_flow_piv_positive_ratio{{{BULK_FLOW}}} 0.3"),
+        format!("slipstream_flow_piv_count{{{BULK_FLOW}}} 10"),
+        format!("slipstream_flow_goodput_bytes_per_second{{{BULK_FLOW}}} 1000000.0"),
+        format!("slipstream_flow_rtt_seconds{{{BULK_FLOW}}} 0.025"),
+        format!("slipstream_flow_acked_bytes_total{{{BULK_FLOW}}} 123456"),
+        format!(r#"slipstream_flow_mode{{{BULK_FLOW},mode="conservative",policy="increase"}} 1"#),
+        format!("slipstream_flow_rwnd_bytes{{{BACKUP_FLOW}}} 65535"),
+        format!("slipstream_flow_host_window_bytes{{{BACKUP_FLOW}}} 65535"),
+        format!("slipstream_flow_goodput_bytes_per_second{{{BACKUP_FLOW}}} 0.0"),
+        format!("slipstream_flow_acked_bytes_total{{{BACKUP_FLOW}}} 0"),
+        format!(r#"slipstream_flow_unclamped{{{BACKUP_FLOW},reason="no_timestamps"}} 1"#),
+    ];
+    assert_lines(&text, &expected);
+
+    // The flow without controller stats has none of the optional series.
+    for name in [
+        "flow_target_window_bytes",
+        "flow_cwnd_estimate_bytes",
+        "flow_piv_sum_seconds",
+        "flow_piv_positive_ratio",
+        "flow_piv_count",
+        "flow_rtt_seconds",
+        "flow_mode",
+    ] {
+        let prefix = format!("slipstream_{name}{{{BACKUP_FLOW}");
+        assert!(
+            !text.lines().any(|l| l.starts_with(&prefix)),
+            "unexpected {name} for the backup flow"
+        );
+    }
+    // The clamped flow has no unclamped series.
+    assert!(!text.contains(&format!("slipstream_flow_unclamped{{{BULK_FLOW}")));
+    // The flow with an unknown sender has no series at all: 2 flows, 2 rwnd series.
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("slipstream_flow_rwnd_bytes{"))
+            .count(),
+        2
+    );
+}
+
+#[test]
+fn counters_end_in_total_and_gauges_do_not() {
+    let text = render_snapshot(snapshot());
+    let types = family_types(&text);
+    let mut counters = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')) {
+        let name = sample_name(line);
+        if let Some(family) = name
+            .strip_suffix("_total")
+            .filter(|f| types.get(*f) == Some(&"counter"))
+        {
+            counters += 1;
+            assert!(family.starts_with("slipstream_"));
+        } else {
+            assert_eq!(
+                types.get(name),
+                Some(&"gauge"),
+                "{name} is neither a counter sample nor a gauge"
+            );
+        }
+    }
+    assert!(counters > 20);
+}
+
+#[test]
+fn ended_flow_disappears_from_next_render() {
+    let shared = SharedSnapshot::new(snapshot());
+    let registry = registry(shared.clone());
+    let before = render(&registry);
+    assert!(before.contains(BACKUP_FLOW));
+
+    let mut next = snapshot();
+    next.flows.retain(|f| f.rule != 2);
+    shared.publish(next);
+    let after = render(&registry);
+    assert!(after.contains(BULK_FLOW));
+    assert!(
+        !after.contains(BACKUP_FLOW),
+        "ended flow still rendered:\n{after}"
+    );
+    // The unclamped family had only that flow: it is gone, descriptor included.
+    assert!(!after.contains("slipstream_flow_unclamped"));
+
+    // With no flows at all, no per-flow family is left, while the rest stays.
+    shared.publish(EngineSnapshot {
+        flows: Vec::new(),
+        ..snapshot()
+    });
+    let empty = render(&registry);
+    assert!(
+        !empty.contains("slipstream_flow_"),
+        "per-flow metrics without flows:\n{empty}"
+    );
+    assert!(empty.contains("slipstream_rule_flows_active{"));
+}
+
+#[test]
+fn per_flow_series_are_bounded_by_the_snapshot() {
+    let flows: Vec<FlowSnapshot> = (0..32u16)
+        .map(|i| FlowSnapshot {
+            receiver: Some(SocketAddr::from(([10, 0, 0, 2], 40_000 + i))),
+            goodput_bits_per_second: f64::from(i) * 1000.0,
+            ..bulk_flow()
+        })
+        .collect();
+    let text = render_snapshot(EngineSnapshot { flows, ..snapshot() });
+    let rwnd: HashSet<&str> = text
+        .lines()
+        .filter(|l| l.starts_with("slipstream_flow_rwnd_bytes{"))
+        .collect();
+    assert_eq!(rwnd.len(), 32);
+    assert_eq!(
+        text.lines()
+            .filter(|l| l.starts_with("slipstream_flow_rwnd_bytes{"))
+            .count(),
+        32
+    );
+}
+
+#[test]
+fn flow_of_a_removed_rule_is_labelled_by_number() {
+    let flow = FlowSnapshot {
+        rule: 5,
+        ..bulk_flow()
+    };
+    let text = render_snapshot(EngineSnapshot {
+        flows: vec![flow],
+        ..snapshot()
+    });
+    assert!(
+        text.contains(r#"slipstream_flow_rwnd_bytes{rule="5",sender="192.0.2.1:443""#),
+        "{text}"
+    );
+}
+
+#[test]
+fn empty_snapshot_renders() {
+    let text = render(&registry(SharedSnapshot::default()));
+    assert_lines(
+        &text,
+        &[
+            "slipstream_packets_total 0".to_owned(),
+            "slipstream_flows_max 0".to_owned(),
+        ],
+    );
+    check_exposition(&text);
+}
+
+#[test]
+fn latest_returns_what_was_published() {
+    let shared = SharedSnapshot::default();
+    assert_eq!(*shared.latest(), EngineSnapshot::default());
+    let held = shared.latest();
+    shared.publish(snapshot());
+    assert_eq!(*shared.latest(), snapshot());
+    // A reader holding the old snapshot keeps it intact.
+    assert_eq!(*held, EngineSnapshot::default());
+}
+
+#[test]
+fn output_is_well_formed_exposition() {
+    check_exposition(&render_snapshot(snapshot()));
+}
+
+/// Family name -> type, from the `# TYPE` lines.
+fn family_types(text: &str) -> HashMap<&str, &str> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|rest| rest.split_once(' ').expect("TYPE line has a name and a type"))
+        .collect()
+}
+
+fn sample_name(line: &str) -> &str {
+    let end = line.find(['{', ' ']).unwrap_or(line.len());
+    &line[..end]
+}
+
+/// A cheap exposition-format check: every sample line is `name{labels} value`, every sample belongs
+/// to a family announced before it with exactly one HELP and one TYPE line, and the output ends
+/// with `# EOF`.
+fn check_exposition(text: &str) {
+    let sample = Regex::new(
+        r#"^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\.)*",?)*\})? (-?[0-9.eE+-]+|NaN|\+Inf|-Inf)$"#,
+    )
+    .unwrap();
+    let meta = Regex::new(r"^# (HELP|TYPE|UNIT) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.+)$").unwrap();
+
+    let mut help = HashSet::new();
+    let mut types: HashMap<&str, &str> = HashMap::new();
+    let mut current: Option<&str> = None;
+    let mut samples = 0;
+    assert!(text.ends_with("# EOF\n"), "no EOF marker");
+    for line in text.lines().filter(|l| *l != "# EOF") {
+        if let Some(m) = meta.captures(line) {
+            let (kind, name) = (m.get(1).unwrap().as_str(), m.get(2).unwrap().as_str());
+            match kind {
+                "HELP" => {
+                    assert!(help.insert(name), "second HELP for {name}");
+                    current = Some(name);
+                }
+                "TYPE" => {
+                    assert_eq!(current, Some(name), "TYPE of {name} not right after its HELP");
+                    let ty = m.get(3).unwrap().as_str();
+                    assert!(matches!(ty, "counter" | "gauge"), "unexpected type {ty}");
+                    assert!(types.insert(name, ty).is_none(), "second TYPE for {name}");
+                }
+                _ => {
+                    let unit = m.get(3).unwrap().as_str();
+                    assert!(
+                        name.ends_with(&format!("_{unit}")),
+                        "{name} does not end in its unit {unit}"
+                    );
+                }
+            }
+            continue;
+        }
+        assert!(!line.starts_with('#'), "unexpected comment line {line:?}");
+        let caps = sample
+            .captures(line)
+            .unwrap_or_else(|| panic!("malformed sample line {line:?}"));
+        let name = caps.get(1).unwrap().as_str();
+        let family = current.unwrap_or_else(|| panic!("sample {name} before any family"));
+        let ty = types
+            .get(family)
+            .unwrap_or_else(|| panic!("family {family} has no TYPE"));
+        let expected = if *ty == "counter" {
+            format!("{family}_total")
+        } else {
+            family.to_owned()
+        };
+        assert_eq!(name, expected, "sample outside its family");
+        samples += 1;
+    }
+    assert_eq!(help.len(), types.len(), "a family has HELP but no TYPE");
+    assert!(samples > 0);
+}
+
+#[test]
+#[should_panic(expected = "malformed sample line")]
+fn exposition_check_rejects_a_bad_line() {
+    check_exposition("# HELP x_y Help.\n# TYPE x_y gauge\nx_y{a=\"b\"} one\n# EOF\n");
+}
+
+#[test]
+#[should_panic(expected = "sample outside its family")]
+fn exposition_check_rejects_a_counter_without_total() {
+    check_exposition("# HELP x_y Help.\n# TYPE x_y counter\nx_y 1\n# EOF\n");
+}
+
+#[test]
+#[ignore = "prints the exposition for a look: cargo test -p slipstream-metrics -- --ignored --nocapture"]
+fn print_exposition() {
+    print!("{}", render_snapshot(snapshot()));
+}
