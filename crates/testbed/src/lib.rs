@@ -1,1 +1,787 @@
-//! placeholder
+//! Network-namespace testbed for Slipstream's end-to-end tests and lab.
+//!
+//! Why it exists: Slipstream clamps the TCP receive window of background flows on a home router;
+//! whether that works can only be judged on a path with a real bottleneck, a real RTT and real
+//! TCP senders. [`Testbed`] builds such a path out of four network namespaces on one host and
+//! tears it down again, also after a panic or a half-finished build:
+//!
+//! ```text
+//!  server ──────── isp ──────── router ──────── client
+//!  eth0    isp-srv     isp-rtr  wan0    br-lan  eth0
+//!  10.77.1.2  .1.1     10.77.2.1   .2.2  10.77.3.1   .3.2      (+ fd77:N::/64 likewise)
+//! ```
+//!
+//! * `server` runs iperf3 servers (the sender of downloads).
+//! * `isp` forwards and hosts the delay element (`slipstream-delay`, see its module docs),
+//!   fed from `mangle FORWARD` via NFQUEUE in both directions (queue 1: downloads, entering on
+//!   `isp-srv`; queue 2: uploads, entering on `isp-rtr`), each delayed by the one-way delay. The
+//!   download bottleneck is a `tbf` on `isp-rtr` egress. `mangle FORWARD` runs before the egress
+//!   qdisc, so packets are delayed first and then queue at the bottleneck, like at a DSLAM.
+//! * `router` forwards between `wan0` and `br-lan` (named like OpenWrt's LAN bridge, so the default config applies as is); the upload bottleneck is a `tbf` on `wan0`
+//!   egress. The daemon under test runs here (started by the caller with [`Testbed::spawn_in`] or
+//!   [`Testbed::exec`]) and is configured with [`Testbed::router_lan_if`].
+//! * `client` is the LAN host, the receiver of downloads.
+//!
+//! Interfaces are created directly inside their namespaces, so their names are fixed (and
+//! short) while namespace names carry the per-test prefix: `<prefix>-srv`, `-isp`, `-rtr`,
+//! `-cli`. TSO/GSO/GRO are off on every veth (one packet = one frame, as in the Vulture
+//! testbed), forwarding is on in `isp` and `router`, `tcp_no_metrics_save=1` in the end hosts,
+//! and TCP buffer maxima are set to 8 MiB there (far above 10 Mbit/s × 100 ms + one BDP queue).
+//!
+//! **tbf parameters.** `rate` = [`TopologySpec::rate_mbit`]; `burst` = max(2 frames of 1514
+//! bytes, 1 ms of tokens) (3028 bytes at 10 Mbit/s: a full frame always fits, and the shaper
+//! never emits more than ~2.4 ms of line-rate burst, so the rate is honest at sub-RTT scales);
+//! `limit` = [`TopologySpec::queue_bytes`], by default one BDP (rate × RTT, 125 000 bytes at
+//! 10 Mbit/s and 100 ms).
+//!
+//! **Delay binary.** The library starts `slipstream-delay` from [`delay_binary`] (or
+//! [`TopologySpec::delay_bin`]); callers outside this crate must have built it first:
+//! `cargo build -p slipstream-testbed --bins`.
+//!
+//! Requires root, `ip`, `tc`, `ethtool`, `sysctl`, `iptables-legacy`/`ip6tables-legacy`,
+//! `ping` and `iperf3`; see [`netns_supported`] for a skip check.
+
+pub mod cmd;
+pub mod iperf;
+
+use std::ffi::OsStr;
+use std::io::{BufRead, BufReader};
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{mpsc, Mutex};
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+
+pub use cmd::RttStats;
+pub use iperf::{Interval, IperfResult, IperfRun};
+
+/// Parameters of the topology.
+#[derive(Debug, Clone)]
+pub struct TopologySpec {
+    /// Access bottleneck rate in Mbit/s, both directions (default 10).
+    pub rate_mbit: f64,
+    /// One-way delay added in each direction by the delay element, ms (default 50, i.e. a
+    /// 100 ms base RTT). 0 disables the delay element.
+    pub one_way_delay_ms: f64,
+    /// tbf queue limit in bytes for both bottlenecks; `None` = one BDP (see
+    /// [`TopologySpec::effective_queue_bytes`]). [`TopologySpec::with_queue_packets`] sets it in
+    /// full-size frames.
+    pub queue_bytes: Option<u64>,
+    /// Prefix of the namespace names; must be unique per concurrently running testbed (use
+    /// [`unique_prefix`]). Namespaces are `<prefix>-srv`, `-isp`, `-rtr`, `-cli`.
+    pub name_prefix: String,
+    /// Path of `slipstream-delay`; `None` = [`delay_binary`].
+    pub delay_bin: Option<PathBuf>,
+    /// Also configure IPv6 (fd77:N::/64 per link) and delay IPv6 (default true).
+    pub ipv6: bool,
+}
+
+impl Default for TopologySpec {
+    fn default() -> Self {
+        TopologySpec {
+            rate_mbit: 10.0,
+            one_way_delay_ms: 50.0,
+            queue_bytes: None,
+            name_prefix: unique_prefix("ss"),
+            delay_bin: None,
+            ipv6: true,
+        }
+    }
+}
+
+impl TopologySpec {
+    /// Default spec with the given namespace prefix.
+    pub fn with_prefix(prefix: impl Into<String>) -> Self {
+        TopologySpec {
+            name_prefix: prefix.into(),
+            ..Default::default()
+        }
+    }
+
+    /// Sets the queue limit to `n` full-size (1514-byte) frames.
+    pub fn with_queue_packets(mut self, n: u64) -> Self {
+        self.queue_bytes = Some(n * cmd::FRAME_BYTES);
+        self
+    }
+
+    /// Base RTT in ms (twice the one-way delay).
+    pub fn rtt_ms(&self) -> f64 {
+        2.0 * self.one_way_delay_ms
+    }
+
+    /// Bottleneck rate in bit/s.
+    pub fn rate_bps(&self) -> u64 {
+        (self.rate_mbit * 1e6).round() as u64
+    }
+
+    /// Bandwidth-delay product in bytes (rate × base RTT).
+    pub fn bdp_bytes(&self) -> u64 {
+        (self.rate_mbit * 1e6 / 8.0 * self.rtt_ms() / 1000.0).round() as u64
+    }
+
+    /// The tbf `limit` used: `queue_bytes` or one BDP, at least two full frames.
+    pub fn effective_queue_bytes(&self) -> u64 {
+        self.queue_bytes
+            .unwrap_or_else(|| self.bdp_bytes())
+            .max(2 * cmd::FRAME_BYTES)
+    }
+
+    /// The tbf `burst` used (see the crate docs).
+    pub fn tbf_burst_bytes(&self) -> u64 {
+        cmd::tbf_burst_bytes(self.rate_bps())
+    }
+
+    fn validate(&self) -> Result<()> {
+        if !(self.rate_mbit.is_finite() && self.rate_mbit > 0.0) {
+            bail!("rate_mbit must be positive, got {}", self.rate_mbit);
+        }
+        if !(self.one_way_delay_ms.is_finite() && self.one_way_delay_ms >= 0.0) {
+            bail!("one_way_delay_ms must be >= 0, got {}", self.one_way_delay_ms);
+        }
+        let p = &self.name_prefix;
+        if p.is_empty() || p.len() > 40 || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            bail!("name_prefix must be 1-40 chars of [A-Za-z0-9_], got {p:?}");
+        }
+        Ok(())
+    }
+}
+
+static PREFIX_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// A namespace prefix unique within this host at this moment: `<base><pid>x<n>`.
+/// Pass the same `base` to [`cleanup_stale`] to remove leftovers of crashed runs (but only when
+/// no other run with that base is active).
+pub fn unique_prefix(base: &str) -> String {
+    format!(
+        "{base}{}x{}",
+        std::process::id(),
+        PREFIX_COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// The four hosts of the topology.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Ns {
+    /// iperf3 servers, sender of downloads.
+    Server,
+    /// Forwarder with the delay element and the download bottleneck.
+    Isp,
+    /// Home router: the daemon under test runs here; upload bottleneck on its WAN side.
+    Router,
+    /// LAN host, receiver of downloads.
+    Client,
+}
+
+impl Ns {
+    /// All namespaces, in creation order.
+    pub const ALL: [Ns; 4] = [Ns::Server, Ns::Isp, Ns::Router, Ns::Client];
+
+    /// Suffix of the namespace name.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            Ns::Server => "srv",
+            Ns::Isp => "isp",
+            Ns::Router => "rtr",
+            Ns::Client => "cli",
+        }
+    }
+}
+
+/// Router LAN interface (towards the client).
+pub const ROUTER_LAN_IF: &str = "br-lan";
+/// Router WAN interface (towards the isp); the upload bottleneck.
+pub const ROUTER_WAN_IF: &str = "wan0";
+/// Isp interface towards the router; the download bottleneck.
+pub const ISP_DOWN_IF: &str = "isp-rtr";
+/// Isp interface towards the server.
+pub const ISP_UP_IF: &str = "isp-srv";
+/// End-host interface name (server and client).
+pub const HOST_IF: &str = "eth0";
+/// NFQUEUE queue number for the download direction (in the isp namespace).
+pub const DOWNLOAD_QUEUE: u16 = 1;
+/// NFQUEUE queue number for the upload direction (in the isp namespace).
+pub const UPLOAD_QUEUE: u16 = 2;
+
+/// One veth link: (ns A, if A, ns B, if B, link number for 10.77.<n>.0/24; A gets .2, B .1).
+const LINKS: [(Ns, &str, Ns, &str, u8); 3] = [
+    (Ns::Server, HOST_IF, Ns::Isp, ISP_UP_IF, 1),
+    (Ns::Router, ROUTER_WAN_IF, Ns::Isp, ISP_DOWN_IF, 2),
+    (Ns::Client, HOST_IF, Ns::Router, ROUTER_LAN_IF, 3),
+];
+
+fn v4(link: u8, host: u8) -> String {
+    format!("10.77.{link}.{host}")
+}
+
+fn v6(link: u8, host: u8) -> String {
+    format!("fd77:{link}::{host}")
+}
+
+struct Owned {
+    label: String,
+    child: Child,
+}
+
+/// A built topology. Dropping it tears everything down (see [`Testbed::teardown`]).
+pub struct Testbed {
+    spec: TopologySpec,
+    /// Namespaces this testbed created (only these are deleted).
+    created: Vec<String>,
+    owned: Mutex<Vec<Owned>>,
+}
+
+impl Testbed {
+    /// Builds the topology. On error everything created so far is removed again.
+    pub fn build(spec: TopologySpec) -> Result<Testbed> {
+        spec.validate()?;
+        let mut tb = Testbed {
+            spec,
+            created: Vec::new(),
+            owned: Mutex::new(Vec::new()),
+        };
+        // On `?` below, `tb` is dropped and Drop tears down what was made.
+        tb.setup()
+            .with_context(|| format!("building testbed {}", tb.spec.name_prefix))?;
+        Ok(tb)
+    }
+
+    fn setup(&mut self) -> Result<()> {
+        let delay_bin = self.spec.delay_bin.clone().unwrap_or_else(delay_binary);
+        if self.spec.one_way_delay_ms > 0.0 && !delay_bin.is_file() {
+            bail!(
+                "delay element {} not found; build it with `cargo build -p slipstream-testbed --bins` \
+                 or set SLIPSTREAM_DELAY_BIN",
+                delay_bin.display()
+            );
+        }
+        let existing = list_netns()?;
+        for ns in Ns::ALL {
+            let name = self.ns_name(ns);
+            if existing.contains(&name) {
+                bail!("namespace {name} already exists (stale run? see cleanup_stale)");
+            }
+            cmd::run("ip", &["netns", "add", &name])?;
+            self.created.push(name.clone());
+            cmd::run("ip", &["-n", &name, "link", "set", "lo", "up"])?;
+        }
+        let ipv6 = self.spec.ipv6;
+        for (a, ifa, b, ifb, link) in LINKS {
+            let (na, nb) = (self.ns_name(a), self.ns_name(b));
+            cmd::run(
+                "ip",
+                &[
+                    "-n", &na, "link", "add", ifa, "type", "veth", "peer", "name", ifb, "netns", &nb,
+                ],
+            )?;
+            for (ns, dev, host) in [(&na, ifa, 2u8), (&nb, ifb, 1u8)] {
+                cmd::run_command(self.exec_named(
+                    ns,
+                    &["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"],
+                ))?;
+                cmd::run(
+                    "ip",
+                    &[
+                        "-n",
+                        ns,
+                        "addr",
+                        "add",
+                        &format!("{}/24", v4(link, host)),
+                        "dev",
+                        dev,
+                    ],
+                )?;
+                if ipv6 {
+                    let a6 = format!("{}/64", v6(link, host));
+                    cmd::run("ip", &["-n", ns, "-6", "addr", "add", &a6, "dev", dev, "nodad"])?;
+                }
+                cmd::run("ip", &["-n", ns, "link", "set", dev, "up"])?;
+            }
+        }
+        // Routing: end hosts and router default towards the isp side; isp knows the LAN.
+        let mut routes = vec![
+            (Ns::Server, "default".to_string(), v4(1, 1)),
+            (Ns::Router, "default".to_string(), v4(2, 1)),
+            (Ns::Client, "default".to_string(), v4(3, 1)),
+            (Ns::Isp, "10.77.3.0/24".to_string(), v4(2, 2)),
+        ];
+        if ipv6 {
+            routes.extend([
+                (Ns::Server, "default".to_string(), v6(1, 1)),
+                (Ns::Router, "default".to_string(), v6(2, 1)),
+                (Ns::Client, "default".to_string(), v6(3, 1)),
+                (Ns::Isp, "fd77:3::/64".to_string(), v6(2, 2)),
+            ]);
+        }
+        for (ns, dst, via) in routes {
+            cmd::run(
+                "ip",
+                &["-n", &self.ns_name(ns), "route", "add", &dst, "via", &via],
+            )?;
+        }
+        // Sysctls.
+        for ns in [Ns::Isp, Ns::Router] {
+            self.sysctl(ns, "net.ipv4.ip_forward", "1")?;
+            if ipv6 {
+                self.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")?;
+            }
+        }
+        for ns in [Ns::Server, Ns::Client] {
+            self.sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1")?;
+            self.sysctl(ns, "net.ipv4.tcp_rmem", "4096 131072 8388608")?;
+            self.sysctl(ns, "net.ipv4.tcp_wmem", "4096 16384 8388608")?;
+        }
+        // Bottlenecks.
+        let (rate, burst, limit) = (
+            self.spec.rate_bps(),
+            self.spec.tbf_burst_bytes(),
+            self.spec.effective_queue_bytes(),
+        );
+        for (ns, dev) in [(Ns::Isp, ISP_DOWN_IF), (Ns::Router, ROUTER_WAN_IF)] {
+            cmd::run(
+                "tc",
+                &[
+                    &["-n".to_string(), self.ns_name(ns)][..],
+                    &cmd::tbf_args(dev, rate, burst, limit),
+                ]
+                .concat(),
+            )?;
+        }
+        // Delay element, then the rules feeding it (NFQUEUE without a listener drops).
+        if self.spec.one_way_delay_ms > 0.0 {
+            self.start_delay_element(&delay_bin)?;
+            let isp = self.ns_name(Ns::Isp);
+            let mut tools = vec!["iptables-legacy"];
+            if ipv6 {
+                tools.push("ip6tables-legacy");
+            }
+            for tool in tools {
+                for (dev, q) in [(ISP_UP_IF, DOWNLOAD_QUEUE), (ISP_DOWN_IF, UPLOAD_QUEUE)] {
+                    let q = q.to_string();
+                    let args = [
+                        tool,
+                        "-t",
+                        "mangle",
+                        "-A",
+                        "FORWARD",
+                        "-i",
+                        dev,
+                        "-j",
+                        "NFQUEUE",
+                        "--queue-num",
+                        &q,
+                    ];
+                    cmd::run_command(self.exec_named(&isp, &args))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_delay_element(&self, bin: &std::path::Path) -> Result<()> {
+        let d = format!("{}", self.spec.one_way_delay_ms);
+        let (q1, q2) = (DOWNLOAD_QUEUE.to_string(), UPLOAD_QUEUE.to_string());
+        let mut c = self.exec(Ns::Isp, &[bin.as_os_str()]);
+        c.args([
+            "--queue",
+            &q1,
+            "--delay-ms",
+            &d,
+            "--queue2",
+            &q2,
+            "--delay2-ms",
+            &d,
+        ]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        let mut child = c.spawn().with_context(|| format!("spawning {}", bin.display()))?;
+        let stdout = child.stdout.take().expect("piped");
+        self.own("slipstream-delay", child);
+        // Read the `ready` line on a thread (with a timeout here); the thread then keeps
+        // draining stdout until the process exits.
+        let (tx, rx) = mpsc::channel();
+        std::thread::spawn(move || {
+            let mut lines = BufReader::new(stdout).lines();
+            let first = lines.next();
+            let _ = tx.send(first.map(|l| l.unwrap_or_default()));
+            for _ in lines {}
+        });
+        match rx.recv_timeout(Duration::from_secs(5)) {
+            Ok(Some(line)) if line.trim() == "ready" => Ok(()),
+            Ok(other) => bail!("slipstream-delay did not report ready (got {other:?}; see its stderr)"),
+            Err(_) => bail!("slipstream-delay did not report ready within 5 s"),
+        }
+    }
+
+    fn own(&self, label: &str, child: Child) -> u32 {
+        let pid = child.id();
+        self.owned.lock().unwrap_or_else(|e| e.into_inner()).push(Owned {
+            label: label.into(),
+            child,
+        });
+        pid
+    }
+
+    fn sysctl(&self, ns: Ns, key: &str, value: &str) -> Result<()> {
+        cmd::run_command(self.exec(ns, &["sysctl", "-q", "-w", &format!("{key}={value}")]))?;
+        Ok(())
+    }
+
+    fn exec_named<S: AsRef<OsStr>>(&self, ns_name: &str, args: &[S]) -> Command {
+        cmd::netns_exec(ns_name, args)
+    }
+
+    /// The spec this testbed was built from.
+    pub fn spec(&self) -> &TopologySpec {
+        &self.spec
+    }
+
+    /// Name of a namespace (`<prefix>-srv` etc.), e.g. for `ip netns exec`.
+    pub fn ns_name(&self, ns: Ns) -> String {
+        format!("{}-{}", self.spec.name_prefix, ns.suffix())
+    }
+
+    /// The router's LAN interface (towards the client), for the daemon's config.
+    pub fn router_lan_if(&self) -> &'static str {
+        ROUTER_LAN_IF
+    }
+
+    /// The router's WAN interface (towards the isp).
+    pub fn router_wan_if(&self) -> &'static str {
+        ROUTER_WAN_IF
+    }
+
+    /// Server address (iperf3 target): 10.77.1.2, or fd77:1::2 with `v6`.
+    pub fn server_addr(&self, v6_: bool) -> IpAddr {
+        (if v6_ { v6(1, 2) } else { v4(1, 2) })
+            .parse()
+            .expect("valid literal")
+    }
+
+    /// Client address: 10.77.3.2, or fd77:3::2 with `v6`.
+    pub fn client_addr(&self, v6_: bool) -> IpAddr {
+        (if v6_ { v6(3, 2) } else { v4(3, 2) })
+            .parse()
+            .expect("valid literal")
+    }
+
+    /// The router's LAN address: 10.77.3.1, or fd77:3::1 with `v6`.
+    pub fn router_lan_addr(&self, v6_: bool) -> IpAddr {
+        (if v6_ { v6(3, 1) } else { v4(3, 1) })
+            .parse()
+            .expect("valid literal")
+    }
+
+    /// LAN prefixes (`10.77.3.0/24`, `fd77:3::/64`).
+    pub fn lan_prefixes(&self) -> [&'static str; 2] {
+        ["10.77.3.0/24", "fd77:3::/64"]
+    }
+
+    /// A [`Command`] running `args` inside namespace `ns` (`ip netns exec`); nothing is spawned.
+    pub fn exec<S: AsRef<OsStr>>(&self, ns: Ns, args: &[S]) -> Command {
+        cmd::netns_exec(&self.ns_name(ns), args)
+    }
+
+    /// Runs `args` in `ns` to completion; returns stdout, errors (with stderr) on failure.
+    pub fn run_in<S: AsRef<OsStr>>(&self, ns: Ns, args: &[S]) -> Result<String> {
+        cmd::run_command(self.exec(ns, args))
+    }
+
+    /// Spawns `args` in `ns` (stdin null, stdout/stderr inherited) and returns the child to the
+    /// caller. The caller should stop it (e.g. SIGTERM + wait) before dropping the testbed;
+    /// teardown SIGKILLs whatever still runs in the namespaces anyway.
+    pub fn spawn_in<S: AsRef<OsStr>>(&self, ns: Ns, args: &[S]) -> Result<Child> {
+        let mut c = self.exec(ns, args);
+        c.stdin(Stdio::null());
+        c.spawn()
+            .with_context(|| format!("spawning `{}`", cmd::describe(&c)))
+    }
+
+    /// Like [`spawn_in`](Self::spawn_in) but the testbed owns the process: it gets SIGTERM (then
+    /// SIGKILL after 2 s) at teardown. Stdout/stderr go to /dev/null. Returns the pid.
+    pub fn spawn_owned<S: AsRef<OsStr>>(&self, ns: Ns, label: &str, args: &[S]) -> Result<u32> {
+        let mut c = self.exec(ns, args);
+        c.stdin(Stdio::null()).stdout(Stdio::null()).stderr(Stdio::null());
+        let child = c
+            .spawn()
+            .with_context(|| format!("spawning `{}`", cmd::describe(&c)))?;
+        Ok(self.own(label, child))
+    }
+
+    /// Whether the delay element (if any) is still running.
+    pub fn delay_element_alive(&self) -> bool {
+        let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+        owned
+            .iter_mut()
+            .filter(|o| o.label == "slipstream-delay")
+            .all(|o| matches!(o.child.try_wait(), Ok(None)))
+    }
+
+    /// Pings server from client (`count` pings every `interval_s`), after one warm-up ping.
+    pub fn ping_stats(&self, count: u32, interval_s: f64) -> Result<RttStats> {
+        let dst = self.server_addr(false).to_string();
+        // Warm-up: resolves neighbours on all three links so they do not inflate the sample.
+        let _ = self.run_in(Ns::Client, &["ping", "-c", "1", "-W", "2", &dst]);
+        let (c, i) = (count.to_string(), format!("{interval_s}"));
+        let out = self
+            .run_in(Ns::Client, &["ping", "-q", "-c", &c, "-i", &i, "-W", "2", &dst])
+            .context("ping client -> server")?;
+        cmd::parse_ping_summary(&out)
+    }
+
+    /// Average client -> server ping RTT in ms (10 pings, 0.2 s apart).
+    pub fn check_rtt(&self) -> Result<f64> {
+        Ok(self.ping_stats(10, 0.2)?.avg)
+    }
+
+    /// Measures [`check_rtt`](Self::check_rtt) and fails unless it is within `tolerance_ms` of
+    /// the spec's base RTT. Returns the measured RTT.
+    pub fn assert_rtt_within(&self, tolerance_ms: f64) -> Result<f64> {
+        let rtt = self.check_rtt()?;
+        let want = self.spec.rtt_ms();
+        if (rtt - want).abs() > tolerance_ms {
+            bail!("ping RTT {rtt:.3} ms is not within {tolerance_ms} ms of {want} ms");
+        }
+        Ok(rtt)
+    }
+
+    /// Starts an iperf3 server on `port` in the server namespace (owned; waits until listening).
+    pub fn start_iperf_server(&self, port: u16) -> Result<()> {
+        let p = port.to_string();
+        let pid = self.spawn_owned(
+            Ns::Server,
+            &format!("iperf3-server-{port}"),
+            &["iperf3", "-s", "-p", &p],
+        )?;
+        let filter = format!("sport = :{port}");
+        let listening = cmd::wait_until(Duration::from_secs(5), || {
+            self.run_in(Ns::Server, &["ss", "-Hltn", &filter])
+                .is_ok_and(|o| !o.trim().is_empty())
+        });
+        if !listening {
+            bail!("iperf3 server (pid {pid}) not listening on port {port} after 5 s");
+        }
+        Ok(())
+    }
+
+    /// Starts a download (`iperf3 -R`: server sends, client receives) of `seconds` on `port` with
+    /// congestion control `cc` (e.g. "cubic"; "" = system default), plus `extra` iperf3 args.
+    /// Several may run concurrently (one server port each).
+    pub fn run_download(&self, port: u16, seconds: u32, cc: &str, extra: &[&str]) -> Result<IperfRun> {
+        self.run_iperf(port, seconds, cc, true, extra)
+    }
+
+    /// Starts an upload (client sends) — as [`run_download`](Self::run_download) without `-R`.
+    pub fn run_upload(&self, port: u16, seconds: u32, cc: &str, extra: &[&str]) -> Result<IperfRun> {
+        self.run_iperf(port, seconds, cc, false, extra)
+    }
+
+    fn run_iperf(
+        &self,
+        port: u16,
+        seconds: u32,
+        cc: &str,
+        reverse: bool,
+        extra: &[&str],
+    ) -> Result<IperfRun> {
+        let server = self.server_addr(false).to_string();
+        let mut args = vec!["iperf3".to_string()];
+        args.extend(iperf::client_args(&server, port, seconds, cc, reverse, extra));
+        let mut c = self.exec(Ns::Client, &args);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let desc = cmd::describe(&c);
+        let child = c.spawn().with_context(|| format!("spawning `{desc}`"))?;
+        Ok(IperfRun::new(
+            child,
+            Duration::from_secs(u64::from(seconds) + 30),
+            desc,
+        ))
+    }
+
+    /// Tears everything down: SIGTERM to owned processes (SIGKILL after 2 s), SIGKILL to anything
+    /// else still running in the namespaces, then deletes the namespaces (which deletes their
+    /// veths, qdiscs and rules). Idempotent; called by `Drop`.
+    pub fn teardown(&mut self) -> Result<()> {
+        let mut owned = std::mem::take(&mut *self.owned.lock().unwrap_or_else(|e| e.into_inner()));
+        for o in &owned {
+            cmd::signal(o.child.id(), libc::SIGTERM);
+        }
+        for o in &mut owned {
+            let exited = cmd::wait_until(Duration::from_secs(2), || !matches!(o.child.try_wait(), Ok(None)));
+            if !exited {
+                eprintln!(
+                    "testbed: {} (pid {}) ignored SIGTERM, killing",
+                    o.label,
+                    o.child.id()
+                );
+                let _ = o.child.kill();
+            }
+            let _ = o.child.wait();
+        }
+        let mut errors = Vec::new();
+        for name in std::mem::take(&mut self.created).into_iter().rev() {
+            if let Err(e) = delete_netns(&name) {
+                errors.push(format!("{e:#}"));
+            }
+        }
+        if errors.is_empty() {
+            Ok(())
+        } else {
+            Err(anyhow!("teardown: {}", errors.join("; ")))
+        }
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if let Err(e) = self.teardown() {
+            eprintln!("testbed {}: {e:#}", self.spec.name_prefix);
+        }
+    }
+}
+
+/// Names of all named network namespaces (`ip netns list`).
+pub fn list_netns() -> Result<Vec<String>> {
+    let out = cmd::run("ip", &["netns", "list"])?;
+    Ok(out
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect())
+}
+
+/// SIGKILLs every process in namespace `name`, then deletes it.
+fn delete_netns(name: &str) -> Result<()> {
+    let pids = |n: &str| -> Vec<u32> {
+        cmd::run("ip", &["netns", "pids", n])
+            .map(|o| o.split_whitespace().filter_map(|p| p.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    for pid in pids(name) {
+        cmd::signal(pid, libc::SIGKILL);
+    }
+    cmd::wait_until(Duration::from_secs(2), || {
+        pids(name).into_iter().all(|p| !cmd::pid_alive(p))
+    });
+    cmd::run("ip", &["netns", "del", name]).map(|_| ())
+}
+
+/// Removes every namespace whose name starts with `prefix` (processes inside are killed), e.g.
+/// leftovers of a run that was SIGKILLed before its `Drop` ran. Returns the names removed.
+/// Careful: this also removes namespaces of a *running* testbed with that prefix.
+pub fn cleanup_stale(prefix: &str) -> Result<Vec<String>> {
+    if prefix.is_empty() {
+        bail!("cleanup_stale needs a non-empty prefix");
+    }
+    let mut removed = Vec::new();
+    for name in list_netns()?.into_iter().filter(|n| n.starts_with(prefix)) {
+        delete_netns(&name)?;
+        removed.push(name);
+    }
+    Ok(removed)
+}
+
+/// Path of the `slipstream-delay` binary: `$SLIPSTREAM_DELAY_BIN` if set, else
+/// `slipstream-delay` next to the current executable, or in its parent directory when the
+/// executable lives in `target/<profile>/deps/` (test binaries). The caller must have built it:
+/// `cargo build -p slipstream-testbed --bins` (same profile as the tests).
+pub fn delay_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("SLIPSTREAM_DELAY_BIN") {
+        return PathBuf::from(p);
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    delay_binary_near(&exe)
+}
+
+fn delay_binary_near(exe: &std::path::Path) -> PathBuf {
+    let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    dir.join("slipstream-delay")
+}
+
+/// Checks whether this process can build testbeds (root, `ip netns` usable, tools present).
+/// Returns `Err(reason)` otherwise, for tests that skip themselves.
+pub fn netns_supported() -> std::result::Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err("not running as root".into());
+    }
+    if let Err(e) = list_netns() {
+        return Err(format!("`ip netns` unusable: {e:#}"));
+    }
+    for tool in ["tc", "ethtool", "sysctl", "iptables-legacy", "ping", "iperf3"] {
+        let found = std::env::var_os("PATH")
+            .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
+            .unwrap_or(false);
+        if !found {
+            return Err(format!("`{tool}` not found in PATH"));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    #[test]
+    fn spec_defaults() {
+        let s = TopologySpec::with_prefix("t1");
+        assert_eq!(s.rtt_ms(), 100.0);
+        assert_eq!(s.rate_bps(), 10_000_000);
+        assert_eq!(s.bdp_bytes(), 125_000);
+        assert_eq!(s.effective_queue_bytes(), 125_000);
+        assert_eq!(s.tbf_burst_bytes(), 3028);
+        assert_eq!(s.clone().with_queue_packets(10).effective_queue_bytes(), 15_140);
+        assert!(s.validate().is_ok());
+        assert!(TopologySpec::with_prefix("bad-prefix").validate().is_err());
+        assert!(TopologySpec { rate_mbit: 0.0, ..s }.validate().is_err());
+    }
+
+    #[test]
+    fn prefixes_are_unique() {
+        let (a, b) = (unique_prefix("ss"), unique_prefix("ss"));
+        assert_ne!(a, b);
+        assert!(a.starts_with(&format!("ss{}x", std::process::id())));
+    }
+
+    #[test]
+    fn delay_binary_location() {
+        assert_eq!(
+            delay_binary_near(Path::new("/w/target/debug/deps/topology-abc")),
+            Path::new("/w/target/debug/slipstream-delay")
+        );
+        assert_eq!(
+            delay_binary_near(Path::new("/w/target/release/slipstream-lab")),
+            Path::new("/w/target/release/slipstream-delay")
+        );
+    }
+
+    #[test]
+    fn names_and_commands() {
+        let tb = Testbed {
+            spec: TopologySpec::with_prefix("ut9"),
+            created: Vec::new(),
+            owned: Mutex::new(Vec::new()),
+        };
+        assert_eq!(tb.ns_name(Ns::Router), "ut9-rtr");
+        assert_eq!(tb.router_lan_if(), "br-lan");
+        assert!(tb.router_lan_if().len() <= 15 && ISP_DOWN_IF.len() <= 15);
+        assert_eq!(
+            cmd::describe(&tb.exec(Ns::Client, &["true"])),
+            "ip netns exec ut9-cli true"
+        );
+        assert_eq!(tb.server_addr(false).to_string(), "10.77.1.2");
+        assert_eq!(tb.server_addr(true).to_string(), "fd77:1::2");
+        assert_eq!(tb.client_addr(false).to_string(), "10.77.3.2");
+        drop(tb); // teardown with nothing created is a no-op
+    }
+}

@@ -1,1 +1,410 @@
-fn main() {}
+//! `slipstream-delay`: a fixed-delay element built on NFQUEUE.
+//!
+//! Why it exists: the testbed kernel has no `netem`, yet Slipstream's behaviour depends on a
+//! realistic path RTT (the receive-window clamp is a bandwidth-delay product). This binary binds
+//! one or two NFQUEUE queues, holds every packet's verdict for a fixed one-way delay and then
+//! accepts it, preserving FIFO order per queue. The testbed runs one instance in the `isp`
+//! namespace serving both directions (`--queue`/`--delay-ms` for downloads, `--queue2`/`--delay2-ms`
+//! for uploads), fed by `iptables-legacy -t mangle -A FORWARD -i <if> -j NFQUEUE --queue-num N`.
+//!
+//! Design: one netlink socket bound to all queues (the kernel tags each message with its queue
+//! number), nonblocking `recv`, a `VecDeque` of `(due, Message)` per queue, and `ppoll(2)` on
+//! the socket plus a CLOCK_MONOTONIC timerfd armed for the next due time (a timerfd's hrtimer
+//! has no select()-style slack; the task's timer slack is also lowered to 1 ns). No busy-spinning:
+//! the host may have only two cores and the daemon under test needs them.
+//! It switches itself to SCHED_FIFO (`--rt-priority`, default 10) so wake-ups stay punctual while
+//! the host is busy; it reports its own lateness (verdict time minus due time) at exit.
+//! Only packet metadata is copied to user space (copy range 0): the element never reads payloads.
+//!
+//! After binding it prints one line `ready` on stdout (the testbed waits for it before installing
+//! the iptables rules, since NFQUEUE without a listener drops). On SIGTERM/SIGINT it accepts every
+//! held packet, unbinds and exits 0, printing counters on stderr.
+
+use std::collections::VecDeque;
+use std::io::{ErrorKind, Write};
+use std::os::fd::RawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use nfq::{Message, Queue, Verdict};
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "slipstream-delay",
+    about = "Fixed-delay element on NFQUEUE (netem substitute)"
+)]
+struct Args {
+    /// NFQUEUE queue number to serve.
+    #[arg(long)]
+    queue: u16,
+    /// One-way delay applied to packets of `--queue`, in milliseconds (fractions allowed).
+    #[arg(long)]
+    delay_ms: f64,
+    /// Optional second queue (typically the other direction).
+    #[arg(long, requires = "delay2_ms")]
+    queue2: Option<u16>,
+    /// Delay for `--queue2`, in milliseconds.
+    #[arg(long, requires = "queue2")]
+    delay2_ms: Option<f64>,
+    /// Kernel queue length limit per queue (packets waiting for a verdict).
+    #[arg(long, default_value_t = 20000)]
+    max_len: u32,
+    /// SCHED_FIFO priority (0 = stay SCHED_OTHER). Real-time scheduling keeps wake-ups punctual
+    /// when the host is busy (e.g. compiling); the element uses little CPU.
+    #[arg(long, default_value_t = 10)]
+    rt_priority: i32,
+}
+
+/// Switches to SCHED_FIFO at `prio`; failure is only a warning (accuracy degrades under load).
+fn set_realtime(prio: i32) {
+    if prio <= 0 {
+        return;
+    }
+    let param = libc::sched_param { sched_priority: prio };
+    // SAFETY: sched_setscheduler on ourselves with a valid param.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!(
+            "slipstream-delay: warning: SCHED_FIFO {prio}: {}",
+            std::io::Error::last_os_error()
+        );
+    }
+}
+
+static STOP: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    STOP.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers() -> Result<()> {
+    for sig in [libc::SIGTERM, libc::SIGINT] {
+        // SAFETY: plain sigaction with an async-signal-safe handler (one atomic store); no
+        // SA_RESTART so a blocked ppoll returns EINTR promptly.
+        let rc = unsafe {
+            let mut sa: libc::sigaction = std::mem::zeroed();
+            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
+            libc::sigemptyset(&mut sa.sa_mask);
+            sa.sa_flags = 0;
+            libc::sigaction(sig, &sa, std::ptr::null_mut())
+        };
+        if rc != 0 {
+            return Err(std::io::Error::last_os_error()).context("sigaction");
+        }
+    }
+    Ok(())
+}
+
+/// Lists the open file descriptors of this process.
+fn open_fds() -> Result<Vec<RawFd>> {
+    let mut fds = Vec::new();
+    for entry in std::fs::read_dir("/proc/self/fd").context("reading /proc/self/fd")? {
+        if let Some(fd) = entry?.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()) {
+            fds.push(fd);
+        }
+    }
+    Ok(fds)
+}
+
+fn sockopt_int(fd: RawFd, opt: libc::c_int) -> Option<libc::c_int> {
+    let mut val: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `val`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            opt,
+            (&mut val as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (rc == 0).then_some(val)
+}
+
+fn netfilter_sockets() -> Result<Vec<RawFd>> {
+    Ok(open_fds()?
+        .into_iter()
+        .filter(|&fd| {
+            sockopt_int(fd, libc::SO_DOMAIN) == Some(libc::AF_NETLINK)
+                && sockopt_int(fd, libc::SO_PROTOCOL) == Some(libc::NETLINK_NETFILTER)
+        })
+        .collect())
+}
+
+/// Opens the NFQUEUE socket and recovers its file descriptor.
+///
+/// `nfq` 0.2.5 does not implement `AsRawFd` (the fd is a private field), so we look for the
+/// `AF_NETLINK`/`NETLINK_NETFILTER` socket that appeared in `/proc/self/fd` across
+/// `Queue::open()` (the process is single-threaded at that point). The fd is only polled,
+/// never read or closed by us.
+fn open_queue_with_fd() -> Result<(Queue, RawFd)> {
+    let before = netfilter_sockets()?;
+    let queue = Queue::open().context("opening NFQUEUE netlink socket (need CAP_NET_ADMIN)")?;
+    let candidates: Vec<RawFd> = netfilter_sockets()?
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect();
+    match candidates.as_slice() {
+        [fd] => Ok((queue, *fd)),
+        other => bail!("could not identify the NFQUEUE socket fd (candidates: {other:?})"),
+    }
+}
+
+struct Held {
+    due: Instant,
+    msg: Message,
+}
+
+struct Lane {
+    queue_num: u16,
+    delay: Duration,
+    held: VecDeque<Held>,
+    packets: u64,
+    max_held: usize,
+    /// Sum and maximum of (verdict time - due time), to report the element's own accuracy.
+    late_sum: Duration,
+    late_max: Duration,
+    late_over_1ms: u64,
+}
+
+impl Lane {
+    fn new(queue_num: u16, delay: Duration) -> Lane {
+        Lane {
+            queue_num,
+            delay,
+            held: VecDeque::new(),
+            packets: 0,
+            max_held: 0,
+            late_sum: Duration::ZERO,
+            late_max: Duration::ZERO,
+            late_over_1ms: 0,
+        }
+    }
+}
+
+fn delay_from_ms(ms: f64) -> Result<Duration> {
+    if !ms.is_finite() || ms < 0.0 {
+        bail!("delay must be a finite non-negative number of milliseconds, got {ms}");
+    }
+    Ok(Duration::from_secs_f64(ms / 1000.0))
+}
+
+/// A CLOCK_MONOTONIC timerfd used as the wake-up for the next due packet.
+///
+/// Why not just a `ppoll` timeout: `ppoll` adds timer slack proportional to the timeout
+/// (0.1 %, i.e. 50 us for a 50 ms wait) on top of the task's slack; a timerfd's hrtimer fires
+/// without slack.
+struct Timer {
+    fd: RawFd,
+}
+
+impl Timer {
+    fn new() -> Result<Timer> {
+        // SAFETY: plain syscall.
+        let fd =
+            unsafe { libc::timerfd_create(libc::CLOCK_MONOTONIC, libc::TFD_NONBLOCK | libc::TFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(std::io::Error::last_os_error()).context("timerfd_create");
+        }
+        Ok(Timer { fd })
+    }
+
+    /// Arms the timer `after` from now (a zero duration disarms, so use at least 1 ns).
+    fn arm(&self, after: Duration) -> Result<()> {
+        let after = after.max(Duration::from_nanos(1));
+        let spec = libc::itimerspec {
+            it_interval: libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            },
+            it_value: libc::timespec {
+                tv_sec: after.as_secs() as libc::time_t,
+                tv_nsec: after.subsec_nanos() as _,
+            },
+        };
+        // SAFETY: valid itimerspec; old value not requested.
+        if unsafe { libc::timerfd_settime(self.fd, 0, &spec, std::ptr::null_mut()) } < 0 {
+            return Err(std::io::Error::last_os_error()).context("timerfd_settime");
+        }
+        Ok(())
+    }
+
+    /// Consumes a pending expiry, if any (nonblocking).
+    fn clear(&self) {
+        let mut buf = [0u8; 8];
+        // SAFETY: reads at most 8 bytes into buf.
+        unsafe { libc::read(self.fd, buf.as_mut_ptr().cast(), buf.len()) };
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        // SAFETY: we own the fd.
+        unsafe { libc::close(self.fd) };
+    }
+}
+
+/// Waits until the queue socket is readable, the timer fires, or a signal arrives. A 100 ms cap
+/// makes sure a signal that raced the STOP check is still noticed.
+fn wait_readable(sock: RawFd, timer: &Timer) -> Result<()> {
+    let ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 100_000_000,
+    };
+    let mut pfds = [
+        libc::pollfd {
+            fd: sock,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+        libc::pollfd {
+            fd: timer.fd,
+            events: libc::POLLIN,
+            revents: 0,
+        },
+    ];
+    // SAFETY: valid pollfd array, valid timespec, no signal mask change.
+    let rc = unsafe {
+        libc::ppoll(
+            pfds.as_mut_ptr(),
+            pfds.len() as libc::nfds_t,
+            &ts,
+            std::ptr::null(),
+        )
+    };
+    if rc < 0 {
+        let err = std::io::Error::last_os_error();
+        if err.kind() != ErrorKind::Interrupted {
+            return Err(err).context("ppoll");
+        }
+    }
+    if pfds[1].revents & libc::POLLIN != 0 {
+        timer.clear();
+    }
+    Ok(())
+}
+
+fn run(args: Args) -> Result<()> {
+    let mut lanes = vec![Lane::new(args.queue, delay_from_ms(args.delay_ms)?)];
+    if let (Some(q2), Some(d2)) = (args.queue2, args.delay2_ms) {
+        if q2 == args.queue {
+            bail!("--queue2 must differ from --queue");
+        }
+        lanes.push(Lane::new(q2, delay_from_ms(d2)?));
+    }
+
+    install_signal_handlers()?;
+    set_realtime(args.rt_priority);
+    // Timer slack defaults to 50 us; make ppoll wake as close to the due time as possible.
+    // SAFETY: prctl with integer arguments.
+    unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+
+    let (mut queue, fd) = open_queue_with_fd()?;
+    for lane in &lanes {
+        let q = lane.queue_num;
+        queue
+            .bind(q)
+            .with_context(|| format!("binding queue {q} (is another process bound?)"))?;
+        // Metadata only: we never look at payloads, and it keeps each held message small.
+        queue.set_copy_range(q, 0)?;
+        queue.set_queue_max_len(q, args.max_len)?;
+        queue.set_fail_open(q, false)?;
+    }
+    queue.set_nonblocking(true);
+    let timer = Timer::new()?;
+    // The due time the timer is currently armed for (re-arming on every loop is wasteful).
+    let mut armed_for: Option<Instant> = None;
+    {
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "ready")?;
+        out.flush()?;
+    }
+
+    while !STOP.load(Ordering::Relaxed) {
+        // 1. Pull everything the kernel has for us (bounded, so verdicts are never starved).
+        for _ in 0..4096 {
+            match queue.recv() {
+                Ok(msg) => {
+                    let now = Instant::now();
+                    let qn = msg.get_queue_num();
+                    match lanes.iter_mut().find(|l| l.queue_num == qn) {
+                        Some(lane) => {
+                            lane.held.push_back(Held {
+                                due: now + lane.delay,
+                                msg,
+                            });
+                            lane.packets += 1;
+                            lane.max_held = lane.max_held.max(lane.held.len());
+                        }
+                        None => {
+                            let mut msg = msg;
+                            msg.set_verdict(Verdict::Accept);
+                            queue.verdict(msg)?;
+                        }
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).context("nfqueue recv"),
+            }
+        }
+        // 2. Release everything that is due, in order.
+        let now = Instant::now();
+        for lane in &mut lanes {
+            while lane.held.front().is_some_and(|h| h.due <= now) {
+                let mut h = lane.held.pop_front().expect("front checked");
+                h.msg.set_verdict(Verdict::Accept);
+                queue.verdict(h.msg)?;
+                let late = Instant::now().saturating_duration_since(h.due);
+                lane.late_sum += late;
+                lane.late_max = lane.late_max.max(late);
+                lane.late_over_1ms += u64::from(late > Duration::from_millis(1));
+            }
+        }
+        // 3. Sleep until the next due time or until packets arrive.
+        let next_due = lanes.iter().filter_map(|l| l.held.front().map(|h| h.due)).min();
+        match next_due.map(|d| d.saturating_duration_since(Instant::now())) {
+            Some(Duration::ZERO) => continue,
+            Some(t) if armed_for != next_due => {
+                timer.arm(t)?;
+                armed_for = next_due;
+            }
+            _ => {}
+        }
+        wait_readable(fd, &timer)?;
+    }
+
+    // Shutdown: accept every held packet (oldest first per lane), then unbind.
+    for lane in &mut lanes {
+        while let Some(mut h) = lane.held.pop_front() {
+            h.msg.set_verdict(Verdict::Accept);
+            queue.verdict(h.msg)?;
+        }
+    }
+    for lane in &lanes {
+        let _ = queue.unbind(lane.queue_num);
+        let mean_late = lane.late_sum.as_secs_f64() * 1e6 / lane.packets.max(1) as f64;
+        eprintln!(
+            "slipstream-delay: queue {} delay {:?}: {} packets, max held {}, \
+             lateness mean {:.0} us max {:.0} us, {} late > 1 ms",
+            lane.queue_num,
+            lane.delay,
+            lane.packets,
+            lane.max_held,
+            mean_late,
+            lane.late_max.as_secs_f64() * 1e6,
+            lane.late_over_1ms
+        );
+    }
+    Ok(())
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = run(args) {
+        eprintln!("slipstream-delay: error: {e:#}");
+        std::process::exit(1);
+    }
+}
