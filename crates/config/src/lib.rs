@@ -1,1 +1,850 @@
-//! placeholder
+//! Slipstream's configuration: the TOML schema, its defaults, and validation whose messages name
+//! the file, the field and what is wrong.
+//!
+//! The file has four parts (see `config/slipstream.toml` in the repository for a commented
+//! example): `[datapath]` (where packets are intercepted and how they reach the daemon),
+//! `[metrics]`, `[limits]` (flow table size and timeouts) and one or more `[[rules]]` that class TCP
+//! flows as background and name the controller that clamps their receive window.
+//!
+//! Parsing is two-stage: serde reads the text into loose "raw" structs (every table
+//! `deny_unknown_fields`, so a typo is an error, not a silently ignored key), then [`parse`]
+//! validates and converts them into [`Config`], reporting the first problem as
+//! `"<file>: <field path>: <what is wrong>"`, e.g.
+//! `config/slipstream.toml: rules[2].remote_ports[0]: port range 9000-80 is reversed`.
+//! Syntax and type errors from toml keep its line and column.
+//!
+//! # Rule matching
+//!
+//! A flow is background if a rule matches it. Within a rule every *given* criterion must match
+//! (AND); within one criterion's list any entry may match (OR); an omitted or empty list matches
+//! anything. A rule with no criteria at all is rejected, since it would class every flow as
+//! background. Rules are numbered 1..=N in file order and the first match wins; the number is what
+//! the firewall stores in the connection mark (see [`Datapath::mark_mask`]).
+
+mod raw;
+
+use ipnet::IpNet;
+use raw::{IntOrString, RawConfig, RawController, RawControllerTable, RawRule};
+use slipstream_control::{ControllerConfig, FixedWindowConfig, VultureConfig};
+use std::collections::HashSet;
+use std::fmt;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+/// Most rules a config may have: rule numbers must fit the connmark field with room to spare
+/// (an 8-bit field holds 1..=255).
+pub const MAX_RULES: usize = 250;
+
+/// A configuration problem: which file, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{origin}: {path}: {message}")]
+pub struct ConfigError {
+    origin: String,
+    path: String,
+    message: String,
+}
+
+impl ConfigError {
+    fn new(origin: &str, path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            origin: origin.to_owned(),
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+
+    /// The file (or other origin) the text came from.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    /// The field path (`rules[2].remote_ports[0]`), or `line L, column C` for toml syntax/type
+    /// errors, or `file` for I/O errors.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// What is wrong.
+    pub fn message(&self) -> &str {
+        &self.message
+    }
+}
+
+/// The whole configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    pub datapath: Datapath,
+    pub metrics: Metrics,
+    pub limits: Limits,
+    /// At least one; names unique; at most [`MAX_RULES`]. Numbered 1..=N in order; first match wins.
+    pub rules: Vec<Rule>,
+}
+
+impl Config {
+    /// Rule number `n` (1-based, as stored in the connmark), if it exists.
+    pub fn rule_by_number(&self, n: u16) -> Option<&Rule> {
+        (n as usize).checked_sub(1).and_then(|i| self.rules.get(i))
+    }
+
+    /// 1-based number of the first rule matching the flow, if any (userspace classification).
+    pub fn classify(&self, local: IpAddr, local_port: u16, remote_port: u16, dscp: u8) -> Option<u16> {
+        self.rules
+            .iter()
+            .position(|r| r.matches(local, local_port, remote_port, dscp))
+            .map(|i| (i + 1) as u16)
+    }
+}
+
+/// Where packets are intercepted and how they reach the daemon.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Datapath {
+    /// Interfaces facing the household (router mode): packets entering from one of them are sent
+    /// by a LAN host, packets leaving through one are received by a LAN host. Default `["br-lan"]`.
+    /// A trailing `+` is a wildcard (`"wlan+"`), as in iptables.
+    pub lan_interfaces: Vec<String>,
+    /// Which traffic is intercepted.
+    pub hook: Hook,
+    /// NFQUEUE number for handshakes and ACKs; full packet copy (default 8470).
+    pub ack_queue: u16,
+    /// NFQUEUE number for data packets; header-only copy (default 8471). Must differ from `ack_queue`.
+    pub data_queue: u16,
+    /// Kernel queue length per NFQUEUE (default 4096). Packets beyond it bypass the daemon.
+    pub queue_max_len: u32,
+    /// Bytes copied to userspace for data packets (default 128; at least 100 so an IPv6 header plus
+    /// the largest TCP header fit).
+    pub data_copy_bytes: u16,
+    /// Packets of a background flow whose IP length is at most this go to the ACK queue, larger
+    /// ones to the data queue (default 128). This is the IPv4 threshold; IPv6 uses it plus 20, the
+    /// difference of the fixed headers, so the same TCP segments are split the same way.
+    /// Small data segments that land in the ACK queue are fine: that queue copies whole packets.
+    pub ack_max_len: u16,
+    /// Which firewall to install Slipstream's rules with.
+    pub firewall: FirewallBackend,
+    /// Connmark/nfmark bits Slipstream owns (default `0x00ff_0000`); a contiguous run of at least
+    /// 8 bits. The rule number is stored there, shifted to the mask's lowest bit.
+    pub mark_mask: u32,
+    /// Also handle IPv6 (default true).
+    pub ipv6: bool,
+}
+
+impl Datapath {
+    /// `ack_max_len` for IPv6 packets (IPv6's fixed header is 20 bytes longer than IPv4's).
+    pub fn ack_max_len_v6(&self) -> u32 {
+        u32::from(self.ack_max_len) + 20
+    }
+
+    /// Position of the mask's lowest bit: the rule number is stored as `n << mark_shift()`.
+    pub fn mark_shift(&self) -> u32 {
+        self.mark_mask.trailing_zeros()
+    }
+
+    /// The connmark value of rule `n` (1-based).
+    pub fn mark_for_rule(&self, n: u16) -> u32 {
+        u32::from(n) << self.mark_shift()
+    }
+}
+
+impl Default for Datapath {
+    fn default() -> Self {
+        Datapath {
+            lan_interfaces: vec!["br-lan".to_owned()],
+            hook: Hook::Forward,
+            ack_queue: 8470,
+            data_queue: 8471,
+            queue_max_len: 4096,
+            data_copy_bytes: 128,
+            ack_max_len: 128,
+            firewall: FirewallBackend::Auto,
+            mark_mask: 0x00ff_0000,
+            ipv6: true,
+        }
+    }
+}
+
+/// Which traffic is intercepted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hook {
+    /// Router: traffic forwarded between the LAN interfaces and elsewhere (`"forward"`, default).
+    #[default]
+    Forward,
+    /// End host: the machine's own traffic (`"local"`).
+    Local,
+    /// Both forwarded traffic and the router's own (`"both"`).
+    Both,
+}
+
+impl Hook {
+    pub fn forward(self) -> bool {
+        matches!(self, Hook::Forward | Hook::Both)
+    }
+    pub fn local(self) -> bool {
+        matches!(self, Hook::Local | Hook::Both)
+    }
+}
+
+/// Which firewall tool installs the rules.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FirewallBackend {
+    /// nftables if its `queue` statement works on this system, else iptables-legacy (`"auto"`).
+    #[default]
+    Auto,
+    /// iptables-legacy / ip6tables-legacy (`"iptables"`).
+    Iptables,
+    /// nftables (`"nftables"`).
+    Nftables,
+}
+
+/// The Prometheus endpoint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Metrics {
+    /// Address of the HTTP listener (default `127.0.0.1:9617`).
+    pub listen: SocketAddr,
+    /// How many flows get per-flow series (the busiest ones); default 32, at most 1000.
+    pub top_flows: usize,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics {
+            listen: SocketAddr::from(([127, 0, 0, 1], 9617)),
+            top_flows: 32,
+        }
+    }
+}
+
+/// Flow table limits.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Most flows tracked at once (default 4096, 1..=1_000_000).
+    pub max_flows: usize,
+    /// A flow with no packets for this long is forgotten (default 120 s).
+    pub idle_timeout: Duration,
+    /// When the table is full, a new flow evicts the longest-idle flow only if that one has been
+    /// idle at least this long (default 10 s); otherwise the new flow is not controlled.
+    pub evict_idle_after: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_flows: 4096,
+            idle_timeout: Duration::from_secs(120),
+            evict_idle_after: Duration::from_secs(10),
+        }
+    }
+}
+
+/// One background class: which flows, and which controller clamps them.
+///
+/// All given criteria must match (AND); within a list any entry matches (OR); an empty list
+/// matches anything; at least one criterion must be given. "Local" is the LAN host in router mode
+/// (the machine itself in local mode), "remote" the far end.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// Unique name, used in metrics and logs.
+    pub name: String,
+    /// The far end's ports (e.g. 443, 6881-6889); empty = any.
+    pub remote_ports: Vec<PortRange>,
+    /// The LAN host's ports; empty = any.
+    pub local_ports: Vec<PortRange>,
+    /// DSCP values 0..=63 (TOML accepts names: "LE" = 1, "CS1" = 8, ...); empty = any.
+    pub dscp: Vec<u8>,
+    /// LAN host CIDRs; empty = any.
+    pub lan_hosts: Vec<IpNet>,
+    /// The controller of the rule's flows.
+    pub controller: ControllerConfig,
+}
+
+impl Rule {
+    /// Whether a flow (or packet) with these properties matches the rule. Pure.
+    pub fn matches(&self, local: IpAddr, local_port: u16, remote_port: u16, dscp: u8) -> bool {
+        fn any_or_empty<T>(list: &[T], f: impl Fn(&T) -> bool) -> bool {
+            list.is_empty() || list.iter().any(f)
+        }
+        any_or_empty(&self.remote_ports, |p| p.contains(remote_port))
+            && any_or_empty(&self.local_ports, |p| p.contains(local_port))
+            && any_or_empty(&self.dscp, |&d| d == dscp)
+            && any_or_empty(&self.lan_hosts, |net| net.contains(&local))
+    }
+}
+
+/// An inclusive port range; a single port has `first == last`. TOML: `443` or `"6881-6889"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct PortRange {
+    pub first: u16,
+    pub last: u16,
+}
+
+impl PortRange {
+    pub fn single(port: u16) -> Self {
+        PortRange {
+            first: port,
+            last: port,
+        }
+    }
+
+    pub fn contains(&self, port: u16) -> bool {
+        self.first <= port && port <= self.last
+    }
+}
+
+impl fmt::Display for PortRange {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.first == self.last {
+            write!(f, "{}", self.first)
+        } else {
+            write!(f, "{}-{}", self.first, self.last)
+        }
+    }
+}
+
+impl FromStr for PortRange {
+    type Err = String;
+
+    /// `"443"` or `"6881-6889"`; port 0 and reversed ranges are errors.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let port = |p: &str| -> Result<u16, String> {
+            let p = p.trim();
+            match p.parse::<u32>() {
+                Ok(0) => Err("port 0 is not a valid port".to_owned()),
+                Ok(n) if n <= 65535 => Ok(n as u16),
+                Ok(n) => Err(format!("port {n} is out of range (1..=65535)")),
+                Err(_) => Err(format!("{s:?} is not a port or a port range like \"6881-6889\"")),
+            }
+        };
+        let range = match s.split_once('-') {
+            Some((a, b)) => PortRange {
+                first: port(a)?,
+                last: port(b)?,
+            },
+            None => PortRange::single(port(s)?),
+        };
+        if range.first > range.last {
+            return Err(format!("port range {}-{} is reversed", range.first, range.last));
+        }
+        Ok(range)
+    }
+}
+
+/// DSCP names accepted in the config (case-insensitive), with their values.
+pub const DSCP_NAMES: &[(&str, u8)] = &[
+    ("CS0", 0),
+    ("DF", 0),
+    ("LE", 1),
+    ("CS1", 8),
+    ("AF11", 10),
+    ("AF12", 12),
+    ("AF13", 14),
+    ("CS2", 16),
+    ("AF21", 18),
+    ("AF22", 20),
+    ("AF23", 22),
+    ("CS3", 24),
+    ("AF31", 26),
+    ("AF32", 28),
+    ("AF33", 30),
+    ("CS4", 32),
+    ("AF41", 34),
+    ("AF42", 36),
+    ("AF43", 38),
+    ("CS5", 40),
+    ("VOICE-ADMIT", 44),
+    ("EF", 46),
+    ("CS6", 48),
+    ("CS7", 56),
+];
+
+/// A DSCP name ("LE", "cs1") or decimal number ("8") to its value.
+pub fn parse_dscp(s: &str) -> Option<u8> {
+    let s = s.trim();
+    if let Ok(n) = s.parse::<u8>() {
+        return (n <= 63).then_some(n);
+    }
+    DSCP_NAMES
+        .iter()
+        .find(|(name, _)| name.eq_ignore_ascii_case(s))
+        .map(|&(_, v)| v)
+}
+
+/// Reads, parses and validates a config file. Messages name the file as given.
+pub fn load(path: &Path) -> Result<Config, ConfigError> {
+    let origin = path.display().to_string();
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| ConfigError::new(&origin, "file", format!("cannot read: {e}")))?;
+    parse(&text, &origin)
+}
+
+/// Parses and validates config text; `origin` is the file name used in messages.
+pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
+    let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(text, origin, &e))?;
+    Validator { origin }.config(raw)
+}
+
+fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
+    let path = match e.span() {
+        Some(span) => {
+            let before = &text[..span.start.min(text.len())];
+            let line = before.matches('\n').count() + 1;
+            let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+            format!("line {line}, column {column}")
+        }
+        None => "toml".to_owned(),
+    };
+    ConfigError::new(origin, path, e.message().trim().to_owned())
+}
+
+struct Validator<'a> {
+    origin: &'a str,
+}
+
+type VResult<T> = Result<T, ConfigError>;
+
+impl Validator<'_> {
+    fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConfigError {
+        ConfigError::new(self.origin, path, message)
+    }
+
+    fn int<T: TryFrom<i64>>(&self, path: &str, v: Option<i64>, default: T, min: i64, max: i64) -> VResult<T> {
+        match v {
+            None => Ok(default),
+            Some(n) if n < min || n > max => {
+                Err(self.err(path, format!("{n} is out of range ({min}..={max})")))
+            }
+            Some(n) => T::try_from(n).map_err(|_| self.err(path, format!("{n} is out of range"))),
+        }
+    }
+
+    fn duration(&self, path: &str, v: Option<&str>, default: Duration) -> VResult<Duration> {
+        match v {
+            None => Ok(default),
+            Some(s) => humantime::parse_duration(s.trim()).map_err(|e| {
+                self.err(
+                    path,
+                    format!("{s:?} is not a duration like \"120s\" or \"20ms\" ({e})"),
+                )
+            }),
+        }
+    }
+
+    fn config(&self, raw: RawConfig) -> VResult<Config> {
+        let datapath = self.datapath(raw.datapath)?;
+        let metrics = self.metrics(raw.metrics)?;
+        let limits = self.limits(raw.limits)?;
+        if raw.rules.is_empty() {
+            return Err(self.err("rules", "at least one [[rules]] entry is required"));
+        }
+        if raw.rules.len() > MAX_RULES {
+            return Err(self.err(
+                "rules",
+                format!("{} rules given, at most {MAX_RULES} are allowed", raw.rules.len()),
+            ));
+        }
+        let mut names = HashSet::new();
+        let mut rules = Vec::with_capacity(raw.rules.len());
+        for (i, r) in raw.rules.into_iter().enumerate() {
+            let rule = self.rule(i, r, &datapath)?;
+            if !names.insert(rule.name.clone()) {
+                return Err(self.err(
+                    format!("rules[{i}].name"),
+                    format!("duplicate rule name {:?}", rule.name),
+                ));
+            }
+            rules.push(rule);
+        }
+        Ok(Config {
+            datapath,
+            metrics,
+            limits,
+            rules,
+        })
+    }
+
+    fn datapath(&self, raw: raw::RawDatapath) -> VResult<Datapath> {
+        let d = Datapath::default();
+        let hook = match raw.hook.as_deref() {
+            None => d.hook,
+            Some("forward") => Hook::Forward,
+            Some("local") => Hook::Local,
+            Some("both") => Hook::Both,
+            Some(other) => {
+                return Err(self.err(
+                    "datapath.hook",
+                    format!("unknown hook {other:?}, expected \"forward\", \"local\" or \"both\""),
+                ))
+            }
+        };
+        let firewall = match raw.firewall.as_deref() {
+            None => d.firewall,
+            Some("auto") => FirewallBackend::Auto,
+            Some("iptables") => FirewallBackend::Iptables,
+            Some("nftables") => FirewallBackend::Nftables,
+            Some(other) => {
+                return Err(self.err(
+                    "datapath.firewall",
+                    format!("unknown firewall {other:?}, expected \"auto\", \"iptables\" or \"nftables\""),
+                ))
+            }
+        };
+        let lan_interfaces = raw.lan_interfaces.unwrap_or(d.lan_interfaces);
+        for (i, name) in lan_interfaces.iter().enumerate() {
+            if let Err(why) = check_interface_name(name) {
+                return Err(self.err(format!("datapath.lan_interfaces[{i}]"), why));
+            }
+        }
+        if hook.forward() && lan_interfaces.is_empty() {
+            return Err(self.err(
+                "datapath.lan_interfaces",
+                "is empty, but router mode (hook \"forward\" or \"both\") needs the LAN interfaces",
+            ));
+        }
+        let ack_queue: u16 = self.int("datapath.ack_queue", raw.ack_queue, d.ack_queue, 0, 65535)?;
+        let data_queue: u16 = self.int("datapath.data_queue", raw.data_queue, d.data_queue, 0, 65535)?;
+        if ack_queue == data_queue {
+            return Err(self.err(
+                "datapath.data_queue",
+                format!("must differ from datapath.ack_queue (both are {ack_queue})"),
+            ));
+        }
+        let queue_max_len = self.int(
+            "datapath.queue_max_len",
+            raw.queue_max_len,
+            d.queue_max_len,
+            1,
+            u32::MAX as i64,
+        )?;
+        let data_copy_bytes = self.int(
+            "datapath.data_copy_bytes",
+            raw.data_copy_bytes,
+            d.data_copy_bytes,
+            100,
+            65535,
+        )?;
+        // 40 = the smallest IPv4+TCP packet; 65515 leaves room for the IPv6 +20.
+        let ack_max_len = self.int("datapath.ack_max_len", raw.ack_max_len, d.ack_max_len, 40, 65515)?;
+        let mark_mask: u32 = self.int(
+            "datapath.mark_mask",
+            raw.mark_mask,
+            d.mark_mask,
+            0,
+            u32::MAX as i64,
+        )?;
+        if mark_mask.count_ones() < 8 || !is_contiguous(mark_mask) {
+            return Err(self.err(
+                "datapath.mark_mask",
+                format!("{mark_mask:#010x} must be one contiguous run of at least 8 bits, like 0x00ff0000"),
+            ));
+        }
+        Ok(Datapath {
+            lan_interfaces,
+            hook,
+            ack_queue,
+            data_queue,
+            queue_max_len,
+            data_copy_bytes,
+            ack_max_len,
+            firewall,
+            mark_mask,
+            ipv6: raw.ipv6.unwrap_or(d.ipv6),
+        })
+    }
+
+    fn metrics(&self, raw: raw::RawMetrics) -> VResult<Metrics> {
+        let d = Metrics::default();
+        let listen = match raw.listen {
+            None => d.listen,
+            Some(s) => s.parse().map_err(|_| {
+                self.err(
+                    "metrics.listen",
+                    format!("{s:?} is not an address like \"127.0.0.1:9617\""),
+                )
+            })?,
+        };
+        let top_flows = self.int("metrics.top_flows", raw.top_flows, d.top_flows, 0, 1000)?;
+        Ok(Metrics { listen, top_flows })
+    }
+
+    fn limits(&self, raw: raw::RawLimits) -> VResult<Limits> {
+        let d = Limits::default();
+        let max_flows = self.int("limits.max_flows", raw.max_flows, d.max_flows, 1, 1_000_000)?;
+        let idle_timeout =
+            self.duration("limits.idle_timeout", raw.idle_timeout.as_deref(), d.idle_timeout)?;
+        if idle_timeout.is_zero() {
+            return Err(self.err("limits.idle_timeout", "must be greater than zero"));
+        }
+        let evict_idle_after = self.duration(
+            "limits.evict_idle_after",
+            raw.evict_idle_after.as_deref(),
+            d.evict_idle_after,
+        )?;
+        if evict_idle_after > idle_timeout {
+            return Err(self.err(
+                "limits.evict_idle_after",
+                format!(
+                    "{} is longer than limits.idle_timeout ({}); idle flows would expire first",
+                    humantime::format_duration(evict_idle_after),
+                    humantime::format_duration(idle_timeout)
+                ),
+            ));
+        }
+        Ok(Limits {
+            max_flows,
+            idle_timeout,
+            evict_idle_after,
+        })
+    }
+
+    fn rule(&self, i: usize, raw: RawRule, datapath: &Datapath) -> VResult<Rule> {
+        let p = format!("rules[{i}]");
+        let name = raw.name.trim().to_owned();
+        if name.is_empty() {
+            return Err(self.err(format!("{p}.name"), "must not be empty"));
+        }
+        if name.len() > 64
+            || !name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
+            return Err(self.err(
+                format!("{p}.name"),
+                format!("{name:?}: use at most 64 letters, digits, '-', '_' or '.'"),
+            ));
+        }
+        let remote_ports = self.ports(&format!("{p}.remote_ports"), &raw.remote_ports)?;
+        let local_ports = self.ports(&format!("{p}.local_ports"), &raw.local_ports)?;
+        let mut dscp = Vec::new();
+        for (j, v) in raw.dscp.iter().enumerate() {
+            let path = format!("{p}.dscp[{j}]");
+            let value = match v {
+                IntOrString::Int(n) if (0..=63).contains(n) => *n as u8,
+                IntOrString::Int(n) => {
+                    return Err(self.err(path, format!("DSCP {n} is out of range (0..=63)")))
+                }
+                IntOrString::Str(s) => parse_dscp(s).ok_or_else(|| {
+                    self.err(
+                        path,
+                        format!("{s:?} is not a DSCP value (0..=63) or name like \"LE\" or \"CS1\""),
+                    )
+                })?,
+            };
+            dscp.push(value);
+        }
+        let mut lan_hosts = Vec::new();
+        for (j, s) in raw.lan_hosts.iter().enumerate() {
+            let s = s.trim();
+            // A bare address is a /32 or /128; host bits in a CIDR are dropped ("192.168.1.5/24"
+            // means the 192.168.1.0/24 network, as iptables reads it).
+            let net = IpNet::from_str(s)
+                .or_else(|_| IpAddr::from_str(s).map(IpNet::from))
+                .map_err(|_| {
+                    self.err(
+                        format!("{p}.lan_hosts[{j}]"),
+                        format!("{s:?} is not an address or CIDR like \"192.168.1.20/32\""),
+                    )
+                })?;
+            lan_hosts.push(net.trunc());
+        }
+        if !datapath.ipv6 && !lan_hosts.is_empty() && lan_hosts.iter().all(|n| matches!(n, IpNet::V6(_))) {
+            return Err(self.err(
+                format!("{p}.lan_hosts"),
+                "all entries are IPv6 but datapath.ipv6 is false, so the rule could never match",
+            ));
+        }
+        if remote_ports.is_empty() && local_ports.is_empty() && dscp.is_empty() && lan_hosts.is_empty() {
+            return Err(self.err(
+                p,
+                format!(
+                    "rule {name:?} has no criteria (remote_ports, local_ports, dscp, lan_hosts); \
+                     it would class every flow as background"
+                ),
+            ));
+        }
+        let controller = self.controller(&format!("{p}.controller"), raw.controller)?;
+        Ok(Rule {
+            name,
+            remote_ports,
+            local_ports,
+            dscp,
+            lan_hosts,
+            controller,
+        })
+    }
+
+    fn ports(&self, path: &str, raw: &[IntOrString]) -> VResult<Vec<PortRange>> {
+        raw.iter()
+            .enumerate()
+            .map(|(j, v)| {
+                let path = format!("{path}[{j}]");
+                match v {
+                    IntOrString::Int(0) => Err(self.err(path, "port 0 is not a valid port")),
+                    IntOrString::Int(n) if (1..=65535).contains(n) => Ok(PortRange::single(*n as u16)),
+                    IntOrString::Int(n) => {
+                        Err(self.err(path, format!("port {n} is out of range (1..=65535)")))
+                    }
+                    IntOrString::Str(s) => s.parse::<PortRange>().map_err(|why| self.err(path, why)),
+                }
+            })
+            .collect()
+    }
+
+    fn controller(&self, p: &str, raw: Option<RawController>) -> VResult<ControllerConfig> {
+        let table = match raw {
+            None => return Ok(ControllerConfig::Vulture(VultureConfig::default())),
+            Some(RawController::Name(kind)) => RawControllerTable {
+                kind,
+                psi: None,
+                piv_resolution: None,
+                conservative_low: None,
+                conservative_high: None,
+                aggressive_low: None,
+                aggressive_high: None,
+                alpha: None,
+                window_bytes: None,
+            },
+            Some(RawController::Table(t)) => t,
+        };
+        match table.kind.as_str() {
+            "vulture" => {
+                if table.window_bytes.is_some() {
+                    return Err(self.err(
+                        format!("{p}.window_bytes"),
+                        "is a fixed_window parameter, not a vulture one",
+                    ));
+                }
+                let d = VultureConfig::default();
+                let dur = |field: &str, v: &Option<String>, default: Duration| -> VResult<Duration> {
+                    self.duration(&format!("{p}.{field}"), v.as_deref(), default)
+                };
+                let psi = dur("psi", &table.psi, d.psi)?;
+                let piv_resolution = dur("piv_resolution", &table.piv_resolution, d.piv_resolution)?;
+                let conservative_low = dur("conservative_low", &table.conservative_low, d.conservative_low)?;
+                let conservative_high =
+                    dur("conservative_high", &table.conservative_high, d.conservative_high)?;
+                let aggressive_low = dur("aggressive_low", &table.aggressive_low, d.aggressive_low)?;
+                let aggressive_high = dur("aggressive_high", &table.aggressive_high, d.aggressive_high)?;
+                let alpha = table.alpha.unwrap_or(d.alpha);
+                let fmt = |d: Duration| humantime::format_duration(d).to_string();
+                if psi.is_zero() {
+                    return Err(self.err(format!("{p}.psi"), "must be greater than zero"));
+                }
+                if piv_resolution.is_zero() {
+                    return Err(self.err(format!("{p}.piv_resolution"), "must be greater than zero"));
+                }
+                if conservative_low >= conservative_high {
+                    return Err(self.err(
+                        format!("{p}.conservative_high"),
+                        format!(
+                            "must be greater than conservative_low ({} >= {})",
+                            fmt(conservative_low),
+                            fmt(conservative_high)
+                        ),
+                    ));
+                }
+                if aggressive_low >= aggressive_high {
+                    return Err(self.err(
+                        format!("{p}.aggressive_high"),
+                        format!(
+                            "must be greater than aggressive_low ({} >= {})",
+                            fmt(aggressive_low),
+                            fmt(aggressive_high)
+                        ),
+                    ));
+                }
+                if !(alpha > 0.5 && alpha <= 1.0) {
+                    return Err(self.err(format!("{p}.alpha"), format!("{alpha} is outside (0.5, 1.0]")));
+                }
+                // VultureConfig may grow fields (the controller is being developed); new ones keep
+                // their defaults until the config schema learns them.
+                #[allow(clippy::needless_update)]
+                Ok(ControllerConfig::Vulture(VultureConfig {
+                    psi,
+                    piv_resolution,
+                    conservative_low,
+                    conservative_high,
+                    aggressive_low,
+                    aggressive_high,
+                    alpha,
+                    ..VultureConfig::default()
+                }))
+            }
+            "fixed_window" => {
+                let vulture_fields = [
+                    ("psi", table.psi.is_some()),
+                    ("piv_resolution", table.piv_resolution.is_some()),
+                    ("conservative_low", table.conservative_low.is_some()),
+                    ("conservative_high", table.conservative_high.is_some()),
+                    ("aggressive_low", table.aggressive_low.is_some()),
+                    ("aggressive_high", table.aggressive_high.is_some()),
+                    ("alpha", table.alpha.is_some()),
+                ];
+                if let Some((field, _)) = vulture_fields.iter().find(|(_, set)| *set) {
+                    return Err(self.err(
+                        format!("{p}.{field}"),
+                        "is a vulture parameter, not a fixed_window one",
+                    ));
+                }
+                let window_bytes = match table.window_bytes {
+                    None => {
+                        return Err(self.err(
+                            format!("{p}.window_bytes"),
+                            "is required for kind = \"fixed_window\" (e.g. 65535)",
+                        ))
+                    }
+                    Some(n) => self.int(&format!("{p}.window_bytes"), Some(n), 0u32, 1, 1 << 30)?,
+                };
+                Ok(ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes }))
+            }
+            other => Err(self.err(
+                format!("{p}.kind"),
+                format!("unknown controller {other:?}, expected \"vulture\" or \"fixed_window\""),
+            )),
+        }
+    }
+}
+
+fn is_contiguous(mask: u32) -> bool {
+    mask != 0 && (mask >> mask.trailing_zeros()).trailing_ones() == mask.count_ones()
+}
+
+/// Interface names as Linux and iptables take them: 1..=15 bytes of letters, digits, `-_.@`,
+/// optionally ending in iptables' `+` wildcard.
+fn check_interface_name(name: &str) -> Result<(), String> {
+    let base = name.strip_suffix('+').unwrap_or(name);
+    if name.is_empty() || name.len() > 15 {
+        return Err(format!("{name:?}: interface names are 1 to 15 characters"));
+    }
+    if !base
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.@".contains(c))
+    {
+        return Err(format!(
+            "{name:?}: interface names use letters, digits, '-', '_', '.', '@' (and a trailing '+' wildcard)"
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn contiguous_masks() {
+        assert!(is_contiguous(0x00ff_0000));
+        assert!(is_contiguous(0xffff_ffff));
+        assert!(is_contiguous(0x0000_00ff));
+        assert!(!is_contiguous(0x00f0_f000));
+        assert!(!is_contiguous(0));
+    }
+
+    #[test]
+    fn dscp_names() {
+        assert_eq!(parse_dscp("LE"), Some(1));
+        assert_eq!(parse_dscp("cs1"), Some(8));
+        assert_eq!(parse_dscp("EF"), Some(46));
+        assert_eq!(parse_dscp("63"), Some(63));
+        assert_eq!(parse_dscp("64"), None);
+        assert_eq!(parse_dscp("XX"), None);
+    }
+}

@@ -1,1 +1,560 @@
-//! placeholder
+//! Slipstream's own firewall rules: pure generation plus one layer that applies and removes them.
+//!
+//! # Why the rules look the way they do
+//!
+//! The daemon only sees packets the kernel queues to it, so the firewall decides *which* packets
+//! (background flows only) and *where* (two NFQUEUE queues):
+//!
+//! * **Classification in the kernel, once per flow.** `SLIPSTREAM_CLASSIFY` holds one block per
+//!   config rule; the first block that matches stores the rule number (1-based, shifted into
+//!   `datapath.mark_mask`) in the connection mark. Every block ends with "return if classed", so a
+//!   later rule never overwrites an earlier one (first match wins, as in the config). Flows that
+//!   match nothing stay at 0 and never leave the kernel.
+//! * **The rule number travels with each packet.** `CONNMARK --restore-mark` copies the connmark
+//!   bits into the packet mark, which NFQUEUE hands to the daemon (see [`rule_number_from_mark`]),
+//!   so the daemon needs no conntrack lookups.
+//! * **Two queues.** Handshakes and ACKs (short packets) go to `ack_queue` with a full copy, since
+//!   the daemon rewrites their window; longer data packets go to `data_queue`, where the daemon
+//!   copies only headers. `--queue-bypass` lets traffic flow if the daemon is not running.
+//! * **The daemon owns its chains** (netavark / mullvad style): `SLIPSTREAM` and
+//!   `SLIPSTREAM_CLASSIFY` in table `mangle` (or `table inet slipstream` for nftables), plus one
+//!   jump from each hooked built-in chain. Nothing else is touched, so [`reset`] can delete
+//!   everything by name.
+//!
+//! # Lifecycle
+//!
+//! [`Firewall::install`] first [`reset`]s stale state (a crashed previous run), then applies the
+//! plan atomically per IP family (`iptables-legacy-restore --noflush`, or one `nft -f -`
+//! transaction), then verifies the chains are in place; if any step fails it undoes what it did.
+//! Installing twice is idempotent. [`Firewall::remove`] (and `Drop`, best-effort) lists the table
+//! and deletes what is there, collecting every error instead of stopping at the first, and is fine
+//! with chains that are already gone.
+//!
+//! Commands run through a [`CommandRunner`], which may carry a prefix like
+//! `ip netns exec <ns>` so tests work in a throwaway network namespace.
+
+mod nft;
+mod plan;
+mod runner;
+
+pub use nft::{delete_transaction as nft_delete_transaction, QUEUE_PROBE as NFT_QUEUE_PROBE};
+pub use plan::{
+    multiport_chunks, plan, IpFamily, IptablesPlan, PlannedCommand, RulePlan, CLASSIFY_CHAIN, HOOK_CHAINS,
+    MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
+};
+pub use runner::CommandRunner;
+
+use slipstream_config::{Config, FirewallBackend};
+use std::fmt;
+
+/// The tool the rules are installed with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    /// `iptables-legacy` and `ip6tables-legacy`, table `mangle`.
+    IptablesLegacy,
+    /// `nft`, `table inet slipstream`; needs the kernel's nft `queue` expression.
+    Nftables,
+}
+
+impl fmt::Display for Backend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Backend::IptablesLegacy => "iptables-legacy",
+            Backend::Nftables => "nftables",
+        })
+    }
+}
+
+/// A firewall command failed, or the result is not what was planned. The message says which
+/// command, its stderr, and what to check.
+#[derive(Debug, thiserror::Error)]
+pub enum FirewallError {
+    /// A program is missing.
+    #[error("{program} not found: {hint}")]
+    NotFound { program: String, hint: String },
+    /// A command exited with an error.
+    #[error("`{command}` failed ({status}): {stderr}; check: {hint}")]
+    Failed {
+        command: String,
+        status: String,
+        stderr: String,
+        hint: String,
+    },
+    /// A command could not be run at all.
+    #[error("could not run `{command}`: {source}")]
+    Io {
+        command: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The commands succeeded but the rules are not what was planned.
+    #[error("{backend} rules not in place after install: {what}; check whether another program rewrote the mangle table meanwhile")]
+    Verify { backend: Backend, what: String },
+    /// `firewall = "nftables"` was requested but nft cannot queue packets here.
+    #[error(
+        "nftables cannot queue packets on this system (`nft -c` rejected `queue num 0 bypass`: {stderr}); \
+         check: modprobe nft_queue (OpenWrt: kmod-nft-queue), or set datapath.firewall = \"iptables\""
+    )]
+    NftQueueUnsupported { stderr: String },
+    /// Several errors (teardown collects them all).
+    #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
+    Several(Vec<FirewallError>),
+}
+
+impl FirewallError {
+    pub(crate) fn not_found(program: &str) -> Self {
+        let hint = if program.contains("iptables") {
+            "install iptables with the legacy tools (Debian/Ubuntu: iptables, which ships iptables-legacy; \
+             OpenWrt: iptables-zz-legacy and ip6tables-zz-legacy)"
+        } else if program == "nft" {
+            "install nftables, or set datapath.firewall = \"iptables\""
+        } else if program == "ip" {
+            "install iproute2 (ip)"
+        } else {
+            "install it or check PATH"
+        };
+        FirewallError::NotFound {
+            program: program.to_owned(),
+            hint: hint.to_owned(),
+        }
+    }
+
+    pub(crate) fn failed(command: &str, status: String, stderr: String) -> Self {
+        let hint = hint_for(&stderr);
+        FirewallError::Failed {
+            command: command.to_owned(),
+            status,
+            stderr,
+            hint,
+        }
+    }
+
+    /// Adds the offending input line to an `iptables-restore` / `nft -f` error ("line N").
+    fn with_input_line(self, input: &str) -> Self {
+        match self {
+            FirewallError::Failed {
+                command,
+                status,
+                mut stderr,
+                hint: _,
+            } => {
+                if let Some(n) = failing_line(&stderr) {
+                    if let Some(line) = input.lines().nth(n.saturating_sub(1)) {
+                        stderr = format!("{stderr} [input line {n}: {line}]");
+                    }
+                }
+                let hint = hint_for(&stderr);
+                FirewallError::Failed {
+                    command,
+                    status,
+                    stderr,
+                    hint,
+                }
+            }
+            other => other,
+        }
+    }
+
+    fn combine(mut errors: Vec<FirewallError>) -> Option<FirewallError> {
+        match errors.len() {
+            0 => None,
+            1 => errors.pop(),
+            _ => Some(FirewallError::Several(errors)),
+        }
+    }
+}
+
+/// "Error occurred at line: 3" / "line 3 failed" / nft's "/dev/stdin:3:..." -> 3.
+fn failing_line(stderr: &str) -> Option<usize> {
+    let number_after = |marker: &str| {
+        stderr.find(marker).and_then(|i| {
+            let digits: String = stderr[i + marker.len()..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().ok()
+        })
+    };
+    number_after("Error occurred at line:")
+        .or_else(|| number_after("line "))
+        .or_else(|| number_after("stdin:"))
+}
+
+/// What to check, from a command's stderr.
+fn hint_for(stderr: &str) -> String {
+    let s = stderr.to_ascii_lowercase();
+    if s.contains("permission denied") || s.contains("operation not permitted") || s.contains("must be root")
+    {
+        return "run as root (or with CAP_NET_ADMIN)".to_owned();
+    }
+    if s.contains("xtables lock") {
+        return "another program holds the xtables lock; retry".to_owned();
+    }
+    if s.contains("table does not exist") || s.contains("can't initialize") {
+        return "the mangle table is missing: modprobe iptable_mangle / ip6table_mangle \
+                (OpenWrt: kmod-ipt-core, kmod-ip6tables), or set datapath.ipv6 = false if IPv6 is the problem"
+            .to_owned();
+    }
+    let mut modules = Vec::new();
+    for (word, module) in [
+        (
+            "nfqueue",
+            "NFQUEUE target missing: modprobe xt_NFQUEUE (OpenWrt: kmod-ipt-nfqueue)",
+        ),
+        (
+            "connmark",
+            "connmark missing: modprobe xt_connmark (OpenWrt: kmod-ipt-conntrack-extra)",
+        ),
+        ("multiport", "multiport missing: modprobe xt_multiport"),
+        (
+            "dscp",
+            "dscp match missing: modprobe xt_dscp (OpenWrt: kmod-ipt-ipopt)",
+        ),
+        (
+            "length",
+            "length match missing: modprobe xt_length (OpenWrt: kmod-ipt-ipopt)",
+        ),
+        ("addrtype", "addrtype match missing: modprobe xt_addrtype"),
+        (
+            "queue",
+            "nft queue missing: modprobe nft_queue (OpenWrt: kmod-nft-queue)",
+        ),
+    ] {
+        if s.contains(word) {
+            modules.push(module);
+        }
+    }
+    if !modules.is_empty() {
+        return modules.join("; ");
+    }
+    "that the kernel has the modules Slipstream uses: xt_NFQUEUE, xt_connmark, xt_length, xt_multiport, \
+     xt_dscp, xt_addrtype (OpenWrt: kmod-ipt-nfqueue, kmod-ipt-conntrack-extra, kmod-ipt-ipopt)"
+        .to_owned()
+}
+
+/// The rule number stored in a packet or connection mark: 1-based, `None` if the field is 0.
+pub fn rule_number_from_mark(mark: u32, mask: u32) -> Option<u16> {
+    if mask == 0 {
+        return None;
+    }
+    let n = (mark & mask) >> mask.trailing_zeros();
+    u16::try_from(n).ok().filter(|&n| n != 0)
+}
+
+/// Picks the backend: `Iptables` / `Nftables` as requested (checking they are usable), `Auto`:
+/// nftables if `nft -c` accepts a `queue num 0 bypass` statement, else iptables-legacy.
+pub fn detect_backend(requested: FirewallBackend) -> Result<Backend, FirewallError> {
+    detect_backend_with(&CommandRunner::host(), requested)
+}
+
+/// [`detect_backend`] with an explicit runner.
+pub fn detect_backend_with(
+    runner: &CommandRunner,
+    requested: FirewallBackend,
+) -> Result<Backend, FirewallError> {
+    let nft_probe = || {
+        runner
+            .run(&PlannedCommand::new("nft", &["-c", "-f", "-"]).with_stdin(nft::QUEUE_PROBE.to_owned()))
+            .map(|_| Backend::Nftables)
+    };
+    let iptables_probe = || {
+        runner
+            .run(&PlannedCommand::new("iptables-legacy", &["-V"]))
+            .map(|_| Backend::IptablesLegacy)
+    };
+    match requested {
+        FirewallBackend::Iptables => iptables_probe(),
+        FirewallBackend::Nftables => nft_probe().map_err(|e| match e {
+            FirewallError::Failed { stderr, .. } => FirewallError::NftQueueUnsupported { stderr },
+            other => other,
+        }),
+        FirewallBackend::Auto => nft_probe().or_else(|nft_err| {
+            tracing::info!(reason = %nft_err, "nftables cannot queue packets here; using iptables-legacy");
+            iptables_probe()
+        }),
+    }
+}
+
+/// Removes everything Slipstream could have installed with `backend` (any hook, any earlier
+/// config), and best-effort the other backend's leftovers too. Absent chains are fine. Returns every
+/// error met; IPv6 errors are ignored if `config.datapath.ipv6` is false.
+pub fn reset(backend: Backend, config: &Config) -> Vec<FirewallError> {
+    reset_with(&CommandRunner::host(), backend, config)
+}
+
+/// [`reset`] with an explicit runner.
+pub fn reset_with(runner: &CommandRunner, backend: Backend, config: &Config) -> Vec<FirewallError> {
+    let errors = reset_backend(runner, backend, config.datapath.ipv6);
+    let other = match backend {
+        Backend::IptablesLegacy => Backend::Nftables,
+        Backend::Nftables => Backend::IptablesLegacy,
+    };
+    for e in reset_backend(runner, other, config.datapath.ipv6) {
+        tracing::debug!(error = %e, "clearing leftovers of the other firewall backend (ignored)");
+    }
+    errors
+}
+
+fn reset_backend(runner: &CommandRunner, backend: Backend, ipv6: bool) -> Vec<FirewallError> {
+    match backend {
+        Backend::IptablesLegacy => {
+            let mut errors = reset_iptables_family(runner, IpFamily::V4);
+            let v6 = reset_iptables_family(runner, IpFamily::V6);
+            if ipv6 {
+                errors.extend(v6);
+            } else {
+                for e in v6 {
+                    tracing::debug!(error = %e, "IPv6 cleanup (ignored: ipv6 = false)");
+                }
+            }
+            errors
+        }
+        Backend::Nftables => {
+            let cmd = PlannedCommand::new("nft", &["-f", "-"]).with_stdin(nft::delete_transaction());
+            runner.run(&cmd).err().into_iter().collect()
+        }
+    }
+}
+
+fn is_our_chain(name: &str) -> bool {
+    name == MAIN_CHAIN || name == CLASSIFY_CHAIN
+}
+
+/// Lists table `mangle` and deletes every jump to our chains, then flushes and deletes the chains.
+fn reset_iptables_family(runner: &CommandRunner, family: IpFamily) -> Vec<FirewallError> {
+    let p = family.program();
+    let listing = match runner.run(&PlannedCommand::new(p, &["-w", "-t", "mangle", "-S"])) {
+        Ok(l) => l,
+        Err(e) => return vec![e],
+    };
+    let mut errors = Vec::new();
+    let mut chains = Vec::new();
+    for line in listing.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["-N", chain] if is_our_chain(chain) => chains.push(chain.to_string()),
+            ["-A", chain, rest @ ..] if !is_our_chain(chain) => {
+                let jumps_to_us = rest
+                    .windows(2)
+                    .any(|w| (w[0] == "-j" || w[0] == "-g") && is_our_chain(w[1]));
+                if jumps_to_us {
+                    let mut args = vec!["-w", "-t", "mangle", "-D", chain];
+                    args.extend(rest);
+                    if let Err(e) = runner.run(&PlannedCommand::new(p, &args)) {
+                        errors.push(e);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Flush both before deleting either: SLIPSTREAM references SLIPSTREAM_CLASSIFY.
+    for op in ["-F", "-X"] {
+        for chain in &chains {
+            if let Err(e) = runner.run(&PlannedCommand::new(p, &["-w", "-t", "mangle", op, chain])) {
+                errors.push(e);
+            }
+        }
+    }
+    errors
+}
+
+/// Slipstream's installed rules. Removing is explicit ([`Firewall::remove`]) or on drop.
+#[derive(Debug)]
+pub struct Firewall {
+    backend: Backend,
+    runner: CommandRunner,
+    plan: RulePlan,
+    ipv6: bool,
+    removed: bool,
+}
+
+impl Firewall {
+    /// Resets stale state, applies the rules for `config` on the host, verifies them. On failure
+    /// nothing of Slipstream's is left installed.
+    pub fn install(config: &Config, backend: Backend) -> Result<Firewall, FirewallError> {
+        Self::install_with(config, backend, CommandRunner::host())
+    }
+
+    /// [`Firewall::install`] with an explicit runner (e.g. [`CommandRunner::in_netns`]).
+    pub fn install_with(
+        config: &Config,
+        backend: Backend,
+        runner: CommandRunner,
+    ) -> Result<Firewall, FirewallError> {
+        let stale = reset_with(&runner, backend, config);
+        if let Some(e) = FirewallError::combine(stale) {
+            return Err(e);
+        }
+        let mut fw = Firewall {
+            backend,
+            runner,
+            plan: plan(config, backend),
+            ipv6: config.datapath.ipv6,
+            removed: false,
+        };
+        let result = fw.apply().and_then(|()| fw.verify());
+        if let Err(e) = result {
+            for undo in fw.remove_inner() {
+                tracing::warn!(error = %undo, "undoing a failed firewall setup");
+            }
+            return Err(e);
+        }
+        tracing::info!(backend = %backend, "firewall rules installed");
+        Ok(fw)
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    /// What was installed.
+    pub fn plan(&self) -> &RulePlan {
+        &self.plan
+    }
+
+    fn apply(&self) -> Result<(), FirewallError> {
+        for cmd in self.plan.apply_commands() {
+            let input = cmd.stdin.clone().unwrap_or_default();
+            self.runner.run(&cmd).map_err(|e| e.with_input_line(&input))?;
+        }
+        Ok(())
+    }
+
+    fn verify(&self) -> Result<(), FirewallError> {
+        let fail = |what: String| FirewallError::Verify {
+            backend: self.backend,
+            what,
+        };
+        for p in &self.plan.iptables {
+            let prog = p.family.program();
+            let count_rules = |chain: &str, pred: &dyn Fn(&str) -> bool| -> Result<usize, FirewallError> {
+                let out = self
+                    .runner
+                    .run(&PlannedCommand::new(prog, &["-w", "-t", "mangle", "-S", chain]))?;
+                Ok(out
+                    .lines()
+                    .filter(|l| l.starts_with(&format!("-A {chain} ")) && pred(l))
+                    .count())
+            };
+            for (chain, expected) in [
+                (MAIN_CHAIN, p.main_rules.len()),
+                (CLASSIFY_CHAIN, p.classify_rules.len()),
+            ] {
+                let n = count_rules(chain, &|_| true)?;
+                if n != expected {
+                    return Err(fail(format!(
+                        "{prog}: chain {chain} has {n} rules, expected {expected}"
+                    )));
+                }
+            }
+            for listed in p.hook_rules_as_listed() {
+                let chain = listed.split_whitespace().nth(1).unwrap_or_default();
+                let n = count_rules(chain, &|l| l.ends_with(&format!("-j {MAIN_CHAIN}")))?;
+                if n != 1 {
+                    return Err(fail(format!(
+                        "{prog}: chain {chain} has {n} jumps to {MAIN_CHAIN}, expected 1"
+                    )));
+                }
+            }
+        }
+        if self.plan.nft_ruleset.is_some() {
+            let out = self
+                .runner
+                .run(&PlannedCommand::new("nft", &["list", "table", "inet", NFT_TABLE]))?;
+            if !out.contains("chain enqueue") {
+                return Err(fail(format!("table inet {NFT_TABLE} has no chain enqueue")));
+            }
+        }
+        Ok(())
+    }
+
+    fn remove_inner(&mut self) -> Vec<FirewallError> {
+        self.removed = true;
+        reset_backend(&self.runner, self.backend, self.ipv6)
+    }
+
+    /// Removes the rules; tries everything and reports every error.
+    pub fn remove(mut self) -> Result<(), FirewallError> {
+        let errors = self.remove_inner();
+        match FirewallError::combine(errors) {
+            None => {
+                tracing::info!(backend = %self.backend, "firewall rules removed");
+                Ok(())
+            }
+            Some(e) => Err(e),
+        }
+    }
+}
+
+impl Drop for Firewall {
+    fn drop(&mut self) {
+        if !self.removed {
+            for e in self.remove_inner() {
+                tracing::warn!(error = %e, "removing firewall rules on drop");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mark_to_rule_number() {
+        assert_eq!(rule_number_from_mark(0, 0x00ff_0000), None);
+        assert_eq!(rule_number_from_mark(0x0001_0000, 0x00ff_0000), Some(1));
+        assert_eq!(rule_number_from_mark(0xab03_1234, 0x00ff_0000), Some(3));
+        assert_eq!(rule_number_from_mark(0x00fa_0000, 0x00ff_0000), Some(250));
+        assert_eq!(rule_number_from_mark(0x0000_0002, 0x0000_00ff), Some(2));
+        assert_eq!(
+            rule_number_from_mark(0xffff_0000, 0xffff_ffff),
+            None,
+            "does not fit u16"
+        );
+        assert_eq!(rule_number_from_mark(5, 0), None);
+    }
+
+    #[test]
+    fn failing_line_parsing() {
+        assert_eq!(
+            failing_line("iptables-restore v1.8.9 (legacy): x\nError occurred at line: 3\nTry"),
+            Some(3)
+        );
+        assert_eq!(failing_line("iptables-restore: line 12 failed"), Some(12));
+        assert_eq!(
+            failing_line("/dev/stdin:7:2-6: Error: Could not process rule"),
+            Some(7)
+        );
+        assert_eq!(failing_line("nothing"), None);
+    }
+
+    #[test]
+    fn hints() {
+        assert!(hint_for("Couldn't load target `NFQUEUE'").contains("xt_NFQUEUE"));
+        assert!(hint_for("Permission denied (you must be root)").contains("root"));
+        assert!(
+            hint_for("can't initialize ip6tables table `mangle': Table does not exist")
+                .contains("ip6table_mangle")
+        );
+        let e = FirewallError::not_found("iptables-legacy");
+        assert!(
+            e.to_string()
+                .starts_with("iptables-legacy not found: install iptables"),
+            "{e}"
+        );
+        let e = FirewallError::failed(
+            "iptables-legacy-restore -w --noflush",
+            "exit status: 2".into(),
+            "x".into(),
+        )
+        .with_input_line("a\nb\nc\n");
+        assert!(
+            e.to_string()
+                .contains("`iptables-legacy-restore -w --noflush` failed (exit status: 2)"),
+            "{e}"
+        );
+    }
+}

@@ -1,0 +1,141 @@
+//! The TOML file as serde sees it: loose types (integers as `i64`, durations and enum names as
+//! strings, "number or string" lists) so that validation, not serde, reports range and format
+//! problems — with the field path in the message. Serde still catches syntax errors, type
+//! mismatches and unknown fields (every table is `deny_unknown_fields`), with toml's line/column.
+
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::fmt;
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    #[serde(default)]
+    pub datapath: RawDatapath,
+    #[serde(default)]
+    pub metrics: RawMetrics,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub rules: Vec<RawRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawDatapath {
+    pub lan_interfaces: Option<Vec<String>>,
+    pub hook: Option<String>,
+    pub ack_queue: Option<i64>,
+    pub data_queue: Option<i64>,
+    pub queue_max_len: Option<i64>,
+    pub data_copy_bytes: Option<i64>,
+    pub ack_max_len: Option<i64>,
+    pub firewall: Option<String>,
+    pub mark_mask: Option<i64>,
+    pub ipv6: Option<bool>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMetrics {
+    pub listen: Option<String>,
+    pub top_flows: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLimits {
+    pub max_flows: Option<i64>,
+    pub idle_timeout: Option<String>,
+    pub evict_idle_after: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawRule {
+    pub name: String,
+    #[serde(default)]
+    pub remote_ports: Vec<IntOrString>,
+    #[serde(default)]
+    pub local_ports: Vec<IntOrString>,
+    #[serde(default)]
+    pub dscp: Vec<IntOrString>,
+    #[serde(default)]
+    pub lan_hosts: Vec<String>,
+    pub controller: Option<RawController>,
+}
+
+/// `controller = "vulture"` or `controller = { kind = "vulture", ... }`.
+#[derive(Debug)]
+pub(crate) enum RawController {
+    Name(String),
+    Table(RawControllerTable),
+}
+
+/// Every parameter of every controller kind; validation rejects the ones the kind does not take.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawControllerTable {
+    pub kind: String,
+    // Vulture
+    pub psi: Option<String>,
+    pub piv_resolution: Option<String>,
+    pub conservative_low: Option<String>,
+    pub conservative_high: Option<String>,
+    pub aggressive_low: Option<String>,
+    pub aggressive_high: Option<String>,
+    pub alpha: Option<f64>,
+    // FixedWindow
+    pub window_bytes: Option<i64>,
+}
+
+impl<'de> Deserialize<'de> for RawController {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = RawController;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a controller name (\"vulture\", \"fixed_window\") or a table with `kind`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawController, E> {
+                Ok(RawController::Name(v.to_owned()))
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawController, A::Error> {
+                RawControllerTable::deserialize(de::value::MapAccessDeserializer::new(map))
+                    .map(RawController::Table)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A list entry that may be written as a number or a string (`443` / `"6881-6889"`, `8` / `"CS1"`).
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum IntOrString {
+    Int(i64),
+    Str(String),
+}
+
+impl<'de> Deserialize<'de> for IntOrString {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = IntOrString;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an integer or a string")
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<IntOrString, E> {
+                Ok(IntOrString::Int(v))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<IntOrString, E> {
+                i64::try_from(v)
+                    .map(IntOrString::Int)
+                    .map_err(|_| E::custom("integer too large"))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<IntOrString, E> {
+                Ok(IntOrString::Str(v.to_owned()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}

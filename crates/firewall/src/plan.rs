@@ -1,0 +1,444 @@
+//! Pure rule generation: from a [`Config`] to the exact iptables-restore lines or nftables ruleset
+//! text that [`crate::Firewall`] applies, and the commands that remove them.
+//!
+//! Nothing here runs a command, so the whole ruleset is unit-tested as text. The iptables lines are
+//! written in the canonical form `iptables-legacy-save` prints them (match order, hex marks and
+//! DSCP), so what is installed reads back identically.
+
+use crate::nft;
+use crate::Backend;
+use ipnet::IpNet;
+use slipstream_config::{Config, Datapath, Hook, PortRange, Rule};
+use std::fmt;
+
+/// The chain every hooked packet jumps to: classifies unclassed flows, restores the rule number
+/// into the packet mark and queues packets of background flows.
+pub const MAIN_CHAIN: &str = "SLIPSTREAM";
+/// The chain with one block of rules per config rule; sets the connmark of a matching flow.
+pub const CLASSIFY_CHAIN: &str = "SLIPSTREAM_CLASSIFY";
+/// The nftables table holding everything of Slipstream's.
+pub const NFT_TABLE: &str = "slipstream";
+/// The built-in chains Slipstream may hook into (all in table `mangle`).
+pub const HOOK_CHAINS: [&str; 3] = ["FORWARD", "OUTPUT", "INPUT"];
+/// Most port slots in one `-m multiport` match (the kernel's XT_MULTI_PORTS); a range takes two.
+pub const MULTIPORT_MAX_SLOTS: usize = 15;
+
+/// IP family of an iptables ruleset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IpFamily {
+    V4,
+    V6,
+}
+
+impl IpFamily {
+    /// `iptables-legacy` / `ip6tables-legacy`.
+    pub fn program(self) -> &'static str {
+        match self {
+            IpFamily::V4 => "iptables-legacy",
+            IpFamily::V6 => "ip6tables-legacy",
+        }
+    }
+
+    pub fn restore_program(self) -> &'static str {
+        match self {
+            IpFamily::V4 => "iptables-legacy-restore",
+            IpFamily::V6 => "ip6tables-legacy-restore",
+        }
+    }
+
+    pub fn save_program(self) -> &'static str {
+        match self {
+            IpFamily::V4 => "iptables-legacy-save",
+            IpFamily::V6 => "ip6tables-legacy-save",
+        }
+    }
+
+    fn contains(self, net: &IpNet) -> bool {
+        matches!(
+            (self, net),
+            (IpFamily::V4, IpNet::V4(_)) | (IpFamily::V6, IpNet::V6(_))
+        )
+    }
+}
+
+/// One command to run: program, arguments, optional standard input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlannedCommand {
+    pub program: String,
+    pub args: Vec<String>,
+    pub stdin: Option<String>,
+}
+
+impl PlannedCommand {
+    pub fn new(program: &str, args: &[&str]) -> Self {
+        PlannedCommand {
+            program: program.to_owned(),
+            args: args.iter().map(|a| (*a).to_owned()).collect(),
+            stdin: None,
+        }
+    }
+
+    pub fn with_stdin(mut self, stdin: String) -> Self {
+        self.stdin = Some(stdin);
+        self
+    }
+}
+
+impl fmt::Display for PlannedCommand {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.program)?;
+        for a in &self.args {
+            write!(f, " {a}")?;
+        }
+        if self.stdin.is_some() {
+            write!(f, " < (generated ruleset)")?;
+        }
+        Ok(())
+    }
+}
+
+/// The iptables-legacy rules of one IP family, as iptables-restore lines (without `*mangle` /
+/// `COMMIT`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IptablesPlan {
+    pub family: IpFamily,
+    /// `-I FORWARD 1 -p tcp -j SLIPSTREAM` etc.: the jumps from the built-in chains.
+    pub hook_rules: Vec<String>,
+    /// `-A SLIPSTREAM ...`.
+    pub main_rules: Vec<String>,
+    /// `-A SLIPSTREAM_CLASSIFY ...`.
+    pub classify_rules: Vec<String>,
+}
+
+impl IptablesPlan {
+    /// Input for `iptables-legacy-restore --noflush`: declares (and so empties) both chains, fills
+    /// them and inserts the jumps, in one atomic table replacement.
+    pub fn restore_input(&self) -> String {
+        let mut s = String::from("*mangle\n");
+        s += &format!(":{MAIN_CHAIN} - [0:0]\n:{CLASSIFY_CHAIN} - [0:0]\n");
+        for line in self
+            .main_rules
+            .iter()
+            .chain(&self.classify_rules)
+            .chain(&self.hook_rules)
+        {
+            s += line;
+            s.push('\n');
+        }
+        s += "COMMIT\n";
+        s
+    }
+
+    /// The hook rules as `iptables -S` prints them once installed (`-A FORWARD ...`).
+    pub fn hook_rules_as_listed(&self) -> Vec<String> {
+        self.hook_rules
+            .iter()
+            .map(|r| {
+                let mut words: Vec<&str> = r.split_whitespace().collect();
+                // "-I CHAIN 1 rest" -> "-A CHAIN rest"
+                words[0] = "-A";
+                words.remove(2);
+                words.join(" ")
+            })
+            .collect()
+    }
+
+    /// Commands undoing exactly this plan (the live removal lists the table instead, see
+    /// [`crate::reset`], so it also removes duplicates and leftovers of other configs).
+    pub fn remove_commands(&self) -> Vec<PlannedCommand> {
+        let p = self.family.program();
+        let mut cmds: Vec<PlannedCommand> = self
+            .hook_rules_as_listed()
+            .iter()
+            .map(|r| {
+                let mut args = vec!["-w", "-t", "mangle", "-D"];
+                args.extend(r.split_whitespace().skip(1));
+                PlannedCommand::new(p, &args)
+            })
+            .collect();
+        for op in ["-F", "-X"] {
+            for chain in [MAIN_CHAIN, CLASSIFY_CHAIN] {
+                cmds.push(PlannedCommand::new(p, &["-w", "-t", "mangle", op, chain]));
+            }
+        }
+        cmds
+    }
+}
+
+/// Everything Slipstream installs for one config and backend. Pure data; see the crate docs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RulePlan {
+    pub backend: Backend,
+    /// iptables-legacy backend: IPv4, then IPv6 if enabled. Empty for nftables.
+    pub iptables: Vec<IptablesPlan>,
+    /// nftables backend: the `table inet slipstream { ... }` text. `None` for iptables.
+    pub nft_ruleset: Option<String>,
+}
+
+impl RulePlan {
+    /// The commands that install the plan (after stale state is reset).
+    pub fn apply_commands(&self) -> Vec<PlannedCommand> {
+        let mut cmds: Vec<PlannedCommand> = self
+            .iptables
+            .iter()
+            .map(|p| {
+                PlannedCommand::new(p.family.restore_program(), &["-w", "--noflush"])
+                    .with_stdin(p.restore_input())
+            })
+            .collect();
+        if let Some(text) = &self.nft_ruleset {
+            cmds.push(PlannedCommand::new("nft", &["-f", "-"]).with_stdin(nft::replace_transaction(text)));
+        }
+        cmds
+    }
+
+    /// The commands that remove exactly what the plan installs.
+    pub fn remove_commands(&self) -> Vec<PlannedCommand> {
+        let mut cmds: Vec<PlannedCommand> = self.iptables.iter().flat_map(|p| p.remove_commands()).collect();
+        if self.nft_ruleset.is_some() {
+            cmds.push(PlannedCommand::new(
+                "nft",
+                &["delete", "table", "inet", NFT_TABLE],
+            ));
+        }
+        cmds
+    }
+}
+
+impl fmt::Display for RulePlan {
+    /// Human-readable: what would be applied (e.g. for a `--print-rules` option).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for p in &self.iptables {
+            writeln!(f, "# {} --noflush", p.family.restore_program())?;
+            f.write_str(&p.restore_input())?;
+        }
+        if let Some(text) = &self.nft_ruleset {
+            writeln!(f, "# nft -f -")?;
+            f.write_str(text)?;
+        }
+        Ok(())
+    }
+}
+
+/// Generates the rules for `config` and `backend`. Pure.
+pub fn plan(config: &Config, backend: Backend) -> RulePlan {
+    match backend {
+        Backend::IptablesLegacy => {
+            let mut families = vec![IpFamily::V4];
+            if config.datapath.ipv6 {
+                families.push(IpFamily::V6);
+            }
+            RulePlan {
+                backend,
+                iptables: families.into_iter().map(|f| iptables_plan(config, f)).collect(),
+                nft_ruleset: None,
+            }
+        }
+        Backend::Nftables => RulePlan {
+            backend,
+            iptables: Vec::new(),
+            nft_ruleset: Some(nft::ruleset(config)),
+        },
+    }
+}
+
+/// `0x0/0xff0000`-style mark/mask as iptables-save prints them.
+fn mark(value: u32, mask: u32) -> String {
+    format!("{value:#x}/{mask:#x}")
+}
+
+/// How a packet in one place relates to the rule's "local" (LAN host) and "remote" ends.
+#[derive(Debug, Clone)]
+pub(crate) struct Direction {
+    /// `-i br-lan` / `-o br-lan` (router mode).
+    pub iface: Option<(&'static str, String)>,
+    /// `-m addrtype ...` arguments (local mode; and in "both" mode, keeping router directions off
+    /// the router's own traffic).
+    pub addrtype: Option<&'static str>,
+    /// The LAN host is the packet's source (else its destination).
+    pub local_is_src: bool,
+}
+
+/// The directions a rule is matched in, for the hook setting (iptables: one shared classify chain).
+fn iptables_directions(d: &Datapath) -> Vec<Direction> {
+    let mut dirs = Vec::new();
+    let both = d.hook == Hook::Both;
+    if d.hook.forward() {
+        for lan in &d.lan_interfaces {
+            // From the LAN: the LAN host sends.
+            dirs.push(Direction {
+                iface: Some(("-i", lan.clone())),
+                addrtype: both.then_some("! --dst-type LOCAL"),
+                local_is_src: true,
+            });
+            // To the LAN: the LAN host receives.
+            dirs.push(Direction {
+                iface: Some(("-o", lan.clone())),
+                addrtype: both.then_some("! --src-type LOCAL"),
+                local_is_src: false,
+            });
+        }
+    }
+    if d.hook.local() {
+        // OUTPUT: this host sends; INPUT: this host receives.
+        dirs.push(Direction {
+            iface: None,
+            addrtype: Some("--src-type LOCAL"),
+            local_is_src: true,
+        });
+        dirs.push(Direction {
+            iface: None,
+            addrtype: Some("--dst-type LOCAL"),
+            local_is_src: false,
+        });
+    }
+    dirs
+}
+
+/// Splits a port list into `multiport` argument strings of at most [`MULTIPORT_MAX_SLOTS`] slots
+/// (a single port takes one slot, a range two).
+pub fn multiport_chunks(ports: &[PortRange]) -> Vec<String> {
+    let mut chunks = Vec::new();
+    let mut current: Vec<String> = Vec::new();
+    let mut slots = 0;
+    for p in ports {
+        let (text, need) = if p.first == p.last {
+            (p.first.to_string(), 1)
+        } else {
+            (format!("{}:{}", p.first, p.last), 2)
+        };
+        if slots + need > MULTIPORT_MAX_SLOTS {
+            chunks.push(current.join(","));
+            current.clear();
+            slots = 0;
+        }
+        current.push(text);
+        slots += need;
+    }
+    if !current.is_empty() {
+        chunks.push(current.join(","));
+    }
+    chunks
+}
+
+fn dedup<T: PartialEq + Clone>(items: &[T]) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for i in items {
+        if !out.contains(i) {
+            out.push(i.clone());
+        }
+    }
+    out
+}
+
+/// `[None]` for an empty list (no criterion), else every entry.
+fn any_or_each<T: Clone>(items: Vec<T>) -> Vec<Option<T>> {
+    if items.is_empty() {
+        vec![None]
+    } else {
+        items.into_iter().map(Some).collect()
+    }
+}
+
+fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
+    let d = &config.datapath;
+    let mask = d.mark_mask;
+    let unclassed = format!("-m connmark --mark {}", mark(0, mask));
+    let classed = format!("-m connmark ! --mark {}", mark(0, mask));
+    let ack_max_len = match family {
+        IpFamily::V4 => u32::from(d.ack_max_len),
+        IpFamily::V6 => d.ack_max_len_v6(),
+    };
+
+    let mut hook_rules = Vec::new();
+    if d.hook.forward() {
+        hook_rules.push(format!("-I FORWARD 1 -p tcp -j {MAIN_CHAIN}"));
+    }
+    if d.hook.local() {
+        // Loopback traffic is left alone: no access link to protect, and the daemon's own
+        // connections (metrics) must never wait for the daemon.
+        hook_rules.push(format!("-I OUTPUT 1 ! -o lo -p tcp -j {MAIN_CHAIN}"));
+        hook_rules.push(format!("-I INPUT 1 ! -i lo -p tcp -j {MAIN_CHAIN}"));
+    }
+
+    let main_rules = vec![
+        format!("-A {MAIN_CHAIN} {unclassed} -j {CLASSIFY_CHAIN}"),
+        format!("-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"),
+        format!(
+            "-A {MAIN_CHAIN} {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
+            d.ack_queue
+        ),
+        format!("-A {MAIN_CHAIN} {classed} -j NFQUEUE --queue-num {} --queue-bypass", d.data_queue),
+    ];
+
+    let directions = iptables_directions(d);
+    let mut classify_rules = Vec::new();
+    for (i, rule) in config.rules.iter().enumerate() {
+        let block = classify_block(rule, d.mark_for_rule((i + 1) as u16), mask, family, &directions);
+        if !block.is_empty() {
+            classify_rules.extend(block);
+            classify_rules.push(format!("-A {CLASSIFY_CHAIN} {classed} -j RETURN"));
+        }
+    }
+    IptablesPlan {
+        family,
+        hook_rules,
+        main_rules,
+        classify_rules,
+    }
+}
+
+/// The rules of one config rule: the cross product direction x CIDR x DSCP x local-port chunk x
+/// remote-port chunk, each setting the connmark to the rule's value.
+fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[Direction]) -> Vec<String> {
+    let hosts = dedup(&rule.lan_hosts);
+    let family_hosts: Vec<IpNet> = hosts.iter().filter(|n| family.contains(n)).copied().collect();
+    if !hosts.is_empty() && family_hosts.is_empty() {
+        // Every CIDR is of the other family: the rule cannot match here.
+        return Vec::new();
+    }
+    let hosts = any_or_each(family_hosts);
+    let dscps = any_or_each(dedup(&rule.dscp));
+    let local_chunks = any_or_each(multiport_chunks(&rule.local_ports));
+    let remote_chunks = any_or_each(multiport_chunks(&rule.remote_ports));
+
+    let mut out = Vec::new();
+    for dir in dirs {
+        for host in &hosts {
+            for dscp in &dscps {
+                for local in &local_chunks {
+                    for remote in &remote_chunks {
+                        let (src_ports, dst_ports) = if dir.local_is_src {
+                            (local, remote)
+                        } else {
+                            (remote, local)
+                        };
+                        let mut r = format!("-A {CLASSIFY_CHAIN}");
+                        if let Some(net) = host {
+                            r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
+                        }
+                        if let Some((flag, name)) = &dir.iface {
+                            r += &format!(" {flag} {name}");
+                        }
+                        r += " -p tcp";
+                        if let Some(a) = dir.addrtype {
+                            r += &format!(" -m addrtype {a}");
+                        }
+                        if let Some(p) = src_ports {
+                            r += &format!(" -m multiport --sports {p}");
+                        }
+                        if let Some(p) = dst_ports {
+                            r += &format!(" -m multiport --dports {p}");
+                        }
+                        if let Some(v) = dscp {
+                            r += &format!(" -m dscp --dscp {v:#04x}");
+                        }
+                        r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
+                        out.push(r);
+                    }
+                }
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,401 @@
+//! Root integration test: installs, re-installs and removes the rules inside a throwaway network
+//! namespace (`ip netns add ssfw<pid>`), so the host's firewall is never touched. Skips with a
+//! printed reason when not root or when `ip` / `iptables-legacy` are missing (CI runs as root).
+
+use slipstream_config::{parse, Config};
+use slipstream_firewall::{
+    detect_backend_with, plan, reset_with, Backend, CommandRunner, Firewall, PlannedCommand,
+};
+use std::path::PathBuf;
+use std::process::Command;
+
+fn is_root() -> bool {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("Uid:"))
+                .map(|l| l.split_whitespace().nth(1) == Some("0"))
+        })
+        .unwrap_or(false)
+}
+
+fn have(program: &str) -> bool {
+    Command::new(program).arg("-V").output().is_ok()
+}
+
+/// Why the test cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    if !is_root() {
+        return Some("not root".into());
+    }
+    for p in [
+        "ip",
+        "iptables-legacy",
+        "iptables-legacy-restore",
+        "ip6tables-legacy",
+    ] {
+        if !have(p) {
+            return Some(format!("{p} not found"));
+        }
+    }
+    None
+}
+
+/// A network namespace deleted on drop.
+struct Netns(String);
+
+impl Netns {
+    fn create() -> Netns {
+        let name = format!("ssfw{}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        let out = Command::new("ip").args(["netns", "add", &name]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip netns add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Netns(name)
+    }
+
+    fn runner(&self) -> CommandRunner {
+        CommandRunner::in_netns(&self.0)
+    }
+
+    fn run(&self, program: &str, args: &[&str]) -> String {
+        self.runner()
+            .run(&PlannedCommand::new(program, args))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
+    }
+}
+
+fn shipped() -> Config {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/slipstream.toml");
+    slipstream_config::load(&path).unwrap()
+}
+
+fn count(haystack: &str, line: &str) -> usize {
+    haystack.lines().filter(|l| l.trim() == line).count()
+}
+
+#[test]
+fn install_reinstall_remove_in_netns() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED install_reinstall_remove_in_netns: {why}");
+        return;
+    }
+    let ns = Netns::create();
+    let config = shipped();
+    let expected = plan(&config, Backend::IptablesLegacy);
+
+    // Resetting an empty namespace is fine.
+    assert!(reset_with(&ns.runner(), Backend::IptablesLegacy, &config).is_empty());
+
+    let fw = Firewall::install_with(&config, Backend::IptablesLegacy, ns.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    for (i, (save, prog)) in [
+        ("iptables-legacy-save", "iptables-legacy"),
+        ("ip6tables-legacy-save", "ip6tables-legacy"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let dump = ns.run(save, &["-t", "mangle"]);
+        assert!(dump.contains(":SLIPSTREAM - [0:0]"), "{dump}");
+        assert!(dump.contains(":SLIPSTREAM_CLASSIFY - [0:0]"), "{dump}");
+        assert_eq!(count(&dump, "-A FORWARD -p tcp -j SLIPSTREAM"), 1, "{dump}");
+        // The generated lines are in canonical form: they read back identically, in order.
+        let p = &expected.iptables[i];
+        for (chain, lines) in [
+            ("SLIPSTREAM", &p.main_rules),
+            ("SLIPSTREAM_CLASSIFY", &p.classify_rules),
+        ] {
+            let listed = ns.run(prog, &["-t", "mangle", "-S", chain]);
+            let listed: Vec<&str> = listed.lines().filter(|l| l.starts_with("-A ")).collect();
+            assert_eq!(&listed, lines, "{prog} -S {chain}");
+        }
+    }
+
+    // A second install (as after a crash: the first instance is never removed) must not
+    // duplicate anything.
+    std::mem::forget(fw);
+    let fw = Firewall::install_with(&config, Backend::IptablesLegacy, ns.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let dump = ns.run("iptables-legacy-save", &["-t", "mangle"]);
+    assert_eq!(count(&dump, "-A FORWARD -p tcp -j SLIPSTREAM"), 1, "{dump}");
+    let listed = ns.run("iptables-legacy", &["-t", "mangle", "-S", "SLIPSTREAM"]);
+    assert_eq!(
+        listed.lines().filter(|l| l.starts_with("-A ")).count(),
+        4,
+        "{listed}"
+    );
+    std::mem::forget(fw);
+
+    // Switching to local mode replaces the FORWARD hook with OUTPUT and INPUT.
+    let local = parse(
+        &std::fs::read_to_string(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/slipstream.toml"),
+        )
+        .unwrap()
+        .replace("hook = \"forward\"", "hook = \"local\""),
+        "local",
+    )
+    .unwrap();
+    let fw = Firewall::install_with(&local, Backend::IptablesLegacy, ns.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    for save in ["iptables-legacy-save", "ip6tables-legacy-save"] {
+        let dump = ns.run(save, &["-t", "mangle"]);
+        assert_eq!(count(&dump, "-A FORWARD -p tcp -j SLIPSTREAM"), 0, "{dump}");
+        assert_eq!(
+            count(&dump, "-A OUTPUT ! -o lo -p tcp -j SLIPSTREAM"),
+            1,
+            "{dump}"
+        );
+        assert_eq!(count(&dump, "-A INPUT ! -i lo -p tcp -j SLIPSTREAM"), 1, "{dump}");
+        assert!(dump.contains("-m addrtype --src-type LOCAL"), "{dump}");
+    }
+
+    fw.remove().unwrap_or_else(|e| panic!("{e}"));
+    for save in ["iptables-legacy-save", "ip6tables-legacy-save"] {
+        let dump = ns.run(save, &["-t", "mangle"]);
+        assert!(
+            !dump.contains("SLIPSTREAM"),
+            "{save} still has Slipstream's rules:\n{dump}"
+        );
+    }
+    // Removing again (nothing there) is fine.
+    assert!(reset_with(&ns.runner(), Backend::IptablesLegacy, &config).is_empty());
+
+    // Dropping an installed Firewall removes its rules too.
+    drop(Firewall::install_with(&config, Backend::IptablesLegacy, ns.runner()).unwrap());
+    assert!(!ns
+        .run("iptables-legacy-save", &["-t", "mangle"])
+        .contains("SLIPSTREAM"));
+}
+
+#[test]
+fn missing_program_is_reported_with_a_hint() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED missing_program_is_reported_with_a_hint: {why}");
+        return;
+    }
+    let ns = Netns::create_named("b");
+    let err = ns
+        .runner()
+        .run(&PlannedCommand::new("iptables-legacy-nonexistent", &["-V"]))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("iptables-legacy-nonexistent not found: install iptables"),
+        "{err}"
+    );
+    let err = ns
+        .runner()
+        .run(&PlannedCommand::new(
+            "iptables-legacy",
+            &["-t", "nosuchtable", "-S"],
+        ))
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("`iptables-legacy -t nosuchtable -S` failed"),
+        "{err}"
+    );
+}
+
+/// nftables: detection must agree with what `nft -c` says about the queue statement, and the
+/// generated ruleset must be accepted by the kernel apart from the queue statements (which this
+/// kernel cannot check, having no nft queue expression).
+#[test]
+fn nftables_detection_and_ruleset_check() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED nftables_detection_and_ruleset_check: {why}");
+        return;
+    }
+    if !have("nft") {
+        eprintln!("SKIPPED nftables_detection_and_ruleset_check: nft not found");
+        return;
+    }
+    let ns = Netns::create_named("n");
+    let runner = ns.runner();
+    let auto = detect_backend_with(&runner, slipstream_config::FirewallBackend::Auto).unwrap();
+    let forced = detect_backend_with(&runner, slipstream_config::FirewallBackend::Nftables);
+    eprintln!("auto-detected backend: {auto}");
+    match auto {
+        Backend::Nftables => assert!(forced.is_ok()),
+        Backend::IptablesLegacy => {
+            let err = forced.unwrap_err().to_string();
+            assert!(err.contains("nft_queue"), "{err}");
+        }
+    }
+    assert_eq!(
+        detect_backend_with(&runner, slipstream_config::FirewallBackend::Iptables).unwrap(),
+        Backend::IptablesLegacy
+    );
+
+    let mut config = shipped();
+    config.rules.push(parse(
+        "[[rules]]\nname = \"host\"\nlan_hosts = [\"192.168.1.20\", \"fd00::/64\", \"fd00::1\"]\ndscp = [\"CS1\"]\n",
+        "x",
+    )
+    .unwrap()
+    .rules
+    .remove(0));
+    config.datapath.lan_interfaces = vec!["br-lan".into(), "wlan+".into()];
+    config.datapath.hook = slipstream_config::Hook::Both;
+    let text = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
+
+    let without_queue: String = text
+        .lines()
+        .map(|l| {
+            if let Some(i) = l.find("queue num") {
+                format!("{}accept\n", &l[..i])
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let check = PlannedCommand::new("nft", &["-c", "-f", "-"]);
+    runner
+        .run(&check.clone().with_stdin(without_queue.clone()))
+        .unwrap_or_else(|e| panic!("{e}\n{without_queue}"));
+
+    // The real text: either fully accepted, or rejected only on the queue lines.
+    match runner.run(&check.with_stdin(text.clone())) {
+        Ok(_) => assert_eq!(auto, Backend::Nftables),
+        Err(slipstream_firewall::FirewallError::Failed { stderr, .. }) => {
+            for l in stderr.lines().filter(|l| l.starts_with("/dev/stdin:")) {
+                let n: usize = l.split(':').nth(1).unwrap().parse().unwrap();
+                let line = text.lines().nth(n - 1).unwrap();
+                assert!(
+                    line.contains("queue num"),
+                    "nft rejected a non-queue line {n}: {line}\n{stderr}"
+                );
+            }
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+impl Netns {
+    fn create_named(suffix: &str) -> Netns {
+        let name = format!("ssfw{}{suffix}", std::process::id());
+        let _ = Command::new("ip").args(["netns", "del", &name]).output();
+        let out = Command::new("ip").args(["netns", "add", &name]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip netns add: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        Netns(name)
+    }
+}
+
+/// Real traffic through a router namespace: a flow to a background port is classed (connmark set)
+/// and its packets hit both NFQUEUE rules and still flow (nobody listens: --queue-bypass); a flow to
+/// another port never reaches the queues.
+#[test]
+fn forwarded_flow_is_classed_and_queued() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED forwarded_flow_is_classed_and_queued: {why}");
+        return;
+    }
+    if !have("iperf3") {
+        eprintln!("SKIPPED forwarded_flow_is_classed_and_queued: iperf3 not found");
+        return;
+    }
+    let cli = Netns::create_named("c");
+    let rtr = Netns::create_named("r");
+    let srv = Netns::create_named("s");
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (c, r, s) = (cli.0.as_str(), rtr.0.as_str(), srv.0.as_str());
+    ip(&[
+        "link", "add", "sslan", "netns", c, "type", "veth", "peer", "name", "sslan", "netns", r,
+    ]);
+    ip(&[
+        "link", "add", "sswan", "netns", s, "type", "veth", "peer", "name", "sswan", "netns", r,
+    ]);
+    for (ns, dev, addr) in [
+        (c, "sslan", "10.77.1.2/24"),
+        (r, "sslan", "10.77.1.1/24"),
+        (r, "sswan", "10.77.2.1/24"),
+        (s, "sswan", "10.77.2.2/24"),
+    ] {
+        ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    ip(&["-n", c, "route", "add", "default", "via", "10.77.1.1"]);
+    ip(&["-n", s, "route", "add", "default", "via", "10.77.2.1"]);
+    rtr.run("sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+
+    let text = "[datapath]\nlan_interfaces = [\"sslan\"]\nipv6 = false\n\
+                [[rules]]\nname = \"bg\"\nremote_ports = [6881]\n";
+    let config = parse(text, "t").unwrap();
+    let fw = Firewall::install_with(&config, Backend::IptablesLegacy, rtr.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+
+    let transfer = |port: &str| {
+        let mut server = Command::new("ip")
+            .args(["netns", "exec", s, "iperf3", "-s", "-1", "-p", port])
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        let out = cli.run(
+            "iperf3",
+            &[
+                "-c",
+                "10.77.2.2",
+                "-p",
+                port,
+                "-n",
+                "1M",
+                "--connect-timeout",
+                "3000",
+            ],
+        );
+        assert!(out.contains("sender"), "{out}");
+        let _ = server.wait();
+    };
+    // queued packet counts of the two NFQUEUE rules (ACK queue, data queue)
+    let queued = || -> (u64, u64) {
+        let out = rtr.run(
+            "iptables-legacy",
+            &["-w", "-t", "mangle", "-L", "SLIPSTREAM", "-v", "-n", "-x"],
+        );
+        let counts: Vec<u64> = out
+            .lines()
+            .filter(|l| l.contains("NFQUEUE"))
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .collect();
+        (counts[0], counts[1])
+    };
+
+    transfer("5201");
+    assert_eq!(queued(), (0, 0), "a flow matching no rule must not be queued");
+    transfer("6881");
+    let (acks, data) = queued();
+    assert!(
+        acks > 0 && data > 0,
+        "background flow not queued: acks {acks}, data {data}"
+    );
+    if have("conntrack") {
+        let ct = rtr.run("conntrack", &["-L", "-p", "tcp", "--dport", "6881"]);
+        assert!(ct.contains("mark=65536"), "connmark not set to rule 1:\n{ct}");
+    }
+    fw.remove().unwrap();
+}
