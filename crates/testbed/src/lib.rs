@@ -42,7 +42,9 @@
 //! `ping` and `iperf3`; see [`netns_supported`] for a skip check.
 
 pub mod cmd;
+pub mod daemon;
 pub mod iperf;
+pub mod scenario;
 
 use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
@@ -691,19 +693,25 @@ pub fn cleanup_stale(prefix: &str) -> Result<Vec<String>> {
 /// executable lives in `target/<profile>/deps/` (test binaries). The caller must have built it:
 /// `cargo build -p slipstream-testbed --bins` (same profile as the tests).
 pub fn delay_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("SLIPSTREAM_DELAY_BIN") {
+    workspace_binary("slipstream-delay", "SLIPSTREAM_DELAY_BIN")
+}
+
+/// A binary of this workspace built beside the running executable (`target/<profile>/`, also
+/// from `target/<profile>/deps/` where tests run), unless `env_var` names another path.
+pub fn workspace_binary(name: &str, env_var: &str) -> PathBuf {
+    if let Some(p) = std::env::var_os(env_var) {
         return PathBuf::from(p);
     }
     let exe = std::env::current_exe().unwrap_or_default();
-    delay_binary_near(&exe)
+    binary_near(&exe, name)
 }
 
-fn delay_binary_near(exe: &std::path::Path) -> PathBuf {
+fn binary_near(exe: &std::path::Path, name: &str) -> PathBuf {
     let mut dir = exe.parent().map(PathBuf::from).unwrap_or_default();
     if dir.file_name().is_some_and(|n| n == "deps") {
         dir.pop();
     }
-    dir.join("slipstream-delay")
+    dir.join(name)
 }
 
 /// Checks whether this process can build testbeds (root, `ip netns` usable, tools present).
@@ -756,11 +764,11 @@ mod tests {
     #[test]
     fn delay_binary_location() {
         assert_eq!(
-            delay_binary_near(Path::new("/w/target/debug/deps/topology-abc")),
+            binary_near(Path::new("/w/target/debug/deps/topology-abc"), "slipstream-delay"),
             Path::new("/w/target/debug/slipstream-delay")
         );
         assert_eq!(
-            delay_binary_near(Path::new("/w/target/release/slipstream-lab")),
+            binary_near(Path::new("/w/target/release/slipstream-lab"), "slipstream-delay"),
             Path::new("/w/target/release/slipstream-delay")
         );
     }

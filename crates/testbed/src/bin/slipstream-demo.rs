@@ -1,0 +1,80 @@
+//! The demo: build the namespace testbed, run the real `slipstreamd` on its router with a config
+//! (the shipped one by default), run a background and a best-effort download alone and beside
+//! each other, and print what each got. Needs root; `scripts/demo.sh` does all set-up.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use slipstream_testbed::daemon::Daemon;
+use slipstream_testbed::scenario::{background_vs_best_effort, Params};
+use slipstream_testbed::{netns_supported, unique_prefix, workspace_binary, Testbed, TopologySpec};
+
+/// Shows Slipstream at work on a 10 Mbit/s, 100 ms access link built from network namespaces.
+#[derive(Parser, Debug)]
+struct Args {
+    /// Daemon config to run with.
+    #[arg(long, default_value = "config/slipstream.toml")]
+    config: PathBuf,
+    /// Bottleneck rate in Mbit/s.
+    #[arg(long, default_value_t = 10.0)]
+    rate_mbit: f64,
+    /// One-way delay in ms each way (RTT = twice this).
+    #[arg(long, default_value_t = 50.0)]
+    one_way_delay_ms: f64,
+    /// Sender congestion control (cubic, reno, bbr).
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+}
+
+fn main() -> ExitCode {
+    match run(Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: Args) -> Result<()> {
+    netns_supported().map_err(|why| anyhow::anyhow!("cannot build the testbed: {why}"))?;
+    let config = slipstream_config::load(&args.config)?;
+    let params = Params {
+        congestion_control: args.cc.clone(),
+        ..Params::default()
+    };
+    let rule_ports = format!("{}", params.background_port);
+    println!(
+        "Slipstream demo: server -- ISP ({} Mbit/s tbf, {} ms RTT) -- router (slipstreamd, {}) -- client",
+        args.rate_mbit,
+        2.0 * args.one_way_delay_ms,
+        args.config.display()
+    );
+    println!(
+        "background = download from server port {rule_ports} (a BitTorrent port), best effort = port {}",
+        params.best_effort_port
+    );
+    let spec = TopologySpec {
+        rate_mbit: args.rate_mbit,
+        one_way_delay_ms: args.one_way_delay_ms,
+        ..TopologySpec::with_prefix(unique_prefix("ssdemo"))
+    };
+    let tb = Testbed::build(spec).context("building the testbed")?;
+    println!("testbed up, ping RTT {:.1} ms", tb.check_rtt()?);
+    let log = std::env::temp_dir().join(format!("slipstreamd-demo-{}.log", std::process::id()));
+    let daemon = Daemon::start(
+        &tb,
+        &workspace_binary("slipstreamd", "SLIPSTREAMD_BIN"),
+        &args.config,
+        &config.metrics.listen.to_string(),
+        &log,
+    )?;
+    let report = background_vs_best_effort(&tb, &daemon, &params, |line| println!("{line}"));
+    let status = daemon.stop()?;
+    let report = report?;
+    println!("\n{}", report.to_text(args.rate_mbit));
+    println!("slipstreamd exited with {status}; its log: {}", log.display());
+    Ok(())
+}

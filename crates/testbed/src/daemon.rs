@@ -1,0 +1,160 @@
+//! The daemon under test: `slipstreamd` started in the router namespace, its metrics scraped
+//! there, and a clean stop checked (exit status, firewall rules gone).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::{Ns, Testbed};
+
+/// A running `slipstreamd` in the testbed's router namespace.
+pub struct Daemon {
+    child: Option<Child>,
+    log_path: PathBuf,
+    metrics_url: String,
+}
+
+impl Daemon {
+    /// Starts `binary --config config` in the router namespace, logging to `log_path`, and waits
+    /// until its metrics endpoint (`metrics_addr`, e.g. "127.0.0.1:9617") answers.
+    pub fn start(
+        tb: &Testbed,
+        binary: &Path,
+        config: &Path,
+        metrics_addr: &str,
+        log_path: &Path,
+    ) -> Result<Daemon> {
+        if !binary.exists() {
+            bail!(
+                "{} not found: build it first (cargo build --workspace --bins)",
+                binary.display()
+            );
+        }
+        let log =
+            std::fs::File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
+        let mut command = tb.exec(
+            Ns::Router,
+            &[binary.as_os_str(), "--config".as_ref(), config.as_os_str()],
+        );
+        command.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+        let child = command.spawn().context("starting slipstreamd")?;
+        let mut daemon = Daemon {
+            child: Some(child),
+            log_path: log_path.to_path_buf(),
+            metrics_url: format!("http://{metrics_addr}/metrics"),
+        };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if daemon.scrape(tb).is_ok() {
+                return Ok(daemon);
+            }
+            if let Some(status) = daemon.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                bail!("slipstreamd exited at start ({status}):\n{}", daemon.log());
+            }
+            if Instant::now() > deadline {
+                bail!(
+                    "slipstreamd's metrics endpoint did not answer within 10 s:\n{}",
+                    daemon.log()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// The metrics text, fetched with curl inside the router namespace.
+    pub fn scrape(&self, tb: &Testbed) -> Result<String> {
+        tb.run_in(Ns::Router, &["curl", "-sf", "--max-time", "2", &self.metrics_url])
+    }
+
+    /// What the daemon logged so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
+    }
+
+    /// SIGTERM, then waits up to 10 s for the exit.
+    pub fn stop(mut self) -> Result<ExitStatus> {
+        let mut child = self.child.take().context("daemon already stopped")?;
+        // `ip netns exec` execs the daemon, so the child's pid is the daemon's.
+        // SAFETY: kill(2) on a pid we spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait()? {
+                return Ok(status);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                bail!("slipstreamd did not exit within 10 s of SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// The value of the first sample of `name` whose labels include every `(label, value)` pair.
+pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
+        let rest = line.strip_prefix(name)?;
+        let (label_part, value) = match rest.strip_prefix('{') {
+            Some(r) => {
+                let end = r.rfind('}')?;
+                (&r[..end], r[end + 1..].trim())
+            }
+            None if rest.starts_with(' ') => ("", rest.trim()),
+            None => return None,
+        };
+        let all = labels
+            .iter()
+            .all(|(k, v)| label_part.contains(&format!("{k}=\"{v}\"")));
+        if all {
+            value.split_whitespace().next()?.parse().ok()
+        } else {
+            None
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_labelled_samples() {
+        let text = "# HELP x\nslipstream_flow_rwnd_bytes{rule=\"bt\",sender=\"10.77.1.2:6881\",receiver=\"10.77.3.2:4\"} 64000\n\
+                    slipstream_flow_rwnd_bytes{rule=\"bt\",sender=\"10.77.1.2:5201\",receiver=\"10.77.3.2:5\"} 1\n\
+                    slipstream_flows_active 2\n";
+        assert_eq!(
+            metric_value(
+                text,
+                "slipstream_flow_rwnd_bytes",
+                &[("sender", "10.77.1.2:6881")]
+            ),
+            Some(64000.0)
+        );
+        assert_eq!(
+            metric_value(
+                text,
+                "slipstream_flow_rwnd_bytes",
+                &[("sender", "10.77.1.2:5201")]
+            ),
+            Some(1.0)
+        );
+        assert_eq!(metric_value(text, "slipstream_flows_active", &[]), Some(2.0));
+        assert_eq!(metric_value(text, "slipstream_flows", &[]), None);
+        assert_eq!(
+            metric_value(text, "slipstream_flow_rwnd_bytes", &[("sender", "nope")]),
+            None
+        );
+    }
+}

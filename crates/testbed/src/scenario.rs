@@ -1,0 +1,227 @@
+//! The headline scenario: a background download alone, a best-effort download alone, then both
+//! together, with the daemon's rwnd for the background flow sampled from its metrics throughout.
+//! The end-to-end test asserts on its numbers; the demo prints them.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+
+use crate::daemon::{metric_value, Daemon};
+use crate::Testbed;
+
+#[derive(Clone, Debug)]
+pub struct Params {
+    /// Server port of the background download (classed background by the daemon's rules).
+    pub background_port: u16,
+    /// Server port of the best-effort download (matched by no rule).
+    pub best_effort_port: u16,
+    /// Length of the background-alone phase.
+    pub alone_secs: u32,
+    /// Length of each best-effort run (alone, then beside the background flow).
+    pub best_effort_secs: u32,
+    /// How long the background flow runs before the best-effort one joins in the last phase.
+    pub head_start_secs: u32,
+    /// Goodputs are averaged over the last this many seconds of a run (after slow start).
+    pub measure_secs: f64,
+    /// Sender congestion control.
+    pub congestion_control: String,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            background_port: 6881,
+            best_effort_port: 5201,
+            alone_secs: 25,
+            best_effort_secs: 20,
+            head_start_secs: 10,
+            measure_secs: 12.0,
+            congestion_control: "cubic".into(),
+        }
+    }
+}
+
+/// One scrape of the daemon's view of the background flow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RwndSample {
+    /// Seconds since the phase started.
+    pub t: f64,
+    pub rwnd_bytes: f64,
+    pub host_window_bytes: Option<f64>,
+    pub cwnd_estimate_bytes: Option<f64>,
+    pub rtt_seconds: Option<f64>,
+}
+
+/// Min / median / max of a set of values.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Summary {
+    pub count: usize,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Summary {
+    pub fn of(values: impl IntoIterator<Item = f64>) -> Summary {
+        let mut v: Vec<f64> = values.into_iter().collect();
+        if v.is_empty() {
+            return Summary::default();
+        }
+        v.sort_by(f64::total_cmp);
+        Summary {
+            count: v.len(),
+            min: v[0],
+            median: v[v.len() / 2],
+            max: v[v.len() - 1],
+        }
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub background_alone_mbps: f64,
+    pub best_effort_alone_mbps: f64,
+    pub best_effort_beside_background_mbps: f64,
+    pub background_beside_best_effort_mbps: f64,
+    /// rwnd of the background flow over the measured part of the alone phase.
+    pub rwnd_alone: Summary,
+    /// rwnd of the background flow while the best-effort flow runs (its measured part).
+    pub rwnd_beside_best_effort: Summary,
+    pub trace_alone: Vec<RwndSample>,
+    pub trace_together: Vec<RwndSample>,
+}
+
+impl Report {
+    /// Best-effort goodput beside the background flow as a fraction of what it gets alone.
+    pub fn best_effort_kept(&self) -> f64 {
+        self.best_effort_beside_background_mbps / self.best_effort_alone_mbps
+    }
+
+    pub fn to_text(&self, link_mbps: f64) -> String {
+        format!(
+            "background alone:            {:6.2} Mbit/s ({:.0}% of the {link_mbps} Mbit/s link)\n\
+             best effort alone:           {:6.2} Mbit/s\n\
+             best effort beside background: {:4.2} Mbit/s ({:.1}% of alone)\n\
+             background beside best effort: {:4.2} Mbit/s\n\
+             background rwnd alone:       median {:.0} B (min {:.0}, max {:.0}, {} samples)\n\
+             background rwnd beside BE:   median {:.0} B (min {:.0}, max {:.0}, {} samples)\n",
+            self.background_alone_mbps,
+            100.0 * self.background_alone_mbps / link_mbps,
+            self.best_effort_alone_mbps,
+            self.best_effort_beside_background_mbps,
+            100.0 * self.best_effort_kept(),
+            self.background_beside_best_effort_mbps,
+            self.rwnd_alone.median,
+            self.rwnd_alone.min,
+            self.rwnd_alone.max,
+            self.rwnd_alone.count,
+            self.rwnd_beside_best_effort.median,
+            self.rwnd_beside_best_effort.min,
+            self.rwnd_beside_best_effort.max,
+            self.rwnd_beside_best_effort.count,
+        )
+    }
+}
+
+/// Samples the daemon's metrics for the flow whose sender is `sender` every 500 ms until
+/// `stop` is set.
+fn sample_rwnd(tb: &Testbed, daemon: &Daemon, sender: &str, stop: &AtomicBool) -> Vec<RwndSample> {
+    let started = Instant::now();
+    let mut samples = Vec::new();
+    while !stop.load(Ordering::Relaxed) {
+        if let Ok(text) = daemon.scrape(tb) {
+            let labels = [("sender", sender)];
+            if let Some(rwnd) = metric_value(&text, "slipstream_flow_rwnd_bytes", &labels) {
+                samples.push(RwndSample {
+                    t: started.elapsed().as_secs_f64(),
+                    rwnd_bytes: rwnd,
+                    host_window_bytes: metric_value(&text, "slipstream_flow_host_window_bytes", &labels),
+                    cwnd_estimate_bytes: metric_value(&text, "slipstream_flow_cwnd_estimate_bytes", &labels),
+                    rtt_seconds: metric_value(&text, "slipstream_flow_rtt_seconds", &labels),
+                });
+            }
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    samples
+}
+
+/// Runs the three phases; `progress` gets a line per phase.
+pub fn background_vs_best_effort(
+    tb: &Testbed,
+    daemon: &Daemon,
+    p: &Params,
+    mut progress: impl FnMut(&str),
+) -> Result<Report> {
+    tb.start_iperf_server(p.background_port)?;
+    tb.start_iperf_server(p.best_effort_port)?;
+    let sender = format!("{}:{}", tb.server_addr(false), p.background_port);
+    let cc = p.congestion_control.as_str();
+    let mut report = Report::default();
+    let window = |secs: u32| (f64::from(secs) - p.measure_secs, f64::from(secs));
+
+    progress(&format!(
+        "phase 1/3: background download alone for {} s",
+        p.alone_secs
+    ));
+    let stop = AtomicBool::new(false);
+    let (bg, trace) = std::thread::scope(|s| -> Result<_> {
+        let sampler = s.spawn(|| sample_rwnd(tb, daemon, &sender, &stop));
+        let bg = tb
+            .run_download(p.background_port, p.alone_secs, cc, &[])
+            .and_then(|r| r.wait());
+        stop.store(true, Ordering::Relaxed);
+        Ok((bg, sampler.join().unwrap_or_default()))
+    })?;
+    let bg = bg.context("background download alone")?;
+    let (from, to) = window(p.alone_secs);
+    report.background_alone_mbps = bg.goodput_mbps_between(from, to).context("no intervals")?;
+    report.rwnd_alone = Summary::of(trace.iter().filter(|s| s.t >= from).map(|s| s.rwnd_bytes));
+    report.trace_alone = trace;
+
+    progress(&format!(
+        "phase 2/3: best-effort download alone for {} s",
+        p.best_effort_secs
+    ));
+    let be = tb
+        .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
+        .wait()?;
+    let (from, to) = window(p.best_effort_secs);
+    report.best_effort_alone_mbps = be.goodput_mbps_between(from, to).context("no intervals")?;
+
+    let together = p.head_start_secs + p.best_effort_secs + 2;
+    progress(&format!(
+        "phase 3/3: background download for {together} s, best effort joins after {} s for {} s",
+        p.head_start_secs, p.best_effort_secs
+    ));
+    stop.store(false, Ordering::Relaxed);
+    let (bg, be, trace) = std::thread::scope(|s| -> Result<_> {
+        let sampler = s.spawn(|| sample_rwnd(tb, daemon, &sender, &stop));
+        let bg = tb.run_download(p.background_port, together, cc, &[])?;
+        std::thread::sleep(Duration::from_secs(u64::from(p.head_start_secs)));
+        let be = tb
+            .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
+            .wait();
+        let bg = bg.wait();
+        stop.store(true, Ordering::Relaxed);
+        Ok((bg, be, sampler.join().unwrap_or_default()))
+    })?;
+    let (bg, be) = (
+        bg.context("background download")?,
+        be.context("best-effort download")?,
+    );
+    report.best_effort_beside_background_mbps = be.goodput_mbps_between(from, to).context("no intervals")?;
+    let offset = f64::from(p.head_start_secs);
+    report.background_beside_best_effort_mbps = bg
+        .goodput_mbps_between(offset + from, offset + to)
+        .context("no intervals")?;
+    report.rwnd_beside_best_effort = Summary::of(
+        trace
+            .iter()
+            .filter(|s| s.t >= offset + from && s.t <= offset + to)
+            .map(|s| s.rwnd_bytes),
+    );
+    report.trace_together = trace;
+    Ok(report)
+}

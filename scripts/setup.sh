@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what Slipstream's build, tests and demo need on a fresh Debian machine (run as root).
+# Idempotent: skips what is already there.
+set -euo pipefail
+
+need_pkgs=()
+have() { command -v "$1" >/dev/null 2>&1; }
+for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
+            conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config; do
+  cmd=${pair%%:*}; pkg=${pair#*:}
+  have "$cmd" || need_pkgs+=("$pkg")
+done
+if [ ${#need_pkgs[@]} -gt 0 ]; then
+  echo "setup: installing ${need_pkgs[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+if ! have cargo; then
+  for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
+    [ -x "$d/cargo" ] && export PATH="$d:$PATH"
+  done
+fi
+if ! have cargo; then
+  echo "setup: cargo (Rust 1.85 or newer) is needed; install it with rustup" >&2
+  exit 1
+fi
+
+# Kernel pieces the datapath and the testbed use; built-in modules make modprobe a no-op.
+for m in nfnetlink_queue xt_NFQUEUE xt_connmark xt_CONNMARK xt_length xt_multiport xt_dscp \
+         nf_conntrack sch_tbf veth; do
+  modprobe -q "$m" 2>/dev/null || true
+done

@@ -1,0 +1,97 @@
+//! End to end, on real Linux TCP: a namespace testbed (server - ISP with a 10 Mbit/s tbf
+//! bottleneck of one BDP and 100 ms RTT from the delay element - router - LAN client), the real
+//! `slipstreamd` on the router with the shipped config/slipstream.toml, and real iperf3 cubic
+//! downloads. The background download (port 6881, a BitTorrent port the default rules class as
+//! background) must use most of an idle link, and must leave a best-effort download (port 5201)
+//! at least 90% of the goodput it gets alone, while the daemon clamps its window.
+//!
+//! Needs root and the binaries built (`cargo build --workspace --bins`; scripts/test.sh does).
+
+use std::path::Path;
+
+use slipstream::{daemon_binary, print_trace};
+use slipstream_testbed::daemon::Daemon;
+use slipstream_testbed::scenario::{background_vs_best_effort, Params};
+use slipstream_testbed::{netns_supported, Ns, Testbed, TopologySpec};
+
+#[test]
+fn background_download_yields_to_best_effort() {
+    if let Err(why) = netns_supported() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let config_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/slipstream.toml");
+    let config = slipstream_config::load(&config_path).expect("the shipped config is valid");
+
+    let tb = Testbed::build(TopologySpec::with_prefix(slipstream_testbed::unique_prefix(
+        "sse2e",
+    )))
+    .expect("testbed");
+    let rtt = tb
+        .assert_rtt_within(2.0)
+        .expect("delay element gives 100 ms RTT within 2 ms");
+    eprintln!("testbed ping RTT: {rtt:.2} ms");
+
+    let log = std::env::temp_dir().join(format!("slipstreamd-e2e-{}.log", std::process::id()));
+    let daemon = Daemon::start(
+        &tb,
+        &daemon_binary(),
+        &config_path,
+        &config.metrics.listen.to_string(),
+        &log,
+    )
+    .expect("slipstreamd starts");
+    let report = background_vs_best_effort(&tb, &daemon, &Params::default(), |line| eprintln!("{line}"));
+    let final_metrics = daemon.scrape(&tb).unwrap_or_default();
+    let status = daemon.stop().expect("slipstreamd stops on SIGTERM");
+    let report = report.expect("scenario ran");
+    eprintln!("{}", report.to_text(tb.spec().rate_mbit));
+    print_trace("rwnd trace beside best effort", &report.trace_together);
+    eprintln!(
+        "final counters:\n{}",
+        final_metrics
+            .lines()
+            .filter(|l| l.starts_with("slipstream_packets") || l.starts_with("slipstream_flows"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+
+    assert!(
+        status.success(),
+        "slipstreamd exit status {status}:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let rules = tb
+        .run_in(Ns::Router, &["iptables-legacy-save", "-t", "mangle"])
+        .unwrap_or_default();
+    assert!(
+        !rules.contains("SLIPSTREAM"),
+        "firewall rules removed at stop:\n{rules}"
+    );
+
+    // A background flow alone gets most of the link (the goodput ceiling is 9.56 Mbit/s).
+    assert!(
+        report.background_alone_mbps >= 7.0,
+        "background alone: {:.2} Mbit/s",
+        report.background_alone_mbps
+    );
+    // The best-effort flow keeps at least 90% of what it gets alone.
+    assert!(
+        report.best_effort_kept() >= 0.9,
+        "best effort kept only {:.1}% ({:.2} of {:.2} Mbit/s)",
+        100.0 * report.best_effort_kept(),
+        report.best_effort_beside_background_mbps,
+        report.best_effort_alone_mbps
+    );
+    // The daemon clamped the background flow: its rwnd fell while best effort ran.
+    assert!(
+        report.rwnd_beside_best_effort.count > 0,
+        "rwnd samples beside best effort"
+    );
+    assert!(
+        report.rwnd_beside_best_effort.median < 0.5 * report.rwnd_alone.median,
+        "rwnd beside best effort (median {:.0} B) did not fall below half of alone (median {:.0} B)",
+        report.rwnd_beside_best_effort.median,
+        report.rwnd_alone.median
+    );
+}
