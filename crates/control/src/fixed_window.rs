@@ -1,7 +1,6 @@
 //! A fixed receive-window clamp: the simplest controller, and the "fixed rwnd" alternative the lab
 //! compares Slipstream against.
 
-
 use crate::controller::{AckSample, Controller, ControllerStats, DataSample, FlowContext};
 
 /// Parameters of [`FixedWindow`].
@@ -19,7 +18,9 @@ pub struct FixedWindow {
 
 impl FixedWindow {
     pub fn new(config: FixedWindowConfig) -> Self {
-        FixedWindow { window_bytes: config.window_bytes }
+        FixedWindow {
+            window_bytes: config.window_bytes,
+        }
     }
 }
 

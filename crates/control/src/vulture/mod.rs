@@ -1,13 +1,79 @@
-//! Vulture (Li & Welzl 2017, ../shared/papers/vulture-li-welzl-2017.txt): placeholder.
-use crate::controller::{AckSample, Controller, ControllerStats, DataSample, FlowContext};
-use crate::time::Duration;
+//! Vulture (Li & Welzl 2017, `shared/papers/vulture-li-welzl-2017.txt`): a receiver-side
+//! less-than-best-effort controller that steers a flow's rate through the receive window, run
+//! here on the router between the access bottleneck and the receiving host.
+//!
+//! This module is the glue: configuration, the per-flow [`Vulture`] state, and the order in which
+//! the algorithm steps run. One step per file:
+//! * `piv` — Alg. 1, PIV measurement with the PSI filter;
+//! * `epoch` — Alg. 2 and Alg. 3, per-RTT PIV analysis and the conservative/aggressive mode;
+//! * `policy` — Alg. 4, the rwnd moderation policy and `rwndThresh`;
+//! * `window` — Alg. 5, applying the policy per ACK;
+//! * `cwnd_estimate` — Alg. 6, the sender's cwnd from TSecr.
+//!
+//! # Life of a flow
+//! 1. **Warmup.** Until the engine knows the sender's TSval clock and has an RTT sample, Vulture
+//!    leaves the flow alone (`on_ack` returns `None`, mode "warmup"), but already runs Alg. 6.
+//! 2. **Turning LBE** (the paper's BE → LBE switch, Sec. 0.3.5, Fig. 13) on the first ACK once
+//!    both are known: rwnd := max(cwnd estimate, 2·MSS), policy fix, mode conservative. The
+//!    switch is a policy change, so the pause below starts with it.
+//! 3. **Epochs.** An epoch starts at the first data arrival after a pause ends and completes at
+//!    the first data arrival at least one RTT (`FlowContext::rtt`) after its start. The completing
+//!    segment's PIV is *not* part of the completed epoch: that segment starts the next epoch and
+//!    its PIV is the first of it (if the analysis changed the policy, a pause starts instead and
+//!    the PIV is discarded). At completion Alg. 2-3 pick the mode and counts and Alg. 4 the policy.
+//! 4. **Pause** (Sec. 0.3.3, after Alg. 4): after a policy change Vulture "stops analyzing PIVs
+//!    until it receives the first data packet that reflects the new policy". The first ACK sent
+//!    after the change carries the new window; its receiver TSval is recorded, and the pause ends
+//!    at the first data segment whose TSecr is at or after that TSval (serial comparison). That
+//!    segment starts the next epoch. If that ACK has no TSval, the pause ends with the first data
+//!    segment at least one RTT after the ACK. During the pause PIVs are discarded and no epoch
+//!    runs. A policy decided again unchanged is not a change and does not pause.
+//! 5. **Loss.** A data segment flagged out-of-order or an ACK reporting a SACK hole sets halve
+//!    immediately (Alg. 4, last line); entering halve records `rwndThresh`, and it is a policy
+//!    change like any other (pause).
+//!
+//! # Behaviour worth knowing (faithful to the paper, seen in the simulation test)
+//! Alg. 3 classifies by |PIV|, so a large *negative* PIV (a queue draining) is "high" as well.
+//! After a halve drains the queue, the segments still in Alg. 1's queue from the congested period
+//! pair with the sparse later ones and yield PIVs of minus the drained delay; the epochs keep
+//! deciding halve until those heads are used up, and rwnd can reach 2·MSS before doubling again.
+//!
+//! # Memory
+//! A flow entry must stay under 1 KiB, so nothing here grows with the flow's rate: Alg. 1's packet
+//! queue is a 16-entry ring, Alg. 2-3 count instead of storing PIVs, Alg. 6's ack queue is a
+//! 24-entry ring, and the configuration is stored as microseconds. `size_of::<Vulture>()` is
+//! asserted in the tests.
+
+mod cwnd_estimate;
+mod epoch;
+mod piv;
+mod policy;
+mod window;
+
+#[cfg(test)]
+mod tests;
+
+pub use cwnd_estimate::ACK_RING;
+pub use epoch::Mode;
+pub use piv::{round_piv, PIV_RING};
+pub use policy::Policy;
+pub use window::MAX_RWND;
+
+use crate::controller::{AckSample, Controller, ControllerStats, DataSample, EpochSummary, FlowContext};
+use crate::time::{seq_lt, Duration, Instant};
+use cwnd_estimate::CwndEstimator;
+use epoch::{EpochAccumulator, Thresholds};
+use piv::PivMeter;
+use policy::PolicyState;
+use window::Window;
 
 /// Vulture's parameters. Defaults are the paper's (Sec. 0.3; jiffy = 4 ms).
 #[derive(Clone, Debug, PartialEq)]
 pub struct VultureConfig {
     /// Alg. 1 PSI: minimum sender-side spacing of a packet pair (paper: 5 jiffies = 20 ms).
     pub psi: Duration,
-    /// Resolution PIVs are rounded to before Alg. 2-3 (the paper's jiffy, 4 ms).
+    /// Resolution PIVs are rounded to before Alg. 2-3 (the paper's jiffy, 4 ms); zero disables
+    /// rounding.
     pub piv_resolution: Duration,
     /// Alg. 3 cLow (1 jiffy = 4 ms).
     pub conservative_low: Duration,
@@ -35,26 +101,300 @@ impl Default for VultureConfig {
     }
 }
 
+impl VultureConfig {
+    /// Checks the parameters make sense: PSI > 0, cLow <= cHigh, aLow < aHigh, 0 < alpha <= 1, and
+    /// every duration below 2^32 µs (they are stored as 32-bit microseconds).
+    pub fn validate(&self) -> Result<(), &'static str> {
+        let limit = Duration::from_micros(u64::from(u32::MAX));
+        let all = [
+            self.psi,
+            self.piv_resolution,
+            self.conservative_low,
+            self.conservative_high,
+            self.aggressive_low,
+            self.aggressive_high,
+        ];
+        if all.iter().any(|d| *d > limit) {
+            return Err("vulture durations must be below 71 minutes");
+        }
+        if self.psi.is_zero() {
+            return Err("vulture psi must be positive");
+        }
+        if self.conservative_low > self.conservative_high {
+            return Err("vulture conservative_low must not exceed conservative_high");
+        }
+        if self.aggressive_low >= self.aggressive_high {
+            return Err("vulture aggressive_low must be below aggressive_high");
+        }
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            return Err("vulture alpha must be in (0, 1]");
+        }
+        Ok(())
+    }
+}
+
+/// The configuration in the compact form kept per flow.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Params {
+    psi_us: u32,
+    resolution_us: u32,
+    thresholds: Thresholds,
+    alpha: f64,
+}
+
+impl Params {
+    fn new(c: &VultureConfig) -> Self {
+        let us = |d: Duration| d.as_micros().min(u128::from(u32::MAX)) as u32;
+        Params {
+            psi_us: us(c.psi),
+            resolution_us: us(c.piv_resolution),
+            thresholds: Thresholds::from_durations(
+                c.conservative_low,
+                c.conservative_high,
+                c.aggressive_low,
+                c.aggressive_high,
+            ),
+            alpha: c.alpha,
+        }
+    }
+
+    fn config(&self) -> VultureConfig {
+        let d = |us: u32| Duration::from_micros(u64::from(us));
+        VultureConfig {
+            psi: d(self.psi_us),
+            piv_resolution: d(self.resolution_us),
+            conservative_low: d(self.thresholds.c_low),
+            conservative_high: d(self.thresholds.c_high),
+            aggressive_low: d(self.thresholds.a_low),
+            aggressive_high: d(self.thresholds.a_high),
+            alpha: self.alpha,
+        }
+    }
+}
+
+/// Where the pause after a policy change stands.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Pause {
+    /// Analysing PIVs.
+    #[default]
+    Off,
+    /// Policy changed; waiting for the first ACK carrying the new window.
+    AwaitAck,
+    /// Waiting for data echoing this receiver TSval or a later one.
+    AwaitData { ack_tsval: u32 },
+    /// That ACK had no TSval: waiting one RTT after it was sent.
+    AwaitTime { ack_sent: Instant },
+}
+
 /// The Vulture controller for one flow.
 #[derive(Clone, Debug)]
 pub struct Vulture {
-    config: VultureConfig,
+    params: Params,
+    /// Alg. 1.
+    piv: PivMeter,
+    /// Alg. 2-3 counts of the running epoch.
+    epoch: EpochAccumulator,
+    /// Start of the running epoch; `None` while no epoch runs.
+    epoch_start: Option<Instant>,
+    last_epoch: Option<EpochSummary>,
+    /// Alg. 6.
+    cwnd: CwndEstimator,
+    /// Alg. 5.
+    window: Window,
+    /// Alg. 4.
+    policy: PolicyState,
+    mode: Mode,
+    pause: Pause,
 }
 
 impl Vulture {
     pub fn new(config: VultureConfig) -> Self {
-        Vulture { config }
+        Vulture {
+            params: Params::new(&config),
+            piv: PivMeter::default(),
+            epoch: EpochAccumulator::default(),
+            epoch_start: None,
+            last_epoch: None,
+            cwnd: CwndEstimator::default(),
+            window: Window::default(),
+            policy: PolicyState::default(),
+            mode: Mode::Warmup,
+            pause: Pause::Off,
+        }
+    }
+
+    /// The configuration (as stored: microsecond resolution).
+    pub fn config(&self) -> VultureConfig {
+        self.params.config()
+    }
+
+    /// Whether the flow has turned LBE (left warmup).
+    pub fn is_lbe(&self) -> bool {
+        self.mode != Mode::Warmup
+    }
+
+    /// The current rwnd moderation policy (fix during warmup).
+    pub fn policy(&self) -> Policy {
+        self.policy.policy
+    }
+
+    /// The current mode.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The current rwnd, `None` during warmup.
+    pub fn rwnd(&self) -> Option<u32> {
+        self.is_lbe().then_some(self.window.rwnd)
+    }
+
+    /// Alg. 4's `rwndThresh` (`u32::MAX` until the first halve).
+    pub fn rwnd_thresh(&self) -> u32 {
+        self.policy.rwnd_thresh
+    }
+
+    /// The Alg. 6 cwnd estimate in bytes.
+    pub fn cwnd_estimate(&self) -> u32 {
+        self.cwnd.estimate()
+    }
+
+    /// Whether PIV analysis is paused after a policy change.
+    pub fn is_paused(&self) -> bool {
+        self.pause != Pause::Off
+    }
+
+    /// Data segments Alg. 1 could not record because its 16-entry ring was full.
+    pub fn piv_ring_drops(&self) -> u32 {
+        self.piv.ring_drops()
+    }
+
+    /// Switches policy; a change starts the pause and abandons the running epoch.
+    fn change_policy(&mut self, new: Policy) {
+        if self.policy.set(new, self.window.rwnd) {
+            self.pause = Pause::AwaitAck;
+            self.epoch_start = None;
+            self.epoch = EpochAccumulator::default();
+        }
+    }
+
+    /// Alg. 2-4 at the end of an epoch; starts the next epoch at `now` unless the policy changed.
+    fn complete_epoch(&mut self, now: Instant) {
+        let outcome = self.epoch.finish();
+        self.last_epoch = Some(outcome.summary);
+        self.mode = outcome.mode;
+        let new = policy::decide(
+            outcome.classes,
+            outcome.summary.piv_count,
+            self.params.alpha,
+            self.window.rwnd,
+            self.policy.rwnd_thresh,
+        );
+        self.epoch = EpochAccumulator::default();
+        self.epoch_start = Some(now);
+        self.change_policy(new);
+    }
+
+    /// The BE -> LBE switch (Sec. 0.3.5, Fig. 13): rwnd := cwnd estimate.
+    fn turn_lbe(&mut self, mss: u32) {
+        self.window = Window::new(self.cwnd.estimate(), mss);
+        self.mode = Mode::Conservative;
+        self.policy = PolicyState::default();
+        self.epoch_start = None;
+        self.epoch = EpochAccumulator::default();
+        self.pause = Pause::AwaitAck;
     }
 }
 
 impl Controller for Vulture {
-    fn on_data(&mut self, _ctx: &FlowContext, _data: &DataSample) {
-        let _ = &self.config;
+    fn on_data(&mut self, ctx: &FlowContext, data: &DataSample) {
+        let Some(ts) = data.timestamps else {
+            // Vulture needs timestamps for everything it measures.
+            return;
+        };
+        self.cwnd.on_data(ts.tsecr, data.payload_len);
+        // Alg. 1 runs on every segment so its queue is primed; PIVs outside an epoch are dropped.
+        let piv = ctx.sender_clock.and_then(|clock| {
+            self.piv
+                .on_packet(
+                    data.arrival,
+                    ts.tsval,
+                    clock,
+                    Duration::from_micros(u64::from(self.params.psi_us)),
+                )
+                .map(|p| round_piv(p, Duration::from_micros(u64::from(self.params.resolution_us))))
+        });
+        if !self.is_lbe() {
+            return;
+        }
+        if data.out_of_order {
+            self.change_policy(Policy::Halve);
+        }
+        match self.pause {
+            Pause::AwaitData { ack_tsval } if !seq_lt(ts.tsecr, ack_tsval) => self.pause = Pause::Off,
+            Pause::AwaitTime { ack_sent }
+                if ctx
+                    .rtt
+                    .is_some_and(|rtt| data.arrival.saturating_since(ack_sent) >= rtt) =>
+            {
+                self.pause = Pause::Off
+            }
+            _ => {}
+        }
+        if self.pause != Pause::Off {
+            return;
+        }
+        match self.epoch_start {
+            None => {
+                self.epoch_start = Some(data.arrival);
+                self.epoch = EpochAccumulator::default();
+            }
+            Some(start) => {
+                if ctx
+                    .rtt
+                    .is_some_and(|rtt| data.arrival.saturating_since(start) >= rtt)
+                {
+                    self.complete_epoch(data.arrival);
+                }
+            }
+        }
+        if self.pause == Pause::Off {
+            if let Some(p) = piv {
+                self.epoch.add(p, &self.params.thresholds);
+            }
+        }
     }
-    fn on_ack(&mut self, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
-        None
+
+    fn on_ack(&mut self, ctx: &FlowContext, ack: &AckSample) -> Option<u32> {
+        if let Some(tsval) = ack.tsval {
+            self.cwnd.on_ack(tsval, ack.acked_bytes);
+        }
+        if !self.is_lbe() {
+            if ctx.sender_clock.is_none() || ctx.rtt.is_none() {
+                return None;
+            }
+            self.turn_lbe(ctx.mss);
+        }
+        if ack.reports_loss {
+            self.change_policy(Policy::Halve);
+        }
+        self.window
+            .on_ack(self.policy.policy, ack.acked_bytes, ctx.mss, ack.sent, ctx.rtt);
+        if self.pause == Pause::AwaitAck {
+            self.pause = match ack.tsval {
+                Some(ack_tsval) => Pause::AwaitData { ack_tsval },
+                None => Pause::AwaitTime { ack_sent: ack.sent },
+            };
+        }
+        Some(window::clamp(self.window.rwnd, ctx.mss))
     }
+
     fn stats(&self) -> ControllerStats {
-        ControllerStats::default()
+        ControllerStats {
+            target_window: self.rwnd(),
+            cwnd_estimate: Some(self.cwnd.estimate()),
+            mode: self.mode.label(),
+            policy: self.policy.policy.label(),
+            last_epoch: self.last_epoch,
+        }
     }
 }

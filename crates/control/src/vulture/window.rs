@@ -1,0 +1,111 @@
+//! Vulture Alg. 5: applying the policy to rwnd, one outgoing ACK at a time.
+//!
+//! This file exists to move rwnd gradually rather than in one step (Sec. 0.3.4): under double
+//! (halve) each ACK adds (subtracts) the bytes it acknowledges, so rwnd doubles (halves) over one
+//! RTT without a burst; under increase rwnd grows by one MSS at most once per RTT; under fix it
+//! stays. rwnd is kept within [2·MSS, [`MAX_RWND`]].
+
+use super::policy::Policy;
+use crate::time::{Duration, Instant};
+
+/// Upper bound of rwnd: 1 GiB, the largest window TCP window scaling can express.
+pub const MAX_RWND: u32 = 1 << 30;
+
+/// rwnd and the time of its last "increase" step.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Window {
+    pub rwnd: u32,
+    /// When "increase" last added an MSS; `None` if never.
+    last_increase: Option<Instant>,
+}
+
+/// Keeps a window within [2·MSS, `MAX_RWND`].
+pub(crate) fn clamp(rwnd: u32, mss: u32) -> u32 {
+    rwnd.min(MAX_RWND).max(mss.saturating_mul(2).min(MAX_RWND))
+}
+
+impl Window {
+    pub(crate) fn new(rwnd: u32, mss: u32) -> Self {
+        Window {
+            rwnd: clamp(rwnd, mss),
+            last_increase: None,
+        }
+    }
+
+    /// Alg. 5 for one ACK forwarded at `now` acknowledging `acked` bytes. "Increase" needs an RTT
+    /// to know whether rwnd was already increased in this RTT; without one it does nothing.
+    pub(crate) fn on_ack(
+        &mut self,
+        policy: Policy,
+        acked: u32,
+        mss: u32,
+        now: Instant,
+        rtt: Option<Duration>,
+    ) {
+        let rwnd = match policy {
+            Policy::Double => self.rwnd.saturating_add(acked),
+            Policy::Halve => self.rwnd.saturating_sub(acked),
+            Policy::Increase => match rtt {
+                Some(rtt) if self.last_increase.is_none_or(|t| now.saturating_since(t) >= rtt) => {
+                    self.last_increase = Some(now);
+                    self.rwnd.saturating_add(mss)
+                }
+                _ => self.rwnd,
+            },
+            Policy::Fix => self.rwnd,
+        };
+        self.rwnd = clamp(rwnd, mss);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MSS: u32 = 1000;
+    const RTT: Option<Duration> = Some(Duration::from_millis(100));
+
+    #[test]
+    fn double_then_halve_returns_to_the_start() {
+        let mut w = Window::new(10_000, MSS);
+        let acks = [1000, 2000, 500, 1500, 3000, 2000];
+        for (i, &a) in acks.iter().enumerate() {
+            w.on_ack(Policy::Double, a, MSS, Instant::from_millis(i as u64), RTT);
+        }
+        assert_eq!(w.rwnd, 20_000);
+        for (i, &a) in acks.iter().enumerate() {
+            w.on_ack(Policy::Halve, a, MSS, Instant::from_millis(10 + i as u64), RTT);
+        }
+        assert_eq!(w.rwnd, 10_000);
+    }
+
+    #[test]
+    fn increase_at_most_once_per_rtt() {
+        let mut w = Window::new(10_000, MSS);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(0), RTT);
+        assert_eq!(w.rwnd, 11_000);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(50), RTT);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(99), RTT);
+        assert_eq!(w.rwnd, 11_000);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(100), RTT);
+        assert_eq!(w.rwnd, 12_000);
+        // Without an RTT nothing can be judged "once per RTT": no increase.
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(500), None);
+        assert_eq!(w.rwnd, 12_000);
+    }
+
+    #[test]
+    fn fix_keeps_and_bounds_hold() {
+        let mut w = Window::new(10_000, MSS);
+        w.on_ack(Policy::Fix, 5000, MSS, Instant::ZERO, RTT);
+        assert_eq!(w.rwnd, 10_000);
+        for _ in 0..20 {
+            w.on_ack(Policy::Halve, 5000, MSS, Instant::ZERO, RTT);
+        }
+        assert_eq!(w.rwnd, 2 * MSS);
+        let mut w = Window::new(MAX_RWND - 10, MSS);
+        w.on_ack(Policy::Double, u32::MAX, MSS, Instant::ZERO, RTT);
+        assert_eq!(w.rwnd, MAX_RWND);
+        assert_eq!(Window::new(0, MSS).rwnd, 2 * MSS);
+    }
+}
