@@ -9,9 +9,9 @@
 
 use std::path::Path;
 
-use slipstream::{daemon_binary, print_trace};
+use slipstream::daemon_binary;
 use slipstream_testbed::daemon::Daemon;
-use slipstream_testbed::scenario::{background_vs_best_effort, Params};
+use slipstream_testbed::scenario::{background_vs_best_effort, trace_text, Params};
 use slipstream_testbed::{netns_supported, Ns, Testbed, TopologySpec};
 
 #[test]
@@ -46,7 +46,14 @@ fn background_download_yields_to_best_effort() {
     let status = daemon.stop().expect("slipstreamd stops on SIGTERM");
     let report = report.expect("scenario ran");
     eprintln!("{}", report.to_text(tb.spec().rate_mbit));
-    print_trace("rwnd trace beside best effort", &report.trace_together);
+    eprintln!(
+        "rwnd trace, background alone:\n{}",
+        trace_text(&report.trace_alone)
+    );
+    eprintln!(
+        "rwnd trace, best effort joins at 10 s:\n{}",
+        trace_text(&report.trace_together)
+    );
     eprintln!(
         "final counters:\n{}",
         final_metrics

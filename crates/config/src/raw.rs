@@ -85,6 +85,8 @@ pub(crate) struct RawControllerTable {
     pub aggressive_low: Option<String>,
     pub aggressive_high: Option<String>,
     pub alpha: Option<f64>,
+    pub queue_delay_limit: Option<String>,
+    pub variant: Option<String>,
     // FixedWindow
     pub window_bytes: Option<i64>,
 }

@@ -38,7 +38,7 @@ fn shipped_config_parses_and_validates() {
     for rule in &config.rules {
         assert_eq!(
             rule.controller,
-            ControllerConfig::Vulture(VultureConfig::default())
+            ControllerConfig::Vulture(slipstream_config::default_vulture())
         );
         // Port 443 must not be background by default.
         assert!(!rule.remote_ports.iter().any(|p| p.contains(443)));
@@ -97,7 +97,7 @@ fn defaults_when_sections_omitted() {
     assert_eq!(config.limits.evict_idle_after, Duration::from_secs(10));
     assert_eq!(
         config.rules[0].controller,
-        ControllerConfig::Vulture(VultureConfig::default())
+        ControllerConfig::Vulture(slipstream_config::default_vulture())
     );
 }
 
@@ -139,7 +139,7 @@ alpha = 0.9
     assert_eq!(c.limits.idle_timeout, Duration::from_secs(300));
     assert_eq!(
         c.rules[0].controller,
-        ControllerConfig::Vulture(VultureConfig::default())
+        ControllerConfig::Vulture(slipstream_config::default_vulture())
     );
     assert_eq!(c.rules[1].dscp, [8, 1, 1]);
     assert_eq!(
@@ -340,6 +340,53 @@ fn load_names_missing_file() {
     assert!(
         err.to_string()
             .starts_with("/nonexistent/slipstream.toml: file: cannot read"),
+        "{err}"
+    );
+}
+
+#[test]
+fn vulture_variants() {
+    let rule = |controller: &str| {
+        format!("[[rules]]\nname = \"r\"\nremote_ports = [6881]\ncontroller = {controller}\n")
+    };
+    let get = |text: String| match slipstream_config::parse(&text, "t.toml").unwrap().rules[0]
+        .controller
+        .clone()
+    {
+        ControllerConfig::Vulture(v) => v,
+        other => panic!("not vulture: {other:?}"),
+    };
+    assert_eq!(
+        get(rule(r#"{ kind = "vulture", variant = "paper" }"#)),
+        VultureConfig::paper()
+    );
+    let slipstream = get(rule(r#"{ kind = "vulture", variant = "slipstream" }"#));
+    assert_eq!(slipstream, slipstream_config::default_vulture());
+    assert_eq!(
+        slipstream.queue_delay_limit,
+        Some(std::time::Duration::from_millis(20))
+    );
+    let off = get(rule(r#"{ kind = "vulture", queue_delay_limit = "off" }"#));
+    assert_eq!(off.queue_delay_limit, None);
+    assert!(off.bounded_steps, "other slipstream changes stay");
+    let paper_guarded = get(rule(
+        r#"{ kind = "vulture", variant = "paper", queue_delay_limit = "30ms" }"#,
+    ));
+    assert_eq!(
+        paper_guarded.queue_delay_limit,
+        Some(std::time::Duration::from_millis(30))
+    );
+    assert!(paper_guarded.draining_is_congestion);
+    let err =
+        slipstream_config::parse(&rule(r#"{ kind = "vulture", variant = "fast" }"#), "t.toml").unwrap_err();
+    assert!(err.to_string().contains("rules[0].controller.variant"), "{err}");
+    let err = slipstream_config::parse(
+        &rule(r#"{ kind = "vulture", queue_delay_limit = "0s" }"#),
+        "t.toml",
+    )
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("rules[0].controller.queue_delay_limit"),
         "{err}"
     );
 }

@@ -19,6 +19,9 @@ pub struct FlowContext {
     pub rtt: Option<Duration>,
     /// The data sender's TSval clock, once the engine has estimated its rate.
     pub sender_clock: Option<TsClock>,
+    /// Queueing delay on the path now: the latest router-measured RTT sample minus the smallest
+    /// one seen in the flow.
+    pub queue_delay: Option<Duration>,
 }
 
 /// The TCP timestamp option of a segment (RFC 7323).

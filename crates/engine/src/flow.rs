@@ -249,6 +249,7 @@ impl Flow {
             mss: self.sender_mss(),
             rtt: self.rtt.rtt(),
             sender_clock: self.control.as_ref().and_then(|c| c.sender_clock.clock()),
+            queue_delay: self.rtt.queue_delay(),
         }
     }
 

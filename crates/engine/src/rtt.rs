@@ -20,6 +20,8 @@ struct HalfPath {
     /// (sequence-space marker, when the probe was sent)
     probe: Option<(u32, Instant)>,
     smoothed: Option<Duration>,
+    latest: Option<Duration>,
+    min: Option<Duration>,
 }
 
 impl HalfPath {
@@ -38,6 +40,8 @@ impl HalfPath {
             if reached(marker) {
                 self.probe = None;
                 let sample = now.saturating_since(sent);
+                self.latest = Some(sample);
+                self.min = Some(self.min.map_or(sample, |m| m.min(sample)));
                 self.smoothed = Some(match self.smoothed {
                     None => sample,
                     Some(s) => (s * 7 + sample) / 8,
@@ -75,6 +79,15 @@ impl RttEstimator {
     pub fn rtt(&self) -> Option<Duration> {
         Some(self.far.smoothed? + self.near.smoothed?)
     }
+
+    /// Queueing delay now: the latest samples' excess over the smallest ones of the flow.
+    /// (An all-time minimum: a route change to a longer path would read as queueing; flows
+    /// are rarely long enough for that to matter, and the error only makes a controller more
+    /// cautious.)
+    pub fn queue_delay(&self) -> Option<Duration> {
+        let excess = |h: &HalfPath| Some(h.latest?.saturating_sub(h.min?));
+        Some(excess(&self.far)? + excess(&self.near)?)
+    }
 }
 
 #[cfg(test)]
@@ -108,6 +121,22 @@ mod tests {
         r.on_ack_forwarded(ms(128), Some(2), 300); // near sample: 18 ms -> (10*7+18)/8 = 11 ms
         r.on_data_arrived(ms(228), Some(2), 400); // far sample 100 again
         assert_eq!(r.rtt(), Some(Duration::from_millis(111)));
+    }
+
+    #[test]
+    fn queue_delay_is_the_excess_over_the_minimum() {
+        let mut r = RttEstimator::default();
+        assert_eq!(r.queue_delay(), None);
+        r.on_data_arrived(ms(0), None, 100);
+        r.on_ack_forwarded(ms(2), Some(1), 100); // near 2 ms
+        r.on_data_arrived(ms(102), Some(1), 200); // far 100 ms
+        assert_eq!(r.queue_delay(), Some(Duration::ZERO));
+        r.on_ack_forwarded(ms(105), Some(2), 200); // near 3 ms: +1
+        r.on_data_arrived(ms(245), Some(2), 300); // far 140 ms: +40
+        assert_eq!(r.queue_delay(), Some(Duration::from_millis(41)));
+        r.on_ack_forwarded(ms(247), Some(3), 300); // near 2 ms again
+        r.on_data_arrived(ms(347), Some(3), 400); // far 100 ms again
+        assert_eq!(r.queue_delay(), Some(Duration::ZERO));
     }
 
     #[test]

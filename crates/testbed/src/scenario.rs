@@ -124,6 +124,27 @@ impl Report {
     }
 }
 
+/// A trace as text, one line a second: time, rwnd, host window, cwnd estimate, RTT.
+pub fn trace_text(trace: &[RwndSample]) -> String {
+    let mut out = String::from("     t s     rwnd B  host window B  cwnd est. B  rtt ms\n");
+    let mut next = 0.0;
+    let opt = |v: Option<f64>, scale: f64| v.map_or("-".to_string(), |v| format!("{:.0}", v * scale));
+    for s in trace.iter() {
+        if s.t >= next {
+            out.push_str(&format!(
+                "  {:6.1} {:10.0} {:>14} {:>12} {:>7}\n",
+                s.t,
+                s.rwnd_bytes,
+                opt(s.host_window_bytes, 1.0),
+                opt(s.cwnd_estimate_bytes, 1.0),
+                opt(s.rtt_seconds, 1000.0)
+            ));
+            next = s.t + 1.0;
+        }
+    }
+    out
+}
+
 /// Samples the daemon's metrics for the flow whose sender is `sender` every 500 ms until
 /// `stop` is set.
 fn sample_rwnd(tb: &Testbed, daemon: &Daemon, sender: &str, stop: &AtomicBool) -> Vec<RwndSample> {

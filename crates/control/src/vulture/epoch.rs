@@ -50,6 +50,9 @@ pub(crate) struct Thresholds {
     pub c_high: u32,
     pub a_low: u32,
     pub a_high: u32,
+    /// The paper counts a large negative PIV (the queue draining) as high, like a large positive
+    /// one. Slipstream's variant counts it as middle: draining is not new congestion.
+    pub draining_is_high: bool,
 }
 
 impl Thresholds {
@@ -65,6 +68,7 @@ impl Thresholds {
             c_high: us(c_high),
             a_low: us(a_low),
             a_high: us(a_high),
+            draining_is_high: true,
         }
     }
 }
@@ -105,8 +109,11 @@ impl EpochAccumulator {
         }
         self.sum = self.sum.saturating_add(piv);
         let mag = piv.unsigned_abs();
+        let draining_not_high = piv < 0 && !t.draining_is_high;
         let c = &mut self.conservative;
-        if mag >= u64::from(t.c_high) {
+        if mag >= u64::from(t.c_high) && draining_not_high {
+            c.middle = c.middle.saturating_add(1);
+        } else if mag >= u64::from(t.c_high) {
             c.high = c.high.saturating_add(1);
         } else if mag >= u64::from(t.c_low) {
             c.middle = c.middle.saturating_add(1);
@@ -114,7 +121,9 @@ impl EpochAccumulator {
             c.low = c.low.saturating_add(1);
         }
         let a = &mut self.aggressive;
-        if mag >= u64::from(t.a_high) {
+        if mag > u64::from(t.a_low) && draining_not_high {
+            a.middle = a.middle.saturating_add(1);
+        } else if mag >= u64::from(t.a_high) {
             a.high = a.high.saturating_add(1);
         } else if mag <= u64::from(t.a_low) {
             a.low = a.low.saturating_add(1);

@@ -45,6 +45,7 @@
 //! asserted in the tests.
 
 mod cwnd_estimate;
+mod delay_guard;
 mod epoch;
 mod piv;
 mod policy;
@@ -85,6 +86,15 @@ pub struct VultureConfig {
     pub aggressive_high: Duration,
     /// Alg. 4 alpha (7/8).
     pub alpha: f64,
+    /// Slipstream's queueing-delay guard on Alg. 4 (see `delay_guard`); `None` is the paper's
+    /// Vulture.
+    pub queue_delay_limit: Option<Duration>,
+    /// Alg. 3 counts a large negative PIV (a draining queue) as high, as the paper does (`true`);
+    /// Slipstream's variant counts it as middle (`false`), see `epoch`.
+    pub draining_is_congestion: bool,
+    /// Slipstream's variant: each decision doubles or halves rwnd at most once (`true`); the
+    /// paper's per-ACK rule keeps going while a decision stays in force (`false`), see `window`.
+    pub bounded_steps: bool,
 }
 
 impl Default for VultureConfig {
@@ -97,6 +107,28 @@ impl Default for VultureConfig {
             aggressive_low: Duration::from_millis(12),
             aggressive_high: Duration::from_millis(20),
             alpha: 7.0 / 8.0,
+            queue_delay_limit: None,
+            draining_is_congestion: true,
+            bounded_steps: false,
+        }
+    }
+}
+
+impl VultureConfig {
+    /// Vulture exactly as the paper gives it (also `Default`).
+    pub fn paper() -> VultureConfig {
+        VultureConfig::default()
+    }
+
+    /// The paper's parameters with Slipstream's three changes, each measured in the end-to-end
+    /// testbed: a queueing-delay guard at `limit`, draining not counted as congestion, and
+    /// bounded steps.
+    pub fn slipstream(limit: Duration) -> VultureConfig {
+        VultureConfig {
+            queue_delay_limit: Some(limit),
+            draining_is_congestion: false,
+            bounded_steps: true,
+            ..VultureConfig::default()
         }
     }
 }
@@ -140,6 +172,9 @@ struct Params {
     resolution_us: u32,
     thresholds: Thresholds,
     alpha: f64,
+    /// Microseconds; 0 = off.
+    queue_delay_limit_us: u32,
+    bounded_steps: bool,
 }
 
 impl Params {
@@ -148,13 +183,18 @@ impl Params {
         Params {
             psi_us: us(c.psi),
             resolution_us: us(c.piv_resolution),
-            thresholds: Thresholds::from_durations(
-                c.conservative_low,
-                c.conservative_high,
-                c.aggressive_low,
-                c.aggressive_high,
-            ),
+            thresholds: Thresholds {
+                draining_is_high: c.draining_is_congestion,
+                ..Thresholds::from_durations(
+                    c.conservative_low,
+                    c.conservative_high,
+                    c.aggressive_low,
+                    c.aggressive_high,
+                )
+            },
             alpha: c.alpha,
+            queue_delay_limit_us: c.queue_delay_limit.map_or(0, |d| us(d).max(1)),
+            bounded_steps: c.bounded_steps,
         }
     }
 
@@ -168,6 +208,9 @@ impl Params {
             aggressive_low: d(self.thresholds.a_low),
             aggressive_high: d(self.thresholds.a_high),
             alpha: self.alpha,
+            queue_delay_limit: (self.queue_delay_limit_us > 0).then(|| d(self.queue_delay_limit_us)),
+            draining_is_congestion: self.thresholds.draining_is_high,
+            bounded_steps: self.bounded_steps,
         }
     }
 }
@@ -274,11 +317,14 @@ impl Vulture {
             self.pause = Pause::AwaitAck;
             self.epoch_start = None;
             self.epoch = EpochAccumulator::default();
+            if self.params.bounded_steps {
+                self.window.bound_step(new);
+            }
         }
     }
 
     /// Alg. 2-4 at the end of an epoch; starts the next epoch at `now` unless the policy changed.
-    fn complete_epoch(&mut self, now: Instant) {
+    fn complete_epoch(&mut self, now: Instant, queue_delay: Option<Duration>) {
         let outcome = self.epoch.finish();
         self.last_epoch = Some(outcome.summary);
         self.mode = outcome.mode;
@@ -289,9 +335,16 @@ impl Vulture {
             self.window.rwnd,
             self.policy.rwnd_thresh,
         );
+        let limit = self.params.queue_delay_limit_us;
+        let limit = (limit > 0).then(|| Duration::from_micros(u64::from(limit)));
+        let new = delay_guard::guard(new, queue_delay, limit);
         self.epoch = EpochAccumulator::default();
         self.epoch_start = Some(now);
         self.change_policy(new);
+        if self.params.bounded_steps {
+            // A decision repeated by a new epoch is a new step.
+            self.window.bound_step(new);
+        }
     }
 
     /// The BE -> LBE switch (Sec. 0.3.5, Fig. 13): rwnd := cwnd estimate.
@@ -353,7 +406,7 @@ impl Controller for Vulture {
                     .rtt
                     .is_some_and(|rtt| data.arrival.saturating_since(start) >= rtt)
                 {
-                    self.complete_epoch(data.arrival);
+                    self.complete_epoch(data.arrival, ctx.queue_delay);
                 }
             }
         }

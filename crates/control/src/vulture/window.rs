@@ -17,6 +17,9 @@ pub(crate) struct Window {
     pub rwnd: u32,
     /// When "increase" last added an MSS; `None` if never.
     last_increase: Option<Instant>,
+    /// Slipstream's bounded steps: the value double may grow to / halve may shrink to under the
+    /// current decision (`None`: unbounded, the paper's Alg. 5).
+    step_bound: Option<u32>,
 }
 
 /// Keeps a window within [2·MSS, `MAX_RWND`].
@@ -29,7 +32,19 @@ impl Window {
         Window {
             rwnd: clamp(rwnd, mss),
             last_increase: None,
+            step_bound: None,
         }
+    }
+
+    /// Bounds the policy just decided to one doubling or one halving of the current rwnd (the
+    /// paper's stated intent, "at the end of the current RTT, rwnd will be doubled (or halved)",
+    /// which its per-ACK rule overshoots when a decision stays in force for more than one RTT).
+    pub(crate) fn bound_step(&mut self, policy: Policy) {
+        self.step_bound = match policy {
+            Policy::Double => Some(self.rwnd.saturating_mul(2)),
+            Policy::Halve => Some(self.rwnd / 2),
+            Policy::Increase | Policy::Fix => None,
+        };
     }
 
     /// Alg. 5 for one ACK forwarded at `now` acknowledging `acked` bytes. "Increase" needs an RTT
@@ -43,8 +58,15 @@ impl Window {
         rtt: Option<Duration>,
     ) {
         let rwnd = match policy {
-            Policy::Double => self.rwnd.saturating_add(acked),
-            Policy::Halve => self.rwnd.saturating_sub(acked),
+            Policy::Double => {
+                let grown = self.rwnd.saturating_add(acked);
+                self.step_bound.map_or(grown, |cap| grown.min(cap.max(self.rwnd)))
+            }
+            Policy::Halve => {
+                let shrunk = self.rwnd.saturating_sub(acked);
+                self.step_bound
+                    .map_or(shrunk, |floor| shrunk.max(floor.min(self.rwnd)))
+            }
             Policy::Increase => match rtt {
                 Some(rtt) if self.last_increase.is_none_or(|t| now.saturating_since(t) >= rtt) => {
                     self.last_increase = Some(now);
@@ -61,6 +83,25 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bounded_steps_stop_at_one_doubling_or_halving() {
+        let t = Instant::ZERO;
+        let mut w = Window::new(10_000, 1000);
+        w.bound_step(Policy::Halve);
+        for _ in 0..20 {
+            w.on_ack(Policy::Halve, 1000, 1000, t, None);
+        }
+        assert_eq!(w.rwnd, 5_000, "halved once, not to the floor");
+        w.bound_step(Policy::Double);
+        for _ in 0..20 {
+            w.on_ack(Policy::Double, 1000, 1000, t, None);
+        }
+        assert_eq!(w.rwnd, 10_000, "doubled once");
+        w.bound_step(Policy::Fix);
+        w.on_ack(Policy::Double, 1000, 1000, t, None);
+        assert_eq!(w.rwnd, 11_000, "unbounded again once the bound is cleared");
+    }
 
     const MSS: u32 = 1000;
     const RTT: Option<Duration> = Some(Duration::from_millis(100));

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::{Context, Result};
 use clap::Parser;
 use slipstream_testbed::daemon::Daemon;
-use slipstream_testbed::scenario::{background_vs_best_effort, Params};
+use slipstream_testbed::scenario::{background_vs_best_effort, trace_text, Params};
 use slipstream_testbed::{netns_supported, unique_prefix, workspace_binary, Testbed, TopologySpec};
 
 /// Shows Slipstream at work on a 10 Mbit/s, 100 ms access link built from network namespaces.
@@ -74,7 +74,16 @@ fn run(args: Args) -> Result<()> {
     let report = background_vs_best_effort(&tb, &daemon, &params, |line| println!("{line}"));
     let status = daemon.stop()?;
     let report = report?;
-    println!("\n{}", report.to_text(args.rate_mbit));
+    println!(
+        "\nbackground flow as the daemon saw it, alone:\n{}",
+        trace_text(&report.trace_alone)
+    );
+    println!(
+        "background flow as the daemon saw it, best effort joining at {} s:\n{}",
+        params.head_start_secs,
+        trace_text(&report.trace_together)
+    );
+    println!("{}", report.to_text(args.rate_mbit));
     println!("slipstreamd exited with {status}; its log: {}", log.display());
     Ok(())
 }

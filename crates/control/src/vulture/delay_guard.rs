@@ -1,0 +1,70 @@
+//! Slipstream's addition to Vulture, not in the paper: a queueing-delay guard on Alg. 4.
+//!
+//! Why it exists: PIVs see a queue that *changes*, not one that *stands*. A greedy best-effort
+//! flow (Cubic) keeps the bottleneck queue full; between two background packets 20 ms apart the
+//! queue length then hardly varies, the PIVs are small, and Alg. 4 keeps doubling or increasing
+//! the background window. Measured in the end-to-end testbed (10 Mbit/s, 100 ms RTT, one-BDP
+//! queue), the paper's rules left a background download about 1 Mbit/s beside a greedy Cubic
+//! download, which kept 89.8% of its goodput alone. The router measures the flow's RTT anyway;
+//! the latest sample's excess over the smallest one is the standing queue, which PIVs miss.
+//!
+//! The guard only ever makes Alg. 4's decision more cautious, at each epoch end:
+//! - queue delay above twice the limit: halve;
+//! - queue delay above the limit: double and increase become fix;
+//! - otherwise Alg. 4's decision stands.
+//!
+//! `queue_delay_limit = None` turns it off (the paper's Vulture, kept for comparison).
+
+use super::policy::Policy;
+use crate::time::Duration;
+
+/// Applies the guard to the policy Alg. 4 decided.
+pub(crate) fn guard(decided: Policy, queue_delay: Option<Duration>, limit: Option<Duration>) -> Policy {
+    let (Some(delay), Some(limit)) = (queue_delay, limit) else {
+        return decided;
+    };
+    if delay > limit * 2 {
+        Policy::Halve
+    } else if delay > limit && matches!(decided, Policy::Double | Policy::Increase) {
+        Policy::Fix
+    } else {
+        decided
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIMIT: Option<Duration> = Some(Duration::from_millis(20));
+
+    fn ms(v: u64) -> Option<Duration> {
+        Some(Duration::from_millis(v))
+    }
+
+    #[test]
+    fn off_or_unmeasured_leaves_the_decision() {
+        for p in [Policy::Double, Policy::Increase, Policy::Halve, Policy::Fix] {
+            assert_eq!(guard(p, ms(500), None), p);
+            assert_eq!(guard(p, None, LIMIT), p);
+            assert_eq!(guard(p, ms(20), LIMIT), p, "at the limit nothing changes");
+        }
+    }
+
+    #[test]
+    fn a_standing_queue_stops_growth_then_halves() {
+        assert_eq!(guard(Policy::Double, ms(21), LIMIT), Policy::Fix);
+        assert_eq!(guard(Policy::Increase, ms(40), LIMIT), Policy::Fix);
+        assert_eq!(guard(Policy::Fix, ms(40), LIMIT), Policy::Fix);
+        assert_eq!(guard(Policy::Double, ms(41), LIMIT), Policy::Halve);
+        assert_eq!(guard(Policy::Fix, ms(70), LIMIT), Policy::Halve);
+    }
+
+    #[test]
+    fn never_less_cautious() {
+        // Halve stays halve at any delay.
+        for d in [0, 10, 25, 100] {
+            assert_eq!(guard(Policy::Halve, ms(d), LIMIT), Policy::Halve);
+        }
+    }
+}
