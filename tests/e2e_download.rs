@@ -90,6 +90,15 @@ fn background_download_yields_to_best_effort() {
         report.best_effort_beside_background_mbps,
         report.best_effort_alone_mbps
     );
+    // ... and hardly any extra delay: pings through the download queue beside the background flow
+    // take at most 25 ms more than beside the best-effort download alone (the Vulture paper
+    // reports +40% for its LBE flow).
+    assert!(
+        report.ping_beside_background_ms <= report.ping_best_effort_alone_ms + 25.0,
+        "ping beside background {:.1} ms vs {:.1} ms with best effort alone",
+        report.ping_beside_background_ms,
+        report.ping_best_effort_alone_ms
+    );
     // The daemon clamped the background flow: its rwnd fell while best effort ran.
     assert!(
         report.rwnd_beside_best_effort.count > 0,

@@ -56,7 +56,9 @@ pub struct Flow {
     negotiated: Option<Negotiated>,
     handshake_missed: bool,
     bulk_sender: Option<Side>,
-    control: Option<FlowControl>,
+    /// Boxed: only flows with a known bulk direction and a working controller need one, and
+    /// the flow table's slots stay small.
+    control: Option<Box<FlowControl>>,
     unclamped_reason: Option<PassReason>,
     rtt: RttEstimator,
     goodput: GoodputMeter,
@@ -236,10 +238,10 @@ impl Flow {
             self.unclamped_reason = Some(PassReason::NoTimestamps);
             return first.then_some(FlowEvent::NoTimestamps { key, rule: self.rule });
         }
-        self.control = Some(FlowControl {
+        self.control = Some(Box::new(FlowControl {
             controller: controller.build(),
             sender_clock: TsClockEstimator::new(),
-        });
+        }));
         None
     }
 

@@ -15,13 +15,15 @@ use slipstream_control::time::{seq_lt, wrapping_diff, Duration, Instant};
 /// A probe older than this is abandoned (its answer was lost or never comes).
 const PROBE_GIVE_UP: Duration = Duration::from_secs(3);
 
+/// One half of the round trip. Times are kept as `u32` microseconds (71 minutes is plenty for
+/// an RTT) to keep the flow entry small.
 #[derive(Clone, Copy, Debug, Default)]
 struct HalfPath {
     /// (sequence-space marker, when the probe was sent)
     probe: Option<(u32, Instant)>,
-    smoothed: Option<Duration>,
-    latest: Option<Duration>,
-    min: Option<Duration>,
+    smoothed_us: Option<u32>,
+    latest_us: u32,
+    min_us: u32,
 }
 
 impl HalfPath {
@@ -39,15 +41,30 @@ impl HalfPath {
         if let Some((marker, sent)) = self.probe {
             if reached(marker) {
                 self.probe = None;
-                let sample = now.saturating_since(sent);
-                self.latest = Some(sample);
-                self.min = Some(self.min.map_or(sample, |m| m.min(sample)));
-                self.smoothed = Some(match self.smoothed {
-                    None => sample,
-                    Some(s) => (s * 7 + sample) / 8,
+                let sample = now.saturating_since(sent).as_micros().min(u128::from(u32::MAX)) as u32;
+                self.latest_us = sample;
+                self.smoothed_us = Some(match self.smoothed_us {
+                    None => {
+                        self.min_us = sample;
+                        sample
+                    }
+                    Some(s) => ((u64::from(s) * 7 + u64::from(sample)) / 8) as u32,
                 });
+                self.min_us = self.min_us.min(sample);
             }
         }
+    }
+
+    fn smoothed(&self) -> Option<Duration> {
+        self.smoothed_us.map(|us| Duration::from_micros(u64::from(us)))
+    }
+
+    /// The latest sample's excess over the smallest one.
+    fn excess(&self) -> Option<Duration> {
+        self.smoothed_us?;
+        Some(Duration::from_micros(u64::from(
+            self.latest_us.saturating_sub(self.min_us),
+        )))
     }
 }
 
@@ -77,7 +94,7 @@ impl RttEstimator {
 
     /// Smoothed RTT (far + near half), once both halves have a sample.
     pub fn rtt(&self) -> Option<Duration> {
-        Some(self.far.smoothed? + self.near.smoothed?)
+        Some(self.far.smoothed()? + self.near.smoothed()?)
     }
 
     /// Queueing delay now: the latest samples' excess over the smallest ones of the flow.
@@ -85,8 +102,7 @@ impl RttEstimator {
     /// are rarely long enough for that to matter, and the error only makes a controller more
     /// cautious.)
     pub fn queue_delay(&self) -> Option<Duration> {
-        let excess = |h: &HalfPath| Some(h.latest?.saturating_sub(h.min?));
-        Some(excess(&self.far)? + excess(&self.near)?)
+        Some(self.far.excess()? + self.near.excess()?)
     }
 }
 
@@ -146,7 +162,7 @@ mod tests {
         r.on_data_arrived(ms(5000), None, 200);
         r.on_ack_forwarded(ms(5004), None, 150); // does not cover 200
         r.on_ack_forwarded(ms(5007), None, 200);
-        r.far.smoothed = Some(Duration::ZERO);
+        r.far.smoothed_us = Some(0);
         assert_eq!(r.rtt(), Some(Duration::from_millis(7)));
     }
 }

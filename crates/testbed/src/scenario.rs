@@ -84,6 +84,11 @@ pub struct Report {
     pub best_effort_alone_mbps: f64,
     pub best_effort_beside_background_mbps: f64,
     pub background_beside_best_effort_mbps: f64,
+    /// Ping RTT (client -> server, through the download queue) while the best-effort download
+    /// runs alone, over its measured part, ms.
+    pub ping_best_effort_alone_ms: f64,
+    /// The same while the best-effort download runs beside the background one.
+    pub ping_beside_background_ms: f64,
     /// rwnd of the background flow over the measured part of the alone phase.
     pub rwnd_alone: Summary,
     /// rwnd of the background flow while the best-effort flow runs (its measured part).
@@ -104,6 +109,7 @@ impl Report {
              best effort alone:           {:6.2} Mbit/s\n\
              best effort beside background: {:4.2} Mbit/s ({:.1}% of alone)\n\
              background beside best effort: {:4.2} Mbit/s\n\
+             ping RTT, best effort alone: {:6.1} ms; beside background: {:.1} ms\n\
              background rwnd alone:       median {:.0} B (min {:.0}, max {:.0}, {} samples)\n\
              background rwnd beside BE:   median {:.0} B (min {:.0}, max {:.0}, {} samples)\n",
             self.background_alone_mbps,
@@ -112,6 +118,8 @@ impl Report {
             self.best_effort_beside_background_mbps,
             100.0 * self.best_effort_kept(),
             self.background_beside_best_effort_mbps,
+            self.ping_best_effort_alone_ms,
+            self.ping_beside_background_ms,
             self.rwnd_alone.median,
             self.rwnd_alone.min,
             self.rwnd_alone.max,
@@ -168,6 +176,13 @@ fn sample_rwnd(tb: &Testbed, daemon: &Daemon, sender: &str, stop: &AtomicBool) -
     samples
 }
 
+/// Average ping RTT (ms) over `secs` seconds, starting after `delay_secs`.
+fn ping_later(tb: &Testbed, delay_secs: f64, secs: f64) -> Result<f64> {
+    std::thread::sleep(Duration::from_secs_f64(delay_secs.max(0.0)));
+    let count = ((secs - 1.0) / 0.2).max(3.0) as u32;
+    Ok(tb.ping_stats(count, 0.2)?.avg)
+}
+
 /// Runs the three phases; `progress` gets a line per phase.
 pub fn background_vs_best_effort(
     tb: &Testbed,
@@ -205,10 +220,16 @@ pub fn background_vs_best_effort(
         "phase 2/3: best-effort download alone for {} s",
         p.best_effort_secs
     ));
-    let be = tb
-        .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
-        .wait()?;
     let (from, to) = window(p.best_effort_secs);
+    let (be, ping) = std::thread::scope(|s| -> Result<_> {
+        let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
+        let be = tb
+            .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
+            .wait();
+        Ok((be, ping.join()))
+    })?;
+    let be = be?;
+    report.ping_best_effort_alone_ms = ping.map_err(|_| anyhow::anyhow!("ping thread panicked"))??;
     report.best_effort_alone_mbps = be.goodput_mbps_between(from, to).context("no intervals")?;
 
     let together = p.head_start_secs + p.best_effort_secs + 2;
@@ -217,17 +238,19 @@ pub fn background_vs_best_effort(
         p.head_start_secs, p.best_effort_secs
     ));
     stop.store(false, Ordering::Relaxed);
-    let (bg, be, trace) = std::thread::scope(|s| -> Result<_> {
+    let (bg, be, trace, ping) = std::thread::scope(|s| -> Result<_> {
         let sampler = s.spawn(|| sample_rwnd(tb, daemon, &sender, &stop));
         let bg = tb.run_download(p.background_port, together, cc, &[])?;
         std::thread::sleep(Duration::from_secs(u64::from(p.head_start_secs)));
+        let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
         let be = tb
             .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
             .wait();
         let bg = bg.wait();
         stop.store(true, Ordering::Relaxed);
-        Ok((bg, be, sampler.join().unwrap_or_default()))
+        Ok((bg, be, sampler.join().unwrap_or_default(), ping.join()))
     })?;
+    report.ping_beside_background_ms = ping.map_err(|_| anyhow::anyhow!("ping thread panicked"))??;
     let (bg, be) = (
         bg.context("background download")?,
         be.context("best-effort download")?,

@@ -40,7 +40,7 @@
 use crate::time::seq_lt;
 
 /// Capacity of the ack queue of Alg. 6.
-pub const ACK_RING: usize = 24;
+pub const ACK_RING: usize = 16;
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct AckEntry {
