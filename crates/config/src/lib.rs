@@ -714,7 +714,7 @@ impl Validator<'_> {
                 variant: None,
                 window_bytes: None,
             },
-            Some(RawController::Table(t)) => t,
+            Some(RawController::Table(t)) => *t,
         };
         match table.kind.as_str() {
             "vulture" => {

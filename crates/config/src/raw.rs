@@ -69,7 +69,7 @@ pub(crate) struct RawRule {
 #[derive(Debug)]
 pub(crate) enum RawController {
     Name(String),
-    Table(RawControllerTable),
+    Table(Box<RawControllerTable>),
 }
 
 /// Every parameter of every controller kind; validation rejects the ones the kind does not take.
@@ -104,7 +104,7 @@ impl<'de> Deserialize<'de> for RawController {
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawController, A::Error> {
                 RawControllerTable::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(RawController::Table)
+                    .map(|t| RawController::Table(Box::new(t)))
             }
         }
         d.deserialize_any(V)
