@@ -152,11 +152,35 @@ fn run(config: Config) -> anyhow::Result<()> {
 
     stop.store(true, Ordering::Relaxed);
     let looped = match packet_thread.join() {
-        Ok(r) => r.context("packet loop"),
+        Ok(Ok(totals)) => {
+            report_cpu(totals);
+            Ok(())
+        }
+        Ok(Err(e)) => Err(anyhow::Error::new(e).context("packet loop")),
         Err(_) => Err(anyhow::anyhow!("packet loop panicked")),
     };
     let removed = firewall.remove().context("removing firewall rules");
     served.and(looped).and(removed)
+}
+
+/// Logs the packets handled and the CPU time the daemon used for them.
+fn report_cpu(totals: packet_loop::LoopTotals) {
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF has no other preconditions.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    let (user, system) = (secs(usage.ru_utime), secs(usage.ru_stime));
+    let per_packet_us = if totals.packets > 0 {
+        (user + system) * 1e6 / totals.packets as f64
+    } else {
+        0.0
+    };
+    info!(
+        "handled {} packets ({} rewritten); CPU user {user:.2} s, system {system:.2} s: {per_packet_us:.1} us per packet",
+        totals.packets, totals.rewritten
+    );
 }
 
 async fn shutdown_signal() -> anyhow::Result<&'static str> {

@@ -32,8 +32,15 @@ pub struct PacketLoop {
     pub top_flows: usize,
 }
 
+/// What the loop did, reported at exit.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LoopTotals {
+    pub packets: u64,
+    pub rewritten: u64,
+}
+
 impl PacketLoop {
-    pub fn run(mut self) -> io::Result<()> {
+    pub fn run(mut self) -> io::Result<LoopTotals> {
         let clock = MonotonicClock::start();
         let mut scratch = vec![0u8; 65536];
         let mut last_tick = clock.now();
@@ -66,7 +73,11 @@ impl PacketLoop {
                 last_publish = now;
             }
         }
-        Ok(())
+        let counters = self.engine.counters();
+        Ok(LoopTotals {
+            packets: counters.packets,
+            rewritten: counters.rewritten,
+        })
     }
 
     /// Handles one queued packet; `Ok(false)` when none was waiting.
