@@ -64,15 +64,8 @@ impl PassReason {
     }
 }
 
-pub const PARSE_ERRORS: [ParseError; 7] = [
-    ParseError::NotIp,
-    ParseError::Truncated,
-    ParseError::BadIpHeader,
-    ParseError::Fragmented,
-    ParseError::NotTcp,
-    ParseError::BadTcpHeader,
-    ParseError::BadOptions,
-];
+/// Every parse error, in the order the counters keep them.
+pub const PARSE_ERRORS: [ParseError; 7] = ParseError::ALL;
 
 /// Monotonic counters of the engine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

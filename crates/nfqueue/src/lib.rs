@@ -46,15 +46,7 @@ const FULL_COPY: u16 = u16::MAX;
 impl Datapath {
     /// Binds both queues. Fails with a message naming what is missing (module, permission).
     pub fn open(config: QueueConfig) -> io::Result<Datapath> {
-        let before = netfilter_sockets();
-        let mut queue = nfq::Queue::open().map_err(|e| explain("opening the netfilter queue socket", e))?;
-        let fd = netfilter_sockets()
-            .into_iter()
-            .filter(|fd| !before.contains(fd))
-            .max()
-            .ok_or_else(|| {
-                io::Error::other("cannot find the NFQUEUE netlink socket among our descriptors")
-            })?;
+        let (mut queue, fd) = open_queue_with_fd()?;
         for (num, copy, gso) in [
             (config.ack_queue, FULL_COPY, false),
             (config.data_queue, config.data_copy_bytes, true),
@@ -129,9 +121,27 @@ impl Drop for Datapath {
     }
 }
 
-/// nfq 0.2.5 keeps its socket private and does not implement `AsRawFd`, but the loop must poll
-/// it. Rather than rely on the struct's layout, `open` compares our NETLINK_NETFILTER sockets
-/// before and after `Queue::open`: the new one is the queue's.
+/// Opens an `nfq::Queue` and finds its socket's file descriptor, for polling.
+///
+/// nfq 0.2.5 keeps its socket private and does not implement `AsRawFd`. Rather than rely on the
+/// struct's layout, this compares our NETLINK_NETFILTER sockets before and after `Queue::open`
+/// (call it before other threads open netfilter sockets): the new one is the queue's. The fd
+/// must only be polled, never read or closed.
+pub fn open_queue_with_fd() -> io::Result<(nfq::Queue, RawFd)> {
+    let before = netfilter_sockets();
+    let queue = nfq::Queue::open().map_err(|e| explain("opening the netfilter queue socket", e))?;
+    let new: Vec<RawFd> = netfilter_sockets()
+        .into_iter()
+        .filter(|fd| !before.contains(fd))
+        .collect();
+    match new.as_slice() {
+        [fd] => Ok((queue, *fd)),
+        other => Err(io::Error::other(format!(
+            "cannot tell the NFQUEUE netlink socket among our descriptors (new ones: {other:?})"
+        ))),
+    }
+}
+
 fn netfilter_sockets() -> Vec<RawFd> {
     let Ok(dir) = std::fs::read_dir("/proc/self/fd") else {
         return Vec::new();

@@ -96,60 +96,10 @@ fn install_signal_handlers() -> Result<()> {
     Ok(())
 }
 
-/// Lists the open file descriptors of this process.
-fn open_fds() -> Result<Vec<RawFd>> {
-    let mut fds = Vec::new();
-    for entry in std::fs::read_dir("/proc/self/fd").context("reading /proc/self/fd")? {
-        if let Some(fd) = entry?.file_name().to_str().and_then(|s| s.parse::<RawFd>().ok()) {
-            fds.push(fd);
-        }
-    }
-    Ok(fds)
-}
-
-fn sockopt_int(fd: RawFd, opt: libc::c_int) -> Option<libc::c_int> {
-    let mut val: libc::c_int = 0;
-    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
-    // SAFETY: getsockopt writes at most `len` bytes into `val`.
-    let rc = unsafe {
-        libc::getsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            opt,
-            (&mut val as *mut libc::c_int).cast(),
-            &mut len,
-        )
-    };
-    (rc == 0).then_some(val)
-}
-
-fn netfilter_sockets() -> Result<Vec<RawFd>> {
-    Ok(open_fds()?
-        .into_iter()
-        .filter(|&fd| {
-            sockopt_int(fd, libc::SO_DOMAIN) == Some(libc::AF_NETLINK)
-                && sockopt_int(fd, libc::SO_PROTOCOL) == Some(libc::NETLINK_NETFILTER)
-        })
-        .collect())
-}
-
-/// Opens the NFQUEUE socket and recovers its file descriptor.
-///
-/// `nfq` 0.2.5 does not implement `AsRawFd` (the fd is a private field), so we look for the
-/// `AF_NETLINK`/`NETLINK_NETFILTER` socket that appeared in `/proc/self/fd` across
-/// `Queue::open()` (the process is single-threaded at that point). The fd is only polled,
-/// never read or closed by us.
+/// Opens the NFQUEUE socket and recovers its file descriptor (see
+/// `slipstream_nfqueue::open_queue_with_fd`; the process is single-threaded at that point).
 fn open_queue_with_fd() -> Result<(Queue, RawFd)> {
-    let before = netfilter_sockets()?;
-    let queue = Queue::open().context("opening NFQUEUE netlink socket (need CAP_NET_ADMIN)")?;
-    let candidates: Vec<RawFd> = netfilter_sockets()?
-        .into_iter()
-        .filter(|fd| !before.contains(fd))
-        .collect();
-    match candidates.as_slice() {
-        [fd] => Ok((queue, *fd)),
-        other => bail!("could not identify the NFQUEUE socket fd (candidates: {other:?})"),
-    }
+    slipstream_nfqueue::open_queue_with_fd().context("opening NFQUEUE netlink socket (need CAP_NET_ADMIN)")
 }
 
 struct Held {
