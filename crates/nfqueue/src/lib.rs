@@ -125,9 +125,11 @@ impl Drop for Datapath {
 ///
 /// nfq 0.2.5 keeps its socket private and does not implement `AsRawFd`. Rather than rely on the
 /// struct's layout, this compares our NETLINK_NETFILTER sockets before and after `Queue::open`
-/// (call it before other threads open netfilter sockets): the new one is the queue's. The fd
-/// must only be polled, never read or closed.
+/// (opens through this function are serialised; other code must not open netfilter sockets
+/// concurrently): the new one is the queue's. The fd must only be polled, never read or closed.
 pub fn open_queue_with_fd() -> io::Result<(nfq::Queue, RawFd)> {
+    static OPENING: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one_at_a_time = OPENING.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
     let before = netfilter_sockets();
     let queue = nfq::Queue::open().map_err(|e| explain("opening the netfilter queue socket", e))?;
     let new: Vec<RawFd> = netfilter_sockets()
