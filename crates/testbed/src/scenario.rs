@@ -26,6 +26,8 @@ pub struct Params {
     pub measure_secs: f64,
     /// Sender congestion control.
     pub congestion_control: String,
+    /// Uploads (the LAN client sends) instead of downloads.
+    pub upload: bool,
 }
 
 impl Default for Params {
@@ -38,6 +40,7 @@ impl Default for Params {
             head_start_secs: 10,
             measure_secs: 12.0,
             congestion_control: "cubic".into(),
+            upload: false,
         }
     }
 }
@@ -153,14 +156,14 @@ pub fn trace_text(trace: &[RwndSample]) -> String {
     out
 }
 
-/// Samples the daemon's metrics for the flow whose sender is `sender` every 500 ms until
-/// `stop` is set.
-fn sample_rwnd(tb: &Testbed, daemon: &Daemon, sender: &str, stop: &AtomicBool) -> Vec<RwndSample> {
+/// Samples the daemon's metrics for the flow with the server endpoint `server` (its sender for
+/// downloads, its receiver for uploads) every 500 ms until `stop` is set.
+fn sample_rwnd(tb: &Testbed, daemon: &Daemon, server: (&str, &str), stop: &AtomicBool) -> Vec<RwndSample> {
     let started = Instant::now();
     let mut samples = Vec::new();
     while !stop.load(Ordering::Relaxed) {
         if let Ok(text) = daemon.scrape(tb) {
-            let labels = [("sender", sender)];
+            let labels = [server];
             if let Some(rwnd) = metric_value(&text, "slipstream_flow_rwnd_bytes", &labels) {
                 samples.push(RwndSample {
                     t: started.elapsed().as_secs_f64(),
@@ -192,8 +195,18 @@ pub fn background_vs_best_effort(
 ) -> Result<Report> {
     tb.start_iperf_server(p.background_port)?;
     tb.start_iperf_server(p.best_effort_port)?;
-    let sender = format!("{}:{}", tb.server_addr(false), p.background_port);
-    let cc = p.congestion_control.as_str();
+    let server_endpoint = format!("{}:{}", tb.server_addr(false), p.background_port);
+    let server = (
+        if p.upload { "receiver" } else { "sender" },
+        server_endpoint.as_str(),
+    );
+    let transfer = |port: u16, secs: u32| {
+        if p.upload {
+            tb.run_upload(port, secs, &p.congestion_control, &[])
+        } else {
+            tb.run_download(port, secs, &p.congestion_control, &[])
+        }
+    };
     let mut report = Report::default();
     let window = |secs: u32| (f64::from(secs) - p.measure_secs, f64::from(secs));
 
@@ -203,10 +216,8 @@ pub fn background_vs_best_effort(
     ));
     let stop = AtomicBool::new(false);
     let (bg, trace) = std::thread::scope(|s| -> Result<_> {
-        let sampler = s.spawn(|| sample_rwnd(tb, daemon, &sender, &stop));
-        let bg = tb
-            .run_download(p.background_port, p.alone_secs, cc, &[])
-            .and_then(|r| r.wait());
+        let sampler = s.spawn(|| sample_rwnd(tb, daemon, server, &stop));
+        let bg = transfer(p.background_port, p.alone_secs).and_then(|r| r.wait());
         stop.store(true, Ordering::Relaxed);
         Ok((bg, sampler.join().unwrap_or_default()))
     })?;
@@ -223,9 +234,7 @@ pub fn background_vs_best_effort(
     let (from, to) = window(p.best_effort_secs);
     let (be, ping) = std::thread::scope(|s| -> Result<_> {
         let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
-        let be = tb
-            .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
-            .wait();
+        let be = transfer(p.best_effort_port, p.best_effort_secs)?.wait();
         Ok((be, ping.join()))
     })?;
     let be = be?;
@@ -239,13 +248,11 @@ pub fn background_vs_best_effort(
     ));
     stop.store(false, Ordering::Relaxed);
     let (bg, be, trace, ping) = std::thread::scope(|s| -> Result<_> {
-        let sampler = s.spawn(|| sample_rwnd(tb, daemon, &sender, &stop));
-        let bg = tb.run_download(p.background_port, together, cc, &[])?;
+        let sampler = s.spawn(|| sample_rwnd(tb, daemon, server, &stop));
+        let bg = transfer(p.background_port, together)?;
         std::thread::sleep(Duration::from_secs(u64::from(p.head_start_secs)));
         let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
-        let be = tb
-            .run_download(p.best_effort_port, p.best_effort_secs, cc, &[])?
-            .wait();
+        let be = transfer(p.best_effort_port, p.best_effort_secs)?.wait();
         let bg = bg.wait();
         stop.store(true, Ordering::Relaxed);
         Ok((bg, be, sampler.join().unwrap_or_default(), ping.join()))

@@ -26,6 +26,9 @@ struct Args {
     /// Sender congestion control (cubic, reno, bbr).
     #[arg(long, default_value = "cubic")]
     cc: String,
+    /// Uploads from the LAN client instead of downloads.
+    #[arg(long)]
+    upload: bool,
 }
 
 fn main() -> ExitCode {
@@ -53,7 +56,8 @@ fn run(args: Args) -> Result<()> {
         args.config.display()
     );
     println!(
-        "background = download from server port {rule_ports} (a BitTorrent port), best effort = port {}",
+        "background = {} server port {rule_ports} (a BitTorrent port), best effort = port {}",
+        if args.upload { "upload to" } else { "download from" },
         params.best_effort_port
     );
     let spec = TopologySpec {
