@@ -58,9 +58,13 @@ impl IperfResult {
             .pointer("/end/sum_received/bits_per_second")
             .and_then(Value::as_f64)
             .ok_or_else(|| anyhow!("iperf3 JSON lacks end.sum_received.bits_per_second"))?;
+        // Goodput is what the receiver got: for downloads (-R) that is the client's own series;
+        // for uploads it is the server's, which `--get-server-output` embeds.
+        let receiver_intervals = raw
+            .pointer("/server_output_json/intervals")
+            .or_else(|| raw.get("intervals"));
         let mut intervals = Vec::new();
-        for iv in raw
-            .get("intervals")
+        for iv in receiver_intervals
             .and_then(Value::as_array)
             .map(Vec::as_slice)
             .unwrap_or(&[])
@@ -145,6 +149,9 @@ pub fn client_args(
     let mut v: Vec<String> = vec!["-c".into(), server.into(), "-p".into(), port.to_string()];
     if reverse {
         v.push("-R".into());
+    } else {
+        // The client is the sender: ask for the server's (receiver's) intervals too.
+        v.push("--get-server-output".into());
     }
     v.extend(["-t".into(), seconds.to_string(), "-J".into()]);
     if !cc.is_empty() {
@@ -316,7 +323,7 @@ mod tests {
         let b = client_args("fd77:1::2", 5202, 3, "", false, &[]);
         assert_eq!(
             b.join(" "),
-            "-c fd77:1::2 -p 5202 -t 3 -J --interval 0.5 --connect-timeout 5000"
+            "-c fd77:1::2 -p 5202 --get-server-output -t 3 -J --interval 0.5 --connect-timeout 5000"
         );
     }
 }
