@@ -29,7 +29,7 @@ use slipstream_control::{ControllerConfig, FixedWindowConfig, VultureConfig};
 
 /// The queueing-delay guard of Slipstream's Vulture variant: the paper's aHigh, the most queue
 /// Vulture's aggressive mode tolerates.
-pub const DEFAULT_QUEUE_DELAY_LIMIT: Duration = Duration::from_millis(20);
+pub const DEFAULT_QUEUE_DELAY_LIMIT: Duration = Duration::from_millis(10);
 
 /// What `controller = "vulture"` means: Slipstream's variant (measured better than the paper's
 /// rules in the end-to-end testbed; `variant = "paper"` selects the original).

@@ -22,6 +22,8 @@ pub struct FlowContext {
     /// Queueing delay on the path now: the latest router-measured RTT sample minus the smallest
     /// one seen in the flow.
     pub queue_delay: Option<Duration>,
+    /// The smallest router-measured RTT of the flow: the path without queues.
+    pub base_rtt: Option<Duration>,
 }
 
 /// The TCP timestamp option of a segment (RFC 7323).

@@ -252,6 +252,7 @@ impl Flow {
             rtt: self.rtt.rtt(),
             sender_clock: self.control.as_ref().and_then(|c| c.sender_clock.clock()),
             queue_delay: self.rtt.queue_delay(),
+            base_rtt: self.rtt.base_rtt(),
         }
     }
 

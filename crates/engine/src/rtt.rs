@@ -101,6 +101,15 @@ impl RttEstimator {
     /// (An all-time minimum: a route change to a longer path would read as queueing; flows
     /// are rarely long enough for that to matter, and the error only makes a controller more
     /// cautious.)
+    pub fn base_rtt(&self) -> Option<Duration> {
+        self.far.smoothed_us?;
+        self.near.smoothed_us?;
+        Some(Duration::from_micros(
+            u64::from(self.far.min_us) + u64::from(self.near.min_us),
+        ))
+    }
+
+    /// Queueing delay now (see [`RttEstimator::queue_delay`]'s twin, `base_rtt`).
     pub fn queue_delay(&self) -> Option<Duration> {
         Some(self.far.excess()? + self.near.excess()?)
     }
@@ -150,6 +159,7 @@ mod tests {
         r.on_ack_forwarded(ms(105), Some(2), 200); // near 3 ms: +1
         r.on_data_arrived(ms(245), Some(2), 300); // far 140 ms: +40
         assert_eq!(r.queue_delay(), Some(Duration::from_millis(41)));
+        assert_eq!(r.base_rtt(), Some(Duration::from_millis(102)));
         r.on_ack_forwarded(ms(247), Some(3), 300); // near 2 ms again
         r.on_data_arrived(ms(347), Some(3), 400); // far 100 ms again
         assert_eq!(r.queue_delay(), Some(Duration::ZERO));

@@ -324,7 +324,7 @@ impl Vulture {
     }
 
     /// Alg. 2-4 at the end of an epoch; starts the next epoch at `now` unless the policy changed.
-    fn complete_epoch(&mut self, now: Instant, queue_delay: Option<Duration>) {
+    fn complete_epoch(&mut self, now: Instant, ctx: &FlowContext) {
         let outcome = self.epoch.finish();
         self.last_epoch = Some(outcome.summary);
         self.mode = outcome.mode;
@@ -337,13 +337,22 @@ impl Vulture {
         );
         let limit = self.params.queue_delay_limit_us;
         let limit = (limit > 0).then(|| Duration::from_micros(u64::from(limit)));
-        let new = delay_guard::guard(new, queue_delay, limit);
+        let decided_by_pivs = new;
+        let new = delay_guard::guard(new, ctx.queue_delay, limit);
         self.epoch = EpochAccumulator::default();
         self.epoch_start = Some(now);
         self.change_policy(new);
         if self.params.bounded_steps {
-            // A decision repeated by a new epoch is a new step.
-            self.window.bound_step(new);
+            // A decision repeated by a new epoch is a new step. A halve that only the guard
+            // asked for drains the measured queue rather than halving outright.
+            match (
+                decided_by_pivs != Policy::Halve && new == Policy::Halve,
+                ctx.base_rtt,
+                ctx.queue_delay,
+            ) {
+                (true, Some(base), Some(queue)) => self.window.bound_drain(base, queue),
+                _ => self.window.bound_step(new),
+            }
         }
     }
 
@@ -406,7 +415,7 @@ impl Controller for Vulture {
                     .rtt
                     .is_some_and(|rtt| data.arrival.saturating_since(start) >= rtt)
                 {
-                    self.complete_epoch(data.arrival, ctx.queue_delay);
+                    self.complete_epoch(data.arrival, ctx);
                 }
             }
         }

@@ -14,6 +14,7 @@ fn ctx() -> FlowContext {
         rtt: Some(RTT),
         sender_clock: Some(TsClock::from_hz(1000)),
         queue_delay: None,
+        base_rtt: None,
     }
 }
 
@@ -68,6 +69,7 @@ fn warmup_until_clock_and_rtt_are_known() {
             rtt,
             sender_clock: clock,
             queue_delay: None,
+            base_rtt: None,
         };
         let a = AckSample {
             sent: Instant::ZERO,
@@ -374,6 +376,7 @@ mod sim {
                         rtt,
                         sender_clock: est.clock(),
                         queue_delay: None,
+                        base_rtt: None,
                     };
                     let sample = DataSample {
                         arrival: Instant::from_micros(now),
@@ -621,7 +624,7 @@ mod prop {
             ops in proptest::collection::vec(op(), 1..400),
         ) {
             let mut v = Vulture::new(if default_config { VultureConfig::default() } else { cfg });
-            let mut ctx = FlowContext { mss: MSS, rtt: Some(RTT), sender_clock: Some(TsClock::from_hz(1000)), queue_delay: None };
+            let mut ctx = FlowContext { mss: MSS, rtt: Some(RTT), sender_clock: Some(TsClock::from_hz(1000)), queue_delay: None, base_rtt: None };
             let mut now = Instant::from_micros(1_000_000);
             for op in ops {
                 match op {
@@ -646,6 +649,7 @@ mod prop {
                             sender_clock: hz.map(TsClock::from_hz),
                             // Some runs see a standing queue of half the RTT.
                             queue_delay: rtt_us.filter(|r| r % 2 == 0).map(|r| Duration::from_micros(r / 2)),
+                            base_rtt: rtt_us.map(|r| Duration::from_micros(r / 2)),
                         };
                     }
                 }

@@ -47,6 +47,18 @@ impl Window {
         };
     }
 
+    /// Bounds a halve decided by the queueing-delay guard to draining the measured queue:
+    /// rwnd x base RTT / (base RTT + queueing delay), never below one halving.
+    pub(crate) fn bound_drain(&mut self, base_rtt: Duration, queue_delay: Duration) {
+        let base = base_rtt.as_micros() as u64;
+        let total = base + queue_delay.as_micros() as u64;
+        if total == 0 {
+            return;
+        }
+        let drained = (u64::from(self.rwnd) * base / total) as u32;
+        self.step_bound = Some(drained.max(self.rwnd / 2));
+    }
+
     /// Alg. 5 for one ACK forwarded at `now` acknowledging `acked` bytes. "Increase" needs an RTT
     /// to know whether rwnd was already increased in this RTT; without one it does nothing.
     pub(crate) fn on_ack(
@@ -83,6 +95,24 @@ impl Window {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn drain_bound_removes_the_measured_queue() {
+        let t = Instant::ZERO;
+        let mut w = Window::new(150_000, 1000);
+        // 100 ms path, 20 ms of queue: 150000 x 100/120 = 125000.
+        w.bound_drain(Duration::from_millis(100), Duration::from_millis(20));
+        for _ in 0..100 {
+            w.on_ack(Policy::Halve, 1000, 1000, t, None);
+        }
+        assert_eq!(w.rwnd, 125_000);
+        // A queue longer than the path: no more than one halving.
+        w.bound_drain(Duration::from_millis(100), Duration::from_millis(300));
+        for _ in 0..100 {
+            w.on_ack(Policy::Halve, 1000, 1000, t, None);
+        }
+        assert_eq!(w.rwnd, 62_500);
+    }
 
     #[test]
     fn bounded_steps_stop_at_one_doubling_or_halving() {
