@@ -100,11 +100,11 @@ fn yields_to_best_effort(upload: bool) {
         "background alone: {:.2} Mbit/s",
         report.background_alone_mbps
     );
-    // The best-effort flow keeps at least 90% of what it gets alone (measured: 98-99% for
-    // downloads). Uploads get a looser bound: the router sees upload data before its own uplink
-    // queue, so their PIVs carry no queueing signal and only the queueing-delay guard holds the
-    // background flow back (measured: about 90%).
-    let must_keep = if upload { 0.8 } else { 0.9 };
+    // The best-effort flow keeps at least 90% of what it gets alone (measured: 98.6% for
+    // downloads). Uploads get a little more slack: the router sees upload data before its own
+    // uplink queue, so their PIVs carry no queueing signal and only the queueing-delay guard holds
+    // the background flow back (measured: 96-98%).
+    let must_keep = if upload { 0.85 } else { 0.9 };
     assert!(
         report.best_effort_kept() >= must_keep,
         "best effort kept only {:.1}% ({:.2} of {:.2} Mbit/s)",
