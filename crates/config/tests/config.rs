@@ -364,7 +364,7 @@ fn vulture_variants() {
     assert_eq!(slipstream, slipstream_config::default_vulture());
     assert_eq!(
         slipstream.queue_delay_limit,
-        Some(std::time::Duration::from_millis(20))
+        Some(std::time::Duration::from_millis(10))
     );
     let off = get(rule(r#"{ kind = "vulture", queue_delay_limit = "off" }"#));
     assert_eq!(off.queue_delay_limit, None);
