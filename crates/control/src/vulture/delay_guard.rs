@@ -11,8 +11,10 @@
 //! The guard only ever makes Alg. 4's decision more cautious, at each epoch end: with a queueing
 //! delay above the limit the policy is halve; otherwise Alg. 4's decision stands. With bounded
 //! steps, a halve the guard asked for goes only as far as draining the measured queue
-//! (rwnd x base RTT / (base RTT + queueing delay), at most one halving), so a background flow
-//! alone settles near the path's BDP instead of swinging between half and twice it. (A first
+//! (rwnd x base RTT / (base RTT + queueing delay), at most one halving), and that drained window
+//! becomes rwndThresh, so growth from there is Alg. 4's "increase" (one MSS per RTT), not
+//! "double": a background flow alone settles near the path's BDP instead of swinging between
+//! half and twice it, and a best-effort flow that adds queue keeps pushing it down. (A first
 //! version only stopped growth between one and two times the limit; beside a best-effort flow
 //! still ramping up, the queue then sat between the two for many seconds while the background
 //! flow kept its window, and best effort kept only 81% in one of five runs.)

@@ -350,7 +350,11 @@ impl Vulture {
                 ctx.base_rtt,
                 ctx.queue_delay,
             ) {
-                (true, Some(base), Some(queue)) => self.window.bound_drain(base, queue),
+                (true, Some(base), Some(queue)) => {
+                    // The drained window is the path's estimated BDP: growth past it from here on
+                    // is "increase" (one MSS per RTT), not "double", as after a TCP loss.
+                    self.policy.rwnd_thresh = self.window.bound_drain(base, queue);
+                }
                 _ => self.window.bound_step(new),
             }
         }

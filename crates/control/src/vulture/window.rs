@@ -48,15 +48,13 @@ impl Window {
     }
 
     /// Bounds a halve decided by the queueing-delay guard to draining the measured queue:
-    /// rwnd x base RTT / (base RTT + queueing delay), never below one halving.
-    pub(crate) fn bound_drain(&mut self, base_rtt: Duration, queue_delay: Duration) {
+    /// rwnd x base RTT / (base RTT + queueing delay), never below one halving. Returns the bound.
+    pub(crate) fn bound_drain(&mut self, base_rtt: Duration, queue_delay: Duration) -> u32 {
         let base = base_rtt.as_micros() as u64;
-        let total = base + queue_delay.as_micros() as u64;
-        if total == 0 {
-            return;
-        }
-        let drained = (u64::from(self.rwnd) * base / total) as u32;
-        self.step_bound = Some(drained.max(self.rwnd / 2));
+        let total = (base + queue_delay.as_micros() as u64).max(1);
+        let drained = ((u64::from(self.rwnd) * base / total) as u32).max(self.rwnd / 2);
+        self.step_bound = Some(drained);
+        drained
     }
 
     /// Alg. 5 for one ACK forwarded at `now` acknowledging `acked` bytes. "Increase" needs an RTT
