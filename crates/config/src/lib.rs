@@ -1,10 +1,18 @@
-//! Slipstream's configuration: the TOML schema, its defaults, and validation whose messages name
-//! the file, the field and what is wrong.
+//! Slipstream's configuration: the TOML schema, the equivalent OpenWrt UCI schema, their defaults,
+//! and validation whose messages name the file, the field and what is wrong.
 //!
-//! The file has four parts (see `config/slipstream.toml` in the repository for a commented
-//! example): `[datapath]` (where packets are intercepted and how they reach the daemon),
-//! `[metrics]`, `[limits]` (flow table size and timeouts) and one or more `[[rules]]` that class TCP
-//! flows as background and name the controller that clamps their receive window.
+//! The TOML file has these parts (see `config/slipstream.toml` in the repository for a commented
+//! example, and `docs/configuration.md` for every option): a top-level `enabled`, `[datapath]`
+//! (where packets are intercepted and how they reach the daemon), `[metrics]`, `[limits]` (flow
+//! table size and timeouts), `[control]` (the daemon's local control socket) and one or more
+//! `[[rules]]` that class TCP flows as background and name the controller that clamps their
+//! receive window.
+//!
+//! The same configuration can be written in OpenWrt's UCI syntax (`/etc/config/slipstream`, see
+//! `openwrt/files/slipstream.config`): [`parse_uci`] reads it into the same raw structs the TOML
+//! goes through and runs the same validation, so the two formats cannot drift; only the names in
+//! the messages differ (`rule 'bittorrent' (line 12), option remote_port (line 14): ...`). [`load`]
+//! picks the format from the file name and content.
 //!
 //! Parsing is two-stage: serde reads the text into loose "raw" structs (every table
 //! `deny_unknown_fields`, so a typo is an error, not a silently ignored key), then [`parse`]
@@ -22,6 +30,9 @@
 //! the firewall stores in the connection mark (see [`Datapath::mark_mask`]).
 
 mod raw;
+pub mod uci;
+
+pub use uci::{parse_sections, parse_uci, UciEntry, UciSection, UciSyntaxError};
 
 use ipnet::IpNet;
 use raw::{IntOrString, RawConfig, RawController, RawControllerTable, RawRule};
@@ -40,7 +51,7 @@ pub fn default_vulture() -> VultureConfig {
 use std::collections::HashSet;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
@@ -72,7 +83,8 @@ impl ConfigError {
     }
 
     /// The field path (`rules[2].remote_ports[0]`), or `line L, column C` for toml syntax/type
-    /// errors, or `file` for I/O errors.
+    /// errors, or `file` for I/O errors. For UCI files: the section and option with their lines
+    /// (`rule 'bittorrent' (line 12), option remote_port (line 14)`), or `line L` for syntax errors.
     pub fn path(&self) -> &str {
         &self.path
     }
@@ -86,10 +98,18 @@ impl ConfigError {
 /// The whole configuration.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
+    /// Whether the daemon should run at all (default true). TOML: top-level `enabled = false`
+    /// (before the first table); UCI: `option enabled '0'` in the `config slipstream` section.
+    /// When false the daemon exits with status 0 and a message; the file is still fully validated.
+    pub enabled: bool,
     pub datapath: Datapath,
     pub metrics: Metrics,
     pub limits: Limits,
-    /// At least one; names unique; at most [`MAX_RULES`]. Numbered 1..=N in order; first match wins.
+    /// The daemon's local control socket.
+    pub control: Control,
+    /// The enabled rules: at least one when [`Config::enabled`]; names unique (disabled rules
+    /// included); at most [`MAX_RULES`]. Numbered 1..=N in order; first match wins. Disabled rules
+    /// (`enabled = false`) are validated like the others, then left out, so they take no number.
     pub rules: Vec<Rule>,
 }
 
@@ -225,6 +245,25 @@ impl Default for Metrics {
     }
 }
 
+/// The daemon's local control socket (TOML `[control]`, UCI `option control_socket`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Control {
+    /// Path of the Unix socket the daemon listens on for local commands (default
+    /// `/var/run/slipstream.sock`). Absolute, at most 107 bytes (the `sun_path` limit).
+    pub socket: PathBuf,
+}
+
+/// Default of [`Control::socket`].
+pub const DEFAULT_CONTROL_SOCKET: &str = "/var/run/slipstream.sock";
+
+impl Default for Control {
+    fn default() -> Self {
+        Control {
+            socket: PathBuf::from(DEFAULT_CONTROL_SOCKET),
+        }
+    }
+}
+
 /// Flow table limits.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
@@ -264,12 +303,22 @@ pub struct Rule {
     pub dscp: Vec<u8>,
     /// LAN host CIDRs; empty = any.
     pub lan_hosts: Vec<IpNet>,
+    /// LAN host MAC addresses (source MAC of packets the LAN host sends through the router);
+    /// empty = any. Only router mode (`hook = "forward"`) can use them. The kernel matches them
+    /// (iptables `-m mac --mac-source`, nft `ether saddr`) when it classes a flow;
+    /// [`Rule::matches`] cannot, see there.
+    pub lan_macs: Vec<MacAddr>,
     /// The controller of the rule's flows.
     pub controller: ControllerConfig,
 }
 
 impl Rule {
     /// Whether a flow (or packet) with these properties matches the rule. Pure.
+    ///
+    /// The 5-tuple and DSCP carry no MAC address, so [`Rule::lan_macs`] is **not** checked here:
+    /// for a rule with MACs this answers "would match if the MAC matches". MAC matching happens in
+    /// the kernel, which stores the rule number in the flow's connmark; the daemon reads the rule
+    /// from the mark, not from this function.
     pub fn matches(&self, local: IpAddr, local_port: u16, remote_port: u16, dscp: u8) -> bool {
         fn any_or_empty<T>(list: &[T], f: impl Fn(&T) -> bool) -> bool {
             list.is_empty() || list.iter().any(f)
@@ -278,6 +327,51 @@ impl Rule {
             && any_or_empty(&self.local_ports, |p| p.contains(local_port))
             && any_or_empty(&self.dscp, |&d| d == dscp)
             && any_or_empty(&self.lan_hosts, |net| net.contains(&local))
+    }
+}
+
+/// A 6-byte Ethernet (MAC) address. Parses `aa:bb:cc:dd:ee:ff` (also `-` separated, any case);
+/// displays lowercase with colons, as iptables and nft print it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct MacAddr(pub [u8; 6]);
+
+impl fmt::Display for MacAddr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        write!(
+            f,
+            "{:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x}",
+            b[0], b[1], b[2], b[3], b[4], b[5]
+        )
+    }
+}
+
+impl FromStr for MacAddr {
+    type Err = String;
+
+    /// Six two-digit hex bytes separated by `:` (or `-`); group (multicast/broadcast) addresses are
+    /// rejected, since no host sends from one.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("{s:?} is not a MAC address like \"aa:bb:cc:dd:ee:ff\"");
+        let t = s.trim();
+        let sep = if t.contains('-') { '-' } else { ':' };
+        let parts: Vec<&str> = t.split(sep).collect();
+        if parts.len() != 6 {
+            return Err(bad());
+        }
+        let mut b = [0u8; 6];
+        for (i, p) in parts.iter().enumerate() {
+            if p.len() != 2 {
+                return Err(bad());
+            }
+            b[i] = u8::from_str_radix(p, 16).map_err(|_| bad())?;
+        }
+        if b[0] & 1 == 1 {
+            return Err(format!(
+                "{s:?} is a multicast or broadcast address; a LAN host sends from its own (unicast) address"
+            ));
+        }
+        Ok(MacAddr(b))
     }
 }
 
@@ -379,18 +473,54 @@ pub fn parse_dscp(s: &str) -> Option<u8> {
         .map(|&(_, v)| v)
 }
 
-/// Reads, parses and validates a config file. Messages name the file as given.
+/// The two syntaxes a config file may be written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// `config/slipstream.toml` style.
+    Toml,
+    /// OpenWrt UCI (`/etc/config/slipstream`).
+    Uci,
+}
+
+impl Format {
+    /// The format of a file: `.toml` extension -> TOML; otherwise the content decides: if its first
+    /// word outside comments is `config` or `package` it is UCI, else TOML.
+    pub fn detect(path: &Path, text: &str) -> Format {
+        if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("toml")) {
+            return Format::Toml;
+        }
+        let first_word = text
+            .lines()
+            .map(str::trim_start)
+            .find(|l| !l.is_empty() && !l.starts_with('#'))
+            .and_then(|l| l.split(|c: char| c.is_whitespace() || c == ';').next());
+        match first_word {
+            Some("config") | Some("package") => Format::Uci,
+            _ => Format::Toml,
+        }
+    }
+}
+
+/// Reads, parses and validates a config file, TOML or UCI (see [`Format::detect`]). Messages name
+/// the file as given.
 pub fn load(path: &Path) -> Result<Config, ConfigError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path)
         .map_err(|e| ConfigError::new(&origin, "file", format!("cannot read: {e}")))?;
-    parse(&text, &origin)
+    match Format::detect(path, &text) {
+        Format::Toml => parse(&text, &origin),
+        Format::Uci => parse_uci(&text, &origin),
+    }
 }
 
-/// Parses and validates config text; `origin` is the file name used in messages.
+/// Parses and validates TOML config text; `origin` is the file name used in messages.
 pub fn parse(text: &str, origin: &str) -> Result<Config, ConfigError> {
     let raw: RawConfig = toml::from_str(text).map_err(|e| toml_error(text, origin, &e))?;
-    Validator { origin }.config(raw)
+    Validator {
+        origin,
+        format: Format::Toml,
+    }
+    .config(raw)
 }
 
 fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
@@ -406,8 +536,12 @@ fn toml_error(text: &str, origin: &str, e: &toml::de::Error) -> ConfigError {
     ConfigError::new(origin, path, e.message().trim().to_owned())
 }
 
-struct Validator<'a> {
-    origin: &'a str,
+/// Checks raw values and builds the [`Config`]; shared by the TOML and the UCI reader. Paths in
+/// its errors are TOML field paths (`rules[2].remote_ports[0]`); the UCI reader translates them.
+/// Field names inside messages go through [`Validator::name`], so they read right in both formats.
+pub(crate) struct Validator<'a> {
+    pub(crate) origin: &'a str,
+    pub(crate) format: Format,
 }
 
 type VResult<T> = Result<T, ConfigError>;
@@ -415,6 +549,14 @@ type VResult<T> = Result<T, ConfigError>;
 impl Validator<'_> {
     fn err(&self, path: impl Into<String>, message: impl Into<String>) -> ConfigError {
         ConfigError::new(self.origin, path, message)
+    }
+
+    /// How a field is called in messages: the TOML path, or `option <uci name>`.
+    fn name(&self, toml_path: &str) -> String {
+        match self.format {
+            Format::Toml => toml_path.to_owned(),
+            Format::Uci => format!("option {}", uci::option_name(toml_path)),
+        }
     }
 
     fn int<T: TryFrom<i64>>(&self, path: &str, v: Option<i64>, default: T, min: i64, max: i64) -> VResult<T> {
@@ -439,22 +581,24 @@ impl Validator<'_> {
         }
     }
 
-    fn config(&self, raw: RawConfig) -> VResult<Config> {
+    pub(crate) fn config(&self, raw: RawConfig) -> VResult<Config> {
+        let enabled = raw.enabled.unwrap_or(true);
         let datapath = self.datapath(raw.datapath)?;
         let metrics = self.metrics(raw.metrics)?;
         let limits = self.limits(raw.limits)?;
-        if raw.rules.is_empty() {
-            return Err(self.err("rules", "at least one [[rules]] entry is required"));
-        }
-        if raw.rules.len() > MAX_RULES {
-            return Err(self.err(
-                "rules",
-                format!("{} rules given, at most {MAX_RULES} are allowed", raw.rules.len()),
-            ));
+        let control = self.control(raw.control)?;
+        let (rules_name, rule_name) = match self.format {
+            Format::Toml => ("[[rules]] entry", "[[rules]] entry"),
+            Format::Uci => ("`config rule` section", "`config rule` section"),
+        };
+        if raw.rules.is_empty() && enabled {
+            return Err(self.err("rules", format!("at least one {rules_name} is required")));
         }
         let mut names = HashSet::new();
         let mut rules = Vec::with_capacity(raw.rules.len());
+        let given = raw.rules.len();
         for (i, r) in raw.rules.into_iter().enumerate() {
+            let rule_enabled = r.enabled.unwrap_or(true);
             let rule = self.rule(i, r, &datapath)?;
             if !names.insert(rule.name.clone()) {
                 return Err(self.err(
@@ -462,14 +606,64 @@ impl Validator<'_> {
                     format!("duplicate rule name {:?}", rule.name),
                 ));
             }
-            rules.push(rule);
+            if rule_enabled {
+                rules.push(rule);
+            }
+        }
+        if rules.len() > MAX_RULES {
+            return Err(self.err(
+                "rules",
+                format!(
+                    "{} enabled rules given, at most {MAX_RULES} are allowed",
+                    rules.len()
+                ),
+            ));
+        }
+        if rules.is_empty() && enabled {
+            return Err(self.err(
+                "rules",
+                format!(
+                    "all {given} rules are disabled; enable at least one {rule_name}, or disable \
+                     Slipstream itself with {} = false",
+                    self.name("enabled")
+                ),
+            ));
         }
         Ok(Config {
+            enabled,
             datapath,
             metrics,
             limits,
+            control,
             rules,
         })
+    }
+
+    fn control(&self, raw: raw::RawControl) -> VResult<Control> {
+        let d = Control::default();
+        let socket = match raw.socket {
+            None => d.socket,
+            Some(s) => {
+                let p = PathBuf::from(s.trim());
+                if !p.is_absolute() {
+                    return Err(self.err(
+                        "control.socket",
+                        format!("{s:?} is not an absolute path like \"{DEFAULT_CONTROL_SOCKET}\""),
+                    ));
+                }
+                if p.as_os_str().len() > 107 {
+                    return Err(self.err(
+                        "control.socket",
+                        format!(
+                            "{s:?} is {} bytes long; Unix socket paths are at most 107",
+                            p.as_os_str().len()
+                        ),
+                    ));
+                }
+                p
+            }
+        };
+        Ok(Control { socket })
     }
 
     fn datapath(&self, raw: raw::RawDatapath) -> VResult<Datapath> {
@@ -515,7 +709,10 @@ impl Validator<'_> {
         if ack_queue == data_queue {
             return Err(self.err(
                 "datapath.data_queue",
-                format!("must differ from datapath.ack_queue (both are {ack_queue})"),
+                format!(
+                    "must differ from {} (both are {ack_queue})",
+                    self.name("datapath.ack_queue")
+                ),
             ));
         }
         let queue_max_len = self.int(
@@ -593,8 +790,9 @@ impl Validator<'_> {
             return Err(self.err(
                 "limits.evict_idle_after",
                 format!(
-                    "{} is longer than limits.idle_timeout ({}); idle flows would expire first",
+                    "{} is longer than {} ({}); idle flows would expire first",
                     humantime::format_duration(evict_idle_after),
+                    self.name("limits.idle_timeout"),
                     humantime::format_duration(idle_timeout)
                 ),
             ));
@@ -659,15 +857,45 @@ impl Validator<'_> {
         if !datapath.ipv6 && !lan_hosts.is_empty() && lan_hosts.iter().all(|n| matches!(n, IpNet::V6(_))) {
             return Err(self.err(
                 format!("{p}.lan_hosts"),
-                "all entries are IPv6 but datapath.ipv6 is false, so the rule could never match",
+                format!(
+                    "all entries are IPv6 but {} is false, so the rule could never match",
+                    self.name("datapath.ipv6")
+                ),
             ));
         }
-        if remote_ports.is_empty() && local_ports.is_empty() && dscp.is_empty() && lan_hosts.is_empty() {
+        let mut lan_macs = Vec::new();
+        for (j, s) in raw.lan_macs.iter().enumerate() {
+            let mac = s
+                .parse::<MacAddr>()
+                .map_err(|why| self.err(format!("{p}.lan_macs[{j}]"), why))?;
+            lan_macs.push(mac);
+        }
+        if !lan_macs.is_empty() && datapath.hook != Hook::Forward {
+            return Err(self.err(
+                format!("{p}.lan_macs"),
+                format!(
+                    "MAC addresses can only be matched on packets a LAN host sends through the router; \
+                     they need {} = \"forward\" (iptables also rejects a MAC match reachable from OUTPUT)",
+                    self.name("datapath.hook")
+                ),
+            ));
+        }
+        if remote_ports.is_empty()
+            && local_ports.is_empty()
+            && dscp.is_empty()
+            && lan_hosts.is_empty()
+            && lan_macs.is_empty()
+        {
+            let criteria = ["remote_ports", "local_ports", "dscp", "lan_hosts", "lan_macs"]
+                .map(|c| match self.format {
+                    Format::Toml => c.to_owned(),
+                    Format::Uci => uci::option_name(c),
+                })
+                .join(", ");
             return Err(self.err(
                 p,
                 format!(
-                    "rule {name:?} has no criteria (remote_ports, local_ports, dscp, lan_hosts); \
-                     it would class every flow as background"
+                    "rule {name:?} has no criteria ({criteria}); it would class every flow as background"
                 ),
             ));
         }
@@ -678,6 +906,7 @@ impl Validator<'_> {
             local_ports,
             dscp,
             lan_hosts,
+            lan_macs,
             controller,
         })
     }
@@ -704,16 +933,7 @@ impl Validator<'_> {
             None => return Ok(ControllerConfig::Vulture(default_vulture())),
             Some(RawController::Name(kind)) => RawControllerTable {
                 kind,
-                psi: None,
-                piv_resolution: None,
-                conservative_low: None,
-                conservative_high: None,
-                aggressive_low: None,
-                aggressive_high: None,
-                alpha: None,
-                queue_delay_limit: None,
-                variant: None,
-                window_bytes: None,
+                ..Default::default()
             },
             Some(RawController::Table(t)) => *t,
         };
@@ -824,7 +1044,10 @@ impl Validator<'_> {
                     None => {
                         return Err(self.err(
                             format!("{p}.window_bytes"),
-                            "is required for kind = \"fixed_window\" (e.g. 65535)",
+                            match self.format {
+                                Format::Toml => "is required for kind = \"fixed_window\" (e.g. 65535)",
+                                Format::Uci => "is required for controller 'fixed_window' (e.g. 65535)",
+                            },
                         ))
                     }
                     Some(n) => self.int(&format!("{p}.window_bytes"), Some(n), 0u32, 1, 1 << 30)?,

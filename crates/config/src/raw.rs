@@ -10,6 +10,7 @@ use std::fmt;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawConfig {
+    pub enabled: Option<bool>,
     #[serde(default)]
     pub datapath: RawDatapath,
     #[serde(default)]
@@ -17,7 +18,15 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
+    pub control: RawControl,
+    #[serde(default)]
     pub rules: Vec<RawRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawControl {
+    pub socket: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -50,10 +59,11 @@ pub(crate) struct RawLimits {
     pub evict_idle_after: Option<String>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawRule {
     pub name: String,
+    pub enabled: Option<bool>,
     #[serde(default)]
     pub remote_ports: Vec<IntOrString>,
     #[serde(default)]
@@ -62,6 +72,8 @@ pub(crate) struct RawRule {
     pub dscp: Vec<IntOrString>,
     #[serde(default)]
     pub lan_hosts: Vec<String>,
+    #[serde(default)]
+    pub lan_macs: Vec<String>,
     pub controller: Option<RawController>,
 }
 
@@ -73,7 +85,7 @@ pub(crate) enum RawController {
 }
 
 /// Every parameter of every controller kind; validation rejects the ones the kind does not take.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawControllerTable {
     pub kind: String,
