@@ -5,6 +5,10 @@
 //! packet (LAN host sending or receiving) follows from the hook and interface alone; no `addrtype`
 //! matches are needed. Sets (`tcp dport { 6881-6999, 51413 }`) replace multiport chunking.
 //!
+//! As with iptables (see [`crate::plan`]), only packets with SYN set (`tcp flags & syn == syn`: the
+//! SYN and the SYN-ACK) of unclassed flows jump to a classify chain, and MAC criteria
+//! (`ether saddr`) are matched only on packets entering from the LAN (`iifname <lan>`).
+//!
 //! Restoring the rule number into the packet mark is done with one rule per config rule
 //! (`ct mark and M == V meta mark set meta mark and ~M or V`), because combining two non-constant
 //! operands (`meta mark and ~M or ct mark and M`) needs a very recent kernel; the per-rule form
@@ -52,6 +56,8 @@ struct NftDirection {
     /// `iifname "br-lan"` / `oifname { ... }`.
     iface: Option<String>,
     local_is_src: bool,
+    /// Packets entering from a LAN interface: the only ones whose source MAC is the LAN host's.
+    from_lan: bool,
 }
 
 fn set<T: ToString>(items: &[T]) -> String {
@@ -126,10 +132,12 @@ pub fn ruleset(config: &Config) -> String {
                 NftDirection {
                     iface: Some(format!("iifname {lan}")),
                     local_is_src: true,
+                    from_lan: true,
                 },
                 NftDirection {
                     iface: Some(format!("oifname {lan}")),
                     local_is_src: false,
+                    from_lan: false,
                 },
             ],
         ));
@@ -141,6 +149,7 @@ pub fn ruleset(config: &Config) -> String {
             vec![NftDirection {
                 iface: None,
                 local_is_src: true,
+                from_lan: false,
             }],
         ));
         hooks.push((
@@ -149,6 +158,7 @@ pub fn ruleset(config: &Config) -> String {
             vec![NftDirection {
                 iface: None,
                 local_is_src: false,
+                from_lan: false,
             }],
         ));
     }
@@ -158,7 +168,7 @@ pub fn ruleset(config: &Config) -> String {
         let _ = writeln!(s, "\t\ttype filter hook {hook} priority mangle; policy accept;");
         let _ = writeln!(
             s,
-            "\t\t{skip_lo}{v4only}meta l4proto tcp ct mark and {mask:#x} == 0x0 jump classify_{hook}"
+            "\t\t{skip_lo}{v4only}meta l4proto tcp tcp flags & syn == syn ct mark and {mask:#x} == 0x0 jump classify_{hook}"
         );
         let _ = writeln!(
             s,
@@ -230,13 +240,20 @@ fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool) -> Vec<String> {
         variants.push((None, Vec::new()));
     }
 
+    let mut macs = rule.lan_macs.clone();
+    macs.sort_unstable();
+    macs.dedup();
     let mut out = Vec::new();
-    for dir in dirs {
+    // A MAC can only match packets entering from the LAN.
+    for dir in dirs.iter().filter(|d| macs.is_empty() || d.from_lan) {
         for (fam, hosts) in &variants {
             let mut l = String::new();
             if let Some(i) = &dir.iface {
                 l += i;
                 l.push(' ');
+            }
+            if !macs.is_empty() {
+                l += &format!("ether saddr {} ", set(&macs));
             }
             if let (Some(f), false) = (fam, hosts.is_empty()) {
                 let addr = if dir.local_is_src { "saddr" } else { "daddr" };

@@ -4,11 +4,32 @@
 //! Nothing here runs a command, so the whole ruleset is unit-tested as text. The iptables lines are
 //! written in the canonical form `iptables-legacy-save` prints them (match order, hex marks and
 //! DSCP), so what is installed reads back identically.
+//!
+//! # Classification on the opening packets only
+//!
+//! Only packets with the SYN flag set (`-m tcp --tcp-flags SYN SYN`, nft `tcp flags & syn == syn`)
+//! of flows without a class walk `SLIPSTREAM_CLASSIFY`: the SYN and the SYN-ACK. A flow is thus
+//! classed by its opening packet in either direction (a LAN host that marks its packets LE or CS1,
+//! a server that answers with LE, a SYN from a LAN host's MAC address, a port), and the class stays
+//! in the conntrack mark for the whole flow. Every other packet of an unclassed flow (that is, all
+//! of the household's ordinary traffic) costs one connmark test and never enters the classify
+//! chain. Nothing is lost: a flow whose handshake the daemon did not see cannot be clamped anyway,
+//! since its window scale is unknown.
+//!
+//! # MAC addresses
+//!
+//! `lan_macs` become `-m mac --mac-source` / nft `ether saddr`, which only mean something on
+//! packets that *enter* from the LAN with the LAN host's Ethernet header: so they are only matched
+//! in the from-LAN direction (`-i <lan>`); a MAC rule has no to-LAN lines. That is enough, because
+//! classification happens on the SYN or the SYN-ACK, and the LAN host sends one of the two (the SYN
+//! of a flow it opens, the SYN-ACK of one opened towards it). In the cross product of a rule's
+//! criteria MACs are treated like host addresses. Config validation allows MACs only with
+//! `hook = "forward"` (iptables rejects a MAC match in a chain reachable from OUTPUT).
 
 use crate::nft;
 use crate::Backend;
 use ipnet::IpNet;
-use slipstream_config::{Config, Datapath, Hook, PortRange, Rule};
+use slipstream_config::{Config, Datapath, Hook, MacAddr, PortRange, Rule};
 use std::fmt;
 
 /// The chain every hooked packet jumps to: classifies unclassed flows, restores the rule number
@@ -259,6 +280,13 @@ pub(crate) struct Direction {
     pub local_is_src: bool,
 }
 
+impl Direction {
+    /// Packets entering from a LAN interface: the only ones whose source MAC is the LAN host's.
+    fn enters_from_lan(&self) -> bool {
+        matches!(&self.iface, Some(("-i", _)))
+    }
+}
+
 /// The directions a rule is matched in, for the hook setting (iptables: one shared classify chain).
 fn iptables_directions(d: &Datapath) -> Vec<Direction> {
     let mut dirs = Vec::new();
@@ -362,7 +390,7 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     }
 
     let main_rules = vec![
-        format!("-A {MAIN_CHAIN} {unclassed} -j {CLASSIFY_CHAIN}"),
+        format!("-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {unclassed} -j {CLASSIFY_CHAIN}"),
         format!("-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"),
         format!(
             "-A {MAIN_CHAIN} {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
@@ -388,8 +416,9 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     }
 }
 
-/// The rules of one config rule: the cross product direction x CIDR x DSCP x local-port chunk x
-/// remote-port chunk, each setting the connmark to the rule's value.
+/// The rules of one config rule: the cross product direction x CIDR x MAC x DSCP x local-port chunk
+/// x remote-port chunk, each setting the connmark to the rule's value. A rule with MACs has lines
+/// only in the from-LAN directions.
 fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[Direction]) -> Vec<String> {
     let hosts = dedup(&rule.lan_hosts);
     let family_hosts: Vec<IpNet> = hosts.iter().filter(|n| family.contains(n)).copied().collect();
@@ -398,47 +427,59 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
         return Vec::new();
     }
     let hosts = any_or_each(family_hosts);
+    let has_macs = !rule.lan_macs.is_empty();
+    let macs = any_or_each(dedup(&rule.lan_macs));
     let dscps = any_or_each(dedup(&rule.dscp));
     let local_chunks = any_or_each(multiport_chunks(&rule.local_ports));
     let remote_chunks = any_or_each(multiport_chunks(&rule.remote_ports));
 
     let mut out = Vec::new();
-    for dir in dirs {
+    for dir in dirs.iter().filter(|d| !has_macs || d.enters_from_lan()) {
         for host in &hosts {
-            for dscp in &dscps {
-                for local in &local_chunks {
-                    for remote in &remote_chunks {
-                        let (src_ports, dst_ports) = if dir.local_is_src {
-                            (local, remote)
-                        } else {
-                            (remote, local)
-                        };
-                        let mut r = format!("-A {CLASSIFY_CHAIN}");
-                        if let Some(net) = host {
-                            r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
+            for mac in &macs {
+                for dscp in &dscps {
+                    for local in &local_chunks {
+                        for remote in &remote_chunks {
+                            let (src_ports, dst_ports) = if dir.local_is_src {
+                                (local, remote)
+                            } else {
+                                (remote, local)
+                            };
+                            let mut r = format!("-A {CLASSIFY_CHAIN}");
+                            if let Some(net) = host {
+                                r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
+                            }
+                            if let Some((flag, name)) = &dir.iface {
+                                r += &format!(" {flag} {name}");
+                            }
+                            r += " -p tcp";
+                            if let Some(a) = dir.addrtype {
+                                r += &format!(" -m addrtype {a}");
+                            }
+                            if let Some(m) = mac {
+                                r += &format!(" -m mac --mac-source {}", mac_text(m));
+                            }
+                            if let Some(p) = src_ports {
+                                r += &format!(" -m multiport --sports {p}");
+                            }
+                            if let Some(p) = dst_ports {
+                                r += &format!(" -m multiport --dports {p}");
+                            }
+                            if let Some(v) = dscp {
+                                r += &format!(" -m dscp --dscp {v:#04x}");
+                            }
+                            r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
+                            out.push(r);
                         }
-                        if let Some((flag, name)) = &dir.iface {
-                            r += &format!(" {flag} {name}");
-                        }
-                        r += " -p tcp";
-                        if let Some(a) = dir.addrtype {
-                            r += &format!(" -m addrtype {a}");
-                        }
-                        if let Some(p) = src_ports {
-                            r += &format!(" -m multiport --sports {p}");
-                        }
-                        if let Some(p) = dst_ports {
-                            r += &format!(" -m multiport --dports {p}");
-                        }
-                        if let Some(v) = dscp {
-                            r += &format!(" -m dscp --dscp {v:#04x}");
-                        }
-                        r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
-                        out.push(r);
                     }
                 }
             }
         }
     }
     out
+}
+
+/// A MAC address as iptables-save prints it (lower case, colons: `MacAddr`'s Display).
+fn mac_text(m: &MacAddr) -> String {
+    m.to_string()
 }

@@ -172,6 +172,26 @@ fn install_reinstall_remove_in_netns() {
     // Removing again (nothing there) is fine.
     assert!(reset_with(&ns.runner(), Backend::IptablesLegacy, &config).is_empty());
 
+    // MAC rules: accepted by the kernel in FORWARD and read back in the generated form.
+    let macs = parse(
+        "[[rules]]\nname = \"m\"\nlan_macs = [\"AA:BB:CC:DD:EE:FF\"]\nlan_hosts = [\"192.168.1.0/24\", \"fd00::/64\"]\n\
+         [[rules]]\nname = \"p\"\nremote_ports = [6881]\n",
+        "macs",
+    )
+    .unwrap();
+    let fw =
+        Firewall::install_with(&macs, Backend::IptablesLegacy, ns.runner()).unwrap_or_else(|e| panic!("{e}"));
+    for p in &plan(&macs, Backend::IptablesLegacy).iptables {
+        let listed = ns.run(p.family.program(), &["-t", "mangle", "-S", "SLIPSTREAM_CLASSIFY"]);
+        let listed: Vec<&str> = listed.lines().filter(|l| l.starts_with("-A ")).collect();
+        assert_eq!(listed, p.classify_rules, "{}", p.family.program());
+        assert!(
+            listed[0].contains("-m mac --mac-source aa:bb:cc:dd:ee:ff"),
+            "{listed:?}"
+        );
+    }
+    fw.remove().unwrap_or_else(|e| panic!("{e}"));
+
     // Dropping an installed Firewall removes its rules too.
     drop(Firewall::install_with(&config, Backend::IptablesLegacy, ns.runner()).unwrap());
     assert!(!ns
@@ -247,6 +267,15 @@ fn nftables_detection_and_ruleset_check() {
     .unwrap()
     .rules
     .remove(0));
+    config.rules.push(
+        parse(
+            "[[rules]]\nname = \"mac\"\nlan_macs = [\"aa:bb:cc:dd:ee:ff\", \"02:00:00:00:00:01\"]\nlan_hosts = [\"192.168.1.0/24\", \"fd00::/64\"]\n",
+            "x",
+        )
+        .unwrap()
+        .rules
+        .remove(0),
+    );
     config.datapath.lan_interfaces = vec!["br-lan".into(), "wlan+".into()];
     config.datapath.hook = slipstream_config::Hook::Both;
     let text = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
@@ -298,8 +327,10 @@ impl Netns {
 }
 
 /// Real traffic through a router namespace: a flow to a background port is classed (connmark set)
-/// and its packets hit both NFQUEUE rules and still flow (nobody listens: --queue-bypass); a flow to
-/// another port never reaches the queues.
+/// on its SYN and its packets hit both NFQUEUE rules and still flow (nobody listens:
+/// --queue-bypass); a flow to another port never reaches the queues, and only its SYN / SYN-ACK
+/// packets enter the classify chain; a background-port flow already established when the rules
+/// were installed (its SYN unseen) stays unclassed.
 #[test]
 fn forwarded_flow_is_classed_and_queued() {
     if let Some(why) = skip_reason() {
@@ -345,8 +376,38 @@ fn forwarded_flow_is_classed_and_queued() {
     let text = "[datapath]\nlan_interfaces = [\"sslan\"]\nipv6 = false\n\
                 [[rules]]\nname = \"bg\"\nremote_ports = [6881]\n";
     let config = parse(text, "t").unwrap();
+
+    // A background-port flow that is already running when the rules go in: its SYN was not seen.
+    let mut early_server = Command::new("ip")
+        .args(["netns", "exec", s, "iperf3", "-s", "-1", "-p", "6881"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let early_client = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            c,
+            "iperf3",
+            "-c",
+            "10.77.2.2",
+            "-p",
+            "6881",
+            "-t",
+            "3",
+            "-b",
+            "20M",
+        ])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1200));
     let fw = Firewall::install_with(&config, Backend::IptablesLegacy, rtr.runner())
         .unwrap_or_else(|e| panic!("{e}"));
+    let early = early_client.wait_with_output().unwrap();
+    assert!(early.status.success(), "early iperf3 client failed");
+    let _ = early_server.wait();
 
     let transfer = |port: &str| {
         let mut server = Command::new("ip")
@@ -385,8 +446,41 @@ fn forwarded_flow_is_classed_and_queued() {
         (counts[0], counts[1])
     };
 
+    // packet counts of the jump to the classify chain, and of the FORWARD hook
+    let counter = |chain: &str, target: &str| -> u64 {
+        let out = rtr.run(
+            "iptables-legacy",
+            &["-w", "-t", "mangle", "-L", chain, "-v", "-n", "-x"],
+        );
+        out.lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(target))
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .unwrap_or_else(|| panic!("no {target} rule in {chain}:\n{out}"))
+    };
+    assert_eq!(
+        queued(),
+        (0, 0),
+        "a flow established before the rules (SYN unseen) must stay unclassed"
+    );
+    if have("conntrack") {
+        let ct = rtr.run("conntrack", &["-L", "-p", "tcp", "--dport", "6881"]);
+        assert!(ct.contains("mark=0 "), "{ct}");
+        assert!(
+            !ct.contains("mark=65536"),
+            "an established flow got classed:\n{ct}"
+        );
+    }
+    rtr.run("iptables-legacy", &["-w", "-t", "mangle", "-Z"]);
+
     transfer("5201");
     assert_eq!(queued(), (0, 0), "a flow matching no rule must not be queued");
+    let hooked = counter("FORWARD", "SLIPSTREAM");
+    let classify_walks = counter("SLIPSTREAM", "SLIPSTREAM_CLASSIFY");
+    // iperf3 opens two connections: 2 SYNs + 2 SYN-ACKs (a retransmitted SYN may add one).
+    assert!(
+        (4..=8).contains(&classify_walks) && hooked > 40,
+        "only SYN / SYN-ACK packets may enter the classify chain: {classify_walks} of {hooked}"
+    );
     transfer("6881");
     let (acks, data) = queued();
     assert!(
@@ -398,4 +492,28 @@ fn forwarded_flow_is_classed_and_queued() {
         assert!(ct.contains("mark=65536"), "connmark not set to rule 1:\n{ct}");
     }
     fw.remove().unwrap();
+}
+
+/// The offload check run for real: the UCI file from disk, `nft list ruleset` in a namespace. This
+/// kernel has no nft flowtables (CONFIG_NF_FLOW_TABLE unset), so the fw4 flowtable itself is only
+/// covered by the unit tests' ruleset fixtures; here a namespace without offloading must report
+/// only what the UCI file says.
+#[test]
+fn flow_offload_detection_in_netns() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED flow_offload_detection_in_netns: {why}");
+        return;
+    }
+    let ns = Netns::create_named("o");
+    let dir = std::env::temp_dir().join(format!("ssfw-offload-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let uci = dir.join("firewall");
+    std::fs::write(&uci, "config defaults\n\toption flow_offloading '1'\n").unwrap();
+    let found = slipstream_firewall::detect_flow_offload_at(&ns.runner(), &uci);
+    assert_eq!(found.len(), 1, "{found:?}");
+    assert_eq!(found[0].source, slipstream_firewall::OffloadSource::FirewallUci);
+    std::fs::write(&uci, "config defaults\n\toption flow_offloading '0'\n").unwrap();
+    assert!(slipstream_firewall::detect_flow_offload_at(&ns.runner(), &uci).is_empty());
+    assert!(slipstream_firewall::detect_flow_offload_at(&ns.runner(), &dir.join("missing")).is_empty());
+    std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -38,7 +38,7 @@ fn router_mode_two_rules() {
         *mangle
         :SLIPSTREAM - [0:0]
         :SLIPSTREAM_CLASSIFY - [0:0]
-        -A SLIPSTREAM -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY
+        -A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j CONNMARK --restore-mark --nfmask 0xff0000 --ctmask 0xff0000
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -m length --length 0:128 -j NFQUEUE --queue-num 8470 --queue-bypass
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8471 --queue-bypass
@@ -59,7 +59,7 @@ fn router_mode_two_rules() {
         *mangle
         :SLIPSTREAM - [0:0]
         :SLIPSTREAM_CLASSIFY - [0:0]
-        -A SLIPSTREAM -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY
+        -A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j CONNMARK --restore-mark --nfmask 0xff0000 --ctmask 0xff0000
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -m length --length 0:148 -j NFQUEUE --queue-num 8470 --queue-bypass
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8471 --queue-bypass
@@ -253,7 +253,7 @@ fn nftables_ruleset_router_mode() {
         table inet slipstream {
         chain forward {
         type filter hook forward priority mangle; policy accept;
-        meta l4proto tcp ct mark and 0xff0000 == 0x0 jump classify_forward
+        meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 == 0x0 jump classify_forward
         meta l4proto tcp ct mark and 0xff0000 != 0x0 jump enqueue
         }
         chain classify_forward {
@@ -290,7 +290,7 @@ fn nftables_ruleset_local_mode_v4_only() {
                 remote_ports = [\"6881-6999\", 6900, 7000, 51413]\n";
     let p = plan(&parse(text, "t").unwrap(), Backend::Nftables);
     let t = p.nft_ruleset.unwrap();
-    assert!(t.contains("chain output {\n\t\ttype filter hook output priority mangle; policy accept;\n\t\toifname != \"lo\" meta nfproto ipv4 meta l4proto tcp ct mark and 0xff0000 == 0x0 jump classify_output\n"), "{t}");
+    assert!(t.contains("chain output {\n\t\ttype filter hook output priority mangle; policy accept;\n\t\toifname != \"lo\" meta nfproto ipv4 meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 == 0x0 jump classify_output\n"), "{t}");
     assert!(t.contains(
         "iifname != \"lo\" meta nfproto ipv4 meta l4proto tcp ct mark and 0xff0000 != 0x0 jump enqueue"
     ));
@@ -305,4 +305,99 @@ fn nftables_ruleset_local_mode_v4_only() {
     );
     assert!(!t.contains("forward"));
     assert!(!t.contains("ipv6"));
+}
+
+const MAC_RULE: &str = r#"
+[datapath]
+lan_interfaces = ["br-lan", "wlan+"]
+[[rules]]
+name = "console"
+lan_macs = ["AA:BB:CC:DD:EE:FF", "02:00:00:00:00:01", "aa:bb:cc:dd:ee:ff"]
+lan_hosts = ["192.168.1.0/24", "fd00::/64"]
+remote_ports = [443]
+"#;
+
+/// MACs are crossed like hosts, and only in the from-LAN direction (`-i`): there is no to-LAN
+/// line for a MAC rule.
+#[test]
+fn mac_rules_only_from_the_lan() {
+    let config = parse(MAC_RULE, "t").unwrap();
+    let p = plan(&config, Backend::IptablesLegacy);
+    assert_lines(
+        &p.iptables[0].classify_rules.join("\n"),
+        r#"
+        -A SLIPSTREAM_CLASSIFY -s 192.168.1.0/24 -i br-lan -p tcp -m mac --mac-source aa:bb:cc:dd:ee:ff -m multiport --dports 443 -j CONNMARK --set-xmark 0x10000/0xff0000
+        -A SLIPSTREAM_CLASSIFY -s 192.168.1.0/24 -i br-lan -p tcp -m mac --mac-source 02:00:00:00:00:01 -m multiport --dports 443 -j CONNMARK --set-xmark 0x10000/0xff0000
+        -A SLIPSTREAM_CLASSIFY -s 192.168.1.0/24 -i wlan+ -p tcp -m mac --mac-source aa:bb:cc:dd:ee:ff -m multiport --dports 443 -j CONNMARK --set-xmark 0x10000/0xff0000
+        -A SLIPSTREAM_CLASSIFY -s 192.168.1.0/24 -i wlan+ -p tcp -m mac --mac-source 02:00:00:00:00:01 -m multiport --dports 443 -j CONNMARK --set-xmark 0x10000/0xff0000
+        -A SLIPSTREAM_CLASSIFY -m connmark ! --mark 0x0/0xff0000 -j RETURN
+        "#,
+    );
+    assert!(p.iptables[1].classify_rules[0]
+        .starts_with("-A SLIPSTREAM_CLASSIFY -s fd00::/64 -i br-lan -p tcp -m mac"));
+    assert!(p
+        .iptables
+        .iter()
+        .all(|f| f.classify_rules.iter().all(|r| !r.contains(" -o "))));
+
+    // A MAC-only rule: one line per LAN interface and MAC.
+    let only = parse(
+        "[[rules]]\nname = \"m\"\nlan_macs = [\"aa:bb:cc:dd:ee:ff\"]\n",
+        "t",
+    )
+    .unwrap();
+    let p = plan(&only, Backend::IptablesLegacy);
+    assert_eq!(
+        p.iptables[0].classify_rules,
+        [
+            "-A SLIPSTREAM_CLASSIFY -i br-lan -p tcp -m mac --mac-source aa:bb:cc:dd:ee:ff -j CONNMARK --set-xmark 0x10000/0xff0000",
+            "-A SLIPSTREAM_CLASSIFY -m connmark ! --mark 0x0/0xff0000 -j RETURN",
+        ]
+    );
+    assert_eq!(
+        p.iptables[1].classify_rules, p.iptables[0].classify_rules,
+        "MACs are family-neutral"
+    );
+
+    let t = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
+    let classify: Vec<&str> = t
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("ct mark set"))
+        .collect();
+    assert_eq!(
+        classify,
+        [
+            "iifname { \"br-lan\", \"wlan*\" } ether saddr { 02:00:00:00:00:01, aa:bb:cc:dd:ee:ff } ip saddr 192.168.1.0/24 tcp dport 443 ct mark set ct mark and 0xff00ffff or 0x10000",
+            "iifname { \"br-lan\", \"wlan*\" } ether saddr { 02:00:00:00:00:01, aa:bb:cc:dd:ee:ff } ip6 saddr fd00::/64 tcp dport 443 ct mark set ct mark and 0xff00ffff or 0x10000",
+        ]
+    );
+}
+
+/// Only SYN / SYN-ACK packets of unclassed flows enter the classify chains.
+#[test]
+fn classify_only_on_syn() {
+    let config = parse(MAC_RULE, "t").unwrap();
+    let p = plan(&config, Backend::IptablesLegacy);
+    for f in &p.iptables {
+        let jumps: Vec<&String> = f
+            .main_rules
+            .iter()
+            .filter(|r| r.ends_with("-j SLIPSTREAM_CLASSIFY"))
+            .collect();
+        assert_eq!(
+            jumps,
+            ["-A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY"]
+        );
+    }
+    let t = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
+    let jumps: Vec<&str> = t
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.contains("jump classify_"))
+        .collect();
+    assert_eq!(
+        jumps,
+        ["meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 == 0x0 jump classify_forward"]
+    );
 }
