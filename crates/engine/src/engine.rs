@@ -3,6 +3,34 @@
 //! `handle_packet` parses the packet, finds or creates its flow, feeds the flow's controller and
 //! applies its target to the receiver's ACKs through the safety rules of `window_clamp`. Every
 //! unknown case passes the packet untouched and counts why (fail open).
+//!
+//! # Reconfiguration (a config reload)
+//!
+//! [`Engine::reconfigure`] swaps rules and limits without touching flow state. The kernel keeps the
+//! rule *number* a connection was classed with in its conntrack mark, and numbers are positions in
+//! the config, so after a reload the same number may mean another rule. The engine therefore
+//! decides a flow's rule once, when the flow enters the table, and afterwards ignores the number
+//! its packets carry:
+//!
+//! * rules are matched across configs **by name**. A flow whose rule is still configured (same
+//!   name, any position) keeps its state, its controller instance and its rule, so its metrics
+//!   labels stay right; a flow that builds its controller only later uses the rule's new
+//!   controller settings. Per-rule counters follow the name too, so they stay monotonic.
+//! * a flow whose rule was **removed** (or renamed) is *released*: its ACKs pass unmodified from
+//!   then on (pass reason `rule_removed`) until it ends. Releasing only lets the window grow back
+//!   to what the host advertises, which never hurts traffic. The flow stays in the table (so its
+//!   packets, which the kernel still queues because of their conntrack mark, are not taken for a
+//!   new flow of whatever rule now has that number) and is listed under its old rule name until
+//!   it ends; the removed rule then disappears from snapshots.
+//! * **new** flows are classed by the number in their mark under the new rules. A flow not in the
+//!   table whose mark predates the reload is necessarily seen mid-stream, so it is left alone
+//!   anyway (no handshake, pass reason `no_handshake`). Connections opened in the few
+//!   milliseconds between the firewall swap and the engine swap may be counted under the rule
+//!   that has their number in the other config; both are background rules.
+//! * a smaller `max_flows` drops nothing at once: existing flows stay, new flows are refused until
+//!   the table is below the bound, and flows idle at least `evict_idle_after` are evicted by
+//!   [`Engine::on_tick`] (counted as evicted) while the table is over it. `idle_timeout` and
+//!   `evict_idle_after` apply to every flow from the next tick.
 
 use std::collections::VecDeque;
 
@@ -69,33 +97,160 @@ struct RuleCounters {
     rewritten: u64,
 }
 
+/// A rule as flows refer to it: a configured rule, or a removed one that still has flows.
+#[derive(Clone, Debug)]
+struct RuleClass {
+    spec: RuleSpec,
+    counters: RuleCounters,
+    /// In the current config (else removed by a reload; its flows are released).
+    configured: bool,
+}
+
+/// Most rule classes (configured and removed-with-flows) a flow's `u16` can name.
+const MAX_CLASSES: usize = u16::MAX as usize;
+
+/// What [`Engine::reconfigure`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ReconfigureSummary {
+    /// Flows in the table, all of which were kept.
+    pub flows: usize,
+    /// Flows whose rule was removed (or renamed), released by this reconfiguration.
+    pub released: usize,
+    /// Rules of the new config that were not in the old one (by name).
+    pub rules_added: usize,
+    /// Rules of the old config that are not in the new one (by name).
+    pub rules_removed: usize,
+}
+
 pub struct Engine {
-    rules: Vec<RuleSpec>,
-    rule_counters: Vec<RuleCounters>,
+    /// Configured rules in config order (`classes[n - 1]` is rule number n), then removed rules
+    /// that still have flows. A flow's `rule` is a 1-based index into this.
+    classes: Vec<RuleClass>,
+    configured: usize,
     table: FlowTable,
     counters: EngineCounters,
     events: VecDeque<(FlowEvent, Instant)>,
 }
 
+fn table_limits(config: &EngineConfig) -> TableLimits {
+    TableLimits {
+        max_flows: config.max_flows,
+        idle_timeout: config.idle_timeout,
+        evict_idle_after: config.evict_idle_after,
+    }
+}
+
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
+        let table = FlowTable::new(table_limits(&config));
+        let classes: Vec<RuleClass> = config
+            .rules
+            .into_iter()
+            .map(|spec| RuleClass {
+                spec,
+                counters: RuleCounters::default(),
+                configured: true,
+            })
+            .collect();
         Engine {
-            rule_counters: vec![RuleCounters::default(); config.rules.len()],
-            rules: config.rules,
-            table: FlowTable::new(TableLimits {
-                max_flows: config.max_flows,
-                idle_timeout: config.idle_timeout,
-                evict_idle_after: config.evict_idle_after,
-            }),
+            configured: classes.len(),
+            classes,
+            table,
             counters: EngineCounters::default(),
             events: VecDeque::new(),
         }
     }
 
-    /// Replaces the rules (a config reload); flows keep their state and their current controller.
-    pub fn set_rules(&mut self, rules: Vec<RuleSpec>) {
-        self.rule_counters.resize(rules.len(), RuleCounters::default());
-        self.rules = rules;
+    /// Applies a new config (a reload) without dropping flow state; see the module docs for what
+    /// happens to existing flows. Pure: O(rules + flows), no allocation per flow.
+    pub fn reconfigure(&mut self, config: EngineConfig) -> ReconfigureSummary {
+        self.table.set_limits(table_limits(&config));
+        let old: Vec<RuleClass> = std::mem::take(&mut self.classes);
+        let old_configured = self.configured;
+        let mut summary = ReconfigureSummary {
+            flows: self.table.len(),
+            ..ReconfigureSummary::default()
+        };
+        let mut used = vec![false; old.len()];
+        for (_, flow) in self.table.iter() {
+            if let Some(u) = used.get_mut(usize::from(flow.rule).wrapping_sub(1)) {
+                *u = true;
+            }
+        }
+        let mut remap: Vec<Option<usize>> = vec![None; old.len()];
+        let mut classes: Vec<RuleClass> = Vec::with_capacity(config.rules.len());
+        for spec in config.rules {
+            let previous = old.iter().position(|c| c.spec.name == spec.name);
+            let counters = match previous {
+                Some(i) => {
+                    remap[i] = Some(classes.len());
+                    if i >= old_configured {
+                        // A removed rule that comes back keeps its counters; its released flows
+                        // stay released.
+                        summary.rules_added += 1;
+                    }
+                    old[i].counters
+                }
+                None => {
+                    summary.rules_added += 1;
+                    RuleCounters::default()
+                }
+            };
+            classes.push(RuleClass {
+                spec,
+                counters,
+                configured: true,
+            });
+        }
+        let configured = classes.len();
+        for (i, class) in old.iter().enumerate() {
+            if remap[i].is_some() {
+                continue;
+            }
+            if i < old_configured {
+                summary.rules_removed += 1;
+            }
+            if !used[i] {
+                continue;
+            }
+            if classes.len() < MAX_CLASSES {
+                remap[i] = Some(classes.len());
+                classes.push(RuleClass {
+                    spec: class.spec.clone(),
+                    counters: class.counters,
+                    configured: false,
+                });
+            } else {
+                // Pathological (tens of thousands of removed rules with live flows): such flows
+                // are listed under the last removed rule; they are released all the same.
+                remap[i] = Some(classes.len() - 1);
+            }
+        }
+        for (_, flow) in self.table.iter_mut() {
+            let Some(new) = remap
+                .get(usize::from(flow.rule).wrapping_sub(1))
+                .copied()
+                .flatten()
+            else {
+                // A flow with no valid class cannot occur; release it to be safe.
+                flow.release();
+                continue;
+            };
+            flow.rule = (new + 1) as u16;
+            if !classes[new].configured && !flow.is_released() {
+                flow.release();
+                summary.released += 1;
+            }
+        }
+        self.classes = classes;
+        self.configured = configured;
+        summary
+    }
+
+    /// Number of rules in the current config (snapshot rules past this are removed rules that
+    /// still have flows).
+    pub fn configured_rules(&self) -> usize {
+        self.configured
     }
 
     /// Handles one packet; rewrites `packet` in place when the verdict says so.
@@ -112,18 +267,15 @@ impl Engine {
                 return Verdict::Accept;
             }
         };
-        let Some(rule) = meta
-            .rule
-            .filter(|r| *r >= 1 && usize::from(*r) <= self.rules.len())
-        else {
+        let Some(rule) = meta.rule.filter(|r| *r >= 1) else {
             self.counters.count_pass(PassReason::Unclassified);
             return Verdict::Accept;
         };
         match self.handle_tcp(now, &info, rule, meta) {
-            Ok(field) => match rewrite_window(packet, info.tcp_offset, field) {
+            Ok((field, class)) => match rewrite_window(packet, info.tcp_offset, field) {
                 Ok(()) => {
                     self.counters.rewritten += 1;
-                    self.rule_counters[usize::from(rule) - 1].rewritten += 1;
+                    self.classes[class].counters.rewritten += 1;
                     Verdict::AcceptModified
                 }
                 Err(_) => {
@@ -138,21 +290,26 @@ impl Engine {
         }
     }
 
-    /// Tracks the packet; `Ok(field)` asks for the window field to be rewritten to `field`.
+    /// Tracks the packet; `Ok((field, class))` asks for the window field to be rewritten to
+    /// `field` (`class`: index of the flow's rule class). `rule` is the number in the packet's
+    /// mark: it classes a new flow; a known flow keeps the rule it was classed with.
     fn handle_tcp(
         &mut self,
         now: Instant,
         info: &TcpPacketInfo,
         rule: u16,
         meta: PacketMeta,
-    ) -> Result<u16, PassReason> {
+    ) -> Result<(u16, usize), PassReason> {
         let (key, side) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
+        if usize::from(rule) > self.configured && !self.table.contains(&key) {
+            return Err(PassReason::Unclassified);
+        }
         match self.table.admit(key, now, || Flow::new(rule, now)) {
             Admission::Existing => {}
             Admission::Inserted { evicted } => {
                 self.counters.flows_created += 1;
                 self.counters.flows_evicted += u64::from(evicted);
-                self.rule_counters[usize::from(rule) - 1].flows_started += 1;
+                self.classes[usize::from(rule) - 1].counters.flows_started += 1;
             }
             Admission::Refused => return Err(PassReason::TableFull),
         }
@@ -165,6 +322,12 @@ impl Engine {
             flow.closing_since.get_or_insert(now);
             return Err(PassReason::Observed);
         }
+        if flow.is_released() {
+            if flags.fin {
+                flow.on_fin(side, now);
+            }
+            return Err(PassReason::RuleRemoved);
+        }
         if flags.syn {
             flow.on_syn(side, info);
             return Err(PassReason::Observed);
@@ -174,9 +337,9 @@ impl Engine {
             self.counters.flows_without_handshake += 1;
             events[0] = Some(FlowEvent::HandshakeMissed { key, rule: flow.rule });
         }
-        let flow_rule = usize::from(flow.rule).clamp(1, self.rules.len()) - 1;
+        let flow_rule = usize::from(flow.rule).clamp(1, self.classes.len()) - 1;
         if info.payload_len > 0 {
-            let controller = &self.rules[flow_rule].controller;
+            let controller = &self.classes[flow_rule].spec.controller;
             events[1] = flow.on_data(side, now, info, controller, key);
         }
         if flags.fin {
@@ -191,10 +354,10 @@ impl Engine {
                 (Copy::Full, true) => Ok(()),
             };
             outcome = match flow.on_ack(side, now, info, can_rewrite) {
-                AckOutcome::Rewrite(field) => Ok(field),
+                AckOutcome::Rewrite(field) => Ok((field, flow_rule)),
                 AckOutcome::Pass(reason) => Err(reason),
             };
-            self.rule_counters[flow_rule].acked_bytes += flow.acked_bytes() - acked_before;
+            self.classes[flow_rule].counters.acked_bytes += flow.acked_bytes() - acked_before;
         }
         for event in events.into_iter().flatten() {
             if let FlowEvent::NoTimestamps { .. } = event {
@@ -213,11 +376,14 @@ impl Engine {
         }
     }
 
-    /// Timer work: expire idle and closed flows. Call every few hundred milliseconds.
+    /// Timer work: expire idle and closed flows, and while the table is over a lowered
+    /// `max_flows`, evict flows idle at least `evict_idle_after`. Call every few hundred
+    /// milliseconds.
     pub fn on_tick(&mut self, now: Instant) {
         let expired = self.table.expire(now);
         self.counters.flows_expired += expired.idle;
         self.counters.flows_closed += expired.closed;
+        self.counters.flows_evicted += self.table.shrink_to_limit(now);
     }
 
     /// Events for the shell to log, oldest first.
@@ -233,29 +399,42 @@ impl Engine {
         self.table.len()
     }
 
-    /// A consistent picture for metrics: counters, per-rule figures and the `top_flows` busiest
-    /// flows by goodput.
+    /// A consistent picture for metrics and `slipstream flows`: counters, per-rule figures and the
+    /// `top_flows` busiest flows by goodput (`usize::MAX`: every flow).
+    ///
+    /// `rules` lists the configured rules in config order (so `rules[n - 1]` is rule number n),
+    /// then removed rules that still have (released) flows; [`Engine::configured_rules`] says
+    /// where the first ones end. A flow's `rule` is its 1-based index into `rules`.
     pub fn snapshot(&self, top_flows: usize) -> EngineSnapshot {
-        let mut rules: Vec<RuleSnapshot> = self
-            .rules
-            .iter()
-            .zip(&self.rule_counters)
-            .map(|(spec, c)| RuleSnapshot {
-                name: spec.name.clone(),
-                controller: spec.controller.kind(),
-                active_flows: 0,
-                flows_started: c.flows_started,
-                acked_bytes: c.acked_bytes,
-                rewritten: c.rewritten,
-            })
-            .collect();
-        let mut busiest: Vec<(&FlowKey, &Flow)> = Vec::with_capacity(self.table.len());
-        for (key, flow) in self.table.iter() {
-            if let Some(rule) = rules.get_mut(usize::from(flow.rule).wrapping_sub(1)) {
-                rule.active_flows += 1;
+        self.snapshot_keyed(top_flows).0
+    }
+
+    /// [`Engine::snapshot`] plus each listed flow's key (`keys[i]` is `flows[i]`'s), for views
+    /// that show flows whose bulk direction is not known yet.
+    pub fn snapshot_keyed(&self, top_flows: usize) -> (EngineSnapshot, Vec<FlowKey>) {
+        let mut active = vec![0usize; self.classes.len()];
+        for (_, flow) in self.table.iter() {
+            if let Some(n) = active.get_mut(usize::from(flow.rule).wrapping_sub(1)) {
+                *n += 1;
             }
-            busiest.push((key, flow));
         }
+        let mut number = vec![0u16; self.classes.len()];
+        let mut rules: Vec<RuleSnapshot> = Vec::with_capacity(self.classes.len());
+        for (i, class) in self.classes.iter().enumerate() {
+            if !class.configured && active[i] == 0 {
+                continue;
+            }
+            rules.push(RuleSnapshot {
+                name: class.spec.name.clone(),
+                controller: class.spec.controller.kind(),
+                active_flows: active[i],
+                flows_started: class.counters.flows_started,
+                acked_bytes: class.counters.acked_bytes,
+                rewritten: class.counters.rewritten,
+            });
+            number[i] = rules.len() as u16;
+        }
+        let mut busiest: Vec<(&FlowKey, &Flow)> = self.table.iter().collect();
         let by_rate = |f: &Flow| (f.goodput_bits_per_second(), f.acked_bytes());
         busiest.sort_by(|a, b| {
             by_rate(b.1)
@@ -263,12 +442,24 @@ impl Engine {
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         busiest.truncate(top_flows);
-        EngineSnapshot {
+        let keys = busiest.iter().map(|(k, _)| **k).collect();
+        let snapshot = EngineSnapshot {
             counters: self.counters.clone(),
             active_flows: self.table.len(),
             max_flows: self.table.limits().max_flows,
             rules,
-            flows: busiest.into_iter().map(|(k, f)| f.snapshot(k)).collect(),
-        }
+            flows: busiest
+                .into_iter()
+                .map(|(k, f)| {
+                    let mut snap = f.snapshot(k);
+                    snap.rule = number
+                        .get(usize::from(f.rule).wrapping_sub(1))
+                        .copied()
+                        .unwrap_or(0);
+                    snap
+                })
+                .collect(),
+        };
+        (snapshot, keys)
     }
 }

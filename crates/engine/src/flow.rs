@@ -55,6 +55,8 @@ pub struct Flow {
     ends: [EndpointState; 2],
     negotiated: Option<Negotiated>,
     handshake_missed: bool,
+    /// The flow's rule was removed by a reload: never clamped again (see `Engine::reconfigure`).
+    released: bool,
     bulk_sender: Option<Side>,
     /// Boxed: only flows with a known bulk direction and a working controller need one, and
     /// the flow table's slots stay small.
@@ -75,6 +77,7 @@ impl Flow {
             ends: [EndpointState::default(); 2],
             negotiated: None,
             handshake_missed: false,
+            released: false,
             bulk_sender: None,
             control: None,
             unclamped_reason: None,
@@ -82,6 +85,18 @@ impl Flow {
             goodput: GoodputMeter::default(),
             last_window: None,
         }
+    }
+
+    /// Stops controlling the flow for good (its rule was removed): its ACKs pass unmodified from
+    /// now on, which only lets the window grow back to the host's. The controller is freed.
+    pub fn release(&mut self) {
+        self.released = true;
+        self.control = None;
+        self.unclamped_reason = Some(PassReason::RuleRemoved);
+    }
+
+    pub fn is_released(&self) -> bool {
+        self.released
     }
 
     /// A SYN or SYN-ACK from `side`. Returns true once both have been seen.

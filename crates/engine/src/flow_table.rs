@@ -61,6 +61,16 @@ impl FlowTable {
         self.limits
     }
 
+    /// New limits (a reload). Nothing is dropped here: a table over a lowered `max_flows` refuses
+    /// new flows and [`FlowTable::shrink_to_limit`] evicts idle flows down to the bound.
+    pub fn set_limits(&mut self, limits: TableLimits) {
+        self.limits = limits;
+    }
+
+    pub fn contains(&self, key: &FlowKey) -> bool {
+        self.flows.contains_key(key)
+    }
+
     pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
         self.flows.get_mut(key)
     }
@@ -111,8 +121,36 @@ impl FlowTable {
         expired
     }
 
+    /// While the table holds more than `max_flows` (after the bound was lowered), evicts the
+    /// longest-idle flows that have been idle at least `evict_idle_after`, down to the bound.
+    /// Busy flows are never dropped. Returns how many were evicted.
+    pub fn shrink_to_limit(&mut self, now: Instant) -> u64 {
+        let excess = self.flows.len().saturating_sub(self.limits.max_flows);
+        if excess == 0 {
+            return 0;
+        }
+        let evict_after = self.limits.evict_idle_after;
+        let mut idle: Vec<(Instant, FlowKey)> = self
+            .flows
+            .iter()
+            .filter(|(_, f)| now.saturating_since(f.last_seen) >= evict_after)
+            .map(|(k, f)| (f.last_seen, *k))
+            .collect();
+        idle.sort_unstable_by_key(|(seen, _)| *seen);
+        let mut evicted = 0;
+        for (_, key) in idle.into_iter().take(excess) {
+            self.flows.remove(&key);
+            evicted += 1;
+        }
+        evicted
+    }
+
     pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> {
         self.flows.iter()
+    }
+
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut Flow)> {
+        self.flows.iter_mut()
     }
 }
 
@@ -156,6 +194,29 @@ mod tests {
         );
         assert!(t.get_mut(&key(1)).is_none());
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn lowered_bound_keeps_busy_flows_and_evicts_idle_ones_down_to_it() {
+        let mut t = FlowTable::new(limits(4));
+        let t0 = Instant::from_millis(0);
+        for port in 1..=4 {
+            t.admit(key(port), t0, || Flow::new(1, t0));
+        }
+        t.set_limits(limits(2));
+        // Nothing idle long enough: all four stay, and a newcomer is refused.
+        let t1 = Instant::from_millis(5_000);
+        t.get_mut(&key(3)).unwrap().last_seen = t1;
+        t.get_mut(&key(4)).unwrap().last_seen = t1;
+        assert_eq!(t.shrink_to_limit(t1), 0);
+        assert_eq!(t.len(), 4);
+        assert_eq!(t.admit(key(5), t1, || Flow::new(1, t1)), Admission::Refused);
+        // Flows 1 and 2 idle 10 s: both go (down to the bound of 2), busy flows 3 and 4 stay.
+        let t2 = Instant::from_millis(10_000);
+        assert_eq!(t.shrink_to_limit(t2), 2);
+        assert_eq!(t.len(), 2);
+        assert!(t.get_mut(&key(3)).is_some() && t.get_mut(&key(4)).is_some());
+        assert_eq!(t.shrink_to_limit(t2), 0);
     }
 
     #[test]

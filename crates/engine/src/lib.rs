@@ -15,7 +15,7 @@ mod stats;
 mod tcp_state;
 pub mod window_clamp;
 
-pub use engine::{Copy, Engine, EngineConfig, PacketMeta, RuleSpec, Verdict};
+pub use engine::{Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict};
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;

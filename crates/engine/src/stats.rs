@@ -28,10 +28,12 @@ pub enum PassReason {
     HeaderOnly,
     /// The kernel's checksum for this packet is not final (GSO/offload): not safe to patch.
     ChecksumNotReady,
+    /// The flow's rule was removed by a config reload: the flow is released until it ends.
+    RuleRemoved,
 }
 
 impl PassReason {
-    pub const ALL: [PassReason; 10] = [
+    pub const ALL: [PassReason; 11] = [
         PassReason::Malformed,
         PassReason::Unclassified,
         PassReason::TableFull,
@@ -42,6 +44,7 @@ impl PassReason {
         PassReason::NotLowered,
         PassReason::HeaderOnly,
         PassReason::ChecksumNotReady,
+        PassReason::RuleRemoved,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -56,6 +59,7 @@ impl PassReason {
             PassReason::NotLowered => "not_lowered",
             PassReason::HeaderOnly => "header_only",
             PassReason::ChecksumNotReady => "checksum_not_ready",
+            PassReason::RuleRemoved => "rule_removed",
         }
     }
 
@@ -122,6 +126,8 @@ pub struct RuleSnapshot {
 /// One flow as metrics and `slipstream flows` show it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowSnapshot {
+    /// 1-based index into [`EngineSnapshot::rules`] of the rule that classed the flow (for a
+    /// configured rule, its number).
     pub rule: u16,
     /// The endpoint that sends the bulk data (None until known).
     pub sender: Option<SocketAddr>,
@@ -144,6 +150,7 @@ pub struct EngineSnapshot {
     pub counters: EngineCounters,
     pub active_flows: usize,
     pub max_flows: usize,
+    /// The configured rules in config order, then removed rules that still have flows.
     pub rules: Vec<RuleSnapshot>,
     /// The busiest flows (by goodput), at most the requested number.
     pub flows: Vec<FlowSnapshot>,
