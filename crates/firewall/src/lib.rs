@@ -5,11 +5,16 @@
 //! The daemon only sees packets the kernel queues to it, so the firewall decides *which* packets
 //! (background flows only) and *where* (two NFQUEUE queues):
 //!
-//! * **Classification in the kernel, once per flow.** `SLIPSTREAM_CLASSIFY` holds one block per
-//!   config rule; the first block that matches stores the rule number (1-based, shifted into
-//!   `datapath.mark_mask`) in the connection mark. Every block ends with "return if classed", so a
-//!   later rule never overwrites an earlier one (first match wins, as in the config). Flows that
-//!   match nothing stay at 0 and never leave the kernel.
+//! * **Classification in the kernel, once per flow, on its opening packets.** Only packets with
+//!   SYN set (the SYN and the SYN-ACK) of unclassed flows walk `SLIPSTREAM_CLASSIFY`, which holds
+//!   one block per config rule; the first block that matches stores the rule number (1-based,
+//!   shifted into `datapath.mark_mask`) in the connection mark, where it stays for the whole flow.
+//!   Every block ends with "return if classed", so a later rule never overwrites an earlier one
+//!   (first match wins, as in the config). Flows that match nothing stay at 0 and never leave the
+//!   kernel; their other packets skip the classify chain (the docs of `plan.rs` explain MAC
+//!   criteria, and why classing on SYNs only loses nothing).
+//! * **Flow offloading** (OpenWrt's fw4/fw3 flowtables) hides established flows from all of this;
+//!   [`detect_flow_offload`] finds it and says how to turn it off.
 //! * **The rule number travels with each packet.** `CONNMARK --restore-mark` copies the connmark
 //!   bits into the packet mark, which NFQUEUE hands to the daemon (see [`rule_number_from_mark`]),
 //!   so the daemon needs no conntrack lookups.
@@ -34,10 +39,15 @@
 //! `ip netns exec <ns>` so tests work in a throwaway network namespace.
 
 mod nft;
+mod offload;
 mod plan;
 mod runner;
 
 pub use nft::{delete_transaction as nft_delete_transaction, QUEUE_PROBE as NFT_QUEUE_PROBE};
+pub use offload::{
+    detect_flow_offload, detect_flow_offload_at, offload_findings, OffloadFinding, OffloadSource,
+    FIREWALL_UCI_PATH, OFFLOAD_FIX,
+};
 pub use plan::{
     multiport_chunks, plan, IpFamily, IptablesPlan, PlannedCommand, RulePlan, CLASSIFY_CHAIN, HOOK_CHAINS,
     MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
@@ -423,51 +433,235 @@ impl Firewall {
     }
 
     fn verify(&self) -> Result<(), FirewallError> {
-        let fail = |what: String| FirewallError::Verify {
+        self.installed()?.map_err(|what| FirewallError::Verify {
             backend: self.backend,
             what,
-        };
+        })
+    }
+
+    /// Lists what is installed (one listing per IP family, or one `nft list tables`): `Ok(Ok(()))`
+    /// if the planned chains hold the planned number of rules and every hooked chain has exactly
+    /// one jump to ours, `Ok(Err(what is missing))` if not, `Err` if the listing itself failed.
+    /// Counts, not text, are compared, so a firewall tool that prints rules slightly differently
+    /// cannot make the watchdog re-apply forever.
+    fn installed(&self) -> Result<Result<(), String>, FirewallError> {
         for p in &self.plan.iptables {
             let prog = p.family.program();
-            let count_rules = |chain: &str, pred: &dyn Fn(&str) -> bool| -> Result<usize, FirewallError> {
-                let out = self
-                    .runner
-                    .run(&PlannedCommand::new(prog, &["-w", "-t", "mangle", "-S", chain]))?;
-                Ok(out
+            let listing = self
+                .runner
+                .run(&PlannedCommand::new(prog, &["-w", "-t", "mangle", "-S"]))?;
+            let count = |chain: &str, pred: &dyn Fn(&str) -> bool| {
+                let prefix = format!("-A {chain} ");
+                listing
                     .lines()
-                    .filter(|l| l.starts_with(&format!("-A {chain} ")) && pred(l))
-                    .count())
+                    .filter(|l| l.starts_with(&prefix) && pred(l))
+                    .count()
             };
+            for chain in [MAIN_CHAIN, CLASSIFY_CHAIN] {
+                if !listing.lines().any(|l| l.trim_end() == format!("-N {chain}")) {
+                    return Ok(Err(format!("{prog}: chain {chain} is missing")));
+                }
+            }
             for (chain, expected) in [
                 (MAIN_CHAIN, p.main_rules.len()),
                 (CLASSIFY_CHAIN, p.classify_rules.len()),
             ] {
-                let n = count_rules(chain, &|_| true)?;
+                let n = count(chain, &|_| true);
                 if n != expected {
-                    return Err(fail(format!(
+                    return Ok(Err(format!(
                         "{prog}: chain {chain} has {n} rules, expected {expected}"
                     )));
                 }
             }
+            let jump = format!("-j {MAIN_CHAIN}");
             for listed in p.hook_rules_as_listed() {
                 let chain = listed.split_whitespace().nth(1).unwrap_or_default();
-                let n = count_rules(chain, &|l| l.ends_with(&format!("-j {MAIN_CHAIN}")))?;
+                let n = count(chain, &|l| l.trim_end().ends_with(&jump));
                 if n != 1 {
-                    return Err(fail(format!(
+                    return Ok(Err(format!(
                         "{prog}: chain {chain} has {n} jumps to {MAIN_CHAIN}, expected 1"
                     )));
                 }
             }
         }
         if self.plan.nft_ruleset.is_some() {
+            let tables = self
+                .runner
+                .run(&PlannedCommand::new("nft", &["list", "tables"]))?;
+            if !tables
+                .lines()
+                .any(|l| l.trim() == format!("table inet {NFT_TABLE}"))
+            {
+                return Ok(Err(format!("table inet {NFT_TABLE} is missing")));
+            }
             let out = self
                 .runner
                 .run(&PlannedCommand::new("nft", &["list", "table", "inet", NFT_TABLE]))?;
             if !out.contains("chain enqueue") {
-                return Err(fail(format!("table inet {NFT_TABLE} has no chain enqueue")));
+                return Ok(Err(format!("table inet {NFT_TABLE} has no chain enqueue")));
             }
         }
+        Ok(Ok(()))
+    }
+
+    /// Whether the rules are still installed as planned (a firewall reload on OpenWrt, or an
+    /// admin's `iptables -t mangle -F`, may have removed them). `Err` only if listing failed.
+    pub fn check(&self) -> Result<bool, FirewallError> {
+        Ok(self.installed()?.is_ok())
+    }
+
+    /// The watchdog's step: if the rules are not all in place, removes what is left of them and
+    /// installs them again (then verifies). Returns whether it re-applied. While rules are
+    /// missing, traffic simply flows unclassified; re-applying cannot make that worse.
+    pub fn ensure_installed(&mut self) -> Result<bool, FirewallError> {
+        match self.installed()? {
+            Ok(()) => Ok(false),
+            Err(what) => {
+                tracing::warn!(backend = %self.backend, missing = %what, "firewall rules missing; re-applying");
+                self.reinstall()?;
+                Ok(true)
+            }
+        }
+    }
+
+    /// Reset, apply the current plan, verify.
+    fn reinstall(&mut self) -> Result<(), FirewallError> {
+        for e in reset_backend(&self.runner, self.backend, self.ipv6) {
+            tracing::debug!(error = %e, "clearing what was left of the rules before re-applying");
+        }
+        self.removed = false;
+        self.apply()?;
+        self.verify()
+    }
+
+    /// Replaces the installed rules with those for `config` (a config reload) without a moment
+    /// without rules: nftables swaps the whole table in one transaction; iptables-legacy replaces
+    /// each family's chains, and adds or deletes hook jumps, in one `iptables-legacy-restore
+    /// --noflush` (a table replacement in the kernel). The backend stays the one chosen at start.
+    ///
+    /// If the replacement fails the old rules stay in force (the transaction is all or nothing;
+    /// with IPv6 a family already replaced is put back) and the error is returned. If the old
+    /// rules were not in place to begin with (removed behind the daemon's back), the new ones are
+    /// installed from scratch.
+    pub fn replace(&mut self, config: &Config) -> Result<(), FirewallError> {
+        let new_plan = plan(config, self.backend);
+        let new_ipv6 = config.datapath.ipv6;
+        match self.backend {
+            Backend::Nftables => {
+                for cmd in new_plan.apply_commands() {
+                    let input = cmd.stdin.clone().unwrap_or_default();
+                    if let Err(e) = self.runner.run(&cmd).map_err(|e| e.with_input_line(&input)) {
+                        return self.replace_failed(e, new_plan, new_ipv6);
+                    }
+                }
+            }
+            Backend::IptablesLegacy => {
+                let mut done: Vec<(&IptablesPlan, Option<&IptablesPlan>)> = Vec::new();
+                for new in &new_plan.iptables {
+                    let old = self.plan.iptables.iter().find(|p| p.family == new.family);
+                    if old.is_none() {
+                        // A family newly enabled: clear leftovers so the jumps are not doubled.
+                        for e in reset_iptables_family(&self.runner, new.family) {
+                            tracing::debug!(error = %e, "clearing leftovers before adding a family");
+                        }
+                    }
+                    let cmd = PlannedCommand::new(new.family.restore_program(), &["-w", "--noflush"])
+                        .with_stdin(Self::replace_input(old, new));
+                    let input = cmd.stdin.clone().unwrap_or_default();
+                    if let Err(e) = self.runner.run(&cmd).map_err(|e| e.with_input_line(&input)) {
+                        for (new, old) in done {
+                            let back = match old {
+                                Some(old) => {
+                                    PlannedCommand::new(new.family.restore_program(), &["-w", "--noflush"])
+                                        .with_stdin(Self::replace_input(Some(new), old))
+                                }
+                                None => continue,
+                            };
+                            if let Err(undo) = self.runner.run(&back) {
+                                tracing::warn!(error = %undo, "putting back the old rules of a family");
+                            }
+                        }
+                        return self.replace_failed(e, new_plan, new_ipv6);
+                    }
+                    done.push((new, old));
+                }
+                for old in &self.plan.iptables {
+                    if !new_plan.iptables.iter().any(|p| p.family == old.family) {
+                        for e in reset_iptables_family(&self.runner, old.family) {
+                            tracing::warn!(error = %e, "removing the rules of a family no longer enabled");
+                        }
+                    }
+                }
+            }
+        }
+        self.plan = new_plan;
+        self.ipv6 = new_ipv6;
+        self.removed = false;
+        if let Err(e) = self.verify() {
+            // Something (not the transaction) was missing already, e.g. a hook jump flushed
+            // behind the daemon's back: install the new rules from scratch.
+            tracing::warn!(error = %e, "rules incomplete after the replacement; re-applying them");
+            self.reinstall()?;
+        }
+        tracing::info!(backend = %self.backend, "firewall rules replaced");
         Ok(())
+    }
+
+    /// A failed replacement: keep the old rules if they are in place; if they were not, install
+    /// the new plan from scratch (nothing to preserve).
+    fn replace_failed(
+        &mut self,
+        error: FirewallError,
+        new_plan: RulePlan,
+        new_ipv6: bool,
+    ) -> Result<(), FirewallError> {
+        if self.check().unwrap_or(true) {
+            return Err(error);
+        }
+        tracing::warn!(error = %error, "old rules were not in place; installing the new ones afresh");
+        let old = std::mem::replace(&mut self.plan, new_plan);
+        let old_ipv6 = std::mem::replace(&mut self.ipv6, new_ipv6);
+        if let Err(e) = self.reinstall() {
+            self.plan = old;
+            self.ipv6 = old_ipv6;
+            let _ = self.reinstall();
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `iptables-legacy-restore --noflush` input turning `old`'s rules into `new`'s in one step:
+    /// declaring our chains empties them, they are refilled, and hook jumps that differ are deleted or
+    /// inserted (the ones both have stay untouched, so no packet misses the jump).
+    fn replace_input(old: Option<&IptablesPlan>, new: &IptablesPlan) -> String {
+        let Some(old) = old else {
+            return new.restore_input();
+        };
+        let old_hooks = old.hook_rules_as_listed();
+        let new_hooks = new.hook_rules_as_listed();
+        let mut s = String::from("*mangle\n");
+        s += &format!(":{MAIN_CHAIN} - [0:0]\n:{CLASSIFY_CHAIN} - [0:0]\n");
+        for line in new.main_rules.iter().chain(&new.classify_rules) {
+            s += line;
+            s.push('\n');
+        }
+        for listed in old_hooks.iter().filter(|h| !new_hooks.contains(h)) {
+            // "-A FORWARD -p tcp -j SLIPSTREAM" -> "-D FORWARD -p tcp -j SLIPSTREAM"
+            s += &format!("-D {}\n", &listed[3..]);
+        }
+        for (insert, listed) in new.hook_rules.iter().zip(&new_hooks) {
+            if !old_hooks.contains(listed) {
+                s += insert;
+                s.push('\n');
+            }
+        }
+        s += "COMMIT\n";
+        s
+    }
+
+    /// Whether IPv6 rules are installed too.
+    pub fn ipv6(&self) -> bool {
+        self.ipv6
     }
 
     fn remove_inner(&mut self) -> Vec<FirewallError> {
