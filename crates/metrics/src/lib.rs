@@ -20,6 +20,11 @@
 //! (prometheus-client appends the suffix to counter samples), units are declared with `# UNIT`.
 //! Every metric has the prefix `slipstream_`. Optional per-flow values (`None` in the snapshot)
 //! are omitted rather than exported as 0, and a metric family with no series is left out entirely.
+//! Labelled counters with a closed set of label values (pass reasons, parse errors, drop reasons)
+//! export every value, zeros included, so a query finds them before the first event.
+//!
+//! What the engine cannot see (NFQUEUE drops, all traffic on the LAN interfaces) comes from the
+//! kernel at scrape time through [`HostStats`] providers; see [`register_host_stats`].
 
 use std::borrow::Cow;
 use std::fmt;
@@ -34,6 +39,16 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 use slipstream_engine::{EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS};
+
+mod daemon;
+mod host;
+
+pub use daemon::{register_daemon_counters, DaemonCounters};
+
+pub use host::{
+    interface_matches, parse_net_dev, parse_nfnetlink_queue, read_interface_bytes, read_queue_stats,
+    HostStats, InterfaceBytes, QueueStats, NET_DEV_PATH, NFNETLINK_QUEUE_PATH,
+};
 
 /// The `Content-Type` of [`render`]'s output (OpenMetrics text, as prometheus-client encodes it).
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -96,6 +111,84 @@ pub fn registry(shared: SharedSnapshot) -> Registry {
     let mut registry = Registry::with_prefix(PREFIX);
     registry.register_collector(Box::new(SlipstreamCollector::new(shared)));
     registry
+}
+
+/// Adds the host-side figures (NFQUEUE statistics, LAN interface bytes; see [`HostStats`]) to a
+/// registry made by [`registry`]. The daemon passes `HostStats::system(...)` with its queues and
+/// LAN interfaces.
+pub fn register_host_stats(registry: &mut Registry, host: HostStats) {
+    registry.register_collector(Box::new(HostCollector { host }));
+}
+
+/// A prometheus-client [`Collector`] calling the [`HostStats`] providers on every scrape.
+#[derive(Debug)]
+struct HostCollector {
+    host: HostStats,
+}
+
+impl Collector for HostCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), fmt::Error> {
+        encode_host(&self.host, &mut encoder)
+    }
+}
+
+fn encode_host(host: &HostStats, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let bytes = Unit::Bytes;
+    let queues = (host.queues)();
+    let queue_label = |q: &QueueStats| [("queue", q.queue.to_string())];
+    counter_family(
+        enc,
+        "nfqueue_packets",
+        "Packets the kernel queued to the daemon since the queue was bound (modulo 2^32).",
+        None,
+        queues.iter().map(|q| (queue_label(q), u64::from(q.id_sequence))),
+    )?;
+    gauge_family(
+        enc,
+        "nfqueue_waiting_packets",
+        "Packets waiting in the queue for the daemon's verdict.",
+        None,
+        queues.iter().map(|q| (queue_label(q), q.waiting)),
+    )?;
+    counter_family(
+        enc,
+        "nfqueue_dropped_packets",
+        "Packets the kernel dropped instead of queueing: queue_full (the queue was full and does \
+         not fail open), socket_full (the daemon's netlink socket buffer was full).",
+        None,
+        queues.iter().flat_map(|q| {
+            [
+                ("queue_full", q.dropped_queue_full),
+                ("socket_full", q.dropped_socket_full),
+            ]
+            .map(|(reason, n)| {
+                (
+                    [("queue", q.queue.to_string()), ("reason", reason.to_owned())],
+                    u64::from(n),
+                )
+            })
+        }),
+    )?;
+    let interfaces = (host.interfaces)();
+    counter_family(
+        enc,
+        "interface_receive",
+        "Bytes received on a LAN interface (sent by LAN hosts), all traffic.",
+        Some(&bytes),
+        interfaces
+            .iter()
+            .map(|i| ([("interface", i.interface.as_str())], i.receive_bytes)),
+    )?;
+    counter_family(
+        enc,
+        "interface_transmit",
+        "Bytes transmitted on a LAN interface (delivered to LAN hosts), all traffic.",
+        Some(&bytes),
+        interfaces
+            .iter()
+            .map(|i| ([("interface", i.interface.as_str())], i.transmit_bytes)),
+    )?;
+    Ok(())
 }
 
 /// The registry's metrics in the OpenMetrics text format, `# EOF` included; serve it with
@@ -336,8 +429,8 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
     )?;
     gauge_family(
         enc,
-        "flow_piv_count",
-        "Packet inter-arrival variations in the last epoch.",
+        "flow_piv_samples",
+        "Packet inter-arrival variations measured in the last epoch.",
         None,
         flows
             .iter()
