@@ -3,33 +3,46 @@
 //! Start-up order matters for never hurting traffic: the queues are bound before the firewall
 //! rules that feed them exist, and the rules are removed before the queues close. Packets that
 //! meet rules without a listener bypass the queue (`--queue-bypass`); a full queue fails open.
+//!
+//! Two threads: the packet thread owns the engine (`packet_loop`); the control side (a
+//! single-threaded tokio runtime on the main thread) serves metrics over HTTP and the control
+//! socket (`control_socket`), and handles signals and the firewall:
+//!
+//! * **SIGHUP** re-reads the config file (`Daemon::reload`, what can change live: `reload`);
+//! * **SIGTERM / SIGINT** stop: rules removed, queues closed, control socket file removed, exit 0;
+//! * **watchdog**: every 5 s the rules are checked and re-applied if something removed them
+//!   (`slipstream_config_reloads_total`, `slipstream_firewall_reapplied_total` count both).
 
 mod clock;
+mod control_socket;
 mod metrics_server;
 mod packet_loop;
+mod reload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
 use slipstream_config::Config;
-use slipstream_engine::{Engine, EngineConfig, RuleSpec};
+use slipstream_engine::Engine;
 use slipstream_firewall::{detect_backend, Firewall};
-use slipstream_metrics::SharedSnapshot;
+use slipstream_metrics::{read_interface_bytes, read_queue_stats, DaemonCounters, HostStats, SharedSnapshot};
 use slipstream_nfqueue::{Datapath, QueueConfig};
-use tracing::{error, info};
+use tracing::{error, info, warn};
 
-use crate::packet_loop::PacketLoop;
+use crate::control_socket::{unix_now, unix_now_ms, Control, ControlSocket, ControlState};
+use crate::packet_loop::{PacketCommand, PacketLoop};
 
 /// Makes the background TCP flows of a home network less-than-best-effort by clamping the
 /// receive window of their ACKs.
 #[derive(Parser, Debug)]
 #[command(version, about)]
 struct Cli {
-    /// Run with this config file (TOML).
+    /// Run with this config file (UCI, as /etc/config/slipstream, or TOML).
     #[arg(
         long,
         value_name = "PATH",
@@ -40,12 +53,24 @@ struct Cli {
     /// Validate this config file and exit (status 0 if valid, 2 if not).
     #[arg(long, value_name = "PATH")]
     check_config: Option<PathBuf>,
+    /// With --config: remove the firewall rules and control socket a previous run left behind
+    /// (after a crash or `kill -9`), then exit. The init script runs it when the service stops.
+    #[arg(long, requires = "config")]
+    cleanup: bool,
+    /// Start even if OpenWrt flow offloading is on. Offloaded flows skip netfilter after their
+    /// handshake, so Slipstream cannot slow them down; only for testing.
+    #[arg(long)]
+    allow_flow_offload: bool,
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if let Some(path) = cli.check_config {
         return match slipstream_config::load(&path) {
+            Ok(config) if !config.enabled => {
+                println!("{}: valid, disabled (enabled = false)", path.display());
+                ExitCode::SUCCESS
+            }
             Ok(config) => {
                 println!("{}: valid ({} rules)", path.display(), config.rules.len());
                 ExitCode::SUCCESS
@@ -66,6 +91,16 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if cli.cleanup {
+        return cleanup(&config);
+    }
+    if !config.enabled {
+        eprintln!(
+            "slipstreamd: disabled in {} (enabled = false); not starting",
+            path.display()
+        );
+        return ExitCode::SUCCESS;
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -73,7 +108,21 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    match run(config) {
+    if config.datapath.hook.forward() && !cli.allow_flow_offload {
+        let findings = slipstream_firewall::detect_flow_offload(&slipstream_firewall::CommandRunner::host());
+        if !findings.is_empty() {
+            for finding in &findings {
+                error!("{finding}");
+            }
+            error!(
+                "not starting: flow offloading makes established flows skip netfilter, so background flows \
+                 could not be slowed down. Turn it off: {}",
+                slipstream_firewall::OFFLOAD_FIX
+            );
+            return ExitCode::from(3);
+        }
+    }
+    match run(path, config) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             error!("{e:#}");
@@ -82,23 +131,49 @@ fn main() -> ExitCode {
     }
 }
 
-fn engine_config(config: &Config) -> EngineConfig {
-    EngineConfig {
-        rules: config
-            .rules
-            .iter()
-            .map(|r| RuleSpec {
-                name: r.name.clone(),
-                controller: r.controller.clone(),
-            })
-            .collect(),
-        max_flows: config.limits.max_flows,
-        idle_timeout: config.limits.idle_timeout,
-        evict_idle_after: config.limits.evict_idle_after,
+/// `--cleanup`: removes what a previous run may have left (firewall rules by name, the control
+/// socket file). Refuses, touching nothing, while a daemon answers on the control socket.
+/// Exit 0 if everything is gone, 1 otherwise.
+fn cleanup(config: &Config) -> ExitCode {
+    let socket = &config.control.socket;
+    if std::os::unix::net::UnixStream::connect(socket).is_ok() {
+        eprintln!(
+            "cleanup: a running daemon serves {}; stop it first (its rules are left alone)",
+            socket.display()
+        );
+        return ExitCode::FAILURE;
+    }
+    let mut ok = true;
+    match detect_backend(config.datapath.firewall) {
+        Ok(backend) => {
+            for e in slipstream_firewall::reset(backend, config) {
+                eprintln!("cleanup: {e}");
+                ok = false;
+            }
+        }
+        Err(e) => {
+            eprintln!("cleanup: {e}");
+            ok = false;
+        }
+    }
+    if socket.exists() {
+        if let Err(e) = std::fs::remove_file(socket) {
+            eprintln!("cleanup: removing {}: {e}", socket.display());
+            ok = false;
+        }
+    }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
     }
 }
 
-fn run(config: Config) -> anyhow::Result<()> {
+/// How often the firewall watchdog checks that the rules are still installed.
+const WATCHDOG_INTERVAL: Duration = Duration::from_secs(5);
+
+fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     let datapath = Datapath::open(QueueConfig {
         ack_queue: config.datapath.ack_queue,
         data_queue: config.datapath.data_queue,
@@ -109,23 +184,31 @@ fn run(config: Config) -> anyhow::Result<()> {
     let backend = detect_backend(config.datapath.firewall).context("choosing a firewall backend")?;
     let firewall = Firewall::install(&config, backend).context("installing firewall rules")?;
     info!(
-        "slipstreamd running: {} rules, firewall {backend:?}, queues {}/{}, metrics on http://{}/metrics",
+        "slipstreamd running: {} rules, firewall {backend:?}, queues {}/{}, metrics on http://{}/metrics, control socket {}",
         config.rules.len(),
         config.datapath.ack_queue,
         config.datapath.data_queue,
-        config.metrics.listen
+        config.metrics.listen,
+        config.control.socket.display()
     );
 
+    let counters = Arc::new(DaemonCounters::default());
+    counters.config_loaded(unix_now_ms(), true);
+    counters.set_firewall_installed(true);
     let snapshot = SharedSnapshot::default();
     let stop = Arc::new(AtomicBool::new(false));
+    let datapath_errors = Arc::new(AtomicU64::new(0));
+    let (commands_tx, commands_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let packet_loop = PacketLoop {
         datapath,
-        engine: Engine::new(engine_config(&config)),
+        engine: Engine::new(reload::engine_config(&config)),
         snapshot: snapshot.clone(),
         stop: stop.clone(),
         mark_mask: config.datapath.mark_mask,
         top_flows: config.metrics.top_flows,
+        commands: commands_rx,
+        errors: datapath_errors.clone(),
     };
     let packet_thread = std::thread::Builder::new()
         .name("packets".into())
@@ -135,19 +218,83 @@ fn run(config: Config) -> anyhow::Result<()> {
             result
         })?;
 
-    let registry = Arc::new(slipstream_metrics::registry(snapshot));
+    let lan_interfaces = Arc::new(Mutex::new(config.datapath.lan_interfaces.clone()));
+    let mut registry = slipstream_metrics::registry(snapshot.clone());
+    {
+        let queues = [config.datapath.ack_queue, config.datapath.data_queue];
+        let lan = lan_interfaces.clone();
+        slipstream_metrics::register_host_stats(
+            &mut registry,
+            HostStats::from_providers(
+                move || read_queue_stats(&queues),
+                move || read_interface_bytes(&lan.lock().unwrap_or_else(PoisonError::into_inner)),
+            ),
+        );
+    }
+    slipstream_metrics::register_daemon_counters(&mut registry, counters.clone());
+    let registry = Arc::new(registry);
+    let control = Arc::new(Control {
+        state: Mutex::new(ControlState {
+            config_path: config_path.display().to_string(),
+            loaded_unix: unix_now(),
+            firewall_backend: backend.to_string(),
+            firewall_installed: true,
+            firewall_last_check_unix: Some(unix_now()),
+            ack_queue: config.datapath.ack_queue,
+            data_queue: config.datapath.data_queue,
+            ..ControlState::default()
+        }),
+        counters: counters.clone(),
+        started,
+        packets: Mutex::new(commands_tx),
+        datapath_errors,
+        published: snapshot,
+    });
+    let mut daemon = Daemon {
+        config_path,
+        running: config,
+        firewall,
+        control: control.clone(),
+        counters,
+        lan_interfaces,
+    };
+
     let served = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?
         .block_on(async {
-            let listener = tokio::net::TcpListener::bind(config.metrics.listen)
+            let metrics = &daemon.running.metrics.listen;
+            let listener = tokio::net::TcpListener::bind(metrics)
                 .await
-                .with_context(|| format!("binding the metrics endpoint {}", config.metrics.listen))?;
-            tokio::select! {
-                r = metrics_server::serve(listener, registry) => r.context("metrics endpoint"),
-                r = shutdown_signal() => { info!("{}: shutting down", r?); Ok(()) }
-                _ = done_rx => Ok(()),
+                .with_context(|| format!("binding the metrics endpoint {metrics}"))?;
+            let socket = ControlSocket::bind(&daemon.running.control.socket)?;
+            let metrics_server = metrics_server::serve(listener, registry);
+            let control_server = control_socket::serve(&socket.listener, control);
+            tokio::pin!(metrics_server, control_server, done_rx);
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut term = signal(SignalKind::terminate())?;
+            let mut int = signal(SignalKind::interrupt())?;
+            let mut hup = signal(SignalKind::hangup())?;
+            let mut watchdog = tokio::time::interval(WATCHDOG_INTERVAL);
+            watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            watchdog.tick().await; // the first tick is immediate; the rules were just verified
+            loop {
+                tokio::select! {
+                    r = &mut metrics_server => return r.context("metrics endpoint"),
+                    r = &mut control_server => return r.context("control socket"),
+                    _ = term.recv() => { info!("SIGTERM: shutting down"); break; }
+                    _ = int.recv() => { info!("SIGINT: shutting down"); break; }
+                    _ = &mut done_rx => break,
+                    _ = hup.recv() => {
+                        if daemon.reload().await == Reloaded::Disabled {
+                            break;
+                        }
+                    }
+                    _ = watchdog.tick() => daemon.watchdog(),
+                }
             }
+            // The socket file goes when `socket` drops, at the end of this block.
+            Ok(())
         });
 
     stop.store(true, Ordering::Relaxed);
@@ -159,8 +306,139 @@ fn run(config: Config) -> anyhow::Result<()> {
         Ok(Err(e)) => Err(anyhow::Error::new(e).context("packet loop")),
         Err(_) => Err(anyhow::anyhow!("packet loop panicked")),
     };
-    let removed = firewall.remove().context("removing firewall rules");
+    let removed = daemon.firewall.remove().context("removing firewall rules");
     served.and(looped).and(removed)
+}
+
+/// The control side's state: the config in force and the installed rules.
+struct Daemon {
+    config_path: PathBuf,
+    /// The config in force (settings that need a restart keep their start values).
+    running: Config,
+    firewall: Firewall,
+    control: Arc<Control>,
+    counters: Arc<DaemonCounters>,
+    lan_interfaces: Arc<Mutex<Vec<String>>>,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Reloaded {
+    Applied,
+    Failed,
+    Disabled,
+}
+
+impl Daemon {
+    /// SIGHUP: re-reads the config file. Invalid, or the firewall refuses the new rules: the old
+    /// config stays in force (rules and engine), the error is logged, counted and shown by
+    /// `slipstream status`. Valid: firewall rules replaced in one transaction, then the engine
+    /// reconfigured (flows kept; see `reload` and `Engine::reconfigure`).
+    async fn reload(&mut self) -> Reloaded {
+        let path = self.config_path.clone();
+        info!("SIGHUP: reloading {}", path.display());
+        let new = match slipstream_config::load(&path) {
+            Ok(new) => new,
+            Err(e) => {
+                self.reload_failed(format!("{e}"));
+                return Reloaded::Failed;
+            }
+        };
+        if !new.enabled {
+            info!("{}: enabled = false; shutting down", path.display());
+            return Reloaded::Disabled;
+        }
+        let (effective, restart_needed) = reload::effective_config(&self.running, new);
+        for r in &restart_needed {
+            warn!("{r}");
+        }
+        if let Err(e) = self.firewall.replace(&effective) {
+            let installed = self.firewall.check().unwrap_or(false);
+            self.counters.set_firewall_installed(installed);
+            self.control.update(|s| {
+                s.firewall_installed = installed;
+                s.firewall_last_error = Some(e.to_string());
+            });
+            self.reload_failed(format!("replacing the firewall rules: {e}"));
+            return Reloaded::Failed;
+        }
+        let (reply, summary) = tokio::sync::oneshot::channel();
+        let sent = self.control.send(PacketCommand::Reconfigure {
+            engine: reload::engine_config(&effective),
+            top_flows: effective.metrics.top_flows,
+            reply,
+        });
+        let summary = if sent {
+            tokio::time::timeout(std::time::Duration::from_secs(5), summary)
+                .await
+                .ok()
+                .and_then(Result::ok)
+        } else {
+            None
+        };
+        match summary {
+            Some(s) => info!(
+                "config reloaded: {} rules ({} added, {} removed); {} flows kept, {} of them released (rule removed)",
+                effective.rules.len(),
+                s.rules_added,
+                s.rules_removed,
+                s.flows,
+                s.released
+            ),
+            None => warn!("config reloaded, but the packet thread did not confirm the new rules"),
+        }
+        *self.lan_interfaces.lock().unwrap_or_else(PoisonError::into_inner) =
+            effective.datapath.lan_interfaces.clone();
+        self.running = effective;
+        self.counters.config_loaded(unix_now_ms(), false);
+        self.counters.set_firewall_installed(true);
+        self.control.update(|s| {
+            s.loaded_unix = unix_now();
+            s.last_reload_error = None;
+            s.restart_needed = restart_needed;
+            s.firewall_installed = true;
+            s.firewall_last_check_unix = Some(unix_now());
+            s.firewall_last_error = None;
+        });
+        Reloaded::Applied
+    }
+
+    fn reload_failed(&self, message: String) {
+        error!("config reload failed, the previous config stays in force: {message}");
+        self.counters.reload_failed();
+        self.control.update(|s| s.last_reload_error = Some(message));
+    }
+
+    /// Every few seconds: are the rules still installed? If not, re-apply them.
+    fn watchdog(&mut self) {
+        let result = self.firewall.ensure_installed();
+        let now = unix_now();
+        match result {
+            Ok(reapplied) => {
+                if reapplied {
+                    warn!("firewall watchdog: rules were missing and have been re-applied");
+                    self.counters.firewall_reapplied();
+                }
+                self.counters.set_firewall_installed(true);
+                self.control.update(|s| {
+                    s.firewall_installed = true;
+                    s.firewall_last_check_unix = Some(now);
+                    if reapplied {
+                        s.firewall_last_error = None;
+                    }
+                });
+            }
+            Err(e) => {
+                error!("firewall watchdog: {e}");
+                let installed = self.firewall.check().unwrap_or(false);
+                self.counters.set_firewall_installed(installed);
+                self.control.update(|s| {
+                    s.firewall_installed = installed;
+                    s.firewall_last_check_unix = Some(now);
+                    s.firewall_last_error = Some(e.to_string());
+                });
+            }
+        }
+    }
 }
 
 /// Logs the packets handled and the CPU time the daemon used for them.
@@ -181,14 +459,4 @@ fn report_cpu(totals: packet_loop::LoopTotals) {
         "handled {} packets ({} rewritten); CPU user {user:.2} s, system {system:.2} s: {per_packet_us:.1} us per packet",
         totals.packets, totals.rewritten
     );
-}
-
-async fn shutdown_signal() -> anyhow::Result<&'static str> {
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    Ok(tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = int.recv() => "SIGINT",
-    })
 }

@@ -1,14 +1,21 @@
 //! The packet thread: NFQUEUE messages in, engine verdicts out, timers and snapshots on the side.
 //!
 //! It owns the engine (single-threaded, no locks on the per-packet path) and publishes a snapshot
-//! for the metrics endpoint twice a second.
+//! for the metrics endpoint twice a second. The control side reaches the engine only through
+//! [`PacketCommand`]s on a channel, which the loop reads between batches of packets (at least
+//! every 100 ms): a reload hands it its new rules, and `slipstream status` / `slipstream flows`
+//! ask it for a snapshot of every flow, built only when asked.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
 use slipstream_control::Duration;
-use slipstream_engine::{Copy, Engine, FlowEvent, PacketMeta, Side, Verdict};
+use slipstream_engine::{
+    Copy, Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketMeta, ReconfigureSummary, Side,
+    Verdict,
+};
 use slipstream_firewall::rule_number_from_mark;
 use slipstream_metrics::SharedSnapshot;
 use slipstream_nfqueue::{Datapath, QueueKind};
@@ -30,6 +37,33 @@ pub struct PacketLoop {
     pub stop: Arc<AtomicBool>,
     pub mark_mask: u32,
     pub top_flows: usize,
+    pub commands: Receiver<PacketCommand>,
+    /// Datapath errors since start (receive or verdict failures), for `slipstream status`.
+    pub errors: Arc<AtomicU64>,
+}
+
+/// What the control side asks of the packet thread. Replies go back on one-shot channels.
+pub enum PacketCommand {
+    /// A reload: new rules and limits for the engine, and the new number of per-flow series.
+    Reconfigure {
+        engine: EngineConfig,
+        top_flows: usize,
+        reply: tokio::sync::oneshot::Sender<ReconfigureSummary>,
+    },
+    /// A snapshot with the `top_flows` busiest flows (`usize::MAX`: all, 0: none).
+    Snapshot {
+        top_flows: usize,
+        reply: tokio::sync::oneshot::Sender<PacketView>,
+    },
+}
+
+/// A snapshot for the control socket.
+pub struct PacketView {
+    pub snapshot: EngineSnapshot,
+    /// `keys[i]` is the key of `snapshot.flows[i]`.
+    pub keys: Vec<FlowKey>,
+    /// Rules of the current config; later snapshot rules are removed ones that still have flows.
+    pub configured_rules: usize,
 }
 
 /// What the loop did, reported at exit.
@@ -54,6 +88,7 @@ impl PacketLoop {
                     Ok(false) => break,
                     Err(e) => {
                         errors += 1;
+                        self.errors.fetch_add(1, Ordering::Relaxed);
                         warn!("datapath error: {e}");
                         if errors >= MAX_CONSECUTIVE_ERRORS {
                             return Err(e);
@@ -68,7 +103,7 @@ impl PacketLoop {
                 last_tick = now;
                 self.log_events();
             }
-            if now.saturating_since(last_publish) >= PUBLISH {
+            if self.serve_commands() || now.saturating_since(last_publish) >= PUBLISH {
                 self.snapshot.publish(self.engine.snapshot(self.top_flows));
                 last_publish = now;
             }
@@ -78,6 +113,35 @@ impl PacketLoop {
             packets: counters.packets,
             rewritten: counters.rewritten,
         })
+    }
+
+    /// Answers what the control side asked; true if the engine was reconfigured (so the metrics
+    /// snapshot should be refreshed at once).
+    fn serve_commands(&mut self) -> bool {
+        let mut reconfigured = false;
+        loop {
+            match self.commands.try_recv() {
+                Ok(PacketCommand::Reconfigure {
+                    engine,
+                    top_flows,
+                    reply,
+                }) => {
+                    let summary = self.engine.reconfigure(engine);
+                    self.top_flows = top_flows;
+                    reconfigured = true;
+                    let _ = reply.send(summary);
+                }
+                Ok(PacketCommand::Snapshot { top_flows, reply }) => {
+                    let (snapshot, keys) = self.engine.snapshot_keyed(top_flows);
+                    let _ = reply.send(PacketView {
+                        snapshot,
+                        keys,
+                        configured_rules: self.engine.configured_rules(),
+                    });
+                }
+                Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return reconfigured,
+            }
+        }
     }
 
     /// Handles one queued packet; `Ok(false)` when none was waiting.

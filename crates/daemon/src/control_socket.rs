@@ -1,0 +1,403 @@
+//! The control socket: `slipstream status` and `slipstream flows` (protocol in
+//! `slipstream_inspect`). One JSON request line in, one JSON response line out, per connection.
+//!
+//! Flow data comes from the packet thread, asked through its command channel: it builds a
+//! snapshot of every flow (bounded by `limits.max_flows`) only when a client asks, so the packet
+//! path stays lock-free and the metrics snapshot stays small (top N). The rest of `status` is
+//! the control side's own state.
+
+use std::io;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::Sender;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context};
+use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, PassReason, Side};
+use slipstream_inspect::{
+    FirewallStatus, FlowInfo, FlowList, PivSummary, Request, Response, RuleStatus, Status, MAX_REQUEST_BYTES,
+};
+use slipstream_metrics::{DaemonCounters, SharedSnapshot};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tracing::debug;
+
+use crate::packet_loop::{PacketCommand, PacketView};
+
+/// How long a client may take to send its request, and the packet thread to answer.
+const TIMEOUT: Duration = Duration::from_secs(3);
+
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+pub fn unix_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as u64)
+}
+
+/// The control side's view of itself, for `status`. Written by the main loop (reloads, watchdog).
+#[derive(Clone, Debug, Default)]
+pub struct ControlState {
+    pub config_path: String,
+    pub loaded_unix: u64,
+    pub last_reload_error: Option<String>,
+    pub restart_needed: Vec<String>,
+    pub firewall_backend: String,
+    pub firewall_installed: bool,
+    pub firewall_last_check_unix: Option<u64>,
+    pub firewall_last_error: Option<String>,
+    pub ack_queue: u16,
+    pub data_queue: u16,
+}
+
+/// Everything a connection handler needs.
+pub struct Control {
+    pub state: Mutex<ControlState>,
+    pub counters: Arc<DaemonCounters>,
+    pub started: std::time::Instant,
+    pub packets: Mutex<Sender<PacketCommand>>,
+    pub datapath_errors: Arc<AtomicU64>,
+    /// The metrics snapshot, used for `status` if the packet thread does not answer.
+    pub published: SharedSnapshot,
+}
+
+impl Control {
+    pub fn update(&self, f: impl FnOnce(&mut ControlState)) {
+        f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
+    }
+
+    fn state(&self) -> ControlState {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+
+    /// Sends a command to the packet thread; false if it is gone.
+    pub fn send(&self, command: PacketCommand) -> bool {
+        self.packets
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .send(command)
+            .is_ok()
+    }
+
+    /// A snapshot from the packet thread with the `top_flows` busiest flows.
+    async fn ask(&self, top_flows: usize) -> Option<PacketView> {
+        let (reply, answer) = tokio::sync::oneshot::channel();
+        if !self.send(PacketCommand::Snapshot { top_flows, reply }) {
+            return None;
+        }
+        tokio::time::timeout(TIMEOUT, answer).await.ok()?.ok()
+    }
+
+    async fn respond(&self, request: Request) -> Response {
+        match request {
+            Request::Status => {
+                let view = match self.ask(0).await {
+                    Some(view) => view,
+                    None => {
+                        let snapshot = (*self.published.latest()).clone();
+                        PacketView {
+                            configured_rules: snapshot.rules.len(),
+                            snapshot,
+                            keys: Vec::new(),
+                        }
+                    }
+                };
+                Response::Status(Box::new(self.status(&view)))
+            }
+            Request::Flows => match self.ask(usize::MAX).await {
+                Some(view) => Response::Flows(flow_list(&view)),
+                None => Response::Error("the packet thread does not answer (stopped?)".into()),
+            },
+        }
+    }
+
+    fn status(&self, view: &PacketView) -> Status {
+        let state = self.state();
+        let s = &view.snapshot;
+        let passed = PassReason::ALL.iter().map(|r| s.counters.passed(*r)).sum();
+        Status {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            pid: std::process::id(),
+            uptime_secs: self.started.elapsed().as_secs(),
+            config_path: state.config_path,
+            config_loaded_unix: state.loaded_unix,
+            reloads_ok: self.counters.reloads_ok(),
+            reloads_failed: self.counters.reloads_failed(),
+            last_reload_error: state.last_reload_error,
+            restart_needed: state.restart_needed,
+            rules: s
+                .rules
+                .iter()
+                .enumerate()
+                .map(|(i, r)| RuleStatus {
+                    name: r.name.clone(),
+                    controller: r.controller.to_owned(),
+                    active_flows: r.active_flows,
+                    flows_started: r.flows_started,
+                    removed: i >= view.configured_rules,
+                })
+                .collect(),
+            firewall: FirewallStatus {
+                backend: state.firewall_backend,
+                installed: state.firewall_installed,
+                last_check_unix: state.firewall_last_check_unix,
+                reapplied: self.counters.firewall_reapplied_count(),
+                last_error: state.firewall_last_error,
+            },
+            ack_queue: state.ack_queue,
+            data_queue: state.data_queue,
+            packets: s.counters.packets,
+            packets_rewritten: s.counters.rewritten,
+            packets_passed: passed,
+            flows_active: s.active_flows,
+            flows_max: s.max_flows,
+            datapath_errors: self.datapath_errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// Every flow of the view, for `flows`.
+pub fn flow_list(view: &PacketView) -> FlowList {
+    let s = &view.snapshot;
+    FlowList {
+        active: s.active_flows,
+        max: s.max_flows,
+        flows: s
+            .flows
+            .iter()
+            .zip(&view.keys)
+            .map(|(f, k)| flow_info(s, view.configured_rules, k, f))
+            .collect(),
+    }
+}
+
+fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnapshot) -> FlowInfo {
+    let rule = usize::from(f.rule).checked_sub(1).and_then(|i| s.rules.get(i));
+    let c = &f.controller;
+    FlowInfo {
+        rule: rule.map_or_else(|| f.rule.to_string(), |r| r.name.clone()),
+        rule_removed: usize::from(f.rule) > configured,
+        controller: rule.map_or("", |r| r.controller).to_owned(),
+        endpoints: [
+            key.endpoint(Side::Low).to_string(),
+            key.endpoint(Side::High).to_string(),
+        ],
+        sender: f.sender.map(|a| a.to_string()),
+        receiver: f.receiver.map(|a| a.to_string()),
+        mode: c.mode.to_owned(),
+        policy: c.policy.to_owned(),
+        rwnd_bytes: f.forwarded_window,
+        host_window_bytes: f.host_window,
+        target_window_bytes: c.target_window,
+        cwnd_estimate_bytes: c.cwnd_estimate,
+        piv: c.last_epoch.map(|e| PivSummary {
+            sum_ms: e.piv_sum_micros as f64 / 1000.0,
+            positive_ratio: e.positive_fraction(),
+            count: e.piv_count,
+        }),
+        goodput_bps: f.goodput_bits_per_second,
+        acked_bytes: f.acked_bytes,
+        rtt_ms: f.rtt.map(|d| d.as_secs_f64() * 1000.0),
+        unclamped: f.unclamped_reason.map(|r| r.as_str().to_owned()),
+    }
+}
+
+/// The bound control socket; the file is removed on drop.
+pub struct ControlSocket {
+    pub listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlSocket {
+    /// Binds `path` with mode 0660, replacing a stale socket file (never another kind of file).
+    pub fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
+        match std::fs::symlink_metadata(path) {
+            Ok(meta) if meta.file_type().is_socket() => {
+                if std::os::unix::net::UnixStream::connect(path).is_ok() {
+                    bail!(
+                        "control socket {}: another process (a running slipstreamd?) is listening on it",
+                        path.display()
+                    );
+                }
+                std::fs::remove_file(path)
+                    .with_context(|| format!("removing the stale control socket {}", path.display()))?;
+            }
+            Ok(_) => bail!(
+                "control socket {}: the path exists and is not a socket; not replacing it",
+                path.display()
+            ),
+            Err(_) => {}
+        }
+        if let Some(dir) = path.parent() {
+            if !dir.as_os_str().is_empty() && !dir.exists() {
+                std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            }
+        }
+        let listener = UnixListener::bind(path)
+            .with_context(|| format!("binding the control socket {}", path.display()))?;
+        let socket = ControlSocket {
+            listener,
+            path: path.to_path_buf(),
+        };
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
+            .with_context(|| format!("chmod 0660 {}", path.display()))?;
+        Ok(socket)
+    }
+}
+
+impl Drop for ControlSocket {
+    fn drop(&mut self) {
+        if let Err(e) = std::fs::remove_file(&self.path) {
+            debug!("removing the control socket {}: {e}", self.path.display());
+        }
+    }
+}
+
+/// Accepts connections until the future is dropped; each is served on its own task.
+pub async fn serve(listener: &UnixListener, control: Arc<Control>) -> io::Result<()> {
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let control = control.clone();
+        tokio::spawn(async move {
+            if let Err(e) = handle(stream, &control).await {
+                debug!("control connection: {e}");
+            }
+        });
+    }
+}
+
+async fn handle(stream: UnixStream, control: &Control) -> io::Result<()> {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read.take(MAX_REQUEST_BYTES as u64));
+    let mut line = String::new();
+    let response = match tokio::time::timeout(TIMEOUT, reader.read_line(&mut line)).await {
+        Err(_) => Response::Error("no request within 3 s".into()),
+        Ok(Err(e)) => Response::Error(format!("reading the request: {e}")),
+        Ok(Ok(_)) => match Request::parse_line(&line) {
+            Ok(request) => control.respond(request).await,
+            Err(e) => Response::Error(e),
+        },
+    };
+    write.write_all(response.to_line().as_bytes()).await?;
+    write.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use slipstream_control::{ControllerStats, EpochSummary};
+    use slipstream_engine::RuleSnapshot;
+
+    fn key() -> FlowKey {
+        FlowKey::from_packet(
+            "192.168.1.20".parse().unwrap(),
+            40000,
+            "203.0.113.5".parse().unwrap(),
+            6881,
+        )
+        .0
+    }
+
+    #[test]
+    fn flows_name_their_rule_and_removed_rules() {
+        let flow = FlowSnapshot {
+            rule: 2,
+            sender: Some("203.0.113.5:6881".parse().unwrap()),
+            receiver: Some("192.168.1.20:40000".parse().unwrap()),
+            controller: ControllerStats {
+                target_window: Some(100_000),
+                cwnd_estimate: Some(120_000),
+                mode: "conservative",
+                policy: "fix",
+                last_epoch: Some(EpochSummary {
+                    piv_count: 8,
+                    positive: 2,
+                    piv_sum_micros: 2500,
+                }),
+            },
+            rtt: Some(slipstream_control::Duration::from_millis(42)),
+            goodput_bits_per_second: 1e6,
+            acked_bytes: 5000,
+            host_window: Some(300_000),
+            forwarded_window: Some(100_000),
+            unclamped_reason: None,
+        };
+        let rule = |name: &str| RuleSnapshot {
+            name: name.into(),
+            controller: "vulture",
+            ..RuleSnapshot::default()
+        };
+        let view = PacketView {
+            snapshot: EngineSnapshot {
+                active_flows: 2,
+                max_flows: 10,
+                rules: vec![rule("a"), rule("b"), rule("gone")],
+                flows: vec![
+                    flow.clone(),
+                    FlowSnapshot {
+                        rule: 3,
+                        unclamped_reason: Some(PassReason::RuleRemoved),
+                        ..flow
+                    },
+                ],
+                ..EngineSnapshot::default()
+            },
+            keys: vec![key(), key()],
+            configured_rules: 2,
+        };
+        let list = flow_list(&view);
+        assert_eq!((list.active, list.max, list.flows.len()), (2, 10, 2));
+        let f = &list.flows[0];
+        assert_eq!(
+            (f.rule.as_str(), f.rule_removed, f.controller.as_str()),
+            ("b", false, "vulture")
+        );
+        assert_eq!(f.endpoints, ["192.168.1.20:40000", "203.0.113.5:6881"]);
+        assert_eq!(f.rtt_ms, Some(42.0));
+        assert_eq!(
+            f.piv,
+            Some(PivSummary {
+                sum_ms: 2.5,
+                positive_ratio: 0.25,
+                count: 8
+            })
+        );
+        let g = &list.flows[1];
+        assert_eq!((g.rule.as_str(), g.rule_removed), ("gone", true));
+        assert_eq!(g.unclamped.as_deref(), Some("rule_removed"));
+    }
+
+    #[test]
+    fn stale_socket_is_replaced_other_files_are_not() {
+        let dir = std::env::temp_dir().join(format!("ssd-sock-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("c.sock");
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            // A stale socket left by a killed daemon.
+            drop(std::os::unix::net::UnixListener::bind(&path).unwrap());
+            assert!(path.exists());
+            let socket = ControlSocket::bind(&path).unwrap();
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode, 0o660);
+            // A live one is not taken over.
+            let e = ControlSocket::bind(&path).err().unwrap().to_string();
+            assert!(e.contains("another process"), "{e}");
+            drop(socket);
+            assert!(!path.exists(), "removed on drop");
+        });
+        std::fs::write(&path, "not a socket").unwrap();
+        let e = rt.block_on(async { ControlSocket::bind(&path).err().unwrap().to_string() });
+        assert!(e.contains("is not a socket"), "{e}");
+        std::fs::remove_dir_all(&dir).ok();
+    }
+}

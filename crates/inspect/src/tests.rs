@@ -1,0 +1,313 @@
+use super::*;
+
+fn bulk() -> FlowInfo {
+    FlowInfo {
+        rule: "bittorrent".into(),
+        rule_removed: false,
+        controller: "vulture".into(),
+        endpoints: ["192.168.1.20:40000".into(), "203.0.113.5:6881".into()],
+        sender: Some("203.0.113.5:6881".into()),
+        receiver: Some("192.168.1.20:40000".into()),
+        mode: "conservative".into(),
+        policy: "increase".into(),
+        rwnd_bytes: Some(127_744),
+        host_window_bytes: Some(3_145_728),
+        target_window_bytes: Some(127_000),
+        cwnd_estimate_bytes: Some(131_000),
+        piv: Some(PivSummary {
+            sum_ms: -1.5,
+            positive_ratio: 0.3,
+            count: 10,
+        }),
+        goodput_bps: 9_560_000.0,
+        acked_bytes: 12_345_678,
+        rtt_ms: Some(104.2),
+        unclamped: None,
+    }
+}
+
+fn fresh() -> FlowInfo {
+    FlowInfo {
+        rule: "old-rule".into(),
+        rule_removed: true,
+        controller: "fixed_window".into(),
+        endpoints: ["[fd00::2]:50000".into(), "[2001:db8::1]:22".into()],
+        unclamped: Some("rule_removed".into()),
+        ..FlowInfo::default()
+    }
+}
+
+fn status() -> Status {
+    Status {
+        version: "0.1.0".into(),
+        pid: 4242,
+        uptime_secs: 3723,
+        config_path: "/etc/config/slipstream".into(),
+        config_loaded_unix: 1_000_000 - 90,
+        reloads_ok: 2,
+        reloads_failed: 1,
+        last_reload_error: Some(
+            "/etc/config/slipstream: rule 'x' (line 3), option remote_port (line 4): bad port".into(),
+        ),
+        restart_needed: vec!["datapath.ack_queue changed 8470 -> 9000; keeping 8470".into()],
+        rules: vec![
+            RuleStatus {
+                name: "bittorrent".into(),
+                controller: "vulture".into(),
+                active_flows: 3,
+                flows_started: 17,
+                removed: false,
+            },
+            RuleStatus {
+                name: "gone".into(),
+                controller: "fixed_window".into(),
+                active_flows: 1,
+                flows_started: 4,
+                removed: true,
+            },
+        ],
+        firewall: FirewallStatus {
+            backend: "iptables-legacy".into(),
+            installed: true,
+            last_check_unix: Some(1_000_000 - 2),
+            reapplied: 1,
+            last_error: None,
+        },
+        ack_queue: 8470,
+        data_queue: 8471,
+        packets: 1000,
+        packets_rewritten: 600,
+        packets_passed: 400,
+        flows_active: 4,
+        flows_max: 4096,
+        datapath_errors: 0,
+    }
+}
+
+#[test]
+fn requests_are_one_json_line_each() {
+    assert_eq!(Request::Status.to_line(), "{\"cmd\":\"status\"}\n");
+    assert_eq!(Request::Flows.to_line(), "{\"cmd\":\"flows\"}\n");
+    for r in [Request::Status, Request::Flows] {
+        assert_eq!(Request::parse_line(&r.to_line()), Ok(r));
+    }
+    assert_eq!(
+        Request::parse_line("  {\"cmd\": \"flows\"}\r\n"),
+        Ok(Request::Flows)
+    );
+    let e = Request::parse_line("{\"cmd\":\"reboot\"}").unwrap_err();
+    assert!(
+        e.contains("bad request") && e.contains("{\"cmd\":\"status\"}"),
+        "{e}"
+    );
+    assert!(Request::parse_line("status").is_err());
+}
+
+#[test]
+fn responses_round_trip() {
+    let responses = [
+        Response::Status(Box::new(status())),
+        Response::Flows(FlowList {
+            active: 2,
+            max: 4096,
+            flows: vec![bulk(), fresh()],
+        }),
+        Response::Error("the packet thread has stopped".into()),
+    ];
+    for r in responses {
+        let line = r.to_line();
+        assert!(
+            line.ends_with('\n') && !line[..line.len() - 1].contains('\n'),
+            "{line}"
+        );
+        assert_eq!(Response::parse_line(&line).unwrap(), r);
+    }
+    let line = Response::Error("x".into()).to_line();
+    assert_eq!(line, "{\"error\":\"x\"}\n");
+    let flows = Response::Flows(FlowList::default()).to_line();
+    assert_eq!(flows, "{\"flows\":{\"active\":0,\"max\":0,\"flows\":[]}}\n");
+    // Units are in the field names, unknowns are null.
+    let text = Response::Flows(FlowList {
+        flows: vec![fresh()],
+        ..FlowList::default()
+    })
+    .to_line();
+    for field in [
+        "\"rwnd_bytes\":null",
+        "\"goodput_bps\":0.0",
+        "\"rtt_ms\":null",
+        "\"rule_removed\":true",
+    ] {
+        assert!(text.contains(field), "{field} in {text}");
+    }
+}
+
+#[test]
+fn query_talks_one_line_each_way() {
+    let dir = std::env::temp_dir().join(format!("ss-inspect-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("s.sock");
+    let _ = std::fs::remove_file(&path);
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let server = std::thread::spawn(move || {
+        let (stream, _) = listener.accept().unwrap();
+        let mut line = String::new();
+        BufReader::new(&stream).read_line(&mut line).unwrap();
+        let answer = match Request::parse_line(&line) {
+            Ok(Request::Status) => Response::Status(Box::new(status())),
+            Ok(Request::Flows) => Response::Flows(FlowList::default()),
+            Err(e) => Response::Error(e),
+        };
+        (&stream).write_all(answer.to_line().as_bytes()).unwrap();
+    });
+    assert_eq!(
+        query(&path, &Request::Status).unwrap(),
+        Response::Status(Box::new(status()))
+    );
+    server.join().unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+
+    let e = query(&dir.join("none.sock"), &Request::Flows).unwrap_err();
+    assert!(e.to_string().contains("is slipstreamd running?"), "{e}");
+}
+
+#[test]
+fn units() {
+    assert_eq!(fmt_bytes(999), "999 B");
+    assert_eq!(fmt_bytes(127_744), "127.7 kB");
+    assert_eq!(fmt_bytes(12_345_678), "12.35 MB");
+    assert_eq!(fmt_rate(9_560_000.0), "9.56 Mbit/s");
+    assert_eq!(fmt_rate(140_000.0), "140 kbit/s");
+    assert_eq!(fmt_ms(104.2), "104 ms");
+    assert_eq!(fmt_ms(2.25), "2.2 ms");
+    assert_eq!(fmt_duration(7), "7s");
+    assert_eq!(fmt_duration(3723), "1h 2m");
+    assert_eq!(fmt_duration(90_061), "1d 1h");
+}
+
+#[test]
+fn lan_host_is_the_private_end_else_the_receiver() {
+    assert_eq!(
+        lan_and_remote(&bulk()),
+        ("192.168.1.20:40000".into(), "203.0.113.5:6881".into(), "down")
+    );
+    let upload = FlowInfo {
+        sender: Some("192.168.1.20:40000".into()),
+        receiver: Some("203.0.113.5:6881".into()),
+        ..bulk()
+    };
+    assert_eq!(lan_and_remote(&upload).2, "up");
+    assert_eq!(
+        lan_and_remote(&fresh()),
+        ("[fd00::2]:50000".into(), "[2001:db8::1]:22".into(), "?")
+    );
+    // Both private (a lab): the receiver is taken as the LAN host.
+    let lab = FlowInfo {
+        endpoints: ["10.77.1.2:6881".into(), "10.77.3.2:40000".into()],
+        sender: Some("10.77.1.2:6881".into()),
+        receiver: Some("10.77.3.2:40000".into()),
+        ..bulk()
+    };
+    assert_eq!(
+        lan_and_remote(&lab),
+        ("10.77.3.2:40000".into(), "10.77.1.2:6881".into(), "down")
+    );
+}
+
+#[test]
+fn flows_table_is_aligned_with_units() {
+    let text = render_flows(&FlowList {
+        active: 2,
+        max: 4096,
+        flows: vec![bulk(), fresh()],
+    });
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(lines[0].starts_with("LAN HOST"), "{text}");
+    for col in [
+        "REMOTE",
+        "CLASS",
+        "RWND",
+        "HOST WND",
+        "CWND EST",
+        "PIV SUM/POS/N",
+        "GOODPUT",
+        "RTT",
+        "UNCLAMPED",
+    ] {
+        assert!(lines[0].contains(col), "{col}: {text}");
+    }
+    // Columns line up: every header starts where its cells start (left-aligned ones) ...
+    let class_at = lines[0].find("CLASS").unwrap();
+    assert_eq!(&lines[1][class_at..class_at + 10], "bittorrent");
+    assert_eq!(&lines[2][class_at..class_at + 18], "old-rule (removed)");
+    // ... and right-aligned numbers end where their header ends.
+    let rtt_end = lines[0].find("RTT").unwrap() + 3;
+    assert_eq!(&lines[1][rtt_end - 6..rtt_end], "104 ms");
+    assert_eq!(&lines[2][rtt_end - 1..rtt_end], "-");
+    for cell in [
+        "192.168.1.20:40000",
+        "203.0.113.5:6881",
+        "down",
+        "vulture",
+        "conservative/increase",
+        "127.7 kB",
+        "3.15 MB",
+        "131.0 kB",
+        "-1.5 ms/30%/10",
+        "9.56 Mbit/s",
+        "12.35 MB",
+    ] {
+        assert!(lines[1].contains(cell), "{cell}: {}", lines[1]);
+    }
+    assert!(
+        lines[2].contains("rule_removed") && lines[2].contains("0 kbit/s"),
+        "{}",
+        lines[2]
+    );
+    assert_eq!(lines[3], "2 flows (table 2/4096), goodput 9.56 Mbit/s");
+
+    let empty = render_flows(&FlowList {
+        active: 0,
+        max: 10,
+        flows: vec![],
+    });
+    assert_eq!(empty, "no flows\n0 flows (table 0/10), goodput 0 kbit/s\n");
+}
+
+#[test]
+fn status_text() {
+    let text = render_status(&status(), 1_000_000);
+    for line in [
+        "slipstreamd 0.1.0 (pid 4242), up 1h 2m",
+        "config      /etc/config/slipstream (loaded 1m 30s ago; reloads: 2 ok, 1 failed)",
+        "last reload FAILED, previous config still in force: /etc/config/slipstream: rule 'x' (line 3), option remote_port (line 4): bad port",
+        "restart needed: datapath.ack_queue changed 8470 -> 9000; keeping 8470",
+        "firewall    iptables-legacy, rules installed (checked 2s ago), re-applied 1 times",
+        "queues      ack 8470, data 8471",
+        "packets     1000 handled, 600 rewritten, 400 passed; 0 datapath errors",
+        "flows       4 active of 4096 max",
+        "#  RULE            CONTROLLER    ACTIVE FLOWS  STARTED",
+        "1  bittorrent      vulture                  3       17",
+        "-  gone (removed)  fixed_window             1        4",
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
+    }
+    let missing = Status {
+        firewall: FirewallStatus {
+            installed: false,
+            last_check_unix: None,
+            last_error: Some("iptables-legacy: chain FORWARD has 0 jumps".into()),
+            ..status().firewall
+        },
+        last_reload_error: None,
+        ..status()
+    };
+    let text = render_status(&missing, 1_000_000);
+    assert!(text.contains("rules MISSING (not checked yet)"), "{text}");
+    assert!(
+        text.contains("firewall error: iptables-legacy: chain FORWARD has 0 jumps"),
+        "{text}"
+    );
+    assert!(!text.contains("last reload FAILED"), "{text}");
+}
