@@ -6,7 +6,8 @@ set -euo pipefail
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
-            conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config; do
+            conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
+            shellcheck:shellcheck; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done
@@ -15,6 +16,19 @@ if [ ${#need_pkgs[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need_pkgs[@]}" >/dev/null
+fi
+
+# Prometheus (/usr/bin/prometheus) for the dashboard test, which runs its own instance inside a
+# test namespace. Debian's service is not wanted: without recommends (no node exporter), and on a
+# systemd machine the service the package enables is disabled and stopped again.
+if ! have prometheus; then
+  echo "setup: installing prometheus"
+  export DEBIAN_FRONTEND=noninteractive
+  [ ${#need_pkgs[@]} -gt 0 ] || apt-get update -qq
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+  if [ -d /run/systemd/system ] && have systemctl; then
+    systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+  fi
 fi
 
 if ! have cargo; then

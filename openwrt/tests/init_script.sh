@@ -1,0 +1,173 @@
+#!/bin/sh
+# Tests openwrt/files/slipstream.init without OpenWrt: the script is sourced with stand-ins for
+# rc.common and procd.sh / functions.sh that record each call, and the recorded calls are
+# checked. Also a syntax check (sh -n, dash -n, bash -n) and shellcheck when installed.
+# Usage: sh openwrt/tests/init_script.sh   (exit status 0 when every check passes)
+# The stand-ins are called by the sourced init script, which shellcheck does not follow.
+# shellcheck disable=SC2317,SC2034
+set -u
+cd "$(dirname "$0")/../.." || exit 1
+INIT=openwrt/files/slipstream.init
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT INT TERM
+passed=0
+failed=0
+
+ok() { passed=$((passed + 1)); echo "ok: $1"; }
+fail() { failed=$((failed + 1)); echo "FAIL: $1"; }
+check() { # check DESCRIPTION COMMAND...
+  desc=$1; shift
+  if "$@"; then ok "$desc"; else fail "$desc"; fi
+}
+has_line() { grep -qxF -- "$2" "$1"; }
+lacks_line() { ! grep -qxF -- "$2" "$1"; }
+lacks_prefix() { ! grep -q "^$2" "$1"; }
+
+# run LOG ENABLED RUNNING ACTION...: sources the init script in a subshell with stand-ins and
+# runs ACTION (an rc.common verb or a function of the script); every stand-in call goes to LOG
+# as one line, "name arg arg ...". ENABLED is the value of slipstream.main.enabled ("" = unset),
+# RUNNING is 0 when procd reports the instance running.
+run() {
+  log=$1 uci_enabled=$2 running=$3; shift 3
+  : >"$log"
+  (
+    rec() { echo "$*" >>"$log"; }
+    # functions.sh: config_get_bool with libuci's booleans and the default for unset/unknown.
+    config_load() { rec config_load "$@"; }
+    config_get_bool() {
+      rec config_get_bool "$@"
+      _v=
+      [ "$2.$3" = main.enabled ] && _v=$uci_enabled
+      case "$_v" in
+        1|on|true|yes|enabled) _v=1 ;;
+        0|off|false|no|disabled) _v=0 ;;
+        *) _v=${4:-0} ;;
+      esac
+      eval "$1=\$_v"
+    }
+    # procd.sh
+    procd_open_instance() { rec procd_open_instance "$@"; }
+    procd_set_param() { rec procd_set_param "$@"; }
+    procd_close_instance() { rec procd_close_instance "$@"; }
+    procd_send_signal() { rec procd_send_signal "$@"; }
+    procd_add_reload_trigger() { rec procd_add_reload_trigger "$@"; }
+    procd_running() { rec procd_running "$@"; return "$running"; }
+    procd_kill() { rec procd_kill "$@"; }
+    # busybox and friends
+    pidof() { rec pidof "$@"; return 1; }
+    sleep() { rec sleep "$@"; }
+    logger() { while read -r _l; do rec "logger $* $_l"; done; }
+    # rc.common (USE_PROCD) as it calls the script's functions.
+    start() { rec start; start_service; }
+    stop() {
+      rec stop
+      if type stop_service >/dev/null 2>&1; then stop_service; fi
+      procd_kill slipstream
+      if type service_stopped >/dev/null 2>&1; then service_stopped; fi
+    }
+    reload() { rec reload; if type reload_service >/dev/null 2>&1; then reload_service; else start; fi; }
+    # shellcheck disable=SC1090
+    . "./$INIT"
+    [ -z "${FAKE_PROG:-}" ] || PROG=$FAKE_PROG
+    "$@"
+  )
+}
+
+# --- Syntax ------------------------------------------------------------------------------------
+check "sh -n" sh -n "$INIT"
+if command -v dash >/dev/null 2>&1; then check "dash -n" dash -n "$INIT"; fi
+if command -v bash >/dev/null 2>&1; then check "bash -n" bash -n "$INIT"; fi
+if command -v shellcheck >/dev/null 2>&1; then
+  # rc.common defines START/STOP/USE_PROCD's readers and the functions' callers: SC2034 (unused
+  # variables) and SC2317 (unreachable functions) do not apply to an init script, nor SC3043:
+  # busybox ash, which runs it, has `local`.
+  check "shellcheck" shellcheck -s sh -e SC2034,SC2317,SC3043 "$INIT"
+else
+  echo "skip: shellcheck not installed"
+fi
+check "rc.common shebang" test "$(head -n1 "$INIT")" = "#!/bin/sh /etc/rc.common"
+check "USE_PROCD=1" grep -qx 'USE_PROCD=1' "$INIT"
+check "START=95" grep -qx 'START=95' "$INIT"
+check "STOP=10" grep -qx 'STOP=10' "$INIT"
+
+# --- start, enabled by default -----------------------------------------------------------------
+L=$TMP/start-default
+run "$L" "" 1 start
+check "start reads the slipstream config" has_line "$L" "config_load slipstream"
+check "start reads main.enabled, default 1" has_line "$L" "config_get_bool enabled main enabled 1"
+check "one instance" test "$(grep -c '^procd_open_instance' "$L")" -eq 1
+check "instance closed" has_line "$L" "procd_close_instance"
+check "command line" has_line "$L" \
+  "procd_set_param command /usr/sbin/slipstreamd --config /etc/config/slipstream"
+check "respawn threshold/timeout/retry" has_line "$L" "procd_set_param respawn 3600 5 5"
+check "stdout to logd" has_line "$L" "procd_set_param stdout 1"
+check "stderr to logd" has_line "$L" "procd_set_param stderr 1"
+check "config file watched" has_line "$L" "procd_set_param file /etc/config/slipstream"
+check "changed config: SIGHUP, not a restart" has_line "$L" "procd_set_param reload_signal HUP"
+check "SIGTERM grace period" has_line "$L" "procd_set_param term_timeout 10"
+check "params set inside the instance" test \
+  "$(sed -n '/^procd_open_instance/,/^procd_close_instance/p' "$L" | grep -c '^procd_set_param')" \
+  -eq "$(grep -c '^procd_set_param' "$L")"
+
+for v in 1 yes on true enabled; do
+  run "$TMP/start-$v" "$v" 1 start
+  check "enabled=$v: an instance" has_line "$TMP/start-$v" "procd_open_instance"
+done
+
+# --- enabled=0: no instance --------------------------------------------------------------------
+for v in 0 no off false disabled; do
+  L=$TMP/start-off-$v
+  run "$L" "$v" 1 start
+  check "enabled=$v: no instance" lacks_prefix "$L" "procd_open_instance"
+  check "enabled=$v: no params" lacks_prefix "$L" "procd_set_param"
+done
+
+# --- reload ------------------------------------------------------------------------------------
+L=$TMP/reload-running
+run "$L" 1 0 reload
+check "reload re-evaluates the instance" has_line "$L" "start"
+check "reload of a running daemon: SIGHUP" has_line "$L" "procd_send_signal slipstream * HUP"
+check "reload: signal after the instance update" test \
+  "$(grep -n '^procd_send_signal' "$L" | cut -d: -f1)" -gt "$(grep -n '^procd_close_instance' "$L" | cut -d: -f1)"
+
+L=$TMP/reload-stopped
+run "$L" 1 1 reload
+check "reload with no daemon: starts it" has_line "$L" "procd_open_instance"
+check "reload with no daemon: no signal (no handler yet)" lacks_prefix "$L" "procd_send_signal"
+
+L=$TMP/reload-disabled
+run "$L" 0 0 reload
+check "reload after enabled=0: no instance (procd stops it)" lacks_prefix "$L" "procd_open_instance"
+
+# --- triggers ----------------------------------------------------------------------------------
+L=$TMP/triggers
+run "$L" 1 1 service_triggers
+check "reload on slipstream and firewall config changes" has_line "$L" \
+  "procd_add_reload_trigger slipstream firewall"
+
+# --- stop and the --cleanup safety net ---------------------------------------------------------
+cat >"$TMP/daemon-old" <<'EOF'
+#!/bin/sh
+case "$1" in --help) echo "Usage: slipstreamd [OPTIONS]"; echo "  --config <PATH>" ;; *) echo "ran $*" ;; esac
+EOF
+cat >"$TMP/daemon-new" <<'EOF'
+#!/bin/sh
+case "$1" in --help) echo "Usage: slipstreamd [OPTIONS]"; echo "  --cleanup  Remove leftover rules" ;; *) echo "ran $*" ;; esac
+EOF
+chmod +x "$TMP/daemon-old" "$TMP/daemon-new"
+
+L=$TMP/stop-old
+FAKE_PROG=$TMP/daemon-old run "$L" 1 0 stop
+check "stop: procd kills the instance" has_line "$L" "procd_kill slipstream"
+check "stop: waits for the process to go" has_line "$L" "pidof slipstreamd"
+check "stop: no --cleanup on a daemon without it" lacks_prefix "$L" "logger -t slipstream ran"
+
+L=$TMP/stop-new
+FAKE_PROG=$TMP/daemon-new run "$L" 1 0 stop
+check "stop: --cleanup --config after procd_kill" has_line "$L" \
+  "logger -t slipstream ran --cleanup --config /etc/config/slipstream"
+check "stop: cleanup runs after the kill" test \
+  "$(grep -n '^logger' "$L" | cut -d: -f1)" -gt "$(grep -n '^procd_kill' "$L" | cut -d: -f1)"
+
+echo "init_script: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]
