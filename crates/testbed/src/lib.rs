@@ -60,7 +60,8 @@ use anyhow::{anyhow, bail, Context, Result};
 pub use cmd::RttStats;
 pub use iperf::{Interval, IperfResult, IperfRun};
 
-/// Parameters of the topology.
+/// Parameters of the topology. Both directions are shaped (tbf) at `rate_mbit` with the same
+/// queue; the delay element delays each direction by its own one-way delay.
 #[derive(Debug, Clone)]
 pub struct TopologySpec {
     /// Access bottleneck rate in Mbit/s, both directions (default 10).
@@ -79,6 +80,9 @@ pub struct TopologySpec {
     pub delay_bin: Option<PathBuf>,
     /// Also configure IPv6 (fd77:N::/64 per link) and delay IPv6 (default true).
     pub ipv6: bool,
+    /// One-way delay of the upload direction (client → server), ms, if it differs from
+    /// `one_way_delay_ms` (which then applies to downloads only). `None` = symmetric.
+    pub upload_delay_ms: Option<f64>,
 }
 
 impl Default for TopologySpec {
@@ -90,6 +94,7 @@ impl Default for TopologySpec {
             name_prefix: unique_prefix("ss"),
             delay_bin: None,
             ipv6: true,
+            upload_delay_ms: None,
         }
     }
 }
@@ -109,9 +114,19 @@ impl TopologySpec {
         self
     }
 
-    /// Base RTT in ms (twice the one-way delay).
+    /// Base RTT in ms: download plus upload one-way delay (twice the one-way delay when
+    /// symmetric).
     pub fn rtt_ms(&self) -> f64 {
-        2.0 * self.one_way_delay_ms
+        self.one_way_delay_ms + self.upload_delay_ms()
+    }
+
+    /// One-way delay of the upload direction, ms.
+    pub fn upload_delay_ms(&self) -> f64 {
+        self.upload_delay_ms.unwrap_or(self.one_way_delay_ms)
+    }
+
+    fn delay_element_needed(&self) -> bool {
+        self.one_way_delay_ms > 0.0 || self.upload_delay_ms() > 0.0
     }
 
     /// Bottleneck rate in bit/s.
@@ -142,6 +157,10 @@ impl TopologySpec {
         }
         if !(self.one_way_delay_ms.is_finite() && self.one_way_delay_ms >= 0.0) {
             bail!("one_way_delay_ms must be >= 0, got {}", self.one_way_delay_ms);
+        }
+        let up = self.upload_delay_ms();
+        if !(up.is_finite() && up >= 0.0) {
+            bail!("upload_delay_ms must be >= 0, got {up}");
         }
         let p = &self.name_prefix;
         if p.is_empty() || p.len() > 40 || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -252,7 +271,7 @@ impl Testbed {
 
     fn setup(&mut self) -> Result<()> {
         let delay_bin = self.spec.delay_bin.clone().unwrap_or_else(delay_binary);
-        if self.spec.one_way_delay_ms > 0.0 && !delay_bin.is_file() {
+        if self.spec.delay_element_needed() && !delay_bin.is_file() {
             bail!(
                 "delay element {} not found; build it with `cargo build -p slipstream-testbed --bins` \
                  or set SLIPSTREAM_DELAY_BIN",
@@ -352,7 +371,7 @@ impl Testbed {
             )?;
         }
         // Delay element, then the rules feeding it (NFQUEUE without a listener drops).
-        if self.spec.one_way_delay_ms > 0.0 {
+        if self.spec.delay_element_needed() {
             self.start_delay_element(&delay_bin)?;
             let isp = self.ns_name(Ns::Isp);
             let mut tools = vec!["iptables-legacy"];
@@ -384,6 +403,7 @@ impl Testbed {
 
     fn start_delay_element(&self, bin: &std::path::Path) -> Result<()> {
         let d = format!("{}", self.spec.one_way_delay_ms);
+        let d2 = format!("{}", self.spec.upload_delay_ms());
         let (q1, q2) = (DOWNLOAD_QUEUE.to_string(), UPLOAD_QUEUE.to_string());
         let mut c = self.exec(Ns::Isp, &[bin.as_os_str()]);
         c.args([
@@ -394,7 +414,7 @@ impl Testbed {
             "--queue2",
             &q2,
             "--delay2-ms",
-            &d,
+            &d2,
         ]);
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -751,6 +771,19 @@ mod tests {
         assert_eq!(s.clone().with_queue_packets(10).effective_queue_bytes(), 15_140);
         assert!(s.validate().is_ok());
         assert!(TopologySpec::with_prefix("bad-prefix").validate().is_err());
+        let asym = TopologySpec {
+            one_way_delay_ms: 30.0,
+            upload_delay_ms: Some(20.0),
+            ..s.clone()
+        };
+        assert_eq!(asym.rtt_ms(), 50.0);
+        assert_eq!(asym.upload_delay_ms(), 20.0);
+        assert!(TopologySpec {
+            upload_delay_ms: Some(-1.0),
+            ..s.clone()
+        }
+        .validate()
+        .is_err());
         assert!(TopologySpec { rate_mbit: 0.0, ..s }.validate().is_err());
     }
 

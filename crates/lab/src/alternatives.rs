@@ -1,0 +1,487 @@
+//! What the lab compares Slipstream with, and how each alternative is set up on (and removed
+//! from) the testbed's router namespace.
+//!
+//! | label              | what runs on the router                                             |
+//! |--------------------|---------------------------------------------------------------------|
+//! | `no-control`       | nothing: background and best effort compete as plain TCP            |
+//! | `slipstream`       | `slipstreamd`, rule on the background port(s), Vulture (our variant) |
+//! | `slipstream-paper` | the same with `variant = "paper"` (Vulture exactly as Li & Welzl)   |
+//! | `fixed-rwnd[=N]`   | `slipstreamd` with `controller = { kind = "fixed_window", window_bytes = N }` |
+//! | `htb-90`, `htb-95` | no daemon; HTB download shaping on `br-lan` egress at 90/95% of the bottleneck |
+//!
+//! **fixed-rwnd's N.** Default N = BDP / 2 (62 500 bytes at 10 Mbit/s × 100 ms), i.e. a static
+//! clamp that lets the background flow take at most half the link at the base RTT (and less when
+//! a queue builds up, since its rate is N / RTT). That is the best a *static* window can do without
+//! knowing the load: a larger N leaves best effort less room when both are active, a smaller one
+//! wastes more of the idle link (at BDP / 2 the background flow alone reaches only ~50%). The
+//! README's fixed-window example (65 535 bytes, "about 5.2 Mbit/s at 100 ms RTT") is the same
+//! operating point. `fixed-rwnd=N` sets N explicitly.
+//!
+//! **HTB** is what OpenWrt users do today (qos-scripts / SQM without cake): shape the *download*
+//! on the router's LAN-facing egress below the link rate, so the queue forms in the router where
+//! it can be prioritised instead of at the ISP. Tree on `br-lan`:
+//! `1: htb default 10` → `1:1` rate = ceil = S (S = percent × bottleneck rate) → `1:10` best
+//! effort (rate S − S/20, ceil S, prio 0) and `1:20` background (rate S/20, ceil S, prio 7), each
+//! with a `pfifo` leaf of the bottleneck's queue length in packets (this kernel has neither
+//! fq_codel nor cake). u32 filters on the background ports' source port (downloads: the server's
+//! port) send background to `1:20`. Both classes may borrow up to S; prio 0 gets spare tokens
+//! first. The 5% assured rate of the background class mirrors qos-scripts' small "bulk" share.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use anyhow::{bail, Context, Result};
+use serde::{Deserialize, Serialize};
+use slipstream_testbed::daemon::Daemon;
+use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
+
+/// One alternative compared in a scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Alternative {
+    /// No daemon, no shaping.
+    NoControl,
+    /// `slipstreamd`, Vulture, Slipstream's variant (the default config).
+    Slipstream,
+    /// `slipstreamd`, Vulture with `variant = "paper"`.
+    SlipstreamPaper,
+    /// `slipstreamd` with a fixed window; `None` = BDP / 2 (see the module docs).
+    FixedRwnd(Option<u64>),
+    /// HTB shaping of the download on `br-lan` at `percent` % of the bottleneck rate.
+    HtbShaping {
+        /// 90 or 95 (any 1-100 is accepted).
+        percent: u8,
+    },
+}
+
+impl Alternative {
+    /// Every alternative with its default parameters, in table order.
+    pub const ALL: [Alternative; 6] = [
+        Alternative::NoControl,
+        Alternative::Slipstream,
+        Alternative::SlipstreamPaper,
+        Alternative::FixedRwnd(None),
+        Alternative::HtbShaping { percent: 90 },
+        Alternative::HtbShaping { percent: 95 },
+    ];
+
+    /// The command-line label ("no-control", "slipstream", "fixed-rwnd", "htb-90", ...); also the
+    /// table column and [`crate::result::RunResult::alternative`].
+    pub fn label(&self) -> String {
+        match self {
+            Alternative::NoControl => "no-control".into(),
+            Alternative::Slipstream => "slipstream".into(),
+            Alternative::SlipstreamPaper => "slipstream-paper".into(),
+            Alternative::FixedRwnd(None) => "fixed-rwnd".into(),
+            Alternative::FixedRwnd(Some(n)) => format!("fixed-rwnd={n}"),
+            Alternative::HtbShaping { percent } => format!("htb-{percent}"),
+        }
+    }
+
+    /// Whether `slipstreamd` runs for this alternative.
+    pub fn uses_daemon(&self) -> bool {
+        matches!(
+            self,
+            Alternative::Slipstream | Alternative::SlipstreamPaper | Alternative::FixedRwnd(_)
+        )
+    }
+
+    /// Parses a comma-separated list ("no-control,slipstream,htb-90").
+    pub fn parse_list(s: &str) -> Result<Vec<Alternative>> {
+        let v: Vec<Alternative> = s
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(str::parse)
+            .collect::<Result<_>>()?;
+        if v.is_empty() {
+            bail!("no alternatives given");
+        }
+        Ok(v)
+    }
+
+    /// The fixed window used by `FixedRwnd` for a path with this BDP.
+    pub fn fixed_window_bytes(&self, bdp_bytes: u64) -> Option<u64> {
+        match self {
+            Alternative::FixedRwnd(n) => Some(n.unwrap_or(bdp_bytes / 2).max(1)),
+            _ => None,
+        }
+    }
+
+    /// The daemon's TOML config for this alternative, or `None` if it runs no daemon.
+    pub fn daemon_config(&self, env: &AltEnv, control_socket: &Path) -> Option<String> {
+        let controller = match self {
+            Alternative::Slipstream => r#"{ kind = "vulture", variant = "slipstream" }"#.to_string(),
+            Alternative::SlipstreamPaper => r#"{ kind = "vulture", variant = "paper" }"#.to_string(),
+            Alternative::FixedRwnd(_) => format!(
+                r#"{{ kind = "fixed_window", window_bytes = {} }}"#,
+                self.fixed_window_bytes(env.bdp_bytes)?
+            ),
+            _ => return None,
+        };
+        let ports = env
+            .background_ports
+            .iter()
+            .map(u16::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        Some(format!(
+            "# slipstream-lab: alternative {label}\n\
+             enabled = true\n\n\
+             [datapath]\n\
+             lan_interfaces = [\"{lan}\"]\n\
+             hook = \"forward\"\n\n\
+             [metrics]\n\
+             listen = \"{metrics}\"\n\
+             top_flows = 128\n\n\
+             [control]\n\
+             socket = \"{sock}\"\n\n\
+             [[rules]]\n\
+             name = \"lab-background\"\n\
+             remote_ports = [{ports}]\n\
+             controller = {controller}\n",
+            label = self.label(),
+            lan = ROUTER_LAN_IF,
+            metrics = METRICS_ADDR,
+            sock = control_socket.display(),
+        ))
+    }
+
+    /// `tc` argument lists (without `-n <ns>`) that install this alternative's HTB tree on `dev`,
+    /// or empty if it uses none.
+    pub fn htb_commands(&self, env: &AltEnv, dev: &str) -> Vec<Vec<String>> {
+        let Alternative::HtbShaping { percent } = self else {
+            return Vec::new();
+        };
+        let shaped = (env.rate_mbit * 1e6 * f64::from(*percent) / 100.0).round() as u64;
+        let bg_rate = (shaped / 20).max(8_000);
+        let be_rate = shaped.saturating_sub(bg_rate).max(8_000);
+        let limit = env.queue_packets.max(2).to_string();
+        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
+        let bit = |r: u64| format!("{r}bit");
+        let mut cmds = vec![
+            s(&[
+                "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10",
+            ]),
+            s(&[
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:",
+                "classid",
+                "1:1",
+                "htb",
+                "rate",
+                &bit(shaped),
+                "ceil",
+                &bit(shaped),
+            ]),
+            s(&[
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:1",
+                "classid",
+                "1:10",
+                "htb",
+                "rate",
+                &bit(be_rate),
+                "ceil",
+                &bit(shaped),
+                "prio",
+                "0",
+                "quantum",
+                "1514",
+            ]),
+            s(&[
+                "class",
+                "add",
+                "dev",
+                dev,
+                "parent",
+                "1:1",
+                "classid",
+                "1:20",
+                "htb",
+                "rate",
+                &bit(bg_rate),
+                "ceil",
+                &bit(shaped),
+                "prio",
+                "7",
+                "quantum",
+                "1514",
+            ]),
+            s(&[
+                "qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", &limit,
+            ]),
+            s(&[
+                "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", &limit,
+            ]),
+        ];
+        for port in &env.background_ports {
+            let p = port.to_string();
+            cmds.push(s(&[
+                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
+                "ip", "sport", &p, "0xffff", "flowid", "1:20",
+            ]));
+            cmds.push(s(&[
+                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match",
+                "ip6", "sport", &p, "0xffff", "flowid", "1:20",
+            ]));
+        }
+        cmds
+    }
+
+    /// Sets the alternative up on the router of `tb`.
+    pub fn setup(&self, tb: &Testbed, env: &AltEnv) -> Result<ActiveAlternative> {
+        let mut active = ActiveAlternative {
+            alternative: *self,
+            daemon: None,
+            htb_dev: None,
+            config_path: None,
+            notes: Vec::new(),
+        };
+        if self.uses_daemon() {
+            std::fs::create_dir_all(&env.work_dir)
+                .with_context(|| format!("creating {}", env.work_dir.display()))?;
+            let n = SOCKET_COUNTER.fetch_add(1, Ordering::Relaxed);
+            let sock = std::env::temp_dir().join(format!("slipstream-lab-{}-{n}.sock", std::process::id()));
+            let text = self.daemon_config(env, &sock).expect("daemon alternative");
+            let stem = self.label().replace('=', "-");
+            let config_path = env.work_dir.join(format!("{stem}.toml"));
+            std::fs::write(&config_path, &text)
+                .with_context(|| format!("writing {}", config_path.display()))?;
+            slipstream_config::load(&config_path)
+                .map_err(|e| anyhow::anyhow!("generated config invalid: {e}"))?;
+            let log = env.work_dir.join(format!("{stem}-slipstreamd.log"));
+            let daemon = Daemon::start(tb, &env.daemon_bin, &config_path, METRICS_ADDR, &log)
+                .with_context(|| format!("starting slipstreamd for {}", self.label()))?;
+            if let Some(w) = self.fixed_window_bytes(env.bdp_bytes) {
+                active.notes.push(format!("fixed window {w} bytes"));
+            }
+            active.daemon = Some(daemon);
+            active.config_path = Some(config_path);
+        }
+        let htb = self.htb_commands(env, ROUTER_LAN_IF);
+        if !htb.is_empty() {
+            let ns = tb.ns_name(Ns::Router);
+            active.htb_dev = Some(ROUTER_LAN_IF.to_string());
+            for args in htb {
+                let full: Vec<String> = ["-n".to_string(), ns.clone()].into_iter().chain(args).collect();
+                slipstream_testbed::cmd::run("tc", &full).context("installing the HTB tree")?;
+            }
+        }
+        Ok(active)
+    }
+}
+
+static SOCKET_COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// Where the daemon's metrics listen inside the router namespace.
+pub const METRICS_ADDR: &str = "127.0.0.1:9617";
+
+/// What an alternative needs to know about the run.
+#[derive(Debug, Clone)]
+pub struct AltEnv {
+    /// `slipstreamd`.
+    pub daemon_bin: PathBuf,
+    /// Directory for the generated config and the daemon's log.
+    pub work_dir: PathBuf,
+    /// Server ports of the background flows (rule `remote_ports`, HTB filters).
+    pub background_ports: Vec<u16>,
+    /// Bottleneck rate, Mbit/s.
+    pub rate_mbit: f64,
+    /// Path BDP, bytes.
+    pub bdp_bytes: u64,
+    /// Bottleneck queue in packets (HTB leaf pfifo limit).
+    pub queue_packets: u64,
+}
+
+/// An alternative set up on a testbed. [`teardown`](Self::teardown) removes it; dropping it
+/// kills the daemon (the namespace's deletion removes the rest).
+pub struct ActiveAlternative {
+    /// Which one.
+    pub alternative: Alternative,
+    /// The daemon, if one runs.
+    pub daemon: Option<Daemon>,
+    /// The device carrying the HTB tree, if any.
+    pub htb_dev: Option<String>,
+    /// The generated daemon config.
+    pub config_path: Option<PathBuf>,
+    /// Notes for the run result.
+    pub notes: Vec<String>,
+}
+
+impl ActiveAlternative {
+    /// The daemon's metrics text, if a daemon runs.
+    pub fn scrape(&self, tb: &Testbed) -> Option<String> {
+        self.daemon.as_ref().and_then(|d| d.scrape(tb).ok())
+    }
+
+    /// Stops the daemon (checking it exits cleanly and removed its rules) and removes the HTB
+    /// tree. Returns notes.
+    pub fn teardown(mut self, tb: &Testbed) -> Result<Vec<String>> {
+        let mut notes = std::mem::take(&mut self.notes);
+        if let Some(d) = self.daemon.take() {
+            let log = d.log();
+            let status = d.stop()?;
+            if !status.success() {
+                bail!("slipstreamd exited with {status}:\n{log}");
+            }
+            let rules = tb
+                .run_in(Ns::Router, &["iptables-legacy-save", "-t", "mangle"])
+                .unwrap_or_default();
+            let nft = tb
+                .run_in(Ns::Router, &["nft", "list", "ruleset"])
+                .unwrap_or_default();
+            if rules.contains("SLIPSTREAM") || nft.contains("slipstream") {
+                bail!("slipstreamd left firewall rules behind");
+            }
+            let warnings = log.lines().filter(|l| l.contains("WARN")).count();
+            if warnings > 0 {
+                notes.push(format!("slipstreamd logged {warnings} warnings"));
+            }
+        }
+        if let Some(dev) = self.htb_dev.take() {
+            tb.run_in(Ns::Router, &["tc", "qdisc", "del", "dev", &dev, "root"])
+                .context("removing the HTB tree")?;
+        }
+        Ok(notes)
+    }
+}
+
+impl fmt::Display for Alternative {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label())
+    }
+}
+
+impl FromStr for Alternative {
+    type Err = anyhow::Error;
+
+    fn from_str(s: &str) -> Result<Alternative> {
+        Ok(match s {
+            "no-control" | "none" => Alternative::NoControl,
+            "slipstream" => Alternative::Slipstream,
+            "slipstream-paper" | "paper" => Alternative::SlipstreamPaper,
+            "fixed-rwnd" => Alternative::FixedRwnd(None),
+            _ => {
+                if let Some(n) = s.strip_prefix("fixed-rwnd=") {
+                    let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
+                    if n == 0 {
+                        bail!("fixed-rwnd window must be positive");
+                    }
+                    Alternative::FixedRwnd(Some(n))
+                } else if let Some(p) = s.strip_prefix("htb-") {
+                    let percent: u8 = p.parse().with_context(|| format!("bad percent in {s:?}"))?;
+                    if !(1..=100).contains(&percent) {
+                        bail!("htb percent must be 1-100, got {percent}");
+                    }
+                    Alternative::HtbShaping { percent }
+                } else {
+                    bail!(
+                        "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, \
+                         fixed-rwnd[=BYTES], htb-90, htb-95)"
+                    )
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env() -> AltEnv {
+        AltEnv {
+            daemon_bin: "/x/slipstreamd".into(),
+            work_dir: "/tmp/x".into(),
+            background_ports: vec![6881, 6882],
+            rate_mbit: 10.0,
+            bdp_bytes: 125_000,
+            queue_packets: 83,
+        }
+    }
+
+    #[test]
+    fn labels_round_trip() {
+        for a in Alternative::ALL {
+            assert_eq!(a.label().parse::<Alternative>().unwrap(), a);
+        }
+        assert_eq!(
+            "fixed-rwnd=65535".parse::<Alternative>().unwrap(),
+            Alternative::FixedRwnd(Some(65535))
+        );
+        assert_eq!(Alternative::FixedRwnd(Some(65535)).label(), "fixed-rwnd=65535");
+        assert!("htb-0".parse::<Alternative>().is_err());
+        assert!("cake".parse::<Alternative>().is_err());
+        assert_eq!(
+            Alternative::parse_list("no-control, slipstream,htb-90").unwrap(),
+            vec![
+                Alternative::NoControl,
+                Alternative::Slipstream,
+                Alternative::HtbShaping { percent: 90 }
+            ]
+        );
+        assert!(Alternative::parse_list(",").is_err());
+    }
+
+    #[test]
+    fn configs_validate() {
+        let dir = std::env::temp_dir().join(format!("lab-alt-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for a in Alternative::ALL {
+            let Some(text) = a.daemon_config(&env(), Path::new("/tmp/s.sock")) else {
+                assert!(!a.uses_daemon());
+                continue;
+            };
+            let p = dir.join("c.toml");
+            std::fs::write(&p, &text).unwrap();
+            slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
+            assert!(text.contains("remote_ports = [6881, 6882]"), "{text}");
+        }
+        let fixed = Alternative::FixedRwnd(None)
+            .daemon_config(&env(), Path::new("/s"))
+            .unwrap();
+        assert!(fixed.contains("window_bytes = 62500"), "{fixed}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn htb_tree() {
+        assert!(Alternative::Slipstream.htb_commands(&env(), "br-lan").is_empty());
+        let cmds = Alternative::HtbShaping { percent: 90 }.htb_commands(&env(), "br-lan");
+        let text: Vec<String> = cmds.iter().map(|c| c.join(" ")).collect();
+        assert_eq!(text[0], "qdisc replace dev br-lan root handle 1: htb default 10");
+        assert!(
+            text[1].ends_with("rate 9000000bit ceil 9000000bit"),
+            "{}",
+            text[1]
+        );
+        assert!(
+            text[2].contains("classid 1:10 htb rate 8550000bit ceil 9000000bit prio 0"),
+            "{}",
+            text[2]
+        );
+        assert!(
+            text[3].contains("classid 1:20 htb rate 450000bit ceil 9000000bit prio 7"),
+            "{}",
+            text[3]
+        );
+        assert!(text[4].ends_with("pfifo limit 83"));
+        assert!(
+            text[6].contains("match ip sport 6881 0xffff flowid 1:20"),
+            "{}",
+            text[6]
+        );
+        assert_eq!(cmds.len(), 6 + 2 * 2);
+    }
+}

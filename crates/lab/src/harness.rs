@@ -1,0 +1,694 @@
+//! One run of a scenario: a fresh testbed, one alternative on its router, iperf3 flows started
+//! at chosen times, and samplers every 100 ms, turned into a [`RunResult`].
+//!
+//! Samplers (all optional, see [`RunSetup`]):
+//! * **goodput** per flow at the receiver: iperf3 `-J --interval 0.1` (downloads: the client's
+//!   own series; uploads: the server's, via `--get-server-output`). Series `goodput`, placed at
+//!   `flow start + interval end` (the flow's start is when its iperf3 client was spawned; the
+//!   test proper starts after the control exchange, ~2 RTT later);
+//! * **best-effort RTT**: `ping -D -i 0.1` client → server (ICMP matches no background rule and no
+//!   HTB background filter). Series `rtt` of flow `ping`;
+//! * **sender state**: `ss -tinH` polled every 100 ms in the server namespace (one shell loop, not
+//!   a process per sample). Per flow (socket on the flow's server port with the most bytes, i.e.
+//!   the data connection rather than iperf3's control one): `cwnd` (bytes, cwnd × mss),
+//!   `inflight` (bytes, unacked × mss: what a window clamp actually limits), `ss_rtt`
+//!   (ms) and `ss_goodput` (Mbit/s from the byte counters; also what the progress line shows);
+//! * **daemon**: its metrics scraped every 200 ms in the router namespace: `rwnd`,
+//!   `cwnd_estimate` (bytes), `piv_sum` (s), `mode` (0 conservative, 1 aggressive),
+//!   `daemon_rtt` (ms) of the flow whose server endpoint is the flow's port.
+//!
+//! Drop order makes an error anywhere (or Ctrl-C) clean: pollers are killed, the daemon is
+//! killed, then the testbed is torn down (namespaces with everything in them).
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use slipstream_testbed::iperf::{IperfResult, IperfRun};
+use slipstream_testbed::{Ns, Testbed, TopologySpec};
+
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
+use crate::analysis;
+use crate::measure::{self, BlockSplitter, DaemonFlow, SsSocket};
+use crate::result::{now_unix, roles, units, RunParams, RunResult, Series};
+use crate::scenarios::{status_line, LabContext, ScenarioOptions};
+
+/// Transfer direction as seen from the LAN client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Server sends (iperf3 `-R`).
+    Download,
+    /// Client sends.
+    Upload,
+}
+
+/// One iperf3 transfer.
+#[derive(Debug, Clone)]
+pub struct FlowSpec {
+    /// Label, unique per flow within the run ("be", "bg", "bg3"); repeated starts with the same
+    /// label (on/off periods) append to the same series.
+    pub label: String,
+    /// Role (see [`roles`]).
+    pub role: String,
+    /// Server port (an iperf3 server listens there; background ports must be in
+    /// [`RunSetup::background_ports`]).
+    pub port: u16,
+    /// Direction.
+    pub direction: Direction,
+    /// Length in seconds (iperf3 takes whole seconds; rounded up, at least 1).
+    pub seconds: f64,
+    /// iperf3 `-b` (e.g. "6M"), `None` = as fast as TCP goes.
+    pub bitrate: Option<String>,
+}
+
+impl FlowSpec {
+    /// A bulk download.
+    pub fn download(label: &str, role: &str, port: u16, seconds: f64) -> FlowSpec {
+        FlowSpec {
+            label: label.into(),
+            role: role.into(),
+            port,
+            direction: Direction::Download,
+            seconds,
+            bitrate: None,
+        }
+    }
+
+    /// A bulk upload.
+    pub fn upload(label: &str, role: &str, port: u16, seconds: f64) -> FlowSpec {
+        FlowSpec {
+            direction: Direction::Upload,
+            ..FlowSpec::download(label, role, port, seconds)
+        }
+    }
+
+    /// Rate-limited (`-b`).
+    pub fn bitrate(mut self, b: &str) -> FlowSpec {
+        self.bitrate = Some(b.into());
+        self
+    }
+}
+
+/// What one run needs.
+#[derive(Debug, Clone)]
+pub struct RunSetup {
+    /// Scenario name.
+    pub scenario: String,
+    /// The alternative.
+    pub alternative: Alternative,
+    /// Its index among the invocation's runs and how many there are (for the progress line).
+    pub index: usize,
+    /// Number of runs of this invocation.
+    pub count: usize,
+    /// Repeat index.
+    pub repeat: u32,
+    /// Planned length, s.
+    pub duration_s: f64,
+    /// Server ports classed as background (daemon rule, HTB filter).
+    pub background_ports: Vec<u16>,
+    /// Every server port an iperf3 server must listen on.
+    pub server_ports: Vec<u16>,
+    /// Run `ping -i 0.1` throughout.
+    pub ping: bool,
+    /// Poll `ss` in the server namespace.
+    pub ss: bool,
+    /// Directory for daemon configs/logs.
+    pub work_dir: PathBuf,
+    /// Congestion control override (`None` = `opts.cc`).
+    pub cc: Option<String>,
+    /// Scenario-specific parameters for [`RunParams::extra`].
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl RunSetup {
+    /// A setup with ping and ss sampling on, one background port, no extras.
+    pub fn new(scenario: &str, alternative: Alternative, duration_s: f64, work_dir: PathBuf) -> RunSetup {
+        RunSetup {
+            scenario: scenario.into(),
+            alternative,
+            index: 0,
+            count: 1,
+            repeat: 0,
+            duration_s,
+            background_ports: vec![BG_PORT],
+            server_ports: vec![BG_PORT],
+            ping: true,
+            ss: true,
+            work_dir,
+            cc: None,
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a scenario parameter.
+    pub fn param(mut self, key: &str, value: impl Into<serde_json::Value>) -> RunSetup {
+        self.extra.insert(key.into(), value.into());
+        self
+    }
+}
+
+/// Server port of the (first) background flow (a BitTorrent port); further background flows use
+/// the following ports.
+pub const BG_PORT: u16 = 6881;
+/// Server port of the best-effort flow.
+pub const BE_PORT: u16 = 5201;
+/// Server port of the reverse-direction (upload) flow.
+pub const REV_PORT: u16 = 5202;
+
+/// Assembles a report (table from `rows`), writes result.json and table.md into
+/// `<out>/<scenario>/<timestamp>/`, and returns it.
+pub fn finish_report(
+    ctx: &LabContext,
+    dir: &std::path::Path,
+    mut report: crate::result::ScenarioReport,
+) -> Result<crate::result::ScenarioReport> {
+    if report.started_unix == 0.0 {
+        report.started_unix = report.runs.first().map_or(0.0, |r| r.started_unix);
+    }
+    ctx.write_report(dir, &report)?;
+    Ok(report)
+}
+
+struct FlowRun {
+    spec: FlowSpec,
+    offset_s: f64,
+    run: Option<IperfRun>,
+}
+
+#[derive(Default)]
+struct Samples {
+    ping: Vec<(f64, f64)>,
+    ss: Vec<(f64, Vec<SsSocket>)>,
+    daemon: Vec<(f64, Vec<DaemonFlow>)>,
+}
+
+struct Poller {
+    child: Child,
+    reader: Option<JoinHandle<()>>,
+}
+
+impl Poller {
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(h) = self.reader.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A run in progress. Fields drop in order: pollers, flows, alternative (daemon), testbed.
+pub struct Run<'a> {
+    pollers: Vec<Poller>,
+    flows: Vec<FlowRun>,
+    active: Option<ActiveAlternative>,
+    tb: Option<Testbed>,
+    ctx: &'a LabContext,
+    opts: &'a ScenarioOptions,
+    setup: RunSetup,
+    samples: Arc<Mutex<Samples>>,
+    t0: Instant,
+    t0_unix: f64,
+    result: RunResult,
+}
+
+impl<'a> Run<'a> {
+    /// Builds the topology (checking the idle RTT), sets the alternative up, starts the iperf3
+    /// servers and the samplers. t = 0 is the end of this call.
+    pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
+        ctx.check_interrupted()?;
+        // `--set up_delay_ms=X` makes the path asymmetric (download gets RTT − X).
+        let up: f64 = opts.extra_or("up_delay_ms", opts.rtt_ms / 2.0);
+        let spec = TopologySpec {
+            rate_mbit: opts.rate_mbit,
+            one_way_delay_ms: opts.rtt_ms - up,
+            upload_delay_ms: Some(up),
+            queue_bytes: Some(opts.effective_queue_bytes()),
+            name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+            delay_bin: Some(ctx.delay_bin.clone()),
+            ipv6: false,
+        };
+        let tb = Testbed::build(spec).context("building the topology")?;
+        let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
+            format!(
+                "delay accuracy check (rate {} Mbit/s, RTT {} ms)",
+                opts.rate_mbit, opts.rtt_ms
+            )
+        })?;
+        let cc = setup.cc.clone().unwrap_or_else(|| opts.cc.clone());
+        let params = RunParams {
+            rate_mbit: opts.rate_mbit,
+            rtt_ms: opts.rtt_ms,
+            queue_bytes: opts.effective_queue_bytes(),
+            queue_packets: opts.effective_queue_bytes() as f64 / slipstream_testbed::cmd::FRAME_BYTES as f64,
+            measured_rtt_ms: Some(rtt),
+            duration_s: setup.duration_s,
+            cc,
+            repeat: setup.repeat,
+            extra: setup.extra.clone(),
+        };
+        let mut run = Run {
+            pollers: Vec::new(),
+            flows: Vec::new(),
+            active: None,
+            tb: Some(tb),
+            ctx,
+            opts,
+            samples: Arc::new(Mutex::new(Samples::default())),
+            t0: Instant::now(),
+            t0_unix: now_unix(),
+            result: RunResult {
+                scenario: setup.scenario.clone(),
+                alternative: setup.alternative.label(),
+                started_unix: now_unix(),
+                params,
+                ..Default::default()
+            },
+            setup,
+        };
+        let env = AltEnv {
+            daemon_bin: ctx.daemon_bin.clone(),
+            work_dir: run.setup.work_dir.clone(),
+            background_ports: run.setup.background_ports.clone(),
+            rate_mbit: opts.rate_mbit,
+            bdp_bytes: opts.bdp_bytes(),
+            queue_packets: opts.queue_packets(),
+        };
+        run.active = Some(run.setup.alternative.setup(run.tb(), &env)?);
+        let mut ports = run.setup.server_ports.clone();
+        ports.sort_unstable();
+        ports.dedup();
+        for p in ports {
+            run.tb().start_iperf_server(p)?;
+        }
+        run.t0 = Instant::now();
+        run.t0_unix = now_unix();
+        run.result.started_unix = run.t0_unix;
+        if run.setup.ping {
+            run.start_ping()?;
+        }
+        if run.setup.ss {
+            run.start_poller(Ns::Server, "ss -tinH", 0.1, |samples, t, text| {
+                samples.ss.push((t, measure::parse_ss(text)));
+            })?;
+        }
+        if run.setup.alternative.uses_daemon() {
+            let url = format!("http://{}/metrics", crate::alternatives::METRICS_ADDR);
+            run.start_poller(
+                Ns::Router,
+                &format!("curl -sf --max-time 1 {url}"),
+                0.2,
+                |samples, t, text| {
+                    samples.daemon.push((t, measure::parse_daemon_flows(text)));
+                },
+            )?;
+        }
+        Ok(run)
+    }
+
+    /// The testbed.
+    pub fn tb(&self) -> &Testbed {
+        self.tb.as_ref().expect("testbed present until finish")
+    }
+
+    /// The scenario options.
+    pub fn opts(&self) -> &ScenarioOptions {
+        self.opts
+    }
+
+    /// The alternative's state (daemon handle etc.).
+    pub fn active(&self) -> Option<&ActiveAlternative> {
+        self.active.as_ref()
+    }
+
+    /// Seconds since t = 0.
+    pub fn t(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    /// Adds a note to the result.
+    pub fn note(&mut self, n: impl Into<String>) {
+        self.result.notes.push(n.into());
+    }
+
+    /// The congestion control of this run.
+    pub fn cc(&self) -> String {
+        self.result.params.cc.clone()
+    }
+
+    fn start_ping(&mut self) -> Result<()> {
+        let dst = self.tb().server_addr(false).to_string();
+        let mut c = self
+            .tb()
+            .exec(Ns::Client, &["ping", "-D", "-n", "-i", "0.1", "-W", "1", &dst]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c.spawn().context("starting ping")?;
+        let out = child.stdout.take().expect("piped");
+        let samples = Arc::clone(&self.samples);
+        let t0 = self.t0_unix;
+        let reader = std::thread::spawn(move || {
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some((unix, rtt, _)) = measure::parse_ping_line(&line) {
+                    samples
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .ping
+                        .push((unix - t0, rtt));
+                }
+            }
+        });
+        self.pollers.push(Poller {
+            child,
+            reader: Some(reader),
+        });
+        Ok(())
+    }
+
+    fn start_poller(
+        &mut self,
+        ns: Ns,
+        command: &str,
+        interval_s: f64,
+        handle: impl Fn(&mut Samples, f64, &str) + Send + 'static,
+    ) -> Result<()> {
+        let script = measure::poll_script(command, interval_s);
+        let mut c = self.tb().exec(ns, &["sh", "-c", &script]);
+        c.stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null());
+        let mut child = c
+            .spawn()
+            .with_context(|| format!("starting poller `{command}`"))?;
+        let out = child.stdout.take().expect("piped");
+        let samples = Arc::clone(&self.samples);
+        let t0 = self.t0_unix;
+        let reader = std::thread::spawn(move || {
+            let mut split = BlockSplitter::default();
+            for line in BufReader::new(out).lines().map_while(Result::ok) {
+                if let Some((unix, text)) = split.push_line(&line) {
+                    handle(
+                        &mut samples.lock().unwrap_or_else(|e| e.into_inner()),
+                        unix - t0,
+                        &text,
+                    );
+                }
+            }
+        });
+        self.pollers.push(Poller {
+            child,
+            reader: Some(reader),
+        });
+        Ok(())
+    }
+
+    /// Starts an iperf3 flow now.
+    pub fn start_flow(&mut self, spec: FlowSpec) -> Result<()> {
+        let secs = spec.seconds.ceil().max(1.0) as u32;
+        let cc = self.cc();
+        let mut extra: Vec<String> = vec!["--interval".into(), "0.1".into()];
+        if let Some(b) = &spec.bitrate {
+            extra.extend(["-b".into(), b.clone()]);
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let offset_s = self.t();
+        let run = match spec.direction {
+            Direction::Download => self.tb().run_download(spec.port, secs, &cc, &extra),
+            Direction::Upload => self.tb().run_upload(spec.port, secs, &cc, &extra),
+        }
+        .with_context(|| format!("starting flow {}", spec.label))?;
+        self.flows.push(FlowRun {
+            spec,
+            offset_s,
+            run: Some(run),
+        });
+        Ok(())
+    }
+
+    /// Waits for the flows with `label` that are still running to end, collecting their results
+    /// (lets on/off scenarios reuse a server port).
+    pub fn wait_flow(&mut self, label: &str) -> Result<()> {
+        let mut results = Vec::new();
+        for f in self.flows.iter_mut().filter(|f| f.spec.label == label) {
+            if let Some(r) = f.run.take() {
+                results.push((f.spec.clone(), f.offset_s, r.wait()));
+            }
+        }
+        for (spec, offset, r) in results {
+            self.absorb(&spec, offset, r)?;
+        }
+        Ok(())
+    }
+
+    fn absorb(&mut self, spec: &FlowSpec, offset_s: f64, r: Result<IperfResult>) -> Result<()> {
+        let r = r.with_context(|| format!("flow {} (port {})", spec.label, spec.port))?;
+        let pts = measure::iperf_goodput_series(&r, offset_s);
+        match self
+            .result
+            .series
+            .iter_mut()
+            .find(|s| s.name == "goodput" && s.flow == spec.label)
+        {
+            Some(s) => s.points.extend(pts),
+            None => self.result.series.push(
+                Series::new("goodput", units::MBPS, &spec.label, &spec.role, "receiver").with_points(pts),
+            ),
+        }
+        Ok(())
+    }
+
+    /// Current sender-side rate (Mbit/s) of everything on server `port`, from the last two ss
+    /// samples.
+    pub fn live_rate(&self, port: u16) -> Option<f64> {
+        let s = self.samples.lock().unwrap_or_else(|e| e.into_inner());
+        let n = s.ss.len();
+        if n < 2 {
+            return None;
+        }
+        let sum = |v: &[SsSocket]| -> f64 {
+            v.iter()
+                .filter(|x| x.local_port == port)
+                .map(|x| x.bytes() as f64)
+                .sum()
+        };
+        let ((t0, a), (t1, b)) = (&s.ss[n - 2], &s.ss[n - 1]);
+        let (ba, bb) = (sum(a), sum(b));
+        (t1 > t0 && bb >= ba).then(|| ((bb - ba) * 8.0 / (t1 - t0) / 1e6).max(0.0))
+    }
+
+    /// Live rate of all running flows with `role`.
+    pub fn live_role_rate(&self, role: &str) -> Option<f64> {
+        let mut ports: Vec<u16> = self
+            .flows
+            .iter()
+            .filter(|f| f.spec.role == role && f.run.is_some())
+            .map(|f| f.spec.port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        if ports.is_empty() {
+            return None;
+        }
+        Some(ports.iter().filter_map(|p| self.live_rate(*p)).sum())
+    }
+
+    /// Sleeps until t = `t`, printing the progress line; errors on Ctrl-C.
+    pub fn wait_until(&self, t: f64) -> Result<()> {
+        loop {
+            self.ctx.check_interrupted()?;
+            let now = self.t();
+            if now >= t {
+                return Ok(());
+            }
+            let line = status_line(
+                &self.setup.scenario,
+                self.setup.index,
+                self.setup.count,
+                &self.setup.alternative.label(),
+                now,
+                self.setup.duration_s,
+                &[
+                    ("BE", self.live_role_rate(roles::BEST_EFFORT)),
+                    ("BG", self.live_role_rate(roles::BACKGROUND)),
+                ],
+            );
+            self.ctx.progress.status(&line);
+            std::thread::sleep(std::time::Duration::from_secs_f64((t - now).min(0.1)));
+        }
+    }
+
+    /// Waits for every flow, stops the samplers, tears the alternative and the testbed down
+    /// (checking nothing is left), and returns the result with all series.
+    pub fn finish(mut self) -> Result<RunResult> {
+        let labels: Vec<String> = self.flows.iter().map(|f| f.spec.label.clone()).collect();
+        for l in labels {
+            self.wait_flow(&l)?;
+        }
+        for p in &mut self.pollers {
+            p.stop();
+        }
+        self.pollers.clear();
+        self.build_sampled_series();
+        let tb = self.tb.take().expect("testbed present");
+        if let Some(active) = self.active.take() {
+            let notes = active.teardown(&tb)?;
+            self.result.notes.extend(notes);
+        }
+        let prefix = tb.spec().name_prefix.clone();
+        drop(tb);
+        let left: Vec<String> = slipstream_testbed::list_netns()?
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("{prefix}-")))
+            .collect();
+        if !left.is_empty() {
+            bail!("namespaces left after teardown: {left:?}");
+        }
+        Ok(std::mem::take(&mut self.result))
+    }
+
+    fn build_sampled_series(&mut self) {
+        let samples = std::mem::take(&mut *self.samples.lock().unwrap_or_else(|e| e.into_inner()));
+        if !samples.ping.is_empty() {
+            self.result
+                .series
+                .push(Series::new("rtt", units::MS, "ping", roles::PROBE, "ping").with_points(samples.ping));
+        }
+        // One entry per flow label: its port and role.
+        let mut flows: Vec<(String, String, u16, Direction)> = Vec::new();
+        for f in &self.flows {
+            if !flows.iter().any(|x| x.0 == f.spec.label) {
+                flows.push((
+                    f.spec.label.clone(),
+                    f.spec.role.clone(),
+                    f.spec.port,
+                    f.spec.direction,
+                ));
+            }
+        }
+        for (label, role, port, dir) in &flows {
+            let (mut cwnd, mut rtt, mut counter, mut inflight) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (t, socks) in &samples.ss {
+                let best = socks
+                    .iter()
+                    .filter(|s| s.local_port == *port)
+                    .max_by_key(|s| s.bytes());
+                if let Some(s) = best {
+                    if let Some(c) = s.cwnd_bytes() {
+                        cwnd.push((*t, c as f64));
+                    }
+                    if let (Some(u), Some(m)) = (s.unacked.or(Some(0)), s.mss) {
+                        inflight.push((*t, (u * m) as f64));
+                    }
+                    if let Some(r) = s.rtt_ms {
+                        rtt.push((*t, r));
+                    }
+                }
+                let total: u64 = socks
+                    .iter()
+                    .filter(|s| s.local_port == *port)
+                    .map(SsSocket::bytes)
+                    .sum();
+                counter.push((*t, total as f64));
+            }
+            let rate = analysis::rate_from_counter(&counter);
+            if *dir == Direction::Upload {
+                // The server socket of an upload is the receiver: its cwnd/rtt say nothing.
+                cwnd.clear();
+                rtt.clear();
+                inflight.clear();
+            }
+            for (name, unit, pts) in [
+                ("cwnd", units::BYTES, cwnd),
+                ("ss_rtt", units::MS, rtt),
+                ("inflight", units::BYTES, inflight),
+                ("ss_goodput", units::MBPS, rate),
+            ] {
+                if !pts.is_empty() {
+                    self.result
+                        .series
+                        .push(Series::new(name, unit, label, role, "server-ss").with_points(pts));
+                }
+            }
+            let (mut rwnd, mut est, mut piv, mut mode, mut drtt) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            for (t, dflows) in &samples.daemon {
+                let best = dflows
+                    .iter()
+                    .filter(|f| f.sender_port() == *port || f.receiver_port() == *port)
+                    .max_by(|a, b| {
+                        a.acked_bytes
+                            .unwrap_or(0.0)
+                            .total_cmp(&b.acked_bytes.unwrap_or(0.0))
+                    });
+                let Some(f) = best else { continue };
+                let t = *t;
+                rwnd.extend(f.rwnd_bytes.map(|v| (t, v)));
+                est.extend(f.cwnd_estimate_bytes.map(|v| (t, v)));
+                piv.extend(f.piv_sum_seconds.map(|v| (t, v)));
+                mode.extend(f.mode_code().map(|v| (t, v)));
+                drtt.extend(f.rtt_seconds.map(|v| (t, v * 1000.0)));
+            }
+            for (name, unit, pts) in [
+                ("rwnd", units::BYTES, rwnd),
+                ("cwnd_estimate", units::BYTES, est),
+                ("piv_sum", units::S, piv),
+                ("mode", units::COUNT, mode),
+                ("daemon_rtt", units::MS, drtt),
+            ] {
+                if !pts.is_empty() {
+                    self.result
+                        .series
+                        .push(Series::new(name, unit, label, role, "daemon").with_points(pts));
+                }
+            }
+        }
+    }
+}
+
+/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], collecting results. A
+/// failed run fails the scenario (its testbed is torn down by `Drop` first).
+pub fn run_all<C>(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    cases: &[C],
+    mut setup: impl FnMut(&C, Alternative) -> RunSetup,
+    mut body: impl FnMut(&mut Run, &C) -> Result<()>,
+) -> Result<Vec<RunResult>> {
+    let count = opts.alternatives.len() * opts.repeats.max(1) as usize * cases.len();
+    let mut out = Vec::new();
+    let mut index = 0;
+    for case in cases {
+        for repeat in 0..opts.repeats.max(1) {
+            for alt in &opts.alternatives {
+                let mut s = setup(case, *alt);
+                s.index = index;
+                s.count = count;
+                s.repeat = repeat;
+                index += 1;
+                let mut run = Run::start(ctx, opts, s)
+                    .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
+                body(&mut run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
+                let r = run
+                    .finish()
+                    .with_context(|| format!("finishing run {index}/{count} ({alt})"))?;
+                ctx.progress
+                    .log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}

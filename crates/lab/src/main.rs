@@ -1,0 +1,198 @@
+//! `slipstream-lab`: runs the lab's scenarios (see the crate docs and `--help`).
+//!
+//! ```text
+//! slipstream-lab <alone|cbr|cwnd|onoff|fairness|udp-square|web|datapath|smoke|all|report|cleanup>
+//!     [--alternatives no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95]
+//!     [--scale 0.5] [--repeats N] [--out lab-results] [--cc cubic|reno|bbr]
+//!     [--rate 10] [--rtt 100] [--queue-packets N] [--set key=value]...
+//! ```
+//!
+//! SIGINT/SIGTERM: the running scenario stops at its next check and its `Drop`s tear the testbed
+//! down; if that has not happened within 15 s, the handler removes this process's namespaces
+//! itself and exits 130.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{bail, Context, Result};
+use clap::Parser;
+use slipstream_lab::scenarios::{self, LabContext, ScenarioOptions, LAB_PREFIX};
+use slipstream_lab::Alternative;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "slipstream-lab",
+    about = "Slipstream's evaluation lab (network namespaces; needs root)"
+)]
+struct Args {
+    /// alone | cbr | cwnd | onoff | fairness | udp-square | web | datapath | smoke | all | report | cleanup
+    command: String,
+    /// Comma-separated alternatives, in table order.
+    #[arg(
+        long,
+        default_value = "no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95"
+    )]
+    alternatives: String,
+    /// Multiplies every phase length (e.g. 0.1 for a quick look).
+    #[arg(long, default_value_t = 1.0)]
+    scale: f64,
+    /// Runs per alternative.
+    #[arg(long, default_value_t = 1)]
+    repeats: u32,
+    /// Results directory.
+    #[arg(long, default_value = "lab-results")]
+    out: PathBuf,
+    /// Sender congestion control.
+    #[arg(long, default_value = "cubic")]
+    cc: String,
+    /// Bottleneck rate, Mbit/s.
+    #[arg(long, default_value_t = 10.0)]
+    rate: f64,
+    /// Base RTT, ms.
+    #[arg(long, default_value_t = 100.0)]
+    rtt: f64,
+    /// Bottleneck queue in full-size packets (default: one BDP).
+    #[arg(long)]
+    queue_packets: Option<u64>,
+    /// Scenario-specific options, key=value (repeatable).
+    #[arg(long = "set")]
+    set: Vec<String>,
+}
+
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+extern "C" fn on_signal(_: libc::c_int) {
+    INTERRUPTED.store(true, Ordering::SeqCst);
+}
+
+fn install_signal_handlers(flag: Arc<AtomicBool>) {
+    let handler: extern "C" fn(libc::c_int) = on_signal;
+    for sig in [libc::SIGINT, libc::SIGTERM] {
+        // SAFETY: installing an async-signal-safe handler (one atomic store).
+        unsafe { libc::signal(sig, handler as libc::sighandler_t) };
+    }
+    std::thread::spawn(move || {
+        while !INTERRUPTED.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        flag.store(true, Ordering::SeqCst);
+        eprintln!("\nslipstream-lab: interrupted, tearing down ...");
+        // Give the scenario's Drops time to tear down; then do it here.
+        std::thread::sleep(Duration::from_secs(15));
+        let mine = format!("{LAB_PREFIX}{}x", std::process::id());
+        let _ = slipstream_testbed::cleanup_stale(&mine);
+        std::process::exit(130);
+    });
+}
+
+fn options(a: &Args) -> Result<ScenarioOptions> {
+    if !(a.scale > 0.0 && a.scale.is_finite()) {
+        bail!("--scale must be positive");
+    }
+    let mut extra = BTreeMap::new();
+    for kv in &a.set {
+        let (k, v) = kv
+            .split_once('=')
+            .with_context(|| format!("--set {kv}: expected key=value"))?;
+        extra.insert(k.to_string(), v.to_string());
+    }
+    Ok(ScenarioOptions {
+        duration_scale: a.scale,
+        repeats: a.repeats.max(1),
+        alternatives: Alternative::parse_list(&a.alternatives)?,
+        rate_mbit: a.rate,
+        rtt_ms: a.rtt,
+        queue_bytes: a.queue_packets.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES),
+        cc: a.cc.clone(),
+        extra,
+        ..ScenarioOptions::default()
+    })
+}
+
+/// Removes stale lab namespaces (any process's), their processes and stale control sockets.
+fn cleanup() -> Result<()> {
+    let removed = slipstream_testbed::cleanup_stale(LAB_PREFIX)?;
+    for n in &removed {
+        println!("removed namespace {n}");
+    }
+    let mut sockets = 0;
+    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
+        for e in rd.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with("slipstream-lab-") && name.ends_with(".sock") {
+                let _ = std::fs::remove_file(e.path());
+                sockets += 1;
+            }
+        }
+    }
+    println!(
+        "cleanup: {} namespace(s), {sockets} stale socket(s) removed",
+        removed.len()
+    );
+    Ok(())
+}
+
+/// `slipstream-lab report`: the latest run of each scenario → `docs/lab/` (plots, README).
+fn run_report(ctx: &LabContext) -> Result<()> {
+    let readme = slipstream_lab::report::gather(&ctx.out_dir, std::path::Path::new("docs"))?;
+    println!("wrote {}", readme.display());
+    Ok(())
+}
+
+fn main() {
+    let args = Args::parse();
+    if let Err(e) = real_main(args) {
+        eprintln!("slipstream-lab: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main(args: Args) -> Result<()> {
+    let ctx = LabContext::new(&args.out);
+    match args.command.as_str() {
+        "cleanup" => return cleanup(),
+        "report" => return run_report(&ctx),
+        _ => {}
+    }
+    let opts = options(&args)?;
+    let names: Vec<&str> = match args.command.as_str() {
+        "all" => scenarios::ALL.to_vec(),
+        other => {
+            if scenarios::lookup(other).is_none() {
+                bail!("unknown command {other:?} (see --help)");
+            }
+            vec![other]
+        }
+    };
+    if let Err(why) = slipstream_testbed::netns_supported() {
+        bail!("cannot build testbeds: {why}");
+    }
+    install_signal_handlers(Arc::clone(&ctx.interrupted));
+    let mut failed = Vec::new();
+    for name in names {
+        let run = scenarios::lookup(name).expect("checked");
+        match run(&ctx, &opts) {
+            Ok(report) => {
+                eprintln!();
+                println!("{}", slipstream_lab::table::markdown_table(&report));
+            }
+            Err(e) => {
+                eprintln!("\n[{name}] failed: {e:#}");
+                failed.push(name);
+                if ctx.interrupted.load(Ordering::SeqCst) {
+                    break;
+                }
+            }
+        }
+    }
+    if ctx.interrupted.load(Ordering::SeqCst) {
+        std::process::exit(130);
+    }
+    if !failed.is_empty() {
+        bail!("failed: {}", failed.join(", "));
+    }
+    Ok(())
+}

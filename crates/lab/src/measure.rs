@@ -1,0 +1,406 @@
+//! Pure parsers of what the lab samples, each unit-tested with captured text:
+//!
+//! * `ping -D -i 0.1` lines → `(unix time, rtt ms)`;
+//! * `ss -tinH` output (the server's sockets, polled every 100 ms) → per-socket cwnd, mss, rtt,
+//!   byte counters;
+//! * the daemon's OpenMetrics text → per-flow rwnd, cwnd estimate, PIV sum, mode;
+//! * the block stream of a polling shell loop (`@@ <unix time>` separators, see
+//!   [`poll_script`]);
+//! * iperf3 JSON → a goodput series (via the testbed's parser).
+
+use std::collections::BTreeMap;
+
+use slipstream_testbed::iperf::IperfResult;
+
+/// One `ping -D` reply: `(unix seconds, rtt ms, icmp_seq)`.
+pub fn parse_ping_line(line: &str) -> Option<(f64, f64, u32)> {
+    // "[1700000000.123456] 64 bytes from 10.77.1.2: icmp_seq=1 ttl=62 time=100 ms"
+    let rest = line.trim().strip_prefix('[')?;
+    let (ts, rest) = rest.split_once(']')?;
+    let unix: f64 = ts.trim().parse().ok()?;
+    let mut rtt = None;
+    let mut seq = None;
+    for tok in rest.split_whitespace() {
+        if let Some(v) = tok.strip_prefix("time=") {
+            rtt = v.parse().ok();
+        } else if let Some(v) = tok.strip_prefix("icmp_seq=") {
+            seq = v.parse().ok();
+        }
+    }
+    Some((unix, rtt?, seq?))
+}
+
+/// One TCP socket from `ss -tinH`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SsSocket {
+    /// Local `addr:port`.
+    pub local: String,
+    /// Peer `addr:port`.
+    pub peer: String,
+    /// Local port.
+    pub local_port: u16,
+    /// Peer port.
+    pub peer_port: u16,
+    /// Congestion control name ("cubic", "reno", "bbr").
+    pub cc: Option<String>,
+    /// Congestion window in segments.
+    pub cwnd: Option<u64>,
+    /// Sender MSS, bytes.
+    pub mss: Option<u64>,
+    /// Smoothed RTT, ms.
+    pub rtt_ms: Option<f64>,
+    /// Slow-start threshold, segments.
+    pub ssthresh: Option<u64>,
+    /// Bytes acked by the peer (sender side).
+    pub bytes_acked: Option<u64>,
+    /// Bytes received (receiver side).
+    pub bytes_received: Option<u64>,
+    /// Retransmitted bytes.
+    pub bytes_retrans: Option<u64>,
+    /// Peer's advertised window as the sender sees it, bytes.
+    pub snd_wnd: Option<u64>,
+    /// Segments in flight (sent, not yet acked).
+    pub unacked: Option<u64>,
+}
+
+impl SsSocket {
+    /// cwnd in bytes (`cwnd × mss`).
+    pub fn cwnd_bytes(&self) -> Option<u64> {
+        Some(self.cwnd? * self.mss?)
+    }
+
+    /// The larger byte counter (sent-and-acked or received): the socket's progress either way.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_acked
+            .unwrap_or(0)
+            .max(self.bytes_received.unwrap_or(0))
+    }
+}
+
+fn port_of(endpoint: &str) -> u16 {
+    endpoint
+        .rsplit_once(':')
+        .and_then(|(_, p)| p.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Parses `ss -tinH` (no header, with or without the State column): a socket line with the two
+/// endpoints, followed by an indented line of `key:value` details.
+pub fn parse_ss(text: &str) -> Vec<SsSocket> {
+    let mut out: Vec<SsSocket> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let indented = line.starts_with(|c: char| c.is_whitespace());
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        let looks_like_socket = !indented && toks.len() >= 4;
+        if looks_like_socket {
+            // [State] Recv-Q Send-Q Local Peer [Process]
+            let start = usize::from(toks[0].parse::<u64>().is_err());
+            let (Some(local), Some(peer)) = (toks.get(start + 2), toks.get(start + 3)) else {
+                continue;
+            };
+            out.push(SsSocket {
+                local: local.to_string(),
+                peer: peer.to_string(),
+                local_port: port_of(local),
+                peer_port: port_of(peer),
+                ..Default::default()
+            });
+            continue;
+        }
+        let Some(s) = out.last_mut() else { continue };
+        for (i, tok) in toks.iter().enumerate() {
+            if i == 0
+                && matches!(
+                    *tok,
+                    "cubic" | "reno" | "bbr" | "bbr2" | "vegas" | "htcp" | "bic" | "dctcp"
+                )
+            {
+                s.cc = Some(tok.to_string());
+                continue;
+            }
+            let Some((k, v)) = tok.split_once(':') else {
+                continue;
+            };
+            let num = || v.parse::<u64>().ok();
+            match k {
+                "cwnd" => s.cwnd = num(),
+                "mss" => s.mss = num(),
+                "ssthresh" => s.ssthresh = num(),
+                "bytes_acked" => s.bytes_acked = num(),
+                "bytes_received" => s.bytes_received = num(),
+                "bytes_retrans" => s.bytes_retrans = num(),
+                "snd_wnd" => s.snd_wnd = num(),
+                "unacked" => s.unacked = num(),
+                "rtt" => s.rtt_ms = v.split('/').next().and_then(|r| r.parse().ok()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The daemon's view of one flow at one scrape.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct DaemonFlow {
+    /// `sender` label (`addr:port`).
+    pub sender: String,
+    /// `receiver` label.
+    pub receiver: String,
+    /// `rule` label.
+    pub rule: String,
+    /// `slipstream_flow_rwnd_bytes`.
+    pub rwnd_bytes: Option<f64>,
+    /// `slipstream_flow_cwnd_estimate_bytes`.
+    pub cwnd_estimate_bytes: Option<f64>,
+    /// `slipstream_flow_piv_sum_seconds`.
+    pub piv_sum_seconds: Option<f64>,
+    /// `slipstream_flow_rtt_seconds`.
+    pub rtt_seconds: Option<f64>,
+    /// `slipstream_flow_acked_bytes_total`.
+    pub acked_bytes: Option<f64>,
+    /// `slipstream_flow_goodput_bytes_per_second`.
+    pub goodput_bytes_per_second: Option<f64>,
+    /// `mode` label of `slipstream_flow_mode`.
+    pub mode: Option<String>,
+    /// `policy` label of `slipstream_flow_mode`.
+    pub policy: Option<String>,
+}
+
+impl DaemonFlow {
+    /// Numeric code of the mode for plotting: conservative 0, aggressive 1, other 2.
+    pub fn mode_code(&self) -> Option<f64> {
+        self.mode.as_deref().map(|m| match m {
+            "conservative" => 0.0,
+            "aggressive" => 1.0,
+            _ => 2.0,
+        })
+    }
+
+    /// Port of the sender endpoint.
+    pub fn sender_port(&self) -> u16 {
+        port_of(&self.sender)
+    }
+
+    /// Port of the receiver endpoint.
+    pub fn receiver_port(&self) -> u16 {
+        port_of(&self.receiver)
+    }
+}
+
+/// Splits `{a="x",b="y"}` label text into pairs (values may contain commas inside quotes).
+fn parse_labels(s: &str) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut rest = s;
+    while let Some((k, r)) = rest.split_once("=\"") {
+        let Some(end) = r.find('"') else { break };
+        out.insert(k.trim_start_matches(',').trim().to_string(), r[..end].to_string());
+        rest = &r[end + 1..];
+    }
+    out
+}
+
+/// Per-flow daemon metrics from one scrape, keyed by `(sender, receiver)`.
+pub fn parse_daemon_flows(text: &str) -> Vec<DaemonFlow> {
+    let mut flows: BTreeMap<(String, String), DaemonFlow> = BTreeMap::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("slipstream_flow_") else {
+            continue;
+        };
+        let Some((name, r)) = rest.split_once('{') else {
+            continue;
+        };
+        let Some((labels, value)) = r.rsplit_once('}') else {
+            continue;
+        };
+        let labels = parse_labels(labels);
+        let (Some(sender), Some(receiver)) = (labels.get("sender"), labels.get("receiver")) else {
+            continue;
+        };
+        let value: Option<f64> = value.split_whitespace().next().and_then(|v| v.parse().ok());
+        let f = flows
+            .entry((sender.clone(), receiver.clone()))
+            .or_insert_with(|| DaemonFlow {
+                sender: sender.clone(),
+                receiver: receiver.clone(),
+                rule: labels.get("rule").cloned().unwrap_or_default(),
+                ..Default::default()
+            });
+        match name {
+            "rwnd_bytes" => f.rwnd_bytes = value,
+            "cwnd_estimate_bytes" => f.cwnd_estimate_bytes = value,
+            "piv_sum_seconds" => f.piv_sum_seconds = value,
+            "rtt_seconds" => f.rtt_seconds = value,
+            "acked_bytes_total" => f.acked_bytes = value,
+            "goodput_bytes_per_second" => f.goodput_bytes_per_second = value,
+            "mode" => {
+                f.mode = labels.get("mode").cloned();
+                f.policy = labels.get("policy").cloned();
+            }
+            _ => {}
+        }
+    }
+    flows.into_values().collect()
+}
+
+/// Marker that starts each block of a polling loop's output.
+pub const BLOCK_MARK: &str = "@@";
+
+/// `sh -c` script running `command` every `interval_s`, each output preceded by
+/// `@@ <unix time>` (from `date +%s.%N`, taken just before the command).
+pub fn poll_script(command: &str, interval_s: f64) -> String {
+    format!("while :; do echo \"{BLOCK_MARK} $(date +%s.%N)\"; {command}; sleep {interval_s}; done")
+}
+
+/// Incremental splitter of a polling loop's output into `(unix time, block text)`.
+#[derive(Debug, Default)]
+pub struct BlockSplitter {
+    current: Option<(f64, String)>,
+}
+
+impl BlockSplitter {
+    /// Feeds one line; returns the previous block when a new one starts.
+    pub fn push_line(&mut self, line: &str) -> Option<(f64, String)> {
+        if let Some(ts) = line.strip_prefix(BLOCK_MARK) {
+            let t = ts.trim().parse().ok()?;
+            return self.current.replace((t, String::new()));
+        }
+        if let Some((_, text)) = self.current.as_mut() {
+            text.push_str(line);
+            text.push('\n');
+        }
+        None
+    }
+
+    /// The last (possibly incomplete) block.
+    pub fn finish(self) -> Option<(f64, String)> {
+        self.current
+    }
+}
+
+/// Receiver goodput series (Mbit/s) of an iperf3 run: `(offset + interval end, rate)` for every
+/// non-omitted interval.
+pub fn iperf_goodput_series(r: &IperfResult, offset_s: f64) -> Vec<(f64, f64)> {
+    r.intervals
+        .iter()
+        .filter(|iv| !iv.omitted && iv.end > iv.start)
+        .map(|iv| {
+            (
+                offset_s + iv.end,
+                iv.bytes as f64 * 8.0 / (iv.end - iv.start) / 1e6,
+            )
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ping_lines() {
+        let l = "[1700000000.123456] 64 bytes from 10.77.1.2: icmp_seq=17 ttl=62 time=104.3 ms";
+        assert_eq!(parse_ping_line(l), Some((1_700_000_000.123456, 104.3, 17)));
+        assert_eq!(
+            parse_ping_line("[1700000000.5] 64 bytes from 10.77.1.2: icmp_seq=2 ttl=62 time=100 ms"),
+            Some((1_700_000_000.5, 100.0, 2))
+        );
+        assert_eq!(
+            parse_ping_line("PING 10.77.1.2 (10.77.1.2) 56(84) bytes of data."),
+            None
+        );
+        assert_eq!(
+            parse_ping_line("[1700000000.1] From 10.77.2.1 icmp_seq=3 Destination Host Unreachable"),
+            None
+        );
+    }
+
+    // Captured from `ip netns exec <srv> ss -tinH` during a download (kernel 6.x, iproute2 6.1).
+    const SS_SAMPLE: &str = "ESTAB 0      0      10.77.1.2:6881 10.77.3.2:39214\n\
+\t cubic wscale:7,7 rto:304 rtt:101.012/0.35 ato:40 mss:1448 pmtu:1500 rcvmss:536 advmss:1448 cwnd:10 bytes_sent:37 bytes_acked:38 bytes_received:145 segs_out:8 segs_in:10 data_segs_out:4 data_segs_in:4 send 1.15Mbps lastsnd:2100 lastrcv:2100 lastack:1996 pacing_rate 2.29Mbps delivery_rate 5.7Kbps delivered:5 app_limited busy:404ms rcv_space:14480 rcv_ssthresh:64088 minrtt:100.3 snd_wnd:64256\n\
+ESTAB 0      180968 10.77.1.2:6881 10.77.3.2:39224\n\
+\t cubic wscale:7,7 rto:356 rtt:155.442/8.112 ato:40 mss:1448 pmtu:1500 rcvmss:536 advmss:1448 cwnd:118 ssthresh:86 bytes_sent:2379064 bytes_retrans:4344 bytes_acked:2196008 bytes_received:37 segs_out:1645 segs_in:784 data_segs_out:1644 data_segs_in:1 send 8.79Mbps lastsnd:4 lastrcv:2096 lastack:4 pacing_rate 10.5Mbps delivery_rate 9.45Mbps delivered:1518 busy:2092ms unacked:124 retrans:0/3 rcv_space:14480 rcv_ssthresh:64088 notsent:1448 minrtt:100.2 snd_wnd:250240\n";
+
+    #[test]
+    fn ss_sockets() {
+        let s = parse_ss(SS_SAMPLE);
+        assert_eq!(s.len(), 2);
+        assert_eq!(s[0].local_port, 6881);
+        assert_eq!(s[0].peer_port, 39214);
+        assert_eq!(s[0].cwnd, Some(10));
+        assert_eq!(s[0].bytes(), 145);
+        let d = &s[1];
+        assert_eq!(d.cc.as_deref(), Some("cubic"));
+        assert_eq!(d.cwnd, Some(118));
+        assert_eq!(d.mss, Some(1448));
+        assert_eq!(d.cwnd_bytes(), Some(118 * 1448));
+        assert_eq!(d.ssthresh, Some(86));
+        assert_eq!(d.rtt_ms, Some(155.442));
+        assert_eq!(d.bytes_acked, Some(2_196_008));
+        assert_eq!(d.bytes_retrans, Some(4344));
+        assert_eq!(d.snd_wnd, Some(250_240));
+        assert_eq!(d.unacked, Some(124));
+        assert_eq!(s[0].unacked, None);
+        // Without the State column (`state established` filter) and with IPv6 endpoints.
+        let v6 =
+            "0 0 [fd77:1::2]:5201 [fd77:3::2]:40000\n\t reno cwnd:7 mss:1428 rtt:100.5/1 bytes_acked:10\n";
+        let s = parse_ss(v6);
+        assert_eq!(
+            (s[0].local_port, s[0].peer_port, s[0].cwnd),
+            (5201, 40000, Some(7))
+        );
+        assert_eq!(s[0].cc.as_deref(), Some("reno"));
+        assert!(parse_ss("").is_empty());
+    }
+
+    const METRICS_SAMPLE: &str = r#"# HELP slipstream_flow_rwnd_bytes The window forwarded.
+# TYPE slipstream_flow_rwnd_bytes gauge
+slipstream_flow_rwnd_bytes{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 64000
+slipstream_flow_rwnd_bytes{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39214"} 65535
+slipstream_flow_cwnd_estimate_bytes{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 81000
+slipstream_flow_piv_sum_seconds{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} -0.0015
+slipstream_flow_mode{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224",mode="conservative",policy="increase"} 1
+slipstream_flow_rtt_seconds{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 0.104
+slipstream_flow_acked_bytes_total{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 2196008
+slipstream_flows_active 2
+# EOF
+"#;
+
+    #[test]
+    fn daemon_flows() {
+        let f = parse_daemon_flows(METRICS_SAMPLE);
+        assert_eq!(f.len(), 2);
+        let bulk = f.iter().find(|f| f.receiver_port() == 39224).unwrap();
+        assert_eq!(bulk.rule, "lab-background");
+        assert_eq!(bulk.sender_port(), 6881);
+        assert_eq!(bulk.rwnd_bytes, Some(64000.0));
+        assert_eq!(bulk.cwnd_estimate_bytes, Some(81000.0));
+        assert_eq!(bulk.piv_sum_seconds, Some(-0.0015));
+        assert_eq!(bulk.mode.as_deref(), Some("conservative"));
+        assert_eq!(bulk.policy.as_deref(), Some("increase"));
+        assert_eq!(bulk.mode_code(), Some(0.0));
+        assert_eq!(bulk.rtt_seconds, Some(0.104));
+        assert_eq!(bulk.acked_bytes, Some(2_196_008.0));
+        let ctrl = f.iter().find(|f| f.receiver_port() == 39214).unwrap();
+        assert_eq!(ctrl.rwnd_bytes, Some(65535.0));
+        assert_eq!(ctrl.mode, None);
+        assert!(parse_daemon_flows("slipstream_flows_active 2\n").is_empty());
+    }
+
+    #[test]
+    fn blocks() {
+        let mut s = BlockSplitter::default();
+        assert_eq!(s.push_line("junk before"), None);
+        assert_eq!(s.push_line("@@ 100.5"), None);
+        assert_eq!(s.push_line("a"), None);
+        assert_eq!(s.push_line("b"), None);
+        assert_eq!(s.push_line("@@ 100.6"), Some((100.5, "a\nb\n".into())));
+        assert_eq!(s.finish(), Some((100.6, String::new())));
+        assert_eq!(
+            poll_script("ss -tinH", 0.1),
+            "while :; do echo \"@@ $(date +%s.%N)\"; ss -tinH; sleep 0.1; done"
+        );
+    }
+}

@@ -1,0 +1,856 @@
+//! The figures of a scenario, built from its [`ScenarioReport`] like the Vulture paper's
+//! (Sec. 0.4, Figs. 11-20): goodput head to head with the background flow upside down, windows,
+//! PIV sums, RTT, CDFs of per-request times, and bars of the summary table.
+//!
+//! Series are picked by name and role (see [`crate::result`]); whatever is missing becomes a
+//! panel with a note, or no figure at all when no alternative has it. Nothing here panics on
+//! odd data.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use anyhow::Result;
+
+use super::plot::{
+    self, negate, render_bars, render_figure, BarGroup, Bars, Figure, Line, LineKind, Marker, Panel,
+    BE_COLOR, BG_COLOR, PAPER_COLOR,
+};
+use crate::result::{roles, units, RunResult, ScenarioReport, Series};
+
+/// One rendered figure of a scenario.
+#[derive(Debug, Clone)]
+pub struct Plot {
+    /// File name, e.g. `goodput.svg` or `goodput-flows-4.svg`.
+    pub file: String,
+    /// What it shows (used as the link text / alt text).
+    pub title: String,
+    /// The SVG document.
+    pub svg: String,
+}
+
+/// Series names these figures look for.
+pub mod names {
+    /// Goodput at the receiver, Mbit/s.
+    pub const GOODPUT: &str = "goodput";
+    /// Real congestion window at the sender (`ss -tin`).
+    pub const CWND: &str = "cwnd";
+    /// The daemon's estimate of the sender's congestion window.
+    pub const CWND_ESTIMATE: &str = "cwnd_estimate";
+    /// The receive window the daemon advertises.
+    pub const RWND: &str = "rwnd";
+    /// Sum of PIVs per epoch (`slipstream_flow_piv_sum_seconds`).
+    pub const PIV_SUM: &str = "piv_sum";
+    /// Round-trip time (ping probe or `ss`).
+    pub const RTT: &str = "rtt";
+    /// Rate of a UDP best-effort flow at the receiver, Mbit/s.
+    pub const UDP_RATE: &str = "udp_rate";
+    /// Capacity left to background traffic (role `link`), Mbit/s.
+    pub const AVAILABLE: &str = "available";
+}
+
+/// Alternative colours: the palette without the paper's grey.
+pub fn alt_color(index: usize) -> usize {
+    const ALT: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 8, 9];
+    ALT[index % ALT.len()]
+}
+
+/// The alternatives of a report in table order, then any that only appear in runs.
+pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in report
+        .table
+        .columns
+        .iter()
+        .chain(report.runs.iter().map(|r| &r.alternative))
+    {
+        if !out.contains(a) {
+            out.push(a.clone());
+        }
+    }
+    out
+}
+
+/// The `params.extra` keys whose values differ between runs: the sub-case dimensions (on/off
+/// period, flow count, ...). `kernel` and phase descriptions are never sub-cases.
+pub fn subcase_keys(report: &ScenarioReport) -> Vec<String> {
+    let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for r in &report.runs {
+        for (k, v) in &r.params.extra {
+            if k == "kernel" || k == "phases" || is_phase_key(k) {
+                continue;
+            }
+            seen.entry(k).or_default().insert(v.to_string());
+        }
+    }
+    let n = report.runs.len();
+    seen.into_iter()
+        .filter(|(k, vals)| {
+            vals.len() > 1
+                || report
+                    .runs
+                    .iter()
+                    .filter(|r| r.params.extra.contains_key(*k))
+                    .count()
+                    < n
+        })
+        .map(|(k, _)| k.to_string())
+        .collect()
+}
+
+/// `key=value, ...` of a run's sub-case (empty if the scenario has none).
+pub fn subcase_label(run: &RunResult, keys: &[String]) -> String {
+    keys.iter()
+        .filter_map(|k| run.params.extra.get(k).map(|v| format!("{k}={}", json_plain(v))))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn json_plain(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn is_phase_key(k: &str) -> bool {
+    k.ends_with("_start_s") || k.ends_with("_stop_s") || k.ends_with("_end_s")
+}
+
+/// Phase boundaries of a run, as vertical markers: `extra["phases"]` (an array of objects with
+/// `name` and `start_s`/`end_s`, or `t0`/`t1`) or numeric `*_start_s` / `*_stop_s` / `*_end_s`
+/// keys. Boundaries at t = 0 and duplicates are dropped.
+pub fn phase_markers(run: &RunResult) -> Vec<Marker> {
+    let mut out: Vec<(f64, String)> = Vec::new();
+    if let Some(serde_json::Value::Array(phases)) = run.params.extra.get("phases") {
+        for (i, p) in phases.iter().enumerate() {
+            let start = p.get("start_s").or_else(|| p.get("t0")).and_then(|v| v.as_f64());
+            let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
+            if let Some(t) = start {
+                if i > 0 {
+                    out.push((t, name.to_string()));
+                }
+            }
+        }
+    }
+    for (k, v) in &run.params.extra {
+        if is_phase_key(k) {
+            if let Some(t) = v.as_f64() {
+                let label = k.trim_end_matches("_s").replace('_', " ");
+                out.push((t, label));
+            }
+        }
+    }
+    out.retain(|(t, _)| t.is_finite() && *t > 0.0);
+    out.sort_by(|a, b| a.0.total_cmp(&b.0));
+    out.dedup_by(|a, b| (a.0 - b.0).abs() < 1e-9);
+    out.into_iter()
+        .map(|(t, l)| Marker::new(t, (!l.is_empty()).then_some(l)))
+        .collect()
+}
+
+/// Runs grouped by sub-case (in first-seen order), each with the first repeat of every
+/// alternative.
+fn groups(report: &ScenarioReport) -> Vec<(String, BTreeMap<String, &RunResult>)> {
+    let keys = subcase_keys(report);
+    let mut out: Vec<(String, BTreeMap<String, &RunResult>)> = Vec::new();
+    for r in &report.runs {
+        let label = subcase_label(r, &keys);
+        let idx = match out.iter().position(|(l, _)| *l == label) {
+            Some(i) => i,
+            None => {
+                out.push((label, BTreeMap::new()));
+                out.len() - 1
+            }
+        };
+        let slot = out[idx].1.entry(r.alternative.clone()).or_insert(r);
+        if r.params.repeat < slot.params.repeat {
+            *slot = r;
+        }
+    }
+    out
+}
+
+/// `0 ..` the longest run (its planned duration or its last sample).
+fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f64, f64)> {
+    let end = runs
+        .values()
+        .flat_map(|r| {
+            let last = r
+                .series
+                .iter()
+                .filter(|s| names.contains(&s.name.as_str()))
+                .filter_map(|s| s.points.last().map(|p| p.0));
+            last.chain(std::iter::once(r.params.duration_s))
+        })
+        .filter(|t| t.is_finite())
+        .fold(0.0f64, f64::max);
+    (end > 0.0).then_some((0.0, end))
+}
+
+fn slug(s: &str) -> String {
+    let mut out = String::new();
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() {
+            out.push(c.to_ascii_lowercase());
+        } else if !out.ends_with('-') && !out.is_empty() {
+            out.push('-');
+        }
+    }
+    out.trim_end_matches('-').to_string()
+}
+
+fn file_name(base: &str, subcase: &str) -> String {
+    if subcase.is_empty() {
+        format!("{base}.svg")
+    } else {
+        format!("{base}-{}.svg", slug(subcase))
+    }
+}
+
+fn with_subcase(title: &str, subcase: &str) -> String {
+    if subcase.is_empty() {
+        title.to_string()
+    } else {
+        format!("{title} ({subcase})")
+    }
+}
+
+fn series_named<'a>(run: &'a RunResult, name: &str) -> Vec<&'a Series> {
+    run.series
+        .iter()
+        .filter(|s| s.name == name && !s.points.is_empty())
+        .collect()
+}
+
+fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
+    points.iter().map(|(t, v)| (*t, v * factor)).collect()
+}
+
+/// At most this many background flows are drawn one by one; more are drawn as their total.
+const MAX_BG_LINES: usize = 8;
+
+/// Goodput over time, one panel per alternative: best effort up, background upside down, the
+/// bottleneck rate as dashed lines at ±rate (Vulture Figs. 14, 15, 17, 18, 20).
+pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let alts = alternatives(report);
+    let mut plots = Vec::new();
+    for (subcase, runs) in groups(report) {
+        let has_any = runs.values().any(|r| {
+            !series_named(r, names::GOODPUT).is_empty() || !series_named(r, names::UDP_RATE).is_empty()
+        });
+        if !has_any {
+            continue;
+        }
+        let title = with_subcase(
+            &format!(
+                "{}: goodput (best effort up, background upside down)",
+                report.scenario
+            ),
+            &subcase,
+        );
+        let mut fig = Figure::new(&title, "time (s)");
+        fig.x_range = time_range(&runs, &[names::GOODPUT, names::UDP_RATE]);
+        let mut extent: f64 = 0.0;
+        for alt in &alts {
+            let mut panel = Panel::new(alt.clone(), "goodput (Mbit/s)");
+            panel.mirrored = true;
+            let Some(run) = runs.get(alt) else {
+                panel.note = Some(format!("{alt}: no run for this case"));
+                fig.panels.push(panel);
+                continue;
+            };
+            let mut goodput = series_named(run, names::GOODPUT);
+            goodput.extend(series_named(run, names::UDP_RATE));
+            let be: Vec<&Series> = goodput
+                .iter()
+                .copied()
+                .filter(|s| s.role == roles::BEST_EFFORT)
+                .collect();
+            let bg: Vec<&Series> = goodput
+                .iter()
+                .copied()
+                .filter(|s| s.role == roles::BACKGROUND)
+                .collect();
+            if be.is_empty() && bg.is_empty() {
+                panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
+                fig.panels.push(panel);
+                continue;
+            }
+            for (i, s) in be.iter().enumerate() {
+                let kind = if be.len() == 1 {
+                    LineKind::Filled
+                } else {
+                    LineKind::Solid
+                };
+                let color = if i == 0 { BE_COLOR } else { alt_color(2 + i) };
+                panel.lines.push(Line::new(
+                    format!("best effort ({})", s.flow),
+                    &s.points,
+                    color,
+                    kind,
+                ));
+            }
+            if bg.len() > MAX_BG_LINES {
+                let refs: Vec<&[(f64, f64)]> = bg.iter().map(|s| s.points.as_slice()).collect();
+                let total = crate::analysis::sum_series(&refs, 0.06);
+                panel.lines.push(Line::new(
+                    format!("background, {} flows together", bg.len()),
+                    &negate(&total),
+                    BG_COLOR,
+                    LineKind::Filled,
+                ));
+            } else {
+                for (i, s) in bg.iter().enumerate() {
+                    let kind = if bg.len() == 1 {
+                        LineKind::Filled
+                    } else {
+                        LineKind::Solid
+                    };
+                    let color = if i == 0 { BG_COLOR } else { alt_color(1 + i) };
+                    panel.lines.push(Line::new(
+                        format!("background ({})", s.flow),
+                        &negate(&s.points),
+                        color,
+                        kind,
+                    ));
+                }
+            }
+            if let Some(a) = series_named(run, names::AVAILABLE)
+                .into_iter()
+                .find(|s| s.role == roles::LINK)
+            {
+                panel.lines.push(Line::new(
+                    "available to background",
+                    &negate(&a.points),
+                    PAPER_COLOR,
+                    LineKind::Dashed,
+                ));
+            }
+            let rate = run.params.rate_mbit;
+            if rate.is_finite() && rate > 0.0 {
+                panel.hlines.push(Marker::new(
+                    rate,
+                    Some(format!("link {} Mbit/s", plot::tick(rate))),
+                ));
+                panel.hlines.push(Marker::new(-rate, None));
+                extent = extent.max(rate);
+            }
+            panel.vlines = phase_markers(run);
+            for l in &panel.lines {
+                for (_, y) in &l.points {
+                    extent = extent.max(y.abs());
+                }
+            }
+            fig.panels.push(panel);
+        }
+        if extent > 0.0 {
+            for p in &mut fig.panels {
+                p.y_range = Some((-extent * 1.08, extent * 1.08));
+            }
+        }
+        plots.push(Plot {
+            file: file_name("goodput", &subcase),
+            title,
+            svg: render_figure(&fig)?,
+        });
+    }
+    Ok(plots)
+}
+
+/// Windows over time, one panel per alternative: the advertised rwnd, the cwnd estimate (dashed)
+/// and, when the sender was sampled, the real cwnd (Vulture Figs. 11-13).
+pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let wanted = [
+        (names::RWND, "rwnd (advertised)", 3usize, LineKind::Solid),
+        (names::CWND_ESTIMATE, "cwnd estimate", 2, LineKind::Dashed),
+        (names::CWND, "cwnd (sender)", 0, LineKind::Solid),
+    ];
+    let alts = alternatives(report);
+    let mut plots = Vec::new();
+    for (subcase, runs) in groups(report) {
+        let has_any = runs
+            .values()
+            .any(|r| wanted.iter().any(|(n, ..)| !series_named(r, n).is_empty()));
+        if !has_any {
+            continue;
+        }
+        let title = with_subcase(&format!("{}: rwnd and cwnd estimate", report.scenario), &subcase);
+        let mut fig = Figure::new(&title, "time (s)");
+        fig.x_range = time_range(&runs, &[names::RWND, names::CWND_ESTIMATE, names::CWND]);
+        for alt in &alts {
+            let mut panel = Panel::new(alt.clone(), "window (kB)");
+            let Some(run) = runs.get(alt) else {
+                panel.note = Some(format!("{alt}: no run for this case"));
+                fig.panels.push(panel);
+                continue;
+            };
+            // The background flow's windows; other flows' only if no flow is background.
+            let all: Vec<&Series> = run
+                .series
+                .iter()
+                .filter(|s| wanted.iter().any(|(n, ..)| s.name == *n))
+                .collect();
+            let flows: BTreeSet<&str> = {
+                let bg: BTreeSet<&str> = all
+                    .iter()
+                    .filter(|s| s.role == roles::BACKGROUND)
+                    .map(|s| s.flow.as_str())
+                    .collect();
+                if bg.is_empty() {
+                    all.iter().map(|s| s.flow.as_str()).collect()
+                } else {
+                    bg
+                }
+            };
+            let many = flows.len() > 1;
+            for flow in flows.iter().take(4) {
+                for (name, label, color, kind) in wanted {
+                    if let Some(s) = all.iter().find(|s| s.name == name && s.flow == *flow) {
+                        let (factor, _) = window_scale(&s.unit);
+                        let label = if many {
+                            format!("{label}, {flow}")
+                        } else {
+                            label.to_string()
+                        };
+                        panel
+                            .lines
+                            .push(Line::new(label, &scaled(&s.points, factor), color, kind));
+                    }
+                }
+            }
+            if !panel.has_data() {
+                panel.note = Some(format!(
+                    "{alt}: no window series (no daemon estimate, sender not sampled)"
+                ));
+            }
+            panel.vlines = phase_markers(run);
+            fig.panels.push(panel);
+        }
+        plots.push(Plot {
+            file: file_name("windows", &subcase),
+            title,
+            svg: render_figure(&fig)?,
+        });
+    }
+    Ok(plots)
+}
+
+/// (factor to kB, whether it was converted).
+fn window_scale(unit: &str) -> (f64, bool) {
+    if unit == units::BYTES || unit.is_empty() {
+        (1e-3, true)
+    } else {
+        (1.0, false)
+    }
+}
+
+/// PIV sums per epoch over time (the daemon's `slipstream_flow_piv_sum_seconds`), in ms, one
+/// panel per alternative (Vulture Figs. 6, 7).
+pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    single_series_plots(
+        report,
+        names::PIV_SUM,
+        "PIV sum per epoch",
+        "PIV sum (ms)",
+        "piv",
+        Some(roles::BACKGROUND),
+    )
+}
+
+/// RTT over time seen by best effort (ping probe or best-effort flow), one panel per
+/// alternative (Vulture Fig. 16).
+pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    single_series_plots(
+        report,
+        names::RTT,
+        "RTT seen by best effort",
+        "RTT (ms)",
+        "rtt",
+        None,
+    )
+}
+
+fn to_ms(unit: &str) -> f64 {
+    match unit {
+        units::S => 1e3,
+        "us" | "µs" => 1e-3,
+        _ => 1.0,
+    }
+}
+
+fn single_series_plots(
+    report: &ScenarioReport,
+    name: &str,
+    what: &str,
+    y_label: &str,
+    base: &str,
+    prefer_role: Option<&str>,
+) -> Result<Vec<Plot>> {
+    let alts = alternatives(report);
+    let mut plots = Vec::new();
+    for (subcase, runs) in groups(report) {
+        if !runs.values().any(|r| !series_named(r, name).is_empty()) {
+            continue;
+        }
+        let title = with_subcase(&format!("{}: {what}", report.scenario), &subcase);
+        let mut fig = Figure::new(&title, "time (s)");
+        fig.x_range = time_range(&runs, &[name]);
+        for alt in &alts {
+            let mut panel = Panel::new(alt.clone(), y_label);
+            let Some(run) = runs.get(alt) else {
+                panel.note = Some(format!("{alt}: no run for this case"));
+                fig.panels.push(panel);
+                continue;
+            };
+            let mut found = series_named(run, name);
+            if let Some(role) = prefer_role {
+                if found.iter().any(|s| s.role == role) {
+                    found.retain(|s| s.role == role);
+                }
+            } else if found
+                .iter()
+                .any(|s| s.role == roles::PROBE || s.role == roles::BEST_EFFORT)
+            {
+                found.retain(|s| s.role == roles::PROBE || s.role == roles::BEST_EFFORT);
+            }
+            for (i, s) in found.iter().take(8).enumerate() {
+                let color = if s.role == roles::BACKGROUND {
+                    BG_COLOR
+                } else {
+                    alt_color(i)
+                };
+                panel.lines.push(Line::new(
+                    format!("{} ({})", s.flow, s.role.replace('_', " ")),
+                    &scaled(&s.points, to_ms(&s.unit)),
+                    color,
+                    LineKind::Solid,
+                ));
+            }
+            if !panel.has_data() {
+                panel.note = Some(format!("{alt}: no {name} series"));
+            }
+            panel.vlines = phase_markers(run);
+            fig.panels.push(panel);
+        }
+        plots.push(Plot {
+            file: file_name(base, &subcase),
+            title,
+            svg: render_figure(&fig)?,
+        });
+    }
+    Ok(plots)
+}
+
+/// Whether a series holds per-item samples whose distribution matters (web response times,
+/// flow completion times) rather than a time course.
+pub fn is_distribution(name: &str) -> bool {
+    name.contains("response") || name.starts_with("fct") || name.ends_with("_samples")
+}
+
+/// CDFs of every distribution series (see [`is_distribution`]), pooled over the runs of each
+/// alternative: one line per alternative.
+pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let dist_names: BTreeSet<&str> = report
+        .runs
+        .iter()
+        .flat_map(|r| r.series.iter())
+        .filter(|s| is_distribution(&s.name))
+        .map(|s| s.name.as_str())
+        .collect();
+    let alts = alternatives(report);
+    let mut plots = Vec::new();
+    for name in dist_names {
+        let mut unit = String::new();
+        let mut panel = Panel::new("", "fraction of samples");
+        panel.y_range = Some((0.0, 1.05));
+        for (i, alt) in alts.iter().enumerate() {
+            let values: Vec<f64> = report
+                .runs_of(alt)
+                .flat_map(|r| r.series.iter())
+                .filter(|s| s.name == name)
+                .flat_map(|s| {
+                    if unit.is_empty() {
+                        unit = s.unit.clone();
+                    }
+                    s.points.iter().map(|p| p.1)
+                })
+                .collect();
+            if !values.is_empty() {
+                let label = format!("{alt} (n = {})", values.len());
+                panel.lines.push(Line::new(
+                    label,
+                    &plot::cdf_points(&values),
+                    alt_color(i),
+                    LineKind::Solid,
+                ));
+            }
+        }
+        let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
+        panel.title = String::new();
+        panel.note = Some(format!("no {name} samples"));
+        let x_label = if unit.is_empty() {
+            name.to_string()
+        } else {
+            format!("{} ({unit})", name.replace('_', " "))
+        };
+        let mut fig = Figure::new(&title, x_label);
+        fig.panel_height = 420;
+        fig.panels.push(panel);
+        plots.push(Plot {
+            file: format!("cdf-{}.svg", slug(name)),
+            title,
+            svg: render_figure(&fig)?,
+        });
+    }
+    Ok(plots)
+}
+
+/// What the x of a series is when it is not time: its `source` says "... x = <what>".
+pub fn x_meaning(series: &Series) -> Option<&str> {
+    series.source.split_once("x = ").map(|(_, what)| what.trim())
+}
+
+/// Series whose x is not time (their `source` says "x = ..."), e.g. web response time by
+/// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
+/// more than two decades.
+pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let xy_names: BTreeSet<&str> = report
+        .runs
+        .iter()
+        .flat_map(|r| r.series.iter())
+        .filter(|s| x_meaning(s).is_some())
+        .map(|s| s.name.as_str())
+        .collect();
+    let alts = alternatives(report);
+    let groups = groups(report);
+    let mut plots = Vec::new();
+    for name in xy_names {
+        let mut panel = Panel::new("", "");
+        let mut x_label = String::new();
+        for (ai, alt) in alts.iter().enumerate() {
+            for (subcase, runs) in &groups {
+                let Some(run) = runs.get(alt) else { continue };
+                for s in run.series.iter().filter(|s| s.name == name) {
+                    if x_label.is_empty() {
+                        x_label = x_meaning(s).unwrap_or("x").to_string();
+                        panel.y_label = format!("{} ({})", name.replace('_', " "), s.unit);
+                    }
+                    let mut pts = s.points.clone();
+                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    let label = if subcase.is_empty() {
+                        alt.clone()
+                    } else {
+                        format!("{alt} ({subcase})")
+                    };
+                    if panel.lines.len() < 12 {
+                        panel
+                            .lines
+                            .push(Line::new(label, &pts, alt_color(ai), LineKind::Solid));
+                    }
+                }
+            }
+        }
+        panel.note = Some(format!("no {name} points"));
+        let xs: Vec<f64> = panel
+            .lines
+            .iter()
+            .flat_map(|l| l.points.iter().map(|p| p.0))
+            .collect();
+        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let title = format!("{}: {}", report.scenario, name.replace('_', " "));
+        let mut fig = Figure::new(&title, x_label);
+        fig.log_x = lo > 0.0 && hi / lo > 100.0;
+        fig.panel_height = 420;
+        fig.panels.push(panel);
+        plots.push(Plot {
+            file: format!("xy-{}.svg", slug(name)),
+            title,
+            svg: render_figure(&fig)?,
+        });
+    }
+    Ok(plots)
+}
+
+/// How a paper value bounds ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// "0.96", "≈20", "5.97–5.98": about this value or within this range.
+    About,
+    /// "< 0", "≤ 5": at most.
+    AtMost,
+    /// "> 0.9", "≥ 0.9": at least.
+    AtLeast,
+}
+
+/// A paper value that can be compared with a measurement.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PaperValue {
+    /// Low end (the value itself when not a range).
+    pub lo: f64,
+    /// High end.
+    pub hi: f64,
+    /// How it bounds ours.
+    pub bound: Bound,
+}
+
+fn leading_number(s: &str) -> Option<(f64, &str)> {
+    let end = s
+        .char_indices()
+        .take_while(|(i, c)| c.is_ascii_digit() || (*c == '.' && !s[..*i].contains('.')))
+        .map(|(i, c)| i + c.len_utf8())
+        .last()?;
+    let v: f64 = s[..end].trim_end_matches('.').parse().ok()?;
+    Some((v, &s[end..]))
+}
+
+/// Parses a paper value: an optional `~ ≈ < ≤ > ≥`, a number or a range ("a–b", "a-b",
+/// "a to b"), then nothing, a unit (`%`, `ms`, `s`, `Mbit/s`) or a parenthesis. Anything else
+/// ("consistent (Fig. 11)", "~0.9 binary search, ~0.7 stoch. approx.") is text, not a number.
+pub fn parse_paper(text: &str) -> Option<PaperValue> {
+    let t = text.trim();
+    let first = t.chars().next()?;
+    let (bound, rest) = match first {
+        '<' | '≤' => (Bound::AtMost, &t[first.len_utf8()..]),
+        '>' | '≥' => (Bound::AtLeast, &t[first.len_utf8()..]),
+        '~' | '≈' => (Bound::About, &t[first.len_utf8()..]),
+        _ => (Bound::About, t),
+    };
+    let rest = rest.trim_start_matches('=').trim_start();
+    let (lo, after) = leading_number(rest)?;
+    let trimmed = after.trim_start();
+    let range_rest = ["–", "-", "to "].iter().find_map(|sep| trimmed.strip_prefix(sep));
+    let (hi, after) = match range_rest.and_then(|r| leading_number(r.trim_start())) {
+        Some((hi, r)) if hi >= lo => (hi, r),
+        _ => (lo, after),
+    };
+    let tail = after.trim();
+    let unit = tail
+        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
+        .next()
+        .unwrap_or("");
+    let ok = tail.is_empty()
+        || tail.starts_with('(')
+        || (["%", "ms", "s", "Mbit/s", "Mbps", "kB", "bytes"].contains(&unit) && {
+            let more = tail[unit.len()..].trim();
+            more.is_empty() || more.starts_with('(')
+        });
+    ok.then_some(PaperValue { lo, hi, bound })
+}
+
+/// A paper value as a range `(lo, hi)` (see [`parse_paper`]).
+pub fn paper_range(text: &str) -> Option<(f64, f64)> {
+    parse_paper(text).map(|p| (p.lo, p.hi))
+}
+
+/// A paper value as one number (a range's midpoint), for bars.
+pub fn paper_number(text: &str) -> Option<f64> {
+    parse_paper(text).map(|p| (p.lo + p.hi) / 2.0)
+}
+
+/// Grouped bars of the summary table, one chart per unit: one group per row, one bar per
+/// alternative, plus the paper's value in grey where it gives a number (e.g. Jain's index per
+/// flow count, normalized response time per size bucket).
+pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let t = &report.table;
+    let mut by_unit: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, r) in t.rows.iter().enumerate() {
+        match by_unit.iter_mut().find(|(u, _)| *u == r.unit) {
+            Some((_, v)) => v.push(i),
+            None => by_unit.push((r.unit.clone(), vec![i])),
+        }
+    }
+    let mut plots = Vec::new();
+    for (unit, rows) in by_unit {
+        for (chunk_no, chunk) in rows.chunks(10).enumerate() {
+            let part = if rows.len() > 10 {
+                format!(" ({}/{})", chunk_no + 1, rows.len().div_ceil(10))
+            } else {
+                String::new()
+            };
+            let title = format!("{}: summary, {}{part}", report.scenario, unit_name(&unit));
+            let mut bars = Bars::new(&title, unit_axis(&unit));
+            bars.categories = chunk.iter().map(|&i| short(&t.rows[i].metric, 48)).collect();
+            for (ci, col) in t.columns.iter().enumerate() {
+                bars.groups.push(BarGroup {
+                    label: col.clone(),
+                    color: alt_color(ci),
+                    values: chunk
+                        .iter()
+                        .map(|&i| t.rows[i].values.get(ci).copied().flatten())
+                        .collect(),
+                });
+            }
+            let paper: Vec<Option<f64>> = chunk
+                .iter()
+                .map(|&i| t.rows[i].paper.as_deref().and_then(paper_number))
+                .collect();
+            if paper.iter().any(Option::is_some) {
+                bars.groups.push(BarGroup {
+                    label: "paper".into(),
+                    color: PAPER_COLOR,
+                    values: paper,
+                });
+            }
+            if unit == units::RATIO {
+                let top = bars
+                    .groups
+                    .iter()
+                    .flat_map(|g| g.values.iter().flatten())
+                    .fold(1.0f64, |a, v| a.max(*v));
+                bars.value_range = Some((0.0, top * 1.05));
+                bars.refs.push(Marker::new(1.0, None));
+            }
+            let suffix = if rows.len() > 10 {
+                format!("-{}", chunk_no + 1)
+            } else {
+                String::new()
+            };
+            let file = format!("summary-{}{suffix}.svg", slug(&unit_name(&unit)));
+            plots.push(Plot {
+                file,
+                title,
+                svg: render_bars(&bars)?,
+            });
+        }
+    }
+    Ok(plots)
+}
+
+fn unit_name(unit: &str) -> String {
+    match unit {
+        "" => "no unit".into(),
+        "%" => "percent".into(),
+        units::RATIO => "ratios".into(),
+        other => other.to_string(),
+    }
+}
+
+fn unit_axis(unit: &str) -> String {
+    match unit {
+        "" | units::RATIO => "ratio".into(),
+        "%" => "percent".into(),
+        other => other.to_string(),
+    }
+}
+
+fn short(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_string()
+    } else {
+        let mut out: String = s.chars().take(max - 1).collect();
+        out.push('…');
+        out
+    }
+}
+
+/// Every figure of a scenario, in the order the report shows them.
+pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let mut plots = goodput_plots(report)?;
+    plots.extend(window_plots(report)?);
+    plots.extend(piv_plots(report)?);
+    plots.extend(rtt_plots(report)?);
+    plots.extend(cdf_plots(report)?);
+    plots.extend(xy_plots(report)?);
+    plots.extend(table_bar_plots(report)?);
+    Ok(plots)
+}

@@ -1,0 +1,358 @@
+//! Reports of lab runs: SVG plots like the Vulture paper's figures, Markdown tables with the
+//! paper's values beside ours, and the one-page summary `docs/lab/README.md`.
+//!
+//! * [`write_scenario_outputs`]: after a run, into its run directory: `result.json`, `table.md`
+//!   (how measured, table, notes, plot links) and every plot as `*.svg`.
+//! * [`gather`]: `slipstream-lab report`: the latest run of each scenario under the results
+//!   directory → `docs/lab/<scenario>/*.svg` and `docs/lab/README.md`.
+//! * [`figures`]: which plots a report yields (goodput head to head with the background flow
+//!   upside down, windows, PIV sums, RTT, CDFs, summary bars); [`plot`]: the SVG primitives;
+//!   [`markdown`]: number formatting, tables, the "differs from paper" list.
+//!
+//! Plots are SVG only, drawn with `plotters`' SVG backend: text stays `<text>`, so neither the
+//! build nor the rendering needs font files, freetype or fontconfig. Missing series never fail a
+//! report: their panel carries a note, or the plot is left out.
+
+pub mod figures;
+pub mod markdown;
+pub mod plot;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+
+pub use figures::{scenario_plots, Plot};
+
+use crate::result::ScenarioReport;
+
+/// File names written into a run directory besides the plots.
+pub const RESULT_JSON: &str = "result.json";
+/// The scenario's Markdown table.
+pub const TABLE_MD: &str = "table.md";
+
+/// The kernel this process runs on (`/proc/sys/kernel/osrelease`), if readable.
+pub fn running_kernel() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+}
+
+/// The Markdown page of one scenario (as written to `table.md`), linking `plots` by file name.
+pub fn scenario_markdown(report: &ScenarioReport, plots: &[Plot]) -> String {
+    let links: Vec<(String, String)> = plots.iter().map(|p| (p.file.clone(), p.title.clone())).collect();
+    let mut s = markdown::scenario_section(report, "#", &links);
+    let diffs = markdown::differences(report);
+    if !diffs.is_empty() {
+        s.push_str("\n## Not reached / differs from paper\n\n");
+        s.push_str(&differences_table(&diffs, false));
+    }
+    s
+}
+
+/// Writes a scenario's outputs into its run directory `dir` (created if needed): `result.json`
+/// (with `params.extra["kernel"]` filled in from the running kernel where a run lacks it),
+/// `table.md` and every plot as `<name>.svg`. Returns the paths written, `result.json` first.
+///
+/// A plot that fails to render is skipped and noted in `table.md`; `result.json` is always
+/// written first so a plotting problem can never lose the measurement.
+pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut report = report.clone();
+    if let Some(k) = running_kernel() {
+        for r in &mut report.runs {
+            r.params
+                .extra
+                .entry("kernel".to_string())
+                .or_insert_with(|| serde_json::Value::String(k.clone()));
+        }
+    }
+    let mut written = Vec::new();
+    let json = dir.join(RESULT_JSON);
+    std::fs::write(&json, report.to_json()?).with_context(|| format!("writing {}", json.display()))?;
+    written.push(json);
+    let (plots, problem) = match scenario_plots(&report) {
+        Ok(p) => (p, None),
+        Err(e) => (Vec::new(), Some(format!("plots could not be rendered: {e:#}"))),
+    };
+    for p in &plots {
+        let path = dir.join(&p.file);
+        std::fs::write(&path, &p.svg).with_context(|| format!("writing {}", path.display()))?;
+        written.push(path);
+    }
+    let mut md = scenario_markdown(&report, &plots);
+    if let Some(problem) = problem {
+        md.push_str(&format!("\n_{problem}_\n"));
+    }
+    let table = dir.join(TABLE_MD);
+    std::fs::write(&table, md).with_context(|| format!("writing {}", table.display()))?;
+    written.insert(1, table);
+    Ok(written)
+}
+
+/// The latest run directory of each scenario under `results_dir`
+/// (`<results_dir>/<scenario>/<timestamp>/result.json`; timestamps sort by time), by scenario
+/// name.
+pub fn latest_runs(results_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
+    let mut out = Vec::new();
+    let entries =
+        std::fs::read_dir(results_dir).with_context(|| format!("reading {}", results_dir.display()))?;
+    let mut scenario_dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    scenario_dirs.sort();
+    for sdir in scenario_dirs {
+        let Some(name) = sdir.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
+            continue;
+        };
+        let Ok(runs) = std::fs::read_dir(&sdir) else {
+            continue;
+        };
+        let latest = runs
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.join(RESULT_JSON).is_file())
+            .max_by(|a, b| a.file_name().cmp(&b.file_name()));
+        if let Some(run) = latest {
+            out.push((name, run));
+        }
+    }
+    Ok(out)
+}
+
+/// Scenario order on the page: the lab's order, then anything else alphabetically.
+const ORDER: [&str; 9] = [
+    "alone",
+    "cbr",
+    "cwnd",
+    "onoff",
+    "fairness",
+    "udp-square",
+    "web",
+    "datapath",
+    "smoke",
+];
+
+fn order_key(name: &str) -> (usize, String) {
+    (
+        ORDER.iter().position(|n| *n == name).unwrap_or(ORDER.len()),
+        name.to_string(),
+    )
+}
+
+/// `slipstream-lab report`: finds the latest run of each scenario under `results_dir`, renders
+/// its plots into `<docs_dir>/lab/<scenario>/*.svg` (removing stale SVGs there) and writes
+/// `<docs_dir>/lab/README.md`: testbed, headline table, each scenario's table and plots, and
+/// what is not reached or differs from the paper. Returns the README's path.
+///
+/// A `result.json` that cannot be read is listed on the page instead of failing the report.
+pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
+    let lab_dir = docs_dir.join("lab");
+    std::fs::create_dir_all(&lab_dir).with_context(|| format!("creating {}", lab_dir.display()))?;
+    let mut runs = latest_runs(results_dir)?;
+    runs.sort_by_key(|(name, _)| order_key(name));
+
+    let mut loaded: Vec<(ScenarioReport, PathBuf, Vec<Plot>)> = Vec::new();
+    let mut broken: Vec<String> = Vec::new();
+    for (name, run_dir) in &runs {
+        let path = run_dir.join(RESULT_JSON);
+        let report = match std::fs::read_to_string(&path)
+            .map_err(anyhow::Error::from)
+            .and_then(|t| ScenarioReport::from_json(&t))
+        {
+            Ok(r) => r,
+            Err(e) => {
+                broken.push(format!("{name}: {} could not be read: {e:#}", path.display()));
+                continue;
+            }
+        };
+        let out = lab_dir.join(name);
+        std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
+        if let Ok(entries) = std::fs::read_dir(&out) {
+            for e in entries.filter_map(|e| e.ok()) {
+                if e.path().extension().is_some_and(|x| x == "svg") {
+                    let _ = std::fs::remove_file(e.path());
+                }
+            }
+        }
+        let plots = match scenario_plots(&report) {
+            Ok(p) => p,
+            Err(e) => {
+                broken.push(format!("{name}: plots could not be rendered: {e:#}"));
+                Vec::new()
+            }
+        };
+        for p in &plots {
+            let f = out.join(&p.file);
+            std::fs::write(&f, &p.svg).with_context(|| format!("writing {}", f.display()))?;
+        }
+        loaded.push((report, run_dir.clone(), plots));
+    }
+
+    let page = readme(results_dir, &loaded, &broken);
+    let readme_path = lab_dir.join("README.md");
+    std::fs::write(&readme_path, page).with_context(|| format!("writing {}", readme_path.display()))?;
+    Ok(readme_path)
+}
+
+fn differences_table(diffs: &[markdown::Difference], with_scenario: bool) -> String {
+    let mut s = String::new();
+    if with_scenario {
+        s.push_str(
+            "| scenario | metric | alternative | measured | paper | verdict |\n|---|---|---|---:|---|---|\n",
+        );
+    } else {
+        s.push_str("| metric | alternative | measured | paper | verdict |\n|---|---|---:|---|---|\n");
+    }
+    for d in diffs {
+        let measured = match d.measured {
+            Some(v) => markdown::with_unit(v, &d.unit),
+            None => markdown::MISSING.into(),
+        };
+        if with_scenario {
+            s.push_str(&format!("| {} ", d.scenario));
+        }
+        s.push_str(&format!(
+            "| {} | {} | {measured} | {} | {} |\n",
+            d.metric.replace('|', "\\|"),
+            d.alternative,
+            d.paper.replace('|', "\\|"),
+            d.verdict
+        ));
+    }
+    s
+}
+
+/// The headline row of a scenario: the first row with a paper value, else the first row.
+pub fn headline_row(report: &ScenarioReport) -> Option<&crate::result::Row> {
+    report
+        .table
+        .rows
+        .iter()
+        .find(|r| r.paper.is_some())
+        .or_else(|| report.table.rows.first())
+}
+
+fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], broken: &[String]) -> String {
+    let mut s = String::from("# Slipstream lab results\n\n");
+    s.push_str("Generated by `slipstream-lab report` from the latest run of each scenario under `");
+    s.push_str(&results_dir.display().to_string());
+    s.push_str("`; numbers are as measured, including where they miss the paper.\n\n");
+    s.push_str("## Testbed\n\n");
+    s.push_str(
+        "Four network namespaces on one Linux host (`crates/testbed`): `server` (iperf3 senders) → \
+         `isp` (delay element `slipstream-delay` on NFQUEUE, half the RTT each way; download \
+         bottleneck: `tbf` on its router-facing egress, queue one BDP unless noted) → `router` \
+         (`slipstreamd` on its LAN side, or the alternative's shaping) → `client` (receivers). \
+         TSO/GSO/GRO off, `tcp_no_metrics_save=1`, 8 MiB TCP buffers. The Vulture paper \
+         (Li & Welzl 2017, Sec. 0.4.1) used three machines, a 10 Mbit/s link (9.41 Mbit/s goodput), \
+         100 ms RTT, an 86-packet pfifo queue and a modified receiver kernel; Slipstream does the \
+         same from the router by rewriting the window in passing ACKs.\n\n",
+    );
+    let params: Vec<String> = loaded
+        .iter()
+        .map(|(r, _, _)| {
+            format!(
+                "- **{}**: {}",
+                r.scenario,
+                markdown::how_measured(r).trim_start_matches("How measured: ")
+            )
+        })
+        .collect();
+    if !params.is_empty() {
+        s.push_str("Per scenario:\n\n");
+        s.push_str(&params.join("\n"));
+        s.push_str("\n\n");
+    }
+
+    // Headline table: one row per scenario, columns = every alternative seen.
+    s.push_str("## Headline\n\n");
+    if loaded.is_empty() {
+        s.push_str("_No runs found._\n\n");
+    } else {
+        let mut cols: Vec<String> = Vec::new();
+        for (r, _, _) in loaded {
+            for c in &r.table.columns {
+                if !cols.contains(c) {
+                    cols.push(c.clone());
+                }
+            }
+        }
+        s.push_str("| scenario | metric | unit |");
+        for c in &cols {
+            s.push_str(&format!(" {c} |"));
+        }
+        s.push_str(" paper |\n|---|---|---|");
+        for _ in &cols {
+            s.push_str("---:|");
+        }
+        s.push_str("---|\n");
+        for (r, _, _) in loaded {
+            let Some(row) = headline_row(r) else {
+                s.push_str(&format!("| [{0}](#{0}) | _no table_ | |", r.scenario));
+                for _ in &cols {
+                    s.push_str(" – |");
+                }
+                s.push_str(" – |\n");
+                continue;
+            };
+            s.push_str(&format!(
+                "| [{0}](#{0}) | {1} | {2} |",
+                r.scenario,
+                row.metric.replace('|', "\\|"),
+                row.unit
+            ));
+            for c in &cols {
+                let cell = match r.table.columns.iter().position(|x| x == c) {
+                    Some(i) => markdown::cell(r, row, i),
+                    None => markdown::MISSING.into(),
+                };
+                s.push_str(&format!(" {cell} |"));
+            }
+            s.push_str(&format!(" {} |\n", markdown::paper_cell(row).replace('|', "\\|")));
+        }
+        s.push('\n');
+    }
+
+    // Differences from the paper, all scenarios.
+    let mut all: Vec<markdown::Difference> = Vec::new();
+    for (r, _, _) in loaded {
+        all.extend(markdown::differences(r));
+    }
+    s.push_str("## Not reached / differs from paper\n\n");
+    if all.is_empty() {
+        s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
+    } else {
+        s.push_str("Slipstream columns whose value is worse than the paper's by more than 5% (0.02 for ratios), differs by more than 10% where better/worse is not obvious, or was not measured:\n\n");
+        s.push_str(&differences_table(&all, true));
+        s.push('\n');
+    }
+    if !broken.is_empty() {
+        s.push_str("## Runs that could not be reported\n\n");
+        for b in broken {
+            s.push_str(&format!("- {b}\n"));
+        }
+        s.push('\n');
+    }
+
+    // Each scenario.
+    for (r, run_dir, plots) in loaded {
+        let links: Vec<(String, String)> = plots
+            .iter()
+            .map(|p| (format!("{}/{}", r.scenario, p.file), p.title.clone()))
+            .collect();
+        s.push_str(&format!("<a id=\"{}\"></a>\n\n", r.scenario));
+        s.push_str(&markdown::scenario_section(r, "##", &links));
+        let shown = run_dir.strip_prefix(results_dir).unwrap_or(run_dir);
+        s.push_str(&format!(
+            "\nRun: `{}` (under the results directory).\n\n",
+            shown.display()
+        ));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests;

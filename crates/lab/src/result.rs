@@ -1,0 +1,404 @@
+//! The JSON result schema every lab scenario writes, and small helpers to build it.
+//!
+//! Layout on disk: `<out>/<scenario>/<timestamp>/result.json` holds one [`ScenarioReport`]
+//! (serde JSON, pretty-printed); `table.md` beside it renders its [`Table`].
+//!
+//! * A [`ScenarioReport`] is one invocation of a scenario: every selected alternative, every
+//!   repeat, as [`RunResult`]s in `runs`, plus the summary [`Table`] (one column per alternative,
+//!   one row per headline metric, the paper's value where it reports one).
+//! * A [`RunResult`] is one alternative × one repeat (× one sub-case such as the on/off period
+//!   `T` or the flow count `N`, recorded in `params.extra`): its time series ([`Series`], sampled
+//!   about every 100 ms, time in seconds since the run's own t = 0) and its scalar results
+//!   ([`Metric`], optionally restricted to a named period such as `"bg-active"`).
+//!
+//! Stability: reports (`crate::report`) render these types; fields are only ever added (with
+//! `#[serde(default)]`), never renamed or removed. Units are spelled as in [`units`].
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// Unit strings used in [`Series::unit`], [`Metric::unit`] and [`Row::unit`].
+pub mod units {
+    /// Megabits per second (goodput, rates).
+    pub const MBPS: &str = "Mbit/s";
+    /// Milliseconds (RTT, delays).
+    pub const MS: &str = "ms";
+    /// Seconds (times such as time-to-90%).
+    pub const S: &str = "s";
+    /// Bytes (windows).
+    pub const BYTES: &str = "bytes";
+    /// A dimensionless ratio in [0, 1] (utilization, shares, Jain's index).
+    pub const RATIO: &str = "ratio";
+    /// Packets.
+    pub const PACKETS: &str = "packets";
+    /// A plain count or code (e.g. the daemon's mode as a number).
+    pub const COUNT: &str = "count";
+}
+
+/// Role labels used in [`Series::role`] / [`Metric::role`].
+pub mod roles {
+    /// A best-effort flow (matched by no rule; must not suffer).
+    pub const BEST_EFFORT: &str = "best_effort";
+    /// A background flow (classed background by the daemon's rules / HTB's low class).
+    pub const BACKGROUND: &str = "background";
+    /// Reverse-direction (upload) traffic that loads the ACK path.
+    pub const REVERSE: &str = "reverse";
+    /// A latency probe (ping on a best-effort path).
+    pub const PROBE: &str = "probe";
+    /// The whole link / all flows together.
+    pub const LINK: &str = "link";
+}
+
+/// Topology and run parameters of one [`RunResult`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunParams {
+    /// Bottleneck rate, Mbit/s (both directions).
+    pub rate_mbit: f64,
+    /// Base RTT set on the delay element, ms.
+    pub rtt_ms: f64,
+    /// Bottleneck queue limit, bytes (tbf `limit`).
+    pub queue_bytes: u64,
+    /// The same in full-size (1514-byte) frames, for reading convenience.
+    pub queue_packets: f64,
+    /// Measured base RTT (ping on the idle path before the run), ms.
+    #[serde(default)]
+    pub measured_rtt_ms: Option<f64>,
+    /// Planned run length, s (after `--scale`).
+    pub duration_s: f64,
+    /// Sender congestion control of the TCP flows ("cubic", "reno", "bbr").
+    pub cc: String,
+    /// Repeat index, 0-based.
+    pub repeat: u32,
+    /// Scenario-specific parameters (e.g. `"on_off_T_s": 5`, `"flows": 8`).
+    #[serde(default)]
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+/// One time series of a run, e.g. the goodput of the background flow.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Series {
+    /// What is measured: `goodput`, `rtt`, `cwnd`, `cwnd_estimate`, `rwnd`, `piv_sum`,
+    /// `mode`, `ss_rtt`, ... (see the scenario's docs).
+    pub name: String,
+    /// Unit of the values (see [`units`]).
+    pub unit: String,
+    /// Which flow: a short label unique within the run ("be", "bg", "bg3", "rev", "ping").
+    pub flow: String,
+    /// The flow's role (see [`roles`]).
+    pub role: String,
+    /// Where it was measured: "receiver", "sender-ss", "daemon", "ping", ...
+    #[serde(default)]
+    pub source: String,
+    /// `(t, value)`: t in seconds since the run's t = 0, ascending.
+    pub points: Vec<(f64, f64)>,
+}
+
+impl Series {
+    /// A new empty series.
+    pub fn new(name: &str, unit: &str, flow: &str, role: &str, source: &str) -> Series {
+        Series {
+            name: name.into(),
+            unit: unit.into(),
+            flow: flow.into(),
+            role: role.into(),
+            source: source.into(),
+            points: Vec::new(),
+        }
+    }
+
+    /// With these points.
+    pub fn with_points(mut self, points: Vec<(f64, f64)>) -> Series {
+        self.points = points;
+        self
+    }
+
+    /// Mean of the values with `t0 <= t < t1` (time-unweighted), `None` if there are none.
+    pub fn mean_between(&self, t0: f64, t1: f64) -> Option<f64> {
+        crate::analysis::mean(
+            self.points
+                .iter()
+                .filter(|(t, _)| *t >= t0 && *t < t1)
+                .map(|(_, v)| *v),
+        )
+    }
+}
+
+/// One scalar result of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Metric {
+    /// Name, e.g. `be_goodput`, `utilization_stable`, `time_to_90pct`, `jain_index`.
+    pub name: String,
+    /// Unit (see [`units`]).
+    pub unit: String,
+    /// The value.
+    pub value: f64,
+    /// The period it covers, if not the whole run: e.g. "before", "bg-active", "after",
+    /// "on", "off", "stable".
+    #[serde(default)]
+    pub period: Option<String>,
+    /// The flow it is about, if one ("be", "bg", ...).
+    #[serde(default)]
+    pub flow: Option<String>,
+}
+
+impl Metric {
+    /// A metric over the whole run.
+    pub fn new(name: &str, unit: &str, value: f64) -> Metric {
+        Metric {
+            name: name.into(),
+            unit: unit.into(),
+            value,
+            period: None,
+            flow: None,
+        }
+    }
+
+    /// Restricted to `period`.
+    pub fn period(mut self, period: &str) -> Metric {
+        self.period = Some(period.into());
+        self
+    }
+
+    /// About `flow`.
+    pub fn flow(mut self, flow: &str) -> Metric {
+        self.flow = Some(flow.into());
+        self
+    }
+}
+
+/// One alternative × one repeat (× one sub-case) of a scenario.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct RunResult {
+    /// Scenario name ("alone", "cbr", ...).
+    pub scenario: String,
+    /// Alternative label as on the command line ("no-control", "slipstream", "htb-90", ...).
+    pub alternative: String,
+    /// Wall-clock start, Unix seconds.
+    pub started_unix: f64,
+    /// Parameters.
+    pub params: RunParams,
+    /// Time series.
+    pub series: Vec<Series>,
+    /// Scalar results.
+    pub metrics: Vec<Metric>,
+    /// Free-text notes (warnings, what was skipped).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl RunResult {
+    /// The value of metric `name` for `period` (`None` = whole run), first match.
+    pub fn metric(&self, name: &str, period: Option<&str>) -> Option<f64> {
+        self.metrics
+            .iter()
+            .find(|m| m.name == name && m.period.as_deref() == period)
+            .map(|m| m.value)
+    }
+
+    /// The series `name` of flow `flow`.
+    pub fn series(&self, name: &str, flow: &str) -> Option<&Series> {
+        self.series.iter().find(|s| s.name == name && s.flow == flow)
+    }
+}
+
+/// One row of the summary table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Row {
+    /// Human-readable metric name, e.g. "BE goodput, background active".
+    pub metric: String,
+    /// Unit (see [`units`]).
+    pub unit: String,
+    /// One value per entry of [`Table::columns`] (mean over repeats); `None` = not measured.
+    pub values: Vec<Option<f64>>,
+    /// Standard deviation over repeats, same indexing as `values` (empty or `None` with one
+    /// repeat).
+    #[serde(default)]
+    pub spread: Vec<Option<f64>>,
+    /// The paper's value as text (it may be a range or a note), `None` if it reports none.
+    pub paper: Option<String>,
+    /// Where the paper value comes from, e.g. "Vulture Sec. 0.4.3".
+    #[serde(default)]
+    pub paper_source: Option<String>,
+    /// The metric key in [`RunResult::metrics`] this row aggregates (`name` / `period`).
+    #[serde(default)]
+    pub key: Option<String>,
+}
+
+/// The summary table of a scenario: alternatives side by side, plus the paper's values.
+///
+/// Rendered as: `metric | unit | columns[0] | columns[1] | ... | paper`. `columns` are the
+/// alternative labels (the paper column is not in it: it comes from [`Row::paper`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Table {
+    /// Column headers: alternative labels, in run order.
+    pub columns: Vec<String>,
+    /// Rows.
+    pub rows: Vec<Row>,
+}
+
+impl Table {
+    /// An empty table with these alternative columns.
+    pub fn new(columns: Vec<String>) -> Table {
+        Table {
+            columns,
+            rows: Vec::new(),
+        }
+    }
+
+    /// Adds a row aggregating metric `name`/`period` of `runs` per column (mean and standard
+    /// deviation over the runs of that alternative that have it).
+    pub fn add_metric_row(
+        &mut self,
+        label: &str,
+        unit: &str,
+        runs: &[&RunResult],
+        name: &str,
+        period: Option<&str>,
+        paper: Option<(&str, &str)>,
+    ) {
+        let mut values = Vec::new();
+        let mut spread = Vec::new();
+        for col in &self.columns {
+            let v: Vec<f64> = runs
+                .iter()
+                .filter(|r| &r.alternative == col)
+                .filter_map(|r| r.metric(name, period))
+                .filter(|v| v.is_finite())
+                .collect();
+            values.push(crate::analysis::mean(v.iter().copied()));
+            spread.push(if v.len() > 1 {
+                crate::analysis::std_dev(&v)
+            } else {
+                None
+            });
+        }
+        self.rows.push(Row {
+            metric: label.into(),
+            unit: unit.into(),
+            values,
+            spread,
+            paper: paper.map(|(v, _)| v.to_string()),
+            paper_source: paper.map(|(_, s)| s.to_string()),
+            key: Some(match period {
+                Some(p) => format!("{name}/{p}"),
+                None => name.to_string(),
+            }),
+        });
+    }
+}
+
+/// Everything one scenario invocation produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct ScenarioReport {
+    /// Scenario name ("alone", "cbr", "cwnd", "onoff", "fairness", "smoke", "web", ...).
+    pub scenario: String,
+    /// One-line description of what was run.
+    #[serde(default)]
+    pub title: String,
+    /// Wall-clock start, Unix seconds.
+    #[serde(default)]
+    pub started_unix: f64,
+    /// Every run (alternative × repeat × sub-case).
+    pub runs: Vec<RunResult>,
+    /// The summary table.
+    pub table: Table,
+    /// Free-text notes (deviations from the paper setup, caveats).
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl ScenarioReport {
+    /// Runs of alternative `label`.
+    pub fn runs_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a RunResult> + 'a {
+        self.runs.iter().filter(move |r| r.alternative == label)
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> anyhow::Result<String> {
+        Ok(serde_json::to_string_pretty(self)?)
+    }
+
+    /// Parses a `result.json`.
+    pub fn from_json(text: &str) -> anyhow::Result<ScenarioReport> {
+        Ok(serde_json::from_str(text)?)
+    }
+}
+
+/// Current time as Unix seconds.
+pub fn now_unix() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// `YYYYMMDDTHHMMSSZ` (UTC) for a Unix time: the run directory name.
+pub fn timestamp_dirname(unix: f64) -> String {
+    let secs = unix.max(0.0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Civil-from-days (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps() {
+        assert_eq!(timestamp_dirname(0.0), "19700101T000000Z");
+        assert_eq!(timestamp_dirname(1_700_000_000.0), "20231114T221320Z");
+        assert_eq!(timestamp_dirname(951_782_400.0), "20000229T000000Z");
+    }
+
+    #[test]
+    fn table_aggregates_per_alternative() {
+        let run = |alt: &str, v: f64| RunResult {
+            scenario: "x".into(),
+            alternative: alt.into(),
+            metrics: vec![Metric::new("g", units::MBPS, v).period("bg-active")],
+            ..Default::default()
+        };
+        let runs = [run("a", 1.0), run("a", 3.0), run("b", 5.0)];
+        let refs: Vec<&RunResult> = runs.iter().collect();
+        let mut t = Table::new(vec!["a".into(), "b".into(), "c".into()]);
+        t.add_metric_row(
+            "G",
+            units::MBPS,
+            &refs,
+            "g",
+            Some("bg-active"),
+            Some(("5.98", "Sec. 0.4.3")),
+        );
+        let r = &t.rows[0];
+        assert_eq!(r.values, vec![Some(2.0), Some(5.0), None]);
+        assert!((r.spread[0].unwrap() - 2f64.sqrt()).abs() < 1e-9);
+        assert_eq!(r.spread[1], None);
+        assert_eq!(r.paper.as_deref(), Some("5.98"));
+        assert_eq!(r.key.as_deref(), Some("g/bg-active"));
+        let rep = ScenarioReport {
+            scenario: "x".into(),
+            runs: runs.to_vec(),
+            table: t,
+            ..Default::default()
+        };
+        let back = ScenarioReport::from_json(&rep.to_json().unwrap()).unwrap();
+        assert_eq!(back, rep);
+        assert_eq!(back.runs_of("a").count(), 2);
+    }
+}

@@ -1,0 +1,158 @@
+//! `alone`: one background download on an idle link (Vulture Sec. 0.4.4, Fig. 17).
+//!
+//! Default 90 s (the paper's LBE period; `--scale` shortens it). Metrics, from the receiver's
+//! 100 ms goodput series of the background flow, normalised to the maximum TCP goodput of the
+//! link ([`analysis::max_goodput_mbit`], 9.56 Mbit/s at 10 Mbit/s; the paper's path gave 9.41):
+//! * `utilization` over the whole run (paper: 8.76/9.41 = 0.93 for the whole LBE period);
+//! * `utilization` in period `stable` = the second half of the run (paper: 0.99 "after the flow
+//!   stabilizes", which its Fig. 17 shows after ~20 s of 90);
+//! * `time_to_90pct`: seconds from the flow's start until its 1 s moving average first reaches
+//!   90% of the maximum goodput (paper: "regains its goodput after about 20 seconds").
+//! * `be_rtt` (ping beside the flow, mean, stable period): the queueing delay it causes.
+
+use anyhow::Result;
+
+use super::{LabContext, ScenarioOptions};
+use crate::analysis::{self, max_goodput_mbit};
+use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+
+/// Phase lengths of one run.
+#[derive(Debug, Clone, Copy)]
+pub struct AloneTimes {
+    /// Run length, s.
+    pub duration: f64,
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let times = AloneTimes {
+        duration: opts.scaled(90.0, 6.0),
+    };
+    run_with(ctx, opts, "alone", times)
+}
+
+/// Runs `alone` with explicit times (also used by `smoke`).
+pub fn run_with(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    name: &str,
+    times: AloneTimes,
+) -> Result<ScenarioReport> {
+    let started = crate::result::now_unix();
+    let dir = ctx.run_dir(name, started)?;
+    let runs = run_all(
+        ctx,
+        opts,
+        &[times],
+        |t, alt| RunSetup::new(name, alt, t.duration, dir.clone()),
+        body,
+    )?;
+    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, times)).collect();
+    let report = ScenarioReport {
+        scenario: name.into(),
+        title: format!(
+            "{name}: one background download alone, {:.0} s, {} Mbit/s, {} ms RTT",
+            times.duration, opts.rate_mbit, opts.rtt_ms
+        ),
+        started_unix: started,
+        table: table(opts, &runs),
+        runs,
+        notes: vec![format!(
+            "utilization = goodput / {:.2} Mbit/s (max TCP goodput of the link; the paper's path gave 9.41); \
+             stable = second half of the run",
+            max_goodput_mbit(opts.rate_mbit)
+        )],
+    };
+    finish_report(ctx, &dir, report)
+}
+
+fn body(run: &mut Run, t: &AloneTimes) -> Result<()> {
+    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, t.duration))?;
+    run.wait_until(t.duration)?;
+    Ok(())
+}
+
+/// Adds the scenario's metrics to a finished run.
+pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
+    let max = max_goodput_mbit(r.params.rate_mbit);
+    let mut m = Vec::new();
+    if let Some(s) = r.series("goodput", "bg") {
+        let start = s.points.first().map_or(0.0, |p| p.0 - 0.1);
+        let end = s.points.last().map_or(0.0, |p| p.0 + 1e-6);
+        if let Some(g) = analysis::mean_between(&s.points, start, end) {
+            m.push(Metric::new("bg_goodput", units::MBPS, g).flow("bg"));
+            m.push(Metric::new("utilization", units::RATIO, g / max));
+        }
+        let half = start + (end - start) / 2.0;
+        if let Some(g) = analysis::mean_between(&s.points, half, end) {
+            m.push(
+                Metric::new("bg_goodput", units::MBPS, g)
+                    .flow("bg")
+                    .period("stable"),
+            );
+            m.push(Metric::new("utilization", units::RATIO, g / max).period("stable"));
+        }
+        match analysis::time_to_reach(&s.points, start, 0.9 * max, 1.0) {
+            Some(tt) => m.push(Metric::new("time_to_90pct", units::S, tt)),
+            None => r.notes.push(format!(
+                "never reached 90% of {max:.2} Mbit/s within {:.0} s",
+                t.duration
+            )),
+        }
+        if let Some(p) = r.series("rtt", "ping") {
+            if let Some(v) = analysis::mean_between(&p.points, half, end) {
+                m.push(Metric::new("be_rtt", units::MS, v).period("stable"));
+            }
+        }
+    }
+    r.metrics.extend(m);
+    r
+}
+
+fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(opts.alternative_labels());
+    let src = "Vulture Sec. 0.4.4, Fig. 17";
+    t.add_metric_row(
+        "BG goodput, whole run",
+        units::MBPS,
+        &refs,
+        "bg_goodput",
+        None,
+        Some(("8.76", src)),
+    );
+    t.add_metric_row(
+        "utilization, whole run",
+        units::RATIO,
+        &refs,
+        "utilization",
+        None,
+        Some(("0.93", src)),
+    );
+    t.add_metric_row(
+        "utilization, stable (2nd half)",
+        units::RATIO,
+        &refs,
+        "utilization",
+        Some("stable"),
+        Some(("0.99", src)),
+    );
+    t.add_metric_row(
+        "time to 90% of link",
+        units::S,
+        &refs,
+        "time_to_90pct",
+        None,
+        Some(("≈20", src)),
+    );
+    t.add_metric_row(
+        "ping RTT beside BG, stable",
+        units::MS,
+        &refs,
+        "be_rtt",
+        Some("stable"),
+        None,
+    );
+    t
+}

@@ -1,0 +1,210 @@
+//! `cbr`: a 6 Mbit/s best-effort download (iperf3 TCP `-b 6M`) and 6 Mbit/s of reverse traffic
+//! (an upload, loading the ACK path) for the whole run; a background download joins for the
+//! middle third (Vulture Sec. 0.4.3, Figs. 15-16; the paper ran 45/90/45 s, we run 30/30/30 s
+//! by default, `--scale` shortens).
+//!
+//! Periods `before`, `bg-active`, `after` (thirds; the first 2 s of the run are skipped). Metrics:
+//! * `be_goodput` per period (paper: 5.97 / 5.98 / 5.97 Mbit/s);
+//! * `be_rtt` per period: ping RTT on the best-effort path (paper, BE flow RTT: 104 / 146 /
+//!   104 ms); `be_srtt`: the best-effort sender's smoothed RTT from `ss` (closer to the paper's
+//!   measure);
+//! * `bg_goodput` (bg-active) and `spare_use` = bg goodput / (max goodput − BE goodput), the share
+//!   of the capacity BE leaves that background uses (paper: 2.84 / (9.41 − 5.98) = 0.83).
+
+use anyhow::Result;
+
+use super::{LabContext, ScenarioOptions};
+use crate::analysis::max_goodput_mbit;
+use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
+use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+
+/// Phase lengths.
+#[derive(Debug, Clone, Copy)]
+pub struct CbrTimes {
+    /// Length of each third, s.
+    pub third: f64,
+    /// Best-effort rate, Mbit/s (6 in the paper).
+    pub be_mbit: f64,
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let t = CbrTimes {
+        third: opts.scaled(30.0, 4.0),
+        be_mbit: opts.extra_or("be_mbit", 6.0),
+    };
+    run_with(ctx, opts, "cbr", t)
+}
+
+/// Runs `cbr` with explicit times (also used by `smoke`).
+pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTimes) -> Result<ScenarioReport> {
+    let started = crate::result::now_unix();
+    let dir = ctx.run_dir(name, started)?;
+    let runs = run_all(
+        ctx,
+        opts,
+        &[t],
+        |t, alt| {
+            let mut s = RunSetup::new(name, alt, 3.0 * t.third, dir.clone()).param("be_mbit", t.be_mbit);
+            s.server_ports = vec![BG_PORT, BE_PORT, REV_PORT];
+            s
+        },
+        body,
+    )?;
+    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, t)).collect();
+    let report = ScenarioReport {
+        scenario: name.into(),
+        title: format!(
+            "{name}: {} Mbit/s BE download + reverse upload; background joins for the middle third ({:.0} s each)",
+            t.be_mbit, t.third
+        ),
+        started_unix: started,
+        table: table(opts, &runs),
+        runs,
+        notes: vec![format!(
+            "spare_use = BG goodput / ({:.2} − BE goodput) in bg-active; be_rtt from ping -i 0.1, be_srtt from ss",
+            max_goodput_mbit(opts.rate_mbit)
+        )],
+    };
+    finish_report(ctx, &dir, report)
+}
+
+fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {
+    let total = 3.0 * t.third;
+    let rate = format!("{}M", t.be_mbit);
+    run.start_flow(FlowSpec::download("be", roles::BEST_EFFORT, BE_PORT, total).bitrate(&rate))?;
+    run.start_flow(FlowSpec::upload("rev", roles::REVERSE, REV_PORT, total).bitrate(&rate))?;
+    run.wait_until(t.third)?;
+    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, t.third))?;
+    run.wait_until(total)?;
+    Ok(())
+}
+
+/// The three periods `(name, from, to)`.
+pub fn periods(t: &CbrTimes) -> [(&'static str, f64, f64); 3] {
+    [
+        ("before", 2.0_f64.min(t.third / 2.0), t.third),
+        ("bg-active", t.third, 2.0 * t.third),
+        ("after", 2.0 * t.third, 3.0 * t.third),
+    ]
+}
+
+/// Adds the scenario's metrics.
+pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
+    let max = max_goodput_mbit(r.params.rate_mbit);
+    let mut m = Vec::new();
+    let mut be_active = None;
+    for (p, a, b) in periods(&t) {
+        if let Some(v) = r.series("goodput", "be").and_then(|s| s.mean_between(a, b)) {
+            m.push(Metric::new("be_goodput", units::MBPS, v).period(p).flow("be"));
+            if p == "bg-active" {
+                be_active = Some(v);
+            }
+        }
+        if let Some(v) = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b)) {
+            m.push(Metric::new("be_rtt", units::MS, v).period(p));
+        }
+        if let Some(v) = r.series("ss_rtt", "be").and_then(|s| s.mean_between(a, b)) {
+            m.push(Metric::new("be_srtt", units::MS, v).period(p).flow("be"));
+        }
+        if let Some(v) = r.series("goodput", "rev").and_then(|s| s.mean_between(a, b)) {
+            m.push(Metric::new("rev_goodput", units::MBPS, v).period(p).flow("rev"));
+        }
+    }
+    if let Some(bg) = r
+        .series("goodput", "bg")
+        .and_then(|s| s.mean_between(t.third, 2.0 * t.third + 0.5))
+    {
+        m.push(
+            Metric::new("bg_goodput", units::MBPS, bg)
+                .period("bg-active")
+                .flow("bg"),
+        );
+        if let Some(be) = be_active {
+            let spare = (max - be).max(1e-9);
+            m.push(Metric::new("spare_use", units::RATIO, bg / spare).period("bg-active"));
+        }
+    }
+    r.metrics.extend(m);
+    r
+}
+
+fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(opts.alternative_labels());
+    let g = "Vulture Sec. 0.4.3, Fig. 15";
+    let d = "Vulture Sec. 0.4.3, Fig. 16";
+    t.add_metric_row(
+        "BE goodput, before",
+        units::MBPS,
+        &refs,
+        "be_goodput",
+        Some("before"),
+        Some(("5.97", g)),
+    );
+    t.add_metric_row(
+        "BE goodput, BG active",
+        units::MBPS,
+        &refs,
+        "be_goodput",
+        Some("bg-active"),
+        Some(("5.98", g)),
+    );
+    t.add_metric_row(
+        "BE goodput, after",
+        units::MBPS,
+        &refs,
+        "be_goodput",
+        Some("after"),
+        Some(("5.97", g)),
+    );
+    t.add_metric_row(
+        "BE RTT (ping), before",
+        units::MS,
+        &refs,
+        "be_rtt",
+        Some("before"),
+        Some(("104", d)),
+    );
+    t.add_metric_row(
+        "BE RTT (ping), BG active",
+        units::MS,
+        &refs,
+        "be_rtt",
+        Some("bg-active"),
+        Some(("146", d)),
+    );
+    t.add_metric_row(
+        "BE RTT (ping), after",
+        units::MS,
+        &refs,
+        "be_rtt",
+        Some("after"),
+        Some(("104", d)),
+    );
+    t.add_metric_row(
+        "BE sender sRTT, BG active",
+        units::MS,
+        &refs,
+        "be_srtt",
+        Some("bg-active"),
+        Some(("146", d)),
+    );
+    t.add_metric_row(
+        "BG goodput, BG active",
+        units::MBPS,
+        &refs,
+        "bg_goodput",
+        Some("bg-active"),
+        Some(("2.84", g)),
+    );
+    t.add_metric_row(
+        "BG use of spare capacity",
+        units::RATIO,
+        &refs,
+        "spare_use",
+        Some("bg-active"),
+        Some(("0.83", g)),
+    );
+    t
+}

@@ -1,0 +1,195 @@
+//! `cwnd`: the daemon's cwnd estimate against the sender's real cwnd (Vulture Sec. 0.4.2,
+//! Figs. 11-13), for cubic and reno.
+//!
+//! One background download alone for 60 s (`--scale` shortens) per congestion control (cases
+//! `cubic`, `reno`; `--set cwnd_ccs=cubic,reno,bbr` changes the list). The real cwnd is
+//! `cwnd × mss` from `ss -tin` on the server every 100 ms; the estimate is
+//! `slipstream_flow_cwnd_estimate_bytes` scraped every 200 ms; each estimate is paired with the
+//! ss sample nearest in time (within 100 ms). Metrics: `cwnd_mare` (mean |est − real| / real),
+//! `cwnd_bias` (mean (est − real) / real; negative = underestimate, which the paper expects since
+//! lost bytes are not counted), `cwnd_corr` (Pearson correlation), and the same for the forwarded
+//! `rwnd` against the real cwnd (`rwnd_corr`), and the estimate against the bytes in flight
+//! (`inflight_mare`, `inflight_corr`: `unacked × mss` from ss; a rwnd-limited Linux sender's
+//! cwnd can sit well above what it is allowed to send, which is what the estimate sees). Only alternatives that run the daemon have an
+//! estimate; the others are skipped.
+
+use anyhow::{bail, Result};
+
+use super::{LabContext, ScenarioOptions};
+use crate::analysis;
+use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+
+/// One case.
+#[derive(Debug, Clone)]
+pub struct CwndCase {
+    /// Congestion control.
+    pub cc: String,
+    /// Run length, s.
+    pub duration: f64,
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string());
+    let duration = opts.scaled(60.0, 8.0);
+    let cases: Vec<CwndCase> = ccs
+        .split(',')
+        .map(|c| CwndCase {
+            cc: c.trim().into(),
+            duration,
+        })
+        .collect();
+    let mut sub = opts.clone();
+    sub.alternatives.retain(|a| a.uses_daemon());
+    if sub.alternatives.is_empty() {
+        bail!("cwnd needs an alternative that runs the daemon (slipstream, slipstream-paper, fixed-rwnd)");
+    }
+    let started = crate::result::now_unix();
+    let dir = ctx.run_dir("cwnd", started)?;
+    let runs = run_all(
+        ctx,
+        &sub,
+        &cases,
+        |c, alt| {
+            let mut s = RunSetup::new("cwnd", alt, c.duration, dir.clone()).param("cc", c.cc.clone());
+            s.ping = false;
+            s.cc = Some(c.cc.clone());
+            s
+        },
+        body,
+    )?;
+    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
+    let mut table = Table::new(sub.alternative_labels());
+    for c in &cases {
+        let refs: Vec<&RunResult> = runs.iter().filter(|r| r.params.cc == c.cc).collect();
+        let src = "Vulture Sec. 0.4.2, Figs. 11-12";
+        table.add_metric_row(
+            &format!("{}: cwnd estimate MARE", c.cc),
+            units::RATIO,
+            &refs,
+            "cwnd_mare",
+            None,
+            Some(("small underestimate (figure only)", src)),
+        );
+        table.add_metric_row(
+            &format!("{}: cwnd estimate bias", c.cc),
+            units::RATIO,
+            &refs,
+            "cwnd_bias",
+            None,
+            Some(("< 0", src)),
+        );
+        table.add_metric_row(
+            &format!("{}: cwnd estimate correlation", c.cc),
+            units::RATIO,
+            &refs,
+            "cwnd_corr",
+            None,
+            Some(("≈1 (tracks changes)", src)),
+        );
+        table.add_metric_row(
+            &format!("{}: estimate vs in-flight MARE", c.cc),
+            units::RATIO,
+            &refs,
+            "inflight_mare",
+            None,
+            None,
+        );
+        table.add_metric_row(
+            &format!("{}: estimate vs in-flight correlation", c.cc),
+            units::RATIO,
+            &refs,
+            "inflight_corr",
+            None,
+            None,
+        );
+        table.add_metric_row(
+            &format!("{}: rwnd vs cwnd correlation", c.cc),
+            units::RATIO,
+            &refs,
+            "rwnd_corr",
+            None,
+            None,
+        );
+        table.add_metric_row(
+            &format!("{}: BG goodput", c.cc),
+            units::MBPS,
+            &refs,
+            "bg_goodput",
+            None,
+            None,
+        );
+    }
+    let mut notes = Vec::new();
+    if sub.alternatives.len() < opts.alternatives.len() {
+        notes.push("alternatives without the daemon were skipped (no estimate to compare)".into());
+    }
+    notes.push(
+        "the paper switches one flow BE → LBE → BE; the daemon classes a flow at its SYN, so the flow is background throughout".into(),
+    );
+    let report = ScenarioReport {
+        scenario: "cwnd".into(),
+        title: format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {ccs}, {duration:.0} s"),
+        started_unix: started,
+        table,
+        runs,
+        notes,
+    };
+    finish_report(ctx, &dir, report)
+}
+
+fn body(run: &mut Run, c: &CwndCase) -> Result<()> {
+    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, c.duration))?;
+    run.wait_until(c.duration)
+}
+
+/// Adds the error/correlation metrics.
+pub fn with_metrics(mut r: RunResult) -> RunResult {
+    let real = r
+        .series("cwnd", "bg")
+        .map(|s| s.points.clone())
+        .unwrap_or_default();
+    let mut m = Vec::new();
+    if let Some(est) = r.series("cwnd_estimate", "bg") {
+        let pairs = analysis::pair_series(&est.points, &real, 0.1);
+        if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
+            m.push(Metric::new("cwnd_mare", units::RATIO, v).flow("bg"));
+        }
+        if let Some(v) = analysis::mean_rel_bias(&pairs) {
+            m.push(Metric::new("cwnd_bias", units::RATIO, v).flow("bg"));
+        }
+        if let Some(v) = analysis::pearson(&pairs) {
+            m.push(Metric::new("cwnd_corr", units::RATIO, v).flow("bg"));
+        }
+        m.push(Metric::new("cwnd_pairs", units::COUNT, pairs.len() as f64).flow("bg"));
+        // Against the bytes in flight (a clamped sender's cwnd can exceed what it may send).
+        let flight = r
+            .series("inflight", "bg")
+            .map(|s| s.points.clone())
+            .unwrap_or_default();
+        let pairs = analysis::pair_series(&est.points, &flight, 0.1);
+        if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
+            m.push(Metric::new("inflight_mare", units::RATIO, v).flow("bg"));
+        }
+        if let Some(v) = analysis::pearson(&pairs) {
+            m.push(Metric::new("inflight_corr", units::RATIO, v).flow("bg"));
+        }
+    } else {
+        r.notes.push("no cwnd estimate samples".into());
+    }
+    if let Some(rw) = r.series("rwnd", "bg") {
+        let pairs = analysis::pair_series(&rw.points, &real, 0.1);
+        if let Some(v) = analysis::pearson(&pairs) {
+            m.push(Metric::new("rwnd_corr", units::RATIO, v).flow("bg"));
+        }
+    }
+    if let Some(g) = r
+        .series("goodput", "bg")
+        .and_then(|s| analysis::mean(s.points.iter().map(|p| p.1)))
+    {
+        m.push(Metric::new("bg_goodput", units::MBPS, g).flow("bg"));
+    }
+    r.metrics.extend(m);
+    r
+}

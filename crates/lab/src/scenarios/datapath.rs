@@ -1,0 +1,528 @@
+//! `datapath`: what queueing packets to user space costs on the router, side by side:
+//!
+//! 1. `kernel`: plain kernel forwarding (no rules, no daemon);
+//! 2. `nfq-accept`: the same queues and firewall rules as `slipstreamd` for the same config
+//!    (`src/bin/nfq-accept.rs`), every packet accepted unchanged with no processing;
+//! 3. `slipstreamd`: the daemon, Vulture (Slipstream's variant), rule on the test ports.
+//!
+//! Topology: the testbed with **no bottleneck and no delay element** (its tbf shapers are
+//! removed after the build, so veth forwarding is all that is left; the delay element would
+//! itself be a user-space NFQUEUE hop). Load: an iperf3 download on port 6881 (background, so
+//! both queued directions go through the daemon's ACK/data split) with `-M 536`, i.e. many
+//! small packets.
+//!
+//! Per mode and round:
+//! * **throughput**: the download as fast as it goes for 10 s × scale (at least 5 s): packets per
+//!   second through the router (rx packets of `wan0` + `br-lan`, both directions), goodput;
+//! * **CPU**: the user-space process's utime + stime (`/proc/<pid>/stat`; 0 for `kernel`) per
+//!   million forwarded packets, and the whole machine's busy, system and softirq time
+//!   (`/proc/stat` deltas, both cores summed) per million packets. The machine figures include
+//!   the iperf3 sender and receiver on the same 2 cores, identical work in every mode, so their
+//!   *differences* between modes are the router path's cost;
+//! * **latency**: the download rate-limited to `--set load_mbit=` (default 20 Mbit/s) while
+//!   `slipstream-web probe` sends a 64-byte request every 10 ms on a persistent TCP connection
+//!   to port 6882 (also classed background, so request and answer are queued too) and times the
+//!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
+//!   round (a round trip crosses the router twice: two queued packets).
+//!
+//! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd;
+//! then reversed), so slow drifts of the machine do not favour one mode; ratios to `kernel`
+//! are taken within a round. `--alternatives` does not apply (the three modes are fixed).
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
+
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
+use crate::result::{now_unix, roles, units, Metric, RunParams, RunResult, ScenarioReport, Series, Table};
+use crate::scenarios::{LabContext, ScenarioOptions};
+use crate::web::probe::quantile;
+use crate::web::procs::{helper_binary, pid_in_netns, process_cpu_seconds, Helper, MachineCpu};
+
+const NAME: &str = "datapath";
+const LOAD_PORT: u16 = 6881;
+const PROBE_PORT: u16 = 6882;
+const MSS: &str = "536";
+/// Microseconds (probe RTTs; not in `units`, which has no sub-millisecond unit).
+const US: &str = "us";
+
+/// The three ways of forwarding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    Kernel,
+    NfqAccept,
+    Slipstreamd,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 3] = [Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Mode::Kernel => "kernel",
+            Mode::NfqAccept => "nfq-accept",
+            Mode::Slipstreamd => "slipstreamd",
+        }
+    }
+}
+
+/// The mode order of round `round`: forward on even rounds, reversed on odd ones.
+pub fn round_order(round: u32) -> Vec<Mode> {
+    let mut v = Mode::ALL.to_vec();
+    if round % 2 == 1 {
+        v.reverse();
+    }
+    v
+}
+
+/// Sum of rx packets of `ifaces` in `ip -s -j link show` output.
+pub fn rx_packets(ip_json: &str, ifaces: &[&str]) -> Result<u64> {
+    let v: serde_json::Value = serde_json::from_str(ip_json).context("ip -s -j link output")?;
+    let mut sum = 0;
+    for name in ifaces {
+        let dev = v
+            .as_array()
+            .and_then(|a| {
+                a.iter()
+                    .find(|d| d.get("ifname").and_then(|n| n.as_str()) == Some(name))
+            })
+            .with_context(|| format!("no interface {name} in ip output"))?;
+        sum += dev
+            .pointer("/stats64/rx/packets")
+            .and_then(serde_json::Value::as_u64)
+            .with_context(|| format!("no rx packets for {name}"))?;
+    }
+    Ok(sum)
+}
+
+fn router_packets(tb: &Testbed) -> Result<u64> {
+    let out = tb.run_in(Ns::Router, &["ip", "-s", "-j", "link", "show"])?;
+    rx_packets(&out, &[ROUTER_WAN_IF, ROUTER_LAN_IF])
+}
+
+/// A mode set up on the router.
+enum Active {
+    Kernel,
+    Nfq(Helper),
+    Daemon(ActiveAlternative),
+}
+
+struct Env<'a> {
+    opts: &'a ScenarioOptions,
+    tb: &'a Testbed,
+    alt_env: AltEnv,
+    nfq_bin: std::path::PathBuf,
+    nfq_config: std::path::PathBuf,
+    web_bin: String,
+    throughput_s: f64,
+    latency_s: f64,
+    load_mbit: f64,
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let started = now_unix();
+    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
+    let nfq_bin = helper_binary(&ctx.bin_dir, "nfq-accept")?;
+    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
+    std::fs::create_dir_all(&work_dir)?;
+    let spec = TopologySpec {
+        rate_mbit: 10_000.0,
+        one_way_delay_ms: 0.0,
+        queue_bytes: Some(4_000_000),
+        name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+        delay_bin: Some(ctx.delay_bin.clone()),
+        ipv6: false,
+        ..TopologySpec::default()
+    };
+    let tb = Testbed::build(spec).context("building the topology")?;
+    for (ns, dev) in [(Ns::Isp, ISP_DOWN_IF), (Ns::Router, ROUTER_WAN_IF)] {
+        tb.run_in(ns, &["tc", "qdisc", "del", "dev", dev, "root"])
+            .context("removing the tbf shaper")?;
+    }
+    tb.start_iperf_server(LOAD_PORT)?;
+    let web = web_bin.to_string_lossy().into_owned();
+    let listen = format!("0.0.0.0:{PROBE_PORT}");
+    let _probe_server = Helper::spawn_ready(
+        tb.exec(Ns::Server, &[web.as_str(), "server", "--listen", &listen]),
+        Duration::from_secs(5),
+    )?;
+    let alt_env = AltEnv {
+        daemon_bin: ctx.daemon_bin.clone(),
+        work_dir: work_dir.clone(),
+        background_ports: vec![LOAD_PORT, PROBE_PORT],
+        rate_mbit: opts.rate_mbit,
+        bdp_bytes: opts.bdp_bytes(),
+        queue_packets: opts.queue_packets(),
+    };
+    let nfq_config = work_dir.join("nfq-accept.toml");
+    let text = Alternative::Slipstream
+        .daemon_config(&alt_env, &work_dir.join("nfq-accept.sock"))
+        .expect("slipstream runs a daemon");
+    std::fs::write(&nfq_config, text)?;
+    let env = Env {
+        opts,
+        tb: &tb,
+        alt_env,
+        nfq_bin,
+        nfq_config,
+        web_bin: web,
+        throughput_s: opts.scaled(10.0, 5.0),
+        latency_s: opts.scaled(10.0, 5.0),
+        load_mbit: opts.extra_or("load_mbit", 20.0),
+    };
+    let rounds = opts.repeats.max(2);
+    let mut runs: Vec<RunResult> = Vec::new();
+    for round in 0..rounds {
+        let mut this_round = Vec::new();
+        for (i, mode) in round_order(round).into_iter().enumerate() {
+            ctx.check_interrupted()?;
+            let r = measure(&env, mode, round, i)
+                .with_context(|| format!("round {}/{rounds}, {}", round + 1, mode.label()))?;
+            ctx.progress.log(&format!(
+                "[{NAME}] round {}/{rounds} {}: {:.0} packets/s, CPU {:.2} s (process) / {:.2} s (machine) per Mpkt, probe RTT median {:.0} us",
+                round + 1,
+                mode.label(),
+                r.metric("pps", Some("throughput")).unwrap_or(f64::NAN),
+                r.metric("process_cpu_per_mpkt", Some("throughput")).unwrap_or(f64::NAN),
+                r.metric("machine_busy_per_mpkt", Some("throughput")).unwrap_or(f64::NAN),
+                r.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN),
+            ));
+            this_round.push(r);
+        }
+        add_ratios(&mut this_round);
+        runs.extend(this_round);
+    }
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
+    Ok(ScenarioReport {
+        scenario: NAME.into(),
+        title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd".into(),
+        started_unix: started,
+        table: table(columns, &runs),
+        runs,
+        notes: vec![
+            format!(
+                "No bottleneck, no delay element; load = iperf3 download with MSS {MSS} on port {LOAD_PORT} \
+                 ({:.0} s unlimited for packets/s and CPU, {:.0} s at {} Mbit/s with a 64-byte TCP probe every 10 ms on \
+                 port {PROBE_PORT} for latency); {rounds} rounds, mode order alternating.",
+                env.throughput_s, env.latency_s, env.load_mbit
+            ),
+            "process CPU = utime+stime of nfq-accept / slipstreamd; machine CPU = /proc/stat deltas of both cores \
+             (includes the iperf3 endpoints, equal work in every mode); all per million packets forwarded \
+             (rx of wan0 + br-lan)."
+                .into(),
+            "--alternatives does not apply to this scenario.".into(),
+        ],
+    })
+}
+
+fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
+    Ok(match mode {
+        Mode::Kernel => (Active::Kernel, None),
+        Mode::NfqAccept => {
+            let h = Helper::spawn_ready(
+                env.tb.exec(
+                    Ns::Router,
+                    &[
+                        env.nfq_bin.as_os_str(),
+                        "--config".as_ref(),
+                        env.nfq_config.as_os_str(),
+                    ],
+                ),
+                Duration::from_secs(10),
+            )?;
+            let pid = h.pid();
+            (Active::Nfq(h), pid)
+        }
+        Mode::Slipstreamd => {
+            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env)?;
+            let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), "slipstreamd");
+            (Active::Daemon(a), pid)
+        }
+    })
+}
+
+fn teardown_mode(env: &Env, active: Active, notes: &mut Vec<String>) -> Result<()> {
+    match active {
+        Active::Kernel => {}
+        Active::Nfq(h) => {
+            let lines = h.stop(Duration::from_secs(10))?;
+            if let Some(l) = lines.last() {
+                notes.push(format!("nfq-accept: {l}"));
+            }
+        }
+        Active::Daemon(a) => notes.extend(a.teardown(env.tb)?),
+    }
+    Ok(())
+}
+
+fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResult> {
+    let tb = env.tb;
+    let mut notes = Vec::new();
+    let (active, pid) = setup_mode(env, mode)?;
+    if mode != Mode::Kernel && pid.is_none() {
+        bail!("cannot find the {} process", mode.label());
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let t_start = now_unix();
+    let cc = env.opts.cc.clone();
+
+    // Throughput and CPU.
+    let secs = env.throughput_s.ceil() as u32;
+    let (p0, c0, m0, i0) = (
+        router_packets(tb)?,
+        pid.and_then(process_cpu_seconds),
+        MachineCpu::read(),
+        Instant::now(),
+    );
+    let res = tb.run_download(LOAD_PORT, secs, &cc, &["-M", MSS])?.wait()?;
+    let (p1, c1, m1, dt) = (
+        router_packets(tb)?,
+        pid.and_then(process_cpu_seconds),
+        MachineCpu::read(),
+        i0.elapsed().as_secs_f64(),
+    );
+    let packets = p1.saturating_sub(p0) as f64;
+    let per_m = |x: f64| x * 1e6 / packets.max(1.0);
+    let proc_cpu = match (c0, c1) {
+        (Some(a), Some(b)) => b - a,
+        _ => 0.0,
+    };
+    let machine = match (m0, m1) {
+        (Some(a), Some(b)) => b.since(&a),
+        _ => MachineCpu::default(),
+    };
+
+    // Latency under a fixed load.
+    let lsecs = env.latency_s.ceil() as u32;
+    let load = format!("{}M", env.load_mbit);
+    let bg = tb.run_download(LOAD_PORT, lsecs + 2, &cc, &["-M", MSS, "-b", &load])?;
+    std::thread::sleep(Duration::from_secs(1));
+    let server = format!("{}:{PROBE_PORT}", tb.server_addr(false));
+    let count = (lsecs * 100).to_string();
+    let probe = Helper::spawn(tb.exec(
+        Ns::Client,
+        &[
+            env.web_bin.as_str(),
+            "probe",
+            "--server",
+            &server,
+            "--count",
+            &count,
+            "--interval-ms",
+            "10",
+        ],
+    ))?;
+    let lines = probe
+        .wait(Duration::from_secs(u64::from(lsecs) + 30))
+        .context("probe")?;
+    let loaded = bg.wait()?;
+    let v: serde_json::Value = serde_json::from_str(lines.last().map(String::as_str).unwrap_or("{}"))?;
+    let rtts: Vec<f64> = v
+        .get("rtts_s")
+        .and_then(|a| a.as_array())
+        .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
+        .unwrap_or_default();
+    teardown_mode(env, active, &mut notes)?;
+
+    let mut extra = BTreeMap::new();
+    extra.insert("round".to_string(), serde_json::json!(round));
+    extra.insert("position_in_round".to_string(), serde_json::json!(position));
+    extra.insert("mss".to_string(), serde_json::json!(536));
+    extra.insert("load_mbit".to_string(), serde_json::json!(env.load_mbit));
+    let rtt_us = |q: f64| quantile(&rtts, q) * 1e6;
+    let probe_pts: Vec<(f64, f64)> = rtts
+        .iter()
+        .enumerate()
+        .map(|(i, r)| (1.0 + i as f64 * 0.01, r * 1e6))
+        .collect();
+    Ok(RunResult {
+        scenario: NAME.into(),
+        alternative: mode.label().into(),
+        started_unix: t_start,
+        params: RunParams {
+            rate_mbit: 0.0,
+            rtt_ms: 0.0,
+            queue_bytes: 0,
+            queue_packets: 0.0,
+            measured_rtt_ms: None,
+            duration_s: env.throughput_s + env.latency_s,
+            cc,
+            repeat: round,
+            extra,
+        },
+        series: vec![
+            Series::new("probe_rtt", US, "probe", roles::PROBE, "slipstream-web probe")
+                .with_points(probe_pts),
+        ],
+        metrics: vec![
+            Metric::new("pps", "packets/s", packets / dt).period("throughput"),
+            Metric::new("goodput", units::MBPS, res.goodput_mbps)
+                .period("throughput")
+                .flow("load"),
+            Metric::new("packets", units::PACKETS, packets).period("throughput"),
+            Metric::new("process_cpu_per_mpkt", units::S, per_m(proc_cpu)).period("throughput"),
+            Metric::new("machine_busy_per_mpkt", units::S, per_m(machine.busy)).period("throughput"),
+            Metric::new("machine_system_per_mpkt", units::S, per_m(machine.system)).period("throughput"),
+            Metric::new("machine_softirq_per_mpkt", units::S, per_m(machine.softirq)).period("throughput"),
+            Metric::new("machine_user_per_mpkt", units::S, per_m(machine.user)).period("throughput"),
+            Metric::new("probe_rtt_p50", US, rtt_us(0.5)).period("latency"),
+            Metric::new("probe_rtt_p90", US, rtt_us(0.9)).period("latency"),
+            Metric::new("probe_rtt_p99", US, rtt_us(0.99)).period("latency"),
+            Metric::new("loaded_goodput", units::MBPS, loaded.goodput_mbps)
+                .period("latency")
+                .flow("load"),
+        ],
+        notes,
+    })
+}
+
+/// Adds `pps_ratio` and `probe_rtt_added_p50` (vs the round's kernel run) to each run.
+pub fn add_ratios(round: &mut [RunResult]) {
+    let kernel = round
+        .iter()
+        .find(|r| r.alternative == Mode::Kernel.label())
+        .cloned();
+    let Some(k) = kernel else { return };
+    let (kp, kr) = (
+        k.metric("pps", Some("throughput")).unwrap_or(f64::NAN),
+        k.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN),
+    );
+    for r in round.iter_mut() {
+        let pps = r.metric("pps", Some("throughput")).unwrap_or(f64::NAN);
+        let rtt = r.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN);
+        r.metrics
+            .push(Metric::new("pps_ratio", units::RATIO, pps / kp).period("throughput"));
+        r.metrics
+            .push(Metric::new("probe_rtt_added_p50", US, rtt - kr).period("latency"));
+    }
+}
+
+fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(columns);
+    let rows: [(&str, &str, &str, &str); 12] = [
+        (
+            "Packets/s through the router (MSS 536, unlimited)",
+            "packets/s",
+            "pps",
+            "throughput",
+        ),
+        (
+            "Packets/s relative to kernel forwarding (same round)",
+            units::RATIO,
+            "pps_ratio",
+            "throughput",
+        ),
+        (
+            "Load goodput (MSS 536, unlimited)",
+            units::MBPS,
+            "goodput",
+            "throughput",
+        ),
+        (
+            "User-space process CPU per million packets",
+            units::S,
+            "process_cpu_per_mpkt",
+            "throughput",
+        ),
+        (
+            "Machine busy CPU per million packets (2 cores)",
+            units::S,
+            "machine_busy_per_mpkt",
+            "throughput",
+        ),
+        (
+            "Machine system CPU per million packets",
+            units::S,
+            "machine_system_per_mpkt",
+            "throughput",
+        ),
+        (
+            "Machine softirq CPU per million packets",
+            units::S,
+            "machine_softirq_per_mpkt",
+            "throughput",
+        ),
+        (
+            "Machine user CPU per million packets",
+            units::S,
+            "machine_user_per_mpkt",
+            "throughput",
+        ),
+        (
+            "TCP probe RTT median under fixed load",
+            US,
+            "probe_rtt_p50",
+            "latency",
+        ),
+        (
+            "TCP probe RTT p99 under fixed load",
+            US,
+            "probe_rtt_p99",
+            "latency",
+        ),
+        (
+            "Probe RTT median added vs kernel (2 queued packets)",
+            US,
+            "probe_rtt_added_p50",
+            "latency",
+        ),
+        (
+            "Load goodput during the probe",
+            units::MBPS,
+            "loaded_goodput",
+            "latency",
+        ),
+    ];
+    for (label, unit, name, period) in rows {
+        t.add_metric_row(label, unit, &refs, name, Some(period), None);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn orders_alternate() {
+        assert_eq!(
+            round_order(0),
+            vec![Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd]
+        );
+        assert_eq!(
+            round_order(1),
+            vec![Mode::Slipstreamd, Mode::NfqAccept, Mode::Kernel]
+        );
+    }
+
+    #[test]
+    fn ip_link_json() {
+        let j = r#"[{"ifindex":1,"ifname":"lo","stats64":{"rx":{"bytes":0,"packets":3},"tx":{"packets":3}}},
+                   {"ifindex":2,"ifname":"wan0","stats64":{"rx":{"bytes":10,"packets":100},"tx":{"packets":50}}},
+                   {"ifindex":3,"ifname":"br-lan","stats64":{"rx":{"bytes":10,"packets":40},"tx":{"packets":90}}}]"#;
+        assert_eq!(rx_packets(j, &["wan0", "br-lan"]).unwrap(), 140);
+        assert!(rx_packets(j, &["eth9"]).is_err());
+    }
+
+    #[test]
+    fn ratios_within_a_round() {
+        let run = |alt: &str, pps: f64, rtt: f64| RunResult {
+            alternative: alt.into(),
+            metrics: vec![
+                Metric::new("pps", "packets/s", pps).period("throughput"),
+                Metric::new("probe_rtt_p50", US, rtt).period("latency"),
+            ],
+            ..Default::default()
+        };
+        let mut r = vec![run("slipstreamd", 50.0, 0.3), run("kernel", 100.0, 0.1)];
+        add_ratios(&mut r);
+        assert_eq!(r[0].metric("pps_ratio", Some("throughput")), Some(0.5));
+        assert!((r[0].metric("probe_rtt_added_p50", Some("latency")).unwrap() - 0.2).abs() < 1e-12);
+        assert_eq!(r[1].metric("pps_ratio", Some("throughput")), Some(1.0));
+    }
+}

@@ -1,0 +1,167 @@
+//! `fairness`: N background downloads started staggered share the idle link (Vulture Sec. 0.4.6,
+//! Table 2, Fig. 20).
+//!
+//! Cases N ∈ {2, 4, 8, 16, 64} (`--set fairness_flows=2,4` changes them). The paper starts flows
+//! 20 s apart and measures 3 min after the last start; to keep a run ≤ ~120 s we start them
+//! `min(20, 60 / (N − 1))` s apart and measure the 60 s after the last start (both × `--scale`).
+//! Flow i uses server port 6881 + i (all in the daemon's rule and HTB's background filter).
+//! Metric `jain_index` over the flows' mean goodputs in the measurement window (paper Table 2:
+//! 0.96, 0.99, 0.98, 0.99, 0.99), plus `bg_total_goodput`.
+
+use anyhow::Result;
+
+use super::{LabContext, ScenarioOptions};
+use crate::analysis;
+use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+
+/// Paper Table 2: N → Jain's index.
+pub const PAPER_TABLE2: [(usize, f64); 5] = [(2, 0.96), (4, 0.99), (8, 0.98), (16, 0.99), (64, 0.99)];
+
+/// One case.
+#[derive(Debug, Clone, Copy)]
+pub struct FairCase {
+    /// Number of flows.
+    pub flows: usize,
+    /// Gap between starts, s.
+    pub stagger: f64,
+    /// Measurement window after the last start, s.
+    pub measure: f64,
+}
+
+impl FairCase {
+    /// Start time of the last flow.
+    pub fn last_start(&self) -> f64 {
+        self.stagger * (self.flows.saturating_sub(1)) as f64
+    }
+
+    /// Run length.
+    pub fn duration(&self) -> f64 {
+        self.last_start() + self.measure
+    }
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string());
+    let cases: Vec<FairCase> = list
+        .split(',')
+        .filter_map(|n| n.trim().parse::<usize>().ok())
+        .filter(|n| *n >= 1 && *n <= 100)
+        .map(|n| FairCase {
+            flows: n,
+            stagger: opts.scaled(20f64.min(60.0 / (n.max(2) - 1) as f64), 0.2),
+            measure: opts.scaled(60.0, 5.0),
+        })
+        .collect();
+    let started = crate::result::now_unix();
+    let dir = ctx.run_dir("fairness", started)?;
+    let runs = run_all(
+        ctx,
+        opts,
+        &cases,
+        |c, alt| {
+            let ports: Vec<u16> = (0..c.flows as u16).map(|i| BG_PORT + i).collect();
+            let mut s = RunSetup::new("fairness", alt, c.duration(), dir.clone())
+                .param("flows", c.flows)
+                .param("stagger_s", c.stagger);
+            s.background_ports = ports.clone();
+            s.server_ports = ports;
+            s.ping = false;
+            s
+        },
+        body,
+    )?;
+    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
+    let mut table = Table::new(opts.alternative_labels());
+    for c in &cases {
+        let refs: Vec<&RunResult> = runs
+            .iter()
+            .filter(|r| r.params.extra.get("flows").and_then(|v| v.as_u64()) == Some(c.flows as u64))
+            .collect();
+        let paper = PAPER_TABLE2
+            .iter()
+            .find(|p| p.0 == c.flows)
+            .map(|p| format!("{:.2}", p.1));
+        table.add_metric_row(
+            &format!("N = {}: Jain's index", c.flows),
+            units::RATIO,
+            &refs,
+            "jain_index",
+            None,
+            paper.as_deref().map(|p| (p, "Vulture Table 2")),
+        );
+        table.add_metric_row(
+            &format!("N = {}: total BG goodput", c.flows),
+            units::MBPS,
+            &refs,
+            "bg_total_goodput",
+            None,
+            None,
+        );
+    }
+    let report = ScenarioReport {
+        scenario: "fairness".into(),
+        title: format!("fairness: N = {list} background downloads, staggered starts"),
+        started_unix: started,
+        table,
+        runs,
+        notes: vec![
+            "stagger min(20, 60/(N−1)) s and a 60 s window after the last start (paper: 20 s, 3 min)".into(),
+        ],
+    };
+    finish_report(ctx, &dir, report)
+}
+
+fn body(run: &mut Run, c: &FairCase) -> Result<()> {
+    for i in 0..c.flows {
+        let at = c.stagger * i as f64;
+        run.wait_until(at)?;
+        let label = format!("bg{i}");
+        run.start_flow(FlowSpec::download(
+            &label,
+            roles::BACKGROUND,
+            BG_PORT + i as u16,
+            c.duration() - at,
+        ))?;
+    }
+    run.wait_until(c.duration())
+}
+
+/// Adds Jain's index over the measurement window.
+pub fn with_metrics(mut r: RunResult) -> RunResult {
+    let n = r.params.extra.get("flows").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    let stagger = r
+        .params
+        .extra
+        .get("stagger_s")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(0.0);
+    let from = stagger * n.saturating_sub(1) as f64 + 1.0;
+    let to = r.params.duration_s;
+    let goodputs: Vec<f64> = (0..n)
+        .map(|i| {
+            r.series("goodput", &format!("bg{i}"))
+                .and_then(|s| s.mean_between(from, to))
+                .unwrap_or(0.0)
+        })
+        .collect();
+    for (i, g) in goodputs.iter().enumerate() {
+        r.metrics.push(
+            Metric::new("bg_goodput", units::MBPS, *g)
+                .flow(&format!("bg{i}"))
+                .period("measure"),
+        );
+    }
+    if let Some(j) = analysis::jain_index(&goodputs) {
+        r.metrics
+            .push(Metric::new("jain_index", units::RATIO, j).period("measure"));
+        r.metrics.push(Metric::new("jain_index", units::RATIO, j));
+    }
+    r.metrics.push(Metric::new(
+        "bg_total_goodput",
+        units::MBPS,
+        goodputs.iter().sum(),
+    ));
+    r
+}

@@ -1,0 +1,351 @@
+//! The lab's scenarios and what they share.
+//!
+//! Every scenario is a module with
+//!
+//! ```ignore
+//! pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> anyhow::Result<ScenarioReport>
+//! ```
+//!
+//! that runs every alternative in `opts.alternatives` (each `opts.repeats` times) one after the
+//! other on a fresh testbed, writes nothing itself except through [`LabContext::write_report`]
+//! (`<out>/<scenario>/<timestamp>/result.json` and `table.md`) and returns the report. Building
+//! blocks (topology, alternative setup, 100 ms samplers) are in [`crate::harness`].
+
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::alternatives::Alternative;
+use crate::result::{timestamp_dirname, ScenarioReport};
+
+pub mod alone;
+pub mod cbr;
+pub mod cwnd;
+pub mod fairness;
+pub mod onoff;
+pub mod smoke;
+
+pub mod datapath;
+pub mod udp_square;
+pub mod web;
+
+/// The signature every scenario implements.
+pub type ScenarioFn = fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>;
+
+/// Scenario names, in the order `all` runs them (`smoke` is not part of `all`).
+pub const ALL: [&str; 8] = [
+    "alone",
+    "cbr",
+    "cwnd",
+    "onoff",
+    "fairness",
+    "udp-square",
+    "web",
+    "datapath",
+];
+
+/// The runner of scenario `name` (command-line spelling, e.g. "udp-square").
+pub fn lookup(name: &str) -> Option<ScenarioFn> {
+    Some(match name {
+        "alone" => alone::run,
+        "cbr" => cbr::run,
+        "cwnd" => cwnd::run,
+        "onoff" => onoff::run,
+        "fairness" => fairness::run,
+        "smoke" => smoke::run,
+        "web" => web::run,
+        "udp-square" => udp_square::run,
+        "datapath" => datapath::run,
+        _ => return None,
+    })
+}
+
+/// Options common to all scenarios (from the command line).
+#[derive(Debug, Clone)]
+pub struct ScenarioOptions {
+    /// Multiplies every phase length (`--scale`; 1.0 = the documented durations, 60-120 s).
+    pub duration_scale: f64,
+    /// Runs per alternative (`--repeats`).
+    pub repeats: u32,
+    /// Alternatives, in run (and table column) order.
+    pub alternatives: Vec<Alternative>,
+    /// Bottleneck rate, Mbit/s (both directions; default 10).
+    pub rate_mbit: f64,
+    /// Base RTT, ms (split evenly over the two directions; default 100).
+    pub rtt_ms: f64,
+    /// Bottleneck queue in bytes; `None` = one BDP (Vulture Sec. 0.4.1).
+    pub queue_bytes: Option<u64>,
+    /// TCP congestion control of the senders ("cubic", "reno", "bbr").
+    pub cc: String,
+    /// Allowed deviation of the measured idle ping RTT from `rtt_ms` before a run fails, ms.
+    pub rtt_tolerance_ms: f64,
+    /// Free-form scenario options (`--set key=value`).
+    pub extra: BTreeMap<String, String>,
+}
+
+impl Default for ScenarioOptions {
+    fn default() -> Self {
+        ScenarioOptions {
+            duration_scale: 1.0,
+            repeats: 1,
+            alternatives: Alternative::ALL.to_vec(),
+            rate_mbit: 10.0,
+            rtt_ms: 100.0,
+            queue_bytes: None,
+            cc: "cubic".into(),
+            rtt_tolerance_ms: 2.0,
+            extra: BTreeMap::new(),
+        }
+    }
+}
+
+impl ScenarioOptions {
+    /// `secs × duration_scale`, at least `min` seconds.
+    pub fn scaled(&self, secs: f64, min: f64) -> f64 {
+        (secs * self.duration_scale).max(min)
+    }
+
+    /// Bandwidth-delay product in bytes.
+    pub fn bdp_bytes(&self) -> u64 {
+        (self.rate_mbit * 1e6 / 8.0 * self.rtt_ms / 1000.0).round() as u64
+    }
+
+    /// The queue limit used, bytes.
+    pub fn effective_queue_bytes(&self) -> u64 {
+        self.queue_bytes
+            .unwrap_or_else(|| self.bdp_bytes())
+            .max(2 * slipstream_testbed::cmd::FRAME_BYTES)
+    }
+
+    /// The queue limit in full-size frames (rounded up).
+    pub fn queue_packets(&self) -> u64 {
+        self.effective_queue_bytes()
+            .div_ceil(slipstream_testbed::cmd::FRAME_BYTES)
+    }
+
+    /// Labels of the alternatives, in order.
+    pub fn alternative_labels(&self) -> Vec<String> {
+        self.alternatives.iter().map(Alternative::label).collect()
+    }
+
+    /// An `extra` option parsed, or `default`.
+    pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> T {
+        self.extra
+            .get(key)
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    }
+}
+
+/// Where things are and how to report progress.
+#[derive(Debug)]
+pub struct LabContext {
+    /// `slipstreamd`.
+    pub daemon_bin: PathBuf,
+    /// `slipstream-delay`.
+    pub delay_bin: PathBuf,
+    /// Directory holding the workspace's binaries (target/<profile>), for helper binaries.
+    pub bin_dir: PathBuf,
+    /// Root of the results (`--out`, default `lab-results`).
+    pub out_dir: PathBuf,
+    /// Namespace-name prefix base of every testbed the lab builds (`slipstream-lab cleanup`
+    /// removes namespaces starting with it).
+    pub prefix_base: String,
+    /// Progress output.
+    pub progress: Progress,
+    /// Set by the SIGINT/SIGTERM handler: scenarios stop at the next check.
+    pub interrupted: Arc<AtomicBool>,
+}
+
+/// The namespace prefix base of lab testbeds.
+pub const LAB_PREFIX: &str = "sslab";
+
+impl LabContext {
+    /// Binaries beside the running executable (or `$SLIPSTREAMD_BIN`, `$SLIPSTREAM_DELAY_BIN`),
+    /// results under `out_dir`.
+    pub fn new(out_dir: impl Into<PathBuf>) -> LabContext {
+        let daemon_bin = slipstream_testbed::workspace_binary("slipstreamd", "SLIPSTREAMD_BIN");
+        let bin_dir = daemon_bin.parent().map(Path::to_path_buf).unwrap_or_default();
+        LabContext {
+            daemon_bin,
+            delay_bin: slipstream_testbed::delay_binary(),
+            bin_dir,
+            out_dir: out_dir.into(),
+            prefix_base: LAB_PREFIX.into(),
+            progress: Progress::default(),
+            interrupted: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// A workspace binary by name (in [`bin_dir`](Self::bin_dir)).
+    pub fn binary(&self, name: &str) -> PathBuf {
+        self.bin_dir.join(name)
+    }
+
+    /// Fails if the run was interrupted (Ctrl-C).
+    pub fn check_interrupted(&self) -> Result<()> {
+        if self.interrupted.load(Ordering::SeqCst) {
+            bail!("interrupted");
+        }
+        Ok(())
+    }
+
+    /// Sleeps `secs`, waking early (with an error) on interruption.
+    pub fn sleep(&self, secs: f64) -> Result<()> {
+        let end = Instant::now() + Duration::from_secs_f64(secs.max(0.0));
+        while Instant::now() < end {
+            self.check_interrupted()?;
+            std::thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
+        }
+        self.check_interrupted()
+    }
+
+    /// `<out>/<scenario>/<timestamp>` for a report started at `started_unix` (created).
+    pub fn run_dir(&self, scenario: &str, started_unix: f64) -> Result<PathBuf> {
+        let dir = self.out_dir.join(scenario).join(timestamp_dirname(started_unix));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        Ok(dir)
+    }
+
+    /// Writes `result.json`, `table.md` and the plots into `dir`. Returns the path of result.json.
+    pub fn write_report(&self, dir: &Path, report: &ScenarioReport) -> Result<PathBuf> {
+        let json = dir.join("result.json");
+        crate::report::write_scenario_outputs(dir, report)?;
+        self.progress
+            .log(&format!("[{}] wrote {}", report.scenario, json.display()));
+        Ok(json)
+    }
+}
+
+/// Progress output on stderr: [`status`](Self::status) lines overwrite each other on a
+/// terminal (and are rate-limited to one per 5 s otherwise); [`log`](Self::log) lines stay.
+#[derive(Debug)]
+pub struct Progress {
+    quiet: bool,
+    tty: bool,
+    last: Mutex<Option<Instant>>,
+}
+
+impl Default for Progress {
+    fn default() -> Self {
+        Progress {
+            quiet: false,
+            tty: std::io::stderr().is_terminal(),
+            last: Mutex::new(None),
+        }
+    }
+}
+
+impl Progress {
+    /// No output at all (tests).
+    pub fn quiet() -> Progress {
+        Progress {
+            quiet: true,
+            ..Progress::default()
+        }
+    }
+
+    /// A persistent line.
+    pub fn log(&self, line: &str) {
+        if self.quiet {
+            return;
+        }
+        let mut e = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(e, "\r\x1b[K");
+        }
+        let _ = writeln!(e, "{line}");
+    }
+
+    /// A transient status line such as
+    /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
+    pub fn status(&self, line: &str) {
+        if self.quiet {
+            return;
+        }
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        let now = Instant::now();
+        let every = if self.tty {
+            Duration::from_millis(200)
+        } else {
+            Duration::from_secs(5)
+        };
+        if last.is_some_and(|l| now - l < every) {
+            return;
+        }
+        *last = Some(now);
+        let mut e = std::io::stderr().lock();
+        if self.tty {
+            let _ = write!(e, "\r\x1b[K{line}");
+            let _ = e.flush();
+        } else {
+            let _ = writeln!(e, "{line}");
+        }
+    }
+}
+
+/// The standard status line.
+pub fn status_line(
+    scenario: &str,
+    alt_index: usize,
+    alt_count: usize,
+    alt: &str,
+    t: f64,
+    total: f64,
+    rates: &[(&str, Option<f64>)],
+) -> String {
+    let mut s = format!(
+        "[{scenario}] alternative {}/{alt_count} {alt}  t={t:.0}/{total:.0} s",
+        alt_index + 1
+    );
+    for (label, v) in rates {
+        match v {
+            Some(v) => s.push_str(&format!("  {label} {:.1} Mbit/s", v.max(0.0) + 0.0)),
+            None => s.push_str(&format!("  {label} -")),
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options() {
+        let o = ScenarioOptions::default();
+        assert_eq!(o.bdp_bytes(), 125_000);
+        assert_eq!(o.queue_packets(), 83);
+        assert_eq!(o.scaled(90.0, 5.0), 90.0);
+        let o = ScenarioOptions {
+            duration_scale: 0.01,
+            ..o
+        };
+        assert_eq!(o.scaled(90.0, 5.0), 5.0);
+        for name in ALL.iter().chain(&["smoke"]) {
+            assert!(lookup(name).is_some(), "{name}");
+        }
+        assert!(lookup("nope").is_none());
+    }
+
+    #[test]
+    fn status_format() {
+        assert_eq!(
+            status_line(
+                "cbr",
+                1,
+                5,
+                "slipstream",
+                34.2,
+                90.0,
+                &[("BE", Some(5.94)), ("BG", Some(0.4))]
+            ),
+            "[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s"
+        );
+    }
+}

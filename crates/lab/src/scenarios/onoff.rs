@@ -1,0 +1,219 @@
+//! `onoff`: an on/off best-effort download beside a background download, with 6 Mbit/s of
+//! reverse traffic loading the ACK path (Vulture Sec. 0.4.4, Table 1, Fig. 18-19).
+//!
+//! Cases T ∈ {1, 3, 5, 10, 30} s (`--set onoff_periods=1,5` changes them). Each run lasts
+//! max(60, 4T) s (`--scale` shortens, at least two cycles); the BE flow is on during
+//! `[2kT, 2kT + T)` (one iperf3 download of T s per on period, so each on period is a new
+//! connection with its own slow start: the paper's sender kept one connection) and off in
+//! between; the background flow runs throughout. As in the paper, per on (off) period the mean
+//! goodput of each flow is taken, then averaged over periods:
+//! * `lbe_util_off` = G_bg,off / B (B = max TCP goodput of the link) — Table 1 "LBE BW Util.";
+//! * `be_share_on` = G_be,on / (G_be,on + G_bg,on), `lbe_share_on` = G_bg,on / (…) — Table 1
+//!   "BE BW Share" / "LBE BW Share".
+
+use anyhow::Result;
+
+use super::{LabContext, ScenarioOptions};
+use crate::analysis::{self, max_goodput_mbit};
+use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
+use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+
+/// One case.
+#[derive(Debug, Clone, Copy)]
+pub struct OnOffCase {
+    /// On (= off) duration T, s.
+    pub period: f64,
+    /// Run length, s.
+    pub duration: f64,
+}
+
+/// Table 1 of the paper: T → (LBE util off, BE share on, LBE share on).
+pub const PAPER_TABLE1: [(f64, f64, f64, f64); 5] = [
+    (1.0, 0.15, 0.89, 0.11),
+    (3.0, 0.20, 0.88, 0.12),
+    (5.0, 0.25, 0.86, 0.14),
+    (10.0, 0.33, 0.86, 0.14),
+    (30.0, 0.56, 0.77, 0.23),
+];
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let list: String = opts.extra_or("onoff_periods", "1,3,5,10,30".to_string());
+    let cases: Vec<OnOffCase> = list
+        .split(',')
+        .filter_map(|t| t.trim().parse::<f64>().ok())
+        .map(|t| OnOffCase {
+            period: t,
+            duration: opts.scaled(60f64.max(4.0 * t), 4.0 * t),
+        })
+        .collect();
+    let started = crate::result::now_unix();
+    let dir = ctx.run_dir("onoff", started)?;
+    let runs = run_all(
+        ctx,
+        opts,
+        &cases,
+        |c, alt| {
+            let mut s = RunSetup::new("onoff", alt, c.duration, dir.clone()).param("on_off_T_s", c.period);
+            s.server_ports = vec![BG_PORT, BE_PORT, REV_PORT];
+            s
+        },
+        body,
+    )?;
+    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
+    let mut table = Table::new(opts.alternative_labels());
+    let src = "Vulture Table 1";
+    for c in &cases {
+        let refs: Vec<&RunResult> = runs
+            .iter()
+            .filter(|r| r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()) == Some(c.period))
+            .collect();
+        let paper = PAPER_TABLE1.iter().find(|p| p.0 == c.period);
+        for (label, key, period, idx) in [
+            ("BE off: LBE BW util.", "lbe_util_off", "off", 0),
+            ("BE on: BE BW share", "be_share_on", "on", 1),
+            ("BE on: LBE BW share", "lbe_share_on", "on", 2),
+        ] {
+            let p = paper.map(|p| format!("{:.2}", [p.1, p.2, p.3][idx]));
+            table.add_metric_row(
+                &format!("T = {} s: {label}", c.period),
+                units::RATIO,
+                &refs,
+                key,
+                Some(period),
+                p.as_deref().map(|v| (v, src)),
+            );
+        }
+    }
+    let report = ScenarioReport {
+        scenario: "onoff".into(),
+        title: format!("onoff: on/off BE download (T = {list} s) beside a background download, 6 Mbit/s reverse"),
+        started_unix: started,
+        table,
+        runs,
+        notes: vec![
+            "each BE on period is a new iperf3 connection (slow start each time); the paper's sender kept one".into(),
+            format!("B = {:.2} Mbit/s (max TCP goodput; paper: 9.41)", max_goodput_mbit(opts.rate_mbit)),
+        ],
+    };
+    finish_report(ctx, &dir, report)
+}
+
+fn body(run: &mut Run, c: &OnOffCase) -> Result<()> {
+    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, c.duration))?;
+    run.start_flow(FlowSpec::upload("rev", roles::REVERSE, REV_PORT, c.duration).bitrate("6M"))?;
+    let mut k = 0.0;
+    while (2.0 * k + 1.0) * c.period <= c.duration + 1e-6 {
+        run.wait_until(2.0 * k * c.period)?;
+        run.start_flow(FlowSpec::download("be", roles::BEST_EFFORT, BE_PORT, c.period))?;
+        run.wait_until((2.0 * k + 1.0) * c.period)?;
+        // The iperf3 server serves one test at a time: let this one end before the next.
+        run.wait_flow("be")?;
+        k += 1.0;
+    }
+    run.wait_until(c.duration)
+}
+
+/// `[from, to)` time windows.
+pub type Windows = Vec<(f64, f64)>;
+
+/// On and off windows of a case: `(on, off)` lists of `[from, to)`.
+pub fn windows(period: f64, duration: f64) -> (Windows, Windows) {
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let mut k = 0.0;
+    while (2.0 * k + 1.0) * period <= duration + 1e-6 {
+        on.push((2.0 * k * period, (2.0 * k + 1.0) * period));
+        if (2.0 * k + 2.0) * period <= duration + 1e-6 {
+            off.push(((2.0 * k + 1.0) * period, (2.0 * k + 2.0) * period));
+        }
+        k += 1.0;
+    }
+    (on, off)
+}
+
+/// Table 1's quantities from the goodput series (per-period means, averaged over periods; a
+/// missing BE sample in a window counts as 0).
+pub fn table1(
+    be: &[(f64, f64)],
+    bg: &[(f64, f64)],
+    period: f64,
+    duration: f64,
+    b: f64,
+) -> Option<(f64, f64, f64)> {
+    let (on, off) = windows(period, duration);
+    let g_bg_off = analysis::mean(off.iter().filter_map(|(a, z)| analysis::mean_between(bg, *a, *z)))?;
+    let g_bg_on = analysis::mean(on.iter().filter_map(|(a, z)| analysis::mean_between(bg, *a, *z)))?;
+    let g_be_on = analysis::mean(
+        on.iter()
+            .map(|(a, z)| analysis::mean_between(be, *a, *z).unwrap_or(0.0)),
+    )?;
+    let total = g_be_on + g_bg_on;
+    if total <= 0.0 {
+        return None;
+    }
+    Some((g_bg_off / b, g_be_on / total, g_bg_on / total))
+}
+
+/// Adds the Table 1 metrics.
+pub fn with_metrics(mut r: RunResult) -> RunResult {
+    let period = r
+        .params
+        .extra
+        .get("on_off_T_s")
+        .and_then(|v| v.as_f64())
+        .unwrap_or(1.0);
+    let b = max_goodput_mbit(r.params.rate_mbit);
+    let be = r
+        .series("goodput", "be")
+        .map(|s| s.points.clone())
+        .unwrap_or_default();
+    let bg = r
+        .series("goodput", "bg")
+        .map(|s| s.points.clone())
+        .unwrap_or_default();
+    if let Some((u, sb, sl)) = table1(&be, &bg, period, r.params.duration_s, b) {
+        r.metrics
+            .push(Metric::new("lbe_util_off", units::RATIO, u).period("off"));
+        r.metrics
+            .push(Metric::new("be_share_on", units::RATIO, sb).period("on"));
+        r.metrics
+            .push(Metric::new("lbe_share_on", units::RATIO, sl).period("on"));
+    } else {
+        r.notes.push("not enough samples for Table 1's quantities".into());
+    }
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn on_off_windows() {
+        let (on, off) = windows(5.0, 20.0);
+        assert_eq!(on, vec![(0.0, 5.0), (10.0, 15.0)]);
+        assert_eq!(off, vec![(5.0, 10.0), (15.0, 20.0)]);
+        let (on, off) = windows(30.0, 60.0);
+        assert_eq!((on.len(), off.len()), (1, 1));
+    }
+
+    #[test]
+    fn table1_by_hand() {
+        // T = 1 over 4 s: on [0,1), [2,3); off [1,2), [3,4).
+        // BE 8 in on periods; BG 2 when BE is on, 9 when off.
+        let mut be = Vec::new();
+        let mut bg = Vec::new();
+        for i in 0..40 {
+            let t = i as f64 * 0.1;
+            let on = (t as u32).is_multiple_of(2);
+            if on {
+                be.push((t, 8.0));
+            }
+            bg.push((t, if on { 2.0 } else { 9.0 }));
+        }
+        let (u, sb, sl) = table1(&be, &bg, 1.0, 4.0, 10.0).unwrap();
+        assert!((u - 0.9).abs() < 1e-9, "{u}");
+        assert!((sb - 0.8).abs() < 1e-9, "{sb}");
+        assert!((sl - 0.2).abs() < 1e-9, "{sl}");
+    }
+}

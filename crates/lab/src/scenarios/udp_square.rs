@@ -1,0 +1,459 @@
+//! `udp-square`: a background download beside an unresponsive UDP square wave (Key et al.
+//! Sec. 5.2, `../shared/papers/background-transfer-rwnd-key-2004.txt`).
+//!
+//! Key et al.: 10 Mbit/s bottleneck, a UDP flow at 6.7 Mbit/s during "on" periods and silent
+//! during "off" periods of equal length T (1 to 150 s), beside one background transfer; the
+//! background transfer's average bandwidth divided by the average *available* bandwidth
+//! ((3.3 + 10) / 2 ≈ 6.7 Mbit/s) is plotted against T (their Fig. 6). A good background scheme
+//! uses what the UDP flow leaves, and does so faster the better it tracks capacity changes.
+//!
+//! Here, per alternative and per T: the background download (server port 6881, classed
+//! background) starts at t = 0; after a warm-up (10 s × scale, at least 8 s) `slipstream-web
+//! udp-send` sends the square wave server → client (best effort: UDP matches no rule and no HTB
+//! background filter) for D = max(4T, 40 s × scale) s, i.e. at least two on/off cycles,
+//! starting with an on period; `slipstream-web udp-sink` on the client counts what arrives in
+//! 100 ms bins. The UDP rate is `0.67 ×` the bottleneck rate (6.7 Mbit/s at 10 Mbit/s) of whole
+//! Ethernet frames, as the tbf counts them (`--set udp_mbit=` overrides).
+//!
+//! **Normalised usage.** Available capacity at time t = the TCP goodput ceiling × (1 − UDP wire
+//! rate(t) / link rate), from the *measured* UDP arrivals (so UDP loss caused by the background
+//! flow's queue counts as capacity the background flow took). Normalised usage = mean background
+//! goodput over the wave's D seconds / mean available capacity over the same seconds; also split
+//! into on and off periods. UDP loss (datagrams planned − received, over planned) shows whether
+//! the background flow hurt the best-effort UDP flow.
+//!
+//! **Periods.** T ∈ {1, 5, 15} s, plus 50 s at `--scale` ≥ 1 and 150 s at `--scale` ≥ 3 (a 150 s
+//! period needs 600 s per run); `--set periods=1,5,50` picks others. Key et al. ran 1000 s per
+//! point; the paper's text gives numbers only for T = 50 s (Fig. 7: binary search uses about
+//! 90% of the available bandwidth, stochastic approximation about 70%).
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use slipstream_testbed::Ns;
+
+use crate::analysis;
+use crate::harness::{FlowSpec, Run, RunSetup};
+use crate::result::{now_unix, roles, units, Metric, RunResult, ScenarioReport, Series, Table};
+use crate::scenarios::{LabContext, ScenarioOptions};
+use crate::web::procs::{helper_binary, Helper};
+use crate::web::udp::{self, SinkBin, SquareWave};
+
+const NAME: &str = "udp-square";
+const BG_PORT: u16 = 6881;
+const UDP_PORT: u16 = 5300;
+const BIN_S: f64 = 0.1;
+
+/// The on/off periods to run (see the module docs).
+pub fn periods(opts: &ScenarioOptions) -> Result<Vec<f64>> {
+    if let Some(list) = opts.extra.get("periods") {
+        let v: Vec<f64> = list
+            .split(',')
+            .map(|s| s.trim().parse::<f64>())
+            .collect::<Result<_, _>>()
+            .with_context(|| format!("bad --set periods={list}"))?;
+        if v.is_empty() || v.iter().any(|t| t.is_nan() || *t <= 0.0) {
+            anyhow::bail!("--set periods needs positive seconds, got {list}");
+        }
+        return Ok(v);
+    }
+    let mut v = vec![1.0, 5.0, 15.0];
+    if opts.duration_scale >= 1.0 {
+        v.push(50.0);
+    }
+    if opts.duration_scale >= 3.0 {
+        v.push(150.0);
+    }
+    Ok(v)
+}
+
+/// Length of the UDP wave for period `t`: at least two on/off cycles.
+pub fn wave_seconds(opts: &ScenarioOptions, t: f64) -> f64 {
+    (4.0 * t).max(opts.scaled(40.0, 10.0))
+}
+
+/// "1", "2.5": a period for metric names and labels.
+pub fn period_label(t: f64) -> String {
+    if t.fract() == 0.0 {
+        format!("{t:.0}")
+    } else {
+        format!("{t}")
+    }
+}
+
+/// What one run measured, computed from its series (pure, see the tests).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Usage {
+    /// Mean background goodput over the wave, Mbit/s.
+    pub bg_mbps: f64,
+    /// Mean available capacity (goodput terms) over the wave, Mbit/s.
+    pub available_mbps: f64,
+    /// `bg_mbps / available_mbps`.
+    pub normalized: f64,
+    /// The same restricted to on periods and to off periods.
+    pub normalized_on: f64,
+    pub normalized_off: f64,
+    /// Mean measured UDP wire rate during on periods, Mbit/s.
+    pub udp_on_mbps: f64,
+}
+
+/// Available capacity series: `ceiling × (1 − udp(t) / rate)`, at least 0.
+pub fn available_series(udp_wire: &[(f64, f64)], rate_mbit: f64) -> Vec<(f64, f64)> {
+    let ceiling = analysis::max_goodput_mbit(rate_mbit);
+    udp_wire
+        .iter()
+        .map(|&(t, u)| (t, (ceiling * (1.0 - u / rate_mbit)).max(0.0)))
+        .collect()
+}
+
+/// Usage over the wave `[t_udp, t_udp + d]`. `bg` and `available` are series whose points sit
+/// at the *end* of their sampling interval (`bg_step`, `BIN_S` long).
+pub fn usage(
+    bg: &[(f64, f64)],
+    bg_step: f64,
+    available: &[(f64, f64)],
+    udp_wire: &[(f64, f64)],
+    wave: &SquareWave,
+    t_udp: f64,
+    d: f64,
+) -> Usage {
+    let inside = |t: f64, step: f64| {
+        let mid = t - step / 2.0 - t_udp;
+        (0.0..d).contains(&mid).then_some(mid)
+    };
+    let sel = |pts: &[(f64, f64)], step: f64, phase: Option<bool>| -> Option<f64> {
+        analysis::mean(pts.iter().filter_map(|&(t, v)| {
+            let mid = inside(t, step)?;
+            match phase {
+                Some(on) if wave.is_on(mid) != on => None,
+                _ => Some(v),
+            }
+        }))
+    };
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => a / b,
+        _ => f64::NAN,
+    };
+    let bg_all = sel(bg, bg_step, None);
+    let av_all = sel(available, BIN_S, None);
+    Usage {
+        bg_mbps: bg_all.unwrap_or(f64::NAN),
+        available_mbps: av_all.unwrap_or(f64::NAN),
+        normalized: ratio(bg_all, av_all),
+        normalized_on: ratio(sel(bg, bg_step, Some(true)), sel(available, BIN_S, Some(true))),
+        normalized_off: ratio(sel(bg, bg_step, Some(false)), sel(available, BIN_S, Some(false))),
+        udp_on_mbps: sel(udp_wire, BIN_S, Some(true)).unwrap_or(f64::NAN),
+    }
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let started = now_unix();
+    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
+    let periods = periods(opts)?;
+    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit);
+    let warm = opts.scaled(10.0, 8.0);
+    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
+    let count = periods.len() * opts.repeats.max(1) as usize * opts.alternatives.len();
+    let mut runs: Vec<RunResult> = Vec::new();
+    let mut index = 0;
+    for &period in &periods {
+        let d = wave_seconds(opts, period);
+        let wave = SquareWave {
+            rate_bps: udp_mbit * 1e6,
+            period_s: period,
+            payload: udp::MAX_PAYLOAD,
+        };
+        wave.validate()?;
+        for repeat in 0..opts.repeats.max(1) {
+            for &alt in &opts.alternatives {
+                let mut extra = BTreeMap::new();
+                extra.insert("on_off_T_s".to_string(), serde_json::json!(period));
+                extra.insert("udp_mbit".to_string(), serde_json::json!(udp_mbit));
+                extra.insert("warmup_s".to_string(), serde_json::json!(warm));
+                extra.insert("wave_s".to_string(), serde_json::json!(d));
+                let setup = RunSetup {
+                    scenario: NAME.into(),
+                    alternative: alt,
+                    index,
+                    count,
+                    repeat,
+                    duration_s: warm + d + 1.0,
+                    background_ports: vec![BG_PORT],
+                    server_ports: vec![BG_PORT],
+                    ping: false,
+                    ss: true,
+                    work_dir: work_dir.clone(),
+                    cc: None,
+                    extra,
+                };
+                index += 1;
+                let what = format!("run {index}/{count} ({alt}, T = {} s)", period_label(period));
+                let r = one_run(ctx, opts, setup, &web_bin, &wave, warm, d).with_context(|| what.clone())?;
+                ctx.progress.log(&format!(
+                    "[{NAME}] {what}: background {:.2} Mbit/s of {:.2} available = {:.2}",
+                    r.metric(&format!("bg_goodput_T{}", period_label(period)), None)
+                        .unwrap_or(f64::NAN),
+                    r.metric(&format!("available_T{}", period_label(period)), None)
+                        .unwrap_or(f64::NAN),
+                    r.metric(&format!("bg_usage_norm_T{}", period_label(period)), None)
+                        .unwrap_or(f64::NAN),
+                ));
+                runs.push(r);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work_dir);
+    Ok(ScenarioReport {
+        scenario: NAME.into(),
+        title: format!(
+            "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), T = {} s",
+            periods.iter().map(|t| period_label(*t)).collect::<Vec<_>>().join(", ")
+        ),
+        started_unix: started,
+        table: table(opts, &periods, &runs),
+        runs,
+        notes: vec![
+            format!(
+                "UDP at {udp_mbit} Mbit/s of Ethernet frames (1514 bytes) in on periods, silence in off periods; \
+                 warm-up {warm:.0} s of background alone, then max(4T, {:.0} s) of wave per run (Key et al.: 1000 s).",
+                opts.scaled(40.0, 10.0)
+            ),
+            "available = TCP goodput ceiling x (1 - measured UDP wire rate / link rate); \
+             normalized usage = mean background goodput / mean available over the wave."
+                .into(),
+            "Key et al. Fig. 6 has no values in the text; for T = 50 s the text (Fig. 7) gives ~0.9 \
+             (binary search) and ~0.7 (stochastic approximation)."
+                .into(),
+        ],
+    })
+}
+
+fn one_run(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    setup: RunSetup,
+    web_bin: &std::path::Path,
+    wave: &SquareWave,
+    warm: f64,
+    d: f64,
+) -> Result<RunResult> {
+    let total = warm + d + 1.0;
+    let mut run = Run::start(ctx, opts, setup)?;
+    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, total))?;
+    run.wait_until(warm - 1.0)?;
+    let bin = web_bin.as_os_str().to_string_lossy().into_owned();
+    let sink_secs = format!("{:.1}", d + 3.0);
+    let listen = format!("0.0.0.0:{UDP_PORT}");
+    let sink = Helper::spawn_ready(
+        run.tb().exec(
+            Ns::Client,
+            &[
+                bin.as_str(),
+                "udp-sink",
+                "--listen",
+                &listen,
+                "--duration",
+                &sink_secs,
+                "--bin-ms",
+                "100",
+            ],
+        ),
+        Duration::from_secs(5),
+    )?;
+    let t_sink = run.t();
+    run.wait_until(warm)?;
+    let dst = format!("{}:{UDP_PORT}", run.tb().client_addr(false));
+    let (rate, period, dur) = (
+        format!("{}", wave.rate_bps / 1e6),
+        format!("{}", wave.period_s),
+        format!("{d}"),
+    );
+    let sender = Helper::spawn(run.tb().exec(
+        Ns::Server,
+        &[
+            bin.as_str(),
+            "udp-send",
+            "--dst",
+            &dst,
+            "--rate-mbit",
+            &rate,
+            "--period",
+            &period,
+            "--duration",
+            &dur,
+        ],
+    ))?;
+    let t_udp = run.t();
+    run.wait_until(t_udp + d)?;
+    sender.wait(Duration::from_secs(10)).context("udp-send")?;
+    let lines = sink.wait(Duration::from_secs(15)).context("udp-sink")?;
+    let bins: Vec<SinkBin> =
+        serde_json::from_str(lines.last().map(String::as_str).unwrap_or("[]")).context("udp-sink output")?;
+    let mut r = run.finish()?;
+
+    let udp_wire: Vec<(f64, f64)> = udp::wire_rate_series(&bins, BIN_S, wave.payload)
+        .into_iter()
+        .map(|(t, v)| (t_sink + t + BIN_S, v))
+        .collect();
+    let available = available_series(&udp_wire, opts.rate_mbit);
+    let bg = r
+        .series("goodput", "bg")
+        .map(|s| s.points.clone())
+        .unwrap_or_default();
+    let u = usage(&bg, 0.1, &available, &udp_wire, wave, t_udp, d);
+    let planned = wave.send_times(d).count() as f64;
+    let received: u64 = bins.iter().map(|b| b.packets).sum();
+    let loss = (1.0 - received as f64 / planned).max(0.0);
+    let tl = period_label(wave.period_s);
+    r.metrics.extend([
+        Metric::new(&format!("bg_usage_norm_T{tl}"), units::RATIO, u.normalized),
+        Metric::new(&format!("bg_usage_norm_on_T{tl}"), units::RATIO, u.normalized_on).period("on"),
+        Metric::new(
+            &format!("bg_usage_norm_off_T{tl}"),
+            units::RATIO,
+            u.normalized_off,
+        )
+        .period("off"),
+        Metric::new(&format!("bg_goodput_T{tl}"), units::MBPS, u.bg_mbps).flow("bg"),
+        Metric::new(&format!("available_T{tl}"), units::MBPS, u.available_mbps),
+        Metric::new(&format!("udp_on_rate_T{tl}"), units::MBPS, u.udp_on_mbps)
+            .period("on")
+            .flow("udp"),
+        Metric::new(&format!("udp_loss_T{tl}"), units::RATIO, loss).flow("udp"),
+    ]);
+    r.series
+        .push(Series::new("udp_rate", units::MBPS, "udp", roles::BEST_EFFORT, "sink").with_points(udp_wire));
+    r.series
+        .push(Series::new("available", units::MBPS, "link", roles::LINK, "computed").with_points(available));
+    r.notes.push(format!(
+        "UDP wave from t = {t_udp:.2} s for {d:.0} s: {received} of {planned:.0} datagrams arrived"
+    ));
+    Ok(r)
+}
+
+fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(opts.alternative_labels());
+    const SRC: &str = "Key et al. Sec. 5.2 (Fig. 7 text)";
+    for &p in periods {
+        let tl = period_label(p);
+        let paper = (p == 50.0).then_some(("~0.9 binary search, ~0.7 stoch. approx.", SRC));
+        t.add_metric_row(
+            &format!("BG usage / available, T = {tl} s"),
+            units::RATIO,
+            &refs,
+            &format!("bg_usage_norm_T{tl}"),
+            None,
+            paper,
+        );
+    }
+    for &p in periods {
+        let tl = period_label(p);
+        t.add_metric_row(
+            &format!("BG usage / available in on periods, T = {tl} s"),
+            units::RATIO,
+            &refs,
+            &format!("bg_usage_norm_on_T{tl}"),
+            Some("on"),
+            None,
+        );
+        t.add_metric_row(
+            &format!("BG usage / available in off periods, T = {tl} s"),
+            units::RATIO,
+            &refs,
+            &format!("bg_usage_norm_off_T{tl}"),
+            Some("off"),
+            None,
+        );
+    }
+    for &p in periods {
+        let tl = period_label(p);
+        t.add_metric_row(
+            &format!("BG goodput, T = {tl} s"),
+            units::MBPS,
+            &refs,
+            &format!("bg_goodput_T{tl}"),
+            None,
+            None,
+        );
+        t.add_metric_row(
+            &format!("UDP loss, T = {tl} s"),
+            units::RATIO,
+            &refs,
+            &format!("udp_loss_T{tl}"),
+            None,
+            None,
+        );
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn period_sets() {
+        let mut o = ScenarioOptions {
+            duration_scale: 0.25,
+            ..Default::default()
+        };
+        assert_eq!(periods(&o).unwrap(), vec![1.0, 5.0, 15.0]);
+        assert_eq!(wave_seconds(&o, 1.0), 10.0);
+        assert_eq!(wave_seconds(&o, 15.0), 60.0);
+        o.duration_scale = 1.0;
+        assert_eq!(periods(&o).unwrap(), vec![1.0, 5.0, 15.0, 50.0]);
+        assert_eq!(wave_seconds(&o, 5.0), 40.0);
+        o.duration_scale = 3.0;
+        assert_eq!(periods(&o).unwrap().last(), Some(&150.0));
+        o.extra.insert("periods".into(), "2, 7.5".into());
+        assert_eq!(periods(&o).unwrap(), vec![2.0, 7.5]);
+        o.extra.insert("periods".into(), "0".into());
+        assert!(periods(&o).is_err());
+        assert_eq!(period_label(7.5), "7.5");
+        assert_eq!(period_label(50.0), "50");
+    }
+
+    #[test]
+    fn usage_of_a_perfect_follower() {
+        // 10 Mbit/s link, UDP 6.7 on in [0,1), off in [1,2), ... from t_udp = 5; the background
+        // flow takes exactly what is left.
+        let wave = SquareWave {
+            rate_bps: 6.7e6,
+            period_s: 1.0,
+            payload: udp::MAX_PAYLOAD,
+        };
+        let (t_udp, d) = (5.0, 4.0);
+        let udp_at = |t: f64| if wave.is_on(t - t_udp) { 6.7 } else { 0.0 };
+        let pts = |step: f64| -> Vec<f64> {
+            (1..=((d + 6.0) / step) as usize)
+                .map(|i| i as f64 * step)
+                .collect()
+        };
+        let udp_wire: Vec<(f64, f64)> = pts(BIN_S).iter().map(|&t| (t, udp_at(t - BIN_S / 2.0))).collect();
+        let avail = available_series(&udp_wire, 10.0);
+        let ceiling = analysis::max_goodput_mbit(10.0);
+        let bg: Vec<(f64, f64)> = pts(0.1)
+            .iter()
+            .map(|&t| (t, ceiling * (1.0 - udp_at(t - 0.05) / 10.0)))
+            .collect();
+        let u = usage(&bg, 0.1, &avail, &udp_wire, &wave, t_udp, d);
+        assert!((u.normalized - 1.0).abs() < 1e-9, "{u:?}");
+        assert!((u.normalized_on - 1.0).abs() < 1e-9 && (u.normalized_off - 1.0).abs() < 1e-9);
+        assert!(
+            (u.available_mbps - ceiling * (1.0 - 6.7 / 20.0)).abs() < 1e-6,
+            "{u:?}"
+        );
+        assert!((u.udp_on_mbps - 6.7).abs() < 1e-9);
+        // A flow at half of that everywhere uses half.
+        let half: Vec<(f64, f64)> = bg.iter().map(|&(t, v)| (t, v / 2.0)).collect();
+        let h = usage(&half, 0.1, &avail, &udp_wire, &wave, t_udp, d);
+        assert!((h.normalized - 0.5).abs() < 1e-9);
+        // A flow that ignores the wave and keeps 3 Mbit/s: full in on periods, less in off.
+        let flat: Vec<(f64, f64)> = bg.iter().map(|&(t, _)| (t, 3.0)).collect();
+        let f = usage(&flat, 0.1, &avail, &udp_wire, &wave, t_udp, d);
+        assert!(f.normalized_on > 0.9 && f.normalized_off < 0.35, "{f:?}");
+    }
+}

@@ -1,0 +1,406 @@
+//! `web`: web-like best-effort traffic beside a background download (Key et al. Sec. 5.3,
+//! `../shared/papers/background-transfer-rwnd-key-2004.txt`).
+//!
+//! Key et al. measure the mean response time of web objects per object size while one bulk
+//! transfer (TCP, TCP-LP or their receive-window schemes) shares a 1.5 Mbit/s bottleneck, and
+//! normalise it by the response times with a plain TCP bulk transfer (their Fig. 8; "web-only"
+//! is a curve there). We normalise by a **web-only run** (no background flow, same seed, so the
+//! same pages in the same order): 1.0 means the background flow did not slow the web down.
+//! The no-control column is the paper's plain-TCP reference.
+//!
+//! Per run (fresh testbed): `slipstream-web server` listens on port 8080 in the server
+//! namespace (best effort: no rule, no HTB background filter); for every alternative the
+//! background download (port 6881) starts at t = 0 and the web client starts after a warm-up
+//! (10 s × scale, at least 8 s) and fetches pages for D = 60 s × scale (at least 20 s). The web
+//! model is [`crate::web::WebModel::key2004`] (10 objects a page, 1 ms / 1 s exponential gaps,
+//! Pareto 1.2 sizes; mean 12 kB clamped at 1 MB and 4 parallel connections are our choices).
+//! Sessions: `--set sessions=N`, default max(1, round(0.4 × rate in Mbit/s)) (4 at 10 Mbit/s,
+//! roughly a quarter of the link in web load; Key et al. do not give theirs). Seed: `--set
+//! seed=N` (default 1) plus the repeat index.
+//!
+//! Metrics per run: mean response time overall and per size bucket (powers of two from 4 kB to
+//! 256 kB, bucket labels by lower bound), the same divided by the web-only run of the same
+//! repeat, objects fetched/failed, and the background goodput while the web client ran.
+//! Series: `web_response` (t = object start, ms), `web_rt_by_size` (**x = bucket lower bound in
+//! bytes**, not time; value = mean response ms), and the harness's goodput series.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use slipstream_testbed::Ns;
+
+use crate::alternatives::Alternative;
+use crate::analysis;
+use crate::harness::{FlowSpec, Run, RunSetup};
+use crate::result::{now_unix, roles, units, Metric, RunResult, ScenarioReport, Series, Table};
+use crate::scenarios::{LabContext, ScenarioOptions};
+use crate::web::procs::{helper_binary, Helper};
+use crate::web::{self, BucketStat, ObjectRecord};
+
+const NAME: &str = "web";
+const BG_PORT: u16 = 6881;
+const WEB_PORT: u16 = 8080;
+/// Column label of the baseline.
+pub const WEB_ONLY: &str = "web-only";
+
+/// Size-bucket lower bounds: 0, 4 kB, 8 kB, ..., 256 kB.
+pub fn edges() -> Vec<u64> {
+    web::log2_edges(4096, 262_144)
+}
+
+/// "4k", "256k+", "<4k": a bucket's label.
+pub fn bucket_label(b: &BucketStat) -> String {
+    if b.lo == 0 {
+        format!("<{}k", b.hi / 1024)
+    } else if b.hi == u64::MAX {
+        format!("{}k+", b.lo / 1024)
+    } else {
+        format!("{}-{}k", b.lo / 1024, b.hi / 1024)
+    }
+}
+
+/// Metrics of one run's records; `baseline` = the web-only run's bucket stats and overall mean
+/// (for the normalised metrics).
+pub fn web_metrics(records: &[ObjectRecord], baseline: Option<(&[BucketStat], f64)>) -> Vec<Metric> {
+    let buckets = web::bucket_stats(records, &edges());
+    let overall = web::mean_response(records);
+    let ok = records.iter().filter(|r| r.ok()).count();
+    let mut m = vec![
+        Metric::new("web_rt_mean", units::MS, overall * 1000.0).flow("web"),
+        Metric::new("web_objects", units::COUNT, ok as f64).flow("web"),
+        Metric::new("web_failed", units::COUNT, (records.len() - ok) as f64).flow("web"),
+    ];
+    if let Some((_, base)) = baseline {
+        m.push(Metric::new("web_rt_norm", units::RATIO, overall / base).flow("web"));
+    }
+    for (i, b) in buckets.iter().enumerate() {
+        let label = bucket_label(b);
+        m.push(Metric::new(&format!("web_rt_mean_{label}"), units::MS, b.mean_s * 1000.0).flow("web"));
+        m.push(Metric::new(&format!("web_count_{label}"), units::COUNT, b.count as f64).flow("web"));
+        if let Some((base, _)) = baseline {
+            let norm = base.get(i).map_or(f64::NAN, |x| b.mean_s / x.mean_s);
+            m.push(Metric::new(&format!("web_rt_norm_{label}"), units::RATIO, norm).flow("web"));
+        }
+    }
+    m
+}
+
+fn sessions_default(rate_mbit: f64) -> u32 {
+    ((0.4 * rate_mbit).round() as u32).max(1)
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let started = now_unix();
+    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
+    let warm = opts.scaled(10.0, 8.0);
+    let d = opts.scaled(60.0, 20.0);
+    let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit));
+    let seed0: u64 = opts.extra_or("seed", 1);
+    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
+    let repeats = opts.repeats.max(1);
+    let count = repeats as usize * (opts.alternatives.len() + 1);
+    let mut runs = Vec::new();
+    let mut index = 0;
+    for repeat in 0..repeats {
+        let seed = seed0 + u64::from(repeat);
+        let mut baseline: Option<(Vec<BucketStat>, f64)> = None;
+        // The web-only run first, then each alternative with the background download.
+        for alt in std::iter::once(None).chain(opts.alternatives.iter().copied().map(Some)) {
+            let mut extra = BTreeMap::new();
+            extra.insert("sessions".to_string(), serde_json::json!(sessions));
+            extra.insert("seed".to_string(), serde_json::json!(seed));
+            extra.insert("warmup_s".to_string(), serde_json::json!(warm));
+            extra.insert("web_s".to_string(), serde_json::json!(d));
+            extra.insert("background".to_string(), serde_json::json!(alt.is_some()));
+            let setup = RunSetup {
+                scenario: NAME.into(),
+                alternative: alt.unwrap_or(Alternative::NoControl),
+                index,
+                count,
+                repeat,
+                duration_s: warm + d,
+                background_ports: vec![BG_PORT],
+                server_ports: vec![BG_PORT],
+                ping: false,
+                ss: true,
+                work_dir: work_dir.clone(),
+                cc: None,
+                extra,
+            };
+            index += 1;
+            let label = alt.map_or(WEB_ONLY.to_string(), |a| a.label());
+            let what = format!("run {index}/{count} ({label})");
+            let (mut r, records) =
+                one_run(ctx, opts, setup, &web_bin, alt.is_some(), warm, d, sessions, seed)
+                    .with_context(|| what.clone())?;
+            r.alternative = label;
+            let base_ref = baseline.as_ref().map(|(b, m)| (b.as_slice(), *m));
+            r.metrics.extend(web_metrics(&records, base_ref));
+            if alt.is_none() {
+                baseline = Some((
+                    web::bucket_stats(&records, &edges()),
+                    web::mean_response(&records),
+                ));
+                r.metrics.retain(|m| !m.name.starts_with("web_rt_norm"));
+            }
+            ctx.progress.log(&format!(
+                "[{NAME}] {what}: {} objects, mean response {:.0} ms{}",
+                r.metric("web_objects", None).unwrap_or(0.0),
+                r.metric("web_rt_mean", None).unwrap_or(f64::NAN),
+                r.metric("web_rt_norm", None)
+                    .map_or(String::new(), |n| format!(" ({n:.2} x web-only)"))
+            ));
+            runs.push(r);
+        }
+    }
+    let _ = std::fs::remove_dir_all(&work_dir);
+    let mut columns = vec![WEB_ONLY.to_string()];
+    columns.extend(opts.alternative_labels());
+    Ok(ScenarioReport {
+        scenario: NAME.into(),
+        title: "Web-like best-effort traffic beside a background download (Key et al. Sec. 5.3)".into(),
+        started_unix: started,
+        table: table(columns, &runs),
+        runs,
+        notes: vec![
+            format!(
+                "Web model: 10 objects/page, exp. inter-object 1 ms, exp. think time 1 s, Pareto(1.2) sizes \
+                 (Key et al. Sec. 5.3); mean 12 kB clamped at 1 MB, 4 parallel connections, one TCP connection \
+                 per object, think time after page completion: our choices. {sessions} sessions, {d:.0} s of web \
+                 after {warm:.0} s of background warm-up."
+            ),
+            "Response times are normalised by the web-only run of the same repeat (same seed: same pages); \
+             Key et al. normalise by a plain-TCP bulk transfer instead (our no-control column)."
+                .into(),
+            "Key et al. (1.5 Mbit/s) give bulk throughputs of 0.69 (TCP), 0.53 (TCP-LP), 0.46 (binary search), \
+             0.35 (stoch. approx.) Mbit/s, i.e. 46/35/31/23% of the link; Fig. 8's response times are not in the text."
+                .into(),
+        ],
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one_run(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    setup: RunSetup,
+    web_bin: &std::path::Path,
+    background: bool,
+    warm: f64,
+    d: f64,
+    sessions: u32,
+    seed: u64,
+) -> Result<(RunResult, Vec<ObjectRecord>)> {
+    let mut run = Run::start(ctx, opts, setup)?;
+    let bin = web_bin.as_os_str().to_string_lossy().into_owned();
+    let listen = format!("0.0.0.0:{WEB_PORT}");
+    // The server lives until teardown (the testbed kills what runs in its namespaces).
+    let server = Helper::spawn_ready(
+        run.tb()
+            .exec(Ns::Server, &[bin.as_str(), "server", "--listen", &listen]),
+        Duration::from_secs(5),
+    )?;
+    if background {
+        run.start_flow(FlowSpec::download(
+            "bg",
+            roles::BACKGROUND,
+            BG_PORT,
+            warm + d + 2.0,
+        ))?;
+        run.wait_until(warm)?;
+    }
+    let t_web = run.t();
+    let target = format!("{}:{WEB_PORT}", run.tb().server_addr(false));
+    let (dur, sess, sd) = (format!("{d}"), sessions.to_string(), seed.to_string());
+    let client = Helper::spawn(run.tb().exec(
+        Ns::Client,
+        &[
+            bin.as_str(),
+            "client",
+            "--server",
+            &target,
+            "--duration",
+            &dur,
+            "--grace",
+            "15",
+            "--sessions",
+            &sess,
+            "--seed",
+            &sd,
+        ],
+    ))?;
+    run.wait_until(t_web + d)?;
+    let lines = client.wait(Duration::from_secs(30)).context("web client")?;
+    let records = web::parse_records(&lines.join("\n"))?;
+    let t_end = run.t();
+    drop(server);
+    let mut r = run.finish()?;
+    if background {
+        let bg = r
+            .series("goodput", "bg")
+            .map(|s| s.points.clone())
+            .unwrap_or_default();
+        let during = analysis::mean_between(&bg, t_web + 0.1, t_end.min(t_web + d) + 0.05);
+        if let Some(g) = during {
+            r.metrics
+                .push(Metric::new("bg_goodput", units::MBPS, g).flow("bg").period("web"));
+            r.metrics.push(
+                Metric::new("bg_share", units::RATIO, g / opts.rate_mbit)
+                    .flow("bg")
+                    .period("web"),
+            );
+        }
+    }
+    let mut pts: Vec<(f64, f64)> = records
+        .iter()
+        .filter_map(|o| o.response_s.map(|rt| (t_web + o.start_s, rt * 1000.0)))
+        .collect();
+    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+    r.series
+        .push(Series::new("web_response", units::MS, "web", roles::BEST_EFFORT, "client").with_points(pts));
+    let by_size: Vec<(f64, f64)> = web::bucket_stats(&records, &edges())
+        .iter()
+        .filter(|b| b.count > 0)
+        .map(|b| (b.lo as f64, b.mean_s * 1000.0))
+        .collect();
+    r.series.push(
+        Series::new(
+            "web_rt_by_size",
+            units::MS,
+            "web",
+            roles::BEST_EFFORT,
+            "client; x = object size bytes",
+        )
+        .with_points(by_size),
+    );
+    Ok((r, records))
+}
+
+fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(columns);
+    const SRC: &str = "Key et al. Sec. 5.3";
+    t.add_metric_row(
+        "Web response time, all objects / web-only",
+        units::RATIO,
+        &refs,
+        "web_rt_norm",
+        None,
+        Some((
+            "close to web-only for TCP-LP and rwnd schemes, >1 for TCP (Fig. 8)",
+            SRC,
+        )),
+    );
+    t.add_metric_row(
+        "Web response time, mean",
+        units::MS,
+        &refs,
+        "web_rt_mean",
+        None,
+        None,
+    );
+    let dummy: Vec<BucketStat> = web::bucket_stats(&[], &edges());
+    for b in &dummy {
+        let l = bucket_label(b);
+        t.add_metric_row(
+            &format!("Web response time {l}B / web-only"),
+            units::RATIO,
+            &refs,
+            &format!("web_rt_norm_{l}"),
+            None,
+            None,
+        );
+    }
+    for b in &dummy {
+        let l = bucket_label(b);
+        t.add_metric_row(
+            &format!("Web response time {l}B, mean"),
+            units::MS,
+            &refs,
+            &format!("web_rt_mean_{l}"),
+            None,
+            None,
+        );
+    }
+    t.add_metric_row(
+        "BG goodput while web runs",
+        units::MBPS,
+        &refs,
+        "bg_goodput",
+        Some("web"),
+        None,
+    );
+    t.add_metric_row(
+        "BG share of the link while web runs",
+        units::RATIO,
+        &refs,
+        "bg_share",
+        Some("web"),
+        Some((
+            "TCP 0.46, TCP-LP 0.35, binary search 0.31, stoch. approx. 0.23 (at 1.5 Mbit/s)",
+            SRC,
+        )),
+    );
+    t.add_metric_row(
+        "Web objects fetched",
+        units::COUNT,
+        &refs,
+        "web_objects",
+        None,
+        None,
+    );
+    t.add_metric_row(
+        "Web objects failed",
+        units::COUNT,
+        &refs,
+        "web_failed",
+        None,
+        None,
+    );
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(size: u64, rt: f64) -> ObjectRecord {
+        ObjectRecord {
+            session: 0,
+            page: 0,
+            object: 0,
+            size,
+            start_s: 0.0,
+            wait_s: 0.0,
+            connect_s: Some(0.1),
+            response_s: Some(rt),
+            received: size,
+            error: None,
+        }
+    }
+
+    #[test]
+    fn labels_and_metrics() {
+        let b = web::bucket_stats(&[], &edges());
+        let labels: Vec<String> = b.iter().map(bucket_label).collect();
+        assert_eq!(
+            labels,
+            vec!["<4k", "4-8k", "8-16k", "16-32k", "32-64k", "64-128k", "128-256k", "256k+"]
+        );
+        let base = [rec(3000, 0.2), rec(5000, 0.4)];
+        let with = [rec(3000, 0.3), rec(5000, 0.4), rec(6000, 0.4)];
+        let bs = web::bucket_stats(&base, &edges());
+        let m = web_metrics(&with, Some((&bs, web::mean_response(&base))));
+        let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
+        assert!((get("web_rt_norm_<4k").unwrap() - 1.5).abs() < 1e-9);
+        assert!((get("web_rt_norm_4-8k").unwrap() - 1.0).abs() < 1e-9);
+        assert!(get("web_rt_norm_8-16k").unwrap().is_nan());
+        assert!((get("web_rt_norm").unwrap() - (1.1 / 3.0) / 0.3).abs() < 1e-9);
+        assert_eq!(get("web_objects"), Some(3.0));
+        assert!((get("web_rt_mean").unwrap() - 1100.0 / 3.0).abs() < 1e-9);
+        assert_eq!(sessions_default(10.0), 4);
+        assert_eq!(sessions_default(1.5), 1);
+    }
+}

@@ -1,0 +1,834 @@
+//! Web-like best-effort traffic for the lab: a tiny object server and a client that fetches
+//! "pages" of objects the way the web model of Key et al. Sec. 5.3
+//! (`../shared/papers/background-transfer-rwnd-key-2004.txt`, taken from the TCP-LP evaluation)
+//! does, and records every object's response time.
+//!
+//! Why it exists: the `web` scenario asks how much a background download slows short,
+//! interactive transfers down, which bulk iperf3 flows cannot show. Key et al. judge a
+//! background-transfer scheme by the mean response time of web objects per object size,
+//! normalised to a reference run; this generator produces those objects on a real TCP path.
+//!
+//! **The model** ([`WebModel::key2004`]): a session fetches pages one after another; each page
+//! has 10 objects (Key et al.: "each web page contains 10 objects"); objects of a page are
+//! launched with exponential gaps of mean 1 ms ("inter-object ... exponential with mean 1 msec");
+//! between pages the session thinks for an exponential time of mean 1 s ("inter-page ... mean 1
+//! sec"); object sizes are Pareto with shape 1.2 (as in the paper). The paper gives no mean
+//! object size and no cap: we use a mean of 12 kB (a standard web-model value, our choice) and
+//! clamp sizes at 1 MB so that a run's load is bounded; the Pareto scale is solved so that the
+//! *clamped* distribution has that mean ([`SizeDist::with_mean`]). Our deviations, also our
+//! choices: the think time starts when the page's last object arrived (closed loop, so a slow
+//! path is not flooded with pages), and at most [`WebModel::parallel`] objects (default 4) of a
+//! page are in flight at once, like a browser's connection limit; each object is fetched over
+//! its own TCP connection (as in ns-2's web traffic model), so its response time includes the
+//! handshake. The number of objects per page can also be Pareto ([`CountDist::Pareto`]).
+//!
+//! **Protocol**: the client sends one line `GET <size>\n`; the server answers with exactly
+//! `<size>` bytes (at most [`MAX_OBJECT_BYTES`]) and then serves the next request line on the
+//! same connection until the client closes it. Anything else closes the connection.
+//!
+//! **Records**: one JSON line per object ([`ObjectRecord`]): session, page, object, size, when it
+//! started (seconds since the client started), how long it waited for a connection slot, the
+//! connect time and the response time (connect start to last byte), or the error. Everything
+//! random comes from one seed, so two runs with the same seed ask for the same pages in the
+//! same order (their timing differs, so a shorter run fetches a prefix of them).
+
+pub mod probe;
+pub mod procs;
+pub mod udp;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use rand::rngs::StdRng;
+use rand::SeedableRng;
+use rand_distr::{Distribution, Exp, Pareto};
+use serde::{Deserialize, Serialize};
+
+/// Largest object the server sends (a bound against typos and runaway clients).
+pub const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// Longest request line the server reads.
+const MAX_LINE: usize = 64;
+
+/// Mean of `min(X, cap)` for X ~ Pareto(scale, shape), shape > 1, cap >= scale:
+/// `scale·a/(a−1) − scale^a·cap^(1−a)/(a−1)`.
+pub fn clamped_pareto_mean(scale: f64, shape: f64, cap: f64) -> f64 {
+    if cap <= scale {
+        return cap;
+    }
+    let a = shape;
+    scale * a / (a - 1.0) - scale.powf(a) * cap.powf(1.0 - a) / (a - 1.0)
+}
+
+/// Object sizes: Pareto(scale, shape) clamped at `cap`, in bytes (rounded up, at least 1).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SizeDist {
+    /// Pareto scale (the smallest size), bytes.
+    pub scale: f64,
+    /// Pareto shape (tail index).
+    pub shape: f64,
+    /// Sizes above this are clamped to it, bytes.
+    pub cap: f64,
+}
+
+impl SizeDist {
+    /// The distribution with the given shape and cap whose clamped mean is `mean`.
+    /// Fails unless `shape > 1` and `0 < mean < cap`.
+    pub fn with_mean(shape: f64, mean: f64, cap: f64) -> Result<SizeDist> {
+        if !(shape > 1.0 && shape.is_finite()) {
+            bail!("Pareto shape must be > 1 for a finite mean, got {shape}");
+        }
+        if !(mean > 0.0 && mean < cap && cap.is_finite()) {
+            bail!("need 0 < mean < cap, got mean {mean}, cap {cap}");
+        }
+        // The clamped mean grows monotonically with the scale (from 0 to `cap`): bisect.
+        let (mut lo, mut hi) = (0.0_f64, cap);
+        for _ in 0..200 {
+            let mid = 0.5 * (lo + hi);
+            if clamped_pareto_mean(mid, shape, cap) < mean {
+                lo = mid;
+            } else {
+                hi = mid;
+            }
+        }
+        Ok(SizeDist {
+            scale: 0.5 * (lo + hi),
+            shape,
+            cap,
+        })
+    }
+
+    /// The analytic mean of the clamped distribution (before rounding up to whole bytes).
+    pub fn mean(&self) -> f64 {
+        clamped_pareto_mean(self.scale, self.shape, self.cap)
+    }
+
+    /// One size in bytes.
+    pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> u64 {
+        let pareto = Pareto::new(self.scale, self.shape).expect("validated parameters");
+        let x: f64 = pareto.sample(rng);
+        (x.min(self.cap).ceil() as u64).max(1)
+    }
+}
+
+/// Number of objects per page.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum CountDist {
+    /// Always this many (Key et al.: 10).
+    Fixed(u32),
+    /// Pareto with this shape, clamped at `cap`, rounded to the nearest integer >= 1.
+    Pareto { dist: SizeDist },
+}
+
+impl CountDist {
+    /// One count.
+    pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> u32 {
+        match self {
+            CountDist::Fixed(n) => *n,
+            CountDist::Pareto { dist: sizes } => {
+                let pareto = Pareto::new(sizes.scale, sizes.shape).expect("validated parameters");
+                let x: f64 = pareto.sample(rng);
+                (x.min(sizes.cap).round() as u32).max(1)
+            }
+        }
+    }
+}
+
+/// The page model (see the module docs for where each value comes from).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WebModel {
+    /// Objects per page.
+    pub objects: CountDist,
+    /// Object sizes.
+    pub sizes: SizeDist,
+    /// Mean think time between a page's completion and the next page, seconds (exponential).
+    pub think_mean_s: f64,
+    /// Mean gap between object launches within a page, seconds (exponential).
+    pub inter_object_mean_s: f64,
+    /// Objects of one page in flight at once (each on its own connection).
+    pub parallel: usize,
+}
+
+impl WebModel {
+    /// Key et al. Sec. 5.3: 10 objects a page, 1 ms / 1 s exponential gaps, Pareto 1.2 sizes;
+    /// our choices: mean 12 kB clamped at 1 MB, 4 parallel connections.
+    pub fn key2004() -> WebModel {
+        WebModel {
+            objects: CountDist::Fixed(10),
+            sizes: SizeDist::with_mean(1.2, 12_000.0, 1_000_000.0).expect("valid constants"),
+            think_mean_s: 1.0,
+            inter_object_mean_s: 0.001,
+            parallel: 4,
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<()> {
+        if !(self.think_mean_s > 0.0 && self.think_mean_s.is_finite()) {
+            bail!("think time mean must be > 0, got {}", self.think_mean_s);
+        }
+        if !(self.inter_object_mean_s > 0.0 && self.inter_object_mean_s.is_finite()) {
+            bail!("inter-object mean must be > 0, got {}", self.inter_object_mean_s);
+        }
+        if self.parallel == 0 {
+            bail!("parallel connections must be >= 1");
+        }
+        if let CountDist::Fixed(0) = self.objects {
+            bail!("a page needs at least one object");
+        }
+        if self.sizes.cap as u64 > MAX_OBJECT_BYTES {
+            bail!(
+                "size cap {} exceeds the server's {MAX_OBJECT_BYTES}",
+                self.sizes.cap
+            );
+        }
+        Ok(())
+    }
+}
+
+impl Default for WebModel {
+    fn default() -> Self {
+        WebModel::key2004()
+    }
+}
+
+/// One object of a planned page.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct PlannedObject {
+    /// Launch time relative to the page start, seconds.
+    pub offset_s: f64,
+    pub size: u64,
+}
+
+/// One planned page and the think time after it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedPage {
+    pub objects: Vec<PlannedObject>,
+    /// Think time after the page completes, seconds.
+    pub think_s: f64,
+}
+
+/// Deterministic page sequence of one session.
+pub struct SessionPlan {
+    rng: StdRng,
+    model: WebModel,
+    think: Exp<f64>,
+    gap: Exp<f64>,
+}
+
+impl SessionPlan {
+    /// The pages of session `session` for `seed` (each session has its own stream).
+    pub fn new(model: WebModel, seed: u64, session: u32) -> SessionPlan {
+        let stream = seed ^ (u64::from(session) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        SessionPlan {
+            rng: StdRng::seed_from_u64(stream),
+            model,
+            think: Exp::new(1.0 / model.think_mean_s).expect("validated"),
+            gap: Exp::new(1.0 / model.inter_object_mean_s).expect("validated"),
+        }
+    }
+
+    /// The next page.
+    pub fn next_page(&mut self) -> PlannedPage {
+        let k = self.model.objects.sample(&mut self.rng);
+        let mut t = 0.0;
+        let mut objects = Vec::with_capacity(k as usize);
+        for i in 0..k {
+            if i > 0 {
+                t += self.gap.sample(&mut self.rng);
+            }
+            objects.push(PlannedObject {
+                offset_s: t,
+                size: self.model.sizes.sample(&mut self.rng),
+            });
+        }
+        PlannedPage {
+            objects,
+            think_s: self.think.sample(&mut self.rng),
+        }
+    }
+}
+
+/// One fetched (or failed) object: a JSON line of the client's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ObjectRecord {
+    pub session: u32,
+    pub page: u32,
+    pub object: u32,
+    /// Requested size, bytes.
+    pub size: u64,
+    /// When the fetch started (connect), seconds since the client started.
+    pub start_s: f64,
+    /// How long the object waited past its planned launch for a free connection slot, s.
+    pub wait_s: f64,
+    /// TCP connect time, s (`None` if the connect failed).
+    pub connect_s: Option<f64>,
+    /// Connect start to last byte, s (`None` if the fetch failed).
+    pub response_s: Option<f64>,
+    /// Bytes received.
+    pub received: u64,
+    /// Why the fetch failed, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl ObjectRecord {
+    pub fn ok(&self) -> bool {
+        self.error.is_none() && self.response_s.is_some()
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Server
+
+/// Parses a request line `GET <size>` (trailing `\r\n`/`\n` allowed).
+pub fn parse_request(line: &str) -> Result<u64> {
+    let line = line.trim_end_matches(['\r', '\n']);
+    let Some(n) = line.strip_prefix("GET ") else {
+        bail!("request must be `GET <size>`, got {line:?}");
+    };
+    let n: u64 = n
+        .trim()
+        .parse()
+        .with_context(|| format!("bad size in {line:?}"))?;
+    if n > MAX_OBJECT_BYTES {
+        bail!("size {n} exceeds {MAX_OBJECT_BYTES}");
+    }
+    Ok(n)
+}
+
+/// The request line for an object of `size` bytes.
+pub fn request_line(size: u64) -> String {
+    format!("GET {size}\n")
+}
+
+/// Serves one connection: answers request lines until EOF or a bad request.
+pub fn serve_connection(stream: TcpStream) -> Result<u64> {
+    stream.set_nodelay(true).ok();
+    let mut writer = stream.try_clone()?;
+    let mut reader = BufReader::new(stream);
+    let chunk = vec![0x5a_u8; 64 * 1024];
+    let mut served = 0u64;
+    loop {
+        let mut line = String::new();
+        let n = (&mut reader).take(MAX_LINE as u64).read_line(&mut line)?;
+        if n == 0 {
+            return Ok(served);
+        }
+        if !line.ends_with('\n') {
+            bail!("request line too long or truncated");
+        }
+        let mut left = parse_request(&line)?;
+        while left > 0 {
+            let k = left.min(chunk.len() as u64) as usize;
+            writer.write_all(&chunk[..k])?;
+            left -= k as u64;
+        }
+        served += 1;
+    }
+}
+
+/// Accepts connections on `listener` until `stop` is set (checked every 100 ms), one thread
+/// per connection.
+pub fn serve(listener: TcpListener, stop: Arc<AtomicBool>) -> Result<()> {
+    listener.set_nonblocking(true)?;
+    while !stop.load(Ordering::Relaxed) {
+        match listener.accept() {
+            Ok((stream, _)) => {
+                stream.set_nonblocking(false)?;
+                std::thread::spawn(move || {
+                    let _ = serve_connection(stream);
+                });
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => return Err(e).context("accept"),
+        }
+    }
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// Client
+
+/// What the client does.
+#[derive(Clone, Debug)]
+pub struct ClientConfig {
+    pub server: SocketAddr,
+    pub model: WebModel,
+    pub seed: u64,
+    /// Concurrent independent sessions.
+    pub sessions: u32,
+    /// No page starts after this long.
+    pub duration: Duration,
+    /// Objects still in flight this long after `duration` are abandoned (recorded as errors).
+    pub grace: Duration,
+}
+
+/// Fetches one object on a new connection; returns (connect time, response time, bytes).
+/// `deadline` bounds the whole fetch.
+pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option<f64>, Result<(f64, u64)>) {
+    let t0 = Instant::now();
+    let left = |now: Instant| {
+        deadline
+            .saturating_duration_since(now)
+            .max(Duration::from_millis(1))
+    };
+    let stream = match TcpStream::connect_timeout(&server, left(t0)) {
+        Ok(s) => s,
+        Err(e) => return (None, Err(e).context("connect")),
+    };
+    let connect_s = t0.elapsed().as_secs_f64();
+    let result = (|| -> Result<(f64, u64)> {
+        let mut stream = stream;
+        stream.set_nodelay(true).ok();
+        stream
+            .write_all(request_line(size).as_bytes())
+            .context("send request")?;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0u64;
+        while got < size {
+            let now = Instant::now();
+            if now >= deadline {
+                bail!("deadline passed after {got} of {size} bytes");
+            }
+            stream.set_read_timeout(Some(left(now)))?;
+            let want = (size - got).min(buf.len() as u64) as usize;
+            match stream.read(&mut buf[..want]) {
+                Ok(0) => bail!("connection closed after {got} of {size} bytes"),
+                Ok(n) => got += n as u64,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                    ) =>
+                {
+                    continue
+                }
+                Err(e) => return Err(e).context("receive"),
+            }
+        }
+        Ok((t0.elapsed().as_secs_f64(), got))
+    })();
+    (Some(connect_s), result)
+}
+
+/// Runs the sessions; calls `sink` with each record as it completes (from the calling thread).
+/// Returns the number of records.
+pub fn run_client(cfg: &ClientConfig, mut sink: impl FnMut(&ObjectRecord) -> Result<()>) -> Result<u64> {
+    cfg.model.validate()?;
+    let started = Instant::now();
+    let stop_pages = started + cfg.duration;
+    let hard_deadline = stop_pages + cfg.grace;
+    let (tx, rx) = mpsc::channel::<ObjectRecord>();
+    let mut count = 0u64;
+    std::thread::scope(|s| -> Result<()> {
+        for session in 0..cfg.sessions {
+            let tx = tx.clone();
+            s.spawn(move || run_session(cfg, session, started, stop_pages, hard_deadline, &tx));
+        }
+        drop(tx);
+        for rec in rx {
+            count += 1;
+            sink(&rec)?;
+        }
+        Ok(())
+    })?;
+    Ok(count)
+}
+
+fn sleep_until(t: Instant) {
+    let now = Instant::now();
+    if t > now {
+        std::thread::sleep(t - now);
+    }
+}
+
+fn run_session(
+    cfg: &ClientConfig,
+    session: u32,
+    started: Instant,
+    stop_pages: Instant,
+    hard_deadline: Instant,
+    tx: &mpsc::Sender<ObjectRecord>,
+) {
+    let mut plan = SessionPlan::new(cfg.model, cfg.seed, session);
+    let mut page_no = 0u32;
+    // Sessions start staggered by one think time, as if the user had just been reading.
+    let mut next_start = Instant::now();
+    let mut first = true;
+    loop {
+        let page = plan.next_page();
+        if first {
+            next_start += Duration::from_secs_f64(page.think_s);
+            first = false;
+        }
+        if next_start >= stop_pages {
+            return;
+        }
+        sleep_until(next_start);
+        let page_start = Instant::now();
+        let next = AtomicUsize::new(0);
+        std::thread::scope(|s| {
+            for _ in 0..cfg.model.parallel.min(page.objects.len()) {
+                s.spawn(|| loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(obj) = page.objects.get(i) else { return };
+                    let planned = page_start + Duration::from_secs_f64(obj.offset_s);
+                    sleep_until(planned);
+                    let t = Instant::now();
+                    let (connect_s, result) = fetch_object(cfg.server, obj.size, hard_deadline);
+                    let (response_s, received, error) = match result {
+                        Ok((rt, got)) => (Some(rt), got, None),
+                        Err(e) => (None, 0, Some(format!("{e:#}"))),
+                    };
+                    let _ = tx.send(ObjectRecord {
+                        session,
+                        page: page_no,
+                        object: i as u32,
+                        size: obj.size,
+                        start_s: (t - started).as_secs_f64(),
+                        wait_s: (t - planned).as_secs_f64(),
+                        connect_s,
+                        response_s,
+                        received,
+                        error,
+                    });
+                });
+            }
+        });
+        page_no += 1;
+        if Instant::now() >= hard_deadline {
+            return;
+        }
+        next_start = Instant::now() + Duration::from_secs_f64(page.think_s);
+    }
+}
+
+/// Reads JSON-line records (as the client writes them).
+pub fn parse_records(text: &str) -> Result<Vec<ObjectRecord>> {
+    text.lines()
+        .filter(|l| !l.trim().is_empty())
+        .enumerate()
+        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("record line {}", i + 1)))
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Summaries
+
+/// Mean response time of the objects in one size bucket `[lo, hi)`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BucketStat {
+    /// Lower size bound, bytes (inclusive).
+    pub lo: u64,
+    /// Upper size bound, bytes (exclusive; `u64::MAX` for the last bucket).
+    pub hi: u64,
+    /// Completed objects in the bucket.
+    pub count: u64,
+    /// Mean response time, s (NaN if empty).
+    pub mean_s: f64,
+    /// Median response time, s (NaN if empty).
+    pub median_s: f64,
+}
+
+/// Bucket edges: powers of two from `first` up to `last` (bytes), then one open bucket.
+/// `[0, first)`, `[first, 2·first)`, ..., `[last, inf)`.
+pub fn log2_edges(first: u64, last: u64) -> Vec<u64> {
+    let mut edges = vec![0];
+    let mut e = first.max(1);
+    while e <= last {
+        edges.push(e);
+        e = e.saturating_mul(2);
+    }
+    edges
+}
+
+/// Per-bucket mean and median response times of the completed objects.
+/// `edges` are the lower bounds, ascending (as [`log2_edges`] makes them); buckets without
+/// objects are kept (count 0, NaN times) so that runs line up bucket by bucket.
+pub fn bucket_stats(records: &[ObjectRecord], edges: &[u64]) -> Vec<BucketStat> {
+    let mut times: Vec<Vec<f64>> = vec![Vec::new(); edges.len()];
+    for r in records.iter().filter(|r| r.ok()) {
+        let i = edges.partition_point(|&e| e <= r.size).saturating_sub(1);
+        if let Some(rt) = r.response_s {
+            times[i].push(rt);
+        }
+    }
+    edges
+        .iter()
+        .enumerate()
+        .map(|(i, &lo)| {
+            let v = &mut times[i];
+            v.sort_by(f64::total_cmp);
+            let (mean_s, median_s) = if v.is_empty() {
+                (f64::NAN, f64::NAN)
+            } else {
+                (v.iter().sum::<f64>() / v.len() as f64, v[v.len() / 2])
+            };
+            BucketStat {
+                lo,
+                hi: edges.get(i + 1).copied().unwrap_or(u64::MAX),
+                count: v.len() as u64,
+                mean_s,
+                median_s,
+            }
+        })
+        .collect()
+}
+
+/// Mean response time of all completed objects, s (NaN if none).
+pub fn mean_response(records: &[ObjectRecord]) -> f64 {
+    let v: Vec<f64> = records.iter().filter_map(|r| r.response_s).collect();
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clamped_mean_formula() {
+        // Unclamped limit: a·xm/(a−1).
+        let m = clamped_pareto_mean(2000.0, 1.2, 1e30);
+        assert!((m - 12_000.0).abs() < 0.1, "{m}");
+        // Clamping at the scale gives the scale.
+        assert_eq!(clamped_pareto_mean(2000.0, 1.2, 2000.0), 2000.0);
+        let d = SizeDist::with_mean(1.2, 12_000.0, 1e6).unwrap();
+        assert!((d.mean() - 12_000.0).abs() < 1e-6);
+        assert!(d.scale > 2000.0 && d.scale < 4000.0, "{}", d.scale);
+        assert!(SizeDist::with_mean(1.0, 12_000.0, 1e6).is_err());
+        assert!(SizeDist::with_mean(1.2, 2e6, 1e6).is_err());
+    }
+
+    #[test]
+    fn size_sample_mean_matches() {
+        let d = WebModel::key2004().sizes;
+        let mut rng = StdRng::seed_from_u64(7);
+        let n = 400_000;
+        let samples: Vec<u64> = (0..n).map(|_| d.sample(&mut rng)).collect();
+        let mean = samples.iter().sum::<u64>() as f64 / n as f64;
+        // sd of the clamped distribution is ~45 kB: the standard error is ~70 B (0.6%).
+        assert!(
+            (mean / d.mean() - 1.0).abs() < 0.03,
+            "sample mean {mean}, want {}",
+            d.mean()
+        );
+        assert!(samples
+            .iter()
+            .all(|&s| s as f64 >= d.scale.floor() && s as f64 <= d.cap));
+        // Tail: P(X > 10·scale) = 10^-1.2 ≈ 6.3%.
+        let tail = samples.iter().filter(|&&s| s as f64 > 10.0 * d.scale).count() as f64 / n as f64;
+        assert!((tail - 0.063).abs() < 0.005, "{tail}");
+    }
+
+    #[test]
+    fn think_and_gap_means_match() {
+        let model = WebModel::key2004();
+        let mut plan = SessionPlan::new(model, 42, 0);
+        let pages: Vec<PlannedPage> = (0..20_000).map(|_| plan.next_page()).collect();
+        let think = pages.iter().map(|p| p.think_s).sum::<f64>() / pages.len() as f64;
+        assert!((think - 1.0).abs() < 0.03, "{think}");
+        let gaps: Vec<f64> = pages
+            .iter()
+            .flat_map(|p| p.objects.windows(2).map(|w| w[1].offset_s - w[0].offset_s))
+            .collect();
+        let gap = gaps.iter().sum::<f64>() / gaps.len() as f64;
+        assert!((gap - 0.001).abs() < 0.00003, "{gap}");
+        assert!(pages
+            .iter()
+            .all(|p| p.objects.len() == 10 && p.objects[0].offset_s == 0.0));
+    }
+
+    #[test]
+    fn pareto_counts() {
+        let sizes = SizeDist::with_mean(1.5, 10.0, 100.0).unwrap();
+        let c = CountDist::Pareto { dist: sizes };
+        let mut rng = StdRng::seed_from_u64(3);
+        let n = 100_000;
+        let v: Vec<u32> = (0..n).map(|_| c.sample(&mut rng)).collect();
+        let mean = v.iter().map(|&k| f64::from(k)).sum::<f64>() / n as f64;
+        assert!((mean - 10.0).abs() < 0.5, "{mean}");
+        assert!(v.iter().all(|&k| (1..=100).contains(&k)));
+    }
+
+    #[test]
+    fn plans_are_deterministic_per_seed_and_session() {
+        let m = WebModel::key2004();
+        let a: Vec<_> = {
+            let mut p = SessionPlan::new(m, 1, 0);
+            (0..5).map(|_| p.next_page()).collect()
+        };
+        let b: Vec<_> = {
+            let mut p = SessionPlan::new(m, 1, 0);
+            (0..5).map(|_| p.next_page()).collect()
+        };
+        let c: Vec<_> = {
+            let mut p = SessionPlan::new(m, 1, 1);
+            (0..5).map(|_| p.next_page()).collect()
+        };
+        let d: Vec<_> = {
+            let mut p = SessionPlan::new(m, 2, 0);
+            (0..5).map(|_| p.next_page()).collect()
+        };
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+        assert_ne!(a, d);
+    }
+
+    #[test]
+    fn request_parsing() {
+        assert_eq!(parse_request("GET 123\n").unwrap(), 123);
+        assert_eq!(parse_request("GET 0\r\n").unwrap(), 0);
+        assert_eq!(parse_request(&request_line(4567)).unwrap(), 4567);
+        assert!(parse_request("PUT 1\n").is_err());
+        assert!(parse_request("GET x\n").is_err());
+        assert!(parse_request("GET -1\n").is_err());
+        assert!(parse_request(&format!("GET {}\n", MAX_OBJECT_BYTES + 1)).is_err());
+    }
+
+    fn loopback_server() -> (SocketAddr, Arc<AtomicBool>, std::thread::JoinHandle<Result<()>>) {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s2 = stop.clone();
+        let h = std::thread::spawn(move || serve(listener, s2));
+        (addr, stop, h)
+    }
+
+    #[test]
+    fn protocol_over_loopback() {
+        let (addr, stop, h) = loopback_server();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        for size in [1u64, 1000, 65_536, 65_537, 300_000] {
+            let (c, r) = fetch_object(addr, size, deadline);
+            assert!(c.is_some());
+            let (rt, got) = r.unwrap();
+            assert_eq!(got, size);
+            assert!(rt > 0.0 && rt < 5.0);
+        }
+        // Several requests on one connection, then a bad one closes it.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.write_all(b"GET 10\nGET 5\n").unwrap();
+        let mut buf = [0u8; 15];
+        s.read_exact(&mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0x5a));
+        s.write_all(b"HELLO\n").unwrap();
+        let mut rest = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        assert_eq!(s.read_to_end(&mut rest).unwrap(), 0);
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap().unwrap();
+    }
+
+    #[test]
+    fn client_runs_pages_over_loopback() {
+        let (addr, stop, h) = loopback_server();
+        let model = WebModel {
+            think_mean_s: 0.05,
+            ..WebModel::key2004()
+        };
+        let cfg = ClientConfig {
+            server: addr,
+            model,
+            seed: 9,
+            sessions: 2,
+            duration: Duration::from_millis(800),
+            grace: Duration::from_secs(10),
+        };
+        let mut out = Vec::new();
+        let n = run_client(&cfg, |r| {
+            out.push(serde_json::to_string(r)?);
+            Ok(())
+        })
+        .unwrap();
+        stop.store(true, Ordering::Relaxed);
+        h.join().unwrap().unwrap();
+        let recs = parse_records(&out.join("\n")).unwrap();
+        assert_eq!(recs.len() as u64, n);
+        assert!(n >= 20, "only {n} objects");
+        assert!(recs.iter().all(|r| r.ok() && r.received == r.size), "{recs:?}");
+        // The sizes are the planned ones, page by page, for each session.
+        for session in 0..2 {
+            let mut plan = SessionPlan::new(model, 9, session);
+            let pages = recs
+                .iter()
+                .filter(|r| r.session == session)
+                .map(|r| r.page)
+                .max()
+                .unwrap();
+            for page in 0..=pages {
+                let planned = plan.next_page();
+                let mut got: Vec<_> = recs
+                    .iter()
+                    .filter(|r| r.session == session && r.page == page)
+                    .map(|r| (r.object, r.size))
+                    .collect();
+                got.sort();
+                let want: Vec<_> = planned
+                    .objects
+                    .iter()
+                    .enumerate()
+                    .map(|(i, o)| (i as u32, o.size))
+                    .collect();
+                assert_eq!(got, want, "session {session} page {page}");
+            }
+        }
+        let buckets = bucket_stats(&recs, &log2_edges(2048, 1 << 20));
+        assert_eq!(buckets.iter().map(|b| b.count).sum::<u64>(), n);
+    }
+
+    #[test]
+    fn unreachable_server_is_recorded_as_error() {
+        // A port nobody listens on (bound, then closed).
+        let addr = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+        let (c, r) = fetch_object(addr, 10, Instant::now() + Duration::from_secs(2));
+        assert!(c.is_none() && r.is_err());
+    }
+
+    #[test]
+    fn buckets() {
+        let rec = |size: u64, rt: f64| ObjectRecord {
+            session: 0,
+            page: 0,
+            object: 0,
+            size,
+            start_s: 0.0,
+            wait_s: 0.0,
+            connect_s: Some(0.01),
+            response_s: Some(rt),
+            received: size,
+            error: None,
+        };
+        let edges = log2_edges(1000, 4000);
+        assert_eq!(edges, vec![0, 1000, 2000, 4000]);
+        let mut failed = rec(1500, 9.0);
+        failed.error = Some("x".into());
+        failed.response_s = None;
+        let recs = [
+            rec(10, 0.1),
+            rec(1000, 0.2),
+            rec(1999, 0.4),
+            rec(5000, 1.0),
+            failed,
+        ];
+        let b = bucket_stats(&recs, &edges);
+        assert_eq!(b.len(), 4);
+        assert_eq!((b[0].count, b[0].mean_s), (1, 0.1));
+        assert_eq!(b[1].count, 2);
+        assert!((b[1].mean_s - 0.3).abs() < 1e-12);
+        assert_eq!(b[1].median_s, 0.4);
+        assert!(b[2].count == 0 && b[2].mean_s.is_nan());
+        assert_eq!((b[3].lo, b[3].hi, b[3].count), (4000, u64::MAX, 1));
+        assert!((mean_response(&recs) - 0.425).abs() < 1e-12);
+    }
+}
