@@ -6,12 +6,15 @@
 //! tears it down again, also after a panic or a half-finished build:
 //!
 //! ```text
-//!  server ──────── isp ──────── router ──────── client
-//!  eth0    isp-srv     isp-rtr  wan0    br-lan  eth0
-//!  10.77.1.2  .1.1     10.77.2.1   .2.2  10.77.3.1   .3.2      (+ fd77:N::/64 likewise)
+//!  server ──┐                                       ┌── client
+//!  server2 ─┤ isp ──────────────── router ──────────┤── client2
+//!  ...      │                                       │   ...
+//!  eth0   isp-srv (bridge)  isp-rtr  wan0   br-lan (bridge)  eth0
+//!  10.77.1.(1+n)  .1.1     10.77.2.1   .2.2  10.77.3.1    10.77.3.(1+n)   (+ fd77:N::/64 likewise)
 //! ```
 //!
-//! * `server` runs iperf3 servers (the sender of downloads).
+//! * `server` (and `server2` ... with [`TopologySpec::servers`] > 1) runs iperf3 servers (the
+//!   sender of downloads); servers hang off a bridge in `isp`, so they share its links.
 //! * `isp` forwards and hosts the delay element (`slipstream-delay`, see its module docs),
 //!   fed from `mangle FORWARD` via NFQUEUE in both directions (queue 1: downloads, entering on
 //!   `isp-srv`; queue 2: uploads, entering on `isp-rtr`), each delayed by the one-way delay. The
@@ -20,11 +23,12 @@
 //! * `router` forwards between `wan0` and `br-lan` (named like OpenWrt's LAN bridge, so the default config applies as is); the upload bottleneck is a `tbf` on `wan0`
 //!   egress. The daemon under test runs here (started by the caller with [`Testbed::spawn_in`] or
 //!   [`Testbed::exec`]) and is configured with [`Testbed::router_lan_if`].
-//! * `client` is the LAN host, the receiver of downloads.
+//! * `client` (and `client2` ... with [`TopologySpec::clients`] > 1) are the LAN hosts, the
+//!   receivers of downloads, ports of the router's LAN bridge as on a home router.
 //!
 //! Interfaces are created directly inside their namespaces, so their names are fixed (and
-//! short) while namespace names carry the per-test prefix: `<prefix>-srv`, `-isp`, `-rtr`,
-//! `-cli`. TSO/GSO/GRO are off on every veth (one packet = one frame, as in the Vulture
+//! short) while namespace names carry the per-test prefix: `<prefix>-srv`, `-srv2`, ..., `-isp`,
+//! `-rtr`, `-cli`, `-cli2`, .... TSO/GSO/GRO are off on every veth (one packet = one frame, as in the Vulture
 //! testbed), forwarding is on in `isp` and `router`, `tcp_no_metrics_save=1` in the end hosts,
 //! and TCP buffer maxima are set to 8 MiB there (far above 10 Mbit/s × 100 ms + one BDP queue).
 //!
@@ -83,6 +87,10 @@ pub struct TopologySpec {
     /// One-way delay of the upload direction (client → server), ms, if it differs from
     /// `one_way_delay_ms` (which then applies to downloads only). `None` = symmetric.
     pub upload_delay_ms: Option<f64>,
+    /// Number of server namespaces (1-100, default 1), all behind the same bottleneck.
+    pub servers: u8,
+    /// Number of LAN hosts (1-100, default 1), all on the router's LAN bridge.
+    pub clients: u8,
 }
 
 impl Default for TopologySpec {
@@ -95,6 +103,8 @@ impl Default for TopologySpec {
             delay_bin: None,
             ipv6: true,
             upload_delay_ms: None,
+            servers: 1,
+            clients: 1,
         }
     }
 }
@@ -162,6 +172,11 @@ impl TopologySpec {
         if !(up.is_finite() && up >= 0.0) {
             bail!("upload_delay_ms must be >= 0, got {up}");
         }
+        for (what, n) in [("servers", self.servers), ("clients", self.clients)] {
+            if !(1..=MAX_HOSTS).contains(&n) {
+                bail!("{what} must be 1-{MAX_HOSTS}, got {n}");
+            }
+        }
         let p = &self.name_prefix;
         if p.is_empty() || p.len() > 40 || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             bail!("name_prefix must be 1-40 chars of [A-Za-z0-9_], got {p:?}");
@@ -183,41 +198,73 @@ pub fn unique_prefix(base: &str) -> String {
     )
 }
 
-/// The four hosts of the topology.
+/// The hosts of the topology.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Ns {
-    /// iperf3 servers, sender of downloads.
+    /// The first server: iperf3 servers, sender of downloads.
     Server,
     /// Forwarder with the delay element and the download bottleneck.
     Isp,
     /// Home router: the daemon under test runs here; upload bottleneck on its WAN side.
     Router,
-    /// LAN host, receiver of downloads.
+    /// The first LAN host, receiver of downloads.
     Client,
+    /// Server number n >= 2 (see [`TopologySpec::servers`]); [`Ns::server`] builds it.
+    ServerN(u8),
+    /// LAN host number n >= 2 (see [`TopologySpec::clients`]); [`Ns::client`] builds it.
+    ClientN(u8),
 }
 
-impl Ns {
-    /// All namespaces, in creation order.
-    pub const ALL: [Ns; 4] = [Ns::Server, Ns::Isp, Ns::Router, Ns::Client];
+/// Most servers or LAN hosts a topology may have (addresses are 10.77.{1,3}.(1 + n)).
+pub const MAX_HOSTS: u8 = 100;
 
-    /// Suffix of the namespace name.
-    pub fn suffix(self) -> &'static str {
+impl Ns {
+    /// Server number `n` (1-based; 0 and 1 are the first server).
+    pub fn server(n: u8) -> Ns {
+        if n <= 1 {
+            Ns::Server
+        } else {
+            Ns::ServerN(n)
+        }
+    }
+
+    /// LAN host number `n` (1-based; 0 and 1 are the first host).
+    pub fn client(n: u8) -> Ns {
+        if n <= 1 {
+            Ns::Client
+        } else {
+            Ns::ClientN(n)
+        }
+    }
+
+    /// The host's number among the servers or clients (1 for the first and for isp/router).
+    pub fn number(self) -> u8 {
         match self {
-            Ns::Server => "srv",
-            Ns::Isp => "isp",
-            Ns::Router => "rtr",
-            Ns::Client => "cli",
+            Ns::ServerN(n) | Ns::ClientN(n) => n,
+            _ => 1,
+        }
+    }
+
+    /// Suffix of the namespace name: `srv`, `srv2`, ..., `isp`, `rtr`, `cli`, `cli2`, ....
+    pub fn suffix(self) -> String {
+        match self {
+            Ns::Server => "srv".into(),
+            Ns::Isp => "isp".into(),
+            Ns::Router => "rtr".into(),
+            Ns::Client => "cli".into(),
+            Ns::ServerN(n) => format!("srv{n}"),
+            Ns::ClientN(n) => format!("cli{n}"),
         }
     }
 }
 
-/// Router LAN interface (towards the client).
+/// Router LAN interface (towards the clients): a bridge, LAN host n's veth is its port `lan<n>`.
 pub const ROUTER_LAN_IF: &str = "br-lan";
 /// Router WAN interface (towards the isp); the upload bottleneck.
 pub const ROUTER_WAN_IF: &str = "wan0";
 /// Isp interface towards the router; the download bottleneck.
 pub const ISP_DOWN_IF: &str = "isp-rtr";
-/// Isp interface towards the server.
+/// Isp interface towards the servers (a bridge; server n's veth is its port `srvp<n>`).
 pub const ISP_UP_IF: &str = "isp-srv";
 /// End-host interface name (server and client).
 pub const HOST_IF: &str = "eth0";
@@ -226,12 +273,10 @@ pub const DOWNLOAD_QUEUE: u16 = 1;
 /// NFQUEUE queue number for the upload direction (in the isp namespace).
 pub const UPLOAD_QUEUE: u16 = 2;
 
-/// One veth link: (ns A, if A, ns B, if B, link number for 10.77.<n>.0/24; A gets .2, B .1).
-const LINKS: [(Ns, &str, Ns, &str, u8); 3] = [
-    (Ns::Server, HOST_IF, Ns::Isp, ISP_UP_IF, 1),
-    (Ns::Router, ROUTER_WAN_IF, Ns::Isp, ISP_DOWN_IF, 2),
-    (Ns::Client, HOST_IF, Ns::Router, ROUTER_LAN_IF, 3),
-];
+/// Link numbers (10.77.<n>.0/24, fd77:<n>::/64): servers-isp, router-isp, LAN.
+const SERVER_LINK: u8 = 1;
+const WAN_LINK: u8 = 2;
+const LAN_LINK: u8 = 3;
 
 fn v4(link: u8, host: u8) -> String {
     format!("10.77.{link}.{host}")
@@ -239,6 +284,27 @@ fn v4(link: u8, host: u8) -> String {
 
 fn v6(link: u8, host: u8) -> String {
     format!("fd77:{link}::{host}")
+}
+
+fn host_addr(link: u8, host: u8, v6_: bool) -> IpAddr {
+    (if v6_ { v6(link, host) } else { v4(link, host) })
+        .parse()
+        .expect("valid literal")
+}
+
+/// Which LAN host and which server an iperf3 flow runs between (1-based numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct IperfEnds {
+    /// LAN host number.
+    pub client: u8,
+    /// Server number.
+    pub server: u8,
+}
+
+impl Default for IperfEnds {
+    fn default() -> Self {
+        IperfEnds { client: 1, server: 1 }
+    }
 }
 
 struct Owned {
@@ -278,8 +344,9 @@ impl Testbed {
                 delay_bin.display()
             );
         }
+        let ipv6 = self.spec.ipv6;
         let existing = list_netns()?;
-        for ns in Ns::ALL {
+        for ns in self.namespaces() {
             let name = self.ns_name(ns);
             if existing.contains(&name) {
                 bail!("namespace {name} already exists (stale run? see cleanup_stale)");
@@ -288,53 +355,55 @@ impl Testbed {
             self.created.push(name.clone());
             cmd::run("ip", &["-n", &name, "link", "set", "lo", "up"])?;
         }
-        let ipv6 = self.spec.ipv6;
-        for (a, ifa, b, ifb, link) in LINKS {
-            let (na, nb) = (self.ns_name(a), self.ns_name(b));
-            cmd::run(
-                "ip",
-                &[
-                    "-n", &na, "link", "add", ifa, "type", "veth", "peer", "name", ifb, "netns", &nb,
-                ],
-            )?;
-            for (ns, dev, host) in [(&na, ifa, 2u8), (&nb, ifb, 1u8)] {
-                cmd::run_command(self.exec_named(
-                    ns,
-                    &["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"],
-                ))?;
-                cmd::run(
-                    "ip",
-                    &[
-                        "-n",
-                        ns,
-                        "addr",
-                        "add",
-                        &format!("{}/24", v4(link, host)),
-                        "dev",
-                        dev,
-                    ],
-                )?;
-                if ipv6 {
-                    let a6 = format!("{}/64", v6(link, host));
-                    cmd::run("ip", &["-n", ns, "-6", "addr", "add", &a6, "dev", dev, "nodad"])?;
-                }
-                cmd::run("ip", &["-n", ns, "link", "set", dev, "up"])?;
-            }
+        // The router's WAN link to the isp, then a bridge on each side with one port per host.
+        self.add_veth(Ns::Router, ROUTER_WAN_IF, Ns::Isp, ISP_DOWN_IF)?;
+        self.add_address(Ns::Router, ROUTER_WAN_IF, WAN_LINK, 2)?;
+        self.add_address(Ns::Isp, ISP_DOWN_IF, WAN_LINK, 1)?;
+        for (side, bridge, link) in [
+            (Ns::Isp, ISP_UP_IF, SERVER_LINK),
+            (Ns::Router, ROUTER_LAN_IF, LAN_LINK),
+        ] {
+            let ns = self.ns_name(side);
+            cmd::run("ip", &["-n", &ns, "link", "add", bridge, "type", "bridge"])?;
+            // Best effort: a bridge may refuse some feature changes; its ports have them off.
+            let _ = cmd::run_command(self.exec(
+                side,
+                &["ethtool", "-K", bridge, "tso", "off", "gso", "off", "gro", "off"],
+            ));
+            self.add_address(side, bridge, link, 1)?;
+        }
+        for n in 1..=self.spec.servers {
+            let port = format!("srvp{n}");
+            self.add_veth(Ns::server(n), HOST_IF, Ns::Isp, &port)?;
+            self.enslave(Ns::Isp, &port, ISP_UP_IF)?;
+            self.add_address(Ns::server(n), HOST_IF, SERVER_LINK, 1 + n)?;
+        }
+        for n in 1..=self.spec.clients {
+            let port = format!("lan{n}");
+            self.add_veth(Ns::client(n), HOST_IF, Ns::Router, &port)?;
+            self.enslave(Ns::Router, &port, ROUTER_LAN_IF)?;
+            self.add_address(Ns::client(n), HOST_IF, LAN_LINK, 1 + n)?;
         }
         // Routing: end hosts and router default towards the isp side; isp knows the LAN.
         let mut routes = vec![
-            (Ns::Server, "default".to_string(), v4(1, 1)),
-            (Ns::Router, "default".to_string(), v4(2, 1)),
-            (Ns::Client, "default".to_string(), v4(3, 1)),
-            (Ns::Isp, "10.77.3.0/24".to_string(), v4(2, 2)),
+            (Ns::Router, "default".to_string(), v4(WAN_LINK, 1)),
+            (Ns::Isp, format!("10.77.{LAN_LINK}.0/24"), v4(WAN_LINK, 2)),
         ];
+        for n in 1..=self.spec.servers {
+            routes.push((Ns::server(n), "default".into(), v4(SERVER_LINK, 1)));
+        }
+        for n in 1..=self.spec.clients {
+            routes.push((Ns::client(n), "default".into(), v4(LAN_LINK, 1)));
+        }
         if ipv6 {
-            routes.extend([
-                (Ns::Server, "default".to_string(), v6(1, 1)),
-                (Ns::Router, "default".to_string(), v6(2, 1)),
-                (Ns::Client, "default".to_string(), v6(3, 1)),
-                (Ns::Isp, "fd77:3::/64".to_string(), v6(2, 2)),
-            ]);
+            routes.push((Ns::Router, "default".into(), v6(WAN_LINK, 1)));
+            routes.push((Ns::Isp, format!("fd77:{LAN_LINK}::/64"), v6(WAN_LINK, 2)));
+            for n in 1..=self.spec.servers {
+                routes.push((Ns::server(n), "default".into(), v6(SERVER_LINK, 1)));
+            }
+            for n in 1..=self.spec.clients {
+                routes.push((Ns::client(n), "default".into(), v6(LAN_LINK, 1)));
+            }
         }
         for (ns, dst, via) in routes {
             cmd::run(
@@ -349,7 +418,7 @@ impl Testbed {
                 self.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")?;
             }
         }
-        for ns in [Ns::Server, Ns::Client] {
+        for ns in self.end_hosts() {
             self.sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1")?;
             self.sysctl(ns, "net.ipv4.tcp_rmem", "4096 131072 8388608")?;
             self.sysctl(ns, "net.ipv4.tcp_wmem", "4096 16384 8388608")?;
@@ -452,6 +521,66 @@ impl Testbed {
         Ok(())
     }
 
+    /// A veth pair `a:if_a` -- `b:if_b`, both ends up, segmentation/receive offloads off (one
+    /// packet = one frame).
+    fn add_veth(&self, a: Ns, if_a: &str, b: Ns, if_b: &str) -> Result<()> {
+        let (na, nb) = (self.ns_name(a), self.ns_name(b));
+        cmd::run(
+            "ip",
+            &[
+                "-n", &na, "link", "add", if_a, "type", "veth", "peer", "name", if_b, "netns", &nb,
+            ],
+        )?;
+        for (ns, dev) in [(a, if_a), (b, if_b)] {
+            cmd::run_command(self.exec(
+                ns,
+                &["ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off"],
+            ))?;
+            cmd::run("ip", &["-n", &self.ns_name(ns), "link", "set", dev, "up"])?;
+        }
+        Ok(())
+    }
+
+    /// Makes `port` a port of `bridge` (both in `ns`).
+    fn enslave(&self, ns: Ns, port: &str, bridge: &str) -> Result<()> {
+        let name = self.ns_name(ns);
+        cmd::run("ip", &["-n", &name, "link", "set", port, "master", bridge])?;
+        cmd::run("ip", &["-n", &name, "link", "set", bridge, "up"])?;
+        Ok(())
+    }
+
+    /// Gives `dev` in `ns` host address `host` of link `link` (and its IPv6 twin), and sets it up.
+    fn add_address(&self, ns: Ns, dev: &str, link: u8, host: u8) -> Result<()> {
+        let name = self.ns_name(ns);
+        let a4 = format!("{}/24", v4(link, host));
+        cmd::run("ip", &["-n", &name, "addr", "add", &a4, "dev", dev])?;
+        if self.spec.ipv6 {
+            let a6 = format!("{}/64", v6(link, host));
+            cmd::run(
+                "ip",
+                &["-n", &name, "-6", "addr", "add", &a6, "dev", dev, "nodad"],
+            )?;
+        }
+        cmd::run("ip", &["-n", &name, "link", "set", dev, "up"])?;
+        Ok(())
+    }
+
+    /// Every namespace of the topology, in creation order: servers, isp, router, LAN hosts.
+    pub fn namespaces(&self) -> Vec<Ns> {
+        let mut v: Vec<Ns> = (1..=self.spec.servers).map(Ns::server).collect();
+        v.extend([Ns::Isp, Ns::Router]);
+        v.extend((1..=self.spec.clients).map(Ns::client));
+        v
+    }
+
+    /// The end hosts: servers and LAN hosts.
+    pub fn end_hosts(&self) -> Vec<Ns> {
+        self.namespaces()
+            .into_iter()
+            .filter(|n| !matches!(n, Ns::Isp | Ns::Router))
+            .collect()
+    }
+
     fn exec_named<S: AsRef<OsStr>>(&self, ns_name: &str, args: &[S]) -> Command {
         cmd::netns_exec(ns_name, args)
     }
@@ -476,25 +605,29 @@ impl Testbed {
         ROUTER_WAN_IF
     }
 
-    /// Server address (iperf3 target): 10.77.1.2, or fd77:1::2 with `v6`.
+    /// Address of the first server (iperf3 target): 10.77.1.2, or fd77:1::2 with `v6`.
     pub fn server_addr(&self, v6_: bool) -> IpAddr {
-        (if v6_ { v6(1, 2) } else { v4(1, 2) })
-            .parse()
-            .expect("valid literal")
+        self.server_addr_of(1, v6_)
     }
 
-    /// Client address: 10.77.3.2, or fd77:3::2 with `v6`.
+    /// Address of server `n` (1-based): 10.77.1.(1 + n), or fd77:1::(1 + n) with `v6`.
+    pub fn server_addr_of(&self, n: u8, v6_: bool) -> IpAddr {
+        host_addr(SERVER_LINK, 1 + n.max(1), v6_)
+    }
+
+    /// Address of the first LAN host: 10.77.3.2, or fd77:3::2 with `v6`.
     pub fn client_addr(&self, v6_: bool) -> IpAddr {
-        (if v6_ { v6(3, 2) } else { v4(3, 2) })
-            .parse()
-            .expect("valid literal")
+        self.client_addr_of(1, v6_)
+    }
+
+    /// Address of LAN host `n` (1-based): 10.77.3.(1 + n), or fd77:3::(1 + n) with `v6`.
+    pub fn client_addr_of(&self, n: u8, v6_: bool) -> IpAddr {
+        host_addr(LAN_LINK, 1 + n.max(1), v6_)
     }
 
     /// The router's LAN address: 10.77.3.1, or fd77:3::1 with `v6`.
     pub fn router_lan_addr(&self, v6_: bool) -> IpAddr {
-        (if v6_ { v6(3, 1) } else { v4(3, 1) })
-            .parse()
-            .expect("valid literal")
+        host_addr(LAN_LINK, 1, v6_)
     }
 
     /// LAN prefixes (`10.77.3.0/24`, `fd77:3::/64`).
@@ -542,15 +675,22 @@ impl Testbed {
             .all(|o| matches!(o.child.try_wait(), Ok(None)))
     }
 
-    /// Pings server from client (`count` pings every `interval_s`), after one warm-up ping.
+    /// Pings the first server from the first LAN host (`count` pings every `interval_s`), after
+    /// one warm-up ping.
     pub fn ping_stats(&self, count: u32, interval_s: f64) -> Result<RttStats> {
-        let dst = self.server_addr(false).to_string();
+        self.ping_between(IperfEnds::default(), count, interval_s)
+    }
+
+    /// Pings server `ends.server` from LAN host `ends.client`, as [`ping_stats`](Self::ping_stats).
+    pub fn ping_between(&self, ends: IperfEnds, count: u32, interval_s: f64) -> Result<RttStats> {
+        let dst = self.server_addr_of(ends.server, false).to_string();
+        let from = Ns::client(ends.client);
         // Warm-up: resolves neighbours on all three links so they do not inflate the sample.
-        let _ = self.run_in(Ns::Client, &["ping", "-c", "1", "-W", "2", &dst]);
+        let _ = self.run_in(from, &["ping", "-c", "1", "-W", "2", &dst]);
         let (c, i) = (count.to_string(), format!("{interval_s}"));
         let out = self
-            .run_in(Ns::Client, &["ping", "-q", "-c", &c, "-i", &i, "-W", "2", &dst])
-            .context("ping client -> server")?;
+            .run_in(from, &["ping", "-q", "-c", &c, "-i", &i, "-W", "2", &dst])
+            .with_context(|| format!("ping {} -> {dst}", self.ns_name(from)))?;
         cmd::parse_ping_summary(&out)
     }
 
@@ -570,17 +710,23 @@ impl Testbed {
         Ok(rtt)
     }
 
-    /// Starts an iperf3 server on `port` in the server namespace (owned; waits until listening).
+    /// Starts an iperf3 server on `port` in the (first) server namespace (owned; waits until
+    /// listening).
     pub fn start_iperf_server(&self, port: u16) -> Result<()> {
+        self.start_iperf_server_in(Ns::Server, port)
+    }
+
+    /// Starts an iperf3 server on `port` in namespace `ns` (owned; waits until listening).
+    pub fn start_iperf_server_in(&self, ns: Ns, port: u16) -> Result<()> {
         let p = port.to_string();
         let pid = self.spawn_owned(
-            Ns::Server,
-            &format!("iperf3-server-{port}"),
+            ns,
+            &format!("iperf3-server-{}-{port}", ns.suffix()),
             &["iperf3", "-s", "-p", &p],
         )?;
         let filter = format!("sport = :{port}");
         let listening = cmd::wait_until(Duration::from_secs(5), || {
-            self.run_in(Ns::Server, &["ss", "-Hltn", &filter])
+            self.run_in(ns, &["ss", "-Hltn", &filter])
                 .is_ok_and(|o| !o.trim().is_empty())
         });
         if !listening {
@@ -593,26 +739,29 @@ impl Testbed {
     /// congestion control `cc` (e.g. "cubic"; "" = system default), plus `extra` iperf3 args.
     /// Several may run concurrently (one server port each).
     pub fn run_download(&self, port: u16, seconds: u32, cc: &str, extra: &[&str]) -> Result<IperfRun> {
-        self.run_iperf(port, seconds, cc, true, extra)
+        self.run_iperf(IperfEnds::default(), port, seconds, cc, true, extra)
     }
 
     /// Starts an upload (client sends) — as [`run_download`](Self::run_download) without `-R`.
     pub fn run_upload(&self, port: u16, seconds: u32, cc: &str, extra: &[&str]) -> Result<IperfRun> {
-        self.run_iperf(port, seconds, cc, false, extra)
+        self.run_iperf(IperfEnds::default(), port, seconds, cc, false, extra)
     }
 
-    fn run_iperf(
+    /// Starts an iperf3 client on LAN host `ends.client` against server `ends.server` (its
+    /// iperf3 server on `port` must run); `reverse` = download (`-R`).
+    pub fn run_iperf(
         &self,
+        ends: IperfEnds,
         port: u16,
         seconds: u32,
         cc: &str,
         reverse: bool,
         extra: &[&str],
     ) -> Result<IperfRun> {
-        let server = self.server_addr(false).to_string();
+        let server = self.server_addr_of(ends.server, false).to_string();
         let mut args = vec!["iperf3".to_string()];
         args.extend(iperf::client_args(&server, port, seconds, cc, reverse, extra));
-        let mut c = self.exec(Ns::Client, &args);
+        let mut c = self.exec(Ns::client(ends.client), &args);
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped());
@@ -823,6 +972,30 @@ mod tests {
         assert_eq!(tb.server_addr(false).to_string(), "10.77.1.2");
         assert_eq!(tb.server_addr(true).to_string(), "fd77:1::2");
         assert_eq!(tb.client_addr(false).to_string(), "10.77.3.2");
+        assert_eq!(tb.namespaces(), vec![Ns::Server, Ns::Isp, Ns::Router, Ns::Client]);
+        drop(tb);
+        let tb = Testbed {
+            spec: TopologySpec {
+                servers: 2,
+                clients: 3,
+                ..TopologySpec::with_prefix("ut8")
+            },
+            created: Vec::new(),
+            owned: Mutex::new(Vec::new()),
+        };
+        assert_eq!(tb.ns_name(Ns::client(3)), "ut8-cli3");
+        assert_eq!(tb.ns_name(Ns::client(1)), "ut8-cli");
+        assert_eq!(tb.ns_name(Ns::server(2)), "ut8-srv2");
+        assert_eq!(tb.server_addr_of(2, false).to_string(), "10.77.1.3");
+        assert_eq!(tb.client_addr_of(3, true).to_string(), "fd77:3::4");
+        assert_eq!(tb.end_hosts().len(), 5);
+        assert_eq!(tb.namespaces().len(), 7);
+        assert!(TopologySpec {
+            clients: 0,
+            ..TopologySpec::with_prefix("ut7")
+        }
+        .validate()
+        .is_err());
         drop(tb); // teardown with nothing created is a no-op
     }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use slipstream_testbed::{list_netns, netns_supported, unique_prefix, Ns, Testbed, TopologySpec};
+use slipstream_testbed::{list_netns, netns_supported, unique_prefix, IperfEnds, Ns, Testbed, TopologySpec};
 
 fn spec(base: &str) -> TopologySpec {
     TopologySpec {
@@ -73,6 +73,51 @@ fn rtt_rate_and_teardown() {
         leftovers(&prefix)
     );
     eprintln!("total {:?}", t0.elapsed());
+}
+
+/// Several servers and LAN hosts: every pair reaches the other at the set RTT, and flows of two
+/// hosts share the one bottleneck.
+#[test]
+fn several_hosts_share_the_bottleneck() {
+    if skip() {
+        return;
+    }
+    let spec = TopologySpec {
+        servers: 2,
+        clients: 3,
+        ..spec("ssmulti")
+    };
+    let prefix = spec.name_prefix.clone();
+    let tb = Testbed::build(spec).expect("build testbed");
+    assert_eq!(leftovers(&prefix).len(), 7);
+    for (client, server) in [(3, 2), (2, 1)] {
+        let ends = IperfEnds { client, server };
+        let rtt = tb.ping_between(ends, 5, 0.2).expect("ping");
+        eprintln!("ping host {client} -> server {server}: {rtt:?}");
+        assert!((rtt.avg - 100.0).abs() <= 2.0, "RTT {} ms", rtt.avg);
+    }
+    tb.start_iperf_server_in(Ns::server(1), 5201).unwrap();
+    tb.start_iperf_server_in(Ns::server(2), 5202).unwrap();
+    let a = tb
+        .run_iperf(IperfEnds { client: 1, server: 1 }, 5201, 10, "cubic", true, &[])
+        .unwrap();
+    let b = tb
+        .run_iperf(IperfEnds { client: 3, server: 2 }, 5202, 10, "cubic", true, &[])
+        .unwrap();
+    let (a, b) = (a.wait().unwrap(), b.wait().unwrap());
+    let (ga, gb) = (
+        a.goodput_mbps_last(5.0).unwrap(),
+        b.goodput_mbps_last(5.0).unwrap(),
+    );
+    eprintln!("host 1 <- server 1: {ga:.2} Mbit/s, host 3 <- server 2: {gb:.2} Mbit/s");
+    assert!((8.0..=10.0).contains(&(ga + gb)), "sum {} Mbit/s", ga + gb);
+    assert!(ga > 1.0 && gb > 1.0, "both flows get through: {ga} {gb}");
+    drop(tb);
+    assert!(
+        leftovers(&prefix).is_empty(),
+        "namespaces left: {:?}",
+        leftovers(&prefix)
+    );
 }
 
 #[test]
