@@ -115,7 +115,8 @@ impl FirewallError {
     pub(crate) fn not_found(program: &str) -> Self {
         let hint = if program.contains("iptables") {
             "install iptables with the legacy tools (Debian/Ubuntu: iptables, which ships iptables-legacy; \
-             OpenWrt: iptables-zz-legacy and ip6tables-zz-legacy)"
+             OpenWrt 22.03+: iptables-zz-legacy and ip6tables-zz-legacy; OpenWrt 21.02: iptables, \
+             ip6tables)"
         } else if program == "nft" {
             "install nftables, or set datapath.firewall = \"iptables\""
         } else if program == "ip" {
