@@ -13,7 +13,7 @@
 //!   the data connection rather than iperf3's control one): `cwnd` (bytes, cwnd × mss),
 //!   `inflight` (bytes, unacked × mss: what a window clamp actually limits), `ss_rtt`
 //!   (ms) and `ss_goodput` (Mbit/s from the byte counters; also what the progress line shows);
-//! * **daemon**: its metrics scraped every 200 ms in the router namespace: `rwnd`,
+//! * **daemon**: its metrics scraped every 100 ms in the router namespace: `rwnd`,
 //!   `cwnd_estimate` (bytes), `piv_sum` (s), `mode` (0 conservative, 1 aggressive),
 //!   `daemon_rtt` (ms) of the flow whose server endpoint is the flow's port.
 //!
@@ -30,7 +30,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
-use slipstream_testbed::{Ns, Testbed, TopologySpec};
+use slipstream_testbed::{IperfEnds, Ns, Testbed, TopologySpec};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::analysis;
@@ -62,8 +62,12 @@ pub struct FlowSpec {
     pub direction: Direction,
     /// Length in seconds (iperf3 takes whole seconds; rounded up, at least 1).
     pub seconds: f64,
-    /// iperf3 `-b` (e.g. "6M"), `None` = as fast as TCP goes.
+    /// iperf3 `-b` (e.g. "6M"), written one segment at a time so the rate is constant at
+    /// millisecond scale; `None` = as fast as TCP goes.
     pub bitrate: Option<String>,
+    /// Which LAN host and which server the flow runs between (1-based; both must exist in the
+    /// run's topology, see [`RunSetup::clients`] and [`RunSetup::servers`]).
+    pub ends: IperfEnds,
 }
 
 impl FlowSpec {
@@ -76,6 +80,7 @@ impl FlowSpec {
             direction: Direction::Download,
             seconds,
             bitrate: None,
+            ends: IperfEnds::default(),
         }
     }
 
@@ -85,6 +90,12 @@ impl FlowSpec {
             direction: Direction::Upload,
             ..FlowSpec::download(label, role, port, seconds)
         }
+    }
+
+    /// Between LAN host `client` and server `server` (1-based numbers).
+    pub fn between(mut self, client: u8, server: u8) -> FlowSpec {
+        self.ends = IperfEnds { client, server };
+        self
     }
 
     /// Rate-limited (`-b`).
@@ -111,8 +122,12 @@ pub struct RunSetup {
     pub duration_s: f64,
     /// Server ports classed as background (daemon rule, HTB filter).
     pub background_ports: Vec<u16>,
-    /// Every server port an iperf3 server must listen on.
+    /// Every server port an iperf3 server must listen on (on every server).
     pub server_ports: Vec<u16>,
+    /// Number of servers in the topology (default 1).
+    pub servers: u8,
+    /// Number of LAN hosts in the topology (default 1).
+    pub clients: u8,
     /// Run `ping -i 0.1` throughout.
     pub ping: bool,
     /// Poll `ss` in the server namespace.
@@ -137,6 +152,8 @@ impl RunSetup {
             duration_s,
             background_ports: vec![BG_PORT],
             server_ports: vec![BG_PORT],
+            servers: 1,
+            clients: 1,
             ping: true,
             ss: true,
             work_dir,
@@ -151,6 +168,13 @@ impl RunSetup {
         self
     }
 }
+
+/// Period of the `ss` and daemon pollers: the loop's fork and exec overhead (~3 ms) comes on top,
+/// so a sample is taken at least every 100 ms.
+pub const POLL_INTERVAL_S: f64 = 0.095;
+
+/// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
+pub const CBR_WRITE_BYTES: &str = "1448";
 
 /// Server port of the (first) background flow (a BitTorrent port); further background flows use
 /// the following ports.
@@ -228,8 +252,7 @@ impl<'a> Run<'a> {
     /// servers and the samplers. t = 0 is the end of this call.
     pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
         ctx.check_interrupted()?;
-        // `--set up_delay_ms=X` makes the path asymmetric (download gets RTT − X).
-        let up: f64 = opts.extra_or("up_delay_ms", opts.rtt_ms / 2.0);
+        let up = opts.upload_delay_ms();
         let spec = TopologySpec {
             rate_mbit: opts.rate_mbit,
             one_way_delay_ms: opts.rtt_ms - up,
@@ -238,6 +261,8 @@ impl<'a> Run<'a> {
             name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
             delay_bin: Some(ctx.delay_bin.clone()),
             ipv6: false,
+            servers: setup.servers,
+            clients: setup.clients,
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
@@ -289,8 +314,10 @@ impl<'a> Run<'a> {
         let mut ports = run.setup.server_ports.clone();
         ports.sort_unstable();
         ports.dedup();
-        for p in ports {
-            run.tb().start_iperf_server(p)?;
+        for n in 1..=run.setup.servers {
+            for &p in &ports {
+                run.tb().start_iperf_server_in(Ns::server(n), p)?;
+            }
         }
         run.t0 = Instant::now();
         run.t0_unix = now_unix();
@@ -299,7 +326,7 @@ impl<'a> Run<'a> {
             run.start_ping()?;
         }
         if run.setup.ss {
-            run.start_poller(Ns::Server, "ss -tinH", 0.1, |samples, t, text| {
+            run.start_poller(Ns::Server, "ss -tinH", POLL_INTERVAL_S, |samples, t, text| {
                 samples.ss.push((t, measure::parse_ss(text)));
             })?;
         }
@@ -308,7 +335,7 @@ impl<'a> Run<'a> {
             run.start_poller(
                 Ns::Router,
                 &format!("curl -sf --max-time 1 {url}"),
-                0.2,
+                POLL_INTERVAL_S,
                 |samples, t, text| {
                     samples.daemon.push((t, measure::parse_daemon_flows(text)));
                 },
@@ -420,15 +447,18 @@ impl<'a> Run<'a> {
         let cc = self.cc();
         let mut extra: Vec<String> = vec!["--interval".into(), "0.1".into()];
         if let Some(b) = &spec.bitrate {
-            extra.extend(["-b".into(), b.clone()]);
+            // iperf3 writes 128 KB blocks by default: at 6 Mbit/s one burst every 170 ms, a
+            // queue spike of ~100 ms at 10 Mbit/s (measured: ping 142 ms instead of 100 beside
+            // a "6 Mbit/s" flow). One MSS per write makes its pacing timer (1 ms) send smoothly.
+            extra.extend(["-b".into(), b.clone(), "-l".into(), CBR_WRITE_BYTES.into()]);
         }
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let offset_s = self.t();
-        let run = match spec.direction {
-            Direction::Download => self.tb().run_download(spec.port, secs, &cc, &extra),
-            Direction::Upload => self.tb().run_upload(spec.port, secs, &cc, &extra),
-        }
-        .with_context(|| format!("starting flow {}", spec.label))?;
+        let download = spec.direction == Direction::Download;
+        let run = self
+            .tb()
+            .run_iperf(spec.ends, spec.port, secs, &cc, download, &extra)
+            .with_context(|| format!("starting flow {}", spec.label))?;
         self.flows.push(FlowRun {
             spec,
             offset_s,

@@ -4,7 +4,8 @@
 //! slipstream-lab <alone|cbr|cwnd|onoff|fairness|udp-square|web|datapath|smoke|all|report|cleanup>
 //!     [--alternatives no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95]
 //!     [--scale 0.5] [--repeats N] [--out lab-results] [--cc cubic|reno|bbr]
-//!     [--rate 10] [--rtt 100] [--queue-packets N] [--set key=value]...
+//!     [--rate 10] [--rtt 100] [--up-delay MS] [--queue-packets N | --queue-bytes B]
+//!     [--set key=value]...
 //! ```
 //!
 //! SIGINT/SIGTERM: the running scenario stops at its next check and its `Drop`s tear the testbed
@@ -54,9 +55,16 @@ struct Args {
     /// Base RTT, ms.
     #[arg(long, default_value_t = 100.0)]
     rtt: f64,
-    /// Bottleneck queue in full-size packets (default: one BDP).
+    /// One-way delay of the upload direction, ms (default: half the RTT; the download
+    /// direction gets the rest of --rtt).
     #[arg(long)]
+    up_delay: Option<f64>,
+    /// Bottleneck queue in full-size (1514-byte) packets (default: one BDP).
+    #[arg(long, conflicts_with = "queue_bytes")]
     queue_packets: Option<u64>,
+    /// Bottleneck queue in bytes (default: one BDP).
+    #[arg(long)]
+    queue_bytes: Option<u64>,
     /// Scenario-specific options, key=value (repeatable).
     #[arg(long = "set")]
     set: Vec<String>,
@@ -92,6 +100,17 @@ fn options(a: &Args) -> Result<ScenarioOptions> {
     if !(a.scale > 0.0 && a.scale.is_finite()) {
         bail!("--scale must be positive");
     }
+    if !(a.rate > 0.0 && a.rate.is_finite()) {
+        bail!("--rate must be positive");
+    }
+    if !(a.rtt >= 0.0 && a.rtt.is_finite()) {
+        bail!("--rtt must be >= 0");
+    }
+    if let Some(up) = a.up_delay {
+        if !(up >= 0.0 && up <= a.rtt) {
+            bail!("--up-delay must be between 0 and --rtt ({} ms)", a.rtt);
+        }
+    }
     let mut extra = BTreeMap::new();
     for kv in &a.set {
         let (k, v) = kv
@@ -105,7 +124,11 @@ fn options(a: &Args) -> Result<ScenarioOptions> {
         alternatives: Alternative::parse_list(&a.alternatives)?,
         rate_mbit: a.rate,
         rtt_ms: a.rtt,
-        queue_bytes: a.queue_packets.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES),
+        up_delay_ms: a.up_delay,
+        queue_bytes: a
+            .queue_packets
+            .map(|n| n * slipstream_testbed::cmd::FRAME_BYTES)
+            .or(a.queue_bytes),
         cc: a.cc.clone(),
         extra,
         ..ScenarioOptions::default()
@@ -142,6 +165,14 @@ fn run_report(ctx: &LabContext) -> Result<()> {
     Ok(())
 }
 
+/// This invocation as a shell line, program name shortened to `slipstream-lab`.
+fn command_line() -> String {
+    std::iter::once("slipstream-lab".to_string())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 fn main() {
     let args = Args::parse();
     if let Err(e) = real_main(args) {
@@ -151,7 +182,8 @@ fn main() {
 }
 
 fn real_main(args: Args) -> Result<()> {
-    let ctx = LabContext::new(&args.out);
+    let mut ctx = LabContext::new(&args.out);
+    ctx.command_line = command_line();
     match args.command.as_str() {
         "cleanup" => return cleanup(),
         "report" => return run_report(&ctx),

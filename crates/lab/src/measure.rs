@@ -249,9 +249,11 @@ pub fn parse_daemon_flows(text: &str) -> Vec<DaemonFlow> {
 pub const BLOCK_MARK: &str = "@@";
 
 /// `sh -c` script running `command` every `interval_s`, each output preceded by
-/// `@@ <unix time>` (from `date +%s.%N`, taken just before the command).
+/// `@@ <unix time>` (from `date +%s.%N`, taken just before the command). The sleep runs beside
+/// the command, so a sample starts every `interval_s` (or as soon as a slower command ends),
+/// not every `interval_s` plus the command's own time.
 pub fn poll_script(command: &str, interval_s: f64) -> String {
-    format!("while :; do echo \"{BLOCK_MARK} $(date +%s.%N)\"; {command}; sleep {interval_s}; done")
+    format!("while :; do echo \"{BLOCK_MARK} $(date +%s.%N)\"; sleep {interval_s} & {command}; wait; done")
 }
 
 /// Incremental splitter of a polling loop's output into `(unix time, block text)`.
@@ -400,7 +402,7 @@ slipstream_flows_active 2
         assert_eq!(s.finish(), Some((100.6, String::new())));
         assert_eq!(
             poll_script("ss -tinH", 0.1),
-            "while :; do echo \"@@ $(date +%s.%N)\"; ss -tinH; sleep 0.1; done"
+            "while :; do echo \"@@ $(date +%s.%N)\"; sleep 0.1 & ss -tinH; wait; done"
         );
     }
 }

@@ -306,6 +306,9 @@ pub struct ScenarioReport {
     /// Free-text notes (deviations from the paper setup, caveats).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The `slipstream-lab` command line that produced it (empty when run from a test).
+    #[serde(default)]
+    pub command: String,
 }
 
 impl ScenarioReport {

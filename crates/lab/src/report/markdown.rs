@@ -242,9 +242,14 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     );
     let kernel = distinct(runs.iter().filter_map(kernel));
     let cc = distinct(runs.iter().map(|r| r.params.cc.clone()));
+    let command = if report.command.is_empty() {
+        String::new()
+    } else {
+        format!(" Command: `{}`.", report.command)
+    };
     format!(
         "How measured: {date}; bottleneck {rate}, RTT {rtt}, queue {queue}; {duration} per run, \
-         {} repeat(s) per alternative; kernel {kernel}; sender cc {cc}.",
+         {} repeat(s) per alternative; kernel {kernel}; sender cc {cc}.{command}",
         repeats(report)
     )
 }

@@ -104,6 +104,7 @@ fn report(
         runs,
         table,
         notes: vec!["synthetic data for tests".into()],
+        ..Default::default()
     }
 }
 

@@ -63,6 +63,7 @@ pub fn run_with(
              stable = second half of the run",
             max_goodput_mbit(opts.rate_mbit)
         )],
+        ..Default::default()
     };
     finish_report(ctx, &dir, report)
 }

@@ -65,6 +65,7 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
             "spare_use = BG goodput / ({:.2} − BE goodput) in bg-active; be_rtt from ping -i 0.1, be_srtt from ss",
             max_goodput_mbit(opts.rate_mbit)
         )],
+        ..Default::default()
     };
     finish_report(ctx, &dir, report)
 }

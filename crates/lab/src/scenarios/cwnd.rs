@@ -135,6 +135,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         table,
         runs,
         notes,
+        ..Default::default()
     };
     finish_report(ctx, &dir, report)
 }

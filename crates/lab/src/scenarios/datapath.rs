@@ -216,6 +216,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 .into(),
             "--alternatives does not apply to this scenario.".into(),
         ],
+        ..Default::default()
     })
 }
 

@@ -4,7 +4,9 @@
 //! Cases N ∈ {2, 4, 8, 16, 64} (`--set fairness_flows=2,4` changes them). The paper starts flows
 //! 20 s apart and measures 3 min after the last start; to keep a run ≤ ~120 s we start them
 //! `min(20, 60 / (N − 1))` s apart and measure the 60 s after the last start (both × `--scale`).
-//! Flow i uses server port 6881 + i (all in the daemon's rule and HTB's background filter).
+//! Flow i uses server port 6881 + i (all in the daemon's rule and HTB's background filter) and
+//! runs to LAN host 1 + (i mod H), H = min(N, `--set fairness_hosts=H`, default 4): background
+//! flows of several household hosts, each clamped on its own.
 //! Metric `jain_index` over the flows' mean goodputs in the measurement window (paper Table 2:
 //! 0.96, 0.99, 0.98, 0.99, 0.99), plus `bg_total_goodput`.
 
@@ -27,9 +29,16 @@ pub struct FairCase {
     pub stagger: f64,
     /// Measurement window after the last start, s.
     pub measure: f64,
+    /// LAN hosts the flows are spread over.
+    pub hosts: u8,
 }
 
 impl FairCase {
+    /// LAN host (1-based) of flow `i` (0-based).
+    pub fn host_of(&self, i: usize) -> u8 {
+        1 + (i % usize::from(self.hosts.max(1))) as u8
+    }
+
     /// Start time of the last flow.
     pub fn last_start(&self) -> f64 {
         self.stagger * (self.flows.saturating_sub(1)) as f64
@@ -44,6 +53,7 @@ impl FairCase {
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string());
+    let hosts: u8 = opts.extra_or("fairness_hosts", 4u8).clamp(1, 16);
     let cases: Vec<FairCase> = list
         .split(',')
         .filter_map(|n| n.trim().parse::<usize>().ok())
@@ -52,6 +62,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             flows: n,
             stagger: opts.scaled(20f64.min(60.0 / (n.max(2) - 1) as f64), 0.2),
             measure: opts.scaled(60.0, 5.0),
+            hosts: hosts.min(n as u8),
         })
         .collect();
     let started = crate::result::now_unix();
@@ -64,7 +75,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             let ports: Vec<u16> = (0..c.flows as u16).map(|i| BG_PORT + i).collect();
             let mut s = RunSetup::new("fairness", alt, c.duration(), dir.clone())
                 .param("flows", c.flows)
-                .param("stagger_s", c.stagger);
+                .param("stagger_s", c.stagger)
+                .param("hosts", c.hosts);
+            s.clients = c.hosts;
             s.background_ports = ports.clone();
             s.server_ports = ports;
             s.ping = false;
@@ -108,7 +121,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         runs,
         notes: vec![
             "stagger min(20, 60/(N−1)) s and a 60 s window after the last start (paper: 20 s, 3 min)".into(),
+            format!("flows spread round-robin over min(N, {hosts}) LAN hosts, one server"),
         ],
+        ..Default::default()
     };
     finish_report(ctx, &dir, report)
 }
@@ -118,12 +133,10 @@ fn body(run: &mut Run, c: &FairCase) -> Result<()> {
         let at = c.stagger * i as f64;
         run.wait_until(at)?;
         let label = format!("bg{i}");
-        run.start_flow(FlowSpec::download(
-            &label,
-            roles::BACKGROUND,
-            BG_PORT + i as u16,
-            c.duration() - at,
-        ))?;
+        run.start_flow(
+            FlowSpec::download(&label, roles::BACKGROUND, BG_PORT + i as u16, c.duration() - at)
+                .between(c.host_of(i), 1),
+        )?;
     }
     run.wait_until(c.duration())
 }

@@ -76,8 +76,11 @@ pub struct ScenarioOptions {
     pub alternatives: Vec<Alternative>,
     /// Bottleneck rate, Mbit/s (both directions; default 10).
     pub rate_mbit: f64,
-    /// Base RTT, ms (split evenly over the two directions; default 100).
+    /// Base RTT, ms (default 100).
     pub rtt_ms: f64,
+    /// One-way delay of the upload direction (LAN → server), ms; `None` = half the RTT. The
+    /// download direction gets the rest of `rtt_ms`.
+    pub up_delay_ms: Option<f64>,
     /// Bottleneck queue in bytes; `None` = one BDP (Vulture Sec. 0.4.1).
     pub queue_bytes: Option<u64>,
     /// TCP congestion control of the senders ("cubic", "reno", "bbr").
@@ -96,6 +99,7 @@ impl Default for ScenarioOptions {
             alternatives: Alternative::ALL.to_vec(),
             rate_mbit: 10.0,
             rtt_ms: 100.0,
+            up_delay_ms: None,
             queue_bytes: None,
             cc: "cubic".into(),
             rtt_tolerance_ms: 2.0,
@@ -108,6 +112,11 @@ impl ScenarioOptions {
     /// `secs × duration_scale`, at least `min` seconds.
     pub fn scaled(&self, secs: f64, min: f64) -> f64 {
         (secs * self.duration_scale).max(min)
+    }
+
+    /// One-way delay of the upload direction, ms (`up_delay_ms` or half the RTT).
+    pub fn upload_delay_ms(&self) -> f64 {
+        self.up_delay_ms.unwrap_or(self.rtt_ms / 2.0)
     }
 
     /// Bandwidth-delay product in bytes.
@@ -160,6 +169,8 @@ pub struct LabContext {
     pub progress: Progress,
     /// Set by the SIGINT/SIGTERM handler: scenarios stop at the next check.
     pub interrupted: Arc<AtomicBool>,
+    /// The command line that started the lab (recorded in each report, to rerun it).
+    pub command_line: String,
 }
 
 /// The namespace prefix base of lab testbeds.
@@ -179,6 +190,7 @@ impl LabContext {
             prefix_base: LAB_PREFIX.into(),
             progress: Progress::default(),
             interrupted: Arc::new(AtomicBool::new(false)),
+            command_line: String::new(),
         }
     }
 
@@ -215,7 +227,11 @@ impl LabContext {
     /// Writes `result.json`, `table.md` and the plots into `dir`. Returns the path of result.json.
     pub fn write_report(&self, dir: &Path, report: &ScenarioReport) -> Result<PathBuf> {
         let json = dir.join("result.json");
-        crate::report::write_scenario_outputs(dir, report)?;
+        let mut report = report.clone();
+        if report.command.is_empty() {
+            report.command.clone_from(&self.command_line);
+        }
+        crate::report::write_scenario_outputs(dir, &report)?;
         self.progress
             .log(&format!("[{}] wrote {}", report.scenario, json.display()));
         Ok(json)

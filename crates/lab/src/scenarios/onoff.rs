@@ -95,6 +95,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             "each BE on period is a new iperf3 connection (slow start each time); the paper's sender kept one".into(),
             format!("B = {:.2} Mbit/s (max TCP goodput; paper: 9.41)", max_goodput_mbit(opts.rate_mbit)),
         ],
+        ..Default::default()
     };
     finish_report(ctx, &dir, report)
 }

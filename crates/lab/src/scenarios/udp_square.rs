@@ -182,6 +182,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                     duration_s: warm + d + 1.0,
                     background_ports: vec![BG_PORT],
                     server_ports: vec![BG_PORT],
+                    servers: 1,
+                    clients: 1,
                     ping: false,
                     ss: true,
                     work_dir: work_dir.clone(),
@@ -227,6 +229,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
              (binary search) and ~0.7 (stochastic approximation)."
                 .into(),
         ],
+        ..Default::default()
     })
 }
 

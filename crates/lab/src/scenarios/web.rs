@@ -8,9 +8,10 @@
 //! same pages in the same order): 1.0 means the background flow did not slow the web down.
 //! The no-control column is the paper's plain-TCP reference.
 //!
-//! Per run (fresh testbed): `slipstream-web server` listens on port 8080 in the server
-//! namespace (best effort: no rule, no HTB background filter); for every alternative the
-//! background download (port 6881) starts at t = 0 and the web client starts after a warm-up
+//! Per run (fresh testbed, two servers and two LAN hosts): `slipstream-web server` listens on
+//! port 8080 on server 2 and LAN host 2 browses it (best effort: no rule, no HTB background
+//! filter), while LAN host 1 downloads from server 1; for every alternative the background
+//! download (port 6881) starts at t = 0 and the web client starts after a warm-up
 //! (10 s × scale, at least 8 s) and fetches pages for D = 60 s × scale (at least 20 s). The web
 //! model is [`crate::web::WebModel::key2004`] (10 objects a page, 1 ms / 1 s exponential gaps,
 //! Pareto 1.2 sizes; mean 12 kB clamped at 1 MB and 4 parallel connections are our choices).
@@ -41,6 +42,9 @@ use crate::web::{self, BucketStat, ObjectRecord};
 const NAME: &str = "web";
 const BG_PORT: u16 = 6881;
 const WEB_PORT: u16 = 8080;
+/// The web server is server 2 and the browsing LAN host is host 2; the background download runs
+/// between host 1 and server 1.
+const WEB_HOST: u8 = 2;
 /// Column label of the baseline.
 pub const WEB_ONLY: &str = "web-only";
 
@@ -123,6 +127,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 duration_s: warm + d,
                 background_ports: vec![BG_PORT],
                 server_ports: vec![BG_PORT],
+                // The household: LAN host 1 downloads from server 1 in the background while
+                // LAN host 2 browses server 2.
+                servers: 2,
+                clients: 2,
                 ping: false,
                 ss: true,
                 work_dir: work_dir.clone(),
@@ -178,6 +186,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
              0.35 (stoch. approx.) Mbit/s, i.e. 46/35/31/23% of the link; Fig. 8's response times are not in the text."
                 .into(),
         ],
+        ..Default::default()
     })
 }
 
@@ -198,8 +207,10 @@ fn one_run(
     let listen = format!("0.0.0.0:{WEB_PORT}");
     // The server lives until teardown (the testbed kills what runs in its namespaces).
     let server = Helper::spawn_ready(
-        run.tb()
-            .exec(Ns::Server, &[bin.as_str(), "server", "--listen", &listen]),
+        run.tb().exec(
+            Ns::server(WEB_HOST),
+            &[bin.as_str(), "server", "--listen", &listen],
+        ),
         Duration::from_secs(5),
     )?;
     if background {
@@ -212,10 +223,10 @@ fn one_run(
         run.wait_until(warm)?;
     }
     let t_web = run.t();
-    let target = format!("{}:{WEB_PORT}", run.tb().server_addr(false));
+    let target = format!("{}:{WEB_PORT}", run.tb().server_addr_of(WEB_HOST, false));
     let (dur, sess, sd) = (format!("{d}"), sessions.to_string(), seed.to_string());
     let client = Helper::spawn(run.tb().exec(
-        Ns::Client,
+        Ns::client(WEB_HOST),
         &[
             bin.as_str(),
             "client",
