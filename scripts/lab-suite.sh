@@ -5,7 +5,8 @@
 #
 # Usage: sudo scripts/lab-suite.sh [extra slipstream-lab options, e.g. --scale 0.2]
 # Environment: LAB_CPU=1 pins the lab (and everything it starts) to that CPU, so that other
-# work on the machine disturbs its timing less.
+# work on the machine disturbs its timing less; `datapath` runs first and never pinned (it
+# measures what forwarding costs the whole machine: keep the machine idle while it runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
@@ -15,6 +16,7 @@ if [ -n "${LAB_CPU:-}" ]; then
   lab=(taskset -c "$LAB_CPU" "${lab[@]}")
 fi
 target/release/slipstream-lab cleanup
+target/release/slipstream-lab datapath --repeats 3 "$@"
 "${lab[@]}" alone --repeats 3 "$@"
 "${lab[@]}" cbr --repeats 3 "$@"
 "${lab[@]}" cwnd "$@"
@@ -23,5 +25,4 @@ target/release/slipstream-lab cleanup
 # Key et al. Fig. 6 runs on/off periods up to 150 s; at --scale 1 the scenario stops at 50 s.
 "${lab[@]}" udp-square --set periods=1,5,15,50,150 "$@"
 "${lab[@]}" web --repeats 2 "$@"
-"${lab[@]}" datapath --repeats 3 "$@"
 target/release/slipstream-lab report
