@@ -242,10 +242,13 @@ fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], b
     s.push_str("`; numbers are as measured, including where they miss the paper.\n\n");
     s.push_str("## Testbed\n\n");
     s.push_str(
-        "Four network namespaces on one Linux host (`crates/testbed`): `server` (iperf3 senders) → \
-         `isp` (delay element `slipstream-delay` on NFQUEUE, half the RTT each way; download \
-         bottleneck: `tbf` on its router-facing egress, queue one BDP unless noted) → `router` \
-         (`slipstreamd` on its LAN side, or the alternative's shaping) → `client` (receivers). \
+        "Network namespaces on one Linux host (`crates/testbed`): `server` (and `server2`, ...: \
+         iperf3 senders, on a bridge) → `isp` (delay element `slipstream-delay` on NFQUEUE, half \
+         the RTT each way; download bottleneck: `tbf` on its router-facing egress, queue one BDP \
+         unless noted) → `router` (upload bottleneck: `tbf` on its WAN side; `slipstreamd` on \
+         its LAN side, or the alternative's shaping) → LAN bridge `br-lan` → `client` (and \
+         `client2`, ...: receivers). `fairness` spreads its flows over four LAN hosts; in `web` \
+         LAN host 2 browses server 2 beside LAN host 1's background download from server 1. \
          TSO/GSO/GRO off, `tcp_no_metrics_save=1`, 8 MiB TCP buffers. The Vulture paper \
          (Li & Welzl 2017, Sec. 0.4.1) used three machines, a 10 Mbit/s link (9.41 Mbit/s goodput), \
          100 ms RTT, an 86-packet pfifo queue and a modified receiver kernel; Slipstream does the \
