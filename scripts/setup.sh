@@ -7,7 +7,7 @@ need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
-            shellcheck:shellcheck; do
+            shellcheck:shellcheck busybox:busybox; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done

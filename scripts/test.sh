@@ -19,9 +19,10 @@ cargo test -p slipstream --test e2e -- --nocapture --test-threads=1
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
 cargo test -p slipstream --test dashboard -- --nocapture --test-threads=1
-# The OpenWrt package: its init script against stand-ins for procd, its Makefile against
-# stand-ins for the SDK.
+# The OpenWrt package: its init script against stand-ins for procd (under dash and under
+# busybox ash, OpenWrt's shell), its Makefile against stand-ins for the SDK.
 sh openwrt/tests/init_script.sh
+busybox sh openwrt/tests/init_script.sh   # OpenWrt's shell: busybox ash
 sh openwrt/tests/makefile_check.sh
 # The static aarch64 build for routers: size budget, a smoke run and the core crates' tests,
 # all under qemu-user (target/cross; ~5 min on a fresh machine, 1-1.5 min warm).

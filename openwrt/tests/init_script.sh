@@ -1,7 +1,9 @@
 #!/bin/sh
 # Tests openwrt/files/slipstream.init without OpenWrt: the script is sourced with stand-ins for
 # rc.common and procd.sh / functions.sh that record each call, and the recorded calls are
-# checked. Also a syntax check (sh -n, dash -n, bash -n) and shellcheck when installed.
+# checked. Also a syntax check (sh -n, dash -n, bash -n, busybox ash -n) and shellcheck when
+# installed. OpenWrt runs init scripts with busybox ash: `busybox sh openwrt/tests/init_script.sh`
+# runs the whole test (the sourced init script included) under it, as scripts/test.sh does.
 # Usage: sh openwrt/tests/init_script.sh   (exit status 0 when every check passes)
 # The stand-ins are called by the sourced init script, which shellcheck does not follow.
 # shellcheck disable=SC2317,SC2034
@@ -77,6 +79,7 @@ run() {
 check "sh -n" sh -n "$INIT"
 if command -v dash >/dev/null 2>&1; then check "dash -n" dash -n "$INIT"; fi
 if command -v bash >/dev/null 2>&1; then check "bash -n" bash -n "$INIT"; fi
+if command -v busybox >/dev/null 2>&1; then check "busybox ash -n" busybox ash -n "$INIT"; fi
 if command -v shellcheck >/dev/null 2>&1; then
   # rc.common defines START/STOP/USE_PROCD's readers and the functions' callers: SC2034 (unused
   # variables) and SC2317 (unreachable functions) do not apply to an init script, nor SC3043:
