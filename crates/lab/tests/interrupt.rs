@@ -10,6 +10,9 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod support;
+use support::root_mangle_rules;
+
 const MARK_VAR: &str = "SLIPSTREAM_LAB_INTERRUPT_TEST";
 
 /// Pids of processes whose environment holds `MARK_VAR=<mark>`.
@@ -34,20 +37,6 @@ fn namespaces_with(prefix: &str) -> Vec<String> {
         .into_iter()
         .filter(|n| n.starts_with(prefix))
         .collect()
-}
-
-fn root_mangle_rules() -> String {
-    Command::new("iptables-legacy-save")
-        .args(["-t", "mangle"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| !l.starts_with('#') && !l.starts_with(':'))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
 }
 
 #[test]

@@ -8,19 +8,8 @@ use std::time::{Duration, Instant};
 
 use slipstream_lab::scenarios::{self, LabContext, Progress, ScenarioOptions};
 
-fn root_mangle_rules() -> String {
-    std::process::Command::new("iptables-legacy-save")
-        .args(["-t", "mangle"])
-        .output()
-        .map(|o| {
-            String::from_utf8_lossy(&o.stdout)
-                .lines()
-                .filter(|l| !l.starts_with('#') && !l.starts_with(':'))
-                .collect::<Vec<_>>()
-                .join("\n")
-        })
-        .unwrap_or_default()
-}
+mod support;
+use support::root_mangle_rules;
 
 /// Namespaces of the running slipstream-delay processes (`ip netns identify`).
 fn delay_element_namespaces() -> Vec<String> {

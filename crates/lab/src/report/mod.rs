@@ -122,24 +122,15 @@ pub fn latest_runs(results_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
     Ok(out)
 }
 
-/// Scenario order on the page: the lab's order, then anything else alphabetically.
-const ORDER: [&str; 9] = [
-    "alone",
-    "cbr",
-    "cwnd",
-    "onoff",
-    "fairness",
-    "udp-square",
-    "web",
-    "datapath",
-    "smoke",
-];
-
+/// Scenario order on the page: the lab's order (`all`), then `smoke`, then anything else
+/// alphabetically.
 fn order_key(name: &str) -> (usize, String) {
-    (
-        ORDER.iter().position(|n| *n == name).unwrap_or(ORDER.len()),
-        name.to_string(),
-    )
+    let pos = crate::scenarios::ALL
+        .iter()
+        .chain(&["smoke"])
+        .position(|n| *n == name)
+        .unwrap_or(usize::MAX);
+    (pos, name.to_string())
 }
 
 /// `slipstream-lab report`: finds the latest run of each scenario under `results_dir`, renders
