@@ -70,8 +70,31 @@ pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
 }
 
 /// The `params.extra` keys whose values differ between runs: the sub-case dimensions (on/off
-/// period, flow count, ...). `kernel` and phase descriptions are never sub-cases.
+/// period, flow count, ...). `kernel` and phase descriptions are never sub-cases, nor is a key
+/// whose value follows from the keys before it (fairness: `hosts` and `stagger_s` follow from
+/// `flows`), so labels and file names name each sub-case once.
 pub fn subcase_keys(report: &ScenarioReport) -> Vec<String> {
+    let mut kept: Vec<String> = Vec::new();
+    for k in varying_keys(report) {
+        let mut value_of: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
+        for r in &report.runs {
+            let by: Vec<String> = kept
+                .iter()
+                .map(|x| r.params.extra.get(x).map(|v| v.to_string()).unwrap_or_default())
+                .collect();
+            let v = r.params.extra.get(&k).map(|v| v.to_string()).unwrap_or_default();
+            value_of.entry(by).or_default().insert(v);
+        }
+        let follows = !kept.is_empty() && value_of.values().all(|vals| vals.len() == 1);
+        if !follows {
+            kept.push(k);
+        }
+    }
+    kept
+}
+
+/// The `params.extra` keys whose values differ between runs (or that some runs lack).
+fn varying_keys(report: &ScenarioReport) -> Vec<String> {
     let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for r in &report.runs {
         for (k, v) in &r.params.extra {

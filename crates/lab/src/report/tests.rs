@@ -997,3 +997,32 @@ fn dump_when_asked() {
     }
     gather(&dir.join("results"), &dir.join("docs")).unwrap();
 }
+
+#[test]
+fn subcases_are_named_by_their_independent_keys() {
+    let case = |flows: u64, hosts: u64, stagger: f64, cc: &str| {
+        let mut e = BTreeMap::new();
+        e.insert("flows".to_string(), json!(flows));
+        e.insert("hosts".to_string(), json!(hosts));
+        e.insert("stagger_s".to_string(), json!(stagger));
+        e.insert("cc".to_string(), json!(cc));
+        run("fairness", "slipstream", 0, e)
+    };
+    // hosts and stagger follow from flows: one key names the sub-case.
+    let mut r = ScenarioReport {
+        scenario: "fairness".into(),
+        runs: vec![case(2, 2, 20.0, "cubic"), case(8, 4, 60.0 / 7.0, "cubic")],
+        ..Default::default()
+    };
+    assert_eq!(figures::subcase_keys(&r), vec!["flows".to_string()]);
+    assert_eq!(
+        figures::subcase_label(&r.runs[1], &figures::subcase_keys(&r)),
+        "flows=8"
+    );
+    // A second independent dimension stays.
+    r.runs.push(case(2, 2, 20.0, "reno"));
+    assert_eq!(
+        figures::subcase_keys(&r),
+        vec!["cc".to_string(), "flows".to_string()]
+    );
+}
