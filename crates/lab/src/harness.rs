@@ -3,9 +3,12 @@
 //!
 //! Samplers (all optional, see [`RunSetup`]):
 //! * **goodput** per flow at the receiver: iperf3 `-J --interval 0.1` (downloads: the client's
-//!   own series; uploads: the server's, via `--get-server-output`). Series `goodput`, placed at
-//!   `flow start + interval end` (the flow's start is when its iperf3 client was spawned; the
-//!   test proper starts after the control exchange, ~2 RTT later);
+//!   own series; uploads: the server's, via `--get-server-output`). Series `goodput`, each point
+//!   at its interval's midpoint, on the run's clock: iperf3's intervals count from its test
+//!   start, which comes ~0.5 s after the client is spawned (process start, control exchange,
+//!   data connection), so a flow's t = 0 is taken from the server's `ss` samples, where its
+//!   data connection first carries data (see `build_goodput_series`). Each flow's span (first
+//!   to last interval) is kept in [`RunResult::flow_spans`];
 //! * **best-effort RTT**: `ping -D -i 0.1` client → server (ICMP matches no background rule and no
 //!   HTB background filter). Series `rtt` of flow `ping`;
 //! * **sender state**: `ss -tinH` polled every 100 ms in the server namespace (one shell loop, not
@@ -169,6 +172,10 @@ impl RunSetup {
     }
 }
 
+/// Time from spawning an iperf3 client to its first data, assumed where it cannot be measured:
+/// the control connection, parameter exchange and data connection take about 3 RTTs at 100 ms.
+pub const IPERF_SETUP_GUESS_S: f64 = 0.3;
+
 /// Period of the `ss` and daemon pollers: the loop's fork and exec overhead (~3 ms) comes on top,
 /// so a sample is taken at least every 100 ms.
 pub const POLL_INTERVAL_S: f64 = 0.095;
@@ -202,6 +209,7 @@ struct FlowRun {
     spec: FlowSpec,
     offset_s: f64,
     run: Option<IperfRun>,
+    result: Option<IperfResult>,
 }
 
 #[derive(Default)]
@@ -463,38 +471,22 @@ impl<'a> Run<'a> {
             spec,
             offset_s,
             run: Some(run),
+            result: None,
         });
         Ok(())
     }
 
     /// Waits for the flows with `label` that are still running to end, collecting their results
-    /// (lets on/off scenarios reuse a server port).
+    /// (lets on/off scenarios reuse a server port). The goodput series are built at
+    /// [`finish`](Self::finish), when the sender-side samples that place them in time are in.
     pub fn wait_flow(&mut self, label: &str) -> Result<()> {
-        let mut results = Vec::new();
         for f in self.flows.iter_mut().filter(|f| f.spec.label == label) {
             if let Some(r) = f.run.take() {
-                results.push((f.spec.clone(), f.offset_s, r.wait()));
+                let res = r
+                    .wait()
+                    .with_context(|| format!("flow {} (port {})", f.spec.label, f.spec.port))?;
+                f.result = Some(res);
             }
-        }
-        for (spec, offset, r) in results {
-            self.absorb(&spec, offset, r)?;
-        }
-        Ok(())
-    }
-
-    fn absorb(&mut self, spec: &FlowSpec, offset_s: f64, r: Result<IperfResult>) -> Result<()> {
-        let r = r.with_context(|| format!("flow {} (port {})", spec.label, spec.port))?;
-        let pts = measure::iperf_goodput_series(&r, offset_s);
-        match self
-            .result
-            .series
-            .iter_mut()
-            .find(|s| s.name == "goodput" && s.flow == spec.label)
-        {
-            Some(s) => s.points.extend(pts),
-            None => self.result.series.push(
-                Series::new("goodput", units::MBPS, &spec.label, &spec.role, "receiver").with_points(pts),
-            ),
         }
         Ok(())
     }
@@ -588,8 +580,73 @@ impl<'a> Run<'a> {
         Ok(std::mem::take(&mut self.result))
     }
 
+    /// Goodput series of every flow from its iperf3 intervals (stamped at interval midpoints),
+    /// placed in time where the sender-side samples show the flow's data connection start (see
+    /// [`measure::data_start`]); the spawn time plus [`IPERF_SETUP_GUESS_S`] where they cannot
+    /// (no `ss` sampling, a flow to another server). Also records each flow's span.
+    fn build_goodput_series(&mut self, ss: &[(f64, Vec<SsSocket>)]) {
+        let mut guessed = 0;
+        let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
+        for f in &self.flows {
+            let Some(res) = &f.result else { continue };
+            let first = res.intervals.iter().find(|iv| !iv.omitted && iv.end > iv.start);
+            // Server side, the data socket's peer is the client's data connection. A download's
+            // receiver (the client) sees its first data one downstream delay after the server
+            // sent it; an upload's series is the receiving server's own.
+            let measured = match (f.spec.ends.server, res.local_port, f.spec.direction) {
+                (1, Some(peer), Direction::Download) => {
+                    measure::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_sent)
+                        .map(|t| t + down_delay_s)
+                }
+                (1, Some(peer), Direction::Upload) => {
+                    measure::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_received)
+                }
+                _ => None,
+            };
+            let start = measured.unwrap_or_else(|| {
+                guessed += 1;
+                f.offset_s + IPERF_SETUP_GUESS_S
+            });
+            // Interval times are relative to iperf3's test start, when data starts flowing.
+            let offset = start - first.map_or(0.0, |iv| iv.start);
+            let pts = measure::iperf_goodput_series(res, offset);
+            if let (Some(a), Some(b)) = (pts.first(), pts.last()) {
+                let half =
+                    |i: Option<&slipstream_testbed::Interval>| i.map_or(0.0, |iv| (iv.end - iv.start) / 2.0);
+                let last = res
+                    .intervals
+                    .iter()
+                    .rev()
+                    .find(|iv| !iv.omitted && iv.end > iv.start);
+                self.result.flow_spans.push(crate::result::FlowSpan {
+                    flow: f.spec.label.clone(),
+                    start_s: a.0 - half(first),
+                    end_s: b.0 + half(last),
+                });
+            }
+            match self
+                .result
+                .series
+                .iter_mut()
+                .find(|s| s.name == "goodput" && s.flow == f.spec.label)
+            {
+                Some(s) => s.points.extend(pts),
+                None => self.result.series.push(
+                    Series::new("goodput", units::MBPS, &f.spec.label, &f.spec.role, "receiver")
+                        .with_points(pts),
+                ),
+            }
+        }
+        if guessed > 0 {
+            self.result.notes.push(format!(
+                "{guessed} flow(s) placed in time at spawn + {IPERF_SETUP_GUESS_S} s (no sender-side samples)"
+            ));
+        }
+    }
+
     fn build_sampled_series(&mut self) {
         let samples = std::mem::take(&mut *self.samples.lock().unwrap_or_else(|e| e.into_inner()));
+        self.build_goodput_series(&samples.ss);
         if !samples.ping.is_empty() {
             self.result
                 .series

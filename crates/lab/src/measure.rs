@@ -51,6 +51,8 @@ pub struct SsSocket {
     pub rtt_ms: Option<f64>,
     /// Slow-start threshold, segments.
     pub ssthresh: Option<u64>,
+    /// Bytes sent, retransmissions included (sender side).
+    pub bytes_sent: Option<u64>,
     /// Bytes acked by the peer (sender side).
     pub bytes_acked: Option<u64>,
     /// Bytes received (receiver side).
@@ -129,6 +131,7 @@ pub fn parse_ss(text: &str) -> Vec<SsSocket> {
                 "cwnd" => s.cwnd = num(),
                 "mss" => s.mss = num(),
                 "ssthresh" => s.ssthresh = num(),
+                "bytes_sent" => s.bytes_sent = num(),
                 "bytes_acked" => s.bytes_acked = num(),
                 "bytes_received" => s.bytes_received = num(),
                 "bytes_retrans" => s.bytes_retrans = num(),
@@ -245,6 +248,37 @@ pub fn parse_daemon_flows(text: &str) -> Vec<DaemonFlow> {
     flows.into_values().collect()
 }
 
+/// Bytes a data connection must have carried before it counts as started: more than iperf3's
+/// 37-byte cookie, less than one full segment.
+pub const DATA_START_BYTES: u64 = 1000;
+
+/// When the data of a TCP connection began, from the server's `ss` samples: the midpoint
+/// between the last sample before and the first sample after its counter `bytes` (sent for a
+/// server that sends, received for one that receives) passed [`DATA_START_BYTES`]. The socket
+/// is the one on `server_port` whose peer is `peer_port`; samples before `after` are ignored.
+/// `None` if no sample shows the connection's data.
+pub fn data_start(
+    ss: &[(f64, Vec<SsSocket>)],
+    server_port: u16,
+    peer_port: u16,
+    after: f64,
+    bytes: impl Fn(&SsSocket) -> Option<u64>,
+) -> Option<f64> {
+    let mut prev = after;
+    for (t, socks) in ss.iter().filter(|(t, _)| *t >= after) {
+        let started = socks.iter().any(|s| {
+            s.local_port == server_port
+                && s.peer_port == peer_port
+                && bytes(s).is_some_and(|b| b > DATA_START_BYTES)
+        });
+        if started {
+            return Some((prev + t) / 2.0);
+        }
+        prev = *t;
+    }
+    None
+}
+
 /// Marker that starts each block of a polling loop's output.
 pub const BLOCK_MARK: &str = "@@";
 
@@ -282,15 +316,16 @@ impl BlockSplitter {
     }
 }
 
-/// Receiver goodput series (Mbit/s) of an iperf3 run: `(offset + interval end, rate)` for every
-/// non-omitted interval.
+/// Receiver goodput series (Mbit/s) of an iperf3 run: `(offset + interval midpoint, rate)` for
+/// every non-omitted interval. (A rate over an interval belongs to the interval's middle: a
+/// window `[t0, t1)` then takes the intervals that lie in it.)
 pub fn iperf_goodput_series(r: &IperfResult, offset_s: f64) -> Vec<(f64, f64)> {
     r.intervals
         .iter()
         .filter(|iv| !iv.omitted && iv.end > iv.start)
         .map(|iv| {
             (
-                offset_s + iv.end,
+                offset_s + (iv.start + iv.end) / 2.0,
                 iv.bytes as f64 * 8.0 / (iv.end - iv.start) / 1e6,
             )
         })
@@ -404,5 +439,53 @@ slipstream_flows_active 2
             poll_script("ss -tinH", 0.1),
             "while :; do echo \"@@ $(date +%s.%N)\"; sleep 0.1 & ss -tinH; wait; done"
         );
+    }
+
+    #[test]
+    fn data_start_is_between_the_samples_around_the_first_data() {
+        let sock = |peer: u16, sent: u64| SsSocket {
+            local_port: 6881,
+            peer_port: peer,
+            bytes_sent: Some(sent),
+            ..Default::default()
+        };
+        let ss = vec![
+            (0.9, vec![sock(40000, 5_000_000)]), // an earlier connection, before `after`
+            (1.1, vec![]),
+            (1.2, vec![sock(40002, 0)]),  // connected, no data yet
+            (1.3, vec![sock(40002, 37)]), // the cookie is not data
+            (1.4, vec![sock(40002, 30_000), sock(40000, 9)]),
+        ];
+        let t = data_start(&ss, 6881, 40002, 1.0, |s| s.bytes_sent).unwrap();
+        assert!((t - 1.35).abs() < 1e-9, "{t}");
+        assert_eq!(data_start(&ss, 6881, 40003, 1.0, |s| s.bytes_sent), None);
+        assert_eq!(data_start(&ss, 6881, 40002, 1.0, |s| s.bytes_received), None);
+    }
+
+    #[test]
+    fn goodput_points_sit_at_interval_midpoints() {
+        let iv = |start: f64, end: f64, bytes: u64, omitted: bool| slipstream_testbed::Interval {
+            start,
+            end,
+            bytes,
+            bits_per_second: 0.0,
+            omitted,
+        };
+        let r = IperfResult {
+            goodput_mbps: 0.0,
+            intervals: vec![
+                iv(0.0, 0.1, 0, true),
+                iv(0.1, 0.2, 125_000, false),
+                iv(0.2, 0.25, 0, false),
+            ],
+            local_port: None,
+            remote_port: None,
+            retransmits: None,
+            raw: serde_json::Value::Null,
+        };
+        let pts = iperf_goodput_series(&r, 10.0);
+        assert_eq!(pts.len(), 2, "omitted intervals are left out");
+        assert!((pts[0].0 - 10.15).abs() < 1e-9 && (pts[0].1 - 10.0).abs() < 1e-9);
+        assert!((pts[1].0 - 10.225).abs() < 1e-9 && pts[1].1 == 0.0);
     }
 }

@@ -185,9 +185,36 @@ pub struct RunResult {
     /// Free-text notes (warnings, what was skipped).
     #[serde(default)]
     pub notes: Vec<String>,
+    /// When each flow instance carried data (a label started several times has several).
+    #[serde(default)]
+    pub flow_spans: Vec<FlowSpan>,
+}
+
+/// The time one flow instance carried data: from the start of its first goodput interval to the
+/// end of its last, s since the run's t = 0.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct FlowSpan {
+    /// Flow label.
+    pub flow: String,
+    /// Start, s.
+    pub start_s: f64,
+    /// End, s.
+    pub end_s: f64,
 }
 
 impl RunResult {
+    /// The spans of flow `flow`, in start order.
+    pub fn spans(&self, flow: &str) -> Vec<(f64, f64)> {
+        let mut v: Vec<(f64, f64)> = self
+            .flow_spans
+            .iter()
+            .filter(|s| s.flow == flow)
+            .map(|s| (s.start_s, s.end_s))
+            .collect();
+        v.sort_by(|a, b| a.0.total_cmp(&b.0));
+        v
+    }
+
     /// The value of metric `name` for `period` (`None` = whole run), first match.
     pub fn metric(&self, name: &str, period: Option<&str>) -> Option<f64> {
         self.metrics

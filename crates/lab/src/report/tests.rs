@@ -72,6 +72,7 @@ fn run(scenario: &str, alt: &str, repeat: u32, extra: BTreeMap<String, serde_jso
         series: Vec::new(),
         metrics: Vec::new(),
         notes: Vec::new(),
+        flow_spans: Vec::new(),
     }
 }
 

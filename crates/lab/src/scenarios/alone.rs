@@ -145,7 +145,10 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
         &refs,
         "time_to_90pct",
         None,
-        Some(("≈20", src)),
+        Some((
+            "≈20 (regained after the BE → LBE switch, not from a cold start)",
+            src,
+        )),
     );
     t.add_metric_row(
         "ping RTT beside BG, stable",

@@ -81,7 +81,7 @@ fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {
     Ok(())
 }
 
-/// The three periods `(name, from, to)`.
+/// The three periods `(name, from, to)`, nominal: the background flow's spawn and planned end.
 pub fn periods(t: &CbrTimes) -> [(&'static str, f64, f64); 3] {
     [
         ("before", 2.0_f64.min(t.third / 2.0), t.third),
@@ -90,12 +90,24 @@ pub fn periods(t: &CbrTimes) -> [(&'static str, f64, f64); 3] {
     ]
 }
 
+/// The three periods of run `r`: bg-active is when the background flow actually carried data
+/// (its span: it starts a few RTTs after its spawn), so that the BE and BG goodputs behind
+/// `spare_use` come from one window, as in Vulture Sec. 0.4.3's R = 2.84 / (9.41 − 5.98).
+pub fn measured_periods(r: &RunResult, t: &CbrTimes) -> [(&'static str, f64, f64); 3] {
+    let [before, active, after] = periods(t);
+    match r.spans("bg").first() {
+        Some(&(a, b)) => [(before.0, before.1, a), (active.0, a, b), (after.0, b, after.2)],
+        None => [before, active, after],
+    }
+}
+
 /// Adds the scenario's metrics.
 pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
     let max = max_goodput_mbit(r.params.rate_mbit);
     let mut m = Vec::new();
     let mut be_active = None;
-    for (p, a, b) in periods(&t) {
+    let periods = measured_periods(&r, &t);
+    for (p, a, b) in periods {
         if let Some(v) = r.series("goodput", "be").and_then(|s| s.mean_between(a, b)) {
             m.push(Metric::new("be_goodput", units::MBPS, v).period(p).flow("be"));
             if p == "bg-active" {
@@ -112,10 +124,8 @@ pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
             m.push(Metric::new("rev_goodput", units::MBPS, v).period(p).flow("rev"));
         }
     }
-    if let Some(bg) = r
-        .series("goodput", "bg")
-        .and_then(|s| s.mean_between(t.third, 2.0 * t.third + 0.5))
-    {
+    let (_, a, b) = periods[1];
+    if let Some(bg) = r.series("goodput", "bg").and_then(|s| s.mean_between(a, b)) {
         m.push(
             Metric::new("bg_goodput", units::MBPS, bg)
                 .period("bg-active")

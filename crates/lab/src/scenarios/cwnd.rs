@@ -1,10 +1,10 @@
 //! `cwnd`: the daemon's cwnd estimate against the sender's real cwnd (Vulture Sec. 0.4.2,
-//! Figs. 11-13), for cubic and reno.
+//! Figs. 11-12; Fig. 13, the rwnd set to the estimate at a BE → LBE switch, is not reproduced), for cubic and reno.
 //!
 //! One background download alone for 60 s (`--scale` shortens) per congestion control (cases
 //! `cubic`, `reno`; `--set cwnd_ccs=cubic,reno,bbr` changes the list). The real cwnd is
 //! `cwnd × mss` from `ss -tin` on the server every 100 ms; the estimate is
-//! `slipstream_flow_cwnd_estimate_bytes` scraped every 200 ms; each estimate is paired with the
+//! `slipstream_flow_cwnd_estimate_bytes` scraped about every 100 ms; each estimate is paired with the
 //! ss sample nearest in time (within 100 ms). Metrics: `cwnd_mare` (mean |est − real| / real),
 //! `cwnd_bias` (mean (est − real) / real; negative = underestimate, which the paper expects since
 //! lost bytes are not counted), `cwnd_corr` (Pearson correlation), and the same for the forwarded

@@ -378,6 +378,7 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
                 .flow("load"),
         ],
         notes,
+        ..Default::default()
     })
 }
 

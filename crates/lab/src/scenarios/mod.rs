@@ -81,7 +81,8 @@ pub struct ScenarioOptions {
     /// One-way delay of the upload direction (LAN → server), ms; `None` = half the RTT. The
     /// download direction gets the rest of `rtt_ms`.
     pub up_delay_ms: Option<f64>,
-    /// Bottleneck queue in bytes; `None` = one BDP (Vulture Sec. 0.4.1).
+    /// Bottleneck queue in bytes; `None` = one BDP (83 full frames at 10 Mbit/s and 100 ms; Vulture
+    /// Sec. 0.4.1 used a pfifo of 86 packets).
     pub queue_bytes: Option<u64>,
     /// TCP congestion control of the senders ("cubic", "reno", "bbr").
     pub cc: String,

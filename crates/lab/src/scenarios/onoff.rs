@@ -1,12 +1,15 @@
-//! `onoff`: an on/off best-effort download beside a background download, with 6 Mbit/s of
-//! reverse traffic loading the ACK path (Vulture Sec. 0.4.4, Table 1, Fig. 18-19).
+//! `onoff`: an on/off best-effort download beside a background download, with one reverse flow
+//! loading the ACK path (Vulture Sec. 0.4.4, Table 1, Fig. 18-19; the paper does not give its
+//! rate: 6 Mbit/s here, as in its Sec. 0.4.3).
 //!
 //! Cases T ∈ {1, 3, 5, 10, 30} s (`--set onoff_periods=1,5` changes them). Each run lasts
 //! max(60, 4T) s (`--scale` shortens, at least two cycles); the BE flow is on during
 //! `[2kT, 2kT + T)` (one iperf3 download of T s per on period, so each on period is a new
 //! connection with its own slow start: the paper's sender kept one connection) and off in
-//! between; the background flow runs throughout. As in the paper, per on (off) period the mean
-//! goodput of each flow is taken, then averaged over periods:
+//! between; the background flow runs throughout. The on periods measured are when each BE
+//! connection carried data (its span, which starts a few RTTs after its spawn), the off periods
+//! the gaps between them. As in the paper, per on (off) period the mean goodput of each flow is
+//! taken, then averaged over periods:
 //! * `lbe_util_off` = G_bg,off / B (B = max TCP goodput of the link) — Table 1 "LBE BW Util.";
 //! * `be_share_on` = G_be,on / (G_be,on + G_bg,on), `lbe_share_on` = G_bg,on / (…) — Table 1
 //!   "BE BW Share" / "LBE BW Share".
@@ -132,16 +135,34 @@ pub fn windows(period: f64, duration: f64) -> (Windows, Windows) {
     (on, off)
 }
 
-/// Table 1's quantities from the goodput series (per-period means, averaged over periods; a
-/// missing BE sample in a window counts as 0).
+/// On and off windows from the BE flow's measured spans (each on period is one iperf3
+/// connection, carrying data a few RTTs after its spawn): on = each span, off = from a span's end
+/// to the next span's start (after the last span: until one period after it would have started
+/// again, within the run). As in the paper, real on periods run a little longer and off periods
+/// a little shorter than T.
+pub fn windows_from_spans(spans: &[(f64, f64)], period: f64, duration: f64) -> (Windows, Windows) {
+    let on: Windows = spans.to_vec();
+    let mut off = Windows::new();
+    for (i, &(start, end)) in spans.iter().enumerate() {
+        let next = spans
+            .get(i + 1)
+            .map_or((start + 2.0 * period).min(duration), |n| n.0);
+        if next - end >= period / 2.0 {
+            off.push((end, next));
+        }
+    }
+    (on, off)
+}
+
+/// Table 1's quantities from the goodput series over the given windows (per-period means,
+/// averaged over periods; a missing BE sample in a window counts as 0).
 pub fn table1(
     be: &[(f64, f64)],
     bg: &[(f64, f64)],
-    period: f64,
-    duration: f64,
+    on: &[(f64, f64)],
+    off: &[(f64, f64)],
     b: f64,
 ) -> Option<(f64, f64, f64)> {
-    let (on, off) = windows(period, duration);
     let g_bg_off = analysis::mean(off.iter().filter_map(|(a, z)| analysis::mean_between(bg, *a, *z)))?;
     let g_bg_on = analysis::mean(on.iter().filter_map(|(a, z)| analysis::mean_between(bg, *a, *z)))?;
     let g_be_on = analysis::mean(
@@ -172,7 +193,13 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
         .series("goodput", "bg")
         .map(|s| s.points.clone())
         .unwrap_or_default();
-    if let Some((u, sb, sl)) = table1(&be, &bg, period, r.params.duration_s, b) {
+    let spans = r.spans("be");
+    let (on, off) = if spans.is_empty() {
+        windows(period, r.params.duration_s)
+    } else {
+        windows_from_spans(&spans, period, r.params.duration_s)
+    };
+    if let Some((u, sb, sl)) = table1(&be, &bg, &on, &off, b) {
         r.metrics
             .push(Metric::new("lbe_util_off", units::RATIO, u).period("off"));
         r.metrics
@@ -212,9 +239,22 @@ mod tests {
             }
             bg.push((t, if on { 2.0 } else { 9.0 }));
         }
-        let (u, sb, sl) = table1(&be, &bg, 1.0, 4.0, 10.0).unwrap();
+        let (on, off) = windows(1.0, 4.0);
+        let (u, sb, sl) = table1(&be, &bg, &on, &off, 10.0).unwrap();
         assert!((u - 0.9).abs() < 1e-9, "{u}");
         assert!((sb - 0.8).abs() < 1e-9, "{sb}");
         assert!((sl - 0.2).abs() < 1e-9, "{sl}");
+    }
+
+    #[test]
+    fn windows_follow_the_measured_spans() {
+        // T = 5 over 20 s; each BE connection carried data 0.3 s after its spawn, for 5 s.
+        let spans = [(0.3, 5.3), (10.35, 15.35)];
+        let (on, off) = windows_from_spans(&spans, 5.0, 20.0);
+        assert_eq!(on, spans.to_vec());
+        assert_eq!(off, vec![(5.3, 10.35), (15.35, 20.0)]);
+        // A last gap shorter than half a period (the run ended) is no off period.
+        let (_, off) = windows_from_spans(&[(0.3, 5.3), (10.3, 18.5)], 5.0, 20.0);
+        assert_eq!(off, vec![(5.3, 10.3)]);
     }
 }

@@ -24,7 +24,7 @@
 //!
 //! **Periods.** T ∈ {1, 5, 15} s, plus 50 s at `--scale` ≥ 1 and 150 s at `--scale` ≥ 3 (a 150 s
 //! period needs 600 s per run); `--set periods=1,5,50` picks others. Key et al. ran 1000 s per
-//! point; the paper's text gives numbers only for T = 50 s (Fig. 7: binary search uses about
+//! point; the paper's text gives numbers only for on/off = 50 s (Fig. 7: binary search uses about
 //! 90% of the available bandwidth, stochastic approximation about 70%).
 
 use std::collections::BTreeMap;
@@ -107,26 +107,24 @@ pub fn available_series(udp_wire: &[(f64, f64)], rate_mbit: f64) -> Vec<(f64, f6
         .collect()
 }
 
-/// Usage over the wave `[t_udp, t_udp + d]`. `bg` and `available` are series whose points sit
-/// at the *end* of their sampling interval (`bg_step`, `BIN_S` long).
+/// Usage over the wave `[t_udp, t_udp + d]`. `bg`, `available` and `udp_wire` are series of
+/// rates over short intervals, each point at its interval's midpoint.
 pub fn usage(
     bg: &[(f64, f64)],
-    bg_step: f64,
     available: &[(f64, f64)],
     udp_wire: &[(f64, f64)],
     wave: &SquareWave,
     t_udp: f64,
     d: f64,
 ) -> Usage {
-    let inside = |t: f64, step: f64| {
-        let mid = t - step / 2.0 - t_udp;
-        (0.0..d).contains(&mid).then_some(mid)
-    };
-    let sel = |pts: &[(f64, f64)], step: f64, phase: Option<bool>| -> Option<f64> {
+    let sel = |pts: &[(f64, f64)], phase: Option<bool>| -> Option<f64> {
         analysis::mean(pts.iter().filter_map(|&(t, v)| {
-            let mid = inside(t, step)?;
+            let since = t - t_udp;
+            if !(0.0..d).contains(&since) {
+                return None;
+            }
             match phase {
-                Some(on) if wave.is_on(mid) != on => None,
+                Some(on) if wave.is_on(since) != on => None,
                 _ => Some(v),
             }
         }))
@@ -135,15 +133,15 @@ pub fn usage(
         (Some(a), Some(b)) if b > 0.0 => a / b,
         _ => f64::NAN,
     };
-    let bg_all = sel(bg, bg_step, None);
-    let av_all = sel(available, BIN_S, None);
+    let bg_all = sel(bg, None);
+    let av_all = sel(available, None);
     Usage {
         bg_mbps: bg_all.unwrap_or(f64::NAN),
         available_mbps: av_all.unwrap_or(f64::NAN),
         normalized: ratio(bg_all, av_all),
-        normalized_on: ratio(sel(bg, bg_step, Some(true)), sel(available, BIN_S, Some(true))),
-        normalized_off: ratio(sel(bg, bg_step, Some(false)), sel(available, BIN_S, Some(false))),
-        udp_on_mbps: sel(udp_wire, BIN_S, Some(true)).unwrap_or(f64::NAN),
+        normalized_on: ratio(sel(bg, Some(true)), sel(available, Some(true))),
+        normalized_off: ratio(sel(bg, Some(false)), sel(available, Some(false))),
+        udp_on_mbps: sel(udp_wire, Some(true)).unwrap_or(f64::NAN),
     }
 }
 
@@ -191,7 +189,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                     extra,
                 };
                 index += 1;
-                let what = format!("run {index}/{count} ({alt}, T = {} s)", period_label(period));
+                let what = format!("run {index}/{count} ({alt}, on/off = {} s)", period_label(period));
                 let r = one_run(ctx, opts, setup, &web_bin, &wave, warm, d).with_context(|| what.clone())?;
                 ctx.progress.log(&format!(
                     "[{NAME}] {what}: background {:.2} Mbit/s of {:.2} available = {:.2}",
@@ -210,7 +208,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     Ok(ScenarioReport {
         scenario: NAME.into(),
         title: format!(
-            "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), T = {} s",
+            "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
             periods.iter().map(|t| period_label(*t)).collect::<Vec<_>>().join(", ")
         ),
         started_unix: started,
@@ -225,8 +223,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             "available = TCP goodput ceiling x (1 - measured UDP wire rate / link rate); \
              normalized usage = mean background goodput / mean available over the wave."
                 .into(),
-            "Key et al. Fig. 6 has no values in the text; for T = 50 s the text (Fig. 7) gives ~0.9 \
-             (binary search) and ~0.7 (stochastic approximation)."
+            "Key et al. Fig. 6 has no values in the text; for on/off = 50 s the text (Fig. 7, control \
+             interval T = 0.2 s) gives ~0.9 (binary search) and ~0.7 (stochastic approximation). \
+             (Key et al.'s T is their control interval, not the on/off duration.)"
                 .into(),
         ],
         ..Default::default()
@@ -298,14 +297,14 @@ fn one_run(
 
     let udp_wire: Vec<(f64, f64)> = udp::wire_rate_series(&bins, BIN_S, wave.payload)
         .into_iter()
-        .map(|(t, v)| (t_sink + t + BIN_S, v))
+        .map(|(t, v)| (t_sink + t + BIN_S / 2.0, v))
         .collect();
     let available = available_series(&udp_wire, opts.rate_mbit);
     let bg = r
         .series("goodput", "bg")
         .map(|s| s.points.clone())
         .unwrap_or_default();
-    let u = usage(&bg, 0.1, &available, &udp_wire, wave, t_udp, d);
+    let u = usage(&bg, &available, &udp_wire, wave, t_udp, d);
     let planned = wave.send_times(d).count() as f64;
     let received: u64 = bins.iter().map(|b| b.packets).sum();
     let loss = (1.0 - received as f64 / planned).max(0.0);
@@ -342,9 +341,12 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     const SRC: &str = "Key et al. Sec. 5.2 (Fig. 7 text)";
     for &p in periods {
         let tl = period_label(p);
-        let paper = (p == 50.0).then_some(("~0.9 binary search, ~0.7 stoch. approx.", SRC));
+        let paper = (p == 50.0).then_some((
+            "~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)",
+            SRC,
+        ));
         t.add_metric_row(
-            &format!("BG usage / available, T = {tl} s"),
+            &format!("BG usage / available, on/off = {tl} s"),
             units::RATIO,
             &refs,
             &format!("bg_usage_norm_T{tl}"),
@@ -355,7 +357,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     for &p in periods {
         let tl = period_label(p);
         t.add_metric_row(
-            &format!("BG usage / available in on periods, T = {tl} s"),
+            &format!("BG usage / available in on periods, on/off = {tl} s"),
             units::RATIO,
             &refs,
             &format!("bg_usage_norm_on_T{tl}"),
@@ -363,7 +365,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
             None,
         );
         t.add_metric_row(
-            &format!("BG usage / available in off periods, T = {tl} s"),
+            &format!("BG usage / available in off periods, on/off = {tl} s"),
             units::RATIO,
             &refs,
             &format!("bg_usage_norm_off_T{tl}"),
@@ -374,7 +376,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     for &p in periods {
         let tl = period_label(p);
         t.add_metric_row(
-            &format!("BG goodput, T = {tl} s"),
+            &format!("BG goodput, on/off = {tl} s"),
             units::MBPS,
             &refs,
             &format!("bg_goodput_T{tl}"),
@@ -382,7 +384,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
             None,
         );
         t.add_metric_row(
-            &format!("UDP loss, T = {tl} s"),
+            &format!("UDP loss, on/off = {tl} s"),
             units::RATIO,
             &refs,
             &format!("udp_loss_T{tl}"),
@@ -430,19 +432,20 @@ mod tests {
         };
         let (t_udp, d) = (5.0, 4.0);
         let udp_at = |t: f64| if wave.is_on(t - t_udp) { 6.7 } else { 0.0 };
+        // Interval midpoints.
         let pts = |step: f64| -> Vec<f64> {
-            (1..=((d + 6.0) / step) as usize)
-                .map(|i| i as f64 * step)
+            (0..((d + 6.0) / step) as usize)
+                .map(|i| (i as f64 + 0.5) * step)
                 .collect()
         };
-        let udp_wire: Vec<(f64, f64)> = pts(BIN_S).iter().map(|&t| (t, udp_at(t - BIN_S / 2.0))).collect();
+        let udp_wire: Vec<(f64, f64)> = pts(BIN_S).iter().map(|&t| (t, udp_at(t))).collect();
         let avail = available_series(&udp_wire, 10.0);
         let ceiling = analysis::max_goodput_mbit(10.0);
         let bg: Vec<(f64, f64)> = pts(0.1)
             .iter()
-            .map(|&t| (t, ceiling * (1.0 - udp_at(t - 0.05) / 10.0)))
+            .map(|&t| (t, ceiling * (1.0 - udp_at(t) / 10.0)))
             .collect();
-        let u = usage(&bg, 0.1, &avail, &udp_wire, &wave, t_udp, d);
+        let u = usage(&bg, &avail, &udp_wire, &wave, t_udp, d);
         assert!((u.normalized - 1.0).abs() < 1e-9, "{u:?}");
         assert!((u.normalized_on - 1.0).abs() < 1e-9 && (u.normalized_off - 1.0).abs() < 1e-9);
         assert!(
@@ -452,11 +455,11 @@ mod tests {
         assert!((u.udp_on_mbps - 6.7).abs() < 1e-9);
         // A flow at half of that everywhere uses half.
         let half: Vec<(f64, f64)> = bg.iter().map(|&(t, v)| (t, v / 2.0)).collect();
-        let h = usage(&half, 0.1, &avail, &udp_wire, &wave, t_udp, d);
+        let h = usage(&half, &avail, &udp_wire, &wave, t_udp, d);
         assert!((h.normalized - 0.5).abs() < 1e-9);
         // A flow that ignores the wave and keeps 3 Mbit/s: full in on periods, less in off.
         let flat: Vec<(f64, f64)> = bg.iter().map(|&(t, _)| (t, 3.0)).collect();
-        let f = usage(&flat, 0.1, &avail, &udp_wire, &wave, t_udp, d);
+        let f = usage(&flat, &avail, &udp_wire, &wave, t_udp, d);
         assert!(f.normalized_on > 0.9 && f.normalized_off < 0.35, "{f:?}");
     }
 }
