@@ -78,9 +78,15 @@ fn body(run: &mut Run, t: &AloneTimes) -> Result<()> {
 pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
     let max = max_goodput_mbit(r.params.rate_mbit);
     let mut m = Vec::new();
+    let span = r.spans("bg").first().copied();
     if let Some(s) = r.series("goodput", "bg") {
-        let start = s.points.first().map_or(0.0, |p| p.0 - 0.1);
-        let end = s.points.last().map_or(0.0, |p| p.0 + 1e-6);
+        // The flow's data span; points sit at interval midpoints, inside it.
+        let (start, end) = span.unwrap_or_else(|| {
+            (
+                s.points.first().map_or(0.0, |p| p.0 - 0.05),
+                s.points.last().map_or(0.0, |p| p.0 + 0.05),
+            )
+        });
         if let Some(g) = analysis::mean_between(&s.points, start, end) {
             m.push(Metric::new("bg_goodput", units::MBPS, g).flow("bg"));
             m.push(Metric::new("utilization", units::RATIO, g / max));

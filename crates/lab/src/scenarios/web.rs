@@ -255,7 +255,7 @@ fn one_run(
             .series("goodput", "bg")
             .map(|s| s.points.clone())
             .unwrap_or_default();
-        let during = analysis::mean_between(&bg, t_web + 0.1, t_end.min(t_web + d) + 0.05);
+        let during = analysis::mean_between(&bg, t_web, t_end.min(t_web + d));
         if let Some(g) = during {
             r.metrics
                 .push(Metric::new("bg_goodput", units::MBPS, g).flow("bg").period("web"));
