@@ -36,7 +36,7 @@ pub mod units {
     pub const COUNT: &str = "count";
 }
 
-/// Role labels used in [`Series::role`] / [`Metric::role`].
+/// Role labels used in [`Series::role`].
 pub mod roles {
     /// A best-effort flow (matched by no rule; must not suffer).
     pub const BEST_EFFORT: &str = "best_effort";

@@ -31,7 +31,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Cmd {
-    /// Serve objects: each request line `GET <size>` is answered with <size> bytes.
+    /// Serve objects: each request line `GET <size>` is answered with `<size>` bytes.
     Server {
         #[arg(long, default_value = "0.0.0.0:8080")]
         listen: SocketAddr,

@@ -627,7 +627,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     Ok(plots)
 }
 
-/// What the x of a series is when it is not time: its `source` says "... x = <what>".
+/// What the x of a series is when it is not time: its `source` says `"... x = <what>"`.
 pub fn x_meaning(series: &Series) -> Option<&str> {
     series.source.split_once("x = ").map(|(_, what)| what.trim())
 }

@@ -159,7 +159,7 @@ pub struct LabContext {
     pub daemon_bin: PathBuf,
     /// `slipstream-delay`.
     pub delay_bin: PathBuf,
-    /// Directory holding the workspace's binaries (target/<profile>), for helper binaries.
+    /// Directory holding the workspace's binaries (`target/<profile>`), for helper binaries.
     pub bin_dir: PathBuf,
     /// Root of the results (`--out`, default `lab-results`).
     pub out_dir: PathBuf,
