@@ -112,6 +112,22 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             None,
             None,
         );
+        if refs
+            .iter()
+            .any(|r| r.metric("flows_failed", None).is_some_and(|n| n > 0.0))
+        {
+            table.add_metric_row(
+                &format!(
+                    "N = {}: flows that could not connect (count as 0 goodput)",
+                    c.flows
+                ),
+                units::COUNT,
+                &refs,
+                "flows_failed",
+                None,
+                None,
+            );
+        }
     }
     let report = ScenarioReport {
         scenario: "fairness".into(),
