@@ -208,6 +208,12 @@ fn real_main(args: Args) -> Result<()> {
         let run = scenarios::lookup(name).expect("checked");
         match run(&ctx, &opts) {
             Ok(report) => {
+                // Every scenario writes its results; should one not have, do it here rather
+                // than lose the run.
+                let dir = ctx.run_dir(&report.scenario, report.started_unix)?;
+                if !dir.join(slipstream_lab::report::RESULT_JSON).is_file() {
+                    ctx.write_report(&dir, &report)?;
+                }
                 eprintln!();
                 println!("{}", slipstream_lab::table::markdown_table(&report));
             }

@@ -197,7 +197,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     }
     let _ = std::fs::remove_dir_all(&work_dir);
     let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
-    Ok(ScenarioReport {
+    let report = ScenarioReport {
         scenario: NAME.into(),
         title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd".into(),
         started_unix: started,
@@ -217,7 +217,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             "--alternatives does not apply to this scenario.".into(),
         ],
         ..Default::default()
-    })
+    };
+    let dir = ctx.run_dir(NAME, started)?;
+    crate::harness::finish_report(ctx, &dir, report)
 }
 
 fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {

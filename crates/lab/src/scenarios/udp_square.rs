@@ -205,7 +205,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         }
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    Ok(ScenarioReport {
+    let report = ScenarioReport {
         scenario: NAME.into(),
         title: format!(
             "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
@@ -229,7 +229,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 .into(),
         ],
         ..Default::default()
-    })
+    };
+    let dir = ctx.run_dir(NAME, started)?;
+    crate::harness::finish_report(ctx, &dir, report)
 }
 
 fn one_run(

@@ -167,7 +167,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     add_vs_plain_tcp(&mut runs);
     let mut columns = vec![WEB_ONLY.to_string()];
     columns.extend(opts.alternative_labels());
-    Ok(ScenarioReport {
+    let report = ScenarioReport {
         scenario: NAME.into(),
         title: "Web-like best-effort traffic beside a background download (Key et al. Sec. 5.3)".into(),
         started_unix: started,
@@ -189,7 +189,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 .into(),
         ],
         ..Default::default()
-    })
+    };
+    let dir = ctx.run_dir(NAME, started)?;
+    crate::harness::finish_report(ctx, &dir, report)
 }
 
 #[allow(clippy::too_many_arguments)]
