@@ -216,14 +216,130 @@ fn differences_table(diffs: &[markdown::Difference], with_scenario: bool) -> Str
     s
 }
 
-/// The headline row of a scenario: the first row with a paper value, else the first row.
-pub fn headline_row(report: &ScenarioReport) -> Option<&crate::result::Row> {
-    report
-        .table
-        .rows
+/// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
+/// for first (how much best effort keeps, how much spare the background flow uses, how fair,
+/// how costly).
+const HEADLINE: [(&str, &[&str]); 8] = [
+    (
+        "alone",
+        &[
+            "utilization, whole run",
+            "utilization, stable (2nd half)",
+            "ping RTT beside BG, stable",
+        ],
+    ),
+    (
+        "cbr",
+        &[
+            "BE goodput, BG active",
+            "BE RTT (ping), BG active",
+            "BG use of spare capacity",
+        ],
+    ),
+    (
+        "cwnd",
+        &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"],
+    ),
+    (
+        "onoff",
+        &[
+            "T = 5 s: BE on: BE BW share",
+            "T = 5 s: BE off: LBE BW util.",
+            "T = 30 s: BE off: LBE BW util.",
+        ],
+    ),
+    ("fairness", &["N = 8: Jain's index", "N = 64: Jain's index"]),
+    (
+        "udp-square",
+        &[
+            "BG usage / available, on/off = 5 s",
+            "BG usage / available, on/off = 50 s",
+        ],
+    ),
+    (
+        "web",
+        &[
+            "Web response time, all objects / with plain TCP bulk (no-control)",
+            "BG share of the link while web runs",
+        ],
+    ),
+    (
+        "datapath",
+        &[
+            "Packets/s relative to kernel forwarding (same round)",
+            "User-space process CPU per million packets",
+            "Probe RTT median added vs kernel (2 queued packets)",
+        ],
+    ),
+];
+
+/// The headline rows of a scenario: those [`HEADLINE`] names that it has, else the first row
+/// with a paper value, else the first row.
+pub fn headline_rows(report: &ScenarioReport) -> Vec<&crate::result::Row> {
+    let rows = &report.table.rows;
+    let named: Vec<&crate::result::Row> = HEADLINE
         .iter()
+        .filter(|(scenario, _)| *scenario == report.scenario)
+        .flat_map(|(_, labels)| labels.iter())
+        .filter_map(|l| rows.iter().find(|r| r.metric == *l))
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    rows.iter()
         .find(|r| r.paper.is_some())
-        .or_else(|| report.table.rows.first())
+        .or_else(|| rows.first())
+        .into_iter()
+        .collect()
+}
+
+/// One headline table over `reports`, a column per alternative any of them has.
+fn headline_table(reports: &[&ScenarioReport]) -> String {
+    let mut cols: Vec<String> = Vec::new();
+    for r in reports {
+        for c in &r.table.columns {
+            if !cols.contains(c) {
+                cols.push(c.clone());
+            }
+        }
+    }
+    let mut s = String::from("| scenario | metric | unit |");
+    for c in &cols {
+        s.push_str(&format!(" {c} |"));
+    }
+    s.push_str(" paper |\n|---|---|---|");
+    for _ in &cols {
+        s.push_str("---:|");
+    }
+    s.push_str("---|\n");
+    for r in reports {
+        let rows = headline_rows(r);
+        if rows.is_empty() {
+            s.push_str(&format!("| [{0}](#{0}) | _no table_ | |", r.scenario));
+            for _ in &cols {
+                s.push_str(" – |");
+            }
+            s.push_str(" – |\n");
+        }
+        for row in rows {
+            s.push_str(&format!(
+                "| [{0}](#{0}) | {1} | {2} |",
+                r.scenario,
+                row.metric.replace('|', "\\|"),
+                row.unit
+            ));
+            for c in &cols {
+                let cell = match r.table.columns.iter().position(|x| x == c) {
+                    Some(i) => markdown::cell(r, row, i),
+                    None => markdown::MISSING.into(),
+                };
+                s.push_str(&format!(" {cell} |"));
+            }
+            s.push_str(&format!(" {} |\n", markdown::paper_cell(row).replace('|', "\\|")));
+        }
+    }
+    s.push('\n');
+    s
 }
 
 fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], broken: &[String]) -> String {
@@ -261,53 +377,25 @@ fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], b
         s.push_str("\n\n");
     }
 
-    // Headline table: one row per scenario, columns = every alternative seen.
+    // Headline tables: the scenarios that compare alternatives in one table (a column per
+    // alternative); a scenario with columns of its own (datapath's modes) in a table of its own.
     s.push_str("## Headline\n\n");
     if loaded.is_empty() {
         s.push_str("_No runs found._\n\n");
     } else {
-        let mut cols: Vec<String> = Vec::new();
-        for (r, _, _) in loaded {
-            for c in &r.table.columns {
-                if !cols.contains(c) {
-                    cols.push(c.clone());
-                }
-            }
+        let labels: Vec<String> = crate::alternatives::Alternative::ALL
+            .iter()
+            .map(|a| a.label())
+            .collect();
+        let compares = |r: &ScenarioReport| r.table.columns.iter().any(|c| labels.contains(c));
+        let with_alternatives: Vec<&ScenarioReport> =
+            loaded.iter().map(|(r, _, _)| r).filter(|r| compares(r)).collect();
+        if !with_alternatives.is_empty() {
+            s.push_str(&headline_table(&with_alternatives));
         }
-        s.push_str("| scenario | metric | unit |");
-        for c in &cols {
-            s.push_str(&format!(" {c} |"));
+        for (r, _, _) in loaded.iter().filter(|(r, _, _)| !compares(r)) {
+            s.push_str(&headline_table(&[r]));
         }
-        s.push_str(" paper |\n|---|---|---|");
-        for _ in &cols {
-            s.push_str("---:|");
-        }
-        s.push_str("---|\n");
-        for (r, _, _) in loaded {
-            let Some(row) = headline_row(r) else {
-                s.push_str(&format!("| [{0}](#{0}) | _no table_ | |", r.scenario));
-                for _ in &cols {
-                    s.push_str(" – |");
-                }
-                s.push_str(" – |\n");
-                continue;
-            };
-            s.push_str(&format!(
-                "| [{0}](#{0}) | {1} | {2} |",
-                r.scenario,
-                row.metric.replace('|', "\\|"),
-                row.unit
-            ));
-            for c in &cols {
-                let cell = match r.table.columns.iter().position(|x| x == c) {
-                    Some(i) => markdown::cell(r, row, i),
-                    None => markdown::MISSING.into(),
-                };
-                s.push_str(&format!(" {cell} |"));
-            }
-            s.push_str(&format!(" {} |\n", markdown::paper_cell(row).replace('|', "\\|")));
-        }
-        s.push('\n');
     }
 
     // Differences from the paper, all scenarios.
