@@ -247,9 +247,15 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     } else {
         format!(" Command: `{}`.", report.command)
     };
+    // A scenario without a bottleneck (datapath) has no rate, RTT or queue to speak of.
+    let link = if !runs.is_empty() && runs.iter().all(|r| r.params.rate_mbit <= 0.0) {
+        "no bottleneck, no delay element".to_string()
+    } else {
+        format!("bottleneck {rate}, RTT {rtt}, queue {queue}")
+    };
     format!(
-        "How measured: {date}; bottleneck {rate}, RTT {rtt}, queue {queue}; {duration} per run, \
-         {} repeat(s) per alternative; kernel {kernel}; sender cc {cc}.{command}",
+        "How measured: {date}; {link}; {duration} per run, {} repeat(s) per alternative; \
+         kernel {kernel}; sender cc {cc}.{command}",
         repeats(report)
     )
 }

@@ -4,7 +4,8 @@
 //! * [`write_scenario_outputs`]: after a run, into its run directory: `result.json`, `table.md`
 //!   (how measured, table, notes, plot links) and every plot as `*.svg`.
 //! * [`gather`]: `slipstream-lab report`: the latest run of each scenario under the results
-//!   directory → `docs/lab/<scenario>/*.svg` and `docs/lab/README.md`.
+//!   directory → `docs/lab/<scenario>/*.svg` and `docs/lab/README.md`; scenarios without a run
+//!   there keep their part of the previous page ([`carry`]).
 //! * [`figures`]: which plots a report yields (goodput head to head with the background flow
 //!   upside down, windows, PIV sums, RTT, CDFs, summary bars); [`plot`]: the SVG primitives;
 //!   [`markdown`]: number formatting, tables, the "differs from paper" list.
@@ -13,6 +14,7 @@
 //! build nor the rendering needs font files, freetype or fontconfig. Missing series never fail a
 //! report: their panel carries a note, or the plot is left out.
 
+pub mod carry;
 pub mod figures;
 pub mod markdown;
 pub mod plot;
@@ -138,7 +140,9 @@ fn order_key(name: &str) -> (usize, String) {
 /// `<docs_dir>/lab/README.md`: testbed, headline table, each scenario's table and plots, and
 /// what is not reached or differs from the paper. Returns the README's path.
 ///
-/// A `result.json` that cannot be read is listed on the page instead of failing the report.
+/// A `result.json` that cannot be read is listed on the page instead of failing the report. A
+/// scenario on the previous page with no readable run now keeps its part of that page, marked
+/// ([`carry`]), so that re-running one scenario does not erase the others.
 pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
     let lab_dir = docs_dir.join("lab");
     std::fs::create_dir_all(&lab_dir).with_context(|| format!("creating {}", lab_dir.display()))?;
@@ -182,8 +186,13 @@ pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
         loaded.push((report, run_dir.clone(), plots));
     }
 
-    let page = readme(results_dir, &loaded, &broken);
     let readme_path = lab_dir.join("README.md");
+    let fresh: Vec<&str> = loaded.iter().map(|(r, _, _)| r.scenario.as_str()).collect();
+    let carried = match std::fs::read_to_string(&readme_path) {
+        Ok(previous) => carry::carried_over(&previous, &fresh),
+        Err(_) => Vec::new(),
+    };
+    let page = readme(results_dir, &loaded, &carried, &broken);
     std::fs::write(&readme_path, page).with_context(|| format!("writing {}", readme_path.display()))?;
     Ok(readme_path)
 }
@@ -191,9 +200,7 @@ pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
 fn differences_table(diffs: &[markdown::Difference], with_scenario: bool) -> String {
     let mut s = String::new();
     if with_scenario {
-        s.push_str(
-            "| scenario | metric | alternative | measured | paper | verdict |\n|---|---|---|---:|---|---|\n",
-        );
+        s.push_str(DIFFERENCES_HEADER);
     } else {
         s.push_str("| metric | alternative | measured | paper | verdict |\n|---|---|---:|---|---|\n");
     }
@@ -215,6 +222,10 @@ fn differences_table(diffs: &[markdown::Difference], with_scenario: bool) -> Str
     }
     s
 }
+
+/// The header of the page's differences table (with a scenario column).
+const DIFFERENCES_HEADER: &str =
+    "| scenario | metric | alternative | measured | paper | verdict |\n|---|---|---|---:|---|---|\n";
 
 /// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
@@ -293,60 +304,107 @@ pub fn headline_rows(report: &ScenarioReport) -> Vec<&crate::result::Row> {
         .collect()
 }
 
-/// One headline table over `reports`, a column per alternative any of them has.
-fn headline_table(reports: &[&ScenarioReport]) -> String {
-    let mut cols: Vec<String> = Vec::new();
-    for r in reports {
-        for c in &r.table.columns {
-            if !cols.contains(c) {
-                cols.push(c.clone());
-            }
-        }
-    }
-    let mut s = String::from("| scenario | metric | unit |");
-    for c in &cols {
-        s.push_str(&format!(" {c} |"));
-    }
-    s.push_str(" paper |\n|---|---|---|");
-    for _ in &cols {
-        s.push_str("---:|");
-    }
-    s.push_str("---|\n");
-    for r in reports {
-        let rows = headline_rows(r);
-        if rows.is_empty() {
-            s.push_str(&format!("| [{0}](#{0}) | _no table_ | |", r.scenario));
-            for _ in &cols {
-                s.push_str(" – |");
-            }
-            s.push_str(" – |\n");
-        }
-        for row in rows {
-            s.push_str(&format!(
-                "| [{0}](#{0}) | {1} | {2} |",
-                r.scenario,
-                row.metric.replace('|', "\\|"),
-                row.unit
-            ));
-            for c in &cols {
-                let cell = match r.table.columns.iter().position(|x| x == c) {
-                    Some(i) => markdown::cell(r, row, i),
-                    None => markdown::MISSING.into(),
-                };
-                s.push_str(&format!(" {cell} |"));
-            }
-            s.push_str(&format!(" {} |\n", markdown::paper_cell(row).replace('|', "\\|")));
-        }
-    }
-    s.push('\n');
-    s
+/// A headline table: its header (names and alignment lines) and rows, each with its scenario.
+struct HeadlineTable {
+    header: String,
+    rows: Vec<(String, String)>,
 }
 
-fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], broken: &[String]) -> String {
+impl HeadlineTable {
+    /// One table over `reports`, a column per alternative any of them has.
+    fn over(reports: &[&ScenarioReport]) -> Self {
+        let mut cols: Vec<String> = Vec::new();
+        for r in reports {
+            for c in &r.table.columns {
+                if !cols.contains(c) {
+                    cols.push(c.clone());
+                }
+            }
+        }
+        let mut header = String::from("| scenario | metric | unit |");
+        for c in &cols {
+            header.push_str(&format!(" {c} |"));
+        }
+        header.push_str(" paper |\n|---|---|---|");
+        for _ in &cols {
+            header.push_str("---:|");
+        }
+        header.push_str("---|");
+        let mut rows = Vec::new();
+        for r in reports {
+            let chosen = headline_rows(r);
+            if chosen.is_empty() {
+                let mut line = format!("| [{0}](#{0}) | _no table_ | |", r.scenario);
+                for _ in &cols {
+                    line.push_str(" – |");
+                }
+                line.push_str(" – |");
+                rows.push((r.scenario.clone(), line));
+            }
+            for row in chosen {
+                let mut line = format!(
+                    "| [{0}](#{0}) | {1} | {2} |",
+                    r.scenario,
+                    row.metric.replace('|', "\\|"),
+                    row.unit
+                );
+                for c in &cols {
+                    let cell = match r.table.columns.iter().position(|x| x == c) {
+                        Some(i) => markdown::cell(r, row, i),
+                        None => markdown::MISSING.into(),
+                    };
+                    line.push_str(&format!(" {cell} |"));
+                }
+                line.push_str(&format!(" {} |", markdown::paper_cell(row).replace('|', "\\|")));
+                rows.push((r.scenario.clone(), line));
+            }
+        }
+        HeadlineTable { header, rows }
+    }
+
+    /// Adds a carried-over row to the table among `tables` with the same header, or to a new one.
+    fn add_carried(tables: &mut Vec<HeadlineTable>, scenario: &str, header: &str, row: &str) {
+        let entry = (scenario.to_string(), row.to_string());
+        match tables.iter_mut().find(|t| t.header == header) {
+            Some(t) => t.rows.push(entry),
+            None => tables.push(HeadlineTable {
+                header: header.to_string(),
+                rows: vec![entry],
+            }),
+        }
+    }
+
+    /// The table in Markdown, rows in the lab's scenario order, followed by a blank line.
+    fn render(mut self) -> String {
+        self.rows.sort_by_key(|(scenario, _)| order_key(scenario));
+        let mut s = self.header;
+        s.push('\n');
+        for (_, row) in self.rows {
+            s.push_str(&row);
+            s.push('\n');
+        }
+        s.push('\n');
+        s
+    }
+}
+
+fn readme(
+    results_dir: &Path,
+    loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)],
+    carried: &[carry::CarriedScenario],
+    broken: &[String],
+) -> String {
     let mut s = String::from("# Slipstream lab results\n\n");
     s.push_str("Generated by `slipstream-lab report` from the latest run of each scenario under `");
     s.push_str(&results_dir.display().to_string());
-    s.push_str("`; numbers are as measured, including where they miss the paper.\n\n");
+    s.push_str("`; numbers are as measured, including where they miss the paper.");
+    if !carried.is_empty() {
+        s.push_str(
+            " Scenarios marked as carried over keep their part of the previous page: their runs \
+             are no longer under the results directory.",
+        );
+    }
+    s.push_str("\n\n");
     s.push_str("## Testbed\n\n");
     s.push_str(
         "Network namespaces on one Linux host (`crates/testbed`): `server` (and `server2`, ...: \
@@ -361,54 +419,85 @@ fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], b
          100 ms RTT, an 86-packet pfifo queue and a modified receiver kernel; Slipstream does the \
          same from the router by rewriting the window in passing ACKs.\n\n",
     );
-    let params: Vec<String> = loaded
+    let mut params: Vec<(String, String)> = loaded
         .iter()
         .map(|(r, _, _)| {
-            format!(
+            let line = format!(
                 "- **{}**: {}",
                 r.scenario,
                 markdown::how_measured(r).trim_start_matches("How measured: ")
-            )
+            );
+            (r.scenario.clone(), line)
         })
         .collect();
+    params.extend(
+        carried
+            .iter()
+            .filter_map(|c| Some((c.scenario.clone(), c.params.clone()?))),
+    );
+    params.sort_by_key(|(scenario, _)| order_key(scenario));
     if !params.is_empty() {
         s.push_str("Per scenario:\n\n");
-        s.push_str(&params.join("\n"));
-        s.push_str("\n\n");
+        for (_, line) in &params {
+            s.push_str(line);
+            s.push('\n');
+        }
+        s.push('\n');
     }
 
     // Headline tables: the scenarios that compare alternatives in one table (a column per
     // alternative); a scenario with columns of its own (datapath's modes) in a table of its own.
     s.push_str("## Headline\n\n");
-    if loaded.is_empty() {
+    let mut tables: Vec<HeadlineTable> = Vec::new();
+    let labels: Vec<String> = crate::alternatives::Alternative::ALL
+        .iter()
+        .map(|a| a.label())
+        .collect();
+    let compares = |r: &ScenarioReport| r.table.columns.iter().any(|c| labels.contains(c));
+    let with_alternatives: Vec<&ScenarioReport> =
+        loaded.iter().map(|(r, _, _)| r).filter(|r| compares(r)).collect();
+    if !with_alternatives.is_empty() {
+        tables.push(HeadlineTable::over(&with_alternatives));
+    }
+    for (r, _, _) in loaded.iter().filter(|(r, _, _)| !compares(r)) {
+        tables.push(HeadlineTable::over(&[r]));
+    }
+    for c in carried {
+        for (header, row) in &c.headline {
+            HeadlineTable::add_carried(&mut tables, &c.scenario, header, row);
+        }
+    }
+    if tables.is_empty() {
         s.push_str("_No runs found._\n\n");
-    } else {
-        let labels: Vec<String> = crate::alternatives::Alternative::ALL
-            .iter()
-            .map(|a| a.label())
-            .collect();
-        let compares = |r: &ScenarioReport| r.table.columns.iter().any(|c| labels.contains(c));
-        let with_alternatives: Vec<&ScenarioReport> =
-            loaded.iter().map(|(r, _, _)| r).filter(|r| compares(r)).collect();
-        if !with_alternatives.is_empty() {
-            s.push_str(&headline_table(&with_alternatives));
-        }
-        for (r, _, _) in loaded.iter().filter(|(r, _, _)| !compares(r)) {
-            s.push_str(&headline_table(&[r]));
-        }
+    }
+    // Tables in the order of their first scenario.
+    tables.sort_by_key(|t| t.rows.iter().map(|(scenario, _)| order_key(scenario)).min());
+    for t in tables {
+        s.push_str(&t.render());
     }
 
     // Differences from the paper, all scenarios.
-    let mut all: Vec<markdown::Difference> = Vec::new();
+    let mut differences: Vec<(String, String)> = Vec::new();
     for (r, _, _) in loaded {
-        all.extend(markdown::differences(r));
+        let diffs = markdown::differences(r);
+        let table = differences_table(&diffs, true);
+        let rows = table.lines().skip(2).map(|l| (r.scenario.clone(), l.to_string()));
+        differences.extend(rows);
     }
+    for c in carried {
+        differences.extend(c.differences.iter().map(|l| (c.scenario.clone(), l.clone())));
+    }
+    differences.sort_by_key(|(scenario, _)| order_key(scenario));
     s.push_str("## Not reached / differs from paper\n\n");
-    if all.is_empty() {
+    if differences.is_empty() {
         s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
     } else {
         s.push_str("Slipstream columns whose value is worse than the paper's by more than 5% (0.02 for ratios), differs by more than 10% where better/worse is not obvious, or was not measured:\n\n");
-        s.push_str(&differences_table(&all, true));
+        s.push_str(DIFFERENCES_HEADER);
+        for (_, row) in &differences {
+            s.push_str(row);
+            s.push('\n');
+        }
         s.push('\n');
     }
     if !broken.is_empty() {
@@ -420,18 +509,25 @@ fn readme(results_dir: &Path, loaded: &[(ScenarioReport, PathBuf, Vec<Plot>)], b
     }
 
     // Each scenario.
+    let mut sections: Vec<(String, String)> = Vec::new();
     for (r, run_dir, plots) in loaded {
         let links: Vec<(String, String)> = plots
             .iter()
             .map(|p| (format!("{}/{}", r.scenario, p.file), p.title.clone()))
             .collect();
-        s.push_str(&format!("<a id=\"{}\"></a>\n\n", r.scenario));
-        s.push_str(&markdown::scenario_section(r, "##", &links));
+        let mut section = format!("<a id=\"{}\"></a>\n\n", r.scenario);
+        section.push_str(&markdown::scenario_section(r, "##", &links));
         let shown = run_dir.strip_prefix(results_dir).unwrap_or(run_dir);
-        s.push_str(&format!(
+        section.push_str(&format!(
             "\nRun: `{}` (under the results directory).\n\n",
             shown.display()
         ));
+        sections.push((r.scenario.clone(), section));
+    }
+    sections.extend(carried.iter().map(|c| (c.scenario.clone(), c.section.clone())));
+    sections.sort_by_key(|(scenario, _)| order_key(scenario));
+    for (_, section) in sections {
+        s.push_str(&section);
     }
     s
 }

@@ -545,6 +545,10 @@ fn datapath() -> ScenarioReport {
     let mut runs = Vec::new();
     for alt in ["slipstream", "no-control"] {
         let mut r = run("datapath", alt, 0, BTreeMap::new());
+        // Like the real scenario: no bottleneck, no delay element.
+        r.params.rate_mbit = 0.0;
+        r.params.rtt_ms = 0.0;
+        r.params.measured_rtt_ms = None;
         r.metrics.push(Metric::new(
             "latency_p99",
             "us",
@@ -915,6 +919,14 @@ fn gather_takes_latest_run_of_each_scenario() {
         assert!(page.contains(section), "no {section}");
     }
     assert!(page.contains("broken: "), "{page}");
+    assert!(
+        page.contains("- **datapath**: 2023-11-14 22:13 UTC; no bottleneck, no delay element;"),
+        "{page}"
+    );
+    assert!(
+        page.contains("- **cbr**: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms"),
+        "{page}"
+    );
     assert!(!page.contains("nothing"), "{page}");
     // Scenarios in lab order, each with its table and plots.
     let pos = |s: &str| {
@@ -972,6 +984,76 @@ fn gather_takes_latest_run_of_each_scenario() {
             assert!(docs.join("lab").join(link).is_file(), "missing {link}");
         }
     }
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn gather_carries_over_scenarios_without_a_run() {
+    let root = temp_dir("gather-carry");
+    let docs = root.join("docs");
+    let first = root.join("first");
+    for rep in all_kinds() {
+        write_scenario_outputs(&first.join(&rep.scenario).join("20231114T221320Z"), &rep).unwrap();
+    }
+    let before = std::fs::read_to_string(gather(&first, &docs).unwrap()).unwrap();
+    // A fresh results directory with only a new cbr run.
+    let second = root.join("second");
+    let mut fresh = cbr();
+    fresh.title = "NEW CBR RUN".into();
+    write_scenario_outputs(&second.join("cbr/20241114T221320Z"), &fresh).unwrap();
+    let page = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
+
+    assert!(page.contains("NEW CBR RUN"), "{page}");
+    assert!(page.contains("Scenarios marked as carried over"), "{page}");
+    // Every other scenario keeps its section, headline rows and differences, marked once.
+    let pos = |s: &str| {
+        page.find(&format!("<a id=\"{s}\">"))
+            .unwrap_or_else(|| panic!("no {s}"))
+    };
+    let order = [
+        "alone",
+        "cbr",
+        "cwnd",
+        "onoff",
+        "fairness",
+        "udp-square",
+        "web",
+        "datapath",
+    ];
+    for w in order.windows(2) {
+        assert!(pos(w[0]) < pos(w[1]), "{w:?} out of order");
+    }
+    assert_eq!(page.matches(carry::MARK).count(), 2 * (order.len() - 1), "{page}");
+    for line in before
+        .lines()
+        .filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
+    {
+        assert!(page.contains(line), "lost {line}");
+    }
+    let datapath_row = "| [datapath](#datapath) | Added latency, p99 | us | 4.0 | 38.0 | – | – | – |";
+    assert!(page.contains(datapath_row), "{page}");
+    // The carried alternatives rows share the fresh cbr table: one header for them.
+    let header = page
+        .lines()
+        .find(|l| l.starts_with("| scenario | metric | unit | no-control"))
+        .unwrap();
+    assert_eq!(page.matches(header).count(), 1, "{page}");
+    let cbr_row = page.find("| [cbr](#cbr) |").unwrap();
+    assert!(page.find("| [alone](#alone) |").unwrap() < cbr_row);
+    assert!(cbr_row < page.find("| [cwnd](#cwnd) |").unwrap());
+    for link in page
+        .split("](")
+        .skip(1)
+        .filter_map(|s| s.split_once(')'))
+        .map(|(l, _)| l)
+    {
+        if link.ends_with(".svg") {
+            assert!(docs.join("lab").join(link).is_file(), "missing {link}");
+        }
+    }
+    // Gathering again changes nothing.
+    let again = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
+    assert_eq!(again, page);
     let _ = std::fs::remove_dir_all(&root);
 }
 
