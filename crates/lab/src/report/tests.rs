@@ -929,23 +929,7 @@ fn gather_takes_latest_run_of_each_scenario() {
     );
     assert!(!page.contains("nothing"), "{page}");
     // Scenarios in lab order, each with its table and plots.
-    let pos = |s: &str| {
-        page.find(&format!("<a id=\"{s}\">"))
-            .unwrap_or_else(|| panic!("no section {s}"))
-    };
-    let order = [
-        "alone",
-        "cbr",
-        "cwnd",
-        "onoff",
-        "fairness",
-        "udp-square",
-        "web",
-        "datapath",
-    ];
-    for w in order.windows(2) {
-        assert!(pos(w[0]) < pos(w[1]), "{w:?} out of order");
-    }
+    assert_sections_in_lab_order(&page);
     assert!(
         page.contains("| [cbr](#cbr) | BE goodput, background active | Mbit/s |"),
         "{page}"
@@ -987,6 +971,17 @@ fn gather_takes_latest_run_of_each_scenario() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// Every scenario of the lab has a section on `page`, in the lab's order.
+fn assert_sections_in_lab_order(page: &str) {
+    let pos = |s: &str| {
+        page.find(&format!("<a id=\"{s}\">"))
+            .unwrap_or_else(|| panic!("no section {s}"))
+    };
+    for w in crate::scenarios::ALL.windows(2) {
+        assert!(pos(w[0]) < pos(w[1]), "{w:?} out of order");
+    }
+}
+
 #[test]
 fn gather_carries_over_scenarios_without_a_run() {
     let root = temp_dir("gather-carry");
@@ -1006,24 +1001,12 @@ fn gather_carries_over_scenarios_without_a_run() {
     assert!(page.contains("NEW CBR RUN"), "{page}");
     assert!(page.contains("Scenarios marked as carried over"), "{page}");
     // Every other scenario keeps its section, headline rows and differences, marked once.
-    let pos = |s: &str| {
-        page.find(&format!("<a id=\"{s}\">"))
-            .unwrap_or_else(|| panic!("no {s}"))
-    };
-    let order = [
-        "alone",
-        "cbr",
-        "cwnd",
-        "onoff",
-        "fairness",
-        "udp-square",
-        "web",
-        "datapath",
-    ];
-    for w in order.windows(2) {
-        assert!(pos(w[0]) < pos(w[1]), "{w:?} out of order");
-    }
-    assert_eq!(page.matches(carry::MARK).count(), 2 * (order.len() - 1), "{page}");
+    assert_sections_in_lab_order(&page);
+    assert_eq!(
+        page.matches(carry::MARK).count(),
+        2 * (crate::scenarios::ALL.len() - 1),
+        "{page}"
+    );
     for line in before
         .lines()
         .filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
