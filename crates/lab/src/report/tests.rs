@@ -957,18 +957,16 @@ fn gather_takes_latest_run_of_each_scenario() {
         let svg = std::fs::read_to_string(docs.join("lab").join(dir).join(file)).unwrap();
         assert_svg(&svg);
     }
-    // Every image the page links exists.
-    for link in page
-        .split("](")
-        .skip(1)
-        .filter_map(|s| s.split_once(')'))
-        .map(|(l, _)| l)
-    {
-        if link.ends_with(".svg") {
-            assert!(docs.join("lab").join(link).is_file(), "missing {link}");
-        }
-    }
+    assert_linked_svgs_exist(&page, &docs);
     let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every SVG image `page` links exists under `<docs>/lab`.
+fn assert_linked_svgs_exist(page: &str, docs: &std::path::Path) {
+    let links = page.split("](").skip(1).filter_map(|s| s.split_once(')'));
+    for (link, _) in links.filter(|(l, _)| l.ends_with(".svg")) {
+        assert!(docs.join("lab").join(link).is_file(), "missing {link}");
+    }
 }
 
 /// Every scenario of the lab has a section on `page`, in the lab's order.
@@ -1024,16 +1022,7 @@ fn gather_carries_over_scenarios_without_a_run() {
     let cbr_row = page.find("| [cbr](#cbr) |").unwrap();
     assert!(page.find("| [alone](#alone) |").unwrap() < cbr_row);
     assert!(cbr_row < page.find("| [cwnd](#cwnd) |").unwrap());
-    for link in page
-        .split("](")
-        .skip(1)
-        .filter_map(|s| s.split_once(')'))
-        .map(|(l, _)| l)
-    {
-        if link.ends_with(".svg") {
-            assert!(docs.join("lab").join(link).is_file(), "missing {link}");
-        }
-    }
+    assert_linked_svgs_exist(&page, &docs);
     // Gathering again changes nothing.
     let again = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
     assert_eq!(again, page);
