@@ -3,6 +3,7 @@
 
 pub mod controller;
 pub mod fixed_window;
+pub mod household_share;
 pub mod time;
 pub mod ts_clock;
 pub mod vulture;
@@ -11,6 +12,7 @@ pub use controller::{
     AckSample, Controller, ControllerStats, DataSample, EpochSummary, FlowContext, Timestamps,
 };
 pub use fixed_window::{FixedWindow, FixedWindowConfig};
+pub use household_share::HouseholdShare;
 pub use time::{Duration, Instant};
 pub use ts_clock::{TsClock, TsClockEstimator};
 pub use vulture::{Vulture, VultureConfig};
@@ -22,6 +24,9 @@ pub enum ControllerConfig {
     Vulture(VultureConfig),
     /// A constant clamp.
     FixedWindow(FixedWindowConfig),
+    /// The flow's share of the household budget (the `[household]` settings decide the budget;
+    /// the rule's weight, minimum rate and priority its share).
+    Household,
 }
 
 impl ControllerConfig {
@@ -29,6 +34,7 @@ impl ControllerConfig {
         match self {
             ControllerConfig::Vulture(c) => AnyController::Vulture(Vulture::new(c.clone())),
             ControllerConfig::FixedWindow(c) => AnyController::FixedWindow(FixedWindow::new(*c)),
+            ControllerConfig::Household => AnyController::Household(HouseholdShare::default()),
         }
     }
 
@@ -37,6 +43,7 @@ impl ControllerConfig {
         match self {
             ControllerConfig::Vulture(_) => "vulture",
             ControllerConfig::FixedWindow(_) => "fixed_window",
+            ControllerConfig::Household => "household",
         }
     }
 
@@ -54,6 +61,7 @@ impl ControllerConfig {
 pub enum AnyController {
     Vulture(Vulture),
     FixedWindow(FixedWindow),
+    Household(HouseholdShare),
 }
 
 impl Controller for AnyController {
@@ -61,6 +69,7 @@ impl Controller for AnyController {
         match self {
             AnyController::Vulture(c) => c.on_data(ctx, data),
             AnyController::FixedWindow(c) => c.on_data(ctx, data),
+            AnyController::Household(c) => c.on_data(ctx, data),
         }
     }
 
@@ -68,6 +77,7 @@ impl Controller for AnyController {
         match self {
             AnyController::Vulture(c) => c.on_ack(ctx, ack),
             AnyController::FixedWindow(c) => c.on_ack(ctx, ack),
+            AnyController::Household(c) => c.on_ack(ctx, ack),
         }
     }
 
@@ -75,6 +85,7 @@ impl Controller for AnyController {
         match self {
             AnyController::Vulture(c) => c.stats(),
             AnyController::FixedWindow(c) => c.stats(),
+            AnyController::Household(c) => c.stats(),
         }
     }
 }

@@ -158,6 +158,8 @@ impl PacketLoop {
             rule: rule_number_from_mark(msg.get_nfmark(), self.mark_mask),
             copy,
             checksum_ready: msg.is_checksum_ready(),
+        from_lan: None,
+        arrival: None,
         };
         // The engine works on a copy: asking nfq for the payload mutably would send it back
         // even when unchanged.

@@ -27,11 +27,13 @@ pub fn engine_config(config: &Config) -> EngineConfig {
             .map(|r| RuleSpec {
                 name: r.name.clone(),
                 controller: r.controller.clone(),
+                share: Default::default(),
             })
             .collect(),
         max_flows: config.limits.max_flows,
         idle_timeout: config.limits.idle_timeout,
         evict_idle_after: config.limits.evict_idle_after,
+        household: Default::default(),
     }
 }
 

@@ -75,10 +75,12 @@ fn engine_with(max_flows: usize, controller: ControllerConfig) -> Engine {
         rules: vec![RuleSpec {
             name: "bulk".into(),
             controller,
+            share: Default::default(),
         }],
         max_flows,
         idle_timeout: Duration::from_secs(120),
         evict_idle_after: Duration::from_secs(10),
+        household: Default::default(),
     })
 }
 
@@ -87,6 +89,8 @@ fn meta(copy: Copy) -> PacketMeta {
         rule: Some(1),
         copy,
         checksum_ready: true,
+    from_lan: None,
+    arrival: None,
     }
 }
 

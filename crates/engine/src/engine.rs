@@ -35,6 +35,7 @@
 use std::collections::VecDeque;
 
 use slipstream_control::{ControllerConfig, Duration, Instant};
+use slipstream_household::{HouseholdConfig, ShareSpec};
 use slipstream_wire::{parse, parse_headers, rewrite_window, TcpPacketInfo};
 
 use crate::flow::{AckOutcome, Flow, FlowEvent};
@@ -51,6 +52,8 @@ const MAX_PENDING_EVENTS: usize = 256;
 pub struct RuleSpec {
     pub name: String,
     pub controller: ControllerConfig,
+    /// The rule's claim on the household budget (used by `ControllerConfig::Household` flows).
+    pub share: ShareSpec,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -60,6 +63,8 @@ pub struct EngineConfig {
     pub max_flows: usize,
     pub idle_timeout: Duration,
     pub evict_idle_after: Duration,
+    /// Household control: budget controller, slowdown, time-sharing turn.
+    pub household: HouseholdConfig,
 }
 
 /// How much of the packet the datapath handed over.
@@ -79,6 +84,20 @@ pub struct PacketMeta {
     pub copy: Copy,
     /// False when the kernel says the checksum is not final (GSO, checksum offload).
     pub checksum_ready: bool,
+    /// The packet entered the router from a LAN interface (its sender is a LAN host); `None`
+    /// when the datapath cannot tell (the engine then takes the flow's lower address as the host).
+    pub from_lan: Option<bool>,
+    /// When the kernel received the packet, on the engine's clock, if the datapath knows;
+    /// measurements use it instead of the time the daemon read the packet.
+    pub arrival: Option<Instant>,
+}
+
+/// A window update the daemon must send itself: a copy of a flow's last forwarded ACK with a
+/// larger window (the flow's turn came while its receiver had nothing to acknowledge).
+/// `packet` is a whole IPv4 or IPv6 packet with valid checksums, from the receiver to the sender.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WindowUpdate {
+    pub packet: Vec<u8>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,6 +149,7 @@ pub struct Engine {
     table: FlowTable,
     counters: EngineCounters,
     events: VecDeque<(FlowEvent, Instant)>,
+    window_updates: Vec<WindowUpdate>,
 }
 
 fn table_limits(config: &EngineConfig) -> TableLimits {
@@ -158,6 +178,7 @@ impl Engine {
             table,
             counters: EngineCounters::default(),
             events: VecDeque::new(),
+            window_updates: Vec::new(),
         }
     }
 
@@ -384,6 +405,11 @@ impl Engine {
         self.counters.flows_expired += expired.idle;
         self.counters.flows_closed += expired.closed;
         self.counters.flows_evicted += self.table.shrink_to_limit(now);
+    }
+
+    /// Window updates for the shell to send (raw socket), oldest first.
+    pub fn drain_window_updates(&mut self) -> impl Iterator<Item = WindowUpdate> + '_ {
+        self.window_updates.drain(..)
     }
 
     /// Events for the shell to log, oldest first.

@@ -15,7 +15,8 @@ mod stats;
 mod tcp_state;
 pub mod window_clamp;
 
-pub use engine::{Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict};
+pub use engine::{Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
+pub use slipstream_household::{HouseholdConfig, ShareSpec};
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;

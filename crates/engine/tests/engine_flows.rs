@@ -13,10 +13,12 @@ fn engine_with_fixed(window_bytes: u32, max_flows: usize) -> Engine {
         rules: vec![RuleSpec {
             name: "bulk".into(),
             controller: ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes }),
+            share: Default::default(),
         }],
         max_flows,
         idle_timeout: Duration::from_secs(120),
         evict_idle_after: Duration::from_secs(10),
+        household: Default::default(),
     })
 }
 
@@ -152,6 +154,8 @@ fn sender_side_and_header_only_packets_are_never_rewritten() {
     });
     let meta = slipstream_engine::PacketMeta {
         checksum_ready: false,
+        from_lan: None,
+        arrival: None,
         ..meta(Copy::Full)
     };
     assert_eq!(engine.handle_packet(ms(112), &mut bytes, meta), Verdict::Accept);
@@ -164,10 +168,12 @@ fn flow_without_timestamps_is_left_alone_and_reported_once() {
         rules: vec![RuleSpec {
             name: "v".into(),
             controller: ControllerConfig::Vulture(Default::default()),
+            share: Default::default(),
         }],
         max_flows: 16,
         idle_timeout: Duration::from_secs(120),
         evict_idle_after: Duration::from_secs(10),
+        household: Default::default(),
     });
     handshake(&mut engine, ms(0), false);
     for i in 0..8u32 {

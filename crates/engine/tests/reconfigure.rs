@@ -14,6 +14,7 @@ fn fixed(name: &str, window_bytes: u32) -> RuleSpec {
     RuleSpec {
         name: name.into(),
         controller: ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes }),
+        share: Default::default(),
     }
 }
 
@@ -23,6 +24,7 @@ fn config(rules: Vec<RuleSpec>, max_flows: usize) -> EngineConfig {
         max_flows,
         idle_timeout: Duration::from_secs(120),
         evict_idle_after: Duration::from_secs(10),
+        household: Default::default(),
     }
 }
 
@@ -47,6 +49,8 @@ fn feed_as(engine: &mut Engine, now: Instant, seg: Seg, rule: u16, client_port: 
         rule: Some(rule),
         copy,
         checksum_ready: true,
+    from_lan: None,
+    arrival: None,
     };
     let v = engine.handle_packet(now, &mut bytes, meta);
     (v, bytes)

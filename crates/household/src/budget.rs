@@ -1,0 +1,162 @@
+//! The household budget: how many bytes all background flows of one access link (the downlink or
+//! the uplink) may have in flight together. A [`BudgetController`] decides it once per round (about
+//! one base RTT) from what the round measured; the allocator (`allocator`) splits it over hosts
+//! and flows.
+//!
+//! Controllers (one algorithm per file):
+//! * `delay_target` — a queueing-delay target at the router (LEDBAT, RFC 6817; rLEDBAT,
+//!   RFC 9840), the default;
+//! * `key_binary_search` — Key et al. Sec. 4, binary search for the change point of
+//!   rho = R / w (Fig. 4, eq. 26-27);
+//! * `key_stochastic` — Key et al. Sec. 4, stochastic approximation (eq. 31).
+
+use slipstream_control::{Duration, Instant};
+
+/// What one control round measured on one link. Every field is household-wide.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct LinkRound {
+    /// End of the round.
+    pub now: Instant,
+    /// Length of the round.
+    pub interval: Duration,
+    /// The shared queueing delay (filtered, see `link_delay`); `None` when no flow gave a sample
+    /// in the round.
+    pub queue_delay: Option<Duration>,
+    /// The household's base RTT on this link (median of the flows' base RTTs), once known.
+    pub base_rtt: Option<Duration>,
+    /// Bytes the link's background flows had acknowledged during the round.
+    pub delivered_bytes: u64,
+    /// The budget that was in force during the round, in bytes.
+    pub budget_in_force: u64,
+    /// Bytes in flight of all the link's background flows at the end of the round (sent, seen at
+    /// the router, not yet acknowledged).
+    pub in_flight: u64,
+    /// Largest MSS of the link's active flows (the unit of additive steps).
+    pub mss: u32,
+    /// Background flows with data in the round.
+    pub active_flows: usize,
+    /// Sum of the active flows' floors (two segments each): below this the allocator time-shares.
+    pub floors: u64,
+}
+
+impl LinkRound {
+    /// Delivery rate of the round in bytes per second (Key et al.'s R).
+    pub fn delivery_rate(&self) -> f64 {
+        let secs = self.interval.as_secs_f64();
+        if secs <= 0.0 {
+            0.0
+        } else {
+            self.delivered_bytes as f64 / secs
+        }
+    }
+}
+
+/// A controller's view of itself, for metrics and `slipstream status`.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct BudgetStats {
+    /// Current budget, bytes.
+    pub budget: u64,
+    /// What the controller is doing (e.g. "probe", "hold", "search", "slowdown").
+    pub phase: &'static str,
+    /// The controller's own estimate of the link's usable window (bytes), if it keeps one
+    /// (Key et al.'s change point).
+    pub estimate: Option<u64>,
+}
+
+/// A household budget controller.
+pub trait BudgetController {
+    /// One round ended: returns the budget for the next round, in bytes. The caller clamps it to
+    /// `[min_budget, max_budget]`.
+    fn on_round(&mut self, round: &LinkRound) -> u64;
+
+    /// Current state for metrics.
+    fn stats(&self) -> BudgetStats;
+}
+
+/// Which budget controller a household link runs, with its parameters.
+#[derive(Clone, Debug, PartialEq)]
+pub enum BudgetConfig {
+    /// Queueing-delay target at the router (LEDBAT / rLEDBAT), the default.
+    DelayTarget(crate::delay_target::DelayTargetConfig),
+    /// Key et al. Sec. 4.1: binary search for the change point (eq. 26-27).
+    KeyBinarySearch(crate::key_binary_search::KeyBinarySearchConfig),
+    /// Key et al. Sec. 4.2: stochastic approximation (eq. 31).
+    KeyStochastic(crate::key_stochastic::KeyStochasticConfig),
+}
+
+impl Default for BudgetConfig {
+    fn default() -> Self {
+        BudgetConfig::DelayTarget(crate::delay_target::DelayTargetConfig::default())
+    }
+}
+
+impl BudgetConfig {
+    /// Builds the controller, starting from `initial` bytes.
+    pub fn build(&self, initial: u64) -> AnyBudget {
+        match self {
+            BudgetConfig::DelayTarget(c) => AnyBudget::DelayTarget(crate::delay_target::DelayTarget::new(c.clone(), initial)),
+            BudgetConfig::KeyBinarySearch(c) => {
+                AnyBudget::KeyBinarySearch(crate::key_binary_search::KeyBinarySearch::new(c.clone(), initial))
+            }
+            BudgetConfig::KeyStochastic(c) => {
+                AnyBudget::KeyStochastic(crate::key_stochastic::KeyStochastic::new(c.clone(), initial))
+            }
+        }
+    }
+
+    /// Short name for metric labels and `slipstream status`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BudgetConfig::DelayTarget(_) => "delay_target",
+            BudgetConfig::KeyBinarySearch(_) => "key_binary_search",
+            BudgetConfig::KeyStochastic(_) => "key_stochastic",
+        }
+    }
+
+    /// How long one round lasts: the controller's own control interval (Key et al.'s T), or
+    /// about one base RTT for the delay target.
+    pub fn round_length(&self, base_rtt: Option<Duration>) -> Duration {
+        match self {
+            BudgetConfig::DelayTarget(_) => base_rtt
+                .unwrap_or(Duration::from_millis(100))
+                .clamp(Duration::from_millis(10), Duration::from_millis(500)),
+            BudgetConfig::KeyBinarySearch(c) => c.interval,
+            BudgetConfig::KeyStochastic(c) => c.interval,
+        }
+    }
+
+    /// Checks the parameters; the message names the bad one.
+    pub fn validate(&self) -> Result<(), String> {
+        match self {
+            BudgetConfig::DelayTarget(c) => c.validate(),
+            BudgetConfig::KeyBinarySearch(c) => c.validate(),
+            BudgetConfig::KeyStochastic(c) => c.validate(),
+        }
+    }
+}
+
+/// Closed dispatch over the budget controllers (one per link, so size does not matter).
+#[derive(Clone, Debug)]
+pub enum AnyBudget {
+    DelayTarget(crate::delay_target::DelayTarget),
+    KeyBinarySearch(crate::key_binary_search::KeyBinarySearch),
+    KeyStochastic(crate::key_stochastic::KeyStochastic),
+}
+
+impl BudgetController for AnyBudget {
+    fn on_round(&mut self, round: &LinkRound) -> u64 {
+        match self {
+            AnyBudget::DelayTarget(c) => c.on_round(round),
+            AnyBudget::KeyBinarySearch(c) => c.on_round(round),
+            AnyBudget::KeyStochastic(c) => c.on_round(round),
+        }
+    }
+
+    fn stats(&self) -> BudgetStats {
+        match self {
+            AnyBudget::DelayTarget(c) => c.stats(),
+            AnyBudget::KeyBinarySearch(c) => c.stats(),
+            AnyBudget::KeyStochastic(c) => c.stats(),
+        }
+    }
+}
