@@ -327,6 +327,9 @@ mod tests {
             host_window: Some(300_000),
             forwarded_window: Some(100_000),
             unclamped_reason: None,
+            allocation: None,
+            held: false,
+            link: None,
         };
         let rule = |name: &str| RuleSnapshot {
             name: name.into(),

@@ -485,6 +485,7 @@ impl Engine {
                     snap
                 })
                 .collect(),
+            links: Vec::new(),
         };
         (snapshot, keys)
     }

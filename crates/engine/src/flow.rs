@@ -316,6 +316,9 @@ impl Flow {
             host_window: self.last_window.map(|w| w.0),
             forwarded_window: self.last_window.map(|w| w.1),
             unclamped_reason: self.unclamped_reason,
+            allocation: None,
+            held: false,
+            link: None,
         }
     }
 }

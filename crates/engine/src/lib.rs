@@ -20,4 +20,6 @@ pub use slipstream_household::{HouseholdConfig, ShareSpec};
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
-pub use stats::{EngineCounters, EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS};
+pub use stats::{
+    EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS,
+};

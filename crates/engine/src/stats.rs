@@ -142,6 +142,64 @@ pub struct FlowSnapshot {
     pub forwarded_window: Option<u32>,
     /// Why the flow is not clamped, if it is not.
     pub unclamped_reason: Option<PassReason>,
+    /// Household control (`controller = "household"` flows): the flow's share of its link's
+    /// budget in bytes, `None` before the first allocation or for other controllers.
+    pub allocation: Option<u32>,
+    /// The flow waits for its turn (time-sharing): its right edge is held.
+    pub held: bool,
+    /// Which access link the flow loads, once its bulk direction is known.
+    pub link: Option<LinkDirection>,
+}
+
+/// The two access links a household has: background downloads share the downlink, uploads the
+/// uplink, each with its own budget.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum LinkDirection {
+    Download,
+    Upload,
+}
+
+impl LinkDirection {
+    pub const ALL: [LinkDirection; 2] = [LinkDirection::Download, LinkDirection::Upload];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LinkDirection::Download => "download",
+            LinkDirection::Upload => "upload",
+        }
+    }
+
+    pub fn index(self) -> usize {
+        match self {
+            LinkDirection::Download => 0,
+            LinkDirection::Upload => 1,
+        }
+    }
+}
+
+/// One access link as household control sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LinkSnapshot {
+    pub direction: LinkDirection,
+    /// Budget controller kind ("delay_target", ...) and what it is doing.
+    pub controller: &'static str,
+    pub phase: &'static str,
+    /// Bytes all household-controlled background flows of the link may have in flight.
+    pub budget_bytes: u64,
+    /// The shared queueing delay of the last round, and the link's base RTT.
+    pub queue_delay: Option<Duration>,
+    pub base_rtt: Option<Duration>,
+    /// Household-controlled flows on the link, and how many of them wait for their turn.
+    pub flows: usize,
+    pub held_flows: usize,
+    /// Bytes in flight of those flows at the end of the last round.
+    pub in_flight_bytes: u64,
+    /// Their delivery rate over the last round.
+    pub goodput_bits_per_second: f64,
+    /// Coordinated slowdowns run so far (monotonic).
+    pub slowdowns: u64,
+    /// Window updates the daemon was asked to send (monotonic).
+    pub window_updates: u64,
 }
 
 /// Everything the metrics endpoint renders, taken at one instant.
@@ -154,4 +212,6 @@ pub struct EngineSnapshot {
     pub rules: Vec<RuleSnapshot>,
     /// The busiest flows (by goodput), at most the requested number.
     pub flows: Vec<FlowSnapshot>,
+    /// Household control, one entry per link (download, upload).
+    pub links: Vec<LinkSnapshot>,
 }
