@@ -58,6 +58,9 @@ fn bulk_flow() -> FlowSnapshot {
         host_window: Some(131_072),
         forwarded_window: Some(64_000),
         unclamped_reason: None,
+        allocation: None,
+        held: false,
+        link: None,
     }
 }
 
@@ -74,10 +77,14 @@ fn backup_flow() -> FlowSnapshot {
         host_window: Some(65_535),
         forwarded_window: Some(65_535),
         unclamped_reason: Some(PassReason::NoTimestamps),
+        allocation: None,
+        held: false,
+        link: None,
     }
 }
 
 fn snapshot() -> EngineSnapshot {
+    links: Vec::new(),
     let mut counters = EngineCounters::default();
     counters.packets = 1000;
     counters.rewritten = 700;
@@ -98,6 +105,7 @@ fn snapshot() -> EngineSnapshot {
         ..bulk_flow()
     };
     EngineSnapshot {
+        links: Vec::new(),
         counters,
         active_flows: 3,
         max_flows: 4096,
@@ -276,6 +284,7 @@ fn ended_flow_disappears_from_next_render() {
 
     // With no flows at all, no per-flow family is left, while the rest stays.
     shared.publish(EngineSnapshot {
+        links: Vec::new(),
         flows: Vec::new(),
         ..snapshot()
     });
@@ -299,6 +308,7 @@ fn per_flow_series_do_not_pile_up_across_snapshots() {
             ..bulk_flow()
         };
         shared.publish(EngineSnapshot {
+            links: Vec::new(),
             flows: vec![flow],
             ..snapshot()
         });
@@ -354,6 +364,7 @@ fn flow_of_a_removed_rule_is_labelled_by_number() {
         ..bulk_flow()
     };
     let text = render_snapshot(EngineSnapshot {
+        links: Vec::new(),
         flows: vec![flow],
         ..snapshot()
     });
