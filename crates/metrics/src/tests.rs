@@ -84,7 +84,6 @@ fn backup_flow() -> FlowSnapshot {
 }
 
 fn snapshot() -> EngineSnapshot {
-    links: Vec::new(),
     let mut counters = EngineCounters::default();
     counters.packets = 1000;
     counters.rewritten = 700;
