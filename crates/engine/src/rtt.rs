@@ -7,8 +7,15 @@
 //!   forwarded and the receiver's first ACK covering `S` comes back.
 //!
 //! Each half keeps one probe in flight (Karn-style: a new probe only after the previous one was
-//! answered or given up) and an RFC 6298 style smoothed value; the RTT is their sum. The far half
-//! needs timestamps; without them only the near half is known and the RTT is reported unknown.
+//! answered or given up) and an RFC 6298 style smoothed value; the RTT is their sum.
+//!
+//! Without timestamps (Windows clients) the far half is measured by *window release*: an ACK
+//! forwarded at `t0` moves the advertised right edge from `E` onwards, and the first data segment
+//! ending beyond `E` arrives at `t1`. No byte beyond `E` could have been sent before that ACK
+//! reached the sender, so `t1 - t0` is an upper bound of the far half, and exact while the sender
+//! is limited by the (clamped) window, which is the state Slipstream keeps background flows in.
+//! Linux's receive-side `tcp_rcv_rtt_update` (`tcp_rcv_rtt_measure`) uses the same idea. Users
+//! filter the samples (minimum, low percentiles); a single one is never acted on.
 
 use slipstream_control::time::{seq_lt, wrapping_diff, Duration, Instant};
 
@@ -36,10 +43,14 @@ impl HalfPath {
         }
     }
 
-    /// `reached` tells whether the answer covers the probe's marker.
-    fn answer(&mut self, now: Instant, reached: impl Fn(u32) -> bool) {
-        if let Some((marker, sent)) = self.probe {
-            if reached(marker) {
+    /// `reached` tells whether the answer covers the probe's marker; returns the new sample.
+    fn answer(&mut self, now: Instant, reached: impl Fn(u32) -> bool) -> Option<Duration> {
+        let (marker, sent) = self.probe?;
+        {
+            {
+                if !reached(marker) {
+                    return None;
+                }
                 self.probe = None;
                 let sample = now.saturating_since(sent).as_micros().min(u128::from(u32::MAX)) as u32;
                 self.latest_us = sample;
@@ -51,6 +62,7 @@ impl HalfPath {
                     Some(s) => ((u64::from(s) * 7 + u64::from(sample)) / 8) as u32,
                 });
                 self.min_us = self.min_us.min(sample);
+                Some(Duration::from_micros(u64::from(sample)))
             }
         }
     }
@@ -73,23 +85,56 @@ impl HalfPath {
 pub struct RttEstimator {
     far: HalfPath,
     near: HalfPath,
+    /// The far half's probe is a released right edge (no timestamps), not a TSval.
+    far_by_release: bool,
 }
 
 impl RttEstimator {
-    /// The data receiver's ACK with timestamp `tsval` and cumulative `ack` is forwarded.
-    pub fn on_ack_forwarded(&mut self, now: Instant, tsval: Option<u32>, ack: u32) {
+    /// The data receiver's ACK with timestamp `tsval` and cumulative `ack` is forwarded; returns
+    /// a new near-half sample if it answers one.
+    pub fn on_ack_forwarded(&mut self, now: Instant, tsval: Option<u32>, ack: u32) -> Option<Duration> {
         if let Some(tsval) = tsval {
+            self.far_by_release = false;
             self.far.start(tsval, now);
         }
-        self.near.answer(now, |seq_end| !seq_lt(ack, seq_end));
+        self.near.answer(now, |seq_end| !seq_lt(ack, seq_end))
     }
 
-    /// A data segment ending at `seq_end` (exclusive) with TSecr `tsecr` arrives from the sender.
-    pub fn on_data_arrived(&mut self, now: Instant, tsecr: Option<u32>, seq_end: u32) {
-        if let Some(tsecr) = tsecr {
-            self.far.answer(now, |tsval| wrapping_diff(tsecr, tsval) >= 0);
+    /// The ACK forwarded now moved the advertised right edge beyond `previous_edge`: without
+    /// timestamps, the far half is probed by the first data past that edge (see the module docs).
+    pub fn on_window_released(&mut self, now: Instant, previous_edge: u32, has_timestamps: bool) {
+        if !has_timestamps {
+            self.far_by_release = true;
+            self.far.start(previous_edge, now);
         }
+    }
+
+    /// A data segment ending at `seq_end` (exclusive) with TSecr `tsecr` arrives from the sender;
+    /// returns a new far-half sample if it answers one.
+    pub fn on_data_arrived(&mut self, now: Instant, tsecr: Option<u32>, seq_end: u32) -> Option<Duration> {
+        let sample = match tsecr {
+            Some(tsecr) if !self.far_by_release => self.far.answer(now, |tsval| wrapping_diff(tsecr, tsval) >= 0),
+            _ if self.far_by_release => self.far.answer(now, |edge| seq_lt(edge, seq_end)),
+            _ => None,
+        };
         self.near.start(seq_end, now);
+        sample
+    }
+
+    /// A far-half sample from the handshake (the SYN or SYN-ACK that crossed to the far end and
+    /// the answer that came back), the flow's first.
+    pub fn on_handshake_far(&mut self, sample: Duration) {
+        let us = sample.as_micros().min(u128::from(u32::MAX)) as u32;
+        if self.far.smoothed_us.is_none() {
+            self.far.smoothed_us = Some(us);
+            self.far.latest_us = us;
+            self.far.min_us = us;
+        }
+    }
+
+    /// Smoothed far and near halves.
+    pub fn halves(&self) -> (Option<Duration>, Option<Duration>) {
+        (self.far.smoothed(), self.near.smoothed())
     }
 
     /// Smoothed RTT (far + near half), once both halves have a sample.
@@ -163,6 +208,19 @@ mod tests {
         r.on_ack_forwarded(ms(247), Some(3), 300); // near 2 ms again
         r.on_data_arrived(ms(347), Some(3), 400); // far 100 ms again
         assert_eq!(r.queue_delay(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn far_half_by_window_release_without_timestamps() {
+        let mut r = RttEstimator::default();
+        // Data up to 10000 arrived; the receiver's ACK releases the window past edge 10000 at t=0.
+        assert_eq!(r.on_data_arrived(ms(0), None, 10_000), None);
+        r.on_window_released(ms(1), 10_000, false);
+        // Data at or below the old edge answers nothing.
+        assert_eq!(r.on_data_arrived(ms(50), None, 10_000), None);
+        // The first segment past it, 80 ms after the release: far half 80 ms.
+        assert_eq!(r.on_data_arrived(ms(81), None, 11_448), Some(Duration::from_millis(80)));
+        assert_eq!(r.halves().0, Some(Duration::from_millis(80)));
     }
 
     #[test]

@@ -1,4 +1,28 @@
-//! PLACEHOLDER (being written by the lead): splits the budget.
+//! Splits a link's budget over its background flows (Mehra et al.'s Bandwidth Sharing System,
+//! Sec. 3, done with windows at the router):
+//!
+//! 1. **Minimum rates** first: a rule's `min_rate` is shared equally by its flows and turned into
+//!    a window with each flow's RTT (`rate * rtt`, at least the flow's floor). Reserved whatever
+//!    the budget says (the user asked for it), so the budget in force may exceed the controller's.
+//! 2. **Strict priority** between rules: the rest of the budget goes to the lowest priority number
+//!    first, up to what its flows can use (their demand), then to the next.
+//! 3. Within a priority, **equal shares per LAN host and weights per rule**: the unit of sharing is
+//!    the group (LAN host, rule), of weight the rule's weight, so two hosts with 1 and 15 flows of
+//!    one rule get equal shares, and rules of weights 1 and 3 get 1:3 wherever their flows are.
+//!    A group's share is split equally over its flows. Both levels are max-min fair with demands
+//!    (water-filling): what a flow cannot use goes to the others.
+//! 4. **Floors and time-sharing.** A window below two segments cannot be advertised (the sender
+//!    would stall on delayed ACKs, and the engine's safety floor forbids it), so a flow whose share
+//!    is below its floor does not get it every round: flows take turns. Each such flow earns
+//!    *credit* at its share every round; the flows with the most credit get the turns the
+//!    remaining budget affords (a floor each), pay for them, and keep a turn at least `turn`; the
+//!    others are *held*: their right edge stays where it is (it never moves left) and their window
+//!    closes as their data is acknowledged. Over time every flow gets its share (deficit round
+//!    robin, Shreedhar & Varghese 1996).
+
+use slipstream_control::{Duration, Instant};
+
+use crate::share::ShareSpec;
 
 /// What the allocator gives one flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -9,10 +33,335 @@ pub enum Allocation {
     Hold,
 }
 
-/// A flow as the allocator sees it.
-#[derive(Clone, Copy, Debug)]
-pub struct FlowDemand {}
+/// A flow as the allocator sees it. The caller keeps `credit` and `turn_since` per flow between
+/// rounds (they are the time-sharing state).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct FlowDemand {
+    /// The LAN host's key (equal shares per host).
+    pub host: u64,
+    /// The rule's number (flows of one host and rule form a group).
+    pub rule: u16,
+    pub share: ShareSpec,
+    /// The flow's RTT (turns a minimum rate into a window).
+    pub rtt: Duration,
+    /// The smallest window the flow may be given: two of its segments.
+    pub floor: u32,
+    /// The most the flow can use now (bytes; `u64::MAX` when it uses all it gets).
+    pub demand: u64,
+    /// Time-sharing credit, bytes x rounds.
+    pub credit: i64,
+    /// When the flow's current turn started, if it has one.
+    pub turn_since: Option<Instant>,
+}
 
-/// The allocator.
-#[derive(Clone, Debug, Default)]
-pub struct Allocator {}
+/// Credit is bounded so a flow that waited long does not then hold the link for long.
+const CREDIT_ROUNDS: i64 = 16;
+
+/// Splits `budget` over `flows`; `out[i]` is `flows[i]`'s allocation. `turn` is the shortest
+/// turn. Returns the bytes reserved for minimum rates (part of what was handed out).
+pub fn allocate(budget: u64, flows: &mut [FlowDemand], now: Instant, turn: Duration, out: &mut Vec<Allocation>) -> u64 {
+    out.clear();
+    let n = flows.len();
+    if n == 0 {
+        return 0;
+    }
+    // 1. Minimum rates.
+    let mut per_rule: Vec<(u16, usize)> = Vec::new();
+    for f in flows.iter() {
+        if f.share.min_rate > 0 {
+            match per_rule.iter_mut().find(|(r, _)| *r == f.rule) {
+                Some((_, c)) => *c += 1,
+                None => per_rule.push((f.rule, 1)),
+            }
+        }
+    }
+    let reserve: Vec<u64> = flows
+        .iter()
+        .map(|f| {
+            if f.share.min_rate == 0 {
+                return 0;
+            }
+            let count = per_rule.iter().find(|(r, _)| *r == f.rule).map_or(1, |(_, c)| *c) as f64;
+            let window = f.share.min_rate as f64 / count * f.rtt.as_secs_f64();
+            (window.ceil() as u64).max(u64::from(f.floor))
+        })
+        .collect();
+    let reserved: u64 = reserve.iter().sum();
+    let mut rest = budget.saturating_sub(reserved);
+
+    // 2-3. Priorities, then water-filling over (host, rule) groups and within each group.
+    let mut fair = vec![0u64; n];
+    let mut priorities: Vec<u8> = flows.iter().map(|f| f.share.priority).collect();
+    priorities.sort_unstable();
+    priorities.dedup();
+    for priority in priorities {
+        let members: Vec<usize> = (0..n).filter(|&i| flows[i].share.priority == priority).collect();
+        let mut groups: Vec<(u64, u16, Vec<usize>)> = Vec::new();
+        for &i in &members {
+            let (host, rule) = (flows[i].host, flows[i].rule);
+            match groups.iter_mut().find(|g| g.0 == host && g.1 == rule) {
+                Some(g) => g.2.push(i),
+                None => groups.push((host, rule, vec![i])),
+            }
+        }
+        let demand = |i: usize| flows[i].demand.saturating_sub(reserve[i]);
+        let group_demand: Vec<u64> = groups
+            .iter()
+            .map(|g| g.2.iter().map(|&i| demand(i)).fold(0u64, u64::saturating_add))
+            .collect();
+        let weights: Vec<f64> = groups.iter().map(|g| f64::from(flows[g.2[0]].share.weight)).collect();
+        let group_share = water_fill(rest, &group_demand, &weights);
+        for (g, share) in groups.iter().zip(&group_share) {
+            let demands: Vec<u64> = g.2.iter().map(|&i| demand(i)).collect();
+            let ones = vec![1.0; demands.len()];
+            for (&i, s) in g.2.iter().zip(water_fill(*share, &demands, &ones)) {
+                fair[i] = s;
+            }
+        }
+        rest = rest.saturating_sub(group_share.iter().sum());
+    }
+
+    // 4. Floors and time-sharing.
+    let target: Vec<u64> = (0..n).map(|i| reserve[i] + fair[i]).collect();
+    let floors: u64 = flows.iter().map(|f| u64::from(f.floor)).sum();
+    let total = budget.max(reserved);
+    out.resize(n, Allocation::Hold);
+    if floors <= total {
+        for i in 0..n {
+            flows[i].credit = 0;
+            flows[i].turn_since.get_or_insert(now);
+            out[i] = Allocation::Window(clamp_u32(target[i].max(u64::from(flows[i].floor))));
+        }
+        return reserved;
+    }
+    let mut left = total;
+    let mut sharing: Vec<usize> = Vec::new();
+    for i in 0..n {
+        if target[i] >= u64::from(flows[i].floor) {
+            out[i] = Allocation::Window(clamp_u32(target[i]));
+            flows[i].turn_since.get_or_insert(now);
+            left = left.saturating_sub(target[i]);
+        } else {
+            let f = &mut flows[i];
+            let cap = i64::from(f.floor) * CREDIT_ROUNDS;
+            f.credit = (f.credit + target[i] as i64).min(cap);
+            sharing.push(i);
+        }
+    }
+    // Flows within their shortest turn keep it; then the most credit first.
+    sharing.sort_by_key(|&i| {
+        let f = &flows[i];
+        let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
+        (!keeps, std::cmp::Reverse(f.credit))
+    });
+    let mut granted = 0usize;
+    for &i in &sharing {
+        let f = &mut flows[i];
+        let floor = u64::from(f.floor);
+        // At least one flow always has a turn, so the link is never idle for want of a turn.
+        if floor <= left || granted == 0 {
+            left = left.saturating_sub(floor);
+            granted += 1;
+            out[i] = Allocation::Window(f.floor);
+            f.credit -= i64::from(f.floor);
+            f.credit = f.credit.max(-i64::from(f.floor) * CREDIT_ROUNDS);
+            f.turn_since.get_or_insert(now);
+        } else {
+            out[i] = Allocation::Hold;
+            f.turn_since = None;
+        }
+    }
+    reserved
+}
+
+fn clamp_u32(v: u64) -> u32 {
+    v.min(u64::from(u32::MAX)) as u32
+}
+
+/// Weighted max-min split of `amount` over claimants with `demands` and `weights`.
+fn water_fill(amount: u64, demands: &[u64], weights: &[f64]) -> Vec<u64> {
+    let n = demands.len();
+    let mut share = vec![0u64; n];
+    let mut open: Vec<usize> = (0..n).collect();
+    let mut left = amount;
+    while !open.is_empty() && left > 0 {
+        let weight: f64 = open.iter().map(|&i| weights[i]).sum();
+        let per_weight = left as f64 / weight;
+        // Claimants whose remaining demand is below their fair part are satisfied first.
+        let (done, rest): (Vec<usize>, Vec<usize>) = open
+            .iter()
+            .partition(|&&i| ((demands[i] - share[i]) as f64) <= per_weight * weights[i]);
+        if done.is_empty() {
+            let mut handed = 0u64;
+            for &i in &rest {
+                let s = (per_weight * weights[i]).floor() as u64;
+                share[i] += s;
+                handed += s;
+            }
+            // Rounding leftovers go to the first claimants, a byte each.
+            let mut extra = left - handed.min(left);
+            for &i in &rest {
+                if extra == 0 {
+                    break;
+                }
+                share[i] += 1;
+                extra -= 1;
+            }
+            break;
+        }
+        for &i in &done {
+            let give = demands[i] - share[i];
+            share[i] += give;
+            left -= give.min(left);
+        }
+        open = rest;
+    }
+    share
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const MSS: u32 = 1448;
+
+    fn flow(host: u64, rule: u16) -> FlowDemand {
+        FlowDemand {
+            host,
+            rule,
+            share: ShareSpec::default(),
+            rtt: Duration::from_millis(100),
+            floor: 2 * MSS,
+            demand: u64::MAX,
+            credit: 0,
+            turn_since: None,
+        }
+    }
+
+    fn windows(out: &[Allocation]) -> Vec<u32> {
+        out.iter()
+            .map(|a| match a {
+                Allocation::Window(w) => *w,
+                Allocation::Hold => 0,
+            })
+            .collect()
+    }
+
+    fn run(budget: u64, flows: &mut [FlowDemand]) -> Vec<Allocation> {
+        let mut out = Vec::new();
+        allocate(budget, flows, Instant::ZERO, Duration::from_millis(500), &mut out);
+        out
+    }
+
+    #[test]
+    fn equal_per_host_then_per_flow() {
+        // Host 1 has one flow, host 2 three: 120000 bytes -> 60000 per host.
+        let mut flows = vec![flow(1, 1), flow(2, 1), flow(2, 1), flow(2, 1)];
+        assert_eq!(windows(&run(120_000, &mut flows)), vec![60_000, 20_000, 20_000, 20_000]);
+    }
+
+    #[test]
+    fn weights_between_rules() {
+        // Rules of weight 1 and 3, on one host or on two: 1:3.
+        let mut flows = vec![flow(1, 1), flow(1, 2)];
+        flows[1].share.weight = 3;
+        assert_eq!(windows(&run(100_000, &mut flows)), vec![25_000, 75_000]);
+        let mut flows = vec![flow(1, 1), flow(2, 2)];
+        flows[1].share.weight = 3;
+        assert_eq!(windows(&run(100_000, &mut flows)), vec![25_000, 75_000]);
+    }
+
+    #[test]
+    fn demand_left_unused_goes_to_others() {
+        let mut flows = vec![flow(1, 1), flow(2, 1)];
+        flows[0].demand = 10_000;
+        assert_eq!(windows(&run(100_000, &mut flows)), vec![10_000, 90_000]);
+    }
+
+    #[test]
+    fn strict_priority() {
+        let mut flows = vec![flow(1, 1), flow(1, 2)];
+        flows[1].share.priority = 1;
+        // Priority 0 can use everything: priority 1 gets only its floor.
+        assert_eq!(windows(&run(100_000, &mut flows)), vec![100_000, 2 * MSS]);
+        // Priority 0 uses 30000: the rest goes to priority 1.
+        flows[0].demand = 30_000;
+        assert_eq!(windows(&run(100_000, &mut flows)), vec![30_000, 70_000]);
+    }
+
+    #[test]
+    fn min_rate_is_reserved_whatever_the_budget() {
+        // 2 Mbit/s = 250000 B/s at 100 ms: 25000 bytes, even with a budget of 10000.
+        let mut flows = vec![flow(1, 1), flow(1, 2)];
+        flows[0].share.min_rate = 250_000;
+        let mut out = Vec::new();
+        let reserved = allocate(10_000, &mut flows, Instant::ZERO, Duration::from_millis(500), &mut out);
+        assert_eq!(reserved, 25_000);
+        assert_eq!(out[0], Allocation::Window(25_000));
+        // The other flow takes its turn with the floor (budget below floors).
+        assert_eq!(out[1], Allocation::Window(2 * MSS));
+    }
+
+    #[test]
+    fn time_sharing_holds_and_rotates() {
+        // 8 flows, budget for 2 floors: 2 turns at a time, and over 8 rounds (turn of one round)
+        // every flow gets the same number of turns.
+        let mut flows: Vec<FlowDemand> = (0..8).map(|h| flow(h, 1)).collect();
+        let mut turns = [0u32; 8];
+        let mut out = Vec::new();
+        for round in 0..16u64 {
+            let now = Instant::from_millis(round * 100);
+            allocate(4 * u64::from(MSS), &mut flows, now, Duration::from_millis(100), &mut out);
+            let active: Vec<usize> = (0..8).filter(|&i| out[i] != Allocation::Hold).collect();
+            assert_eq!(active.len(), 2, "round {round}: {out:?}");
+            for i in active {
+                turns[i] += 1;
+            }
+        }
+        assert!(turns.iter().all(|&t| t == 4), "{turns:?}");
+    }
+
+    #[test]
+    fn one_turn_even_below_one_floor() {
+        let mut flows = vec![flow(1, 1), flow(2, 1)];
+        let out = run(100, &mut flows);
+        assert_eq!(out.iter().filter(|a| **a != Allocation::Hold).count(), 1);
+    }
+
+    proptest! {
+        #[test]
+        fn allocation_invariants(
+            budget in 0u64..2_000_000,
+            spec in proptest::collection::vec((0u64..4, 1u16..4, 1u32..5, 0u64..300_000, 0u8..2, any::<bool>()), 1..40),
+            rounds in 1usize..6,
+        ) {
+            let mut flows: Vec<FlowDemand> = spec
+                .iter()
+                .map(|&(host, rule, weight, min_rate, priority, limited)| FlowDemand {
+                    share: ShareSpec { weight, min_rate: if rule == 3 { min_rate } else { 0 }, priority },
+                    demand: if limited { 20_000 } else { u64::MAX },
+                    ..flow(host, rule)
+                })
+                .collect();
+            let mut out = Vec::new();
+            for r in 0..rounds {
+                let now = Instant::from_millis(r as u64 * 100);
+                let reserved = allocate(budget, &mut flows, now, Duration::from_millis(100), &mut out);
+                prop_assert_eq!(out.len(), flows.len());
+                let floors: u64 = flows.iter().map(|f| u64::from(f.floor)).sum();
+                let total: u64 = windows(&out).iter().map(|&w| u64::from(w)).sum();
+                // Never more than the budget (or the minimum rates), except that every flow with a
+                // window gets at least its floor and one flow always has a turn.
+                let limit = budget.max(reserved) + if floors > budget.max(reserved) { 2 * u64::from(MSS) } else { floors };
+                prop_assert!(total <= limit, "total {} limit {}", total, limit);
+                for (f, a) in flows.iter().zip(&out) {
+                    if let Allocation::Window(w) = a {
+                        prop_assert!(*w >= f.floor, "window {} below floor", w);
+                    }
+                }
+                prop_assert!(out.iter().any(|a| *a != Allocation::Hold), "someone has a turn");
+            }
+        }
+    }
+}

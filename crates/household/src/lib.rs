@@ -20,12 +20,12 @@ pub mod key_stochastic;
 pub mod link_delay;
 pub mod share;
 
-pub use allocator::{Allocation, Allocator, FlowDemand};
+pub use allocator::{allocate, Allocation, FlowDemand};
 pub use budget::{AnyBudget, BudgetConfig, BudgetController, BudgetStats, LinkRound};
 pub use delay_target::{DelayTarget, DelayTargetConfig};
 pub use key_binary_search::{KeyBinarySearch, KeyBinarySearchConfig};
 pub use key_stochastic::{KeyStochastic, KeyStochasticConfig};
-pub use link_delay::LinkDelay;
+pub use link_delay::{FlowDelay, LinkDelay, Slowdown};
 pub use share::ShareSpec;
 
 use slipstream_control::Duration;

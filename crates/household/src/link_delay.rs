@@ -1,5 +1,233 @@
-//! PLACEHOLDER (being written by the lead): the shared view of the link's delay.
+//! One view of an access link's delay, shared by every background flow of the household.
+//!
+//! Each flow measures the half of its round trip that crosses the access link (for a download
+//! the far half, router -> sender -> router; for an upload the near half, router -> receiver ->
+//! router) with timestamps or by window release (engine `rtt`). That half is the flow's own base
+//! (its server's distance) plus the link's queueing delay, which is the same for every flow at a
+//! given moment. So:
+//!
+//! * each flow keeps its own base: the minimum of its samples ([`FlowDelay`]);
+//! * a flow's first [`CALIBRATION_SAMPLES`] samples are corrected by the queueing delay the
+//!   household measured in the previous round, `base = min(sample - shared_queue)`: a flow that
+//!   starts while a queue stands does not take that queue for its base (LEDBAT's latecomer
+//!   problem, which per-flow minima cannot avoid);
+//! * every sample's excess over its flow's base is a queueing-delay sample of the *link*, and a
+//!   round's samples, from all flows, are filtered together ([`LinkDelay::end_round`]): the 25th
+//!   percentile (the minimum below four samples), so one late packet never moves the estimate.
+//!
+//! The bases are kept true by a coordinated slowdown ([`Slowdown`]): every `interval`, the
+//! budget of all background flows of the link drops to its minimum for two rounds at once, so
+//! the queue they built drains and the flows that send in it measure their base on an empty
+//! queue (LEDBAT++ and RFC 9840 slow down each flow on its own; one household slowdown costs the
+//! link two rounds per interval instead of one per flow, and a flow's slowdown cannot be taken
+//! by a neighbour's queue). Chosen over active probes (cake-autorate) because it needs no
+//! reflector on the internet and measures the flows' own paths.
 
-/// The shared view of one access link's delay.
-#[derive(Clone, Debug, Default)]
-pub struct LinkDelay {}
+use slipstream_control::{Duration, Instant};
+
+/// A flow's first samples are corrected by the shared queueing delay (see the module docs).
+pub const CALIBRATION_SAMPLES: u8 = 4;
+/// Queueing-delay samples kept per round (a bound on memory; later samples overwrite in turn).
+const ROUND_SAMPLES: usize = 128;
+
+/// The per-flow part: the flow's base on this link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowDelay {
+    /// Microseconds; `None` until the first sample.
+    base_us: Option<u32>,
+    samples: u8,
+}
+
+impl FlowDelay {
+    /// The flow's base (its path without queues), once measured.
+    pub fn base(&self) -> Option<Duration> {
+        self.base_us.map(|us| Duration::from_micros(u64::from(us)))
+    }
+}
+
+/// The shared view of one link.
+#[derive(Clone, Debug)]
+pub struct LinkDelay {
+    samples: [u32; ROUND_SAMPLES],
+    count: usize,
+    /// The filtered queueing delay of the last round that had samples.
+    queue_delay: Option<Duration>,
+}
+
+impl Default for LinkDelay {
+    fn default() -> Self {
+        LinkDelay {
+            samples: [0; ROUND_SAMPLES],
+            count: 0,
+            queue_delay: None,
+        }
+    }
+}
+
+fn micros(d: Duration) -> u32 {
+    d.as_micros().min(u128::from(u32::MAX)) as u32
+}
+
+impl LinkDelay {
+    /// A flow measured `sample` (its link-crossing half). Updates the flow's base and records
+    /// the queueing-delay sample it gives.
+    pub fn on_sample(&mut self, flow: &mut FlowDelay, sample: Duration) {
+        let sample_us = micros(sample);
+        let candidate = if flow.samples < CALIBRATION_SAMPLES {
+            flow.samples += 1;
+            let standing = self.queue_delay.map_or(0, micros);
+            sample_us.saturating_sub(standing)
+        } else {
+            sample_us
+        };
+        let base = flow.base_us.map_or(candidate, |b| b.min(candidate));
+        flow.base_us = Some(base);
+        let slot = self.count % ROUND_SAMPLES;
+        self.samples[slot] = sample_us.saturating_sub(base);
+        self.count += 1;
+    }
+
+    /// Ends a round: the filtered queueing delay of its samples, or `None` if it had none (the
+    /// last value stays available through [`LinkDelay::queue_delay`]).
+    pub fn end_round(&mut self) -> Option<Duration> {
+        let n = self.count.min(ROUND_SAMPLES);
+        self.count = 0;
+        if n == 0 {
+            return None;
+        }
+        let samples = &mut self.samples[..n];
+        samples.sort_unstable();
+        let value = if n < 4 { samples[0] } else { samples[n / 4] };
+        let delay = Duration::from_micros(u64::from(value));
+        self.queue_delay = Some(delay);
+        Some(delay)
+    }
+
+    /// The last round's filtered queueing delay.
+    pub fn queue_delay(&self) -> Option<Duration> {
+        self.queue_delay
+    }
+}
+
+/// The coordinated slowdown's schedule for one link.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Slowdown {
+    /// When the current slowdown ends (`Some` while one runs).
+    until: Option<Instant>,
+    /// When the next one is due.
+    next: Option<Instant>,
+    /// Slowdowns run so far.
+    pub count: u64,
+}
+
+impl Slowdown {
+    /// Called at each round start while the link has flows; returns whether the budget is to be
+    /// held at its minimum this round. `interval` zero turns slowdowns off.
+    pub fn in_slowdown(&mut self, now: Instant, interval: Duration, round: Duration) -> bool {
+        if interval.is_zero() {
+            return false;
+        }
+        if let Some(until) = self.until {
+            if now < until {
+                return true;
+            }
+            self.until = None;
+            self.next = Some(now + interval);
+            return false;
+        }
+        match self.next {
+            None => {
+                // The first one comes after a few rounds of measurement.
+                self.next = Some(now + interval.min(Duration::from_secs(2).max(round * 10)));
+                false
+            }
+            Some(next) if now >= next => {
+                self.count += 1;
+                self.until = Some(now + round * 2);
+                true
+            }
+            Some(_) => false,
+        }
+    }
+
+    pub fn running(&self) -> bool {
+        self.until.is_some()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ms(v: u64) -> Duration {
+        Duration::from_millis(v)
+    }
+
+    #[test]
+    fn base_is_the_minimum_and_queue_the_excess() {
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        link.on_sample(&mut f, ms(100));
+        link.on_sample(&mut f, ms(130));
+        assert_eq!(f.base(), Some(ms(100)));
+        // Samples 0 and 30 ms: fewer than four, the minimum.
+        assert_eq!(link.end_round(), Some(ms(0)));
+        for q in [40, 10, 30, 20, 50, 60, 70, 80] {
+            link.on_sample(&mut f, ms(100 + q));
+        }
+        // Sorted 10..80, 8 samples: the 25th percentile is index 2 = 30 ms.
+        assert_eq!(link.end_round(), Some(ms(30)));
+        assert_eq!(link.end_round(), None, "a round without samples");
+        assert_eq!(link.queue_delay(), Some(ms(30)));
+    }
+
+    #[test]
+    fn latecomer_does_not_take_the_standing_queue_for_its_base() {
+        let mut link = LinkDelay::default();
+        let mut old = FlowDelay::default();
+        link.on_sample(&mut old, ms(50));
+        for _ in 0..4 {
+            link.on_sample(&mut old, ms(90)); // a 40 ms queue stands
+        }
+        assert_eq!(link.end_round(), Some(ms(40)));
+        // A new flow to another server (base 20 ms) starts now: its samples read 60 ms.
+        let mut new = FlowDelay::default();
+        link.on_sample(&mut new, ms(60));
+        assert_eq!(new.base(), Some(ms(20)), "60 - the shared 40 ms");
+        link.on_sample(&mut old, ms(90));
+        link.on_sample(&mut new, ms(60));
+        assert_eq!(link.end_round(), Some(ms(40)), "both flows see the 40 ms queue");
+    }
+
+    #[test]
+    fn after_calibration_the_base_is_a_plain_minimum() {
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        for _ in 0..CALIBRATION_SAMPLES {
+            link.on_sample(&mut f, ms(100));
+        }
+        link.end_round();
+        // A shared estimate no longer moves this flow's base.
+        link.queue_delay = Some(ms(30));
+        link.on_sample(&mut f, ms(110));
+        assert_eq!(f.base(), Some(ms(100)));
+        link.on_sample(&mut f, ms(95));
+        assert_eq!(f.base(), Some(ms(95)));
+    }
+
+    #[test]
+    fn slowdown_schedule() {
+        let mut s = Slowdown::default();
+        let t = |v: u64| Instant::from_millis(v);
+        let round = ms(100);
+        assert!(!s.in_slowdown(t(0), Duration::from_secs(30), round)); // first due at 2 s
+        assert!(!s.in_slowdown(t(1900), Duration::from_secs(30), round));
+        assert!(s.in_slowdown(t(2000), Duration::from_secs(30), round)); // two rounds
+        assert!(s.in_slowdown(t(2100), Duration::from_secs(30), round));
+        assert!(!s.in_slowdown(t(2200), Duration::from_secs(30), round));
+        assert_eq!(s.count, 1);
+        assert!(!s.in_slowdown(t(32_100), Duration::from_secs(30), round));
+        assert!(s.in_slowdown(t(32_200), Duration::from_secs(30), round));
+        assert!(!Slowdown::default().in_slowdown(t(0), Duration::ZERO, round), "off");
+    }
+}
