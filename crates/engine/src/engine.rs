@@ -39,12 +39,17 @@ use slipstream_household::{HouseholdConfig, ShareSpec};
 use slipstream_wire::{parse, parse_headers, rewrite_window, TcpPacketInfo};
 
 use crate::flow::{AckOutcome, Flow, FlowEvent};
+use crate::household::{run_round, Household};
+use crate::stats::LinkDirection;
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Admission, FlowTable, TableLimits};
 use crate::stats::{EngineCounters, EngineSnapshot, PassReason, RuleSnapshot};
 
 /// At most this many events wait for the shell; more are dropped and counted.
 const MAX_PENDING_EVENTS: usize = 256;
+/// At most this many window updates wait for the shell; more are dropped (the flow's receiver
+/// or its sender's persist timer reopens it later).
+const MAX_PENDING_UPDATES: usize = 1024;
 
 /// A classification rule as the engine needs it: the kernel matched it, the engine runs its
 /// controller.
@@ -150,6 +155,7 @@ pub struct Engine {
     counters: EngineCounters,
     events: VecDeque<(FlowEvent, Instant)>,
     window_updates: Vec<WindowUpdate>,
+    household: Household,
 }
 
 fn table_limits(config: &EngineConfig) -> TableLimits {
@@ -163,6 +169,7 @@ fn table_limits(config: &EngineConfig) -> TableLimits {
 impl Engine {
     pub fn new(config: EngineConfig) -> Engine {
         let table = FlowTable::new(table_limits(&config));
+        let household = Household::new(config.household.clone());
         let classes: Vec<RuleClass> = config
             .rules
             .into_iter()
@@ -179,6 +186,7 @@ impl Engine {
             counters: EngineCounters::default(),
             events: VecDeque::new(),
             window_updates: Vec::new(),
+            household,
         }
     }
 
@@ -186,6 +194,7 @@ impl Engine {
     /// happens to existing flows. Pure: O(rules + flows), no allocation per flow.
     pub fn reconfigure(&mut self, config: EngineConfig) -> ReconfigureSummary {
         self.table.set_limits(table_limits(&config));
+        self.household.reconfigure(config.household.clone());
         let old: Vec<RuleClass> = std::mem::take(&mut self.classes);
         let old_configured = self.configured;
         let mut summary = ReconfigureSummary {
@@ -292,7 +301,8 @@ impl Engine {
             self.counters.count_pass(PassReason::Unclassified);
             return Verdict::Accept;
         };
-        match self.handle_tcp(now, &info, rule, meta) {
+        self.run_household(now);
+        match self.handle_tcp(now, &info, packet, rule, meta) {
             Ok((field, class)) => match rewrite_window(packet, info.tcp_offset, field) {
                 Ok(()) => {
                     self.counters.rewritten += 1;
@@ -318,9 +328,12 @@ impl Engine {
         &mut self,
         now: Instant,
         info: &TcpPacketInfo,
+        packet: &[u8],
         rule: u16,
         meta: PacketMeta,
     ) -> Result<(u16, usize), PassReason> {
+        // Measurements use the kernel's arrival time when the datapath has it.
+        let at = meta.arrival.filter(|t| *t <= now).unwrap_or(now);
         let (key, side) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
         if usize::from(rule) > self.configured && !self.table.contains(&key) {
             return Err(PassReason::Unclassified);
@@ -338,6 +351,7 @@ impl Engine {
             return Err(PassReason::TableFull);
         };
         flow.last_seen = now;
+        flow.note_lan_side(side, meta.from_lan);
         let flags = info.flags;
         if flags.rst {
             flow.closing_since.get_or_insert(now);
@@ -350,8 +364,11 @@ impl Engine {
             return Err(PassReason::RuleRemoved);
         }
         if flags.syn {
-            flow.on_syn(side, info);
+            flow.on_syn(side, at, info);
             return Err(PassReason::Observed);
+        }
+        if flags.ack {
+            flow.on_handshake_ack(side, at);
         }
         let mut events: [Option<FlowEvent>; 2] = [None, None];
         if flow.note_missed_handshake() {
@@ -361,7 +378,13 @@ impl Engine {
         let flow_rule = usize::from(flow.rule).clamp(1, self.classes.len()) - 1;
         if info.payload_len > 0 {
             let controller = &self.classes[flow_rule].spec.controller;
-            events[1] = flow.on_data(side, now, info, controller, key);
+            let data = flow.on_data(side, at, info, controller, key);
+            events[1] = data.event;
+            if let (Some(sample), Some(LinkDirection::Download)) = (data.far_sample, flow.link()) {
+                if let Some((state, _)) = flow.household_mut() {
+                    self.household.links[0].delay.on_sample(&mut state.delay, sample);
+                }
+            }
         }
         if flags.fin {
             flow.on_fin(side, now);
@@ -374,10 +397,24 @@ impl Engine {
                 (Copy::Full, false) => Err(PassReason::ChecksumNotReady),
                 (Copy::Full, true) => Ok(()),
             };
-            outcome = match flow.on_ack(side, now, info, can_rewrite) {
+            let rewritable = can_rewrite.is_ok();
+            let ack = flow.on_ack(side, at, info, can_rewrite);
+            outcome = match ack.outcome {
                 AckOutcome::Rewrite(field) => Ok((field, flow_rule)),
                 AckOutcome::Pass(reason) => Err(reason),
             };
+            if let Some(direction) = flow.link() {
+                if rewritable {
+                    flow.store_ack(side, packet, info);
+                }
+                if let Some((state, _)) = flow.household_mut() {
+                    let link = &mut self.household.links[direction.index()];
+                    link.delivered += u64::from(ack.acked);
+                    if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
+                        link.delay.on_sample(&mut state.delay, sample);
+                    }
+                }
+            }
             self.classes[flow_rule].counters.acked_bytes += flow.acked_bytes() - acked_before;
         }
         for event in events.into_iter().flatten() {
@@ -397,10 +434,36 @@ impl Engine {
         }
     }
 
-    /// Timer work: expire idle and closed flows, and while the table is over a lowered
-    /// `max_flows`, evict flows idle at least `evict_idle_after`. Call every few hundred
-    /// milliseconds.
+    /// Runs the household rounds that are due (see `household`).
+    fn run_household(&mut self, now: Instant) {
+        if !self.household.due(now) {
+            return;
+        }
+        let classes = &self.classes;
+        let shares = |rule: u16| {
+            classes
+                .get(usize::from(rule).wrapping_sub(1))
+                .map(|c| c.spec.share)
+                .unwrap_or_default()
+        };
+        let mut updates = Vec::new();
+        for which in 0..LinkDirection::ALL.len() {
+            if self.household.link_due(which, now) {
+                run_round(&mut self.household, which, now, self.table.iter_mut(), &shares, &mut updates);
+            }
+        }
+        for packet in updates {
+            if self.window_updates.len() < MAX_PENDING_UPDATES {
+                self.window_updates.push(WindowUpdate { packet });
+            }
+        }
+    }
+
+    /// Timer work: household rounds while no packets come, expire idle and closed flows, and
+    /// while the table is over a lowered `max_flows`, evict flows idle at least
+    /// `evict_idle_after`. Call at least every few hundred milliseconds.
     pub fn on_tick(&mut self, now: Instant) {
+        self.run_household(now);
         let expired = self.table.expire(now);
         self.counters.flows_expired += expired.idle;
         self.counters.flows_closed += expired.closed;
@@ -485,7 +548,7 @@ impl Engine {
                     snap
                 })
                 .collect(),
-            links: Vec::new(),
+            links: self.household.snapshot(),
         };
         (snapshot, keys)
     }

@@ -2,15 +2,16 @@
 //! controller of the receiving side's ACKs, and the router-side RTT and goodput.
 
 use slipstream_control::{
-    AckSample, AnyController, Controller, ControllerConfig, DataSample, FlowContext, Instant, Timestamps,
-    TsClockEstimator,
+    AckSample, AnyController, Controller, ControllerConfig, DataSample, Duration, FlowContext, HouseholdShare,
+    Instant, Timestamps, TsClockEstimator,
 };
-use slipstream_wire::TcpPacketInfo;
+use slipstream_household::link_delay::FlowDelay;
+use slipstream_wire::{rewrite_window, TcpPacketInfo};
 
 use crate::flow_key::{FlowKey, Side};
 use crate::goodput::GoodputMeter;
 use crate::rtt::RttEstimator;
-use crate::stats::{FlowSnapshot, PassReason};
+use crate::stats::{FlowSnapshot, LinkDirection, PassReason};
 use crate::tcp_state::{EndpointState, Negotiated, SynOptions};
 use crate::window_clamp::{clamp_window, right_edge, ClampRequest};
 
@@ -37,6 +38,47 @@ pub enum FlowEvent {
 struct FlowControl {
     controller: AnyController,
     sender_clock: TsClockEstimator,
+    /// Household control's per-flow state (`ControllerConfig::Household` flows only).
+    household: Option<HouseholdFlow>,
+}
+
+/// What household control keeps per flow besides its allocation.
+#[derive(Clone, Debug, Default)]
+pub struct HouseholdFlow {
+    /// The flow's base on its link.
+    pub delay: FlowDelay,
+    /// Time-sharing state (see `slipstream_household::allocator`).
+    pub credit: i64,
+    pub turn_since: Option<Instant>,
+    /// The receiver's last pure ACK as it came from the host, to send a window update from.
+    last_ack: Option<StoredAck>,
+}
+
+/// A pure ACK kept whole, with where its window field is.
+#[derive(Clone, Debug)]
+struct StoredAck {
+    packet: Vec<u8>,
+    tcp_offset: usize,
+    host_field: u16,
+    ack: u32,
+}
+
+/// What a data segment gave the engine.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct DataOutcome {
+    pub event: Option<FlowEvent>,
+    /// A new far-half RTT sample (router -> sender -> router).
+    pub far_sample: Option<Duration>,
+}
+
+/// What an ACK gave the engine.
+#[derive(Clone, Copy, Debug)]
+pub struct AckResult {
+    pub outcome: AckOutcome,
+    /// A new near-half RTT sample (router -> receiver -> router).
+    pub near_sample: Option<Duration>,
+    /// Bytes the receiver newly acknowledged (0 unless the ACK came from the bulk receiver).
+    pub acked: u32,
 }
 
 /// What happened to an ACK of the flow.
@@ -66,6 +108,12 @@ pub struct Flow {
     goodput: GoodputMeter,
     /// (host window, forwarded window) in bytes, of the receiver's last ACK.
     last_window: Option<(u32, u32)>,
+    /// The endpoint on the LAN side, once a packet told (`PacketMeta::from_lan`).
+    lan_side: Option<Side>,
+    /// When each side's SYN (or SYN-ACK) passed, and the round trip router -> side -> router the
+    /// handshake measured for each side.
+    syn_at: [Option<Instant>; 2],
+    handshake_half: [Option<Duration>; 2],
 }
 
 impl Flow {
@@ -84,7 +132,126 @@ impl Flow {
             rtt: RttEstimator::default(),
             goodput: GoodputMeter::default(),
             last_window: None,
+            lan_side: None,
+            syn_at: [None; 2],
+            handshake_half: [None; 2],
         }
+    }
+
+    /// A packet from `side` entered from the LAN (`Some(true)`) or from elsewhere.
+    pub fn note_lan_side(&mut self, side: Side, from_lan: Option<bool>) {
+        if self.lan_side.is_none() {
+            self.lan_side = from_lan.map(|lan| if lan { side } else { side.other() });
+        }
+    }
+
+    /// The LAN endpoint: the one a packet said, else the flow's lower address.
+    pub fn lan_side(&self) -> Side {
+        self.lan_side.unwrap_or(Side::Low)
+    }
+
+    /// Which access link the flow loads: the uplink when its bulk sender is the LAN host.
+    pub fn link(&self) -> Option<LinkDirection> {
+        let sender = self.bulk_sender?;
+        Some(if self.lan_side == Some(sender) {
+            LinkDirection::Upload
+        } else {
+            LinkDirection::Download
+        })
+    }
+
+    /// Household control's parts of the flow, if it is under household control.
+    pub fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
+        if self.released || self.closing_since.is_some() {
+            return None;
+        }
+        let control = self.control.as_mut()?;
+        match (&mut control.household, &mut control.controller) {
+            (Some(h), AnyController::Household(share)) => Some((h, share)),
+            _ => None,
+        }
+    }
+
+    /// Bytes the bulk sender has sent that its receiver has not acknowledged yet, as seen here.
+    pub fn in_flight(&self) -> u64 {
+        let Some(sender) = self.bulk_sender else {
+            return 0;
+        };
+        match (
+            self.ends[sender.index()].next_seq,
+            self.ends[sender.other().index()].highest_ack,
+        ) {
+            (Some(next), Some(ack)) => slipstream_control::time::wrapping_diff(next, ack).max(0) as u64,
+            _ => 0,
+        }
+    }
+
+    /// Two of the bulk sender's segments: the smallest window a flow with a turn gets.
+    pub fn floor(&self) -> u32 {
+        2 * self.sender_mss()
+    }
+
+    /// The router-measured RTT, or the half measured so far.
+    pub fn rtt_estimate(&self) -> Option<Duration> {
+        self.rtt.rtt().or_else(|| {
+            let (far, near) = self.rtt.halves();
+            far.or(near)
+        })
+    }
+
+    /// Keeps the receiver's pure ACK (as the host sent it) for a later window update.
+    pub fn store_ack(&mut self, side: Side, packet: &[u8], info: &TcpPacketInfo) {
+        if self.bulk_sender != Some(side.other()) || info.payload_len > 0 {
+            return;
+        }
+        let Some(h) = self.control.as_mut().and_then(|c| c.household.as_mut()) else {
+            return;
+        };
+        let stored = h.last_ack.get_or_insert_with(|| StoredAck {
+            packet: Vec::with_capacity(packet.len()),
+            tcp_offset: 0,
+            host_field: 0,
+            ack: 0,
+        });
+        stored.packet.clear();
+        stored.packet.extend_from_slice(packet);
+        stored.tcp_offset = info.tcp_offset;
+        stored.host_field = info.window;
+        stored.ack = info.ack;
+    }
+
+    /// A window update opening the flow's window to `window` bytes beyond the receiver's last ACK,
+    /// if that moves the right edge advertised to the sender; the edge is recorded as forwarded.
+    pub fn window_update(&mut self, now: Instant, window: u32) -> Option<Vec<u8>> {
+        let negotiated = self.negotiated?;
+        let sender = self.bulk_sender?;
+        let receiver = sender.other();
+        let mss = self.sender_mss();
+        let stored = self.control.as_ref()?.household.as_ref()?.last_ack.as_ref()?;
+        let scale = negotiated.window_scale[receiver.index()];
+        let end = &self.ends[receiver.index()];
+        if end.highest_ack != Some(stored.ack) {
+            return None; // a newer ACK went by (with data, say): its window will do
+        }
+        let field = clamp_window(ClampRequest {
+            host_field: stored.host_field,
+            scale,
+            ack: stored.ack,
+            right_edge: end.advertised_edge,
+            target_bytes: window,
+            mss,
+            hold: false,
+        });
+        let edge = right_edge(stored.ack, field, scale);
+        let previous = end.advertised_edge?;
+        if slipstream_control::time::wrapping_diff(edge, previous) <= 0 {
+            return None;
+        }
+        let mut packet = stored.packet.clone();
+        rewrite_window(&mut packet, stored.tcp_offset, field).ok()?;
+        self.ends[receiver.index()].on_window_forwarded(edge);
+        self.rtt.on_window_released(now, previous, negotiated.timestamps);
+        Some(packet)
     }
 
     /// Stops controlling the flow for good (its rule was removed): its ACKs pass unmodified from
@@ -100,10 +267,27 @@ impl Flow {
     }
 
     /// A SYN or SYN-ACK from `side`. Returns true once both have been seen.
-    pub fn on_syn(&mut self, side: Side, info: &TcpPacketInfo) {
+    pub fn on_syn(&mut self, side: Side, now: Instant, info: &TcpPacketInfo) {
+        // The handshake gives each half of the round trip once: SYN out, SYN-ACK back is the
+        // half on the SYN-ACK's side; SYN-ACK out, the first ACK back the other half.
+        if info.flags.ack {
+            if let (None, Some(syn_at)) = (self.handshake_half[side.index()], self.syn_at[side.other().index()]) {
+                self.handshake_half[side.index()] = Some(now.saturating_since(syn_at));
+            }
+        }
+        self.syn_at[side.index()] = Some(now);
         self.ends[side.index()].syn = Some(SynOptions::from_wire(&info.options));
         if let (Some(a), Some(b)) = (self.ends[0].syn, self.ends[1].syn) {
             self.negotiated = Some(Negotiated::from_syns(&a, &b));
+        }
+    }
+
+    /// The first ACK after a SYN-ACK from `side`'s peer ends the handshake's second half.
+    pub fn on_handshake_ack(&mut self, side: Side, now: Instant) {
+        if self.handshake_half[side.index()].is_none() && self.ends[side.index()].syn.is_some() {
+            if let Some(synack_at) = self.syn_at[side.other().index()] {
+                self.handshake_half[side.index()] = Some(now.saturating_since(synack_at));
+            }
         }
     }
 
@@ -134,17 +318,20 @@ impl Flow {
         info: &TcpPacketInfo,
         controller: &ControllerConfig,
         key: FlowKey,
-    ) -> Option<FlowEvent> {
+    ) -> DataOutcome {
         let out_of_order = self.ends[side.index()].on_data(info.seq, info.payload_len);
         let event = self.update_bulk_sender(controller, key);
         if self.bulk_sender != Some(side) {
-            return event;
+            return DataOutcome {
+                event,
+                far_sample: None,
+            };
         }
         let timestamps = info
             .options
             .timestamps
             .map(|(tsval, tsecr)| Timestamps { tsval, tsecr });
-        self.rtt.on_data_arrived(
+        let far_sample = self.rtt.on_data_arrived(
             now,
             timestamps.map(|t| t.tsecr),
             info.seq.wrapping_add(info.payload_len),
@@ -162,7 +349,7 @@ impl Flow {
             };
             control.controller.on_data(&ctx, &sample);
         }
-        event
+        DataOutcome { event, far_sample }
     }
 
     /// Any segment with the ACK flag from `side`: returns what to do with its window field.
@@ -173,21 +360,30 @@ impl Flow {
         now: Instant,
         info: &TcpPacketInfo,
         can_rewrite: Result<(), PassReason>,
-    ) -> AckOutcome {
+    ) -> AckResult {
         let acked = self.ends[side.index()].on_ack(info.ack);
+        let pass = |reason| AckResult {
+            outcome: AckOutcome::Pass(reason),
+            near_sample: None,
+            acked: 0,
+        };
         let Some(negotiated) = self.negotiated else {
-            return AckOutcome::Pass(PassReason::NoHandshake);
+            return pass(PassReason::NoHandshake);
         };
         let scale = negotiated.window_scale[side.index()];
         let host_bytes = u32::from(info.window) << scale;
         let is_receiver = self.bulk_sender == Some(side.other());
         if !is_receiver {
             self.ends[side.index()].on_window_forwarded(right_edge(info.ack, info.window, scale));
-            return AckOutcome::Pass(PassReason::Observed);
+            return pass(PassReason::Observed);
         }
         self.goodput.on_acked(now, acked);
         let tsval = info.options.timestamps.map(|(tsval, _)| tsval);
-        self.rtt.on_ack_forwarded(now, tsval, info.ack);
+        let near_sample = self.rtt.on_ack_forwarded(now, tsval, info.ack);
+        let hold = matches!(
+            self.control.as_ref().map(|c| &c.controller),
+            Some(AnyController::Household(share)) if share.is_held()
+        );
         let sack = &info.options.sack;
         let reports_loss = sack.blocks[..usize::from(sack.count.min(4))]
             .iter()
@@ -216,6 +412,7 @@ impl Flow {
                     right_edge: receiver.advertised_edge,
                     target_bytes,
                     mss: ctx.mss,
+                    hold,
                 });
                 if field < info.window {
                     AckOutcome::Rewrite(field)
@@ -229,9 +426,20 @@ impl Flow {
             AckOutcome::Rewrite(field) => field,
             AckOutcome::Pass(_) => info.window,
         };
-        receiver.on_window_forwarded(right_edge(info.ack, forwarded, scale));
+        let previous_edge = receiver.advertised_edge;
+        let edge = right_edge(info.ack, forwarded, scale);
+        receiver.on_window_forwarded(edge);
+        if let Some(previous) = previous_edge {
+            if slipstream_control::time::seq_lt(previous, edge) {
+                self.rtt.on_window_released(now, previous, negotiated.timestamps);
+            }
+        }
         self.last_window = Some((host_bytes, u32::from(forwarded) << scale));
-        outcome
+        AckResult {
+            outcome,
+            near_sample,
+            acked,
+        }
     }
 
     fn update_bulk_sender(&mut self, controller: &ControllerConfig, key: FlowKey) -> Option<FlowEvent> {
@@ -247,6 +455,9 @@ impl Flow {
         }?;
         self.bulk_sender = Some(candidate);
         self.control = None;
+        if let Some(far) = self.handshake_half[candidate.index()] {
+            self.rtt.on_handshake_far(far);
+        }
         let negotiated = self.negotiated?;
         if controller.needs_timestamps() && !negotiated.timestamps {
             let first = self.unclamped_reason != Some(PassReason::NoTimestamps);
@@ -256,6 +467,7 @@ impl Flow {
         self.control = Some(Box::new(FlowControl {
             controller: controller.build(),
             sender_clock: TsClockEstimator::new(),
+            household: matches!(controller, ControllerConfig::Household).then(HouseholdFlow::default),
         }));
         None
     }
@@ -316,9 +528,15 @@ impl Flow {
             host_window: self.last_window.map(|w| w.0),
             forwarded_window: self.last_window.map(|w| w.1),
             unclamped_reason: self.unclamped_reason,
-            allocation: None,
-            held: false,
-            link: None,
+            allocation: match self.control.as_ref().map(|c| &c.controller) {
+                Some(AnyController::Household(share)) => share.window(),
+                _ => None,
+            },
+            held: matches!(
+                self.control.as_ref().map(|c| &c.controller),
+                Some(AnyController::Household(share)) if share.is_held()
+            ),
+            link: self.link(),
         }
     }
 }

@@ -10,6 +10,7 @@ mod flow;
 mod flow_key;
 mod flow_table;
 mod goodput;
+mod household;
 mod rtt;
 mod stats;
 mod tcp_state;

@@ -5,7 +5,9 @@
 //! - never moves the right edge (ACK + window) left of a right edge already advertised in the
 //!   flow (no window shrinking, RFC 9293 3.8.6.2.2),
 //! - is never below two segments, and rounding to the window-scale unit rounds up, so a clamp
-//!   can never produce a zero window.
+//!   can never produce a zero window; except for a flow *held* by household time-sharing, whose
+//!   right edge is kept exactly where it is (its window closes as its data is acknowledged, and
+//!   reopens with its turn).
 
 use slipstream_control::time::wrapping_diff;
 
@@ -24,6 +26,8 @@ pub struct ClampRequest {
     pub target_bytes: u32,
     /// The sender's MSS in bytes (floor: two of them).
     pub mss: u32,
+    /// Hold the right edge: no floor of two segments, only the edge already advertised.
+    pub hold: bool,
 }
 
 /// Returns the window field to forward; equal to `host_field` when no lowering is allowed.
@@ -34,7 +38,8 @@ pub fn clamp_window(req: ClampRequest) -> u16 {
         .right_edge
         .map(|edge| wrapping_diff(edge, req.ack).max(0) as u64)
         .unwrap_or(0);
-    let floor = edge_floor.max(2 * u64::from(req.mss));
+    let segments = if req.hold { 0 } else { 2 * u64::from(req.mss) };
+    let floor = edge_floor.max(segments);
     let wanted = u64::from(req.target_bytes).max(floor);
     if wanted >= host_bytes {
         return req.host_field;
@@ -62,7 +67,22 @@ mod tests {
             right_edge: None,
             target_bytes: target,
             mss: 1448,
+            hold: false,
         }
+    }
+
+    #[test]
+    fn hold_keeps_the_edge_and_may_close_the_window() {
+        let held = |ack: u32| ClampRequest {
+            ack,
+            right_edge: Some(101_000),
+            hold: true,
+            ..req(60000, 2, 0)
+        };
+        assert_eq!(clamp_window(held(1000)), 25000, "edge stays at 101000");
+        assert_eq!(clamp_window(held(101_000)), 0, "all acknowledged: zero window");
+        // Scale rounding up: 1001 bytes left at scale 2 -> 251 units (1004 bytes).
+        assert_eq!(clamp_window(held(99_999)), 251);
     }
 
     #[test]
@@ -123,11 +143,12 @@ mod tests {
             edge_ahead in proptest::option::of(0u32..(1 << 30)),
             target in any::<u32>(),
             mss in 1u32..9000,
+            hold in any::<bool>(),
         ) {
             let r = ClampRequest {
                 host_field, scale, ack,
                 right_edge: edge_ahead.map(|d| ack.wrapping_add(d)),
-                target_bytes: target, mss,
+                target_bytes: target, mss, hold,
             };
             let out = clamp_window(r);
             // Never raises the window.
@@ -139,12 +160,15 @@ mod tests {
                     prop_assert!(wrapping_diff(right_edge(ack, out, scale), edge) >= 0);
                 }
             }
-            // Never zero unless the host said zero.
-            if host_field > 0 { prop_assert!(out > 0); }
-            // Never below two segments unless the host offered less.
+            // Never zero unless the host said zero or the flow is held with nothing left open.
+            let open_edge = edge_ahead.unwrap_or(0);
+            if host_field > 0 && (!hold || open_edge > 0) { prop_assert!(out > 0); }
+            // Never below two segments unless the host offered less or the flow is held.
             let host_bytes = u64::from(host_field) << scale;
             let out_bytes = u64::from(out) << scale;
-            prop_assert!(out_bytes >= (2 * u64::from(mss)).min(host_bytes));
+            if !hold {
+                prop_assert!(out_bytes >= (2 * u64::from(mss)).min(host_bytes));
+            }
         }
     }
 }

@@ -1,0 +1,264 @@
+//! Household control in the engine: one shared budget per access link for every flow whose rule
+//! says `controller = "household"`, run in rounds (about one RTT, or the budget controller's own
+//! interval). Each round: the link's queueing-delay samples are filtered into one estimate
+//! (`slipstream_household::link_delay`), the budget controller decides the budget (or a
+//! coordinated slowdown holds it at its minimum), and the allocator splits it over the flows,
+//! whose ACKs then carry their allocation (`HouseholdShare`). A held flow whose turn comes while
+//! its receiver has nothing to acknowledge gets a window update the daemon sends.
+
+use slipstream_control::{Duration, Instant};
+use slipstream_household::link_delay::Slowdown;
+use slipstream_household::{
+    allocate, Allocation, AnyBudget, BudgetController, FlowDemand, HouseholdConfig, LinkDelay, LinkRound,
+    ShareSpec,
+};
+
+use crate::flow::Flow;
+use crate::flow_key::FlowKey;
+use crate::stats::{LinkDirection, LinkSnapshot};
+
+/// A link's budget starts at ten segments (like an initial window) and stays within these bounds.
+const INITIAL_SEGMENTS: u64 = 10;
+const MAX_BUDGET: u64 = 256 << 20;
+/// Round length before any RTT is known.
+const DEFAULT_RTT: Duration = Duration::from_millis(100);
+
+/// One access link's household state.
+#[derive(Clone, Debug)]
+pub struct Link {
+    direction: LinkDirection,
+    pub delay: LinkDelay,
+    slowdown: Slowdown,
+    controller: AnyBudget,
+    budget: Option<u64>,
+    next_round: Option<Instant>,
+    round_start: Instant,
+    /// Bytes acknowledged by the link's household flows since the round started.
+    pub delivered: u64,
+    last: LinkSnapshot,
+}
+
+impl Link {
+    fn new(direction: LinkDirection, config: &HouseholdConfig) -> Link {
+        Link {
+            direction,
+            delay: LinkDelay::default(),
+            slowdown: Slowdown::default(),
+            controller: config.budget.build(0),
+            budget: None,
+            next_round: None,
+            round_start: Instant::ZERO,
+            delivered: 0,
+            last: LinkSnapshot {
+                direction,
+                controller: config.budget.kind(),
+                phase: "idle",
+                budget_bytes: 0,
+                queue_delay: None,
+                base_rtt: None,
+                flows: 0,
+                held_flows: 0,
+                in_flight_bytes: 0,
+                goodput_bits_per_second: 0.0,
+                slowdowns: 0,
+                window_updates: 0,
+            },
+        }
+    }
+}
+
+/// Both links and the scratch space of a round.
+#[derive(Clone, Debug)]
+pub struct Household {
+    config: HouseholdConfig,
+    pub links: [Link; 2],
+    demands: Vec<FlowDemand>,
+    keys: Vec<FlowKey>,
+    held_before: Vec<bool>,
+    allocations: Vec<Allocation>,
+}
+
+impl Household {
+    pub fn new(config: HouseholdConfig) -> Household {
+        Household {
+            links: [
+                Link::new(LinkDirection::Download, &config),
+                Link::new(LinkDirection::Upload, &config),
+            ],
+            config,
+            demands: Vec::new(),
+            keys: Vec::new(),
+            held_before: Vec::new(),
+            allocations: Vec::new(),
+        }
+    }
+
+    /// New settings (a reload): a new budget controller kind starts from the current budget.
+    pub fn reconfigure(&mut self, config: HouseholdConfig) {
+        if config.budget != self.config.budget {
+            for link in &mut self.links {
+                link.controller = config.budget.build(link.budget.unwrap_or(0));
+                link.last.controller = config.budget.kind();
+            }
+        }
+        self.config = config;
+    }
+
+    /// Whether a round of some link is due (cheap; called per packet).
+    pub fn due(&self, now: Instant) -> bool {
+        self.links.iter().any(|l| l.next_round.is_none_or(|t| now >= t))
+    }
+
+    pub fn snapshot(&self) -> Vec<LinkSnapshot> {
+        self.links.iter().map(|l| l.last.clone()).collect()
+    }
+
+    /// Whether link `which`'s round is due.
+    pub fn link_due(&self, which: usize, now: Instant) -> bool {
+        self.links[which].next_round.is_none_or(|t| now >= t)
+    }
+}
+
+/// One round of link `which` over the table's flows; window updates are pushed to `updates`.
+pub fn run_round<'f>(
+    hh: &mut Household,
+    which: usize,
+    now: Instant,
+    flows: impl Iterator<Item = (&'f FlowKey, &'f mut Flow)>,
+    shares: &dyn Fn(u16) -> ShareSpec,
+    updates: &mut Vec<Vec<u8>>,
+) {
+    let Household {
+        config,
+        links,
+        demands,
+        keys,
+        held_before,
+        allocations,
+    } = hh;
+    let link = &mut links[which];
+    demands.clear();
+    keys.clear();
+    held_before.clear();
+    let mut members: Vec<&'f mut Flow> = Vec::new();
+    let mut rtts: Vec<Duration> = Vec::new();
+    let mut in_flight_total = 0u64;
+    let mut floors = 0u64;
+    let mut mss = 0u32;
+    for (key, flow) in flows {
+        if flow.link() != Some(link.direction) {
+            continue;
+        }
+        let in_flight = flow.in_flight();
+        let floor = flow.floor();
+        let rtt = flow.rtt_estimate();
+        let host = host_key(key, flow);
+        let rule = flow.rule;
+        let Some((state, share)) = flow.household_mut() else {
+            continue;
+        };
+        let demand = match share.window() {
+            Some(w) if !share.is_held() && in_flight * 2 < u64::from(w) => 2 * in_flight + u64::from(floor),
+            _ => u64::MAX,
+        };
+        held_before.push(share.is_held());
+        demands.push(FlowDemand {
+            host,
+            rule,
+            share: shares(rule),
+            rtt: rtt.unwrap_or(DEFAULT_RTT),
+            floor,
+            demand,
+            credit: state.credit,
+            turn_since: state.turn_since,
+        });
+        if let Some(r) = rtt {
+            rtts.push(r);
+        }
+        in_flight_total += in_flight;
+        floors += u64::from(floor);
+        mss = mss.max(floor / 2);
+        keys.push(*key);
+        members.push(flow);
+    }
+    let interval = now.saturating_since(link.round_start);
+    link.round_start = now;
+    let delivered = std::mem::take(&mut link.delivered);
+    let queue_delay = link.delay.end_round();
+    rtts.sort_unstable();
+    let base_rtt = rtts.get(rtts.len() / 2).copied();
+    let round_length = config.budget.round_length(base_rtt);
+    link.next_round = Some(now + round_length);
+    if members.is_empty() {
+        link.last.flows = 0;
+        link.last.held_flows = 0;
+        link.last.in_flight_bytes = 0;
+        link.last.goodput_bits_per_second = 0.0;
+        link.last.phase = "idle";
+        return;
+    }
+    let min_budget = u64::from(mss) * 2;
+    let in_force = *link.budget.get_or_insert(u64::from(mss) * INITIAL_SEGMENTS);
+    let round = LinkRound {
+        now,
+        interval,
+        queue_delay,
+        base_rtt,
+        delivered_bytes: delivered,
+        budget_in_force: in_force,
+        in_flight: in_flight_total,
+        mss,
+        active_flows: members.len(),
+        floors,
+    };
+    let slowing = link.slowdown.in_slowdown(now, config.slowdown_interval, round_length);
+    let budget = if slowing {
+        min_budget
+    } else {
+        let next = link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET);
+        link.budget = Some(next);
+        next
+    };
+    allocate(budget, demands, now, config.turn, allocations);
+    let mut held = 0;
+    for (i, flow) in members.into_iter().enumerate() {
+        let allocation = allocations[i];
+        let demand = demands[i];
+        let was_held = held_before[i];
+        let window = match allocation {
+            Allocation::Window(w) => Some(w),
+            Allocation::Hold => None,
+        };
+        if let Some((state, share)) = flow.household_mut() {
+            state.credit = demand.credit;
+            state.turn_since = demand.turn_since;
+            share.set_allocation(window.or(share.window()), window.is_none());
+        }
+        if window.is_none() {
+            held += 1;
+        }
+        if let (true, Some(w)) = (was_held, window) {
+            if let Some(packet) = flow.window_update(now, w) {
+                updates.push(packet);
+                link.last.window_updates += 1;
+            }
+        }
+    }
+    link.last.phase = if slowing { "slowdown" } else { link.controller.stats().phase };
+    link.last.budget_bytes = budget;
+    link.last.queue_delay = link.delay.queue_delay();
+    link.last.base_rtt = base_rtt;
+    link.last.flows = demands.len();
+    link.last.held_flows = held;
+    link.last.in_flight_bytes = in_flight_total;
+    link.last.goodput_bits_per_second = round.delivery_rate() * 8.0;
+    link.last.slowdowns = link.slowdown.count;
+}
+
+/// The LAN host's key: a hash of its address (flows of one host share the host's part).
+fn host_key(key: &FlowKey, flow: &Flow) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    key.endpoint(flow.lan_side()).ip().hash(&mut h);
+    h.finish()
+}
