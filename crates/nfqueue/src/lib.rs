@@ -10,10 +10,14 @@
 //! Both are fail-open (the kernel accepts packets when the queue is full) and the firewall rules
 //! that feed them use `--queue-bypass` (packets flow on when no daemon is bound).
 
+mod timestamps;
+
 use std::io;
 use std::os::fd::RawFd;
+use std::time::SystemTime;
 
 pub use nfq::{Message, Verdict};
+pub use timestamps::{parse_packet_head, PacketHead, RxTimestamps};
 
 /// Queue numbers and sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,6 +42,10 @@ pub struct Datapath {
     queue: nfq::Queue,
     config: QueueConfig,
     fd: RawFd,
+    /// Set by [`Datapath::enable_timestamps`]: keeps the kernel stamping packets.
+    stamping: Option<RxTimestamps>,
+    /// Where the head of the next datagram is peeked at for its timestamp.
+    peeked: Vec<u8>,
 }
 
 /// A full copy of the largest packet we will rewrite (an ACK; 64 KiB covers any IP packet).
@@ -63,7 +71,45 @@ impl Datapath {
             queue.set_recv_gso(num, gso)?;
         }
         queue.set_nonblocking(true);
-        Ok(Datapath { queue, config, fd })
+        Ok(Datapath {
+            queue,
+            config,
+            fd,
+            stamping: None,
+            peeked: Vec::new(),
+        })
+    }
+
+    /// From now on, [`Datapath::try_recv_timed`] returns the kernel's receive timestamp of
+    /// packets: turns stamping on host-wide (see [`RxTimestamps`]) and reads each message's
+    /// head once more (one `recv(MSG_PEEK)` per packet) because nfq cannot read the timestamp
+    /// soundly (see the `timestamps` module).
+    pub fn enable_timestamps(&mut self) -> io::Result<()> {
+        if self.stamping.is_none() {
+            self.stamping = Some(RxTimestamps::enable()?);
+            self.peeked = vec![0; timestamps::PEEK_BYTES];
+        }
+        Ok(())
+    }
+
+    /// The next queued packet and, after [`Datapath::enable_timestamps`], the kernel's
+    /// timestamp of it (wall clock; `None` if the packet was not stamped). Never calls nfq's
+    /// `Message::get_timestamp`.
+    pub fn try_recv_timed(&mut self) -> io::Result<Option<(Message, Option<SystemTime>)>> {
+        if self.stamping.is_none() {
+            return Ok(self.try_recv()?.map(|msg| (msg, None)));
+        }
+        let n = timestamps::peek(self.fd, &mut self.peeked)?;
+        let head = parse_packet_head(&self.peeked[..n]);
+        let Some(msg) = self.try_recv()? else {
+            return Ok(None);
+        };
+        // One packet message per datagram, so the peeked one is the message nfq just read;
+        // the id check keeps a wrong timestamp out should that ever not hold.
+        let timestamp = head
+            .filter(|h| h.packet_id == msg.get_packet_id())
+            .and_then(|h| h.timestamp);
+        Ok(Some((msg, timestamp)))
     }
 
     /// The socket to poll for readability.
