@@ -38,7 +38,7 @@ use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
-use slipstream_engine::{EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS};
+use slipstream_engine::{EngineSnapshot, FlowSnapshot, LinkSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS};
 
 mod daemon;
 mod host;
@@ -104,6 +104,28 @@ impl Collector for SlipstreamCollector {
         let snapshot = self.shared.latest();
         encode_snapshot(&snapshot, &mut encoder)
     }
+}
+
+/// The rule controller name of household control (`controller = "household"`).
+pub const HOUSEHOLD_CONTROLLER: &str = "household";
+
+/// The links worth showing: the engine keeps both links' state whether or not any rule uses
+/// household control, so a link is shown only while some rule (configured, or removed with flows
+/// left) uses it, or it still has flows. Without household rules the figures would all be idle
+/// zeros: leaving them out keeps `/metrics` and `slipstream status` as they were.
+pub fn household_links(s: &EngineSnapshot) -> impl Iterator<Item = &LinkSnapshot> {
+    let configured = s.rules.iter().any(|r| r.controller == HOUSEHOLD_CONTROLLER);
+    s.links.iter().filter(move |l| configured || l.flows > 0)
+}
+
+/// Whether a flow is under household control: it has (or waits for) a share of a link's budget.
+fn is_household(flow: &FlowSnapshot, rules: &[RuleSnapshot]) -> bool {
+    flow.allocation.is_some()
+        || flow.held
+        || usize::from(flow.rule)
+            .checked_sub(1)
+            .and_then(|i| rules.get(i))
+            .is_some_and(|r| r.controller == HOUSEHOLD_CONTROLLER)
 }
 
 /// A registry with prefix `slipstream` holding a [`SlipstreamCollector`] over `shared`.
@@ -229,6 +251,11 @@ impl<'a> FlowSeries<'a> {
             sender: sender.to_string(),
             receiver: receiver.to_string(),
         })
+    }
+
+    /// Whether the flow is under household control (for its allocation and held series).
+    fn household(&self, rules: &[RuleSnapshot]) -> bool {
+        is_household(self.flow, rules)
     }
 
     fn labels(&self) -> [(&'static str, &str); 3] {
@@ -488,6 +515,132 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
                 1u32,
             ))
         }),
+    )?;
+    gauge_family(
+        enc,
+        "flow_allocation",
+        "Household control: the flow's share of its link's budget (bytes it may have in flight).",
+        Some(&bytes),
+        flows
+            .iter()
+            .filter_map(|f| Some((f.labels(), f.flow.allocation?))),
+    )?;
+    gauge_family(
+        enc,
+        "flow_held",
+        "Household control: 1 while the flow waits for its turn (its right edge is held), else 0.",
+        None,
+        flows
+            .iter()
+            .filter(|f| f.household(&s.rules))
+            .map(|f| (f.labels(), u32::from(f.flow.held))),
+    )?;
+
+    encode_links(s, enc)
+}
+
+fn link_label(link: &LinkSnapshot) -> [(&'static str, &'static str); 1] {
+    [("link", link.direction.as_str())]
+}
+
+/// Household control, per access link (see [`household_links`] for which links).
+fn encode_links(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let bytes = Unit::Bytes;
+    let seconds = Unit::Seconds;
+    let bytes_per_second = Unit::Other("bytes_per_second".to_owned());
+    let links: Vec<&LinkSnapshot> = household_links(s).collect();
+    gauge_family(
+        enc,
+        "household_budget",
+        "Bytes all household-controlled background flows of the link may have in flight; \
+         `controller` is the budget controller.",
+        Some(&bytes),
+        links.iter().map(|l| {
+            (
+                [("link", l.direction.as_str()), ("controller", l.controller)],
+                l.budget_bytes,
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "household_phase",
+        "Always 1; the labels give the budget controller and what it is doing (probe, hold, \
+         yield, idle, ...).",
+        None,
+        links.iter().map(|l| {
+            (
+                [
+                    ("link", l.direction.as_str()),
+                    ("controller", l.controller),
+                    ("phase", l.phase),
+                ],
+                1u32,
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "household_queue_delay",
+        "Queueing delay of the link shared by its household flows, last round.",
+        Some(&seconds),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.queue_delay?.as_secs_f64()))),
+    )?;
+    gauge_family(
+        enc,
+        "household_base_rtt",
+        "Base (unloaded) round-trip time of the link.",
+        Some(&seconds),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.base_rtt?.as_secs_f64()))),
+    )?;
+    gauge_family(
+        enc,
+        "household_flows",
+        "Household-controlled flows on the link.",
+        None,
+        links.iter().map(|l| (link_label(l), l.flows)),
+    )?;
+    gauge_family(
+        enc,
+        "household_held_flows",
+        "Household-controlled flows of the link waiting for their turn (budget below their floors).",
+        None,
+        links.iter().map(|l| (link_label(l), l.held_flows)),
+    )?;
+    gauge_family(
+        enc,
+        "household_in_flight",
+        "Bytes in flight of the link's household flows at the end of the last round.",
+        Some(&bytes),
+        links.iter().map(|l| (link_label(l), l.in_flight_bytes)),
+    )?;
+    gauge_family(
+        enc,
+        "household_goodput",
+        "Delivery rate of the link's household flows over the last round.",
+        Some(&bytes_per_second),
+        links
+            .iter()
+            .map(|l| (link_label(l), l.goodput_bits_per_second / 8.0)),
+    )?;
+    counter_family(
+        enc,
+        "household_slowdowns",
+        "Coordinated slowdowns of the link (budget held at its minimum so the queue drains and the \
+         base delays are measured afresh).",
+        None,
+        links.iter().map(|l| (link_label(l), l.slowdowns)),
+    )?;
+    counter_family(
+        enc,
+        "household_window_updates",
+        "Window updates the daemon was asked to send for held flows whose turn came.",
+        None,
+        links.iter().map(|l| (link_label(l), l.window_updates)),
     )?;
     Ok(())
 }
