@@ -29,14 +29,17 @@
 //! background. Rules are numbered 1..=N in file order and the first match wins; the number is what
 //! the firewall stores in the connection mark (see [`Datapath::mark_mask`]).
 
+mod controllers;
+mod kinded;
 mod raw;
 pub mod uci;
 
 pub use uci::{parse_sections, parse_uci, UciEntry, UciSection, UciSyntaxError};
 
 use ipnet::IpNet;
-use raw::{IntOrString, RawConfig, RawController, RawControllerTable, RawRule};
-use slipstream_control::{ControllerConfig, FixedWindowConfig, VultureConfig};
+use raw::{IntOrString, RawConfig, RawRule};
+use slipstream_control::{ControllerConfig, VultureConfig};
+use slipstream_household::{HouseholdConfig, ShareSpec};
 
 /// The queueing-delay guard of Slipstream's Vulture variant. Measured in the end-to-end testbed:
 /// 10 ms keeps best effort at 98.6% beside a background download while the background flow alone
@@ -47,6 +50,51 @@ pub const DEFAULT_QUEUE_DELAY_LIMIT: Duration = Duration::from_millis(10);
 /// rules in the end-to-end testbed; `variant = "paper"` selects the original).
 pub fn default_vulture() -> VultureConfig {
     VultureConfig::slipstream(DEFAULT_QUEUE_DELAY_LIMIT)
+}
+
+/// The controller of a rule that names none; the one place that decides it (UCI controller
+/// parameters without `option controller` belong to its kind too). Still Vulture until household
+/// control is measured against it.
+pub fn default_controller() -> ControllerConfig {
+    ControllerConfig::Vulture(default_vulture())
+}
+
+/// Highest rule `priority` (lowest precedence): eight levels, numbered like tc's prio bands.
+pub const MAX_PRIORITY: u8 = 7;
+
+/// Smallest and largest non-zero `min_rate`, bits per second.
+const MIN_RATE_BITS: (f64, f64) = (1e3, 100e9);
+
+/// A rate in bits per second with a unit, `"2mbit"`, `"500kbit"`, `"1.5gbit"`, `"64000bit"`
+/// (SI multiples as tc reads them: k = 1000), or `"0"`, to bytes per second (rounded). tc's
+/// `kbps`-style units (bytes per second there, bits elsewhere) are refused as ambiguous.
+pub fn parse_rate(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let bad = || format!("{text:?} is not a rate like \"2mbit\" or \"500kbit\" (bits per second)");
+    let value: f64 = number.parse().map_err(|_| bad())?;
+    let scale = match unit.trim() {
+        "" if value == 0.0 => 1.0,
+        "" => return Err(format!("{text:?} has no unit: write bits per second like \"2mbit\" or \"500kbit\"")),
+        "bit" => 1.0,
+        "kbit" => 1e3,
+        "mbit" => 1e6,
+        "gbit" => 1e9,
+        u if u.ends_with("bps") || u.ends_with("b/s") || u.ends_with("bit/s") => {
+            return Err(format!(
+                "{text:?}: unit {u:?} is ambiguous (tc reads \"kbps\" as kilobytes per second); use bit, kbit, mbit or gbit"
+            ))
+        }
+        _ => return Err(bad()),
+    };
+    let bits = value * scale;
+    if bits != 0.0 && !(MIN_RATE_BITS.0..=MIN_RATE_BITS.1).contains(&bits) {
+        return Err(format!("{text:?} must be 0 or 1kbit to 100gbit"));
+    }
+    Ok((bits / 8.0).round() as u64)
 }
 use std::collections::HashSet;
 use std::fmt;
@@ -107,6 +155,10 @@ pub struct Config {
     pub limits: Limits,
     /// The daemon's local control socket.
     pub control: Control,
+    /// Household control: the budget controller all `controller = "household"` flows of a link
+    /// share, the coordinated slowdown, the time-sharing turn. TOML `[household]`, UCI
+    /// `config household`.
+    pub household: HouseholdConfig,
     /// The enabled rules: at least one when [`Config::enabled`]; names unique (disabled rules
     /// included); at most [`MAX_RULES`]. Numbered 1..=N in order; first match wins. Disabled rules
     /// (`enabled = false`) are validated like the others, then left out, so they take no number.
@@ -310,6 +362,9 @@ pub struct Rule {
     pub lan_macs: Vec<MacAddr>,
     /// The controller of the rule's flows.
     pub controller: ControllerConfig,
+    /// The rule's claim on the household budget (`weight`, `min_rate`, `priority`); only
+    /// household-controlled rules may set it, others keep the default.
+    pub share: ShareSpec,
 }
 
 impl Rule {
@@ -581,12 +636,32 @@ impl Validator<'_> {
         }
     }
 
+    /// A `validate()` result of a library config: a message that starts with one of `fields` is
+    /// reported at that field (`gain must be ...` -> `{path}.gain: must be ...`), others at `path`.
+    fn checked(&self, path: &str, fields: &[&str], result: Result<(), String>) -> VResult<()> {
+        result.map_err(|message| match message.split_once(' ') {
+            Some((field, rest)) if fields.contains(&field) => self.err(format!("{path}.{field}"), rest),
+            _ => self.err(path, message),
+        })
+    }
+
+    fn opt_duration(
+        &self,
+        path: &str,
+        field: &str,
+        v: Option<String>,
+        default: Duration,
+    ) -> VResult<Duration> {
+        self.duration(&format!("{path}.{field}"), v.as_deref(), default)
+    }
+
     pub(crate) fn config(&self, raw: RawConfig) -> VResult<Config> {
         let enabled = raw.enabled.unwrap_or(true);
         let datapath = self.datapath(raw.datapath)?;
         let metrics = self.metrics(raw.metrics)?;
         let limits = self.limits(raw.limits)?;
         let control = self.control(raw.control)?;
+        let household = self.household(raw.household)?;
         let (rules_name, rule_name) = match self.format {
             Format::Toml => ("[[rules]] entry", "[[rules]] entry"),
             Format::Uci => ("`config rule` section", "`config rule` section"),
@@ -635,8 +710,95 @@ impl Validator<'_> {
             metrics,
             limits,
             control,
+            household,
             rules,
         })
+    }
+
+    fn household(&self, raw: raw::RawHousehold) -> VResult<HouseholdConfig> {
+        let d = HouseholdConfig::default();
+        let budget = match raw.budget {
+            None => d.budget,
+            Some(b) => b.validate(self, "household.budget")?,
+        };
+        let slowdown_interval = match raw.slowdown_interval.as_deref().map(str::trim) {
+            Some("off") => Duration::ZERO,
+            other => self.duration("household.slowdown_interval", other, d.slowdown_interval)?,
+        };
+        let turn = self.duration("household.turn", raw.turn.as_deref(), d.turn)?;
+        let household = HouseholdConfig {
+            budget,
+            slowdown_interval,
+            turn,
+        };
+        self.checked("household", &["slowdown_interval", "turn"], household.validate())?;
+        Ok(household)
+    }
+
+    /// `weight`, `min_rate` and `priority` of a rule with controller `controller`.
+    fn share(&self, p: &str, raw: &RawRule, controller: &ControllerConfig) -> VResult<ShareSpec> {
+        let given = [
+            ("weight", raw.weight.is_some()),
+            ("min_rate", raw.min_rate.is_some()),
+            ("priority", raw.priority.is_some()),
+        ];
+        if let Some((field, _)) = given.iter().find(|(_, set)| *set) {
+            if *controller != ControllerConfig::Household {
+                return Err(self.err(
+                    format!("{p}.{field}"),
+                    format!(
+                        "only household flows share a budget; set {} (this rule's controller is {})",
+                        match self.format {
+                            Format::Toml => "controller = \"household\"",
+                            Format::Uci => "option controller 'household'",
+                        },
+                        controller.kind()
+                    ),
+                ));
+            }
+        }
+        let d = ShareSpec::default();
+        let weight = match raw.weight {
+            None => d.weight,
+            Some(n) if (1..=i64::from(ShareSpec::MAX_WEIGHT)).contains(&n) => n as u32,
+            Some(n) => {
+                return Err(self.err(
+                    format!("{p}.weight"),
+                    format!("must be 1 to {}, not {n}", ShareSpec::MAX_WEIGHT),
+                ))
+            }
+        };
+        let priority = match raw.priority {
+            None => d.priority,
+            Some(n) if (0..=i64::from(MAX_PRIORITY)).contains(&n) => n as u8,
+            Some(n) => {
+                return Err(self.err(
+                    format!("{p}.priority"),
+                    format!("must be 0 to {MAX_PRIORITY} (0 is served first), not {n}"),
+                ))
+            }
+        };
+        let min_rate =
+            match &raw.min_rate {
+                None => d.min_rate,
+                Some(IntOrString::Int(0)) => 0,
+                Some(IntOrString::Int(n)) => return Err(self.err(
+                    format!("{p}.min_rate"),
+                    format!(
+                        "{n} has no unit: write bits per second as a string like \"2mbit\" or \"500kbit\""
+                    ),
+                )),
+                Some(IntOrString::Str(s)) => {
+                    parse_rate(s).map_err(|why| self.err(format!("{p}.min_rate"), why))?
+                }
+            };
+        let share = ShareSpec {
+            weight,
+            min_rate,
+            priority,
+        };
+        self.checked(p, &["weight", "min_rate", "priority"], share.validate())?;
+        Ok(share)
     }
 
     fn control(&self, raw: raw::RawControl) -> VResult<Control> {
@@ -804,7 +966,7 @@ impl Validator<'_> {
         })
     }
 
-    fn rule(&self, i: usize, raw: RawRule, datapath: &Datapath) -> VResult<Rule> {
+    fn rule(&self, i: usize, mut raw: RawRule, datapath: &Datapath) -> VResult<Rule> {
         let p = format!("rules[{i}]");
         let name = raw.name.trim().to_owned();
         if name.is_empty() {
@@ -899,7 +1061,11 @@ impl Validator<'_> {
                 ),
             ));
         }
-        let controller = self.controller(&format!("{p}.controller"), raw.controller)?;
+        let controller = match raw.controller.take() {
+            None => default_controller(),
+            Some(c) => c.validate(self, &format!("{p}.controller"))?,
+        };
+        let share = self.share(&p, &raw, &controller)?;
         Ok(Rule {
             name,
             remote_ports,
@@ -908,6 +1074,7 @@ impl Validator<'_> {
             lan_hosts,
             lan_macs,
             controller,
+            share,
         })
     }
 
@@ -926,139 +1093,6 @@ impl Validator<'_> {
                 }
             })
             .collect()
-    }
-
-    fn controller(&self, p: &str, raw: Option<RawController>) -> VResult<ControllerConfig> {
-        let table = match raw {
-            None => return Ok(ControllerConfig::Vulture(default_vulture())),
-            Some(RawController::Name(kind)) => RawControllerTable {
-                kind,
-                ..Default::default()
-            },
-            Some(RawController::Table(t)) => *t,
-        };
-        match table.kind.as_str() {
-            "vulture" => {
-                if table.window_bytes.is_some() {
-                    return Err(self.err(
-                        format!("{p}.window_bytes"),
-                        "is a fixed_window parameter, not a vulture one",
-                    ));
-                }
-                let d = match table.variant.as_deref() {
-                    None => default_vulture(),
-                    Some("slipstream") => VultureConfig::slipstream(DEFAULT_QUEUE_DELAY_LIMIT),
-                    Some("paper") => VultureConfig::paper(),
-                    Some(other) => {
-                        return Err(self.err(
-                            format!("{p}.variant"),
-                            format!("unknown variant {other:?}, expected \"slipstream\" or \"paper\""),
-                        ))
-                    }
-                };
-                let dur = |field: &str, v: &Option<String>, default: Duration| -> VResult<Duration> {
-                    self.duration(&format!("{p}.{field}"), v.as_deref(), default)
-                };
-                let psi = dur("psi", &table.psi, d.psi)?;
-                let piv_resolution = dur("piv_resolution", &table.piv_resolution, d.piv_resolution)?;
-                let conservative_low = dur("conservative_low", &table.conservative_low, d.conservative_low)?;
-                let conservative_high =
-                    dur("conservative_high", &table.conservative_high, d.conservative_high)?;
-                let aggressive_low = dur("aggressive_low", &table.aggressive_low, d.aggressive_low)?;
-                let aggressive_high = dur("aggressive_high", &table.aggressive_high, d.aggressive_high)?;
-                let alpha = table.alpha.unwrap_or(d.alpha);
-                let queue_delay_limit = match table.queue_delay_limit.as_deref() {
-                    None => d.queue_delay_limit,
-                    Some("off") => None,
-                    Some(text) => {
-                        Some(self.duration(&format!("{p}.queue_delay_limit"), Some(text), Duration::ZERO)?)
-                    }
-                };
-                if queue_delay_limit.is_some_and(|l| l.is_zero()) {
-                    return Err(self.err(
-                        format!("{p}.queue_delay_limit"),
-                        "must be greater than zero, or \"off\"",
-                    ));
-                }
-                let fmt = |d: Duration| humantime::format_duration(d).to_string();
-                if psi.is_zero() {
-                    return Err(self.err(format!("{p}.psi"), "must be greater than zero"));
-                }
-                if piv_resolution.is_zero() {
-                    return Err(self.err(format!("{p}.piv_resolution"), "must be greater than zero"));
-                }
-                if conservative_low >= conservative_high {
-                    return Err(self.err(
-                        format!("{p}.conservative_high"),
-                        format!(
-                            "must be greater than conservative_low ({} >= {})",
-                            fmt(conservative_low),
-                            fmt(conservative_high)
-                        ),
-                    ));
-                }
-                if aggressive_low >= aggressive_high {
-                    return Err(self.err(
-                        format!("{p}.aggressive_high"),
-                        format!(
-                            "must be greater than aggressive_low ({} >= {})",
-                            fmt(aggressive_low),
-                            fmt(aggressive_high)
-                        ),
-                    ));
-                }
-                if !(alpha > 0.5 && alpha <= 1.0) {
-                    return Err(self.err(format!("{p}.alpha"), format!("{alpha} is outside (0.5, 1.0]")));
-                }
-                Ok(ControllerConfig::Vulture(VultureConfig {
-                    psi,
-                    piv_resolution,
-                    conservative_low,
-                    conservative_high,
-                    aggressive_low,
-                    aggressive_high,
-                    alpha,
-                    queue_delay_limit,
-                    ..d
-                }))
-            }
-            "fixed_window" => {
-                let vulture_fields = [
-                    ("psi", table.psi.is_some()),
-                    ("piv_resolution", table.piv_resolution.is_some()),
-                    ("conservative_low", table.conservative_low.is_some()),
-                    ("conservative_high", table.conservative_high.is_some()),
-                    ("aggressive_low", table.aggressive_low.is_some()),
-                    ("aggressive_high", table.aggressive_high.is_some()),
-                    ("alpha", table.alpha.is_some()),
-                    ("queue_delay_limit", table.queue_delay_limit.is_some()),
-                    ("variant", table.variant.is_some()),
-                ];
-                if let Some((field, _)) = vulture_fields.iter().find(|(_, set)| *set) {
-                    return Err(self.err(
-                        format!("{p}.{field}"),
-                        "is a vulture parameter, not a fixed_window one",
-                    ));
-                }
-                let window_bytes = match table.window_bytes {
-                    None => {
-                        return Err(self.err(
-                            format!("{p}.window_bytes"),
-                            match self.format {
-                                Format::Toml => "is required for kind = \"fixed_window\" (e.g. 65535)",
-                                Format::Uci => "is required for controller 'fixed_window' (e.g. 65535)",
-                            },
-                        ))
-                    }
-                    Some(n) => self.int(&format!("{p}.window_bytes"), Some(n), 0u32, 1, 1 << 30)?,
-                };
-                Ok(ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes }))
-            }
-            other => Err(self.err(
-                format!("{p}.kind"),
-                format!("unknown controller {other:?}, expected \"vulture\" or \"fixed_window\""),
-            )),
-        }
     }
 }
 

@@ -1,11 +1,16 @@
 //! The TOML file as serde sees it: loose types (integers as `i64`, durations and enum names as
 //! strings, "number or string" lists) so that validation, not serde, reports range and format
 //! problems — with the field path in the message. Serde still catches syntax errors, type
-//! mismatches and unknown fields (every table is `deny_unknown_fields`), with toml's line/column.
+//! mismatches and unknown fields (every table is `deny_unknown_fields`), with toml's line/column;
+//! settings with a kind (`controller`, `budget`) keep their problems for the validator instead
+//! (see `kinded`).
 
-use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
+
+use crate::controllers::{RawBudget, RawController};
+use crate::kinded::Kinded;
 
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -19,6 +24,8 @@ pub(crate) struct RawConfig {
     pub limits: RawLimits,
     #[serde(default)]
     pub control: RawControl,
+    #[serde(default)]
+    pub household: RawHousehold,
     #[serde(default)]
     pub rules: Vec<RawRule>,
 }
@@ -74,53 +81,18 @@ pub(crate) struct RawRule {
     pub lan_hosts: Vec<String>,
     #[serde(default)]
     pub lan_macs: Vec<String>,
-    pub controller: Option<RawController>,
+    pub controller: Option<Kinded<RawController>>,
+    pub weight: Option<i64>,
+    pub min_rate: Option<IntOrString>,
+    pub priority: Option<i64>,
 }
 
-/// `controller = "vulture"` or `controller = { kind = "vulture", ... }`.
-#[derive(Debug)]
-pub(crate) enum RawController {
-    Name(String),
-    Table(Box<RawControllerTable>),
-}
-
-/// Every parameter of every controller kind; validation rejects the ones the kind does not take.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub(crate) struct RawControllerTable {
-    pub kind: String,
-    // Vulture
-    pub psi: Option<String>,
-    pub piv_resolution: Option<String>,
-    pub conservative_low: Option<String>,
-    pub conservative_high: Option<String>,
-    pub aggressive_low: Option<String>,
-    pub aggressive_high: Option<String>,
-    pub alpha: Option<f64>,
-    pub queue_delay_limit: Option<String>,
-    pub variant: Option<String>,
-    // FixedWindow
-    pub window_bytes: Option<i64>,
-}
-
-impl<'de> Deserialize<'de> for RawController {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = RawController;
-            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a controller name (\"vulture\", \"fixed_window\") or a table with `kind`")
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> Result<RawController, E> {
-                Ok(RawController::Name(v.to_owned()))
-            }
-            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<RawController, A::Error> {
-                RawControllerTable::deserialize(de::value::MapAccessDeserializer::new(map))
-                    .map(|t| RawController::Table(Box::new(t)))
-            }
-        }
-        d.deserialize_any(V)
-    }
+pub(crate) struct RawHousehold {
+    pub budget: Option<Kinded<RawBudget>>,
+    pub slowdown_interval: Option<String>,
+    pub turn: Option<String>,
 }
 
 /// A list entry that may be written as a number or a string (`443` / `"6881-6889"`, `8` / `"CS1"`).

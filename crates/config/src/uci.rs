@@ -20,14 +20,20 @@
 //!
 //! # Slipstream's schema
 //!
-//! One `config slipstream` section (named `main` by convention) holds the global options, each
-//! `config rule` section one rule; see `docs/configuration.md`. The file is read into the same raw
+//! One `config slipstream` section (named `main` by convention) holds the global options, an
+//! optional `config household` section the household control settings (TOML's `[household]`),
+//! each `config rule` section one rule; see `docs/configuration.md`. A setting with a kind
+//! (`controller`, `budget`) takes its kind's parameters as options of the same section. The file is read into the same raw
 //! structs as the TOML file and checked by the same validator, so both formats mean the same and are
 //! held to the same rules. Validator errors name TOML paths (`rules[2].remote_ports[0]`); this module
 //! translates them to the UCI section and option with their line numbers.
 
-use crate::raw::{IntOrString, RawConfig, RawController, RawControllerTable, RawRule};
-use crate::{Config, ConfigError, Format, Validator};
+use crate::controllers::{RawBudget, RawController};
+use crate::kinded::{Kinded, Kinds, ParamError};
+use crate::raw::{IntOrString, RawConfig, RawRule};
+use crate::{default_controller, Config, ConfigError, Format, Validator};
+use serde::de::{self, Visitor};
+use slipstream_household::BudgetConfig;
 use std::collections::HashMap;
 use std::fmt;
 
@@ -330,7 +336,7 @@ pub const MAIN_OPTIONS: &[&str] = &[
     "control_socket",
 ];
 
-/// Options of a `config rule` section.
+/// Options of a `config rule` section besides the controllers' parameters (see [`rule_options`]).
 pub const RULE_OPTIONS: &[&str] = &[
     "name",
     "enabled",
@@ -340,17 +346,26 @@ pub const RULE_OPTIONS: &[&str] = &[
     "lan_host",
     "lan_mac",
     "controller",
-    "variant",
-    "queue_delay_limit",
-    "psi",
-    "piv_resolution",
-    "conservative_low",
-    "conservative_high",
-    "aggressive_low",
-    "aggressive_high",
-    "alpha",
-    "window_bytes",
+    "weight",
+    "min_rate",
+    "priority",
 ];
+
+/// Options of the `config household` section besides the budget controllers' parameters (see
+/// [`household_options`]).
+pub const HOUSEHOLD_OPTIONS: &[&str] = &["budget", "slowdown_interval", "turn"];
+
+/// Every option a `config rule` section takes: [`RULE_OPTIONS`], then every controller's
+/// parameters.
+pub fn rule_options() -> Vec<&'static str> {
+    [RULE_OPTIONS.to_vec(), RawController::all_fields()].concat()
+}
+
+/// Every option the `config household` section takes: [`HOUSEHOLD_OPTIONS`], then every budget
+/// controller's parameters.
+pub fn household_options() -> Vec<&'static str> {
+    [HOUSEHOLD_OPTIONS.to_vec(), RawBudget::all_fields()].concat()
+}
 
 /// Options that hold lists: `list x 'a'` entries, or one `option x 'a b c'` split at blanks.
 const LIST_OPTIONS: &[&str] = &[
@@ -372,6 +387,7 @@ pub(crate) fn option_name(toml_path: &str) -> String {
     let p: String = strip_indices(p);
     let mapped = match p.as_str() {
         "controller.kind" | "controller" => "controller",
+        "household.budget.kind" | "household.budget" => "budget",
         "datapath.lan_interfaces" => "lan_interface",
         "metrics.listen" => "metrics_listen",
         "control.socket" => "control_socket",
@@ -403,6 +419,8 @@ fn strip_indices(p: &str) -> String {
 struct Locations {
     /// `slipstream 'main' (line 3)`; `None` if the file has no such section.
     main: Option<String>,
+    /// `household 'household' (line 30)`; `None` if the file has no such section.
+    household: Option<String>,
     /// One per rule section, in order (same index as the raw rules).
     rules: Vec<String>,
     /// TOML path (`datapath.ack_queue`, `rules[1].remote_ports[2]`) -> line.
@@ -422,6 +440,16 @@ impl Locations {
             (section, rest.trim_start_matches('.'))
         } else if toml_path == "rules" {
             return "config rule".to_owned();
+        } else if toml_path.starts_with("household") {
+            (
+                self.household
+                    .clone()
+                    .unwrap_or_else(|| "config household".to_owned()),
+                toml_path
+                    .strip_prefix("household")
+                    .unwrap_or("")
+                    .trim_start_matches('.'),
+            )
         } else {
             (
                 self.main
@@ -465,7 +493,7 @@ impl Reader<'_> {
         &self,
         s: &UciSection,
         label: &str,
-        known: &[&str],
+        known: &[&'static str],
     ) -> Result<HashMap<String, Resolved>, ConfigError> {
         let mut out: HashMap<String, Resolved> = HashMap::new();
         for e in &s.entries {
@@ -538,12 +566,7 @@ impl Reader<'_> {
         let Some(v) = self.scalar(opts, name, toml_path) else {
             return Ok(None);
         };
-        let t = v.trim();
-        let parsed = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
-            Some(hex) => i64::from_str_radix(&hex.replace('_', ""), 16).ok(),
-            None => t.parse::<i64>().ok(),
-        };
-        parsed.map(Some).ok_or_else(|| {
+        parse_int(v).map(Some).ok_or_else(|| {
             self.err(
                 self.loc.describe(toml_path),
                 format!("{v:?} is not an integer (decimal, or hex like 0x00ff0000)"),
@@ -600,7 +623,7 @@ impl Reader<'_> {
     fn rule_section(&mut self, i: usize, s: &UciSection) -> Result<RawRule, ConfigError> {
         let label = format!("rule {} (line {})", s.label(), s.line);
         self.loc.rules.push(label.clone());
-        let o = self.resolve(s, &label, RULE_OPTIONS)?;
+        let o = self.resolve(s, &label, &rule_options())?;
         let p = format!("rules[{i}]");
         let name = match self.string(&o, "name", &format!("{p}.name")) {
             Some(n) => n,
@@ -632,49 +655,17 @@ impl Reader<'_> {
             .list(&o, "lan_mac", &format!("{p}.lan_macs"))
             .unwrap_or_default();
 
-        let c = format!("{p}.controller");
-        let kind = self.string(&o, "controller", &c);
-        if kind.is_some() {
-            self.loc.lines.insert(format!("{c}.kind"), self.loc.lines[&c]);
-        }
-        let mut t = RawControllerTable {
-            kind: kind.clone().unwrap_or_else(|| "vulture".to_owned()),
-            ..Default::default()
-        };
-        t.psi = self.string(&o, "psi", &format!("{c}.psi"));
-        t.piv_resolution = self.string(&o, "piv_resolution", &format!("{c}.piv_resolution"));
-        t.conservative_low = self.string(&o, "conservative_low", &format!("{c}.conservative_low"));
-        t.conservative_high = self.string(&o, "conservative_high", &format!("{c}.conservative_high"));
-        t.aggressive_low = self.string(&o, "aggressive_low", &format!("{c}.aggressive_low"));
-        t.aggressive_high = self.string(&o, "aggressive_high", &format!("{c}.aggressive_high"));
-        t.queue_delay_limit = self.string(&o, "queue_delay_limit", &format!("{c}.queue_delay_limit"));
-        t.variant = self.string(&o, "variant", &format!("{c}.variant"));
-        t.window_bytes = self.int(&o, "window_bytes", &format!("{c}.window_bytes"))?;
-        let alpha_path = format!("{c}.alpha");
-        t.alpha = match self.string(&o, "alpha", &alpha_path) {
-            None => None,
-            Some(v) => Some(v.trim().parse::<f64>().map_err(|_| {
-                self.err(
-                    self.loc.describe(&alpha_path),
-                    format!("{v:?} is not a number like 0.875"),
-                )
-            })?),
-        };
-        let has_params = t.psi.is_some()
-            || t.piv_resolution.is_some()
-            || t.conservative_low.is_some()
-            || t.conservative_high.is_some()
-            || t.aggressive_low.is_some()
-            || t.aggressive_high.is_some()
-            || t.queue_delay_limit.is_some()
-            || t.variant.is_some()
-            || t.window_bytes.is_some()
-            || t.alpha.is_some();
-        let controller = match (kind, has_params) {
-            (_, true) => Some(RawController::Table(Box::new(t))),
-            (Some(k), false) => Some(RawController::Name(k)),
-            (None, false) => None,
-        };
+        let weight = self.int(&o, "weight", &format!("{p}.weight"))?;
+        let min_rate = self
+            .string(&o, "min_rate", &format!("{p}.min_rate"))
+            .map(IntOrString::Str);
+        let priority = self.int(&o, "priority", &format!("{p}.priority"))?;
+        let controller = self.kinded::<RawController>(
+            &o,
+            "controller",
+            &format!("{p}.controller"),
+            default_controller().kind(),
+        );
         Ok(RawRule {
             name,
             enabled,
@@ -684,7 +675,109 @@ impl Reader<'_> {
             lan_hosts,
             lan_macs,
             controller,
+            weight,
+            min_rate,
+            priority,
         })
+    }
+
+    fn household_section(&mut self, s: &UciSection, raw: &mut RawConfig) -> Result<(), ConfigError> {
+        let label = format!("household {} (line {})", s.label(), s.line);
+        self.loc.household = Some(label.clone());
+        let o = self.resolve(s, &label, &household_options())?;
+        let h = &mut raw.household;
+        h.budget = self.kinded::<RawBudget>(&o, "budget", "household.budget", BudgetConfig::default().kind());
+        h.slowdown_interval = self.string(&o, "slowdown_interval", "household.slowdown_interval");
+        h.turn = self.string(&o, "turn", "household.turn");
+        Ok(())
+    }
+
+    /// A setting with a kind: `option <kind_option>` and the kinds' parameters as options of the
+    /// section; parameters without the kind option belong to `default_kind`.
+    fn kinded<E: Kinds>(
+        &mut self,
+        opts: &HashMap<String, Resolved>,
+        kind_option: &str,
+        toml_path: &str,
+        default_kind: &str,
+    ) -> Option<Kinded<E>> {
+        let kind = self.string(opts, kind_option, toml_path);
+        if let Some(&line) = self.loc.lines.get(toml_path) {
+            self.loc.lines.insert(format!("{toml_path}.kind"), line);
+        }
+        let mut params = Vec::new();
+        for field in E::all_fields() {
+            if let Some(v) = self.string(opts, field, &format!("{toml_path}.{field}")) {
+                params.push((field.to_owned(), UciValue(v)));
+            }
+        }
+        if kind.is_none() && params.is_empty() {
+            return None;
+        }
+        Some(Kinded::build(kind.as_deref().unwrap_or(default_kind), params))
+    }
+}
+
+/// A UCI value as a serde value: the text, parsed as the field asks (number, integer, boolean).
+struct UciValue(String);
+
+impl<'de> de::Deserializer<'de> for UciValue {
+    type Error = ParamError;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ParamError> {
+        visitor.visit_string(self.0)
+    }
+
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ParamError> {
+        visitor.visit_some(self)
+    }
+
+    fn deserialize_bool<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ParamError> {
+        match parse_bool(&self.0) {
+            Some(b) => visitor.visit_bool(b),
+            None => Err(ParamError::new(format!(
+                "{:?} is not a boolean (use 1 or 0; yes/no, on/off, true/false also work)",
+                self.0
+            ))),
+        }
+    }
+
+    fn deserialize_i64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ParamError> {
+        match parse_int(&self.0) {
+            Some(n) => visitor.visit_i64(n),
+            None => Err(ParamError::new(format!(
+                "{:?} is not an integer (decimal, or hex like 0x00ff0000)",
+                self.0
+            ))),
+        }
+    }
+
+    fn deserialize_f64<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ParamError> {
+        match self.0.trim().parse::<f64>() {
+            Ok(x) => visitor.visit_f64(x),
+            Err(_) => Err(ParamError::new(format!(
+                "{:?} is not a number like 0.875",
+                self.0
+            ))),
+        }
+    }
+
+    fn deserialize_f32<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, ParamError> {
+        self.deserialize_f64(visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        i8 i16 i32 i128 u8 u16 u32 u64 u128 char str string bytes byte_buf unit unit_struct
+        newtype_struct seq tuple tuple_struct map struct enum identifier ignored_any
+    }
+}
+
+/// A decimal or `0x` hex integer.
+fn parse_int(v: &str) -> Option<i64> {
+    let t = v.trim();
+    match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(hex) => i64::from_str_radix(&hex.replace('_', ""), 16).ok(),
+        None => t.parse::<i64>().ok(),
     }
 }
 
@@ -708,6 +801,7 @@ pub fn parse_uci(text: &str, origin: &str) -> Result<Config, ConfigError> {
     };
     let mut raw = RawConfig::default();
     let mut main_line: Option<usize> = None;
+    let mut household_line: Option<usize> = None;
     for s in &sections {
         match s.section_type.as_str() {
             "slipstream" => {
@@ -722,6 +816,18 @@ pub fn parse_uci(text: &str, origin: &str) -> Result<Config, ConfigError> {
                 main_line = Some(s.line);
                 reader.main_section(s, &mut raw)?;
             }
+            "household" => {
+                if let Some(first) = household_line {
+                    return Err(reader.err(
+                        format!("household {} (line {})", s.label(), s.line),
+                        format!(
+                            "only one `config household` section is allowed (the first is at line {first})"
+                        ),
+                    ));
+                }
+                household_line = Some(s.line);
+                reader.household_section(s, &mut raw)?;
+            }
             "rule" => {
                 let i = raw.rules.len();
                 let rule = reader.rule_section(i, s)?;
@@ -730,7 +836,7 @@ pub fn parse_uci(text: &str, origin: &str) -> Result<Config, ConfigError> {
             other => {
                 return Err(reader.err(
                     format!("line {}", s.line),
-                    format!("unknown section type {other:?}; known: slipstream, rule"),
+                    format!("unknown section type {other:?}; known: slipstream, household, rule"),
                 ))
             }
         }
@@ -831,6 +937,12 @@ mod tests {
             ("rules[2].remote_ports[0]", "remote_port"),
             ("rules[0].controller.kind", "controller"),
             ("rules[0].controller.psi", "psi"),
+            ("rules[3].weight", "weight"),
+            ("rules[3].min_rate", "min_rate"),
+            ("household.budget.kind", "budget"),
+            ("household.budget", "budget"),
+            ("household.budget.target", "target"),
+            ("household.slowdown_interval", "slowdown_interval"),
             ("rules[10].lan_macs", "lan_mac"),
             ("datapath.lan_interfaces[1]", "lan_interface"),
             ("datapath.ack_queue", "ack_queue"),

@@ -283,7 +283,7 @@ fn bad_configs_name_the_field() {
         (format!("{rule}controller = {{ kind = \"fixed_window\", window_bytes = 0 }}\n"), "rules[0].controller.window_bytes", "out of range"),
         (format!("{rule}controller = {{ kind = \"fixed_window\" }}\n"), "rules[0].controller.window_bytes", "required"),
         (format!("{rule}controller = {{ kind = \"fixed_window\", window_bytes = 9, alpha = 0.9 }}\n"), "rules[0].controller.alpha", "vulture parameter"),
-        (format!("{rule}controller = {{ kind = \"vulture\", bogus = 1 }}\n"), "line 4", "unknown field `bogus`"),
+        (format!("{rule}controller = {{ kind = \"vulture\", bogus = 1 }}\n"), "rules[0].controller.bogus", "unknown parameter; vulture takes variant, queue_delay_limit, psi"),
         (format!("[datapath]\nack_queue = 5\ndata_queue = 5\n{rule}"), "datapath.data_queue", "must differ"),
         (format!("[datapath]\nack_queue = 70000\n{rule}"), "datapath.ack_queue", "out of range"),
         (format!("[datapath]\nmark_mask = 0xf0f000\n{rule}"), "datapath.mark_mask", "contiguous"),

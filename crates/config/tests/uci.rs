@@ -258,7 +258,7 @@ fn errors_name_section_option_and_line() {
         // syntax
         ("config rule 'r'\n option dscp 'LE\n".into(), "line 2", "unterminated ' quote"),
         // unknown section type / option / list misuse
-        (format!("{rule}config rules 'x'\n"), "line 3", "unknown section type \"rules\"; known: slipstream, rule"),
+        (format!("{rule}config rules 'x'\n"), "line 3", "unknown section type \"rules\"; known: slipstream, household, rule"),
         (format!("{main} option ack_queues 1\n{rule}"), "slipstream 'main' (line 1), option ack_queues (line 2)", "unknown option; known options of a `config slipstream` section: enabled, lan_interface"),
         ("config rule 'r'\n option remote_ports 1\n".into(), "rule 'r' (line 1), option remote_ports (line 2)", "remote_port, local_port"),
         (format!("{main} list hook forward\n{rule}"), "slipstream 'main' (line 1), option hook (line 2)", "takes a single value: write `option hook`"),
