@@ -89,8 +89,8 @@ fn meta(copy: Copy) -> PacketMeta {
         rule: Some(1),
         copy,
         checksum_ready: true,
-    from_lan: None,
-    arrival: None,
+        from_lan: None,
+        arrival: None,
     }
 }
 

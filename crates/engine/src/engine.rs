@@ -39,10 +39,10 @@ use slipstream_household::{HouseholdConfig, ShareSpec};
 use slipstream_wire::{parse, parse_headers, rewrite_window, TcpPacketInfo};
 
 use crate::flow::{AckOutcome, Flow, FlowEvent};
-use crate::household::{run_round, Household};
-use crate::stats::LinkDirection;
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Admission, FlowTable, TableLimits};
+use crate::household::{run_round, Household};
+use crate::stats::LinkDirection;
 use crate::stats::{EngineCounters, EngineSnapshot, PassReason, RuleSnapshot};
 
 /// At most this many events wait for the shell; more are dropped and counted.
@@ -410,6 +410,7 @@ impl Engine {
                 if let Some((state, _)) = flow.household_mut() {
                     let link = &mut self.household.links[direction.index()];
                     link.delivered += u64::from(ack.acked);
+                    state.round_acked += u64::from(ack.acked);
                     if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
                         link.delay.on_sample(&mut state.delay, sample);
                     }
@@ -449,7 +450,14 @@ impl Engine {
         let mut updates = Vec::new();
         for which in 0..LinkDirection::ALL.len() {
             if self.household.link_due(which, now) {
-                run_round(&mut self.household, which, now, self.table.iter_mut(), &shares, &mut updates);
+                run_round(
+                    &mut self.household,
+                    which,
+                    now,
+                    self.table.iter_mut(),
+                    &shares,
+                    &mut updates,
+                );
             }
         }
         for packet in updates {

@@ -2,8 +2,8 @@
 //! controller of the receiving side's ACKs, and the router-side RTT and goodput.
 
 use slipstream_control::{
-    AckSample, AnyController, Controller, ControllerConfig, DataSample, Duration, FlowContext, HouseholdShare,
-    Instant, Timestamps, TsClockEstimator,
+    AckSample, AnyController, Controller, ControllerConfig, DataSample, Duration, FlowContext,
+    HouseholdShare, Instant, Timestamps, TsClockEstimator,
 };
 use slipstream_household::link_delay::FlowDelay;
 use slipstream_wire::{rewrite_window, TcpPacketInfo};
@@ -50,6 +50,8 @@ pub struct HouseholdFlow {
     /// Time-sharing state (see `slipstream_household::allocator`).
     pub credit: i64,
     pub turn_since: Option<Instant>,
+    /// Bytes the flow's receiver acknowledged since the last round.
+    pub round_acked: u64,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
     last_ack: Option<StoredAck>,
 }
@@ -172,20 +174,6 @@ impl Flow {
         }
     }
 
-    /// Bytes the bulk sender has sent that its receiver has not acknowledged yet, as seen here.
-    pub fn in_flight(&self) -> u64 {
-        let Some(sender) = self.bulk_sender else {
-            return 0;
-        };
-        match (
-            self.ends[sender.index()].next_seq,
-            self.ends[sender.other().index()].highest_ack,
-        ) {
-            (Some(next), Some(ack)) => slipstream_control::time::wrapping_diff(next, ack).max(0) as u64,
-            _ => 0,
-        }
-    }
-
     /// Two of the bulk sender's segments: the smallest window a flow with a turn gets.
     pub fn floor(&self) -> u32 {
         2 * self.sender_mss()
@@ -271,7 +259,10 @@ impl Flow {
         // The handshake gives each half of the round trip once: SYN out, SYN-ACK back is the
         // half on the SYN-ACK's side; SYN-ACK out, the first ACK back the other half.
         if info.flags.ack {
-            if let (None, Some(syn_at)) = (self.handshake_half[side.index()], self.syn_at[side.other().index()]) {
+            if let (None, Some(syn_at)) = (
+                self.handshake_half[side.index()],
+                self.syn_at[side.other().index()],
+            ) {
                 self.handshake_half[side.index()] = Some(now.saturating_since(syn_at));
             }
         }
@@ -469,6 +460,12 @@ impl Flow {
             sender_clock: TsClockEstimator::new(),
             household: matches!(controller, ControllerConfig::Household).then(HouseholdFlow::default),
         }));
+        // A household flow starts at its floor: its first round allocates it a share, and until
+        // then it must not run ahead on the host's whole window (the edge could not come back).
+        let floor = self.floor();
+        if let Some(AnyController::Household(share)) = self.control.as_mut().map(|c| &mut c.controller) {
+            share.set_allocation(Some(floor), false);
+        }
         None
     }
 

@@ -145,11 +145,11 @@ pub fn run_round<'f>(
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
+    let interval = now.saturating_since(link.round_start);
     for (key, flow) in flows {
         if flow.link() != Some(link.direction) {
             continue;
         }
-        let in_flight = flow.in_flight();
         let floor = flow.floor();
         let rtt = flow.rtt_estimate();
         let host = host_key(key, flow);
@@ -157,6 +157,15 @@ pub fn run_round<'f>(
         let Some((state, share)) = flow.household_mut() else {
             continue;
         };
+        // What the flow had in flight on average: its delivery rate times its RTT. The router
+        // cannot read it off sequence numbers for downloads (it sits next to the receiver).
+        let acked = std::mem::take(&mut state.round_acked);
+        let in_flight = match (rtt, interval.is_zero()) {
+            (Some(rtt), false) => (acked as f64 * rtt.as_secs_f64() / interval.as_secs_f64()) as u64,
+            _ => acked,
+        };
+        // A flow using less than half its window is limited by its sender (cwnd, application):
+        // it may grow to twice what it uses, not claim the rest of the budget.
         let demand = match share.window() {
             Some(w) if !share.is_held() && in_flight * 2 < u64::from(w) => 2 * in_flight + u64::from(floor),
             _ => u64::MAX,
@@ -181,10 +190,19 @@ pub fn run_round<'f>(
         keys.push(*key);
         members.push(flow);
     }
-    let interval = now.saturating_since(link.round_start);
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
     let queue_delay = link.delay.end_round();
+    if std::env::var_os("HH_TRACE").is_some() {
+        eprintln!(
+            "round t={:.3} q={:?} interval={:?} delivered={} in_force={:?}",
+            now.as_micros() as f64 / 1e6,
+            queue_delay,
+            interval,
+            delivered,
+            link.budget
+        );
+    }
     rtts.sort_unstable();
     let base_rtt = rtts.get(rtts.len() / 2).copied();
     let round_length = config.budget.round_length(base_rtt);
@@ -211,7 +229,9 @@ pub fn run_round<'f>(
         active_flows: members.len(),
         floors,
     };
-    let slowing = link.slowdown.in_slowdown(now, config.slowdown_interval, round_length);
+    let slowing = link
+        .slowdown
+        .in_slowdown(now, config.slowdown_interval, round_length);
     let budget = if slowing {
         min_budget
     } else {
@@ -244,7 +264,11 @@ pub fn run_round<'f>(
             }
         }
     }
-    link.last.phase = if slowing { "slowdown" } else { link.controller.stats().phase };
+    link.last.phase = if slowing {
+        "slowdown"
+    } else {
+        link.controller.stats().phase
+    };
     link.last.budget_bytes = budget;
     link.last.queue_delay = link.delay.queue_delay();
     link.last.base_rtt = base_rtt;

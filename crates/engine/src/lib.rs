@@ -16,11 +16,14 @@ mod stats;
 mod tcp_state;
 pub mod window_clamp;
 
-pub use engine::{Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
-pub use slipstream_household::{HouseholdConfig, ShareSpec};
+pub use engine::{
+    Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate,
+};
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
+pub use slipstream_household::{HouseholdConfig, ShareSpec};
 pub use stats::{
-    EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot, PARSE_ERRORS,
+    EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,
+    PARSE_ERRORS,
 };

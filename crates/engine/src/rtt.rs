@@ -22,49 +22,77 @@ use slipstream_control::time::{seq_lt, wrapping_diff, Duration, Instant};
 /// A probe older than this is abandoned (its answer was lost or never comes).
 const PROBE_GIVE_UP: Duration = Duration::from_secs(3);
 
+/// Probes in flight per half: several per RTT, so a round of household control has samples
+/// from every flow (one probe per RTT gave one noisy sample per flow and round).
+const PROBES: usize = 6;
+
 /// One half of the round trip. Times are kept as `u32` microseconds (71 minutes is plenty for
 /// an RTT) to keep the flow entry small.
 #[derive(Clone, Copy, Debug, Default)]
 struct HalfPath {
-    /// (sequence-space marker, when the probe was sent)
-    probe: Option<(u32, Instant)>,
+    /// (marker, when the probe was sent), oldest first: markers increase in serial arithmetic
+    /// (TSvals, sequence numbers), so answers come in order.
+    probes: [(u32, u32); PROBES],
+    /// Probes in use, from `probes[0]`.
+    len: u8,
     smoothed_us: Option<u32>,
     latest_us: u32,
     min_us: u32,
 }
 
+/// The engine's clock as wrapping `u32` microseconds (probes live for at most a few seconds).
+fn clock_us(now: Instant) -> u32 {
+    now.as_micros() as u32
+}
+
 impl HalfPath {
+    /// Starts a probe for `marker` unless it does not advance past the newest one or all probes
+    /// are out (then the oldest is kept: Karn-style, answers stay unambiguous).
     fn start(&mut self, marker: u32, now: Instant) {
-        let stale = self
-            .probe
-            .is_some_and(|(_, at)| now.saturating_since(at) > PROBE_GIVE_UP);
-        if self.probe.is_none() || stale {
-            self.probe = Some((marker, now));
+        let t = clock_us(now);
+        // Abandon probes that were never answered.
+        while self.len > 0 && t.wrapping_sub(self.probes[0].1) > PROBE_GIVE_UP.as_micros() as u32 {
+            self.pop_front();
+        }
+        let len = usize::from(self.len);
+        if len > 0 && wrapping_diff(marker, self.probes[len - 1].0) <= 0 {
+            return;
+        }
+        if len < PROBES {
+            self.probes[len] = (marker, t);
+            self.len += 1;
         }
     }
 
-    /// `reached` tells whether the answer covers the probe's marker; returns the new sample.
+    fn pop_front(&mut self) -> (u32, u32) {
+        let first = self.probes[0];
+        self.probes.copy_within(1.., 0);
+        self.len -= 1;
+        first
+    }
+
+    /// `reached` tells whether the answer covers a probe's marker; the newest covered probe
+    /// gives the sample (older ones were answered late by the same packet), which is returned.
     fn answer(&mut self, now: Instant, reached: impl Fn(u32) -> bool) -> Option<Duration> {
-        let (marker, sent) = self.probe?;
-        {
-            {
-                if !reached(marker) {
-                    return None;
-                }
-                self.probe = None;
-                let sample = now.saturating_since(sent).as_micros().min(u128::from(u32::MAX)) as u32;
-                self.latest_us = sample;
-                self.smoothed_us = Some(match self.smoothed_us {
-                    None => {
-                        self.min_us = sample;
-                        sample
-                    }
-                    Some(s) => ((u64::from(s) * 7 + u64::from(sample)) / 8) as u32,
-                });
-                self.min_us = self.min_us.min(sample);
-                Some(Duration::from_micros(u64::from(sample)))
-            }
+        let mut newest = None;
+        while self.len > 0 && reached(self.probes[0].0) {
+            newest = Some(self.pop_front());
         }
+        let (_, sent) = newest?;
+        let sample = clock_us(now).wrapping_sub(sent);
+        if sample > PROBE_GIVE_UP.as_micros() as u32 {
+            return None;
+        }
+        self.latest_us = sample;
+        self.smoothed_us = Some(match self.smoothed_us {
+            None => {
+                self.min_us = sample;
+                sample
+            }
+            Some(s) => ((u64::from(s) * 7 + u64::from(sample)) / 8) as u32,
+        });
+        self.min_us = self.min_us.min(sample);
+        Some(Duration::from_micros(u64::from(sample)))
     }
 
     fn smoothed(&self) -> Option<Duration> {
@@ -113,7 +141,9 @@ impl RttEstimator {
     /// returns a new far-half sample if it answers one.
     pub fn on_data_arrived(&mut self, now: Instant, tsecr: Option<u32>, seq_end: u32) -> Option<Duration> {
         let sample = match tsecr {
-            Some(tsecr) if !self.far_by_release => self.far.answer(now, |tsval| wrapping_diff(tsecr, tsval) >= 0),
+            Some(tsecr) if !self.far_by_release => {
+                self.far.answer(now, |tsval| wrapping_diff(tsecr, tsval) >= 0)
+            }
             _ if self.far_by_release => self.far.answer(now, |edge| seq_lt(edge, seq_end)),
             _ => None,
         };
@@ -181,11 +211,16 @@ mod tests {
     }
 
     #[test]
-    fn one_probe_at_a_time_and_smoothing() {
+    fn several_probes_and_smoothing() {
         let mut r = RttEstimator::default();
         r.on_data_arrived(ms(0), None, 100);
-        r.on_data_arrived(ms(5), None, 200); // probe for 100 still in flight: ignored
+        r.on_data_arrived(ms(5), None, 200); // a second probe
         r.on_ack_forwarded(ms(10), Some(1), 100); // answers probe 100 after 10 ms
+        r.on_ack_forwarded(ms(11), Some(1), 150); // covers nothing new
+        assert_eq!(r.near.len, 1);
+        r.on_ack_forwarded(ms(11), Some(1), 200); // probe 200: 6 ms -> (10*7+6)/8 = 9.5 ms
+        assert_eq!(r.near.smoothed_us, Some(9500));
+        r.near.smoothed_us = Some(10_000);
         r.on_data_arrived(ms(110), Some(1), 300); // far: 100 ms
         assert_eq!(r.rtt(), Some(Duration::from_millis(110)));
         r.on_ack_forwarded(ms(128), Some(2), 300); // near sample: 18 ms -> (10*7+18)/8 = 11 ms
@@ -219,7 +254,10 @@ mod tests {
         // Data at or below the old edge answers nothing.
         assert_eq!(r.on_data_arrived(ms(50), None, 10_000), None);
         // The first segment past it, 80 ms after the release: far half 80 ms.
-        assert_eq!(r.on_data_arrived(ms(81), None, 11_448), Some(Duration::from_millis(80)));
+        assert_eq!(
+            r.on_data_arrived(ms(81), None, 11_448),
+            Some(Duration::from_millis(80))
+        );
         assert_eq!(r.halves().0, Some(Duration::from_millis(80)));
     }
 
@@ -231,6 +269,10 @@ mod tests {
         r.on_ack_forwarded(ms(5004), None, 150); // does not cover 200
         r.on_ack_forwarded(ms(5007), None, 200);
         r.far.smoothed_us = Some(0);
-        assert_eq!(r.rtt(), Some(Duration::from_millis(7)));
+        assert_eq!(
+            r.rtt(),
+            Some(Duration::from_millis(7)),
+            "the probe of 100 was abandoned"
+        );
     }
 }

@@ -49,8 +49,8 @@ fn feed_as(engine: &mut Engine, now: Instant, seg: Seg, rule: u16, client_port: 
         rule: Some(rule),
         copy,
         checksum_ready: true,
-    from_lan: None,
-    arrival: None,
+        from_lan: None,
+        arrival: None,
     };
     let v = engine.handle_packet(now, &mut bytes, meta);
     (v, bytes)

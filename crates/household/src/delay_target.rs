@@ -68,7 +68,10 @@ impl DelayTargetConfig {
 
     pub fn validate(&self) -> Result<(), String> {
         if self.target.is_zero() || self.target > Duration::from_secs(1) {
-            return Err(format!("target must be above 0 and at most 1s, not {:?}", self.target));
+            return Err(format!(
+                "target must be above 0 and at most 1s, not {:?}",
+                self.target
+            ));
         }
         if !(self.gain > 0.0 && self.gain <= 1.0) {
             return Err(format!("gain must be in (0, 1], not {}", self.gain));
@@ -86,7 +89,14 @@ pub struct DelayTarget {
     config: DelayTargetConfig,
     budget: u64,
     phase: &'static str,
+    /// Consecutive rounds with the queue below a quarter of the target.
+    low_rounds: u32,
 }
+
+/// Rounds the queue must stay below a quarter of the target before the budget grows
+/// geometrically: one low round is often just the trough after a cut, and growing then brings the
+/// overshoot back one RTT later.
+const LOW_ROUNDS_TO_PROBE: u32 = 2;
 
 impl DelayTarget {
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
@@ -94,6 +104,7 @@ impl DelayTarget {
             config,
             budget: initial,
             phase: "start",
+            low_rounds: 0,
         }
     }
 }
@@ -103,6 +114,7 @@ impl BudgetController for DelayTarget {
         let Some(queue_delay) = round.queue_delay else {
             // No sample: nothing was measured (no data, or every flow held); keep the budget.
             self.phase = "idle";
+            self.budget = round.budget_in_force;
             return self.budget;
         };
         let budget = round.budget_in_force.max(1) as f64;
@@ -111,13 +123,20 @@ impl BudgetController for DelayTarget {
         let off_target = ((target - delay) / target).clamp(-1.0, 1.0);
         let mut next = match self.config.variant {
             DelayTargetVariant::Ledbat => {
-                let step = self.config.gain * off_target * f64::from(round.mss) * round.delivered_bytes as f64 / budget;
+                let step =
+                    self.config.gain * off_target * f64::from(round.mss) * round.delivered_bytes as f64
+                        / budget;
                 budget + step
             }
             DelayTargetVariant::Proportional => {
                 let step = self.config.gain * (target - delay) * round.delivery_rate();
                 let mut next = budget + step;
-                if delay < target / 2.0 {
+                if delay < target / 4.0 {
+                    self.low_rounds += 1;
+                } else {
+                    self.low_rounds = 0;
+                }
+                if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
                     next = next.max(budget * self.config.max_growth);
                 }
                 next
@@ -127,7 +146,7 @@ impl BudgetController for DelayTarget {
         next = next.max(budget / 2.0);
         self.phase = if delay > target {
             "yield"
-        } else if delay < target / 2.0 {
+        } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
             "probe"
         } else {
             "hold"
@@ -187,8 +206,11 @@ mod tests {
     #[test]
     fn probes_geometrically_well_below_target() {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 10_000);
-        // q = 0: step = 0.5 * 10 ms * 100 kB/s = 500, but growth 1.5x wins: 15000.
-        assert_eq!(c.on_round(&round(10_000, Some(0), 10_000, 10_000)), 15_000);
+        // q = 0: step = 0.5 * 10 ms * 100 kB/s = 500; the first low round grows by that only.
+        assert_eq!(c.on_round(&round(10_000, Some(0), 10_000, 10_000)), 10_500);
+        assert_eq!(c.stats().phase, "hold");
+        // The second: growth 1.5x wins: 15750.
+        assert_eq!(c.on_round(&round(10_500, Some(0), 10_000, 10_500)), 15_750);
         assert_eq!(c.stats().phase, "probe");
     }
 
@@ -198,6 +220,7 @@ mod tests {
         // The flows have only 20 kB in flight: the budget may not exceed 2 * 20k + floors.
         assert_eq!(c.on_round(&round(100_000, Some(0), 20_000, 20_000)), 100_000);
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 30_000);
+        c.on_round(&round(30_000, Some(0), 20_000, 30_000));
         assert_eq!(c.on_round(&round(30_000, Some(0), 20_000, 20_000)), 42_896);
     }
 

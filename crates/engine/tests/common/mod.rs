@@ -87,8 +87,8 @@ pub fn meta(copy: Copy) -> PacketMeta {
         rule: Some(1),
         copy,
         checksum_ready: true,
-    from_lan: None,
-    arrival: None,
+        from_lan: None,
+        arrival: None,
     }
 }
 

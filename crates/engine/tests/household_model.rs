@@ -1,0 +1,509 @@
+//! Household control driven by a model of a home network: window-limited senders behind one
+//! bottleneck (a FIFO served at a fixed rate), a router running the real engine on real packets
+//! (checksums, window scale, no TCP timestamps: Windows clients), LAN receivers that ACK every
+//! segment, optional best-effort cross traffic sharing the bottleneck, and the daemon's window
+//! updates delivered to the senders. Every budget controller runs the same cases.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use etherparse::{PacketBuilder, TcpOptionElement};
+use slipstream_control::{ControllerConfig, Duration, Instant};
+use slipstream_engine::{Copy, Engine, EngineConfig, HouseholdConfig, PacketMeta, RuleSpec, ShareSpec};
+use slipstream_household::delay_target::DelayTargetConfig;
+use slipstream_household::{BudgetConfig, KeyBinarySearchConfig, KeyStochasticConfig};
+use slipstream_wire::parse;
+
+const MSS: u32 = 1448;
+const SCALE: u8 = 7;
+/// The hosts' own window: 4 MiB (field 32768 at scale 7).
+const HOST_FIELD: u16 = 32768;
+const SERVER_ISN: u32 = 1000;
+
+/// The modelled network.
+#[derive(Clone, Copy, Debug)]
+struct Net {
+    /// Bottleneck rate, bytes per second.
+    rate: f64,
+    /// One-way delays router -> server and server -> router (after the queue), microseconds.
+    ack_delay: u64,
+    data_delay: u64,
+    /// Router <-> LAN host one way, microseconds.
+    lan_delay: u64,
+}
+
+impl Net {
+    fn home(rate_mbit: f64, rtt_ms: u64) -> Net {
+        Net {
+            rate: rate_mbit * 1e6 / 8.0,
+            ack_delay: rtt_ms * 500,
+            data_delay: rtt_ms * 500,
+            lan_delay: 200,
+        }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Event {
+    Tick,
+    Cross,
+    DataAtRouter { flow: usize, seq: u32, len: u32 },
+    DataAtHost { flow: usize, seq: u32, len: u32 },
+    AckAtRouter { flow: usize, ack: u32 },
+    AckAtServer { flow: usize, packet: Vec<u8> },
+}
+
+struct SimFlow {
+    host: u8,
+    port: u16,
+    snd_una: u32,
+    snd_nxt: u32,
+    edge: u32,
+    cwnd: u32,
+    rcv_nxt: u32,
+    /// Bytes delivered to the host, and in the measurement window.
+    delivered: u64,
+}
+
+struct Sim {
+    net: Net,
+    engine: Engine,
+    flows: Vec<SimFlow>,
+    events: BinaryHeap<Reverse<(u64, u64, Event)>>,
+    seq: u64,
+    busy_until: u64,
+    cross_rate: f64,
+    cross_until: u64,
+    cross_bytes: u64,
+    queue_samples: Vec<u64>,
+    window_updates: u64,
+    /// Flow i belongs to rule `rules[i]`.
+    rules: Vec<u16>,
+}
+
+fn server(port: u16) -> ([u8; 4], u16) {
+    ([192, 0, 2, 1], port)
+}
+
+fn client(host: u8) -> ([u8; 4], u16) {
+    ([10, 0, 0, host], 40000)
+}
+
+fn packet(from_server: bool, f: &SimFlow, seq: u32, ack: u32, syn: bool, payload: u32) -> Vec<u8> {
+    let (s, c) = (server(f.port), client(f.host));
+    let ((src, sp), (dst, dp)) = if from_server { (s, c) } else { (c, s) };
+    // The host's window starts at 64 KB and grows with what it received (Linux autotuning).
+    let field = if syn {
+        65535
+    } else {
+        ((65535 + 2 * f.delivered) >> SCALE).min(u64::from(HOST_FIELD)) as u16
+    };
+    let mut b = PacketBuilder::ipv4(src, dst, 64).tcp(sp, dp, seq, field);
+    if syn {
+        b = b.syn();
+    }
+    if !syn || from_server {
+        b = b.ack(ack);
+    }
+    let b = if syn {
+        b.options(&[
+            TcpOptionElement::MaximumSegmentSize(MSS as u16),
+            TcpOptionElement::Noop,
+            TcpOptionElement::WindowScale(SCALE),
+        ])
+        .expect("options")
+    } else {
+        b
+    };
+    // Data segments reach the engine header-only, as through the data queue.
+    let mut out = Vec::new();
+    b.write(&mut out, &vec![0u8; payload as usize]).expect("write");
+    out
+}
+
+impl Sim {
+    fn new(net: Net, budget: BudgetConfig, hosts_flows: &[(u8, u16)], shares: &[ShareSpec]) -> Sim {
+        let rules = shares
+            .iter()
+            .enumerate()
+            .map(|(i, share)| RuleSpec {
+                name: format!("r{i}"),
+                controller: ControllerConfig::Household,
+                share: *share,
+            })
+            .collect();
+        let engine = Engine::new(EngineConfig {
+            rules,
+            max_flows: 4096,
+            idle_timeout: Duration::from_secs(120),
+            evict_idle_after: Duration::from_secs(10),
+            household: HouseholdConfig {
+                budget,
+                ..HouseholdConfig::default()
+            },
+        });
+        let flows = hosts_flows
+            .iter()
+            .enumerate()
+            .map(|(i, &(host, _))| SimFlow {
+                host,
+                port: 6881 + i as u16,
+                snd_una: SERVER_ISN + 1,
+                snd_nxt: SERVER_ISN + 1,
+                edge: SERVER_ISN + 1,
+                cwnd: 10 * MSS,
+                rcv_nxt: SERVER_ISN + 1,
+                delivered: 0,
+            })
+            .collect();
+        let mut sim = Sim {
+            net,
+            engine,
+            flows,
+            events: BinaryHeap::new(),
+            seq: 0,
+            busy_until: 0,
+            cross_rate: 0.0,
+            cross_until: 0,
+            cross_bytes: 0,
+            queue_samples: Vec::new(),
+            window_updates: 0,
+            rules: hosts_flows.iter().map(|&(_, rule)| rule).collect(),
+        };
+        sim.at(0, Event::Tick);
+        sim
+    }
+
+    fn at(&mut self, t: u64, e: Event) {
+        self.seq += 1;
+        self.events.push(Reverse((t, self.seq, e)));
+    }
+
+    fn handle(&mut self, t: u64, bytes: &mut [u8], from_lan: bool, rule: u16) {
+        self.handle_copy(t, bytes, from_lan, rule, Copy::Full);
+    }
+
+    fn handle_copy(&mut self, t: u64, bytes: &mut [u8], from_lan: bool, rule: u16, copy: Copy) {
+        let meta = PacketMeta {
+            rule: Some(rule),
+            copy,
+            checksum_ready: true,
+            from_lan: Some(from_lan),
+            arrival: None,
+        };
+        self.engine.handle_packet(Instant::from_micros(t), bytes, meta);
+        let updates: Vec<Vec<u8>> = self.engine.drain_window_updates().map(|u| u.packet).collect();
+        for packet in updates {
+            self.window_updates += 1;
+            let info = parse(&packet).expect("window update parses");
+            assert!(
+                slipstream_wire::tcp_checksum_valid(&packet),
+                "window update checksum"
+            );
+            let flow = self
+                .flows
+                .iter()
+                .position(|f| f.port == info.dst_port)
+                .expect("flow");
+            self.at(t + self.net.ack_delay, Event::AckAtServer { flow, packet });
+        }
+    }
+
+    /// Handshakes (the LAN host opens each connection), then the senders start.
+    fn start(&mut self, flow: usize, t: u64) {
+        let rule = self.rules[flow];
+        let f = &self.flows[flow];
+        let mut syn = packet(false, f, 100, 0, true, 0);
+        let mut synack = packet(true, f, SERVER_ISN, 101, true, 0);
+        let mut ack = packet(false, f, 101, SERVER_ISN + 1, false, 0);
+        let rtt = self.net.ack_delay + self.net.data_delay;
+        self.handle(t, &mut syn, true, rule);
+        self.handle(t + rtt, &mut synack, false, rule);
+        self.handle(t + rtt + 2 * self.net.lan_delay, &mut ack, true, rule);
+        let f = &mut self.flows[flow];
+        f.edge = f.snd_una + (65535 >> SCALE << SCALE);
+        self.send(flow, t + rtt + 2 * self.net.lan_delay + self.net.ack_delay);
+    }
+
+    fn enqueue(&mut self, t: u64, len: u32) -> u64 {
+        let start = self.busy_until.max(t);
+        self.queue_samples.push(start - t);
+        self.busy_until = start + (f64::from(len + 40) / self.net.rate * 1e6) as u64;
+        self.busy_until + self.net.data_delay
+    }
+
+    fn send(&mut self, flow: usize, t: u64) {
+        loop {
+            let f = &self.flows[flow];
+            let limit = f.edge.min(f.snd_una.wrapping_add(f.cwnd));
+            if (limit.wrapping_sub(f.snd_nxt) as i32) < MSS as i32 {
+                return;
+            }
+            let seq = f.snd_nxt;
+            self.flows[flow].snd_nxt = seq.wrapping_add(MSS);
+            let arrive = self.enqueue(t, MSS);
+            self.at(arrive, Event::DataAtRouter { flow, seq, len: MSS });
+        }
+    }
+
+    fn run(&mut self, until_s: f64, mut each: impl FnMut(&mut Sim, u64)) {
+        let until = (until_s * 1e6) as u64;
+        let mut next_check = 0;
+        while let Some(Reverse((t, _, e))) = self.events.pop() {
+            if t > until {
+                self.at(t, e);
+                break;
+            }
+            if t >= next_check {
+                each(self, t);
+                next_check = t + 100_000;
+            }
+            match e {
+                Event::Tick => {
+                    self.engine.on_tick(Instant::from_micros(t));
+                    self.at(t + 100_000, Event::Tick);
+                }
+                Event::Cross => {
+                    if t < self.cross_until && self.cross_rate > 0.0 {
+                        self.enqueue(t, 1460);
+                        self.cross_bytes += 1500;
+                        self.at(t + (1500.0 / self.cross_rate * 1e6) as u64, Event::Cross);
+                    }
+                }
+                Event::DataAtRouter { flow, seq, len } => {
+                    let rule = self.rules[flow];
+                    let mut bytes = packet(true, &self.flows[flow], seq, 101, false, len);
+                    bytes.truncate(bytes.len() - len as usize);
+                    // The header-only copy still says the IP length of the whole segment.
+                    self.handle_copy(t, &mut bytes, false, rule, Copy::HeaderOnly);
+                    self.at(t + self.net.lan_delay, Event::DataAtHost { flow, seq, len });
+                }
+                Event::DataAtHost { flow, seq, len } => {
+                    let f = &mut self.flows[flow];
+                    if seq == f.rcv_nxt {
+                        f.rcv_nxt = seq.wrapping_add(len);
+                        f.delivered += u64::from(len);
+                    }
+                    let ack = f.rcv_nxt;
+                    self.at(t + self.net.lan_delay, Event::AckAtRouter { flow, ack });
+                }
+                Event::AckAtRouter { flow, ack } => {
+                    let rule = self.rules[flow];
+                    let mut bytes = packet(false, &self.flows[flow], 101, ack, false, 0);
+                    self.handle(t, &mut bytes, true, rule);
+                    self.at(t + self.net.ack_delay, Event::AckAtServer { flow, packet: bytes });
+                }
+                Event::AckAtServer { flow, packet } => {
+                    let info = parse(&packet).expect("ack parses");
+                    let f = &mut self.flows[flow];
+                    let advance = info.ack.wrapping_sub(f.snd_una) as i32;
+                    if advance >= 0 {
+                        f.snd_una = info.ack;
+                        f.cwnd = f.cwnd.saturating_add(advance as u32);
+                        // The sender keeps the furthest edge (a receiver never shrinks it).
+                        let edge = info.ack.wrapping_add(u32::from(info.window) << SCALE);
+                        if edge.wrapping_sub(f.edge) as i32 > 0 {
+                            f.edge = edge;
+                        }
+                        self.send(flow, t);
+                    }
+                }
+            }
+        }
+    }
+
+    fn delivered(&self) -> Vec<u64> {
+        self.flows.iter().map(|f| f.delivered).collect()
+    }
+}
+
+fn budgets() -> Vec<(&'static str, BudgetConfig)> {
+    vec![
+        (
+            "delay_target",
+            BudgetConfig::DelayTarget(DelayTargetConfig::default()),
+        ),
+        ("ledbat", BudgetConfig::DelayTarget(DelayTargetConfig::ledbat())),
+        (
+            "key_binary_search",
+            BudgetConfig::KeyBinarySearch(KeyBinarySearchConfig::default()),
+        ),
+        (
+            "key_stochastic",
+            BudgetConfig::KeyStochastic(KeyStochasticConfig::default()),
+        ),
+    ]
+}
+
+/// Goodput of the background flows between two instants, as a fraction of the link rate.
+fn share(before: &[u64], after: &[u64], secs: f64, net: Net) -> f64 {
+    let bytes: u64 = after.iter().zip(before).map(|(a, b)| a - b).sum();
+    bytes as f64 / secs / net.rate
+}
+
+fn percentile(v: &mut [u64], p: f64) -> f64 {
+    v.sort_unstable();
+    v.get(((v.len() as f64 * p) as usize).min(v.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0) as f64
+        / 1000.0
+}
+
+/// Runs one background flow alone for 20 s, then beside cross traffic at 95% of the link for
+/// 10 s. Returns (share alone, share beside, queue delay p50 alone in ms).
+fn alone_then_beside(budget: BudgetConfig, net: Net) -> (f64, f64, f64) {
+    let mut sim = Sim::new(net, budget, &[(2, 1)], &[ShareSpec::default()]);
+    sim.start(0, 0);
+    sim.run(10.0, |_, _| {});
+    let d0 = sim.delivered();
+    sim.queue_samples.clear();
+    sim.run(20.0, |_, _| {});
+    let d1 = sim.delivered();
+    let q_alone = percentile(&mut sim.queue_samples, 0.5);
+    sim.cross_rate = 0.95 * net.rate;
+    sim.cross_until = 30_000_000;
+    sim.at(20_000_000, Event::Cross);
+    sim.run(22.0, |_, _| {});
+    let d2 = sim.delivered();
+    sim.run(30.0, |_, _| {});
+    let d3 = sim.delivered();
+    (share(&d0, &d1, 10.0, net), share(&d2, &d3, 8.0, net), q_alone)
+}
+
+#[test]
+fn every_controller_fills_an_idle_link_and_yields_without_timestamps() {
+    let net = Net::home(10.0, 100);
+    for (name, budget) in budgets() {
+        let (alone, beside, q) = alone_then_beside(budget, net);
+        eprintln!("{name}: alone {alone:.3} of the link (queue p50 {q:.1} ms), beside 95% cross traffic {beside:.3}");
+        assert!(alone >= 0.5, "{name}: alone {alone:.3}");
+        assert!(beside <= 0.2, "{name}: beside {beside:.3}");
+    }
+}
+
+#[test]
+fn delay_target_fills_and_yields_at_two_settings() {
+    for net in [Net::home(10.0, 100), Net::home(50.0, 20)] {
+        let (alone, beside, q) = alone_then_beside(BudgetConfig::default(), net);
+        eprintln!("{net:?}: alone {alone:.3} (queue p50 {q:.1} ms), beside {beside:.3}");
+        assert!(alone >= 0.95, "alone {alone:.3}");
+        assert!(q <= 15.0, "queue p50 {q:.1} ms");
+        assert!(beside <= 0.06, "beside {beside:.3}");
+    }
+}
+
+fn jain(x: &[f64]) -> f64 {
+    let s: f64 = x.iter().sum();
+    let s2: f64 = x.iter().map(|v| v * v).sum();
+    s * s / (x.len() as f64 * s2)
+}
+
+#[test]
+fn many_flows_share_per_host_and_yield() {
+    let net = Net::home(10.0, 100);
+    for n in [16usize, 64] {
+        // Host 2 has one flow, host 3 all the others.
+        let flows: Vec<(u8, u16)> = (0..n).map(|i| (if i == 0 { 2 } else { 3 }, 1)).collect();
+        let mut sim = Sim::new(net, BudgetConfig::default(), &flows, &[ShareSpec::default()]);
+        for i in 0..n {
+            sim.start(i, i as u64 * 20_000);
+        }
+        sim.run(10.0, |_, _| {});
+        let d0 = sim.delivered();
+        sim.run(30.0, |_, _| {});
+        let d1 = sim.delivered();
+        let per: Vec<f64> = d1.iter().zip(&d0).map(|(a, b)| (a - b) as f64).collect();
+        let host2 = per[0];
+        let host3: f64 = per[1..].iter().sum();
+        let total = share(&d0, &d1, 20.0, net);
+        let jain_host3 = jain(&per[1..]);
+        eprintln!(
+            "N = {n}: total {total:.3}, host 2 / host 3 = {:.3}, Jain among host 3's flows {jain_host3:.3}, window updates {}",
+            host2 / host3,
+            sim.window_updates
+        );
+        assert!(total >= 0.9, "N = {n}: total {total:.3}");
+        assert!(
+            (host2 / host3 - 1.0).abs() <= 0.1,
+            "N = {n}: hosts {host2} vs {host3}"
+        );
+        assert!(jain_host3 >= 0.95, "N = {n}: Jain {jain_host3:.3}");
+        assert!(per.iter().all(|&b| b > 0.0), "N = {n}: a flow stalled: {per:?}");
+        // Best effort arrives: all flows together yield.
+        sim.cross_rate = 0.95 * net.rate;
+        sim.cross_until = 50_000_000;
+        sim.at(30_000_000, Event::Cross);
+        sim.run(35.0, |_, _| {});
+        let d2 = sim.delivered();
+        let mut q = std::mem::take(&mut sim.queue_samples);
+        sim.run(50.0, |_, _| {});
+        let d3 = sim.delivered();
+        let beside = share(&d2, &d3, 15.0, net);
+        let qp = percentile(&mut q, 0.5);
+        eprintln!("N = {n}: beside cross traffic {beside:.3}, queue p50 {qp:.1} ms");
+        assert!(beside <= 0.06, "N = {n}: beside {beside:.3}");
+    }
+}
+
+#[test]
+fn weights_and_min_rate() {
+    let net = Net::home(10.0, 100);
+    let shares = [
+        ShareSpec::default(),
+        ShareSpec {
+            weight: 3,
+            ..ShareSpec::default()
+        },
+        ShareSpec {
+            min_rate: 250_000,
+            ..ShareSpec::default()
+        },
+    ];
+    let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1), (3, 2)], &shares);
+    sim.start(0, 0);
+    sim.start(1, 0);
+    sim.run(10.0, |_, _| {});
+    let d0 = sim.delivered();
+    sim.run(30.0, |_, _| {});
+    let d1 = sim.delivered();
+    let ratio = (d1[1] - d0[1]) as f64 / (d1[0] - d0[0]) as f64;
+    eprintln!("weights 1:3 -> {ratio:.3}");
+    assert!((ratio / 3.0 - 1.0).abs() <= 0.1, "ratio {ratio:.3}");
+
+    // A 2 Mbit/s minimum rate beside cross traffic at 70% of the link.
+    let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 3)], &shares);
+    sim.start(0, 0);
+    sim.cross_rate = 0.7 * net.rate;
+    sim.cross_until = 40_000_000;
+    sim.at(0, Event::Cross);
+    sim.run(10.0, |_, _| {});
+    let d0 = sim.delivered();
+    sim.run(30.0, |_, _| {});
+    let d1 = sim.delivered();
+    let rate = (d1[0] - d0[0]) as f64 * 8.0 / 20.0 / 1e6;
+    eprintln!("min_rate 2 Mbit/s beside 7 Mbit/s: {rate:.2} Mbit/s");
+    assert!(rate >= 1.8, "min rate {rate:.2}");
+}
+
+#[test]
+#[ignore = "debugging aid: prints the engine's view every second"]
+fn trace_one_flow() {
+    let net = Net::home(10.0, 100);
+    let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
+    sim.start(0, 0);
+    let mut last = 0;
+    sim.run(5.0, |s, t| {
+        if t >= last + 500_000 {
+            last = t;
+            let snap = s.engine.snapshot(4);
+            let l = &snap.links[0];
+            let f = snap.flows.first();
+            eprintln!(
+                "active={} {:?} t={:.1} budget={} q={:?} base={:?} phase={} flows={} held={} | flow alloc={:?} fwd={:?} unclamped={:?} link={:?} | counters rewritten={} busy_q={:.1}ms",
+                snap.active_flows, slipstream_engine::PassReason::ALL.iter().map(|r| (r.as_str(), snap.counters.passed(*r))).filter(|x| x.1 > 0).collect::<Vec<_>>(), t as f64 / 1e6, l.budget_bytes, l.queue_delay, l.base_rtt, l.phase, l.flows, l.held_flows,
+                f.and_then(|f| f.allocation), f.and_then(|f| f.forwarded_window), f.and_then(|f| f.unclamped_reason), f.and_then(|f| f.link),
+                snap.counters.rewritten, (s.busy_until.saturating_sub(t)) as f64 / 1000.0
+            );
+        }
+    });
+}
