@@ -31,9 +31,11 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Version, uptime, config and reloads, rules, firewall, queues and counters.
+    /// Version, uptime, config and reloads, rules, firewall, queues, counters and, with household
+    /// control, each link's budget, shared queueing delay, base RTT, flows (held) and goodput.
     Status,
-    /// Every controlled flow: LAN host, remote, class, controller, windows, PIVs, goodput, RTT.
+    /// Every controlled flow: LAN host, remote, class, controller, link, household allocation
+    /// (HELD while waiting its turn), windows, PIVs, goodput, RTT.
     Flows {
         /// Refresh every SECS seconds until interrupted.
         #[arg(long, value_name = "SECS")]

@@ -15,11 +15,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
-use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, PassReason, Side};
+use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, LinkSnapshot, PassReason, Side};
 use slipstream_inspect::{
-    FirewallStatus, FlowInfo, FlowList, PivSummary, Request, Response, RuleStatus, Status, MAX_REQUEST_BYTES,
+    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, Request, Response, RuleStatus, Status,
+    MAX_REQUEST_BYTES,
 };
-use slipstream_metrics::{DaemonCounters, SharedSnapshot};
+use slipstream_metrics::{household_links, DaemonCounters, SharedSnapshot};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tracing::debug;
@@ -158,7 +159,27 @@ impl Control {
             flows_active: s.active_flows,
             flows_max: s.max_flows,
             datapath_errors: self.datapath_errors.load(Ordering::Relaxed),
+            // The same links as the metrics show, so `status` and the dashboard agree.
+            household: household_links(s).map(link_status).collect(),
         }
+    }
+}
+
+fn link_status(l: &LinkSnapshot) -> LinkStatus {
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
+    LinkStatus {
+        link: l.direction.as_str().to_owned(),
+        controller: l.controller.to_owned(),
+        phase: l.phase.to_owned(),
+        budget_bytes: l.budget_bytes,
+        in_flight_bytes: l.in_flight_bytes,
+        queue_delay_ms: l.queue_delay.map(ms),
+        base_rtt_ms: l.base_rtt.map(ms),
+        flows: l.flows,
+        held_flows: l.held_flows,
+        goodput_bps: l.goodput_bits_per_second,
+        slowdowns: l.slowdowns,
+        window_updates: l.window_updates,
     }
 }
 
@@ -205,6 +226,9 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
         acked_bytes: f.acked_bytes,
         rtt_ms: f.rtt.map(|d| d.as_secs_f64() * 1000.0),
         unclamped: f.unclamped_reason.map(|r| r.as_str().to_owned()),
+        link: f.link.map(|l| l.as_str().to_owned()),
+        allocation_bytes: f.allocation,
+        held: f.held,
     }
 }
 
@@ -292,7 +316,7 @@ async fn handle(stream: UnixStream, control: &Control) -> io::Result<()> {
 mod tests {
     use super::*;
     use slipstream_control::{ControllerStats, EpochSummary};
-    use slipstream_engine::RuleSnapshot;
+    use slipstream_engine::{LinkDirection, RuleSnapshot};
 
     fn key() -> FlowKey {
         FlowKey::from_packet(
@@ -374,6 +398,141 @@ mod tests {
         let g = &list.flows[1];
         assert_eq!((g.rule.as_str(), g.rule_removed), ("gone", true));
         assert_eq!(g.unclamped.as_deref(), Some("rule_removed"));
+        // Not a household flow: no link known, no allocation, not held.
+        assert_eq!(
+            (f.link.as_deref(), f.allocation_bytes, f.held),
+            (None, None, false)
+        );
+    }
+
+    fn household_flow(allocation: u32, held: bool) -> FlowSnapshot {
+        FlowSnapshot {
+            rule: 1,
+            sender: Some("203.0.113.5:6881".parse().unwrap()),
+            receiver: Some("192.168.1.20:40000".parse().unwrap()),
+            controller: ControllerStats::default(),
+            rtt: None,
+            goodput_bits_per_second: 0.0,
+            acked_bytes: 0,
+            host_window: None,
+            forwarded_window: None,
+            unclamped_reason: None,
+            allocation: Some(allocation),
+            held,
+            link: Some(LinkDirection::Upload),
+        }
+    }
+
+    fn household_rule() -> RuleSnapshot {
+        RuleSnapshot {
+            name: "shared".into(),
+            controller: "household",
+            ..RuleSnapshot::default()
+        }
+    }
+
+    #[test]
+    fn household_flows_carry_link_allocation_and_held() {
+        let view = PacketView {
+            snapshot: EngineSnapshot {
+                rules: vec![household_rule()],
+                flows: vec![household_flow(48_000, false), household_flow(0, true)],
+                ..EngineSnapshot::default()
+            },
+            keys: vec![key(), key()],
+            configured_rules: 1,
+        };
+        let list = flow_list(&view);
+        let got: Vec<_> = list
+            .flows
+            .iter()
+            .map(|f| (f.link.as_deref(), f.allocation_bytes, f.held))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                (Some("upload"), Some(48_000), false),
+                (Some("upload"), Some(0), true)
+            ]
+        );
+    }
+
+    fn link(direction: LinkDirection, flows: usize) -> LinkSnapshot {
+        LinkSnapshot {
+            direction,
+            controller: "delay_target",
+            phase: "probe",
+            budget_bytes: 90_000,
+            queue_delay: Some(std::time::Duration::from_micros(2_500)),
+            base_rtt: None,
+            flows,
+            held_flows: flows / 2,
+            in_flight_bytes: 80_000,
+            goodput_bits_per_second: 5e6,
+            slowdowns: 1,
+            window_updates: 3,
+        }
+    }
+
+    fn control() -> Control {
+        Control {
+            state: Mutex::default(),
+            counters: Arc::default(),
+            started: std::time::Instant::now(),
+            packets: Mutex::new(std::sync::mpsc::channel().0),
+            datapath_errors: Arc::default(),
+            published: SharedSnapshot::default(),
+        }
+    }
+
+    #[test]
+    fn status_shows_household_links_while_household_control_is_in_use() {
+        let links = vec![link(LinkDirection::Download, 4), link(LinkDirection::Upload, 0)];
+        let view = |rules: Vec<RuleSnapshot>| PacketView {
+            snapshot: EngineSnapshot {
+                rules,
+                links: links.clone(),
+                ..EngineSnapshot::default()
+            },
+            keys: Vec::new(),
+            configured_rules: 1,
+        };
+        let status = control().status(&view(vec![household_rule()]));
+        assert_eq!(
+            status.household,
+            [
+                LinkStatus {
+                    link: "download".into(),
+                    controller: "delay_target".into(),
+                    phase: "probe".into(),
+                    budget_bytes: 90_000,
+                    in_flight_bytes: 80_000,
+                    queue_delay_ms: Some(2.5),
+                    base_rtt_ms: None,
+                    flows: 4,
+                    held_flows: 2,
+                    goodput_bps: 5e6,
+                    slowdowns: 1,
+                    window_updates: 3,
+                },
+                LinkStatus {
+                    link: "upload".into(),
+                    flows: 0,
+                    held_flows: 0,
+                    ..link_status(&links[0])
+                },
+            ]
+        );
+        // No household rule: only a link that still has household flows (a reload removed the
+        // rule) is shown.
+        let rule = RuleSnapshot {
+            name: "bt".into(),
+            controller: "vulture",
+            ..RuleSnapshot::default()
+        };
+        let status = control().status(&view(vec![rule]));
+        let shown: Vec<&str> = status.household.iter().map(|l| l.link.as_str()).collect();
+        assert_eq!(shown, ["download"]);
     }
 
     #[test]

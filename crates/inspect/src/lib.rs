@@ -113,6 +113,33 @@ pub struct Status {
     pub flows_max: usize,
     /// Datapath (NFQUEUE receive/verdict) errors since start.
     pub datapath_errors: u64,
+    /// Household control, one entry per access link while a rule uses it (empty otherwise, and
+    /// from daemons that predate it).
+    #[serde(default)]
+    pub household: Vec<LinkStatus>,
+}
+
+/// One access link under household control: the budget its background flows share.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LinkStatus {
+    /// `download` or `upload`.
+    pub link: String,
+    /// Budget controller kind (`delay_target`, ...) and what it is doing (`probe`, `hold`, ...).
+    pub controller: String,
+    pub phase: String,
+    /// Bytes the link's household flows may have in flight, and what they had at the last round.
+    pub budget_bytes: u64,
+    pub in_flight_bytes: u64,
+    /// The queueing delay the link's flows share (last round) and the link's base RTT.
+    pub queue_delay_ms: Option<f64>,
+    pub base_rtt_ms: Option<f64>,
+    /// Household flows on the link, and how many of them wait for their turn.
+    pub flows: usize,
+    pub held_flows: usize,
+    pub goodput_bps: f64,
+    /// Coordinated slowdowns and window updates so far.
+    pub slowdowns: u64,
+    pub window_updates: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -177,6 +204,15 @@ pub struct FlowInfo {
     pub rtt_ms: Option<f64>,
     /// Why the flow is not clamped, if it is not (a pass reason: `no_timestamps`, ...).
     pub unclamped: Option<String>,
+    /// The access link the flow loads (`download`, `upload`), once its bulk direction is known.
+    #[serde(default)]
+    pub link: Option<String>,
+    /// Household control: the flow's share of its link's budget (`null` for other controllers).
+    #[serde(default)]
+    pub allocation_bytes: Option<u32>,
+    /// Household control: the flow waits for its turn (its window is held).
+    #[serde(default)]
+    pub held: bool,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -355,13 +391,16 @@ fn table(header: &[&str], right: &[bool], rows: &[Vec<String>]) -> String {
 
 /// The `slipstream flows` table: one line per flow, busiest first, then a total line.
 pub fn render_flows(list: &FlowList) -> String {
-    const HEADER: [&str; 14] = [
+    const HEADER: [&str; 17] = [
         "LAN HOST",
         "REMOTE",
         "DIR",
         "CLASS",
         "CONTROLLER",
         "MODE/POLICY",
+        "LINK",
+        "ALLOC",
+        "HELD",
         "RWND",
         "HOST WND",
         "CWND EST",
@@ -371,8 +410,9 @@ pub fn render_flows(list: &FlowList) -> String {
         "ACKED",
         "UNCLAMPED",
     ];
-    const RIGHT: [bool; 14] = [
-        false, false, false, false, false, false, true, true, true, true, true, true, true, false,
+    const RIGHT: [bool; 17] = [
+        false, false, false, false, false, false, false, true, false, true, true, true, true, true, true,
+        true, false,
     ];
     let rows: Vec<Vec<String>> = list
         .flows
@@ -400,6 +440,9 @@ pub fn render_flows(list: &FlowList) -> String {
                 class,
                 f.controller.clone(),
                 mode,
+                f.link.clone().unwrap_or_else(|| "-".to_owned()),
+                opt_bytes(f.allocation_bytes),
+                if f.held { "HELD" } else { "-" }.to_owned(),
                 opt_bytes(f.rwnd_bytes),
                 opt_bytes(f.host_window_bytes),
                 opt_bytes(f.cwnd_estimate_bytes),
@@ -417,7 +460,7 @@ pub fn render_flows(list: &FlowList) -> String {
         table(&HEADER, &RIGHT, &rows)
     };
     let total = list.flows.iter().fold(0.0, |sum, f| sum + f.goodput_bps);
-    let _ = writeln!(
+    let _ = write!(
         out,
         "{} flows (table {}/{}), goodput {}",
         list.flows.len(),
@@ -425,6 +468,12 @@ pub fn render_flows(list: &FlowList) -> String {
         list.max,
         fmt_rate(total)
     );
+    // Held flows move nothing until their turn: worth a count where the eye lands.
+    let held = list.flows.iter().filter(|f| f.held).count();
+    if held > 0 {
+        let _ = write!(out, ", {held} held");
+    }
+    out.push('\n');
     out
 }
 
@@ -506,7 +555,49 @@ pub fn render_status(s: &Status, now_unix: u64) -> String {
         &[true, false, false, true, true],
         &rows,
     ));
+    if !s.household.is_empty() {
+        out.push('\n');
+        out.push_str(&render_household(&s.household));
+    }
     out
+}
+
+/// The household block of `slipstream status`: one line per access link.
+fn render_household(links: &[LinkStatus]) -> String {
+    let ms = |v: Option<f64>| v.map_or_else(|| "-".to_owned(), fmt_ms);
+    let rows: Vec<Vec<String>> = links
+        .iter()
+        .map(|l| {
+            vec![
+                l.link.clone(),
+                format!("{}/{}", l.controller, l.phase),
+                fmt_bytes(l.budget_bytes),
+                fmt_bytes(l.in_flight_bytes),
+                ms(l.queue_delay_ms),
+                ms(l.base_rtt_ms),
+                l.flows.to_string(),
+                l.held_flows.to_string(),
+                fmt_rate(l.goodput_bps),
+                l.slowdowns.to_string(),
+            ]
+        })
+        .collect();
+    table(
+        &[
+            "HOUSEHOLD",
+            "CONTROLLER/PHASE",
+            "BUDGET",
+            "IN FLIGHT",
+            "QUEUE DELAY",
+            "BASE RTT",
+            "FLOWS",
+            "HELD",
+            "GOODPUT",
+            "SLOWDOWNS",
+        ],
+        &[false, false, true, true, true, true, true, true, true, true],
+        &rows,
+    )
 }
 
 #[cfg(test)]

@@ -23,7 +23,66 @@ fn bulk() -> FlowInfo {
         acked_bytes: 12_345_678,
         rtt_ms: Some(104.2),
         unclamped: None,
+        link: Some("download".into()),
+        allocation_bytes: None,
+        held: false,
     }
+}
+
+/// Two flows of a household rule on the download link: one with its share, one waiting.
+fn shared() -> FlowInfo {
+    FlowInfo {
+        rule: "backups".into(),
+        controller: "household".into(),
+        mode: "household".into(),
+        policy: "share".into(),
+        allocation_bytes: Some(96_000),
+        target_window_bytes: Some(96_000),
+        cwnd_estimate_bytes: None,
+        piv: None,
+        goodput_bps: 4_000_000.0,
+        ..bulk()
+    }
+}
+
+fn waiting() -> FlowInfo {
+    FlowInfo {
+        endpoints: ["192.168.1.21:40001".into(), "203.0.113.6:6881".into()],
+        sender: Some("203.0.113.6:6881".into()),
+        receiver: Some("192.168.1.21:40001".into()),
+        policy: "hold".into(),
+        allocation_bytes: Some(0),
+        target_window_bytes: Some(0),
+        held: true,
+        goodput_bps: 0.0,
+        ..shared()
+    }
+}
+
+fn household() -> Vec<LinkStatus> {
+    vec![
+        LinkStatus {
+            link: "download".into(),
+            controller: "delay_target".into(),
+            phase: "hold".into(),
+            budget_bytes: 150_000,
+            in_flight_bytes: 120_000,
+            queue_delay_ms: Some(4.5),
+            base_rtt_ms: Some(20.0),
+            flows: 3,
+            held_flows: 1,
+            goodput_bps: 8_000_000.0,
+            slowdowns: 2,
+            window_updates: 5,
+        },
+        LinkStatus {
+            link: "upload".into(),
+            controller: "delay_target".into(),
+            phase: "idle".into(),
+            budget_bytes: 14_480,
+            ..LinkStatus::default()
+        },
+    ]
 }
 
 fn fresh() -> FlowInfo {
@@ -81,6 +140,7 @@ fn status() -> Status {
         flows_active: 4,
         flows_max: 4096,
         datapath_errors: 0,
+        household: household(),
     }
 }
 
@@ -110,7 +170,7 @@ fn responses_round_trip() {
         Response::Flows(FlowList {
             active: 2,
             max: 4096,
-            flows: vec![bulk(), fresh()],
+            flows: vec![bulk(), fresh(), shared(), waiting()],
         }),
         Response::Error("the packet thread has stopped".into()),
     ];
@@ -137,8 +197,56 @@ fn responses_round_trip() {
         "\"goodput_bps\":0.0",
         "\"rtt_ms\":null",
         "\"rule_removed\":true",
+        "\"link\":null",
+        "\"allocation_bytes\":null",
+        "\"held\":false",
     ] {
         assert!(text.contains(field), "{field} in {text}");
+    }
+    let text = Response::Flows(FlowList {
+        flows: vec![waiting()],
+        ..FlowList::default()
+    })
+    .to_line();
+    for field in ["\"link\":\"download\"", "\"allocation_bytes\":0", "\"held\":true"] {
+        assert!(text.contains(field), "{field} in {text}");
+    }
+    let text = Response::Status(Box::new(status())).to_line();
+    for field in [
+        "\"household\":[{\"link\":\"download\",\"controller\":\"delay_target\",\"phase\":\"hold\",\
+         \"budget_bytes\":150000,\"in_flight_bytes\":120000,\"queue_delay_ms\":4.5,\"base_rtt_ms\":20.0,\
+         \"flows\":3,\"held_flows\":1,\"goodput_bps\":8000000.0,\"slowdowns\":2,\"window_updates\":5}",
+        "\"queue_delay_ms\":null,\"base_rtt_ms\":null",
+    ] {
+        assert!(text.contains(field), "{field} in {text}");
+    }
+}
+
+#[test]
+fn answers_of_a_daemon_without_household_control_still_parse() {
+    // A daemon from before household control sends neither `household` nor the flows' link,
+    // allocation and held fields.
+    let mut status = serde_json::to_value(status()).unwrap();
+    status.as_object_mut().unwrap().remove("household");
+    let line = format!("{{\"status\":{status}}}");
+    match Response::parse_line(&line).unwrap() {
+        Response::Status(s) => assert!(s.household.is_empty()),
+        other => panic!("{other:?}"),
+    }
+    let mut flow = serde_json::to_value(bulk()).unwrap();
+    for field in ["link", "allocation_bytes", "held"] {
+        flow.as_object_mut().unwrap().remove(field);
+    }
+    let line = format!("{{\"flows\":{{\"active\":1,\"max\":9,\"flows\":[{flow}]}}}}");
+    match Response::parse_line(&line).unwrap() {
+        Response::Flows(f) => {
+            let f = &f.flows[0];
+            assert_eq!(
+                (f.link.as_deref(), f.allocation_bytes, f.held),
+                (None, None, false)
+            );
+        }
+        other => panic!("{other:?}"),
     }
 }
 
@@ -227,6 +335,9 @@ fn flows_table_is_aligned_with_units() {
     for col in [
         "REMOTE",
         "CLASS",
+        "LINK",
+        "ALLOC",
+        "HELD",
         "RWND",
         "HOST WND",
         "CWND EST",
@@ -260,12 +371,36 @@ fn flows_table_is_aligned_with_units() {
     ] {
         assert!(lines[1].contains(cell), "{cell}: {}", lines[1]);
     }
+    let link_at = lines[0].find("LINK").unwrap();
+    assert_eq!(&lines[1][link_at..link_at + 8], "download");
+    assert_eq!(&lines[2][link_at..link_at + 2], "- ");
     assert!(
         lines[2].contains("rule_removed") && lines[2].contains("0 kbit/s"),
         "{}",
         lines[2]
     );
     assert_eq!(lines[3], "2 flows (table 2/4096), goodput 9.56 Mbit/s");
+
+    // Household flows: their link, their allocation, and HELD for the one waiting its turn.
+    let text = render_flows(&FlowList {
+        active: 3,
+        max: 4096,
+        flows: vec![shared(), waiting(), bulk()],
+    });
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    let (alloc_end, held_at) = (
+        lines[0].find("ALLOC").unwrap() + 5,
+        lines[0].find("HELD").unwrap(),
+    );
+    assert_eq!(&lines[1][alloc_end - 7..alloc_end], "96.0 kB", "{text}");
+    assert_eq!(&lines[2][alloc_end - 3..alloc_end], "0 B", "{text}");
+    assert_eq!(&lines[3][alloc_end - 1..alloc_end], "-", "{text}");
+    assert_eq!(&lines[1][held_at..held_at + 2], "- ", "{text}");
+    assert_eq!(&lines[2][held_at..held_at + 4], "HELD", "{text}");
+    assert_eq!(&lines[3][held_at..held_at + 2], "- ", "{text}");
+    assert!(lines[2].contains("household/hold"), "{text}");
+    assert_eq!(lines[4], "3 flows (table 3/4096), goodput 13.56 Mbit/s, 1 held");
 
     let empty = render_flows(&FlowList {
         active: 0,
@@ -290,6 +425,9 @@ fn status_text() {
         "#  RULE            CONTROLLER    ACTIVE FLOWS  STARTED",
         "1  bittorrent      vulture                  3       17",
         "-  gone (removed)  fixed_window             1        4",
+        "HOUSEHOLD  CONTROLLER/PHASE     BUDGET  IN FLIGHT  QUEUE DELAY  BASE RTT  FLOWS  HELD      GOODPUT  SLOWDOWNS",
+        "download   delay_target/hold  150.0 kB   120.0 kB       4.5 ms     20 ms      3     1  8.00 Mbit/s          2",
+        "upload     delay_target/idle   14.5 kB        0 B            -         -      0     0     0 kbit/s          0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
     }
@@ -310,4 +448,30 @@ fn status_text() {
         "{text}"
     );
     assert!(!text.contains("last reload FAILED"), "{text}");
+    // Without household control there is no household block.
+    let plain = Status {
+        household: Vec::new(),
+        ..status()
+    };
+    let text = render_status(&plain, 1_000_000);
+    assert!(!text.contains("HOUSEHOLD"), "{text}");
+    assert!(
+        text.ends_with("-  gone (removed)  fixed_window             1        4\n"),
+        "{text}"
+    );
+}
+
+#[test]
+#[ignore = "prints the CLI's text views for a look: cargo test -p slipstream-inspect -- --ignored --nocapture"]
+fn print_views() {
+    print!("{}", render_status(&status(), 1_000_000));
+    println!();
+    print!(
+        "{}",
+        render_flows(&FlowList {
+            active: 4,
+            max: 4096,
+            flows: vec![bulk(), shared(), waiting(), fresh()],
+        })
+    );
 }
