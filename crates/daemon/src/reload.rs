@@ -3,7 +3,8 @@
 //! Applied live: the rules (firewall rules replaced in one transaction, the engine reconfigured:
 //! see `slipstream_engine::Engine::reconfigure` for existing flows), `[limits]`,
 //! `metrics.top_flows`, and everything that only shapes the firewall rules: `datapath.hook`,
-//! `lan_interfaces`, `ipv6`, `ack_max_len`.
+//! `lan_interfaces`, `ipv6`, `ack_max_len`. `[household]` and the rules' `weight`, `min_rate` and
+//! `priority` go to the engine with the rules (`EngineConfig::household`, `RuleSpec::share`).
 //!
 //! Needs a restart (the old value stays in force, a warning is logged and `slipstream status`
 //! lists it until the file and the running daemon agree again): what was bound or fixed at start,
@@ -27,13 +28,13 @@ pub fn engine_config(config: &Config) -> EngineConfig {
             .map(|r| RuleSpec {
                 name: r.name.clone(),
                 controller: r.controller.clone(),
-                share: Default::default(),
+                share: r.share,
             })
             .collect(),
         max_flows: config.limits.max_flows,
         idle_timeout: config.limits.idle_timeout,
         evict_idle_after: config.limits.evict_idle_after,
-        household: Default::default(),
+        household: config.household.clone(),
     }
 }
 
@@ -130,5 +131,23 @@ mod tests {
             ["a", "b"]
         );
         assert_eq!(e.max_flows, 7);
+    }
+
+    #[test]
+    fn engine_config_carries_shares_and_household() {
+        let config = parse(
+            "[household]\nbudget = { kind = \"delay_target\", target = \"5ms\" }\nturn = \"1s\"\n\
+             [[rules]]\nname = \"a\"\nremote_ports = [1]\ncontroller = \"household\"\n\
+             weight = 3\nmin_rate = \"2mbit\"\npriority = 1\n\
+             [[rules]]\nname = \"b\"\nremote_ports = [2]\n",
+            "h.toml",
+        )
+        .unwrap();
+        let e = engine_config(&config);
+        assert_eq!(e.household, config.household);
+        assert_eq!(e.household.turn, std::time::Duration::from_secs(1));
+        let share = e.rules[0].share;
+        assert_eq!((share.weight, share.min_rate, share.priority), (3, 250_000, 1));
+        assert_eq!(e.rules[1].share, slipstream_engine::ShareSpec::default());
     }
 }
