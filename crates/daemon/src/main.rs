@@ -15,9 +15,12 @@
 
 mod clock;
 mod control_socket;
+mod kernel_time;
+mod lan_side;
 mod metrics_server;
 mod packet_loop;
 mod reload;
+mod window_updates;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -35,7 +38,9 @@ use slipstream_nfqueue::{Datapath, QueueConfig};
 use tracing::{error, info, warn};
 
 use crate::control_socket::{unix_now, unix_now_ms, Control, ControlSocket, ControlState};
+use crate::lan_side::LanSide;
 use crate::packet_loop::{PacketCommand, PacketLoop};
+use crate::window_updates::{WindowUpdateCounters, WindowUpdateSender};
 
 /// Makes the background TCP flows of a home network less-than-best-effort by clamping the
 /// receive window of their ACKs.
@@ -174,13 +179,20 @@ const WATCHDOG_INTERVAL: Duration = Duration::from_secs(5);
 
 fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let datapath = Datapath::open(QueueConfig {
+    let mut datapath = Datapath::open(QueueConfig {
         ack_queue: config.datapath.ack_queue,
         data_queue: config.datapath.data_queue,
         max_len: config.datapath.queue_max_len,
         data_copy_bytes: config.datapath.data_copy_bytes,
     })
     .context("setting up NFQUEUE")?;
+    // Arrival times from the kernel instead of when the packet thread read the packet.
+    if let Err(e) = datapath.enable_timestamps() {
+        warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
+    }
+    // Opened before the firewall rules exist, like the queues; read by the control side later.
+    let window_update_counters = Arc::new(WindowUpdateCounters::default());
+    let window_updates = WindowUpdateSender::open(window_update_counters.clone());
     let backend = detect_backend(config.datapath.firewall).context("choosing a firewall backend")?;
     let firewall = Firewall::install(&config, backend).context("installing firewall rules")?;
     info!(
@@ -209,6 +221,8 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         top_flows: config.metrics.top_flows,
         commands: commands_rx,
         errors: datapath_errors.clone(),
+        window_updates,
+        lan_side: LanSide::new(config.datapath.hook, config.datapath.lan_interfaces.clone()),
     };
     let packet_thread = std::thread::Builder::new()
         .name("packets".into())
@@ -365,6 +379,8 @@ impl Daemon {
         let sent = self.control.send(PacketCommand::Reconfigure {
             engine: reload::engine_config(&effective),
             top_flows: effective.metrics.top_flows,
+            hook: effective.datapath.hook,
+            lan_interfaces: effective.datapath.lan_interfaces.clone(),
             reply,
         });
         let summary = if sent {
@@ -456,7 +472,7 @@ fn report_cpu(totals: packet_loop::LoopTotals) {
         0.0
     };
     info!(
-        "handled {} packets ({} rewritten); CPU user {user:.2} s, system {system:.2} s: {per_packet_us:.1} us per packet",
-        totals.packets, totals.rewritten
+        "handled {} packets ({} rewritten, {} window updates sent, {} failed); CPU user {user:.2} s, system {system:.2} s: {per_packet_us:.1} us per packet",
+        totals.packets, totals.rewritten, totals.window_updates_sent, totals.window_updates_failed
     );
 }

@@ -5,12 +5,18 @@
 //! [`PacketCommand`]s on a channel, which the loop reads between batches of packets (at least
 //! every 100 ms): a reload hands it its new rules, and `slipstream status` / `slipstream flows`
 //! ask it for a snapshot of every flow, built only when asked.
+//!
+//! Each iteration handles at most [`BATCH`] packets, then runs the timers, sends the window
+//! updates the engine asked for (`window_updates`) and answers commands: under a steady stream
+//! the queue never empties, and draining it first would starve all three.
 
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
+use std::time::SystemTime;
 
+use slipstream_config::Hook;
 use slipstream_control::Duration;
 use slipstream_engine::{
     Copy, Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketMeta, ReconfigureSummary, Side,
@@ -22,6 +28,9 @@ use slipstream_nfqueue::{Datapath, QueueKind};
 use tracing::{info, warn};
 
 use crate::clock::MonotonicClock;
+use crate::kernel_time;
+use crate::lan_side::LanSide;
+use crate::window_updates::WindowUpdateSender;
 
 const TICK: Duration = Duration::from_millis(250);
 const PUBLISH: Duration = Duration::from_millis(500);
@@ -29,6 +38,9 @@ const POLL_TIMEOUT_MS: i32 = 100;
 /// Consecutive datapath errors after which the loop gives up (traffic keeps flowing: the queues
 /// fail open and the rules bypass when nobody listens).
 const MAX_CONSECUTIVE_ERRORS: u32 = 1000;
+/// Packets handled per iteration before timers, window updates and commands get their turn.
+/// 256 ACKs take about a millisecond on a router's CPU, so a tick is at most that late.
+pub const BATCH: usize = 256;
 
 pub struct PacketLoop {
     pub datapath: Datapath,
@@ -40,14 +52,21 @@ pub struct PacketLoop {
     pub commands: Receiver<PacketCommand>,
     /// Datapath errors since start (receive or verdict failures), for `slipstream status`.
     pub errors: Arc<AtomicU64>,
+    /// Raw sockets for the engine's window updates (and their counters).
+    pub window_updates: WindowUpdateSender,
+    /// Tells packets from the LAN by their input interface.
+    pub lan_side: LanSide,
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
 pub enum PacketCommand {
-    /// A reload: new rules and limits for the engine, and the new number of per-flow series.
+    /// A reload: new rules and limits for the engine, the new number of per-flow series, and
+    /// the hook and LAN interfaces the LAN side is told by.
     Reconfigure {
         engine: EngineConfig,
         top_flows: usize,
+        hook: Hook,
+        lan_interfaces: Vec<String>,
         reply: tokio::sync::oneshot::Sender<ReconfigureSummary>,
     },
     /// A snapshot with the `top_flows` busiest flows (`usize::MAX`: all, 0: none).
@@ -71,6 +90,30 @@ pub struct PacketView {
 pub struct LoopTotals {
     pub packets: u64,
     pub rewritten: u64,
+    pub window_updates_sent: u64,
+    pub window_updates_failed: u64,
+}
+
+/// What one batch of packets did.
+#[derive(Debug, PartialEq, Eq)]
+struct Batch {
+    handled: usize,
+    /// The batch stopped at its limit: more packets may be waiting, so do not wait for them.
+    full: bool,
+}
+
+/// Handles packets with `next` until it reports the queue empty (`Ok(false)`), fails, or
+/// `limit` packets were handled.
+fn drain_batch(limit: usize, mut next: impl FnMut() -> io::Result<bool>) -> (Batch, Option<io::Error>) {
+    let mut handled = 0;
+    while handled < limit {
+        match next() {
+            Ok(true) => handled += 1,
+            Ok(false) => return (Batch { handled, full: false }, None),
+            Err(e) => return (Batch { handled, full: false }, Some(e)),
+        }
+    }
+    (Batch { handled, full: true }, None)
 }
 
 impl PacketLoop {
@@ -80,39 +123,53 @@ impl PacketLoop {
         let mut last_tick = clock.now();
         let mut last_publish = clock.now();
         let mut errors = 0u32;
+        let mut more_waiting = false;
         while !self.stop.load(Ordering::Relaxed) {
-            self.datapath.wait_readable(POLL_TIMEOUT_MS)?;
-            loop {
-                match self.handle_one(&clock, &mut scratch) {
-                    Ok(true) => errors = 0,
-                    Ok(false) => break,
-                    Err(e) => {
-                        errors += 1;
-                        self.errors.fetch_add(1, Ordering::Relaxed);
-                        warn!("datapath error: {e}");
-                        if errors >= MAX_CONSECUTIVE_ERRORS {
-                            return Err(e);
-                        }
-                        break;
-                    }
+            if !more_waiting {
+                self.datapath.wait_readable(POLL_TIMEOUT_MS)?;
+            }
+            let (batch, error) = drain_batch(BATCH, || self.handle_one(&clock, &mut scratch));
+            more_waiting = batch.full;
+            if batch.handled > 0 {
+                errors = 0;
+            }
+            if let Some(e) = error {
+                errors += 1;
+                self.errors.fetch_add(1, Ordering::Relaxed);
+                warn!("datapath error: {e}");
+                if errors >= MAX_CONSECUTIVE_ERRORS {
+                    return Err(e);
                 }
             }
             let now = clock.now();
             if now.saturating_since(last_tick) >= TICK {
                 self.engine.on_tick(now);
                 last_tick = now;
+                self.lan_side.expire(std::time::Instant::now());
                 self.log_events();
             }
+            self.send_window_updates();
             if self.serve_commands() || now.saturating_since(last_publish) >= PUBLISH {
                 self.snapshot.publish(self.engine.snapshot(self.top_flows));
                 last_publish = now;
             }
         }
         let counters = self.engine.counters();
+        let updates = self.window_updates.counters();
         Ok(LoopTotals {
             packets: counters.packets,
             rewritten: counters.rewritten,
+            window_updates_sent: updates.sent(),
+            window_updates_failed: updates.failed(),
         })
+    }
+
+    /// Sends what the engine asked for since the last call; failures are counted (and the
+    /// first one logged) by the sender.
+    fn send_window_updates(&mut self) {
+        for update in self.engine.drain_window_updates() {
+            let _ = self.window_updates.send(&update.packet);
+        }
     }
 
     /// Answers what the control side asked; true if the engine was reconfigured (so the metrics
@@ -124,10 +181,13 @@ impl PacketLoop {
                 Ok(PacketCommand::Reconfigure {
                     engine,
                     top_flows,
+                    hook,
+                    lan_interfaces,
                     reply,
                 }) => {
                     let summary = self.engine.reconfigure(engine);
                     self.top_flows = top_flows;
+                    self.lan_side.reconfigure(hook, lan_interfaces);
                     reconfigured = true;
                     let _ = reply.send(summary);
                 }
@@ -146,10 +206,11 @@ impl PacketLoop {
 
     /// Handles one queued packet; `Ok(false)` when none was waiting.
     fn handle_one(&mut self, clock: &MonotonicClock, scratch: &mut [u8]) -> io::Result<bool> {
-        let Some(mut msg) = self.datapath.try_recv()? else {
+        let Some((mut msg, stamp)) = self.datapath.try_recv_timed()? else {
             return Ok(false);
         };
         let now = clock.now();
+        let arrival = stamp.and_then(|stamp| kernel_time::arrival(stamp, SystemTime::now(), now));
         let copy = match self.datapath.kind_of(&msg) {
             QueueKind::Ack => Copy::Full,
             QueueKind::Data => Copy::HeaderOnly,
@@ -158,8 +219,8 @@ impl PacketLoop {
             rule: rule_number_from_mark(msg.get_nfmark(), self.mark_mask),
             copy,
             checksum_ready: msg.is_checksum_ready(),
-        from_lan: None,
-        arrival: None,
+            from_lan: self.lan_side.classify(msg.get_indev()),
+            arrival,
         };
         // The engine works on a copy: asking nfq for the payload mutably would send it back
         // even when unchanged.
@@ -194,5 +255,88 @@ impl PacketLoop {
                 ),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A queue holding `n` packets: `next` handles one per call.
+    fn queue(n: usize) -> impl FnMut() -> io::Result<bool> {
+        let mut left = n;
+        move || {
+            if left == 0 {
+                return Ok(false);
+            }
+            left -= 1;
+            Ok(true)
+        }
+    }
+
+    #[test]
+    fn a_short_queue_is_drained_in_one_batch() {
+        let (batch, error) = drain_batch(BATCH, queue(10));
+        assert_eq!(
+            batch,
+            Batch {
+                handled: 10,
+                full: false
+            }
+        );
+        assert!(error.is_none());
+    }
+
+    #[test]
+    fn a_long_queue_is_handled_in_bounded_batches() {
+        let mut next = queue(BATCH * 2 + 5);
+        let mut batches = Vec::new();
+        loop {
+            let (batch, _) = drain_batch(BATCH, &mut next);
+            let full = batch.full;
+            batches.push(batch.handled);
+            if !full {
+                break;
+            }
+        }
+        assert_eq!(batches, [BATCH, BATCH, 5]);
+    }
+
+    #[test]
+    fn an_error_ends_the_batch() {
+        let mut calls = 0;
+        let (batch, error) = drain_batch(BATCH, || {
+            calls += 1;
+            if calls == 4 {
+                Err(io::Error::other("verdict failed"))
+            } else {
+                Ok(true)
+            }
+        });
+        assert_eq!(
+            batch,
+            Batch {
+                handled: 3,
+                full: false
+            }
+        );
+        assert_eq!(error.unwrap().to_string(), "verdict failed");
+    }
+
+    #[test]
+    fn a_full_batch_stops_exactly_at_its_limit() {
+        let mut calls = 0;
+        let (batch, _) = drain_batch(3, || {
+            calls += 1;
+            Ok(true)
+        });
+        assert_eq!(
+            batch,
+            Batch {
+                handled: 3,
+                full: true
+            }
+        );
+        assert_eq!(calls, 3, "no packet is taken from the queue beyond the limit");
     }
 }
