@@ -251,3 +251,48 @@ impl Kind for KeyStochasticParams {
         Ok(BudgetConfig::KeyStochastic(c))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::default_controller;
+    use crate::kinded::{Kinded, Kinds};
+
+    fn build<E: Kinds>(kind: &str) -> E::Out {
+        let v = Validator {
+            origin: "t",
+            format: Format::Toml,
+        };
+        Kinded::<E>::build(kind, Vec::<(String, toml::Value)>::new())
+            .validate(&v, "x")
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// A rule without `controller` and one naming the default's kind mean the same (UCI
+    /// parameters without `option controller` rely on it).
+    #[test]
+    fn defaults_are_their_kind_without_parameters() {
+        assert_eq!(
+            build::<RawController>(default_controller().kind()),
+            default_controller()
+        );
+        assert_eq!(
+            build::<RawBudget>(BudgetConfig::default().kind()),
+            BudgetConfig::default()
+        );
+    }
+
+    #[test]
+    fn parameter_names_come_from_the_structs() {
+        assert_eq!(RawController::fields("fixed_window"), ["window_bytes"]);
+        assert!(RawController::fields("household").is_empty());
+        assert_eq!(
+            RawBudget::all_fields(),
+            ["variant", "target", "gain", "max_growth", "interval"]
+        );
+        assert_eq!(
+            RawBudget::expected(),
+            "\"delay_target\", \"key_binary_search\" or \"key_stochastic\""
+        );
+    }
+}

@@ -4,9 +4,9 @@
 //! The TOML file has these parts (see `config/slipstream.toml` in the repository for a commented
 //! example, and `docs/configuration.md` for every option): a top-level `enabled`, `[datapath]`
 //! (where packets are intercepted and how they reach the daemon), `[metrics]`, `[limits]` (flow
-//! table size and timeouts), `[control]` (the daemon's local control socket) and one or more
-//! `[[rules]]` that class TCP flows as background and name the controller that clamps their
-//! receive window.
+//! table size and timeouts), `[control]` (the daemon's local control socket), `[household]` (the
+//! budget all household-controlled flows of a link share) and one or more `[[rules]]` that class
+//! TCP flows as background and name the controller that clamps their receive window.
 //!
 //! The same configuration can be written in OpenWrt's UCI syntax (`/etc/config/slipstream`, see
 //! `openwrt/files/slipstream.config`): [`parse_uci`] reads it into the same raw structs the TOML
@@ -778,20 +778,21 @@ impl Validator<'_> {
                 ))
             }
         };
-        let min_rate =
-            match &raw.min_rate {
-                None => d.min_rate,
-                Some(IntOrString::Int(0)) => 0,
-                Some(IntOrString::Int(n)) => return Err(self.err(
+        let min_rate = match &raw.min_rate {
+            None => d.min_rate,
+            Some(IntOrString::Int(0)) => 0,
+            Some(IntOrString::Int(n)) => {
+                return Err(self.err(
                     format!("{p}.min_rate"),
                     format!(
                         "{n} has no unit: write bits per second as a string like \"2mbit\" or \"500kbit\""
                     ),
-                )),
-                Some(IntOrString::Str(s)) => {
-                    parse_rate(s).map_err(|why| self.err(format!("{p}.min_rate"), why))?
-                }
-            };
+                ))
+            }
+            Some(IntOrString::Str(s)) => {
+                parse_rate(s).map_err(|why| self.err(format!("{p}.min_rate"), why))?
+            }
+        };
         let share = ShareSpec {
             weight,
             min_rate,

@@ -20,6 +20,7 @@ fn shipped_config_parses_and_validates() {
     assert_eq!(config.datapath, Datapath::default());
     assert_eq!(config.metrics, Metrics::default());
     assert_eq!(config.limits, Limits::default());
+    assert_eq!(config.household, slipstream_household::HouseholdConfig::default());
     let names: Vec<_> = config.rules.iter().map(|r| r.name.as_str()).collect();
     assert_eq!(names, ["bittorrent", "bittorrent-incoming", "dscp-background"]);
     assert_eq!(
@@ -40,6 +41,7 @@ fn shipped_config_parses_and_validates() {
             rule.controller,
             ControllerConfig::Vulture(slipstream_config::default_vulture())
         );
+        assert_eq!(rule.share, slipstream_household::ShareSpec::default());
         // Port 443 must not be background by default.
         assert!(!rule.remote_ports.iter().any(|p| p.contains(443)));
     }
@@ -54,9 +56,18 @@ fn shipped_config_commented_examples_parse_when_uncommented() {
             let t = l.trim_start();
             if let Some(rest) = t.strip_prefix("# ") {
                 if rest.starts_with("[[rules]]")
-                    || ["name", "lan_hosts", "remote_ports", "controller"]
-                        .iter()
-                        .any(|k| rest.starts_with(&format!("{k} =")))
+                    || [
+                        "name",
+                        "lan_hosts",
+                        "lan_macs",
+                        "remote_ports",
+                        "controller",
+                        "weight",
+                        "min_rate",
+                        "priority",
+                    ]
+                    .iter()
+                    .any(|k| rest.starts_with(&format!("{k} =")))
                 {
                     return format!("{rest}\n");
                 }
@@ -65,11 +76,18 @@ fn shipped_config_commented_examples_parse_when_uncommented() {
         })
         .collect();
     let config = parse(&uncommented, "uncommented").unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
-    assert_eq!(config.rules.len(), 5);
-    assert_eq!(config.rules[3].name, "backup-box");
+    let names: Vec<_> = config.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names[3..], ["backup-box", "game-downloads", "nightly-sync"]);
     assert_eq!(config.rules[3].lan_hosts.len(), 2);
+    assert_eq!(config.rules[3].controller, ControllerConfig::Household);
+    assert_eq!(config.rules[3].share.weight, 1);
+    assert_eq!(config.rules[4].lan_macs.len(), 1);
     assert_eq!(
-        config.rules[4].controller,
+        (config.rules[4].share.weight, config.rules[4].share.min_rate),
+        (4, 625_000)
+    );
+    assert_eq!(
+        config.rules[5].controller,
         ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes: 65535 })
     );
 }

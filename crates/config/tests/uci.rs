@@ -48,16 +48,18 @@ fn shipped_uci_examples_parse_when_uncommented() {
             "bittorrent",
             "bittorrent-incoming",
             "dscp-background",
-            "backup_box",
-            "console",
+            "backup-box",
+            "game-downloads",
             "nightly-sync"
         ],
         "windows_update_peers is disabled"
     );
+    assert_eq!(c.rules[3].controller, ControllerConfig::Household);
     assert_eq!(
         c.rules[4].lan_macs,
         ["aa:bb:cc:dd:ee:ff".parse::<MacAddr>().unwrap()]
     );
+    assert_eq!((c.rules[4].share.weight, c.rules[4].share.min_rate), (4, 625_000));
     assert_eq!(
         c.rules[5].controller,
         ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes: 65535 })
