@@ -355,3 +355,19 @@ fn budget_parameters_round_trip() {
         assert_eq!(u.household.budget, expected, "{options}");
     }
 }
+
+/// Every TOML example in docs/configuration.md is a valid config on its own.
+#[test]
+fn documented_toml_examples_parse() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/configuration.md");
+    let doc = std::fs::read_to_string(path).unwrap();
+    let blocks: Vec<&str> = doc
+        .split("```toml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap())
+        .collect();
+    assert!(blocks.iter().filter(|b| b.contains("[household")).count() >= 2);
+    for block in blocks {
+        toml(block);
+    }
+}
