@@ -2,7 +2,9 @@
 //!
 //! Measurements are better taken when the packet reached the router than when the daemon read
 //! it: the difference is the time it waited in the NFQUEUE plus the packet thread's delays
-//! (a batch in progress, a tick, the scheduler), which otherwise add to every RTT sample.
+//! (a batch in progress, a tick, the scheduler), which otherwise add to every RTT sample. Under
+//! a flood on the test VM that wait was 2.2 ms at the median and 11-15 ms at the 99th
+//! percentile (`cost_of_timestamps_under_a_flood` in the nfqueue tests).
 //!
 //! NFQUEUE hands the timestamp over as wall-clock time (`CLOCK_REALTIME`), and only if the
 //! kernel stamped the packet, which it does while some socket asks for receive timestamps:

@@ -39,7 +39,9 @@ const POLL_TIMEOUT_MS: i32 = 100;
 /// fail open and the rules bypass when nobody listens).
 const MAX_CONSECUTIVE_ERRORS: u32 = 1000;
 /// Packets handled per iteration before timers, window updates and commands get their turn.
-/// 256 ACKs take about a millisecond on a router's CPU, so a tick is at most that late.
+/// At 7-9 us per packet, verdict included (measured on the 2-core test VM,
+/// `crates/nfqueue/tests/kernel_timestamps.rs`), a batch takes about 2 ms: that is how late a
+/// tick or a window update can be.
 pub const BATCH: usize = 256;
 
 pub struct PacketLoop {
