@@ -271,6 +271,7 @@ impl<'a> Run<'a> {
             ipv6: false,
             servers: setup.servers,
             clients: setup.clients,
+            timestamps_off: Vec::new(),
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {

@@ -132,6 +132,15 @@ pub fn parse_ping_summary(out: &str) -> Result<RttStats> {
     }
 }
 
+/// The packet count of the (first) rule jumping to `chain` in `iptables -L <chain> -v -n -x`
+/// output (columns: pkts bytes target ...); `None` if no rule jumps there.
+pub fn chain_jump_packets(listing: &str, chain: &str) -> Option<u64> {
+    listing.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        (f.get(2) == Some(&chain)).then(|| f[0].parse().ok()).flatten()
+    })
+}
+
 /// Largest frame on the veths (1500 MTU + Ethernet header), as tbf accounts it.
 pub const FRAME_BYTES: u64 = 1514;
 
@@ -186,6 +195,15 @@ mod tests {
         assert_eq!(parse_ping_summary(piped).unwrap().avg, 100.471);
         assert!(parse_ping_summary("10 packets transmitted, 0 received, 100% packet loss").is_err());
         assert!(parse_ping_summary("rtt min/avg/max/mdev = 1/2/x/4 ms").is_err());
+    }
+
+    #[test]
+    fn jump_counter() {
+        let out = "Chain FORWARD (policy ACCEPT 40 packets, 3000 bytes)\n\
+                   \x20   pkts      bytes target     prot opt in     out     source               destination\n\
+                   \x20      3      120 ss-rst     tcp  --  *      *       0.0.0.0/0            0.0.0.0/0            tcp flags:0x04/0x04\n";
+        assert_eq!(chain_jump_packets(out, "ss-rst"), Some(3));
+        assert_eq!(chain_jump_packets(out, "other"), None);
     }
 
     #[test]

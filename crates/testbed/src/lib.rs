@@ -31,6 +31,8 @@
 //! `-rtr`, `-cli`, `-cli2`, .... TSO/GSO/GRO are off on every veth (one packet = one frame, as in the Vulture
 //! testbed), forwarding is on in `isp` and `router`, `tcp_no_metrics_save=1` in the end hosts,
 //! and TCP buffer maxima are set to 8 MiB there (far above 10 Mbit/s × 100 ms + one BDP queue).
+//! LAN hosts listed in [`TopologySpec::timestamps_off`] run TCP without timestamps (Windows'
+//! default). The isp counts the TCP resets it forwards ([`Testbed::tcp_resets`]).
 //!
 //! **tbf parameters.** `rate` = [`TopologySpec::rate_mbit`]; `burst` = max(2 frames of 1514
 //! bytes, 1 ms of tokens) (3028 bytes at 10 Mbit/s: a full frame always fits, and the shaper
@@ -91,6 +93,10 @@ pub struct TopologySpec {
     pub servers: u8,
     /// Number of LAN hosts (1-100, default 1), all on the router's LAN bridge.
     pub clients: u8,
+    /// LAN hosts (1-based numbers) with TCP timestamps off (`net.ipv4.tcp_timestamps=0` in their
+    /// namespace; it covers IPv6 too), as on Windows: their flows carry no timestamps at all, so
+    /// the daemon must do without them.
+    pub timestamps_off: Vec<u8>,
 }
 
 impl Default for TopologySpec {
@@ -105,6 +111,7 @@ impl Default for TopologySpec {
             upload_delay_ms: None,
             servers: 1,
             clients: 1,
+            timestamps_off: Vec::new(),
         }
     }
 }
@@ -121,6 +128,12 @@ impl TopologySpec {
     /// Sets the queue limit to `n` full-size (1514-byte) frames.
     pub fn with_queue_packets(mut self, n: u64) -> Self {
         self.queue_bytes = Some(n * cmd::FRAME_BYTES);
+        self
+    }
+
+    /// Turns TCP timestamps off on LAN hosts `hosts` (see [`TopologySpec::timestamps_off`]).
+    pub fn with_timestamps_off(mut self, hosts: impl IntoIterator<Item = u8>) -> Self {
+        self.timestamps_off.extend(hosts);
         self
     }
 
@@ -176,6 +189,16 @@ impl TopologySpec {
             if !(1..=MAX_HOSTS).contains(&n) {
                 bail!("{what} must be 1-{MAX_HOSTS}, got {n}");
             }
+        }
+        if let Some(n) = self
+            .timestamps_off
+            .iter()
+            .find(|n| !(1..=self.clients).contains(*n))
+        {
+            bail!(
+                "timestamps_off names LAN host {n}, but there are {} LAN hosts",
+                self.clients
+            );
         }
         let p = &self.name_prefix;
         if p.is_empty() || p.len() > 40 || !p.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
@@ -272,6 +295,8 @@ pub const HOST_IF: &str = "eth0";
 pub const DOWNLOAD_QUEUE: u16 = 1;
 /// NFQUEUE queue number for the upload direction (in the isp namespace).
 pub const UPLOAD_QUEUE: u16 = 2;
+/// The isp's (empty) chain every forwarded TCP RST jumps to; its counter is [`Testbed::tcp_resets`].
+const RST_CHAIN: &str = "ss-rst";
 
 /// Link numbers (10.77.<n>.0/24, fd77:<n>::/64): servers-isp, router-isp, LAN.
 const SERVER_LINK: u8 = 1;
@@ -423,6 +448,9 @@ impl Testbed {
             self.sysctl(ns, "net.ipv4.tcp_rmem", "4096 131072 8388608")?;
             self.sysctl(ns, "net.ipv4.tcp_wmem", "4096 16384 8388608")?;
         }
+        for &n in &self.spec.timestamps_off {
+            self.sysctl(Ns::client(n), "net.ipv4.tcp_timestamps", "0")?;
+        }
         // Bottlenecks.
         let (rate, burst, limit) = (
             self.spec.rate_bps(),
@@ -439,14 +467,18 @@ impl Testbed {
                 .concat(),
             )?;
         }
+        let isp = self.ns_name(Ns::Isp);
+        let tools = self.iptables();
+        // RST counter (see `tcp_resets`): an empty chain jumped to by every forwarded RST.
+        let count_resets = format!("-A FORWARD -p tcp --tcp-flags RST RST -j {RST_CHAIN}");
+        for tool in &tools {
+            cmd::run_command(self.exec_named(&isp, &[tool, "-N", RST_CHAIN]))?;
+            let args: Vec<&str> = std::iter::once(*tool).chain(count_resets.split(' ')).collect();
+            cmd::run_command(self.exec_named(&isp, &args))?;
+        }
         // Delay element, then the rules feeding it (NFQUEUE without a listener drops).
         if self.spec.delay_element_needed() {
             self.start_delay_element(&delay_bin)?;
-            let isp = self.ns_name(Ns::Isp);
-            let mut tools = vec!["iptables-legacy"];
-            if ipv6 {
-                tools.push("ip6tables-legacy");
-            }
             for tool in tools {
                 for (dev, q) in [(ISP_UP_IF, DOWNLOAD_QUEUE), (ISP_DOWN_IF, UPLOAD_QUEUE)] {
                     let q = q.to_string();
@@ -664,6 +696,28 @@ impl Testbed {
             .spawn()
             .with_context(|| format!("spawning `{}`", cmd::describe(&c)))?;
         Ok(self.own(label, child))
+    }
+
+    /// TCP resets the isp forwarded so far, both directions (IPv4 and IPv6): refused or torn-down
+    /// connections. iperf3 causes some itself at a download's end, see
+    /// [`scenario::resets_during`].
+    pub fn tcp_resets(&self) -> Result<u64> {
+        let mut total = 0;
+        for tool in self.iptables() {
+            let out = self.run_in(Ns::Isp, &[tool, "-L", "FORWARD", "-v", "-n", "-x"])?;
+            total += cmd::chain_jump_packets(&out, RST_CHAIN)
+                .with_context(|| format!("no jump to {RST_CHAIN} in {tool} FORWARD:\n{out}"))?;
+        }
+        Ok(total)
+    }
+
+    /// The iptables tools of the address families in use.
+    fn iptables(&self) -> Vec<&'static str> {
+        let mut tools = vec!["iptables-legacy"];
+        if self.spec.ipv6 {
+            tools.push("ip6tables-legacy");
+        }
+        tools
     }
 
     /// Whether the delay element (if any) is still running.
@@ -933,6 +987,14 @@ mod tests {
         }
         .validate()
         .is_err());
+        assert!(TopologySpec {
+            clients: 2,
+            ..s.clone()
+        }
+        .with_timestamps_off([2])
+        .validate()
+        .is_ok());
+        assert!(s.clone().with_timestamps_off([2]).validate().is_err());
         assert!(TopologySpec { rate_mbit: 0.0, ..s }.validate().is_err());
     }
 

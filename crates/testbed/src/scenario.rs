@@ -1,6 +1,12 @@
 //! The headline scenario: a background download alone, a best-effort download alone, then both
 //! together, with the daemon's rwnd for the background flow sampled from its metrics throughout.
 //! The end-to-end test asserts on its numbers; the demo prints them.
+//!
+//! Also the pieces of many-flow scenarios (household control: several LAN hosts, 16-64
+//! background flows): [`start_downloads`] runs one iperf3 per flow, so every flow has its own
+//! goodput series; [`wait_all`] counts failed flows instead of stopping at the first; and
+//! [`host_fair_jain`] judges the split against household control's own notion of fair (equal per
+//! LAN host, then equal per flow).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -8,7 +14,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 
 use crate::daemon::{metric_value, Daemon};
-use crate::Testbed;
+use crate::iperf::{IperfResult, IperfRun};
+use crate::{IperfEnds, Testbed};
 
 #[derive(Clone, Debug)]
 pub struct Params {
@@ -98,6 +105,8 @@ pub struct Report {
     pub rwnd_beside_best_effort: Summary,
     pub trace_alone: Vec<RwndSample>,
     pub trace_together: Vec<RwndSample>,
+    /// TCP resets while the flows of each phase ran (see [`resets_during`]); should be 0.
+    pub resets_while_running: u64,
 }
 
 impl Report {
@@ -114,7 +123,8 @@ impl Report {
              background beside best effort: {:4.2} Mbit/s\n\
              ping RTT, best effort alone: {:6.1} ms; beside background: {:.1} ms\n\
              background rwnd alone:       median {:.0} B (min {:.0}, max {:.0}, {} samples)\n\
-             background rwnd beside BE:   median {:.0} B (min {:.0}, max {:.0}, {} samples)\n",
+             background rwnd beside BE:   median {:.0} B (min {:.0}, max {:.0}, {} samples)\n\
+             TCP resets while running:    {}\n",
             self.background_alone_mbps,
             100.0 * self.background_alone_mbps / link_mbps,
             self.best_effort_alone_mbps,
@@ -131,6 +141,7 @@ impl Report {
             self.rwnd_beside_best_effort.min,
             self.rwnd_beside_best_effort.max,
             self.rwnd_beside_best_effort.count,
+            self.resets_while_running,
         )
     }
 }
@@ -215,12 +226,17 @@ pub fn background_vs_best_effort(
         p.alone_secs
     ));
     let stop = AtomicBool::new(false);
-    let (bg, trace) = std::thread::scope(|s| -> Result<_> {
+    let running = |secs: u32| resets_during(tb, f64::from(secs) - 1.0);
+    let joined =
+        |r: std::thread::Result<Result<u64>>| r.map_err(|_| anyhow::anyhow!("reset counter panicked"))?;
+    let (bg, trace, resets) = std::thread::scope(|s| -> Result<_> {
         let sampler = s.spawn(|| sample_rwnd(tb, daemon, server, &stop));
+        let resets = s.spawn(|| running(p.alone_secs));
         let bg = transfer(p.background_port, p.alone_secs).and_then(|r| r.wait());
         stop.store(true, Ordering::Relaxed);
-        Ok((bg, sampler.join().unwrap_or_default()))
+        Ok((bg, sampler.join().unwrap_or_default(), joined(resets.join())))
     })?;
+    report.resets_while_running += resets?;
     let bg = bg.context("background download alone")?;
     let (from, to) = window(p.alone_secs);
     report.background_alone_mbps = bg.goodput_mbps_between(from, to).context("no intervals")?;
@@ -232,11 +248,13 @@ pub fn background_vs_best_effort(
         p.best_effort_secs
     ));
     let (from, to) = window(p.best_effort_secs);
-    let (be, ping) = std::thread::scope(|s| -> Result<_> {
+    let (be, ping, resets) = std::thread::scope(|s| -> Result<_> {
         let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
+        let resets = s.spawn(|| running(p.best_effort_secs));
         let be = transfer(p.best_effort_port, p.best_effort_secs)?.wait();
-        Ok((be, ping.join()))
+        Ok((be, ping.join(), joined(resets.join())))
     })?;
+    report.resets_while_running += resets?;
     let be = be?;
     report.ping_best_effort_alone_ms = ping.map_err(|_| anyhow::anyhow!("ping thread panicked"))??;
     report.best_effort_alone_mbps = be.goodput_mbps_between(from, to).context("no intervals")?;
@@ -247,16 +265,25 @@ pub fn background_vs_best_effort(
         p.head_start_secs, p.best_effort_secs
     ));
     stop.store(false, Ordering::Relaxed);
-    let (bg, be, trace, ping) = std::thread::scope(|s| -> Result<_> {
+    let (bg, be, trace, ping, resets) = std::thread::scope(|s| -> Result<_> {
         let sampler = s.spawn(|| sample_rwnd(tb, daemon, server, &stop));
+        // Until the best-effort flow ends, the first to.
+        let resets = s.spawn(|| running(p.head_start_secs + p.best_effort_secs));
         let bg = transfer(p.background_port, together)?;
         std::thread::sleep(Duration::from_secs(u64::from(p.head_start_secs)));
         let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
         let be = transfer(p.best_effort_port, p.best_effort_secs)?.wait();
         let bg = bg.wait();
         stop.store(true, Ordering::Relaxed);
-        Ok((bg, be, sampler.join().unwrap_or_default(), ping.join()))
+        Ok((
+            bg,
+            be,
+            sampler.join().unwrap_or_default(),
+            ping.join(),
+            joined(resets.join()),
+        ))
     })?;
+    report.resets_while_running += resets?;
     report.ping_beside_background_ms = ping.map_err(|_| anyhow::anyhow!("ping thread panicked"))??;
     let (bg, be) = (
         bg.context("background download")?,
@@ -275,4 +302,117 @@ pub fn background_vs_best_effort(
     );
     report.trace_together = trace;
     Ok(report)
+}
+
+/// Starts one download per `(LAN host, server port)` from the first server, all at once (the
+/// ports' iperf3 servers must run). One iperf3 per flow rather than `-P`: each flow gets its own
+/// goodput series and its own connection failure.
+pub fn start_downloads(tb: &Testbed, flows: &[(u8, u16)], secs: u32, cc: &str) -> Result<Vec<IperfRun>> {
+    flows
+        .iter()
+        .map(|&(client, port)| tb.run_iperf(IperfEnds { client, server: 1 }, port, secs, cc, true, &[]))
+        .collect()
+}
+
+/// Waits for every run. A flow that failed (could not connect, iperf3 error, timeout) is `None`,
+/// with its message in the second list: with 16 flows, a test wants the count, not the first.
+pub fn wait_all(runs: Vec<IperfRun>) -> (Vec<Option<IperfResult>>, Vec<String>) {
+    let mut errors = Vec::new();
+    let results = runs
+        .into_iter()
+        .map(|r| r.wait().map_err(|e| errors.push(format!("{e:#}"))).ok())
+        .collect();
+    (results, errors)
+}
+
+/// TCP resets the isp forwards during the next `secs` seconds (blocks that long). Run it beside
+/// transfers, ending before the first of them does: iperf3 resets at a download's end by itself
+/// (its receiver closes with data in flight, and each segment still arriving draws a reset).
+pub fn resets_during(tb: &Testbed, secs: f64) -> Result<u64> {
+    let before = tb.tcp_resets()?;
+    std::thread::sleep(Duration::from_secs_f64(secs.max(0.0)));
+    Ok(tb.tcp_resets()?.saturating_sub(before))
+}
+
+/// Jain's fairness index `(Σx)² / (n · Σx²)`: 1 when all are equal, 1/n when one takes all;
+/// `None` for no values or all zero.
+pub fn jain_index(x: &[f64]) -> Option<f64> {
+    let sum: f64 = x.iter().sum();
+    let sq: f64 = x.iter().map(|v| v * v).sum();
+    (!x.is_empty() && sq > 0.0).then(|| sum * sum / (x.len() as f64 * sq))
+}
+
+/// Each flow's fair fraction of the background total under household control: equal per LAN
+/// host, then equal among that host's flows. `hosts[i]` is flow i's LAN host.
+pub fn host_fair_shares(hosts: &[u8]) -> Vec<f64> {
+    let mut distinct = hosts.to_vec();
+    distinct.sort_unstable();
+    distinct.dedup();
+    let per_host = 1.0 / distinct.len().max(1) as f64;
+    hosts
+        .iter()
+        .map(|h| per_host / hosts.iter().filter(|x| *x == h).count() as f64)
+        .collect()
+}
+
+/// Jain's index of each flow's goodput relative to its fair share ([`host_fair_shares`]; Jain,
+/// Chiu & Hawe 1984 normalise by the optimal allocation the same way). With one flow on one host
+/// and 15 on another, plain Jain over the flows would punish exactly the per-host split household
+/// control aims for; this is 1 when every flow gets its host-fair share.
+pub fn host_fair_jain(goodputs: &[f64], hosts: &[u8]) -> Option<f64> {
+    let x: Vec<f64> = goodputs
+        .iter()
+        .zip(host_fair_shares(hosts))
+        .map(|(g, s)| g / s)
+        .collect();
+    jain_index(&x)
+}
+
+/// Total goodput of each LAN host's flows, by host number (ascending).
+pub fn per_host_totals(goodputs: &[f64], hosts: &[u8]) -> Vec<(u8, f64)> {
+    let mut out: Vec<(u8, f64)> = Vec::new();
+    for (g, &h) in goodputs.iter().zip(hosts) {
+        match out.iter_mut().find(|(x, _)| *x == h) {
+            Some((_, total)) => *total += g,
+            None => out.push((h, *g)),
+        }
+    }
+    out.sort_by_key(|(h, _)| *h);
+    out
+}
+
+/// Largest host total over the smallest (1 = every host got the same); `None` for fewer than two
+/// hosts or a host with nothing.
+pub fn host_ratio(totals: &[(u8, f64)]) -> Option<f64> {
+    let max = totals.iter().map(|t| t.1).fold(f64::NEG_INFINITY, f64::max);
+    let min = totals.iter().map(|t| t.1).fold(f64::INFINITY, f64::min);
+    (totals.len() >= 2 && min > 0.0).then(|| max / min)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fairness_measures() {
+        assert_eq!(jain_index(&[1.0, 1.0]), Some(1.0));
+        assert_eq!(jain_index(&[1.0, 0.0]), Some(0.5));
+        assert_eq!(jain_index(&[]), None);
+        let hosts = [1, 2, 2, 2];
+        assert_eq!(
+            host_fair_shares(&hosts),
+            vec![0.5, 0.5 / 3.0, 0.5 / 3.0, 0.5 / 3.0]
+        );
+        // Host-fair: host 1's one flow gets what host 2's three get together.
+        let g = [3.0, 1.0, 1.0, 1.0];
+        assert!((host_fair_jain(&g, &hosts).unwrap() - 1.0).abs() < 1e-12);
+        assert!(jain_index(&g).unwrap() < 0.8);
+        // Flow-fair is not host-fair.
+        assert!(host_fair_jain(&[1.0; 4], &hosts).unwrap() < 0.9);
+        let totals = per_host_totals(&g, &hosts);
+        assert_eq!(totals, vec![(1, 3.0), (2, 3.0)]);
+        assert_eq!(host_ratio(&totals), Some(1.0));
+        assert_eq!(host_ratio(&[(1, 2.0), (2, 1.0)]), Some(2.0));
+        assert_eq!(host_ratio(&[(1, 2.0)]), None);
+    }
 }

@@ -4,6 +4,7 @@
 
 use std::time::Instant;
 
+use slipstream_testbed::scenario::{resets_during, start_downloads, wait_all};
 use slipstream_testbed::{list_netns, netns_supported, unique_prefix, IperfEnds, Ns, Testbed, TopologySpec};
 
 fn spec(base: &str) -> TopologySpec {
@@ -118,6 +119,46 @@ fn several_hosts_share_the_bottleneck() {
         "namespaces left: {:?}",
         leftovers(&prefix)
     );
+}
+
+/// Timestamps are off per LAN host: host 2's connections carry none, host 1's keep them (seen in
+/// the server's MSS: the option's 12 bytes come off 1460, and this `ss` prints no `ts` flag).
+/// Plain downloads run without a TCP reset (until their end: iperf3's receiver closes with data
+/// in flight, and every segment still arriving draws one).
+#[test]
+fn timestamps_off_per_host_and_no_resets() {
+    if skip() {
+        return;
+    }
+    let spec = TopologySpec {
+        clients: 2,
+        ..spec("sstsoff")
+    }
+    .with_timestamps_off([2]);
+    let tb = Testbed::build(spec).expect("build testbed");
+    for port in [5201, 5202] {
+        tb.start_iperf_server(port).unwrap();
+    }
+    let runs = start_downloads(&tb, &[(1, 5201), (2, 5202)], 4, "cubic").unwrap();
+    let resets = resets_during(&tb, 3.0).unwrap();
+    let uses_ts = |port: u16| {
+        let out = tb
+            .run_in(Ns::Server, &["ss", "-tinH", &format!("sport = :{port}")])
+            .unwrap();
+        assert!(!out.trim().is_empty(), "no socket on port {port}");
+        out.split_whitespace().any(|t| t == "mss:1448")
+    };
+    assert!(uses_ts(5201), "host 1 keeps timestamps");
+    assert!(!uses_ts(5202), "host 2 has timestamps off");
+    let (results, errors) = wait_all(runs);
+    assert!(errors.is_empty(), "{errors:?}");
+    let g: Vec<f64> = results.iter().map(|r| r.as_ref().unwrap().goodput_mbps).collect();
+    eprintln!(
+        "goodputs {g:?}; resets while running {resets}, after {}",
+        tb.tcp_resets().unwrap()
+    );
+    assert!(g.iter().all(|g| *g > 1.0), "{g:?}");
+    assert_eq!(resets, 0, "TCP resets while the downloads ran");
 }
 
 #[test]
