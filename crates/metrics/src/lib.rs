@@ -565,8 +565,8 @@ fn encode_links(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<(), f
     gauge_family(
         enc,
         "household_phase",
-        "Always 1; the labels give the budget controller and what it is doing (probe, hold, \
-         yield, idle, ...).",
+        "Always 1; the labels give the budget controller and what it is doing (start, hold, probe, \
+         yield, slowdown, idle).",
         None,
         links.iter().map(|l| {
             (
