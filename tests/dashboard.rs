@@ -1,11 +1,13 @@
 //! The Grafana dashboard (`dashboards/slipstream.json`) against real data: the namespace testbed,
-//! the real `slipstreamd` on the router with the shipped config/slipstream.toml, a real Prometheus
-//! (Debian's `prometheus`, installed by scripts/setup.sh) in the router namespace scraping the
-//! daemon every second, and real iperf3 downloads: a background one (port 6881, classed background
-//! by the BitTorrent rule) with a best-effort one (port 5201) beside it. While they run, every
-//! query of every panel (and of every template variable) must come back from Prometheus'
-//! HTTP API with status success and at least one series; afterwards the background flow's
-//! per-flow series must be gone from the daemon's `/metrics` (and from Prometheus).
+//! the real `slipstreamd` on the router with the shipped config/slipstream.toml plus one household
+//! rule (see [`test_config`]), a real Prometheus (Debian's `prometheus`, installed by
+//! scripts/setup.sh) in the router namespace scraping the daemon every second, and real iperf3
+//! downloads: a background one (port 6881, classed background by the BitTorrent rule), a household
+//! one (port 5202, so the Household row has data) and a best-effort one (port 5201) beside them.
+//! While they run, every query of every panel (and of every template variable) must come back
+//! from Prometheus' HTTP API with status success and at least one series; afterwards the
+//! background flow's per-flow series must be gone from the daemon's `/metrics` (and from
+//! Prometheus).
 //!
 //! `dashboard_is_importable` needs nothing but the JSON; `every_panel_query_returns_data` needs
 //! root, the binaries built (`cargo build --workspace --bins`) and `prometheus` in PATH.
@@ -28,11 +30,29 @@ const RANGE: &str = "5m";
 const PROMETHEUS_ADDR: &str = "127.0.0.1:19090";
 const BACKGROUND_PORT: u16 = 6881;
 const BEST_EFFORT_PORT: u16 = 5201;
+/// Classed by the household rule the test adds to the shipped config.
+const HOUSEHOLD_PORT: u16 = 5202;
 /// SIGTERM on Linux (this package does not depend on libc itself).
 const SIGTERM: i32 = 15;
 
 fn dashboard_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/slipstream.json")
+}
+
+/// The shipped config plus a rule putting [`HOUSEHOLD_PORT`] under household control: the household
+/// series (budget, shared queue delay, allocations, ...) exist only while a rule uses it, and the
+/// shipped config has none. Written to `dir`; returns its path.
+fn test_config(dir: &Path) -> PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/slipstream.toml");
+    let mut text =
+        std::fs::read_to_string(&shipped).unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
+    text.push_str(&format!(
+        "\n# Added by tests/dashboard.rs: the Household row's panels need household flows.\n\
+         [[rules]]\nname = \"household\"\nremote_ports = [{HOUSEHOLD_PORT}]\ncontroller = \"household\"\n"
+    ));
+    let path = dir.join("slipstream.toml");
+    std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+    path
 }
 
 fn dashboard() -> Value {
@@ -582,8 +602,10 @@ fn every_panel_query_returns_data() {
     }
     let started = Instant::now();
     let d = dashboard();
-    let config_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/slipstream.toml");
-    let config = slipstream_config::load(&config_path).expect("the shipped config is valid");
+    let config_dir = std::env::temp_dir().join(format!("slipstream-dashboard-config-{}", std::process::id()));
+    std::fs::create_dir_all(&config_dir).expect("config directory");
+    let config_path = test_config(&config_dir);
+    let config = slipstream_config::load(&config_path).expect("the test config is valid");
     let metrics_addr = config.metrics.listen.to_string();
 
     let tb = Testbed::build(TopologySpec::with_prefix(slipstream_testbed::unique_prefix(
@@ -596,14 +618,18 @@ fn every_panel_query_returns_data() {
     let prometheus = Prometheus::start(&tb, &metrics_addr).unwrap_or_else(|e| panic!("{e}"));
     tb.start_iperf_server(BACKGROUND_PORT).expect("iperf3 server");
     tb.start_iperf_server(BEST_EFFORT_PORT).expect("iperf3 server");
+    tb.start_iperf_server(HOUSEHOLD_PORT).expect("iperf3 server");
     eprintln!("set up in {:.1} s", started.elapsed().as_secs_f64());
 
-    // Background download for 24 s; a best-effort one joins after 4 s for 14 s. The queries run
-    // at 17 s, with both flowing and 15 s of scrapes behind every rate().
+    // Background and household downloads for 24 s; a best-effort one joins after 4 s for 14 s.
+    // The queries run at 17 s, with all three flowing and 15 s of scrapes behind every rate().
     let traffic = Instant::now();
     let background = tb
         .run_download(BACKGROUND_PORT, 24, "cubic", &[])
         .expect("background download");
+    let household = tb
+        .run_download(HOUSEHOLD_PORT, 24, "cubic", &[])
+        .expect("household download");
     std::thread::sleep(Duration::from_secs(4));
     let best_effort = tb
         .run_download(BEST_EFFORT_PORT, 14, "cubic", &[])
@@ -611,6 +637,7 @@ fn every_panel_query_returns_data() {
     std::thread::sleep(Duration::from_secs(17).saturating_sub(traffic.elapsed()));
 
     let server = format!("{}:{BACKGROUND_PORT}", tb.server_addr(false));
+    let household_server = format!("{}:{HOUSEHOLD_PORT}", tb.server_addr(false));
     let during = daemon.scrape(&tb).unwrap_or_default();
     let query_time = unix_now();
     let (failures, count) = check_queries(&tb, &prometheus, &d, query_time);
@@ -640,6 +667,7 @@ fn every_panel_query_returns_data() {
     );
 
     let background = background.wait();
+    let household = household.wait();
     let best_effort = best_effort.wait();
     let traffic_secs = traffic.elapsed().as_secs_f64();
 
@@ -660,6 +688,7 @@ fn every_panel_query_returns_data() {
 
     let status = daemon.stop();
     drop(prometheus);
+    let _ = std::fs::remove_dir_all(&config_dir);
     eprintln!("total {:.1} s", started.elapsed().as_secs_f64());
 
     assert!(
@@ -676,6 +705,7 @@ fn every_panel_query_returns_data() {
         );
     }
     let background = background.expect("background download ran");
+    household.expect("household download ran");
     best_effort.expect("best-effort download ran");
     assert!(traffic_secs < 40.0, "downloads took {traffic_secs:.1} s");
     assert!(
@@ -686,6 +716,24 @@ fn every_panel_query_returns_data() {
     assert!(
         !per_flow_lines(&during, &server).is_empty(),
         "the daemon had no per-flow series for {server} while it ran:\n{during}"
+    );
+    // The household flow was on the download link with an allocation of its own.
+    let household_lines = per_flow_lines(&during, &household_server);
+    assert!(
+        household_lines
+            .iter()
+            .any(|l| l.starts_with("slipstream_flow_allocation_bytes{")),
+        "the household flow from {household_server} had no allocation series:\n  {}",
+        household_lines.join("\n  ")
+    );
+    let on_download = slipstream_testbed::daemon::metric_value(
+        &during,
+        "slipstream_household_flows",
+        &[("link", "download")],
+    );
+    assert!(
+        on_download.is_some_and(|n| n >= 1.0),
+        "slipstream_household_flows{{link=\"download\"}} {on_download:?}"
     );
     assert!(
         gone,
