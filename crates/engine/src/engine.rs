@@ -398,7 +398,11 @@ impl Engine {
                 (Copy::Full, true) => Ok(()),
             };
             let rewritable = can_rewrite.is_ok();
-            let ack = flow.on_ack(side, at, info, can_rewrite);
+            let household = matches!(
+                self.classes[flow_rule].spec.controller,
+                ControllerConfig::Household
+            );
+            let ack = flow.on_ack(side, at, info, can_rewrite, household);
             outcome = match ack.outcome {
                 AckOutcome::Rewrite(field) => Ok((field, flow_rule)),
                 AckOutcome::Pass(reason) => Err(reason),

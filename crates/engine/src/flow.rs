@@ -21,6 +21,10 @@ const BULK_MIN_BYTES: u64 = 4096;
 const BULK_SWITCH_MARGIN: u64 = 256 * 1024;
 /// RFC 9293 default MSS when the receiver announced none.
 const DEFAULT_MSS: u32 = 536;
+/// Segments a household flow's LAN host may be sent before the flow's direction is known: RFC
+/// 3390's initial window of four segments, not RFC 6928's ten (dozens of flows opened at once,
+/// as Steam and BitTorrent do, would otherwise queue ten segments each).
+const INITIAL_WINDOW_SEGMENTS: u32 = 4;
 /// Bytes of the timestamp option (10, padded to 12) that come out of every segment.
 const TIMESTAMP_OPTION_BYTES: u32 = 12;
 
@@ -50,6 +54,7 @@ pub struct HouseholdFlow {
     /// Time-sharing state (see `slipstream_household::allocator`).
     pub credit: i64,
     pub turn_since: Option<Instant>,
+    pub held_since: Option<Instant>,
     /// Bytes the flow's receiver acknowledged since the last round.
     pub round_acked: u64,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
@@ -171,6 +176,19 @@ impl Flow {
         match (&mut control.household, &mut control.controller) {
             (Some(h), AnyController::Household(share)) => Some((h, share)),
             _ => None,
+        }
+    }
+
+    /// Bytes the receiver's forwarded windows still let the sender send or have in flight: the
+    /// furthest right edge advertised less the receiver's highest ACK.
+    pub fn open_window(&self) -> u64 {
+        let Some(sender) = self.bulk_sender else {
+            return 0;
+        };
+        let receiver = &self.ends[sender.other().index()];
+        match (receiver.advertised_edge, receiver.highest_ack) {
+            (Some(edge), Some(ack)) => slipstream_control::time::wrapping_diff(edge, ack).max(0) as u64,
+            _ => 0,
         }
     }
 
@@ -351,6 +369,7 @@ impl Flow {
         now: Instant,
         info: &TcpPacketInfo,
         can_rewrite: Result<(), PassReason>,
+        household: bool,
     ) -> AckResult {
         let acked = self.ends[side.index()].on_ack(info.ack);
         let pass = |reason| AckResult {
@@ -365,7 +384,35 @@ impl Flow {
         let host_bytes = u32::from(info.window) << scale;
         let is_receiver = self.bulk_sender == Some(side.other());
         if !is_receiver {
-            self.ends[side.index()].on_window_forwarded(right_edge(info.ack, info.window, scale));
+            let mut field = info.window;
+            // Household flows: until the bulk direction is known, the LAN host's window is held
+            // to an initial window, so dozens of new flows cannot each run ahead on the host's
+            // whole window before their first allocation (a right edge never comes back).
+            let early =
+                household && self.bulk_sender.is_none() && self.lan_side == Some(side) && can_rewrite.is_ok();
+            if early {
+                let mss = self.ends[side.index()]
+                    .syn
+                    .and_then(|s| s.mss)
+                    .map_or(DEFAULT_MSS, u32::from);
+                field = clamp_window(ClampRequest {
+                    host_field: info.window,
+                    scale,
+                    ack: info.ack,
+                    right_edge: self.ends[side.index()].advertised_edge,
+                    target_bytes: INITIAL_WINDOW_SEGMENTS * mss,
+                    mss,
+                    hold: false,
+                });
+            }
+            self.ends[side.index()].on_window_forwarded(right_edge(info.ack, field, scale));
+            if field < info.window {
+                return AckResult {
+                    outcome: AckOutcome::Rewrite(field),
+                    near_sample: None,
+                    acked: 0,
+                };
+            }
             return pass(PassReason::Observed);
         }
         self.goodput.on_acked(now, acked);

@@ -151,6 +151,7 @@ pub fn run_round<'f>(
             continue;
         }
         let floor = flow.floor();
+        let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
         let host = host_key(key, flow);
         let rule = flow.rule;
@@ -178,8 +179,10 @@ pub fn run_round<'f>(
             rtt: rtt.unwrap_or(DEFAULT_RTT),
             floor,
             demand,
+            outstanding,
             credit: state.credit,
             turn_since: state.turn_since,
+            held_since: state.held_since,
         });
         if let Some(r) = rtt {
             rtts.push(r);
@@ -252,6 +255,7 @@ pub fn run_round<'f>(
         if let Some((state, share)) = flow.household_mut() {
             state.credit = demand.credit;
             state.turn_since = demand.turn_since;
+            state.held_since = demand.held_since;
             share.set_allocation(window.or(share.window()), window.is_none());
         }
         if window.is_none() {

@@ -45,6 +45,7 @@ impl Net {
 
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Event {
+    Start { flow: usize },
     Tick,
     Cross,
     DataAtRouter { flow: usize, seq: u32, len: u32 },
@@ -209,6 +210,11 @@ impl Sim {
         }
     }
 
+    /// Opens flow `flow` at `t` (microseconds).
+    fn open(&mut self, flow: usize, t: u64) {
+        self.at(t, Event::Start { flow });
+    }
+
     /// Handshakes (the LAN host opens each connection), then the senders start.
     fn start(&mut self, flow: usize, t: u64) {
         let rule = self.rules[flow];
@@ -220,8 +226,10 @@ impl Sim {
         self.handle(t, &mut syn, true, rule);
         self.handle(t + rtt, &mut synack, false, rule);
         self.handle(t + rtt + 2 * self.net.lan_delay, &mut ack, true, rule);
+        // The sender's first window is what the router forwarded.
+        let window = parse(&ack).expect("ack").window;
         let f = &mut self.flows[flow];
-        f.edge = f.snd_una + (65535 >> SCALE << SCALE);
+        f.edge = f.snd_una + (u32::from(window) << SCALE);
         self.send(flow, t + rtt + 2 * self.net.lan_delay + self.net.ack_delay);
     }
 
@@ -259,6 +267,7 @@ impl Sim {
                 next_check = t + 100_000;
             }
             match e {
+                Event::Start { flow } => self.start(flow, t),
                 Event::Tick => {
                     self.engine.on_tick(Instant::from_micros(t));
                     self.at(t + 100_000, Event::Tick);
@@ -353,7 +362,7 @@ fn percentile(v: &mut [u64], p: f64) -> f64 {
 /// 10 s. Returns (share alone, share beside, queue delay p50 alone in ms).
 fn alone_then_beside(budget: BudgetConfig, net: Net) -> (f64, f64, f64) {
     let mut sim = Sim::new(net, budget, &[(2, 1)], &[ShareSpec::default()]);
-    sim.start(0, 0);
+    sim.open(0, 0);
     sim.run(10.0, |_, _| {});
     let d0 = sim.delivered();
     sim.queue_samples.clear();
@@ -406,7 +415,7 @@ fn many_flows_share_per_host_and_yield() {
         let flows: Vec<(u8, u16)> = (0..n).map(|i| (if i == 0 { 2 } else { 3 }, 1)).collect();
         let mut sim = Sim::new(net, BudgetConfig::default(), &flows, &[ShareSpec::default()]);
         for i in 0..n {
-            sim.start(i, i as u64 * 20_000);
+            sim.open(i, i as u64 * 20_000);
         }
         sim.run(10.0, |_, _| {});
         let d0 = sim.delivered();
@@ -460,8 +469,8 @@ fn weights_and_min_rate() {
         },
     ];
     let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1), (3, 2)], &shares);
-    sim.start(0, 0);
-    sim.start(1, 0);
+    sim.open(0, 0);
+    sim.open(1, 0);
     sim.run(10.0, |_, _| {});
     let d0 = sim.delivered();
     sim.run(30.0, |_, _| {});
@@ -472,7 +481,7 @@ fn weights_and_min_rate() {
 
     // A 2 Mbit/s minimum rate beside cross traffic at 70% of the link.
     let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 3)], &shares);
-    sim.start(0, 0);
+    sim.open(0, 0);
     sim.cross_rate = 0.7 * net.rate;
     sim.cross_until = 40_000_000;
     sim.at(0, Event::Cross);
@@ -490,7 +499,7 @@ fn weights_and_min_rate() {
 fn trace_one_flow() {
     let net = Net::home(10.0, 100);
     let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
-    sim.start(0, 0);
+    sim.open(0, 0);
     let mut last = 0;
     sim.run(5.0, |s, t| {
         if t >= last + 500_000 {
@@ -505,5 +514,56 @@ fn trace_one_flow() {
                 snap.counters.rewritten, (s.busy_until.saturating_sub(t)) as f64 / 1000.0
             );
         }
+    });
+}
+
+#[test]
+#[ignore = "debugging aid: 64 flows, the link's view every half second"]
+fn trace_many_flows() {
+    let net = Net::home(10.0, 100);
+    let flows: Vec<(u8, u16)> = (0..64).map(|i| (if i == 0 { 2 } else { 3 }, 1)).collect();
+    let mut sim = Sim::new(net, BudgetConfig::default(), &flows, &[ShareSpec::default()]);
+    for i in 0..64 {
+        sim.open(i, i as u64 * 20_000);
+    }
+    let mut last = 0;
+    let mut prev = sim.delivered();
+    sim.run(12.0, |s, t| {
+        if t >= last + 500_000 {
+            last = t;
+            let snap = s.engine.snapshot(usize::MAX);
+            let l = &snap.links[0];
+            let d = s.delivered();
+            let rate: u64 = d.iter().zip(&prev).map(|(a, b)| a - b).sum();
+            prev = d;
+            eprintln!(
+                "t={:.1} budget={} q={:?} phase={} flows={} held={} goodput={:.2} Mbit/s queue={:.1} ms updates={}",
+                t as f64 / 1e6, l.budget_bytes, l.queue_delay, l.phase, l.flows, l.held_flows,
+                rate as f64 * 8.0 / 0.5 / 1e6, (s.busy_until.saturating_sub(t)) as f64 / 1000.0, s.window_updates
+            );
+        }
+    });
+}
+
+#[test]
+#[ignore = "debugging aid: the first windows forwarded for one flow"]
+fn trace_start() {
+    let net = Net::home(10.0, 100);
+    let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
+    sim.open(0, 0);
+    eprintln!(
+        "edge after handshake: {}",
+        sim.flows[0].edge - sim.flows[0].snd_una
+    );
+    sim.run(0.6, |s, t| {
+        let f = &s.flows[0];
+        eprintln!(
+            "t={:.3} una={} nxt={} edge-una={} cwnd={}",
+            t as f64 / 1e6,
+            f.snd_una,
+            f.snd_nxt,
+            f.edge.wrapping_sub(f.snd_una),
+            f.cwnd
+        );
     });
 }

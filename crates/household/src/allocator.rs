@@ -48,10 +48,15 @@ pub struct FlowDemand {
     pub floor: u32,
     /// The most the flow can use now (bytes; `u64::MAX` when it uses all it gets).
     pub demand: u64,
+    /// Bytes the flow's advertised windows still let it send or have in flight (its right edge
+    /// less the ACK): what a flow that loses its turn keeps using until its window closes.
+    pub outstanding: u64,
     /// Time-sharing credit, bytes x rounds.
     pub credit: i64,
     /// When the flow's current turn started, if it has one.
     pub turn_since: Option<Instant>,
+    /// When the flow last lost its turn (ties of credit go to the flow that waited longest).
+    pub held_since: Option<Instant>,
 }
 
 /// Credit is bounded so a flow that waited long does not then hold the link for long.
@@ -59,7 +64,13 @@ const CREDIT_ROUNDS: i64 = 16;
 
 /// Splits `budget` over `flows`; `out[i]` is `flows[i]`'s allocation. `turn` is the shortest
 /// turn. Returns the bytes reserved for minimum rates (part of what was handed out).
-pub fn allocate(budget: u64, flows: &mut [FlowDemand], now: Instant, turn: Duration, out: &mut Vec<Allocation>) -> u64 {
+pub fn allocate(
+    budget: u64,
+    flows: &mut [FlowDemand],
+    now: Instant,
+    turn: Duration,
+    out: &mut Vec<Allocation>,
+) -> u64 {
     out.clear();
     let n = flows.len();
     if n == 0 {
@@ -109,7 +120,10 @@ pub fn allocate(budget: u64, flows: &mut [FlowDemand], now: Instant, turn: Durat
             .iter()
             .map(|g| g.2.iter().map(|&i| demand(i)).fold(0u64, u64::saturating_add))
             .collect();
-        let weights: Vec<f64> = groups.iter().map(|g| f64::from(flows[g.2[0]].share.weight)).collect();
+        let weights: Vec<f64> = groups
+            .iter()
+            .map(|g| f64::from(flows[g.2[0]].share.weight))
+            .collect();
         let group_share = water_fill(rest, &group_demand, &weights);
         for (g, share) in groups.iter().zip(&group_share) {
             let demands: Vec<u64> = g.2.iter().map(|&i| demand(i)).collect();
@@ -127,8 +141,9 @@ pub fn allocate(budget: u64, flows: &mut [FlowDemand], now: Instant, turn: Durat
     let total = budget.max(reserved);
     out.resize(n, Allocation::Hold);
     if floors <= total {
+        // Every flow has a window: credits stay as they are, so turns stay fair across rounds
+        // that do and do not time-share.
         for i in 0..n {
-            flows[i].credit = 0;
             flows[i].turn_since.get_or_insert(now);
             out[i] = Allocation::Window(clamp_u32(target[i].max(u64::from(flows[i].floor))));
         }
@@ -152,14 +167,26 @@ pub fn allocate(budget: u64, flows: &mut [FlowDemand], now: Instant, turn: Durat
     sharing.sort_by_key(|&i| {
         let f = &flows[i];
         let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
-        (!keeps, std::cmp::Reverse(f.credit))
+        (!keeps, std::cmp::Reverse(f.credit), f.held_since)
     });
+    // A flow whose turn ends still has its window open until its data is acknowledged: new turns
+    // start only as those windows close, or the turns would overlap and hand out more than the
+    // budget.
+    let mut closing: u64 = sharing
+        .iter()
+        .filter(|&&i| flows[i].turn_since.is_some())
+        .map(|&i| flows[i].outstanding)
+        .sum();
     let mut granted = 0usize;
     for &i in &sharing {
         let f = &mut flows[i];
         let floor = u64::from(f.floor);
+        let had_turn = f.turn_since.is_some();
+        if had_turn {
+            closing = closing.saturating_sub(f.outstanding);
+        }
         // At least one flow always has a turn, so the link is never idle for want of a turn.
-        if floor <= left || granted == 0 {
+        if floor + if had_turn { 0 } else { closing } <= left || granted == 0 {
             left = left.saturating_sub(floor);
             granted += 1;
             out[i] = Allocation::Window(f.floor);
@@ -167,8 +194,13 @@ pub fn allocate(budget: u64, flows: &mut [FlowDemand], now: Instant, turn: Durat
             f.credit = f.credit.max(-i64::from(f.floor) * CREDIT_ROUNDS);
             f.turn_since.get_or_insert(now);
         } else {
+            if had_turn {
+                closing += f.outstanding;
+            }
             out[i] = Allocation::Hold;
-            f.turn_since = None;
+            if f.turn_since.take().is_some() || f.held_since.is_none() {
+                f.held_since = Some(now);
+            }
         }
     }
     reserved
@@ -234,8 +266,10 @@ mod tests {
             rtt: Duration::from_millis(100),
             floor: 2 * MSS,
             demand: u64::MAX,
+            outstanding: 0,
             credit: 0,
             turn_since: None,
+            held_since: None,
         }
     }
 
@@ -258,7 +292,10 @@ mod tests {
     fn equal_per_host_then_per_flow() {
         // Host 1 has one flow, host 2 three: 120000 bytes -> 60000 per host.
         let mut flows = vec![flow(1, 1), flow(2, 1), flow(2, 1), flow(2, 1)];
-        assert_eq!(windows(&run(120_000, &mut flows)), vec![60_000, 20_000, 20_000, 20_000]);
+        assert_eq!(
+            windows(&run(120_000, &mut flows)),
+            vec![60_000, 20_000, 20_000, 20_000]
+        );
     }
 
     #[test]
@@ -296,7 +333,13 @@ mod tests {
         let mut flows = vec![flow(1, 1), flow(1, 2)];
         flows[0].share.min_rate = 250_000;
         let mut out = Vec::new();
-        let reserved = allocate(10_000, &mut flows, Instant::ZERO, Duration::from_millis(500), &mut out);
+        let reserved = allocate(
+            10_000,
+            &mut flows,
+            Instant::ZERO,
+            Duration::from_millis(500),
+            &mut out,
+        );
         assert_eq!(reserved, 25_000);
         assert_eq!(out[0], Allocation::Window(25_000));
         // The other flow takes its turn with the floor (budget below floors).
@@ -312,7 +355,13 @@ mod tests {
         let mut out = Vec::new();
         for round in 0..16u64 {
             let now = Instant::from_millis(round * 100);
-            allocate(4 * u64::from(MSS), &mut flows, now, Duration::from_millis(100), &mut out);
+            allocate(
+                4 * u64::from(MSS),
+                &mut flows,
+                now,
+                Duration::from_millis(100),
+                &mut out,
+            );
             let active: Vec<usize> = (0..8).filter(|&i| out[i] != Allocation::Hold).collect();
             assert_eq!(active.len(), 2, "round {round}: {out:?}");
             for i in active {

@@ -94,7 +94,9 @@ impl BudgetConfig {
     /// Builds the controller, starting from `initial` bytes.
     pub fn build(&self, initial: u64) -> AnyBudget {
         match self {
-            BudgetConfig::DelayTarget(c) => AnyBudget::DelayTarget(crate::delay_target::DelayTarget::new(c.clone(), initial)),
+            BudgetConfig::DelayTarget(c) => {
+                AnyBudget::DelayTarget(crate::delay_target::DelayTarget::new(c.clone(), initial))
+            }
             BudgetConfig::KeyBinarySearch(c) => {
                 AnyBudget::KeyBinarySearch(crate::key_binary_search::KeyBinarySearch::new(c.clone(), initial))
             }

@@ -13,7 +13,9 @@ pub struct KeyBinarySearchConfig {
 
 impl Default for KeyBinarySearchConfig {
     fn default() -> Self {
-        KeyBinarySearchConfig { interval: Duration::from_millis(200) }
+        KeyBinarySearchConfig {
+            interval: Duration::from_millis(200),
+        }
     }
 }
 
@@ -40,6 +42,10 @@ impl BudgetController for KeyBinarySearch {
     }
 
     fn stats(&self) -> BudgetStats {
-        BudgetStats { budget: self.budget, phase: "placeholder", estimate: None }
+        BudgetStats {
+            budget: self.budget,
+            phase: "placeholder",
+            estimate: None,
+        }
     }
 }

@@ -13,7 +13,9 @@ pub struct KeyStochasticConfig {
 
 impl Default for KeyStochasticConfig {
     fn default() -> Self {
-        KeyStochasticConfig { interval: Duration::from_millis(200) }
+        KeyStochasticConfig {
+            interval: Duration::from_millis(200),
+        }
     }
 }
 
@@ -40,6 +42,10 @@ impl BudgetController for KeyStochastic {
     }
 
     fn stats(&self) -> BudgetStats {
-        BudgetStats { budget: self.budget, phase: "placeholder", estimate: None }
+        BudgetStats {
+            budget: self.budget,
+            phase: "placeholder",
+            estimate: None,
+        }
     }
 }

@@ -30,18 +30,32 @@ pub const CALIBRATION_SAMPLES: u8 = 4;
 /// Queueing-delay samples kept per round (a bound on memory; later samples overwrite in turn).
 const ROUND_SAMPLES: usize = 128;
 
-/// The per-flow part: the flow's base on this link.
+/// The per-flow part: the flow's base on this link, as the minimum of its samples in the current
+/// and the previous base epoch (LEDBAT's base history, RFC 6817 Sec. 2.4.2, with one epoch per
+/// coordinated slowdown instead of one per minute): a base that was too low (a calibration
+/// against an overestimated queue, a shorter route that went away) ages out after two epochs
+/// instead of holding the flow down for the rest of its life.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct FlowDelay {
-    /// Microseconds; `None` until the first sample.
-    base_us: Option<u32>,
+    /// Minimum of the current epoch's samples, microseconds.
+    current_us: Option<u32>,
+    /// Minimum of the previous epoch's.
+    previous_us: Option<u32>,
+    epoch: u32,
     samples: u8,
 }
 
 impl FlowDelay {
     /// The flow's base (its path without queues), once measured.
     pub fn base(&self) -> Option<Duration> {
-        self.base_us.map(|us| Duration::from_micros(u64::from(us)))
+        self.base_us().map(|us| Duration::from_micros(u64::from(us)))
+    }
+
+    fn base_us(&self) -> Option<u32> {
+        match (self.current_us, self.previous_us) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 }
 
@@ -52,6 +66,8 @@ pub struct LinkDelay {
     count: usize,
     /// The filtered queueing delay of the last round that had samples.
     queue_delay: Option<Duration>,
+    /// Base epoch: advanced by each coordinated slowdown.
+    epoch: u32,
 }
 
 impl Default for LinkDelay {
@@ -60,6 +76,7 @@ impl Default for LinkDelay {
             samples: [0; ROUND_SAMPLES],
             count: 0,
             queue_delay: None,
+            epoch: 0,
         }
     }
 }
@@ -73,6 +90,15 @@ impl LinkDelay {
     /// the queueing-delay sample it gives.
     pub fn on_sample(&mut self, flow: &mut FlowDelay, sample: Duration) {
         let sample_us = micros(sample);
+        if flow.epoch != self.epoch {
+            flow.previous_us = if self.epoch.wrapping_sub(flow.epoch) == 1 {
+                flow.current_us
+            } else {
+                None
+            };
+            flow.current_us = None;
+            flow.epoch = self.epoch;
+        }
         let candidate = if flow.samples < CALIBRATION_SAMPLES {
             flow.samples += 1;
             let standing = self.queue_delay.map_or(0, micros);
@@ -80,8 +106,8 @@ impl LinkDelay {
         } else {
             sample_us
         };
-        let base = flow.base_us.map_or(candidate, |b| b.min(candidate));
-        flow.base_us = Some(base);
+        flow.current_us = Some(flow.current_us.map_or(candidate, |b| b.min(candidate)));
+        let base = flow.base_us().unwrap_or(candidate);
         let slot = self.count % ROUND_SAMPLES;
         self.samples[slot] = sample_us.saturating_sub(base);
         self.count += 1;
@@ -106,6 +132,11 @@ impl LinkDelay {
     /// The last round's filtered queueing delay.
     pub fn queue_delay(&self) -> Option<Duration> {
         self.queue_delay
+    }
+
+    /// A coordinated slowdown starts: flows begin a new base epoch.
+    pub fn next_epoch(&mut self) {
+        self.epoch = self.epoch.wrapping_add(1);
     }
 }
 
@@ -216,6 +247,24 @@ mod tests {
     }
 
     #[test]
+    fn a_base_too_low_ages_out_after_two_epochs() {
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        link.queue_delay = Some(ms(90)); // an overestimated shared queue
+        link.on_sample(&mut f, ms(100));
+        assert_eq!(f.base(), Some(ms(10)));
+        link.queue_delay = None;
+        link.next_epoch();
+        link.on_sample(&mut f, ms(100));
+        assert_eq!(f.base(), Some(ms(10)), "the previous epoch still counts");
+        link.next_epoch();
+        for _ in 0..CALIBRATION_SAMPLES {
+            link.on_sample(&mut f, ms(100));
+        }
+        assert_eq!(f.base(), Some(ms(100)));
+    }
+
+    #[test]
     fn slowdown_schedule() {
         let mut s = Slowdown::default();
         let t = |v: u64| Instant::from_millis(v);
@@ -228,6 +277,9 @@ mod tests {
         assert_eq!(s.count, 1);
         assert!(!s.in_slowdown(t(32_100), Duration::from_secs(30), round));
         assert!(s.in_slowdown(t(32_200), Duration::from_secs(30), round));
-        assert!(!Slowdown::default().in_slowdown(t(0), Duration::ZERO, round), "off");
+        assert!(
+            !Slowdown::default().in_slowdown(t(0), Duration::ZERO, round),
+            "off"
+        );
     }
 }

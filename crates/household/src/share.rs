@@ -32,7 +32,11 @@ impl ShareSpec {
     /// Checks the values; the message names the bad one.
     pub fn validate(&self) -> Result<(), String> {
         if self.weight == 0 || self.weight > Self::MAX_WEIGHT {
-            return Err(format!("weight must be 1 to {}, not {}", Self::MAX_WEIGHT, self.weight));
+            return Err(format!(
+                "weight must be 1 to {}, not {}",
+                Self::MAX_WEIGHT,
+                self.weight
+            ));
         }
         Ok(())
     }
