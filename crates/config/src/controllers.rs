@@ -201,11 +201,12 @@ impl Kind for DelayTargetParams {
                 "only the proportional variant grows geometrically; variant \"ledbat\" does not use it",
             ));
         }
+        // Every field named (no `..d`): a new one fails to compile until it is mapped here.
         let c = DelayTargetConfig {
             target: v.opt_duration(p, "target", self.target, d.target)?,
             gain: self.gain.unwrap_or(d.gain),
             max_growth: self.max_growth.unwrap_or(d.max_growth),
-            ..d
+            variant: d.variant,
         };
         v.checked(p, field_names::<Self>(), c.validate())?;
         Ok(BudgetConfig::DelayTarget(c))
