@@ -35,6 +35,8 @@ pub struct Link {
     round_start: Instant,
     /// Bytes acknowledged by the link's household flows since the round started.
     pub delivered: u64,
+    /// The last round changed the budget by more than a tenth: the next one only measures.
+    settling: bool,
     last: LinkSnapshot,
 }
 
@@ -49,6 +51,7 @@ impl Link {
             next_round: None,
             round_start: Instant::ZERO,
             delivered: 0,
+            settling: false,
             last: LinkSnapshot {
                 direction,
                 controller: config.budget.kind(),
@@ -196,16 +199,6 @@ pub fn run_round<'f>(
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
     let queue_delay = link.delay.end_round();
-    if std::env::var_os("HH_TRACE").is_some() {
-        eprintln!(
-            "round t={:.3} q={:?} interval={:?} delivered={} in_force={:?}",
-            now.as_micros() as f64 / 1e6,
-            queue_delay,
-            interval,
-            delivered,
-            link.budget
-        );
-    }
     rtts.sort_unstable();
     let base_rtt = rtts.get(rtts.len() / 2).copied();
     let round_length = config.budget.round_length(base_rtt);
@@ -237,8 +230,15 @@ pub fn run_round<'f>(
         .in_slowdown(now, config.slowdown_interval, round_length);
     let budget = if slowing {
         min_budget
+    } else if link.settling {
+        // The round after a change measured data the old budget released: wait one more round
+        // before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or the
+        // controller reacts twice to the same queue and the budget oscillates.
+        link.settling = false;
+        in_force
     } else {
         let next = link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET);
+        link.settling = next.abs_diff(in_force) * 10 > in_force;
         link.budget = Some(next);
         next
     };

@@ -169,34 +169,45 @@ pub fn allocate(
         let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
         (!keeps, std::cmp::Reverse(f.credit), f.held_since)
     });
-    // A flow whose turn ends still has its window open until its data is acknowledged: new turns
-    // start only as those windows close, or the turns would overlap and hand out more than the
-    // budget.
-    let mut closing: u64 = sharing
-        .iter()
-        .filter(|&&i| flows[i].turn_since.is_some())
-        .map(|&i| flows[i].outstanding)
-        .sum();
-    let mut granted = 0usize;
-    for &i in &sharing {
-        let f = &mut flows[i];
-        let floor = u64::from(f.floor);
-        let had_turn = f.turn_since.is_some();
-        if had_turn {
-            closing = closing.saturating_sub(f.outstanding);
+    // Turns go in that order while floors fit (one flow always has a turn, so the link is never
+    // idle for want of one).
+    let mut granted: Vec<bool> = vec![false; sharing.len()];
+    let mut used = 0u64;
+    for (k, &i) in sharing.iter().enumerate() {
+        let floor = u64::from(flows[i].floor);
+        if used + floor <= left || k == 0 {
+            used += floor;
+            granted[k] = true;
         }
-        // At least one flow always has a turn, so the link is never idle for want of a turn.
-        if floor + if had_turn { 0 } else { closing } <= left || granted == 0 {
-            left = left.saturating_sub(floor);
-            granted += 1;
+    }
+    // A flow whose turn ends keeps its window open until its data is acknowledged: new turns
+    // start only as those windows close, or turns would overlap and hand out more than the
+    // budget (the host with more flows would get more).
+    let closing: u64 = sharing
+        .iter()
+        .zip(&granted)
+        .filter(|(&i, &g)| !g && flows[i].turn_since.is_some())
+        .map(|(&i, _)| flows[i].outstanding)
+        .sum();
+    let mut over = (used + closing).saturating_sub(left);
+    for k in (1..sharing.len()).rev() {
+        if over == 0 {
+            break;
+        }
+        let i = sharing[k];
+        if granted[k] && flows[i].turn_since.is_none() {
+            granted[k] = false;
+            over = over.saturating_sub(u64::from(flows[i].floor));
+        }
+    }
+    for (k, &i) in sharing.iter().enumerate() {
+        let f = &mut flows[i];
+        if granted[k] {
             out[i] = Allocation::Window(f.floor);
             f.credit -= i64::from(f.floor);
             f.credit = f.credit.max(-i64::from(f.floor) * CREDIT_ROUNDS);
             f.turn_since.get_or_insert(now);
         } else {
-            if had_turn {
-                closing += f.outstanding;
-            }
             out[i] = Allocation::Hold;
             if f.turn_since.take().is_some() || f.held_since.is_none() {
                 f.held_since = Some(now);

@@ -18,6 +18,7 @@ pub mod delay_target;
 pub mod key_binary_search;
 pub mod key_stochastic;
 pub mod link_delay;
+pub mod rho_estimate;
 pub mod share;
 
 pub use allocator::{allocate, Allocation, FlowDemand};
