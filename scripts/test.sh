@@ -16,6 +16,9 @@ export SLIPSTREAM_DELAY_BIN="$PWD/target/release/slipstream-delay"
 cargo test --workspace --exclude slipstream -- --test-threads=1
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
 cargo test -p slipstream --test e2e -- --nocapture --test-threads=1
+# Household control end to end: a LAN host without TCP timestamps, and 16 background flows of two
+# hosts beside best effort (goodput shares, per-host split, no connection failures).
+cargo test -p slipstream --test household -- --nocapture --test-threads=1
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
 cargo test -p slipstream --test dashboard -- --nocapture --test-threads=1

@@ -243,6 +243,7 @@ pub fn background_vs_best_effort(
     report.rwnd_alone = Summary::of(trace.iter().filter(|s| s.t >= from).map(|s| s.rwnd_bytes));
     report.trace_alone = trace;
 
+    settle();
     progress(&format!(
         "phase 2/3: best-effort download alone for {} s",
         p.best_effort_secs
@@ -260,6 +261,7 @@ pub fn background_vs_best_effort(
     report.best_effort_alone_mbps = be.goodput_mbps_between(from, to).context("no intervals")?;
 
     let together = p.head_start_secs + p.best_effort_secs + 2;
+    settle();
     progress(&format!(
         "phase 3/3: background download for {together} s, best effort joins after {} s for {} s",
         p.head_start_secs, p.best_effort_secs
@@ -326,12 +328,19 @@ pub fn wait_all(runs: Vec<IperfRun>) -> (Vec<Option<IperfResult>>, Vec<String>) 
 }
 
 /// TCP resets the isp forwards during the next `secs` seconds (blocks that long). Run it beside
-/// transfers, ending before the first of them does: iperf3 resets at a download's end by itself
-/// (its receiver closes with data in flight, and each segment still arriving draws a reset).
+/// transfers, ending before the first of them does and starting after [`settle`]: iperf3 resets
+/// at a download's end by itself (its receiver closes with data in flight, and each segment still
+/// arriving draws a reset, for up to an RTT plus the queue).
 pub fn resets_during(tb: &Testbed, secs: f64) -> Result<u64> {
     let before = tb.tcp_resets()?;
     std::thread::sleep(Duration::from_secs_f64(secs.max(0.0)));
     Ok(tb.tcp_resets()?.saturating_sub(before))
+}
+
+/// Waits a second between phases: the previous one's last data and end resets pass, and its
+/// queue drains.
+pub fn settle() {
+    std::thread::sleep(Duration::from_secs(1));
 }
 
 /// Jain's fairness index `(Σx)² / (n · Σx²)`: 1 when all are equal, 1/n when one takes all;
