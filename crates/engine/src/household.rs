@@ -238,7 +238,7 @@ pub fn run_round<'f>(
         in_force
     } else {
         let next = link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET);
-        link.settling = next.abs_diff(in_force) * 10 > in_force;
+        link.settling = config.budget.uses_delay() && next.abs_diff(in_force) * 10 > in_force;
         link.budget = Some(next);
         next
     };

@@ -127,6 +127,13 @@ impl BudgetConfig {
         }
     }
 
+    /// Whether the controller steers by the shared queueing delay. Only those need the link's
+    /// bases kept true by coordinated slowdowns, and wait a round after a change (Key et al.'s
+    /// controllers have a control interval of their own and read only rates).
+    pub fn uses_delay(&self) -> bool {
+        matches!(self, BudgetConfig::DelayTarget(_))
+    }
+
     /// Checks the parameters; the message names the bad one.
     pub fn validate(&self) -> Result<(), String> {
         match self {
