@@ -8,6 +8,11 @@
 //! | `slipstream-paper` | the same with `variant = "paper"` (Vulture exactly as Li & Welzl)   |
 //! | `fixed-rwnd[=N]`   | `slipstreamd` with `controller = { kind = "fixed_window", window_bytes = N }` |
 //! | `htb-90`, `htb-95` | no daemon; HTB download shaping on `br-lan` egress at 90/95% of the bottleneck |
+//! | `household`        | `slipstreamd`, `controller = "household"`: one budget per link for all background flows |
+//!
+//! A scenario may split the background ports over several rules ([`LabRule`]: the `weights`
+//! scenario); their `weight` / `min_rate` / `priority` are written for `household` only, the one
+//! controller that shares a budget (the config rejects them elsewhere).
 //!
 //! **fixed-rwnd's N.** Default N = BDP / 2 (62 500 bytes at 10 Mbit/s × 100 ms), i.e. a static
 //! clamp that lets the background flow take at most half the link at the base RTT (and less when
@@ -54,17 +59,20 @@ pub enum Alternative {
         /// 90 or 95 (any 1-100 is accepted).
         percent: u8,
     },
+    /// `slipstreamd` with `controller = "household"` (default `[household]` settings).
+    Household,
 }
 
 impl Alternative {
     /// Every alternative with its default parameters, in table order.
-    pub const ALL: [Alternative; 6] = [
+    pub const ALL: [Alternative; 7] = [
         Alternative::NoControl,
         Alternative::Slipstream,
         Alternative::SlipstreamPaper,
         Alternative::FixedRwnd(None),
         Alternative::HtbShaping { percent: 90 },
         Alternative::HtbShaping { percent: 95 },
+        Alternative::Household,
     ];
 
     /// The command-line label ("no-control", "slipstream", "fixed-rwnd", "htb-90", ...); also the
@@ -77,6 +85,7 @@ impl Alternative {
             Alternative::FixedRwnd(None) => "fixed-rwnd".into(),
             Alternative::FixedRwnd(Some(n)) => format!("fixed-rwnd={n}"),
             Alternative::HtbShaping { percent } => format!("htb-{percent}"),
+            Alternative::Household => "household".into(),
         }
     }
 
@@ -84,7 +93,10 @@ impl Alternative {
     pub fn uses_daemon(&self) -> bool {
         matches!(
             self,
-            Alternative::Slipstream | Alternative::SlipstreamPaper | Alternative::FixedRwnd(_)
+            Alternative::Slipstream
+                | Alternative::SlipstreamPaper
+                | Alternative::FixedRwnd(_)
+                | Alternative::Household
         )
     }
 
@@ -119,15 +131,10 @@ impl Alternative {
                 r#"{{ kind = "fixed_window", window_bytes = {} }}"#,
                 self.fixed_window_bytes(env.bdp_bytes)?
             ),
+            Alternative::Household => r#""household""#.to_string(),
             _ => return None,
         };
-        let ports = env
-            .background_ports
-            .iter()
-            .map(u16::to_string)
-            .collect::<Vec<_>>()
-            .join(", ");
-        Some(format!(
+        let mut text = format!(
             "# slipstream-lab: alternative {label}\n\
              enabled = true\n\n\
              [datapath]\n\
@@ -137,16 +144,26 @@ impl Alternative {
              listen = \"{metrics}\"\n\
              top_flows = 128\n\n\
              [control]\n\
-             socket = \"{sock}\"\n\n\
-             [[rules]]\n\
-             name = \"lab-background\"\n\
-             remote_ports = [{ports}]\n\
-             controller = {controller}\n",
+             socket = \"{sock}\"\n",
             label = self.label(),
             lan = ROUTER_LAN_IF,
             metrics = METRICS_ADDR,
             sock = control_socket.display(),
-        ))
+        );
+        for rule in env.rules() {
+            let ports: Vec<String> = rule.ports.iter().map(u16::to_string).collect();
+            text.push_str(&format!(
+                "\n[[rules]]\nname = \"{}\"\nremote_ports = [{}]\ncontroller = {controller}\n",
+                rule.name,
+                ports.join(", ")
+            ));
+            if *self == Alternative::Household {
+                for (key, value) in &rule.share {
+                    text.push_str(&format!("{key} = {value}\n"));
+                }
+            }
+        }
+        Some(text)
     }
 
     /// `tc` argument lists (without `-n <ns>`) that install this alternative's HTB tree on `dev`,
@@ -287,6 +304,18 @@ static SOCKET_COUNTER: AtomicU32 = AtomicU32::new(0);
 /// Where the daemon's metrics listen inside the router namespace.
 pub const METRICS_ADDR: &str = "127.0.0.1:9617";
 
+/// One background rule of the daemon's config: its server ports and its claim on the household
+/// budget, as TOML key and value (`("weight", "3")`, `("min_rate", "\"2mbit\"")`).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct LabRule {
+    /// Rule name (the daemon's metrics carry it).
+    pub name: String,
+    /// Server ports of its flows.
+    pub ports: Vec<u16>,
+    /// `weight`, `min_rate`, `priority`: written for the household alternative only.
+    pub share: Vec<(String, String)>,
+}
+
 /// What an alternative needs to know about the run.
 #[derive(Debug, Clone)]
 pub struct AltEnv {
@@ -296,12 +325,29 @@ pub struct AltEnv {
     pub work_dir: PathBuf,
     /// Server ports of the background flows (rule `remote_ports`, HTB filters).
     pub background_ports: Vec<u16>,
+    /// Rules splitting the background ports; empty = one rule `lab-background` over all of them.
+    pub rules: Vec<LabRule>,
     /// Bottleneck rate, Mbit/s.
     pub rate_mbit: f64,
     /// Path BDP, bytes.
     pub bdp_bytes: u64,
     /// Bottleneck queue in packets (HTB leaf pfifo limit).
     pub queue_packets: u64,
+}
+
+impl AltEnv {
+    /// The background rules of the daemon's config: the scenario's, or one rule `lab-background`
+    /// over all background ports.
+    pub fn rules(&self) -> Vec<LabRule> {
+        if !self.rules.is_empty() {
+            return self.rules.clone();
+        }
+        vec![LabRule {
+            name: "lab-background".into(),
+            ports: self.background_ports.clone(),
+            share: Vec::new(),
+        }]
+    }
 }
 
 /// An alternative set up on a testbed. [`teardown`](Self::teardown) removes it; dropping it
@@ -372,6 +418,7 @@ impl FromStr for Alternative {
             "slipstream" => Alternative::Slipstream,
             "slipstream-paper" | "paper" => Alternative::SlipstreamPaper,
             "fixed-rwnd" => Alternative::FixedRwnd(None),
+            "household" => Alternative::Household,
             _ => {
                 if let Some(n) = s.strip_prefix("fixed-rwnd=") {
                     let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
@@ -388,7 +435,7 @@ impl FromStr for Alternative {
                 } else {
                     bail!(
                         "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, \
-                         fixed-rwnd[=BYTES], htb-90, htb-95)"
+                         fixed-rwnd[=BYTES], htb-90, htb-95, household)"
                     )
                 }
             }
@@ -405,6 +452,7 @@ mod tests {
             daemon_bin: "/x/slipstreamd".into(),
             work_dir: "/tmp/x".into(),
             background_ports: vec![6881, 6882],
+            rules: Vec::new(),
             rate_mbit: 10.0,
             bdp_bytes: 125_000,
             queue_packets: 83,
@@ -447,6 +495,32 @@ mod tests {
             std::fs::write(&p, &text).unwrap();
             slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
             assert!(text.contains("remote_ports = [6881, 6882]"), "{text}");
+        }
+        // Rules with shares: written for household only, and valid there.
+        let shared = AltEnv {
+            rules: vec![
+                LabRule {
+                    name: "w3".into(),
+                    ports: vec![6881],
+                    share: vec![("weight".into(), "3".into())],
+                },
+                LabRule {
+                    name: "min".into(),
+                    ports: vec![6882],
+                    share: vec![("min_rate".into(), "\"2mbit\"".into())],
+                },
+            ],
+            ..env()
+        };
+        for a in Alternative::ALL {
+            let Some(text) = a.daemon_config(&shared, Path::new("/tmp/s.sock")) else {
+                continue;
+            };
+            let p = dir.join("c.toml");
+            std::fs::write(&p, &text).unwrap();
+            let config = slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
+            assert_eq!(config.rules.len(), 2, "{text}");
+            assert_eq!(text.contains("weight = 3"), a == Alternative::Household, "{text}");
         }
         let fixed = Alternative::FixedRwnd(None)
             .daemon_config(&env(), Path::new("/s"))

@@ -23,15 +23,8 @@ pub fn std_dev(values: &[f64]) -> Option<f64> {
 }
 
 /// Jain's fairness index `(Σx)² / (n · Σx²)` (Vulture Sec. 0.4.6); `None` for no flows or all
-/// zero.
-pub fn jain_index(x: &[f64]) -> Option<f64> {
-    let sum: f64 = x.iter().sum();
-    let sq: f64 = x.iter().map(|v| v * v).sum();
-    if x.is_empty() || sq <= 0.0 {
-        return None;
-    }
-    Some(sum * sum / (x.len() as f64 * sq))
-}
+/// zero. The testbed's, which the end-to-end tests use too.
+pub use slipstream_testbed::scenario::jain_index;
 
 /// Mean of the values of `points` with `t0 <= t < t1`.
 pub fn mean_between(points: &[(f64, f64)], t0: f64, t1: f64) -> Option<f64> {

@@ -35,7 +35,7 @@ use anyhow::{bail, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
 use slipstream_testbed::{IperfEnds, Ns, Testbed, TopologySpec};
 
-use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, LabRule};
 use crate::analysis;
 use crate::measure::{self, BlockSplitter, DaemonFlow, SsSocket};
 use crate::result::{now_unix, roles, units, RunParams, RunResult, Series};
@@ -131,6 +131,10 @@ pub struct RunSetup {
     pub servers: u8,
     /// Number of LAN hosts in the topology (default 1).
     pub clients: u8,
+    /// LAN hosts without TCP timestamps (see [`TopologySpec::timestamps_off`]).
+    pub timestamps_off: Vec<u8>,
+    /// Rules splitting the background ports (see [`crate::alternatives::LabRule`]); empty = one.
+    pub rules: Vec<LabRule>,
     /// Run `ping -i 0.1` throughout.
     pub ping: bool,
     /// Poll `ss` in the server namespace.
@@ -157,6 +161,8 @@ impl RunSetup {
             server_ports: vec![BG_PORT],
             servers: 1,
             clients: 1,
+            timestamps_off: Vec::new(),
+            rules: Vec::new(),
             ping: true,
             ss: true,
             work_dir,
@@ -271,7 +277,7 @@ impl<'a> Run<'a> {
             ipv6: false,
             servers: setup.servers,
             clients: setup.clients,
-            timestamps_off: Vec::new(),
+            timestamps_off: setup.timestamps_off.clone(),
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
@@ -315,6 +321,7 @@ impl<'a> Run<'a> {
             daemon_bin: ctx.daemon_bin.clone(),
             work_dir: run.setup.work_dir.clone(),
             background_ports: run.setup.background_ports.clone(),
+            rules: run.setup.rules.clone(),
             rate_mbit: opts.rate_mbit,
             bdp_bytes: opts.bdp_bytes(),
             queue_packets: opts.queue_packets(),

@@ -1,8 +1,9 @@
 //! `slipstream-lab`: runs the lab's scenarios (see the crate docs and `--help`).
 //!
 //! ```text
-//! slipstream-lab <alone|cbr|cwnd|onoff|fairness|udp-square|web|datapath|smoke|all|report|cleanup>
-//!     [--alternatives no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95]
+//! slipstream-lab <alone|cbr|cwnd|onoff|fairness|udp-square|web|datapath|no-timestamps|many-flows|
+//!                 weights|smoke|all|report|cleanup>
+//!     [--alternatives no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95,household]
 //!     [--scale 0.5] [--repeats N] [--out lab-results] [--cc cubic|reno|bbr]
 //!     [--rate 10] [--rtt 100] [--up-delay MS] [--queue-packets N | --queue-bytes B]
 //!     [--set key=value]...
@@ -29,14 +30,14 @@ use slipstream_lab::Alternative;
     about = "Slipstream's evaluation lab (network namespaces; needs root)"
 )]
 struct Args {
-    /// alone | cbr | cwnd | onoff | fairness | udp-square | web | datapath | smoke | all | report | cleanup
+    /// alone | cbr | cwnd | onoff | fairness | udp-square | web | datapath | no-timestamps |
+    /// many-flows | weights | smoke | all | report | cleanup
     command: String,
-    /// Comma-separated alternatives, in table order.
-    #[arg(
-        long,
-        default_value = "no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95"
-    )]
-    alternatives: String,
+    /// Comma-separated alternatives, in table order. Default: every one but household
+    /// (no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95); for no-timestamps,
+    /// many-flows and weights no-control,htb-95,slipstream,household.
+    #[arg(long)]
+    alternatives: Option<String>,
     /// Multiplies every phase length (e.g. 0.1 for a quick look).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -121,7 +122,10 @@ fn options(a: &Args) -> Result<ScenarioOptions> {
     Ok(ScenarioOptions {
         duration_scale: a.scale,
         repeats: a.repeats.max(1),
-        alternatives: Alternative::parse_list(&a.alternatives)?,
+        alternatives: match &a.alternatives {
+            Some(list) => Alternative::parse_list(list)?,
+            None => scenarios::default_alternatives(""),
+        },
         rate_mbit: a.rate,
         rtt_ms: a.rtt,
         up_delay_ms: a.up_delay,
@@ -206,6 +210,13 @@ fn real_main(args: Args) -> Result<()> {
     let mut failed = Vec::new();
     for name in names {
         let run = scenarios::lookup(name).expect("checked");
+        let opts = ScenarioOptions {
+            alternatives: match args.alternatives {
+                Some(_) => opts.alternatives.clone(),
+                None => scenarios::default_alternatives(name),
+            },
+            ..opts.clone()
+        };
         match run(&ctx, &opts) {
             Ok(report) => {
                 // Every scenario writes its results; should one not have, do it here rather

@@ -230,7 +230,7 @@ const DIFFERENCES_HEADER: &str =
 /// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
 /// how costly).
-const HEADLINE: [(&str, &[&str]); 8] = [
+const HEADLINE: [(&str, &[&str]); 11] = [
     (
         "alone",
         &[
@@ -272,6 +272,26 @@ const HEADLINE: [(&str, &[&str]); 8] = [
         &[
             "Web response time, all objects / with plain TCP bulk (no-control)",
             "BG share of the link while web runs",
+        ],
+    ),
+    (
+        "no-timestamps",
+        &["N = 1: BE kept beside BG", "N = 1: BG alone / BE alone"],
+    ),
+    (
+        "many-flows",
+        &[
+            "N = 16 over 4 hosts: BE kept beside BG",
+            "N = 16 over 4 hosts: host share ratio (max/min), BG alone",
+            "N = 64 over 4 hosts: BE kept beside BG",
+            "N = 64 over 4 hosts: Jain's index (host-fair), BG alone",
+        ],
+    ),
+    (
+        "weights",
+        &[
+            "weights 1:3: w3 / w1 goodput, BG alone",
+            "min_rate 2mbit: BG goodput beside BE",
         ],
     ),
     (

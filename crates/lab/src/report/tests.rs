@@ -579,8 +579,41 @@ fn datapath() -> ScenarioReport {
     rep
 }
 
+/// A household scenario (no-timestamps, many-flows, weights): best effort alone, background
+/// alone, both, a third of the run each.
+fn household(scenario: &str) -> ScenarioReport {
+    let third = DUR / 3.0;
+    let mut runs = Vec::new();
+    for alt in ALTS {
+        let y = yield_of(alt);
+        let mut r = run(
+            scenario,
+            alt,
+            0,
+            BTreeMap::from([("case".into(), json!("N = 2"))]),
+        );
+        let be =
+            move |t: f64| (t < third || t >= 2.0 * third).then_some(9.5 * if t < third { 1.0 } else { y });
+        let bg = move |t: f64| (t >= third).then_some(9.4 * if t < 2.0 * third { 1.0 } else { 1.0 - y });
+        r.series
+            .push(series("goodput", units::MBPS, "be", roles::BEST_EFFORT, be));
+        r.series
+            .push(series("goodput", units::MBPS, "bg0", roles::BACKGROUND, bg));
+        r.metrics
+            .push(Metric::new("be_kept", units::RATIO, y).period("together"));
+        runs.push(r);
+    }
+    let row = (
+        "N = 2: BE kept beside BG",
+        units::RATIO,
+        "be_kept/together",
+        Some("≥ 0.93"),
+    );
+    report(scenario, "household control (synthetic)", runs, &[row])
+}
+
 fn all_kinds() -> Vec<ScenarioReport> {
-    vec![
+    let mut kinds = vec![
         alone(),
         cbr(),
         cwnd(),
@@ -589,7 +622,9 @@ fn all_kinds() -> Vec<ScenarioReport> {
         udp_square(),
         web(),
         datapath(),
-    ]
+    ];
+    kinds.extend(crate::scenarios::HOUSEHOLD.map(household));
+    kinds
 }
 
 fn temp_dir(name: &str) -> PathBuf {

@@ -153,6 +153,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         daemon_bin: ctx.daemon_bin.clone(),
         work_dir: work_dir.clone(),
         background_ports: vec![LOAD_PORT, PROBE_PORT],
+        rules: Vec::new(),
         rate_mbit: opts.rate_mbit,
         bdp_bytes: opts.bdp_bytes(),
         queue_packets: opts.queue_packets(),

@@ -27,8 +27,12 @@ pub mod alone;
 pub mod cbr;
 pub mod cwnd;
 pub mod fairness;
+pub mod many_flows;
+pub mod no_timestamps;
 pub mod onoff;
+pub mod phases;
 pub mod smoke;
+pub mod weights;
 
 pub mod datapath;
 pub mod udp_square;
@@ -38,7 +42,7 @@ pub mod web;
 pub type ScenarioFn = fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>;
 
 /// Scenario names, in the order `all` runs them (`smoke` is not part of `all`).
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 11] = [
     "alone",
     "cbr",
     "cwnd",
@@ -47,7 +51,36 @@ pub const ALL: [&str; 8] = [
     "udp-square",
     "web",
     "datapath",
+    "no-timestamps",
+    "many-flows",
+    "weights",
 ];
+
+/// Scenarios of household control: without `--alternatives` they compare
+/// [`HOUSEHOLD_ALTERNATIVES`].
+pub const HOUSEHOLD: [&str; 3] = ["no-timestamps", "many-flows", "weights"];
+
+/// What household control is compared with: nothing, the shaping OpenWrt users do today,
+/// Slipstream's per-flow Vulture, and household control itself.
+pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] = [
+    Alternative::NoControl,
+    Alternative::HtbShaping { percent: 95 },
+    Alternative::Slipstream,
+    Alternative::Household,
+];
+
+/// The alternatives scenario `name` compares unless `--alternatives` says otherwise: every one but
+/// `household` for the paper's scenarios, [`HOUSEHOLD_ALTERNATIVES`] for [`HOUSEHOLD`]'s.
+pub fn default_alternatives(name: &str) -> Vec<Alternative> {
+    if HOUSEHOLD.contains(&name) {
+        HOUSEHOLD_ALTERNATIVES.to_vec()
+    } else {
+        Alternative::ALL
+            .into_iter()
+            .filter(|a| *a != Alternative::Household)
+            .collect()
+    }
+}
 
 /// The runner of scenario `name` (command-line spelling, e.g. "udp-square").
 pub fn lookup(name: &str) -> Option<ScenarioFn> {
@@ -61,6 +94,9 @@ pub fn lookup(name: &str) -> Option<ScenarioFn> {
         "web" => web::run,
         "udp-square" => udp_square::run,
         "datapath" => datapath::run,
+        "no-timestamps" => no_timestamps::run,
+        "many-flows" => many_flows::run,
+        "weights" => weights::run,
         _ => return None,
     })
 }

@@ -182,6 +182,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                     server_ports: vec![BG_PORT],
                     servers: 1,
                     clients: 1,
+                    timestamps_off: Vec::new(),
+                    rules: Vec::new(),
                     ping: false,
                     ss: true,
                     work_dir: work_dir.clone(),

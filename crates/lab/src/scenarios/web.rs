@@ -131,6 +131,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 // LAN host 2 browses server 2.
                 servers: 2,
                 clients: 2,
+                timestamps_off: Vec::new(),
+                rules: Vec::new(),
                 ping: false,
                 ss: true,
                 work_dir: work_dir.clone(),

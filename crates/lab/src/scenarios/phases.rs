@@ -1,0 +1,362 @@
+//! What `no-timestamps`, `many-flows` and `weights` share: household control judged on one
+//! testbed per run in three phases of `phase` seconds (default 30, × `--scale`):
+//!
+//! 1. `be-alone`: one best-effort download alone (the reference);
+//! 2. `bg-alone`: the background downloads alone (several LAN hosts, several rules);
+//! 3. `together`: the best-effort download again, beside the background ones.
+//!
+//! Metrics (each period leaves out its first third, at most 10 s: slow start, the controller
+//! settling); the tables' reference column gives the household issue's targets:
+//! * `be_kept` (together): best-effort goodput beside background / alone;
+//! * `bg_fill` (bg-alone): background goodput alone, all flows / best effort alone (the idle
+//!   link background takes);
+//! * `bg_delay` (bg-alone): ping RTT beside background alone minus the idle RTT (its queue);
+//! * `jain_index` (bg-alone): Jain's index of the background flows' goodputs relative to their
+//!   host-fair share (equal per LAN host, then per flow: household control's notion of fair;
+//!   [`host_fair_jain`]), and `host_ratio`: largest over smallest per-host goodput;
+//! * `bg_goodput` and `be_goodput` per period (and per background flow in bg-alone).
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use serde_json::json;
+use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
+
+use super::{LabContext, ScenarioOptions};
+use crate::alternatives::{Alternative, LabRule};
+use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
+use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+
+/// Where the household issue's targets come from (the tables' reference column).
+pub const TARGETS: &str = "household issue target";
+
+/// One background download.
+#[derive(Debug, Clone)]
+pub struct BgFlow {
+    /// Flow label ("bg3", "w1").
+    pub label: String,
+    /// LAN host (1-based).
+    pub host: u8,
+    /// Server port (must be one of the rules' ports).
+    pub port: u16,
+}
+
+/// One sub-case: which background flows on which hosts, under which rules.
+#[derive(Debug, Clone)]
+pub struct Mix {
+    /// Sub-case name, the prefix of its table rows ("N = 16, 4 hosts").
+    pub case: String,
+    /// The background downloads.
+    pub flows: Vec<BgFlow>,
+    /// LAN host of the best-effort download (a host of its own: another household member).
+    pub be_host: u8,
+    /// LAN hosts with TCP timestamps off.
+    pub timestamps_off: Vec<u8>,
+    /// Rules splitting the background ports (empty: one rule over all).
+    pub rules: Vec<LabRule>,
+    /// Length of each phase, s.
+    pub phase: f64,
+}
+
+impl Mix {
+    /// `n` background downloads on `hosts` LAN hosts, unevenly: host 1 runs one (a lone
+    /// downloader), the others the rest round-robin, so a host-fair split differs from a flow-fair
+    /// one. Ports from [`BG_PORT`] up; best effort on host `hosts + 1`.
+    pub fn spread(case: &str, n: usize, hosts: u8, opts: &ScenarioOptions) -> Mix {
+        let hosts = hosts.clamp(1, n.clamp(1, 99) as u8);
+        let flows = (0..n)
+            .map(|i| BgFlow {
+                label: format!("bg{i}"),
+                host: if i == 0 || hosts == 1 {
+                    1
+                } else {
+                    2 + ((i - 1) % usize::from(hosts - 1)) as u8
+                },
+                port: BG_PORT + i as u16,
+            })
+            .collect();
+        Mix {
+            case: case.into(),
+            flows,
+            be_host: hosts + 1,
+            timestamps_off: Vec::new(),
+            rules: Vec::new(),
+            phase: opts.scaled(30.0, 5.0),
+        }
+    }
+
+    /// Run length, s.
+    pub fn duration(&self) -> f64 {
+        3.0 * self.phase
+    }
+
+    /// The measured part of each period `(name, from, to)`.
+    pub fn periods(&self) -> [(&'static str, f64, f64); 3] {
+        let (p, skip) = (self.phase, (self.phase / 3.0).min(10.0));
+        [
+            ("be-alone", skip, p),
+            ("bg-alone", p + skip, 2.0 * p),
+            ("together", 2.0 * p + skip, 3.0 * p),
+        ]
+    }
+
+    /// LAN host of each background flow.
+    pub fn hosts(&self) -> Vec<u8> {
+        self.flows.iter().map(|f| f.host).collect()
+    }
+
+    fn setup(&self, scenario: &str, alt: Alternative, dir: PathBuf) -> RunSetup {
+        let ports: Vec<u16> = self.flows.iter().map(|f| f.port).collect();
+        let p = self.phase;
+        let mut s = RunSetup::new(scenario, alt, self.duration(), dir)
+            .param("case", self.case.as_str())
+            .param("phase_s", p)
+            .param(
+                "phases",
+                json!([
+                    {"name": "best effort alone", "start_s": 0.0},
+                    {"name": "background alone", "start_s": p},
+                    {"name": "together", "start_s": 2.0 * p},
+                ]),
+            );
+        s.clients = self.hosts().into_iter().chain([self.be_host]).max().unwrap_or(1);
+        s.timestamps_off.clone_from(&self.timestamps_off);
+        s.rules.clone_from(&self.rules);
+        s.server_ports = ports.iter().copied().chain([BE_PORT]).collect();
+        s.background_ports = ports;
+        s
+    }
+}
+
+fn body(run: &mut Run, m: &Mix) -> Result<()> {
+    let p = m.phase;
+    let be = || FlowSpec::download("be", roles::BEST_EFFORT, BE_PORT, p).between(m.be_host, 1);
+    run.start_flow(be())?;
+    run.wait_until(p)?;
+    run.wait_flow("be")?;
+    for f in &m.flows {
+        let spec = FlowSpec::download(&f.label, roles::BACKGROUND, f.port, 2.0 * p);
+        run.start_flow(spec.between(f.host, 1))?;
+    }
+    run.wait_until(2.0 * p)?;
+    run.start_flow(be())?;
+    run.wait_until(3.0 * p)
+}
+
+/// Mean goodput of flow `label` over `[a, b)`; 0 for a flow without a series (it never connected).
+pub fn goodput(r: &RunResult, label: &str, a: f64, b: f64) -> f64 {
+    r.series("goodput", label)
+        .and_then(|s| s.mean_between(a, b))
+        .unwrap_or(0.0)
+}
+
+/// Adds the metrics of the module docs.
+fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
+    let mut out = Vec::new();
+    let mut be = [0.0; 3];
+    for (i, (period, a, b)) in m.periods().into_iter().enumerate() {
+        be[i] = goodput(&r, "be", a, b);
+        let bg: Vec<f64> = m.flows.iter().map(|f| goodput(&r, &f.label, a, b)).collect();
+        out.push(Metric::new("bg_goodput", units::MBPS, bg.iter().sum()).period(period));
+        if period != "bg-alone" {
+            out.push(
+                Metric::new("be_goodput", units::MBPS, be[i])
+                    .period(period)
+                    .flow("be"),
+            );
+        }
+        let ping = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b));
+        if let Some(v) = ping {
+            out.push(Metric::new("be_rtt", units::MS, v).period(period));
+        }
+        if period != "bg-alone" {
+            continue;
+        }
+        for (f, g) in m.flows.iter().zip(&bg) {
+            out.push(
+                Metric::new("bg_goodput", units::MBPS, *g)
+                    .period(period)
+                    .flow(&f.label),
+            );
+        }
+        if be[0] > 0.0 {
+            out.push(Metric::new("bg_fill", units::RATIO, bg.iter().sum::<f64>() / be[0]).period(period));
+        }
+        if let (Some(rtt), Some(base)) = (ping, r.params.measured_rtt_ms) {
+            out.push(Metric::new("bg_delay", units::MS, rtt - base).period(period));
+        }
+        if let Some(j) = host_fair_jain(&bg, &m.hosts()).filter(|_| bg.len() > 1) {
+            out.push(Metric::new("jain_index", units::RATIO, j).period(period));
+        }
+        if let Some(x) = host_ratio(&per_host_totals(&bg, &m.hosts())) {
+            out.push(Metric::new("host_ratio", units::RATIO, x).period(period));
+        }
+    }
+    if be[0] > 0.0 {
+        out.push(Metric::new("be_kept", units::RATIO, be[2] / be[0]).period("together"));
+    }
+    r.metrics.extend(out);
+    r
+}
+
+/// Rows a table gets for every mix: `(label, unit, metric, period, target)`.
+const COMMON_ROWS: [(&str, &str, &str, &str, Option<&str>); 5] = [
+    (
+        "BE kept beside BG",
+        units::RATIO,
+        "be_kept",
+        "together",
+        Some("≥ 0.93"),
+    ),
+    (
+        "BG alone / BE alone",
+        units::RATIO,
+        "bg_fill",
+        "bg-alone",
+        Some("≥ 0.97"),
+    ),
+    ("ping added by BG alone", units::MS, "bg_delay", "bg-alone", None),
+    (
+        "Jain's index (host-fair), BG alone",
+        units::RATIO,
+        "jain_index",
+        "bg-alone",
+        None,
+    ),
+    (
+        "host share ratio (max/min), BG alone",
+        units::RATIO,
+        "host_ratio",
+        "bg-alone",
+        Some("≤ 1.1"),
+    ),
+];
+
+/// A row for `case`'s runs: `label` prefixed with the case, left out if no run has the metric.
+pub fn add_row(
+    table: &mut Table,
+    case_runs: &[&RunResult],
+    case: &str,
+    (label, unit, name, period, target): (&str, &str, &str, &str, Option<&str>),
+) {
+    if case_runs.iter().any(|r| r.metric(name, Some(period)).is_some()) {
+        let target = target.map(|t| (t, TARGETS));
+        let label = format!("{case}: {label}");
+        table.add_metric_row(&label, unit, case_runs, name, Some(period), target);
+    }
+}
+
+/// What a scenario adds to the shared runner.
+pub struct Extras {
+    /// More metrics of a finished run.
+    pub metrics: fn(&mut RunResult, &Mix),
+    /// More rows for one mix, after the common ones.
+    pub rows: fn(&mut Table, &[&RunResult], &Mix),
+}
+
+impl Extras {
+    /// Nothing beyond the common metrics and rows.
+    pub const NONE: Extras = Extras {
+        metrics: |_, _| {},
+        rows: |_, _, _| {},
+    };
+}
+
+/// Runs every alternative on every mix (a fresh testbed each), adds the metrics and writes the
+/// report.
+pub fn run_mixes(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    scenario: &str,
+    title: String,
+    mixes: &[Mix],
+    extras: Extras,
+) -> Result<ScenarioReport> {
+    let started = crate::result::now_unix();
+    let dir = ctx.run_dir(scenario, started)?;
+    let runs = run_all(
+        ctx,
+        opts,
+        mixes,
+        |m, alt| m.setup(scenario, alt, dir.clone()),
+        body,
+    )?;
+    let case_of = |r: &RunResult| {
+        r.params
+            .extra
+            .get("case")
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let runs: Vec<RunResult> = runs
+        .into_iter()
+        .map(|r| {
+            let m = mixes
+                .iter()
+                .find(|m| case_of(&r).as_deref() == Some(&m.case))
+                .expect("own case");
+            let mut r = with_metrics(r, m);
+            (extras.metrics)(&mut r, m);
+            r
+        })
+        .collect();
+    let mut table = Table::new(opts.alternative_labels());
+    for m in mixes {
+        let refs: Vec<&RunResult> = runs
+            .iter()
+            .filter(|r| case_of(r).as_deref() == Some(&m.case))
+            .collect();
+        for row in COMMON_ROWS {
+            add_row(&mut table, &refs, &m.case, row);
+        }
+        (extras.rows)(&mut table, &refs, m);
+        if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
+            let label = format!("{}: flows that could not connect", m.case);
+            table.add_metric_row(&label, units::COUNT, &refs, "flows_failed", None, None);
+        }
+    }
+    let report = ScenarioReport {
+        scenario: scenario.into(),
+        title,
+        started_unix: started,
+        table,
+        runs,
+        notes: vec![format!(
+            "phases of {:.0} s: best effort alone, background alone, together; each measured after its \
+             first third (at most 10 s); Jain's index relative to the host-fair share",
+            mixes.first().map_or(0.0, |m| m.phase)
+        )],
+        ..Default::default()
+    };
+    finish_report(ctx, &dir, report)
+}
+
+/// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.
+pub fn counts(opts: &ScenarioOptions, key: &str, default: &str) -> Vec<usize> {
+    opts.extra_or(key, default.to_string())
+        .split(',')
+        .filter_map(|n| n.trim().parse::<usize>().ok())
+        .filter(|n| (1..=100).contains(n))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spread_is_uneven_and_host_fair_is_measured() {
+        let opts = ScenarioOptions::default();
+        let m = Mix::spread("x", 16, 4, &opts);
+        assert_eq!(m.hosts()[..5], [1, 2, 3, 4, 2]);
+        assert_eq!(m.hosts().iter().filter(|h| **h == 1).count(), 1);
+        assert_eq!(m.be_host, 5);
+        assert_eq!(m.flows[15].port, BG_PORT + 15);
+        assert_eq!(Mix::spread("y", 4, 1, &opts).hosts(), vec![1; 4]);
+        assert_eq!(Mix::spread("z", 1, 4, &opts).be_host, 2);
+        assert_eq!(m.periods()[1], ("bg-alone", 40.0, 60.0));
+        let s = m.setup("many-flows", Alternative::Household, "/tmp".into());
+        assert_eq!((s.clients, s.server_ports.len()), (5, 17));
+        assert_eq!(counts(&opts, "nope", "4, 16,x,0,64"), vec![4, 16, 64]);
+    }
+}

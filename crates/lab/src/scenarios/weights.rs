@@ -1,0 +1,76 @@
+//! `weights`: the rules' claims on the household budget, each case in the phases of
+//! [`super::phases`]:
+//! * `weights 1:3`: two background downloads of one LAN host under two rules, `weight = 1` and
+//!   `weight = 3`; `weight_ratio` (bg-alone) = goodput of the second / the first (target 3);
+//! * `min_rate 2mbit`: one background download under a rule with `min_rate = "2mbit"`, which it
+//!   should keep beside best effort (`bg_goodput` in `together`, target ≥ 2 Mbit/s).
+//!
+//! Only the `household` alternative writes the shares into its rules (the only controller that
+//! reads them); the others run the same rules without.
+
+use anyhow::Result;
+
+use super::phases::{add_row, goodput, run_mixes, Extras, Mix};
+use super::{LabContext, ScenarioOptions};
+use crate::alternatives::LabRule;
+use crate::harness::BG_PORT;
+use crate::result::{units, Metric, RunResult, ScenarioReport, Table};
+
+fn rule(name: &str, port: u16, key: &str, value: &str) -> LabRule {
+    LabRule {
+        name: name.into(),
+        ports: vec![port],
+        share: vec![(key.into(), value.into())],
+    }
+}
+
+/// Runs the scenario.
+pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
+    let mut weights = Mix::spread("weights 1:3", 2, 1, opts);
+    for (f, name) in weights.flows.iter_mut().zip(["w1", "w3"]) {
+        f.label = name.into();
+    }
+    weights.rules = vec![
+        rule("w1", BG_PORT, "weight", "1"),
+        rule("w3", BG_PORT + 1, "weight", "3"),
+    ];
+    let mut min_rate = Mix::spread("min_rate 2mbit", 1, 1, opts);
+    min_rate.rules = vec![rule("min-rate", BG_PORT, "min_rate", "\"2mbit\"")];
+    let title = format!(
+        "weights: rules with weight 1 and 3, and a rule with min_rate 2mbit, beside best effort \
+         ({} Mbit/s, {} ms RTT)",
+        opts.rate_mbit, opts.rtt_ms
+    );
+    let extras = Extras { metrics, rows };
+    run_mixes(ctx, opts, "weights", title, &[weights, min_rate], extras)
+}
+
+fn metrics(r: &mut RunResult, m: &Mix) {
+    let (_, a, b) = m.periods()[1];
+    let (w1, w3) = (goodput(r, "w1", a, b), goodput(r, "w3", a, b));
+    if m.flows.len() == 2 && w1 > 0.0 {
+        let ratio = Metric::new("weight_ratio", units::RATIO, w3 / w1).period("bg-alone");
+        r.metrics.push(ratio);
+    }
+}
+
+fn rows(table: &mut Table, runs: &[&RunResult], m: &Mix) {
+    let ratio = (
+        "w3 / w1 goodput, BG alone",
+        units::RATIO,
+        "weight_ratio",
+        "bg-alone",
+        Some("3"),
+    );
+    add_row(table, runs, &m.case, ratio);
+    if m.case.starts_with("min_rate") {
+        let kept = (
+            "BG goodput beside BE",
+            units::MBPS,
+            "bg_goodput",
+            "together",
+            Some("≥ 2"),
+        );
+        add_row(table, runs, &m.case, kept);
+    }
+}
