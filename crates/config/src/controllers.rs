@@ -213,11 +213,19 @@ impl Kind for DelayTargetParams {
     }
 }
 
-/// Key et al. Sec. 4.1: binary search for the change point.
+/// Key et al. Sec. 4.1: binary search for the change point of rho = R / w. Field names are the
+/// library's, so its `validate()` messages land on the right option.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct KeyBinarySearchParams {
     interval: Option<String>,
+    unit_bytes: Option<i64>,
+    epsilon_units: Option<f64>,
+    epsilon_prime_units: Option<f64>,
+    delta: Option<f64>,
+    c: Option<f64>,
+    max_budget_bytes: Option<i64>,
+    anchored_estimate: Option<bool>,
 }
 
 impl Kind for KeyBinarySearchParams {
@@ -227,17 +235,36 @@ impl Kind for KeyBinarySearchParams {
         let d = KeyBinarySearchConfig::default();
         let c = KeyBinarySearchConfig {
             interval: v.opt_duration(p, "interval", self.interval, d.interval)?,
+            unit_bytes: v.param_int(p, "unit_bytes", self.unit_bytes, d.unit_bytes)?,
+            epsilon_units: self.epsilon_units.unwrap_or(d.epsilon_units),
+            epsilon_prime_units: self.epsilon_prime_units.unwrap_or(d.epsilon_prime_units),
+            delta: self.delta.unwrap_or(d.delta),
+            c: self.c.unwrap_or(d.c),
+            max_budget_bytes: v.param_int(
+                p,
+                "max_budget_bytes",
+                self.max_budget_bytes,
+                d.max_budget_bytes,
+            )?,
+            anchored_estimate: self.anchored_estimate.unwrap_or(d.anchored_estimate),
         };
         v.checked(p, field_names::<Self>(), c.validate())?;
         Ok(BudgetConfig::KeyBinarySearch(c))
     }
 }
 
-/// Key et al. Sec. 4.2: stochastic approximation.
+/// Key et al. Sec. 4.2: stochastic approximation (eq. 31). Field names are the library's.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct KeyStochasticParams {
     interval: Option<String>,
+    unit_bytes: Option<i64>,
+    epsilon_units: Option<f64>,
+    epsilon_prime_units: Option<f64>,
+    delta: Option<f64>,
+    gamma: Option<f64>,
+    max_budget_bytes: Option<i64>,
+    anchored_estimate: Option<bool>,
 }
 
 impl Kind for KeyStochasticParams {
@@ -247,6 +274,18 @@ impl Kind for KeyStochasticParams {
         let d = KeyStochasticConfig::default();
         let c = KeyStochasticConfig {
             interval: v.opt_duration(p, "interval", self.interval, d.interval)?,
+            unit_bytes: v.param_int(p, "unit_bytes", self.unit_bytes, d.unit_bytes)?,
+            epsilon_units: self.epsilon_units.unwrap_or(d.epsilon_units),
+            epsilon_prime_units: self.epsilon_prime_units.unwrap_or(d.epsilon_prime_units),
+            delta: self.delta.unwrap_or(d.delta),
+            gamma: self.gamma.unwrap_or(d.gamma),
+            max_budget_bytes: v.param_int(
+                p,
+                "max_budget_bytes",
+                self.max_budget_bytes,
+                d.max_budget_bytes,
+            )?,
+            anchored_estimate: self.anchored_estimate.unwrap_or(d.anchored_estimate),
         };
         v.checked(p, field_names::<Self>(), c.validate())?;
         Ok(BudgetConfig::KeyStochastic(c))
@@ -289,7 +328,21 @@ mod tests {
         assert!(RawController::fields("household").is_empty());
         assert_eq!(
             RawBudget::all_fields(),
-            ["variant", "target", "gain", "max_growth", "interval"]
+            [
+                "variant",
+                "target",
+                "gain",
+                "max_growth",
+                "interval",
+                "unit_bytes",
+                "epsilon_units",
+                "epsilon_prime_units",
+                "delta",
+                "c",
+                "max_budget_bytes",
+                "anchored_estimate",
+                "gamma"
+            ]
         );
         assert_eq!(
             RawBudget::expected(),

@@ -148,10 +148,17 @@ impl<E: Kinds> Kinded<E> {
         }
         let fields = E::fields(kind);
         if let Some((name, _)) = params.iter().find(|(name, _)| !fields.contains(&name.as_str())) {
-            let message = match E::KINDS.iter().find(|k| E::fields(k).contains(&name.as_str())) {
-                Some(other) => format!("is a {other} parameter, not a {kind} one"),
-                None if fields.is_empty() => format!("unknown parameter; {kind} takes none"),
-                None => format!("unknown parameter; {kind} takes {}", fields.join(", ")),
+            let owners: Vec<&str> = E::KINDS
+                .iter()
+                .copied()
+                .filter(|k| E::fields(k).contains(&name.as_str()))
+                .collect();
+            let message = if !owners.is_empty() {
+                format!("is a {} parameter, not a {kind} one", owners.join(" and "))
+            } else if fields.is_empty() {
+                format!("unknown parameter; {kind} takes none")
+            } else {
+                format!("unknown parameter; {kind} takes {}", fields.join(", "))
             };
             return fail(name, message);
         }

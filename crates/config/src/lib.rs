@@ -655,6 +655,11 @@ impl Validator<'_> {
         self.duration(&format!("{path}.{field}"), v.as_deref(), default)
     }
 
+    /// An integer parameter whose range the library's `validate()` checks; here only that it fits.
+    fn param_int<T: TryFrom<i64>>(&self, path: &str, field: &str, v: Option<i64>, default: T) -> VResult<T> {
+        self.int(&format!("{path}.{field}"), v, default, i64::MIN, i64::MAX)
+    }
+
     pub(crate) fn config(&self, raw: RawConfig) -> VResult<Config> {
         let enabled = raw.enabled.unwrap_or(true);
         let datapath = self.datapath(raw.datapath)?;
