@@ -13,7 +13,8 @@
 //! * `bg_delay` (bg-alone): ping RTT beside background alone minus the idle RTT (its queue);
 //! * `jain_index` (bg-alone): Jain's index of the background flows' goodputs relative to their
 //!   host-fair share (equal per LAN host, then per flow: household control's notion of fair;
-//!   [`host_fair_jain`]), and `host_ratio`: largest over smallest per-host goodput;
+//!   [`host_fair_jain`]; not with rules of their own, whose weights move the fair share), and
+//!   `host_ratio`: largest over smallest per-host goodput;
 //! * `bg_goodput` and `be_goodput` per period (and per background flow in bg-alone).
 
 use std::path::PathBuf;
@@ -185,7 +186,9 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
         if let (Some(rtt), Some(base)) = (ping, r.params.measured_rtt_ms) {
             out.push(Metric::new("bg_delay", units::MS, rtt - base).period(period));
         }
-        if let Some(j) = host_fair_jain(&bg, &m.hosts()).filter(|_| bg.len() > 1) {
+        // Rules of their own (weights, min rates) move the fair share away from host-fair.
+        let host_fair = bg.len() > 1 && m.rules.is_empty();
+        if let Some(j) = host_fair_jain(&bg, &m.hosts()).filter(|_| host_fair) {
             out.push(Metric::new("jain_index", units::RATIO, j).period(period));
         }
         if let Some(x) = host_ratio(&per_host_totals(&bg, &m.hosts())) {
