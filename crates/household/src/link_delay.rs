@@ -68,6 +68,9 @@ pub struct LinkDelay {
     queue_delay: Option<Duration>,
     /// Base epoch: advanced by each coordinated slowdown.
     epoch: u32,
+    /// The last round had samples: its queueing delay is current enough to calibrate a new flow
+    /// against (a value left from flows that ended would make the next flow's base too low).
+    fresh: bool,
 }
 
 impl Default for LinkDelay {
@@ -77,6 +80,7 @@ impl Default for LinkDelay {
             count: 0,
             queue_delay: None,
             epoch: 0,
+            fresh: false,
         }
     }
 }
@@ -101,7 +105,11 @@ impl LinkDelay {
         }
         let candidate = if flow.samples < CALIBRATION_SAMPLES {
             flow.samples += 1;
-            let standing = self.queue_delay.map_or(0, micros);
+            let standing = if self.fresh {
+                self.queue_delay.map_or(0, micros)
+            } else {
+                0
+            };
             sample_us.saturating_sub(standing)
         } else {
             sample_us
@@ -118,6 +126,7 @@ impl LinkDelay {
     pub fn end_round(&mut self) -> Option<Duration> {
         let n = self.count.min(ROUND_SAMPLES);
         self.count = 0;
+        self.fresh = n > 0;
         if n == 0 {
             return None;
         }
@@ -225,9 +234,15 @@ mod tests {
         let mut new = FlowDelay::default();
         link.on_sample(&mut new, ms(60));
         assert_eq!(new.base(), Some(ms(20)), "60 - the shared 40 ms");
+        // A round without samples: the next new flow is not calibrated against a stale value.
         link.on_sample(&mut old, ms(90));
         link.on_sample(&mut new, ms(60));
-        assert_eq!(link.end_round(), Some(ms(40)), "both flows see the 40 ms queue");
+        assert_eq!(link.end_round(), Some(ms(40)));
+        assert_eq!(link.end_round(), None);
+        let mut late = FlowDelay::default();
+        link.on_sample(&mut late, ms(60));
+        assert_eq!(late.base(), Some(ms(60)));
+
     }
 
     #[test]
@@ -251,6 +266,7 @@ mod tests {
         let mut link = LinkDelay::default();
         let mut f = FlowDelay::default();
         link.queue_delay = Some(ms(90)); // an overestimated shared queue
+        link.fresh = true;
         link.on_sample(&mut f, ms(100));
         assert_eq!(f.base(), Some(ms(10)));
         link.queue_delay = None;
