@@ -231,14 +231,15 @@ pub fn run_round<'f>(
     let budget = if slowing {
         min_budget
     } else if link.settling {
-        // The round after a change measured data the old budget released: wait one more round
-        // before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or the
-        // controller reacts twice to the same queue and the budget oscillates.
+        // The round after an increase measured data the old budget released: wait one more
+        // round before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or
+        // the controller grows twice on the same empty queue and the budget oscillates.
         link.settling = false;
         in_force
     } else {
         let next = link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET);
-        link.settling = config.budget.uses_delay() && next.abs_diff(in_force) * 10 > in_force;
+        // Only growth waits a round: yielding late costs best effort, yielding twice only us.
+        link.settling = config.budget.uses_delay() && next > in_force + in_force / 10;
         link.budget = Some(next);
         next
     };

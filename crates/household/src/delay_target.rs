@@ -13,7 +13,8 @@
 //!   budget's distance from `BDP + TARGET * C` whatever the BDP: it converges in a few rounds at
 //!   any rate and RTT. Well below the target (less than half of it) the budget may also grow
 //!   geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay exit), so a freed
-//!   link is taken back in a few RTTs.
+//!   link is taken back in a few RTTs; far above the target (more than four times it), the budget
+//!   halves each round, as a loss would make a TCP sender do.
 //!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
@@ -139,6 +140,11 @@ impl BudgetController for DelayTarget {
                 if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
                     next = next.max(budget * self.config.max_growth);
                 }
+                // Far above the target someone else needs the link: yield at once, as a loss
+                // would make a TCP sender do (best effort's slow start must not wait for us).
+                if delay > 4.0 * target {
+                    next = next.min(budget / 2.0);
+                }
                 next
             }
         };
@@ -196,9 +202,13 @@ mod tests {
         // q = 6 ms (above half the 10 ms target, below it): step = 0.5 * 4 ms * 1.25 MB/s = 2500.
         assert_eq!(c.on_round(&round(150_000, Some(6), 125_000, 150_000)), 152_500);
         assert_eq!(c.stats().phase, "hold");
+        // q = 15 ms: step = 0.5 * -5 ms * 1.25 MB/s = -3125.
+        assert_eq!(c.on_round(&round(150_000, Some(15), 125_000, 150_000)), 146_875);
+        assert_eq!(c.stats().phase, "yield");
         // q = 30 ms: step = 0.5 * -20 ms * 1.25 MB/s = -12500.
         assert_eq!(c.on_round(&round(150_000, Some(30), 125_000, 150_000)), 137_500);
-        assert_eq!(c.stats().phase, "yield");
+        // q = 50 ms, above four times the target: halve.
+        assert_eq!(c.on_round(&round(150_000, Some(50), 125_000, 150_000)), 75_000);
         // q = 500 ms: the step would go below zero; at most halve.
         assert_eq!(c.on_round(&round(150_000, Some(500), 125_000, 150_000)), 75_000);
     }

@@ -242,7 +242,6 @@ mod tests {
         let mut late = FlowDelay::default();
         link.on_sample(&mut late, ms(60));
         assert_eq!(late.base(), Some(ms(60)));
-
     }
 
     #[test]
