@@ -380,7 +380,7 @@ impl Engine {
             let controller = &self.classes[flow_rule].spec.controller;
             let data = flow.on_data(side, at, info, controller, key);
             events[1] = data.event;
-            if let (Some(sample), Some(LinkDirection::Download)) = (data.far_sample, flow.link()) {
+            if let (Some(sample), Some(LinkDirection::Download)) = (data.link_sample, flow.link()) {
                 if let Some((state, _)) = flow.household_mut() {
                     self.household.links[0].delay.on_sample(&mut state.delay, sample);
                 }

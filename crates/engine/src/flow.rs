@@ -57,6 +57,9 @@ pub struct HouseholdFlow {
     pub held_since: Option<Instant>,
     /// Bytes the flow's receiver acknowledged since the last round.
     pub round_acked: u64,
+    /// (arrival, TSval) of the first segment timed by the sender's clock: the reference of the
+    /// flow's one-way delays.
+    one_way_ref: Option<(Instant, u32)>,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
     last_ack: Option<StoredAck>,
 }
@@ -74,9 +77,16 @@ struct StoredAck {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct DataOutcome {
     pub event: Option<FlowEvent>,
-    /// A new far-half RTT sample (router -> sender -> router).
-    pub far_sample: Option<Duration>,
+    /// A new sample of the delay across the access link for household control: the one-way
+    /// delay sender -> router where the sender's TSval clock is known (it leaves the ACK path,
+    /// and a queue of uploads on it, out), else the far half of the RTT (router -> sender ->
+    /// router, by window release without timestamps). One kind per flow, never mixed.
+    pub link_sample: Option<Duration>,
 }
+
+/// One-way delays are kept relative to the flow's first timed segment, offset by this so they
+/// stay positive (a later segment may be faster than the first).
+const ONE_WAY_OFFSET_US: i64 = 10_000_000;
 
 /// What an ACK gave the engine.
 #[derive(Clone, Copy, Debug)]
@@ -333,7 +343,7 @@ impl Flow {
         if self.bulk_sender != Some(side) {
             return DataOutcome {
                 event,
-                far_sample: None,
+                link_sample: None,
             };
         }
         let timestamps = info
@@ -346,9 +356,17 @@ impl Flow {
             info.seq.wrapping_add(info.payload_len),
         );
         let ctx = self.context();
+        let timed = self.negotiated.is_some_and(|n| n.timestamps);
+        let mut link_sample = if timed { None } else { far_sample };
         if let Some(control) = self.control.as_mut() {
             if let Some(t) = timestamps {
                 control.sender_clock.observe(now, t.tsval);
+                if let (Some(clock), Some(h)) = (control.sender_clock.clock(), control.household.as_mut()) {
+                    let (at0, ts0) = *h.one_way_ref.get_or_insert((now, t.tsval));
+                    let sent_us = clock.ticks_to_micros(i64::from(t.tsval.wrapping_sub(ts0) as i32));
+                    let one_way = now.signed_micros_since(at0) - sent_us + ONE_WAY_OFFSET_US;
+                    link_sample = (one_way > 0).then(|| Duration::from_micros(one_way as u64));
+                }
             }
             let sample = DataSample {
                 arrival: now,
@@ -358,7 +376,7 @@ impl Flow {
             };
             control.controller.on_data(&ctx, &sample);
         }
-        DataOutcome { event, far_sample }
+        DataOutcome { event, link_sample }
     }
 
     /// Any segment with the ACK flag from `side`: returns what to do with its window field.
