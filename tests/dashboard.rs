@@ -1,9 +1,10 @@
 //! The Grafana dashboard (`dashboards/slipstream.json`) against real data: the namespace testbed,
-//! the real `slipstreamd` on the router with the shipped config/slipstream.toml plus one household
+//! the real `slipstreamd` on the router with the shipped config/slipstream.toml plus one Vulture
 //! rule (see [`test_config`]), a real Prometheus (Debian's `prometheus`, installed by
 //! scripts/setup.sh) in the router namespace scraping the daemon every second, and real iperf3
-//! downloads: a background one (port 6881, classed background by the BitTorrent rule), a household
-//! one (port 5202, so the Household row has data) and a best-effort one (port 5201) beside them.
+//! downloads: a background one under Vulture (port 5202, so the PIV and mode panels have data), a
+//! household one (port 6881, the shipped BitTorrent rule, household by default) and a best-effort
+//! one (port 5201) beside them.
 //! While they run, every query of every panel (and of every template variable) must come back
 //! from Prometheus' HTTP API with status success and at least one series; afterwards the
 //! background flow's per-flow series must be gone from the daemon's `/metrics` (and from
@@ -28,10 +29,11 @@ const INTERVAL: &str = "5s";
 const RANGE: &str = "5m";
 /// Prometheus inside the router namespace (its own loopback: no clash with anything on the host).
 const PROMETHEUS_ADDR: &str = "127.0.0.1:19090";
-const BACKGROUND_PORT: u16 = 6881;
+/// Classed by the Vulture rule the test adds to the shipped config.
+const BACKGROUND_PORT: u16 = 5202;
 const BEST_EFFORT_PORT: u16 = 5201;
-/// Classed by the household rule the test adds to the shipped config.
-const HOUSEHOLD_PORT: u16 = 5202;
+/// Classed by the shipped BitTorrent rule (household control, the default).
+const HOUSEHOLD_PORT: u16 = 6881;
 /// SIGTERM on Linux (this package does not depend on libc itself).
 const SIGTERM: i32 = 15;
 
@@ -39,16 +41,15 @@ fn dashboard_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("dashboards/slipstream.json")
 }
 
-/// The shipped config plus a rule putting [`HOUSEHOLD_PORT`] under household control: the household
-/// series (budget, shared queue delay, allocations, ...) exist only while a rule uses it, and the
-/// shipped config has none. Written to `dir`; returns its path.
+/// The shipped config (household control) plus a rule putting [`BACKGROUND_PORT`] under Vulture:
+/// the PIV, mode and cwnd series exist only for Vulture flows. Written to `dir`; returns its path.
 fn test_config(dir: &Path) -> PathBuf {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/slipstream.toml");
     let mut text =
         std::fs::read_to_string(&shipped).unwrap_or_else(|e| panic!("reading {}: {e}", shipped.display()));
     text.push_str(&format!(
-        "\n# Added by tests/dashboard.rs: the Household row's panels need household flows.\n\
-         [[rules]]\nname = \"household\"\nremote_ports = [{HOUSEHOLD_PORT}]\ncontroller = \"household\"\n"
+        "\n# Added by tests/dashboard.rs: the PIV and mode panels need Vulture flows.\n\
+         [[rules]]\nname = \"vulture\"\nremote_ports = [{BACKGROUND_PORT}]\ncontroller = \"vulture\"\n"
     ));
     let path = dir.join("slipstream.toml");
     std::fs::write(&path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));

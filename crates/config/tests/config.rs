@@ -37,10 +37,7 @@ fn shipped_config_parses_and_validates() {
     assert_eq!(config.rules[1].local_ports, config.rules[0].remote_ports);
     assert_eq!(config.rules[2].dscp, [1, 8]);
     for rule in &config.rules {
-        assert_eq!(
-            rule.controller,
-            ControllerConfig::Vulture(slipstream_config::default_vulture())
-        );
+        assert_eq!(rule.controller, ControllerConfig::Household);
         assert_eq!(rule.share, slipstream_household::ShareSpec::default());
         // Port 443 must not be background by default.
         assert!(!rule.remote_ports.iter().any(|p| p.contains(443)));
@@ -113,10 +110,7 @@ fn defaults_when_sections_omitted() {
     assert_eq!(config.limits.max_flows, 4096);
     assert_eq!(config.limits.idle_timeout, Duration::from_secs(120));
     assert_eq!(config.limits.evict_idle_after, Duration::from_secs(10));
-    assert_eq!(
-        config.rules[0].controller,
-        ControllerConfig::Vulture(slipstream_config::default_vulture())
-    );
+    assert_eq!(config.rules[0].controller, ControllerConfig::Household);
 }
 
 #[test]

@@ -117,7 +117,7 @@ fn rates_are_bits_per_second() {
 /// Each bad value fails with the field path and a phrase, in TOML.
 #[test]
 fn bad_toml_names_the_field() {
-    let vulture_rule = "[[rules]]\nname = \"r\"\nremote_ports = [1]\n";
+    let vulture_rule = "[[rules]]\nname = \"r\"\nremote_ports = [1]\ncontroller = \"vulture\"\n";
     let hh = |section: &str| format!("[household]\n{section}\n{}", toml_rule(""));
     let cases: Vec<(String, &str, &str)> = vec![
         (toml_rule("weight = 0\n"), "rules[0].weight", "must be 1 to 1000, not 0"),
@@ -129,7 +129,7 @@ fn bad_toml_names_the_field() {
         (toml_rule("min_rate = \"lots\"\n"), "rules[0].min_rate", "not a rate"),
         (toml_rule("weight = \"5\"\n"), "line 5", "invalid type"),
         (format!("{vulture_rule}weight = 2\n"), "rules[0].weight", "only household flows share a budget; set controller = \"household\" (this rule's controller is vulture)"),
-        (format!("{vulture_rule}controller = {{ kind = \"fixed_window\", window_bytes = 9 }}\nmin_rate = \"1mbit\"\n"), "rules[0].min_rate", "fixed_window"),
+        (format!("{}controller = {{ kind = \"fixed_window\", window_bytes = 9 }}\nmin_rate = \"1mbit\"\n", vulture_rule.replace("controller = \"vulture\"\n", "")), "rules[0].min_rate", "fixed_window"),
         (format!("{vulture_rule}priority = 1\n"), "rules[0].priority", "only household flows"),
         (toml_rule("").replace("\"household\"", "{ kind = \"household\", psi = \"1ms\" }"), "rules[0].controller.psi", "is a vulture parameter, not a household one"),
         (toml_rule("").replace("\"household\"", "{ kind = \"household\", weight = 2 }"), "rules[0].controller.weight", "unknown parameter; household takes none"),
@@ -188,7 +188,7 @@ fn bad_uci_names_section_option_and_line() {
         (uci_rule("\toption min_rate '2mbps'\n"), "rule 'r' (line 1), option min_rate (line 4)", "ambiguous"),
         (uci_rule("\toption min_rate '2000000'\n"), "rule 'r' (line 1), option min_rate (line 4)", "has no unit"),
         (uci_rule("\tlist weight '2'\n"), "rule 'r' (line 1), option weight (line 4)", "takes a single value"),
-        (format!("{rule}\toption weight '2'\n"), "rule 'r' (line 1), option weight (line 3)", "only household flows share a budget; set option controller 'household' (this rule's controller is vulture)"),
+        (format!("{rule}\toption controller 'vulture'\n\toption weight '2'\n"), "rule 'r' (line 1), option weight (line 4)", "only household flows share a budget; set option controller 'household' (this rule's controller is vulture)"),
         (uci_rule("\toption psi '1ms'\n"), "rule 'r' (line 1), option psi (line 4)", "is a vulture parameter, not a household one"),
         (uci_rule("").replace("'household'", "'househould'"), "rule 'r' (line 1), option controller (line 3)", "unknown controller \"househould\""),
         (hh("\toption budget 'pid'\n"), "household 'household' (line 3), option budget (line 4)", "unknown budget controller \"pid\""),

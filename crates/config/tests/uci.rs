@@ -269,7 +269,7 @@ fn errors_name_section_option_and_line() {
         (format!("{main} option ack_queue 'x1'\n{rule}"), "slipstream 'main' (line 1), option ack_queue (line 2)", "\"x1\" is not an integer"),
         (format!("{main} option ipv6 'maybe'\n{rule}"), "slipstream 'main' (line 1), option ipv6 (line 2)", "is not a boolean"),
         (format!("{main} option enabled '2'\n{rule}"), "slipstream 'main' (line 1), option enabled (line 2)", "is not a boolean"),
-        ("config rule 'r'\n option dscp LE\n option alpha 'x'\n".into(), "rule 'r' (line 1), option alpha (line 3)", "is not a number"),
+        ("config rule 'r'\n option dscp LE\n option controller 'vulture'\n option alpha 'x'\n".into(), "rule 'r' (line 1), option alpha (line 4)", "is not a number"),
         // anonymous rule without a name
         ("config rule\n option dscp LE\n".into(), "rule @rule[0] (line 1)", "needs `option name"),
         // validator errors, global section
@@ -297,9 +297,9 @@ fn errors_name_section_option_and_line() {
         ("config rule 'r'\n option dscp LE\n option controller 'fixed_window'\n".into(), "rule 'r' (line 1), option window_bytes", "is required for controller 'fixed_window'"),
         ("config rule 'r'\n option dscp LE\n option controller 'fixed_window'\n option psi 5ms\n option window_bytes 100\n".into(), "rule 'r' (line 1), option psi (line 4)", "is a vulture parameter"),
         ("config rule 'r'\n option dscp LE\n option window_bytes 100\n".into(), "rule 'r' (line 1), option window_bytes (line 3)", "is a fixed_window parameter"),
-        ("config rule 'r'\n option dscp LE\n option conservative_low 9ms\n".into(), "rule 'r' (line 1), option conservative_high", "must be greater than conservative_low"),
-        ("config rule 'r'\n option dscp LE\n option variant 'x'\n".into(), "rule 'r' (line 1), option variant (line 3)", "unknown variant"),
-        ("config rule 'r'\n option dscp LE\n option alpha 0.2\n".into(), "rule 'r' (line 1), option alpha (line 3)", "outside (0.5, 1.0]"),
+        ("config rule 'r'\n option dscp LE\n option controller 'vulture'\n option conservative_low 9ms\n".into(), "rule 'r' (line 1), option conservative_high", "must be greater than conservative_low"),
+        ("config rule 'r'\n option dscp LE\n option controller 'vulture'\n option variant 'x'\n".into(), "rule 'r' (line 1), option variant (line 4)", "unknown variant"),
+        ("config rule 'r'\n option dscp LE\n option controller 'vulture'\n option alpha 0.2\n".into(), "rule 'r' (line 1), option alpha (line 4)", "outside (0.5, 1.0]"),
         (format!("{main} option ipv6 0\nconfig rule 'r'\n list lan_host 'fd00::/64'\n"), "rule 'r' (line 3), option lan_host (line 4)", "option ipv6 is false"),
     ];
     for (text, path, message) in cases {

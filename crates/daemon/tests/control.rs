@@ -291,7 +291,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert!(
         table
             .lines()
-            .any(|l| l.contains("10.199.0.2:6881") && l.contains(" bt ") && l.contains("vulture")),
+            .any(|l| l.contains("10.199.0.2:6881") && l.contains(" bt ") && l.contains("household")),
         "{table}"
     );
     assert!(table.contains("Mbit/s") || table.contains("kbit/s"), "{table}");
