@@ -32,7 +32,7 @@ impl Side {
 }
 
 /// Direction-independent key of a TCP connection.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct FlowKey {
     low: Endpoint,
     high: Endpoint,

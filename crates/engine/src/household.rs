@@ -76,7 +76,6 @@ pub struct Household {
     config: HouseholdConfig,
     pub links: [Link; 2],
     demands: Vec<FlowDemand>,
-    keys: Vec<FlowKey>,
     held_before: Vec<bool>,
     allocations: Vec<Allocation>,
 }
@@ -90,7 +89,6 @@ impl Household {
             ],
             config,
             demands: Vec::new(),
-            keys: Vec::new(),
             held_before: Vec::new(),
             allocations: Vec::new(),
         }
@@ -135,24 +133,25 @@ pub fn run_round<'f>(
         config,
         links,
         demands,
-        keys,
         held_before,
         allocations,
     } = hh;
     let link = &mut links[which];
     demands.clear();
-    keys.clear();
     held_before.clear();
-    let mut members: Vec<&'f mut Flow> = Vec::new();
+    // The link's flows in key order: the allocator breaks ties by position, and the flow table's
+    // hash order differs from run to run (with it, turns and rounding went to other flows each run).
+    let mut flows: Vec<(&'f FlowKey, &'f mut Flow)> = flows
+        .filter(|(_, flow)| flow.link() == Some(link.direction))
+        .collect();
+    flows.sort_unstable_by_key(|(key, _)| **key);
+    let mut members: Vec<&'f mut Flow> = Vec::with_capacity(flows.len());
     let mut rtts: Vec<Duration> = Vec::new();
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
     let interval = now.saturating_since(link.round_start);
     for (key, flow) in flows {
-        if flow.link() != Some(link.direction) {
-            continue;
-        }
         let floor = flow.floor();
         let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
@@ -193,7 +192,6 @@ pub fn run_round<'f>(
         in_flight_total += in_flight;
         floors += u64::from(floor);
         mss = mss.max(floor / 2);
-        keys.push(*key);
         members.push(flow);
     }
     link.round_start = now;
