@@ -33,11 +33,10 @@ pub struct Timestamps {
     pub tsecr: u32,
 }
 
-/// A data segment of the controlled direction, observed after the bottleneck.
+/// A data segment of the controlled direction, observed after the bottleneck (its arrival time
+/// is the `now` of [`Controller::on_data`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DataSample {
-    /// When the router saw the segment.
-    pub arrival: Instant,
     /// TCP payload length in bytes (non-zero).
     pub payload_len: u32,
     /// The segment's timestamp option, if it has one.
@@ -47,11 +46,10 @@ pub struct DataSample {
     pub out_of_order: bool,
 }
 
-/// An ACK of the data receiver, about to be forwarded towards the sender.
+/// An ACK of the data receiver, about to be forwarded towards the sender (the time it is
+/// forwarded is the `now` of [`Controller::on_ack`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct AckSample {
-    /// When the router forwards it.
-    pub sent: Instant,
     /// Bytes this ACK newly acknowledges (0 for a duplicate ACK or a window update).
     pub acked_bytes: u32,
     /// The receiver's TSval on this ACK, if it has the timestamp option.
@@ -98,13 +96,27 @@ impl EpochSummary {
 }
 
 /// A receive-window controller for one flow.
+///
+/// Every event carries the time it happened as `now` (the packet's time, from the datapath's
+/// timestamp where it gives one); a controller never reads a clock. Only [`Controller::on_ack`]
+/// decides something and [`Controller::stats`] reports it, so both have no default; the other
+/// events default to doing nothing, and a controller implements those it needs.
 pub trait Controller {
-    /// A data segment of the flow arrived at the router.
-    fn on_data(&mut self, ctx: &FlowContext, data: &DataSample);
+    /// A data segment of the flow arrived at the router at `now`.
+    fn on_data(&mut self, now: Instant, ctx: &FlowContext, data: &DataSample) {
+        let _ = (now, ctx, data);
+    }
 
-    /// The receiver's ACK is about to be forwarded. Returns the window in bytes the controller
-    /// wants the sender to see, or `None` to leave this ACK's window as the host set it.
-    fn on_ack(&mut self, ctx: &FlowContext, ack: &AckSample) -> Option<u32>;
+    /// The receiver's ACK is about to be forwarded at `now`. Returns the window in bytes the
+    /// controller wants the sender to see, or `None` to leave this ACK's window as the host set it.
+    fn on_ack(&mut self, now: Instant, ctx: &FlowContext, ack: &AckSample) -> Option<u32>;
+
+    /// The engine's timer: called for every controlled flow on each engine tick (every few hundred
+    /// milliseconds, also while the flow sends nothing), for decisions that are due at a time
+    /// rather than on a packet. A window decided here takes effect on the flow's next ACK.
+    fn on_tick(&mut self, now: Instant, ctx: &FlowContext) {
+        let _ = (now, ctx);
+    }
 
     /// Current state for metrics.
     fn stats(&self) -> ControllerStats;

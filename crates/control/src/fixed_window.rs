@@ -1,7 +1,8 @@
 //! A fixed receive-window clamp: the simplest controller, and the "fixed rwnd" alternative the lab
 //! compares Slipstream against.
 
-use crate::controller::{AckSample, Controller, ControllerStats, DataSample, FlowContext};
+use crate::controller::{AckSample, Controller, ControllerStats, FlowContext};
+use crate::time::Instant;
 
 /// Parameters of [`FixedWindow`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,9 +26,7 @@ impl FixedWindow {
 }
 
 impl Controller for FixedWindow {
-    fn on_data(&mut self, _ctx: &FlowContext, _data: &DataSample) {}
-
-    fn on_ack(&mut self, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
+    fn on_ack(&mut self, _now: Instant, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
         Some(self.window_bytes)
     }
 

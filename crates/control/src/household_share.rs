@@ -2,7 +2,8 @@
 //! gave it (see the `slipstream-household` crate), not a decision of its own. The engine writes
 //! the allocation every round; this controller hands it out on each ACK.
 
-use crate::controller::{AckSample, Controller, ControllerStats, DataSample, FlowContext};
+use crate::controller::{AckSample, Controller, ControllerStats, FlowContext};
+use crate::time::Instant;
 
 /// The flow's current share of the household budget.
 #[derive(Clone, Copy, Debug, Default)]
@@ -31,9 +32,7 @@ impl HouseholdShare {
 }
 
 impl Controller for HouseholdShare {
-    fn on_data(&mut self, _ctx: &FlowContext, _data: &DataSample) {}
-
-    fn on_ack(&mut self, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
+    fn on_ack(&mut self, _now: Instant, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
         if self.held {
             Some(0)
         } else {

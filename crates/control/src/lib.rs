@@ -65,19 +65,27 @@ pub enum AnyController {
 }
 
 impl Controller for AnyController {
-    fn on_data(&mut self, ctx: &FlowContext, data: &DataSample) {
+    fn on_data(&mut self, now: Instant, ctx: &FlowContext, data: &DataSample) {
         match self {
-            AnyController::Vulture(c) => c.on_data(ctx, data),
-            AnyController::FixedWindow(c) => c.on_data(ctx, data),
-            AnyController::Household(c) => c.on_data(ctx, data),
+            AnyController::Vulture(c) => c.on_data(now, ctx, data),
+            AnyController::FixedWindow(c) => c.on_data(now, ctx, data),
+            AnyController::Household(c) => c.on_data(now, ctx, data),
         }
     }
 
-    fn on_ack(&mut self, ctx: &FlowContext, ack: &AckSample) -> Option<u32> {
+    fn on_ack(&mut self, now: Instant, ctx: &FlowContext, ack: &AckSample) -> Option<u32> {
         match self {
-            AnyController::Vulture(c) => c.on_ack(ctx, ack),
-            AnyController::FixedWindow(c) => c.on_ack(ctx, ack),
-            AnyController::Household(c) => c.on_ack(ctx, ack),
+            AnyController::Vulture(c) => c.on_ack(now, ctx, ack),
+            AnyController::FixedWindow(c) => c.on_ack(now, ctx, ack),
+            AnyController::Household(c) => c.on_ack(now, ctx, ack),
+        }
+    }
+
+    fn on_tick(&mut self, now: Instant, ctx: &FlowContext) {
+        match self {
+            AnyController::Vulture(c) => c.on_tick(now, ctx),
+            AnyController::FixedWindow(c) => c.on_tick(now, ctx),
+            AnyController::Household(c) => c.on_tick(now, ctx),
         }
     }
 

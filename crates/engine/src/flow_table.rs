@@ -99,7 +99,8 @@ impl FlowTable {
         Admission::Inserted { evicted }
     }
 
-    /// Drops flows idle past the timeout and closed flows past their linger time.
+    /// The engine's tick for every flow ([`Flow::on_tick`]: goodput meter, the controller's timer
+    /// hook), then drops flows idle past the timeout and closed flows past their linger time.
     pub fn expire(&mut self, now: Instant) -> Expired {
         let mut expired = Expired::default();
         let idle_timeout = self.limits.idle_timeout;

@@ -372,7 +372,7 @@ impl Vulture {
 }
 
 impl Controller for Vulture {
-    fn on_data(&mut self, ctx: &FlowContext, data: &DataSample) {
+    fn on_data(&mut self, now: Instant, ctx: &FlowContext, data: &DataSample) {
         let Some(ts) = data.timestamps else {
             // Vulture needs timestamps for everything it measures.
             return;
@@ -382,7 +382,7 @@ impl Controller for Vulture {
         let piv = ctx.sender_clock.and_then(|clock| {
             self.piv
                 .on_packet(
-                    data.arrival,
+                    now,
                     ts.tsval,
                     clock,
                     Duration::from_micros(u64::from(self.params.psi_us)),
@@ -398,9 +398,7 @@ impl Controller for Vulture {
         match self.pause {
             Pause::AwaitData { ack_tsval } if !seq_lt(ts.tsecr, ack_tsval) => self.pause = Pause::Off,
             Pause::AwaitTime { ack_sent }
-                if ctx
-                    .rtt
-                    .is_some_and(|rtt| data.arrival.saturating_since(ack_sent) >= rtt) =>
+                if ctx.rtt.is_some_and(|rtt| now.saturating_since(ack_sent) >= rtt) =>
             {
                 self.pause = Pause::Off
             }
@@ -411,15 +409,12 @@ impl Controller for Vulture {
         }
         match self.epoch_start {
             None => {
-                self.epoch_start = Some(data.arrival);
+                self.epoch_start = Some(now);
                 self.epoch = EpochAccumulator::default();
             }
             Some(start) => {
-                if ctx
-                    .rtt
-                    .is_some_and(|rtt| data.arrival.saturating_since(start) >= rtt)
-                {
-                    self.complete_epoch(data.arrival, ctx);
+                if ctx.rtt.is_some_and(|rtt| now.saturating_since(start) >= rtt) {
+                    self.complete_epoch(now, ctx);
                 }
             }
         }
@@ -430,7 +425,7 @@ impl Controller for Vulture {
         }
     }
 
-    fn on_ack(&mut self, ctx: &FlowContext, ack: &AckSample) -> Option<u32> {
+    fn on_ack(&mut self, now: Instant, ctx: &FlowContext, ack: &AckSample) -> Option<u32> {
         if let Some(tsval) = ack.tsval {
             self.cwnd.on_ack(tsval, ack.acked_bytes);
         }
@@ -444,11 +439,11 @@ impl Controller for Vulture {
             self.change_policy(Policy::Halve);
         }
         self.window
-            .on_ack(self.policy.policy, ack.acked_bytes, ctx.mss, ack.sent, ctx.rtt);
+            .on_ack(self.policy.policy, ack.acked_bytes, ctx.mss, now, ctx.rtt);
         if self.pause == Pause::AwaitAck {
             self.pause = match ack.tsval {
                 Some(ack_tsval) => Pause::AwaitData { ack_tsval },
-                None => Pause::AwaitTime { ack_sent: ack.sent },
+                None => Pause::AwaitTime { ack_sent: now },
             };
         }
         Some(window::clamp(self.window.rwnd, ctx.mss))

@@ -24,9 +24,9 @@ fn data(v: &mut Vulture, arrival_ms: u64, tsval: u32, tsecr: u32) {
 
 fn data_len(v: &mut Vulture, arrival_ms: u64, tsval: u32, tsecr: u32, len: u32) {
     v.on_data(
+        Instant::from_millis(arrival_ms),
         &ctx(),
         &DataSample {
-            arrival: Instant::from_millis(arrival_ms),
             payload_len: len,
             timestamps: Some(Timestamps { tsval, tsecr }),
             out_of_order: false,
@@ -36,9 +36,9 @@ fn data_len(v: &mut Vulture, arrival_ms: u64, tsval: u32, tsecr: u32, len: u32) 
 
 fn ack(v: &mut Vulture, sent_ms: u64, acked: u32, tsval: Option<u32>) -> Option<u32> {
     v.on_ack(
+        Instant::from_millis(sent_ms),
         &ctx(),
         &AckSample {
-            sent: Instant::from_millis(sent_ms),
             acked_bytes: acked,
             tsval,
             reports_loss: false,
@@ -72,12 +72,11 @@ fn warmup_until_clock_and_rtt_are_known() {
             base_rtt: None,
         };
         let a = AckSample {
-            sent: Instant::ZERO,
             acked_bytes: 1000,
             tsval: Some(1),
             reports_loss: false,
         };
-        assert_eq!(v.on_ack(&c, &a), None);
+        assert_eq!(v.on_ack(Instant::ZERO, &c, &a), None);
     }
     let s = v.stats();
     assert_eq!((s.mode, s.policy, s.target_window), ("warmup", "fix", None));
@@ -193,28 +192,26 @@ fn loss_and_reordering_halve_at_once() {
     assert_eq!(ack(&mut v, 1, 0, Some(1)), Some(20_000));
     // A SACK hole: halve, rwndThresh := 20000, and this ACK already halves.
     let lossy = AckSample {
-        sent: Instant::from_millis(5),
         acked_bytes: 3000,
         tsval: Some(2),
         reports_loss: true,
     };
-    assert_eq!(v.on_ack(&ctx(), &lossy), Some(17_000));
+    assert_eq!(v.on_ack(Instant::from_millis(5), &ctx(), &lossy), Some(17_000));
     assert_eq!((v.policy(), v.rwnd_thresh()), (Policy::Halve, 20_000));
     // An out-of-order segment while already halving changes nothing.
     let mut v2 = v.clone();
     let ooo = DataSample {
-        arrival: Instant::from_millis(6),
         payload_len: 1000,
         timestamps: Some(Timestamps { tsval: 6, tsecr: 2 }),
         out_of_order: true,
     };
-    v2.on_data(&ctx(), &ooo);
+    v2.on_data(Instant::from_millis(6), &ctx(), &ooo);
     assert_eq!((v2.policy(), v2.rwnd_thresh()), (Policy::Halve, 20_000));
     // From fix, an out-of-order segment halves too.
     let mut v3 = Vulture::new(VultureConfig::default());
     data_len(&mut v3, 0, 0, 0, 20_000);
     ack(&mut v3, 1, 0, Some(1));
-    v3.on_data(&ctx(), &ooo);
+    v3.on_data(Instant::from_millis(6), &ctx(), &ooo);
     assert_eq!((v3.policy(), v3.rwnd_thresh()), (Policy::Halve, 20_000));
     assert!(v3.is_paused());
 }
@@ -379,13 +376,12 @@ mod sim {
                         base_rtt: None,
                     };
                     let sample = DataSample {
-                        arrival: Instant::from_micros(now),
                         payload_len: len,
                         timestamps: Some(Timestamps { tsval, tsecr }),
                         out_of_order: false,
                     };
                     if cfg.controlled {
-                        v.on_data(&c, &sample);
+                        v.on_data(Instant::from_micros(now), &c, &sample);
                     }
                     out.delivered_bytes += u64::from(len);
                     out.queue.push((now, queue_us));
@@ -411,12 +407,15 @@ mod sim {
                     // The receiver ACKs every segment at once.
                     let rcv_tsval = RCV_TS_OFFSET + (now / 1000) as u32;
                     let a = AckSample {
-                        sent: Instant::from_micros(now),
                         acked_bytes: len,
                         tsval: Some(rcv_tsval),
                         reports_loss: false,
                     };
-                    let target = if cfg.controlled { v.on_ack(&c, &a) } else { None };
+                    let target = if cfg.controlled {
+                        v.on_ack(Instant::from_micros(now), &c, &a)
+                    } else {
+                        None
+                    };
                     if let Some(t) = target {
                         assert!(t >= 2 * MSS);
                         out.lbe_at_us.get_or_insert(now);
@@ -552,6 +551,8 @@ mod prop {
             rtt_us: Option<u64>,
             hz: Option<u32>,
         },
+        /// The engine's timer.
+        Tick { dt_us: u64 },
     }
 
     fn op() -> impl Strategy<Value = Op> {
@@ -574,6 +575,7 @@ mod prop {
                 ts,
                 out_of_order
             }),
+            1 => dt.clone().prop_map(|dt_us| Op::Tick { dt_us }),
             4 => (dt, prop_oneof![0u32..10_000, any::<u32>()], proptest::option::of(any::<u32>()), any::<bool>())
                 .prop_map(|(dt_us, acked, tsval, reports_loss)| Op::Ack { dt_us, acked, tsval, reports_loss }),
             1 => (
@@ -631,16 +633,20 @@ mod prop {
                     Op::Data { dt_us, len, ts, out_of_order } => {
                         now = now + Duration::from_micros(dt_us);
                         let timestamps = ts.map(|(tsval, tsecr)| Timestamps { tsval, tsecr });
-                        v.on_data(&ctx, &DataSample { arrival: now, payload_len: len, timestamps, out_of_order });
+                        v.on_data(now, &ctx, &DataSample { payload_len: len, timestamps, out_of_order });
                     }
                     Op::Ack { dt_us, acked, tsval, reports_loss } => {
                         now = now + Duration::from_micros(dt_us);
-                        let w = v.on_ack(&ctx, &AckSample { sent: now, acked_bytes: acked, tsval, reports_loss });
+                        let w = v.on_ack(now, &ctx, &AckSample { acked_bytes: acked, tsval, reports_loss });
                         if let Some(w) = w {
                             prop_assert!(u64::from(w) >= 2 * u64::from(ctx.mss).min(u64::from(MAX_RWND) / 2));
                             prop_assert!(w <= MAX_RWND);
                             prop_assert_eq!(v.stats().target_window, Some(w));
                         }
+                    }
+                    Op::Tick { dt_us } => {
+                        now = now + Duration::from_micros(dt_us);
+                        v.on_tick(now, &ctx);
                     }
                     Op::Context { mss, rtt_us, hz } => {
                         ctx = FlowContext {

@@ -265,12 +265,11 @@ impl Flow {
                 }
             }
             let sample = DataSample {
-                arrival: now,
                 payload_len: info.payload_len,
                 timestamps,
                 out_of_order,
             };
-            control.controller.on_data(&ctx, &sample);
+            control.controller.on_data(now, &ctx, &sample);
         }
         DataOutcome { event, link_sample }
     }
@@ -344,12 +343,11 @@ impl Flow {
         let target = match self.control.as_mut() {
             Some(control) => {
                 let sample = AckSample {
-                    sent: now,
                     acked_bytes: acked,
                     tsval,
                     reports_loss,
                 };
-                control.controller.on_ack(&ctx, &sample)
+                control.controller.on_ack(now, &ctx, &sample)
             }
             None => None,
         };
@@ -457,9 +455,16 @@ impl Flow {
         }
     }
 
-    /// Lets the goodput meter see time pass when no ACKs come.
+    /// The engine's timer, for every flow in the table: lets the goodput meter see time pass when
+    /// no ACKs come, and runs the controller's timer hook.
     pub fn on_tick(&mut self, now: Instant) {
         self.goodput.roll(now);
+        if self.control.is_some() {
+            let ctx = self.context();
+            if let Some(control) = self.control.as_mut() {
+                control.controller.on_tick(now, &ctx);
+            }
+        }
     }
 
     pub fn goodput_bits_per_second(&self) -> f64 {
