@@ -10,8 +10,8 @@
 use crate::time::{Duration, Instant};
 use crate::ts_clock::TsClock;
 
-/// Facts about the flow that the engine tracks for every controller.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Facts about the flow that the engine tracks for every controller, passed with every event.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FlowContext {
     /// The data sender's maximum segment size in bytes (from its SYN, else a safe default).
     pub mss: u32,
@@ -24,6 +24,27 @@ pub struct FlowContext {
     pub queue_delay: Option<Duration>,
     /// The smallest router-measured RTT of the flow: the path without queues.
     pub base_rtt: Option<Duration>,
+    /// Goodput of the flow: bytes its receiver acknowledged, in bits per second over the last
+    /// window of about a second; `None` until the first window is over.
+    pub goodput_bits_per_second: Option<f64>,
+    /// Household control: the window in bytes the household allocator gives the flow now (0 while
+    /// the flow waits for its turn, its right edge held); `None` for a flow with no allocation.
+    pub allocation: Option<u32>,
+}
+
+impl FlowContext {
+    /// A flow of which only the sender's segment size is known yet.
+    pub fn new(mss: u32) -> Self {
+        FlowContext {
+            mss,
+            rtt: None,
+            sender_clock: None,
+            queue_delay: None,
+            base_rtt: None,
+            goodput_bits_per_second: None,
+            allocation: None,
+        }
+    }
 }
 
 /// The TCP timestamp option of a segment (RFC 7323).

@@ -29,20 +29,25 @@ impl HouseholdShare {
     pub fn window(&self) -> Option<u32> {
         self.window
     }
-}
 
-impl Controller for HouseholdShare {
-    fn on_ack(&mut self, _now: Instant, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
+    /// The window the flow gets now: its allocation, or 0 while it is held.
+    pub fn target(&self) -> Option<u32> {
         if self.held {
             Some(0)
         } else {
             self.window
         }
     }
+}
+
+impl Controller for HouseholdShare {
+    fn on_ack(&mut self, _now: Instant, _ctx: &FlowContext, _ack: &AckSample) -> Option<u32> {
+        self.target()
+    }
 
     fn stats(&self) -> ControllerStats {
         ControllerStats {
-            target_window: if self.held { Some(0) } else { self.window },
+            target_window: self.target(),
             mode: "household",
             policy: if self.held { "hold" } else { "share" },
             ..ControllerStats::default()

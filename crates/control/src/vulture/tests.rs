@@ -10,11 +10,9 @@ const RTT: Duration = Duration::from_millis(100);
 
 fn ctx() -> FlowContext {
     FlowContext {
-        mss: MSS,
         rtt: Some(RTT),
         sender_clock: Some(TsClock::from_hz(1000)),
-        queue_delay: None,
-        base_rtt: None,
+        ..FlowContext::new(MSS)
     }
 }
 
@@ -65,11 +63,9 @@ fn warmup_until_clock_and_rtt_are_known() {
         (None, Some(TsClock::from_hz(1000))),
     ] {
         let c = FlowContext {
-            mss: MSS,
             rtt,
             sender_clock: clock,
-            queue_delay: None,
-            base_rtt: None,
+            ..FlowContext::new(MSS)
         };
         let a = AckSample {
             acked_bytes: 1000,
@@ -369,11 +365,9 @@ mod sim {
                 } => {
                     est.observe(Instant::from_micros(now), tsval);
                     let c = FlowContext {
-                        mss: MSS,
                         rtt,
                         sender_clock: est.clock(),
-                        queue_delay: None,
-                        base_rtt: None,
+                        ..FlowContext::new(MSS)
                     };
                     let sample = DataSample {
                         payload_len: len,
@@ -626,7 +620,7 @@ mod prop {
             ops in proptest::collection::vec(op(), 1..400),
         ) {
             let mut v = Vulture::new(if default_config { VultureConfig::default() } else { cfg });
-            let mut ctx = FlowContext { mss: MSS, rtt: Some(RTT), sender_clock: Some(TsClock::from_hz(1000)), queue_delay: None, base_rtt: None };
+            let mut ctx = ctx();
             let mut now = Instant::from_micros(1_000_000);
             for op in ops {
                 match op {
@@ -650,12 +644,12 @@ mod prop {
                     }
                     Op::Context { mss, rtt_us, hz } => {
                         ctx = FlowContext {
-                            mss,
                             rtt: rtt_us.map(Duration::from_micros),
                             sender_clock: hz.map(TsClock::from_hz),
                             // Some runs see a standing queue of half the RTT.
                             queue_delay: rtt_us.filter(|r| r % 2 == 0).map(|r| Duration::from_micros(r / 2)),
                             base_rtt: rtt_us.map(|r| Duration::from_micros(r / 2)),
+                            ..FlowContext::new(mss)
                         };
                     }
                 }
