@@ -7,6 +7,8 @@
 //! details. Modelled on quinn-proto's `congestion::Controller`: events named `on_*` with the time
 //! passed in.
 
+use std::fmt;
+
 use crate::time::{Duration, Instant};
 use crate::ts_clock::TsClock;
 
@@ -79,19 +81,123 @@ pub struct AckSample {
     pub reports_loss: bool,
 }
 
-/// A controller's view of itself, for metrics and `slipstream flows`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A controller's view of itself, for metrics and `slipstream flows` (after quinn-proto's
+/// `ControllerMetrics`: typed figures, labels made only where they are shown).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ControllerStats {
     /// The window the controller wants advertised, in bytes; `None` while it leaves the flow alone.
     pub target_window: Option<u32>,
     /// Estimated sender congestion window in bytes (Vulture Alg. 6), if the controller keeps one.
     pub cwnd_estimate: Option<u32>,
-    /// Operating mode label (e.g. "conservative", "aggressive", "warmup").
-    pub mode: &'static str,
-    /// Current window policy label (e.g. "double", "increase", "halve", "fix").
-    pub policy: &'static str,
+    /// What the controller is doing in the large.
+    pub mode: ControllerMode,
+    /// How it moves the window now.
+    pub policy: WindowPolicy,
     /// Summary of the last completed analysis epoch (one RTT of PIVs).
     pub last_epoch: Option<EpochSummary>,
+}
+
+impl ControllerStats {
+    /// A controller in `mode` with `policy` and no figures yet.
+    pub fn new(mode: ControllerMode, policy: WindowPolicy) -> Self {
+        ControllerStats {
+            target_window: None,
+            cwnd_estimate: None,
+            mode,
+            policy,
+            last_epoch: None,
+        }
+    }
+}
+
+/// A controller's operating mode. [`ControllerMode::as_str`] is the `mode` label of
+/// `slipstream_flow_mode` and what `slipstream flows` shows; dashboards match on it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ControllerMode {
+    /// Vulture before the flow turned LBE: it leaves the flow alone (no sender clock or RTT yet).
+    Warmup,
+    /// Vulture Alg. 3: spare bandwidth is used up, short queues only.
+    Conservative,
+    /// Vulture Alg. 3: spare bandwidth left, longer queues tolerated.
+    Aggressive,
+    /// The flow's share of the household budget.
+    Household,
+    /// A constant clamp.
+    Fixed,
+}
+
+impl ControllerMode {
+    pub const ALL: [ControllerMode; 5] = [
+        ControllerMode::Warmup,
+        ControllerMode::Conservative,
+        ControllerMode::Aggressive,
+        ControllerMode::Household,
+        ControllerMode::Fixed,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ControllerMode::Warmup => "warmup",
+            ControllerMode::Conservative => "conservative",
+            ControllerMode::Aggressive => "aggressive",
+            ControllerMode::Household => "household",
+            ControllerMode::Fixed => "fixed",
+        }
+    }
+}
+
+impl fmt::Display for ControllerMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// How a controller moves the window. [`WindowPolicy::as_str`] is the `policy` label of
+/// `slipstream_flow_mode` and what `slipstream flows` shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WindowPolicy {
+    /// Vulture Alg. 4-5: the window grows by the bytes each ACK acknowledges (doubles per RTT).
+    Double,
+    /// Vulture: the window grows by one MSS per RTT.
+    Increase,
+    /// Vulture: the window shrinks by the bytes each ACK acknowledges (halves per RTT).
+    Halve,
+    /// The window stays (Vulture's fix, and the fixed clamp).
+    Fix,
+    /// Household: the window is the flow's allocation.
+    Share,
+    /// Household: the flow waits for its turn, its right edge held.
+    Hold,
+}
+
+impl WindowPolicy {
+    pub const ALL: [WindowPolicy; 6] = [
+        WindowPolicy::Double,
+        WindowPolicy::Increase,
+        WindowPolicy::Halve,
+        WindowPolicy::Fix,
+        WindowPolicy::Share,
+        WindowPolicy::Hold,
+    ];
+
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WindowPolicy::Double => "double",
+            WindowPolicy::Increase => "increase",
+            WindowPolicy::Halve => "halve",
+            WindowPolicy::Fix => "fix",
+            WindowPolicy::Share => "share",
+            WindowPolicy::Hold => "hold",
+        }
+    }
+}
+
+impl fmt::Display for WindowPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// PIVs gathered over one epoch (Vulture Alg. 2).
@@ -141,4 +247,22 @@ pub trait Controller {
 
     /// Current state for metrics.
     fn stats(&self) -> ControllerStats;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The label values are an interface (Grafana dashboard, lab, `slipstream flows`): these
+    /// strings must not change.
+    #[test]
+    fn labels_are_stable() {
+        let modes: Vec<_> = ControllerMode::ALL.iter().map(|m| m.to_string()).collect();
+        assert_eq!(
+            modes,
+            ["warmup", "conservative", "aggressive", "household", "fixed"]
+        );
+        let policies: Vec<_> = WindowPolicy::ALL.iter().map(|p| p.to_string()).collect();
+        assert_eq!(policies, ["double", "increase", "halve", "fix", "share", "hold"]);
+    }
 }

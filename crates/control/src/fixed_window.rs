@@ -1,7 +1,7 @@
 //! A fixed receive-window clamp: the simplest controller, and the "fixed rwnd" alternative the lab
 //! compares Slipstream against.
 
-use crate::controller::{AckSample, Controller, ControllerStats, FlowContext};
+use crate::controller::{AckSample, Controller, ControllerMode, ControllerStats, FlowContext, WindowPolicy};
 use crate::time::Instant;
 
 /// Parameters of [`FixedWindow`].
@@ -33,9 +33,7 @@ impl Controller for FixedWindow {
     fn stats(&self) -> ControllerStats {
         ControllerStats {
             target_window: Some(self.window_bytes),
-            mode: "fixed",
-            policy: "fix",
-            ..ControllerStats::default()
+            ..ControllerStats::new(ControllerMode::Fixed, WindowPolicy::Fix)
         }
     }
 }

@@ -2,7 +2,7 @@
 //! gave it (see the `slipstream-household` crate), not a decision of its own. The engine writes
 //! the allocation every round; this controller hands it out on each ACK.
 
-use crate::controller::{AckSample, Controller, ControllerStats, FlowContext};
+use crate::controller::{AckSample, Controller, ControllerMode, ControllerStats, FlowContext, WindowPolicy};
 use crate::time::Instant;
 
 /// The flow's current share of the household budget.
@@ -46,11 +46,14 @@ impl Controller for HouseholdShare {
     }
 
     fn stats(&self) -> ControllerStats {
+        let policy = if self.held {
+            WindowPolicy::Hold
+        } else {
+            WindowPolicy::Share
+        };
         ControllerStats {
             target_window: self.target(),
-            mode: "household",
-            policy: if self.held { "hold" } else { "share" },
-            ..ControllerStats::default()
+            ..ControllerStats::new(ControllerMode::Household, policy)
         }
     }
 }

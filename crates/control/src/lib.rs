@@ -9,7 +9,8 @@ pub mod ts_clock;
 pub mod vulture;
 
 pub use controller::{
-    AckSample, Controller, ControllerStats, DataSample, EpochSummary, FlowContext, Timestamps,
+    AckSample, Controller, ControllerMode, ControllerStats, DataSample, EpochSummary, FlowContext,
+    Timestamps, WindowPolicy,
 };
 pub use fixed_window::{FixedWindow, FixedWindowConfig};
 pub use household_share::HouseholdShare;

@@ -200,7 +200,7 @@ pub fn flow_list(view: &PacketView) -> FlowList {
 
 fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnapshot) -> FlowInfo {
     let rule = usize::from(f.rule).checked_sub(1).and_then(|i| s.rules.get(i));
-    let c = &f.controller;
+    let c = f.controller;
     FlowInfo {
         rule: rule.map_or_else(|| f.rule.to_string(), |r| r.name.clone()),
         rule_removed: usize::from(f.rule) > configured,
@@ -211,13 +211,13 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
         ],
         sender: f.sender.map(|a| a.to_string()),
         receiver: f.receiver.map(|a| a.to_string()),
-        mode: c.mode.to_owned(),
-        policy: c.policy.to_owned(),
+        mode: c.map_or_else(String::new, |c| c.mode.to_string()),
+        policy: c.map_or_else(String::new, |c| c.policy.to_string()),
         rwnd_bytes: f.forwarded_window,
         host_window_bytes: f.host_window,
-        target_window_bytes: c.target_window,
-        cwnd_estimate_bytes: c.cwnd_estimate,
-        piv: c.last_epoch.map(|e| PivSummary {
+        target_window_bytes: c.and_then(|c| c.target_window),
+        cwnd_estimate_bytes: c.and_then(|c| c.cwnd_estimate),
+        piv: c.and_then(|c| c.last_epoch).map(|e| PivSummary {
             sum_ms: e.piv_sum_micros as f64 / 1000.0,
             positive_ratio: e.positive_fraction(),
             count: e.piv_count,
@@ -315,7 +315,7 @@ async fn handle(stream: UnixStream, control: &Control) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slipstream_control::{ControllerStats, EpochSummary};
+    use slipstream_control::{ControllerMode, ControllerStats, EpochSummary, WindowPolicy};
     use slipstream_engine::{LinkDirection, RuleSnapshot};
 
     fn key() -> FlowKey {
@@ -334,17 +334,17 @@ mod tests {
             rule: 2,
             sender: Some("203.0.113.5:6881".parse().unwrap()),
             receiver: Some("192.168.1.20:40000".parse().unwrap()),
-            controller: ControllerStats {
+            controller: Some(ControllerStats {
                 target_window: Some(100_000),
                 cwnd_estimate: Some(120_000),
-                mode: "conservative",
-                policy: "fix",
+                mode: ControllerMode::Conservative,
+                policy: WindowPolicy::Fix,
                 last_epoch: Some(EpochSummary {
                     piv_count: 8,
                     positive: 2,
                     piv_sum_micros: 2500,
                 }),
-            },
+            }),
             rtt: Some(slipstream_control::Duration::from_millis(42)),
             goodput_bits_per_second: 1e6,
             acked_bytes: 5000,
@@ -388,6 +388,15 @@ mod tests {
         assert_eq!(f.endpoints, ["192.168.1.20:40000", "203.0.113.5:6881"]);
         assert_eq!(f.rtt_ms, Some(42.0));
         assert_eq!(
+            (
+                f.mode.as_str(),
+                f.policy.as_str(),
+                f.target_window_bytes,
+                f.cwnd_estimate_bytes
+            ),
+            ("conservative", "fix", Some(100_000), Some(120_000))
+        );
+        assert_eq!(
             f.piv,
             Some(PivSummary {
                 sum_ms: 2.5,
@@ -410,7 +419,7 @@ mod tests {
             rule: 1,
             sender: Some("203.0.113.5:6881".parse().unwrap()),
             receiver: Some("192.168.1.20:40000".parse().unwrap()),
-            controller: ControllerStats::default(),
+            controller: None,
             rtt: None,
             goodput_bits_per_second: 0.0,
             acked_bytes: 0,
@@ -455,6 +464,11 @@ mod tests {
                 (Some("upload"), Some(0), true)
             ]
         );
+        // No controller stats in the snapshot: empty mode and policy on the wire, no figures.
+        assert!(list.flows.iter().all(|f| f.mode.is_empty()
+            && f.policy.is_empty()
+            && f.target_window_bytes.is_none()
+            && f.piv.is_none()));
     }
 
     fn link(direction: LinkDirection, flows: usize) -> LinkSnapshot {

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use etherparse::{PacketBuilder, TcpOptionElement};
-use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant};
+use slipstream_control::{ControllerConfig, ControllerMode, Duration, FixedWindowConfig, Instant};
 use slipstream_engine::{Copy, Engine, EngineConfig, PacketMeta, RuleSpec};
 
 /// Counts live heap bytes, to measure memory per flow.
@@ -139,7 +139,9 @@ fn per_packet(c: &mut Criterion) {
     for i in 0..20_000u32 {
         step(&mut e, &mut data, &mut ack, (i % 2) as u8);
     }
-    let stats = e.snapshot(1).flows[0].controller;
+    let stats = e.snapshot(1).flows[0]
+        .controller
+        .expect("the flow has its controller");
     eprintln!(
         "after warm-up: mode {} policy {} target {:?}",
         stats.mode, stats.policy, stats.target_window
@@ -193,8 +195,8 @@ fn heap_per_flow(flows: usize) -> usize {
     let after = LIVE.load(Ordering::Relaxed);
     assert_eq!(e.active_flows(), flows);
     assert_eq!(
-        e.snapshot(1).flows[0].controller.mode,
-        "warmup",
+        e.snapshot(1).flows[0].controller.map(|c| c.mode),
+        Some(ControllerMode::Warmup),
         "each flow has its controller"
     );
     (after - before) / flows

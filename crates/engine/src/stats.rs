@@ -133,7 +133,9 @@ pub struct FlowSnapshot {
     pub sender: Option<SocketAddr>,
     /// The endpoint whose ACKs are clamped.
     pub receiver: Option<SocketAddr>,
-    pub controller: ControllerStats,
+    /// The controller's view of itself; `None` while the flow has no controller (bulk direction
+    /// not known yet, a controller that needs timestamps on a flow without, a removed rule).
+    pub controller: Option<ControllerStats>,
     pub rtt: Option<Duration>,
     pub goodput_bits_per_second: f64,
     pub acked_bytes: u64,

@@ -424,7 +424,7 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
         Some(&bytes),
         flows
             .iter()
-            .filter_map(|f| Some((f.labels(), f.flow.controller.target_window?))),
+            .filter_map(|f| Some((f.labels(), f.flow.controller?.target_window?))),
     )?;
     gauge_family(
         enc,
@@ -433,7 +433,7 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
         Some(&bytes),
         flows
             .iter()
-            .filter_map(|f| Some((f.labels(), f.flow.controller.cwnd_estimate?))),
+            .filter_map(|f| Some((f.labels(), f.flow.controller?.cwnd_estimate?))),
     )?;
     gauge_family(
         enc,
@@ -441,7 +441,7 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
         "Sum of the packet inter-arrival variations of the last epoch (signed).",
         Some(&seconds),
         flows.iter().filter_map(|f| {
-            let epoch = f.flow.controller.last_epoch?;
+            let epoch = f.flow.controller?.last_epoch?;
             Some((f.labels(), epoch.piv_sum_micros as f64 / 1e6))
         }),
     )?;
@@ -452,7 +452,7 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
         Some(&ratio),
         flows
             .iter()
-            .filter_map(|f| Some((f.labels(), f.flow.controller.last_epoch?.positive_fraction()))),
+            .filter_map(|f| Some((f.labels(), f.flow.controller?.last_epoch?.positive_fraction()))),
     )?;
     gauge_family(
         enc,
@@ -461,7 +461,7 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
         None,
         flows
             .iter()
-            .filter_map(|f| Some((f.labels(), f.flow.controller.last_epoch?.piv_count))),
+            .filter_map(|f| Some((f.labels(), f.flow.controller?.last_epoch?.piv_count))),
     )?;
     gauge_family(
         enc,
@@ -493,16 +493,16 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
         "flow_mode",
         "Always 1; the labels give the controller's mode and window policy (flows with a controller).",
         None,
-        flows
-            .iter()
-            .filter(|f| !f.flow.controller.mode.is_empty())
-            .map(|f| {
-                let stats = &f.flow.controller;
+        flows.iter().filter_map(|f| {
+            let stats = f.flow.controller?;
+            Some((
                 (
-                    (f.labels(), [("mode", stats.mode), ("policy", stats.policy)]),
-                    1u32,
-                )
-            }),
+                    f.labels(),
+                    [("mode", stats.mode.as_str()), ("policy", stats.policy.as_str())],
+                ),
+                1u32,
+            ))
+        }),
     )?;
     gauge_family(
         enc,

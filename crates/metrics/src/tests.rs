@@ -3,7 +3,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use regex::Regex;
-use slipstream_control::{ControllerStats, EpochSummary};
+use slipstream_control::{ControllerMode, ControllerStats, EpochSummary, WindowPolicy};
 use slipstream_engine::{
     EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,
     PARSE_ERRORS,
@@ -42,17 +42,17 @@ fn bulk_flow() -> FlowSnapshot {
         rule: 1,
         sender: addr("192.0.2.1:443"),
         receiver: addr("10.0.0.2:40000"),
-        controller: ControllerStats {
+        controller: Some(ControllerStats {
             target_window: Some(60_000),
             cwnd_estimate: Some(80_000),
-            mode: "conservative",
-            policy: "increase",
+            mode: ControllerMode::Conservative,
+            policy: WindowPolicy::Increase,
             last_epoch: Some(EpochSummary {
                 piv_count: 10,
                 positive: 3,
                 piv_sum_micros: -1_500,
             }),
-        },
+        }),
         rtt: Some(Duration::from_millis(25)),
         goodput_bits_per_second: 8_000_000.0,
         acked_bytes: 123_456,
@@ -71,7 +71,7 @@ fn backup_flow() -> FlowSnapshot {
         rule: 2,
         sender: addr("[2001:db8::1]:22"),
         receiver: addr("[fd00::2]:50000"),
-        controller: ControllerStats::default(),
+        controller: None,
         rtt: None,
         goodput_bits_per_second: 0.0,
         acked_bytes: 0,
@@ -664,6 +664,10 @@ fn household_snapshot() -> EngineSnapshot {
         rule: 3,
         sender: addr("198.51.100.7:6881"),
         receiver: addr("10.0.0.3:41000"),
+        controller: Some(ControllerStats {
+            target_window: Some(100_000),
+            ..ControllerStats::new(ControllerMode::Household, WindowPolicy::Share)
+        }),
         allocation: Some(100_000),
         held: false,
         link: Some(LinkDirection::Download),
@@ -672,6 +676,10 @@ fn household_snapshot() -> EngineSnapshot {
     let waiting = FlowSnapshot {
         sender: addr("198.51.100.8:6881"),
         receiver: addr("10.0.0.4:42000"),
+        controller: Some(ControllerStats {
+            target_window: Some(0),
+            ..ControllerStats::new(ControllerMode::Household, WindowPolicy::Hold)
+        }),
         allocation: Some(0),
         held: true,
         ..household.clone()
@@ -737,6 +745,8 @@ fn renders_household_flow_metrics() {
             format!("slipstream_flow_held{{{SHARED_FLOW}}} 0"),
             format!("slipstream_flow_held{{{WAITING_FLOW}}} 1"),
             format!("slipstream_flow_held{{{fresh}}} 0"),
+            format!(r#"slipstream_flow_mode{{{SHARED_FLOW},mode="household",policy="share"}} 1"#),
+            format!(r#"slipstream_flow_mode{{{WAITING_FLOW},mode="household",policy="hold"}} 1"#),
             "# UNIT slipstream_flow_allocation_bytes bytes".to_owned(),
             "# TYPE slipstream_flow_held gauge".to_owned(),
         ],

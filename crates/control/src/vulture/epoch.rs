@@ -17,7 +17,7 @@
 //! With PIVs rounded to multiples of the jiffy and thresholds that are multiples of it, these
 //! continuous comparisons reproduce the paper's integer ones exactly.
 
-use crate::controller::EpochSummary;
+use crate::controller::{ControllerMode, EpochSummary};
 use crate::time::Duration;
 
 /// Vulture's operating mode (Alg. 3), or warmup before the flow turned LBE.
@@ -32,13 +32,12 @@ pub enum Mode {
     Aggressive,
 }
 
-impl Mode {
-    /// Label for metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            Mode::Warmup => "warmup",
-            Mode::Conservative => "conservative",
-            Mode::Aggressive => "aggressive",
+impl From<Mode> for ControllerMode {
+    fn from(mode: Mode) -> Self {
+        match mode {
+            Mode::Warmup => ControllerMode::Warmup,
+            Mode::Conservative => ControllerMode::Conservative,
+            Mode::Aggressive => ControllerMode::Aggressive,
         }
     }
 }

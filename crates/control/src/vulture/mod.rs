@@ -453,8 +453,8 @@ impl Controller for Vulture {
         ControllerStats {
             target_window: self.rwnd(),
             cwnd_estimate: Some(self.cwnd.estimate()),
-            mode: self.mode.label(),
-            policy: self.policy.policy.label(),
+            mode: self.mode.into(),
+            policy: self.policy.policy.into(),
             last_epoch: self.last_epoch,
         }
     }

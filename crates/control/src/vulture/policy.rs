@@ -11,6 +11,7 @@
 //!   before the reduction. Staying in halve does not lower it further.
 
 use super::epoch::Classes;
+use crate::controller::WindowPolicy;
 
 /// The rwnd moderation policy of Alg. 4, applied per ACK by Alg. 5.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -26,14 +27,13 @@ pub enum Policy {
     Fix,
 }
 
-impl Policy {
-    /// Label for metrics.
-    pub fn label(self) -> &'static str {
-        match self {
-            Policy::Double => "double",
-            Policy::Increase => "increase",
-            Policy::Halve => "halve",
-            Policy::Fix => "fix",
+impl From<Policy> for WindowPolicy {
+    fn from(policy: Policy) -> Self {
+        match policy {
+            Policy::Double => WindowPolicy::Double,
+            Policy::Increase => WindowPolicy::Increase,
+            Policy::Halve => WindowPolicy::Halve,
+            Policy::Fix => WindowPolicy::Fix,
         }
     }
 }

@@ -2,7 +2,7 @@
 //! discrete-event simulation of one flow through a 10 Mbit/s bottleneck, and a proptest.
 
 use super::*;
-use crate::controller::Timestamps;
+use crate::controller::{ControllerMode, Timestamps, WindowPolicy};
 use crate::ts_clock::{TsClock, TsClockEstimator};
 
 const MSS: u32 = 1448;
@@ -56,7 +56,7 @@ fn size_of_vulture() {
 #[test]
 fn warmup_until_clock_and_rtt_are_known() {
     let mut v = Vulture::new(VultureConfig::default());
-    assert_eq!(v.stats().mode, "warmup");
+    assert_eq!(v.stats().mode, ControllerMode::Warmup);
     for (rtt, clock) in [
         (None, None),
         (Some(RTT), None),
@@ -75,7 +75,10 @@ fn warmup_until_clock_and_rtt_are_known() {
         assert_eq!(v.on_ack(Instant::ZERO, &c, &a), None);
     }
     let s = v.stats();
-    assert_eq!((s.mode, s.policy, s.target_window), ("warmup", "fix", None));
+    assert_eq!(
+        (s.mode, s.policy, s.target_window),
+        (ControllerMode::Warmup, WindowPolicy::Fix, None)
+    );
     assert!(!v.is_lbe());
 }
 
@@ -91,7 +94,7 @@ fn turning_lbe_sets_rwnd_to_the_cwnd_estimate() {
     let s = v.stats();
     assert_eq!(
         (s.mode, s.policy, s.target_window),
-        ("conservative", "fix", Some(10 * MSS))
+        (ControllerMode::Conservative, WindowPolicy::Fix, Some(10 * MSS))
     );
     assert!(v.is_paused(), "the switch is a policy change");
     // A tiny estimate is floored at 2 MSS.
@@ -131,7 +134,10 @@ fn pause_epochs_and_decisions() {
             piv_sum_micros: 32_000
         })
     );
-    assert_eq!((s.mode, s.policy), ("conservative", "fix"));
+    assert_eq!(
+        (s.mode, s.policy),
+        (ControllerMode::Conservative, WindowPolicy::Fix)
+    );
     assert!(!v.is_paused());
     // The second epoch [+40] completes at 270: high 1 > 0.875: halve; rwndThresh := 10000.
     data(&mut v, 270, 200, 500);
@@ -144,7 +150,7 @@ fn pause_epochs_and_decisions() {
             piv_sum_micros: 40_000
         })
     );
-    assert_eq!(s.policy, "halve");
+    assert_eq!(s.policy, WindowPolicy::Halve);
     assert_eq!(v.rwnd_thresh(), 10_000);
     assert!(v.is_paused());
     // Alg. 5 halves per ACK; this first ACK after the change carries TSval 600.
@@ -164,7 +170,7 @@ fn pause_epochs_and_decisions() {
             piv_sum_micros: 100_000
         })
     );
-    assert_eq!(s.policy, "halve");
+    assert_eq!(s.policy, WindowPolicy::Halve);
     assert!(!v.is_paused(), "halve decided again is not a change");
 }
 
@@ -255,7 +261,7 @@ mod sim {
     #[derive(Debug, Clone, Copy)]
     pub struct Decision {
         pub at_us: u64,
-        pub policy: &'static str,
+        pub policy: WindowPolicy,
         pub epoch: EpochSummary,
         /// Queueing delay of the segments arriving in the decided epoch: first and last.
         pub queue_first_us: u64,
@@ -473,7 +479,10 @@ fn sim_spacing_preserved_vulture_opens_the_window() {
     assert!(o.decisions.len() > 50, "{} decisions", o.decisions.len());
     for d in &o.decisions {
         assert_eq!(d.epoch.piv_sum_micros, 0, "{d:?}");
-        assert!(d.policy == "double" || d.policy == "increase", "{d:?}");
+        assert!(
+            d.policy == WindowPolicy::Double || d.policy == WindowPolicy::Increase,
+            "{d:?}"
+        );
     }
     assert!(o.max_target > 4 * o.first_target.unwrap());
     assert_eq!(o.max_queue_after_us(0), 0);
@@ -494,12 +503,15 @@ fn sim_queue_building_makes_vulture_halve() {
         let growth = d.queue_last_us as i64 - d.queue_first_us as i64;
         if d.queue_monotone && growth >= 20_000 {
             assert!(d.epoch.piv_sum_micros > 0, "{d:?}");
-            assert!(d.policy == "halve" || d.policy == "fix", "queue grew but {d:?}");
-            halves_on_growth += usize::from(d.policy == "halve");
+            assert!(
+                d.policy == WindowPolicy::Halve || d.policy == WindowPolicy::Fix,
+                "queue grew but {d:?}"
+            );
+            halves_on_growth += usize::from(d.policy == WindowPolicy::Halve);
         }
         if growth == 0 && d.epoch.piv_sum_micros == 0 && d.epoch.piv_count > 0 {
             assert!(
-                d.policy == "double" || d.policy == "increase",
+                d.policy == WindowPolicy::Double || d.policy == WindowPolicy::Increase,
                 "flat queue but {d:?}"
             );
             doubles_on_flat += 1;
@@ -654,9 +666,15 @@ mod prop {
                     }
                 }
                 let s = v.stats();
-                prop_assert!(["warmup", "conservative", "aggressive"].contains(&s.mode));
-                prop_assert!(["double", "increase", "halve", "fix"].contains(&s.policy));
-                prop_assert_eq!(s.target_window.is_none(), s.mode == "warmup");
+                prop_assert!(matches!(
+                    s.mode,
+                    ControllerMode::Warmup | ControllerMode::Conservative | ControllerMode::Aggressive
+                ));
+                prop_assert!(matches!(
+                    s.policy,
+                    WindowPolicy::Double | WindowPolicy::Increase | WindowPolicy::Halve | WindowPolicy::Fix
+                ));
+                prop_assert_eq!(s.target_window.is_none(), s.mode == ControllerMode::Warmup);
             }
         }
     }

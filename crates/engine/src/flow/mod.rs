@@ -485,11 +485,7 @@ impl Flow {
             rule: self.rule,
             sender: self.bulk_sender.map(|s| key.endpoint(s)),
             receiver: self.bulk_sender.map(|s| key.endpoint(s.other())),
-            controller: self
-                .control
-                .as_ref()
-                .map(|c| c.controller.stats())
-                .unwrap_or_default(),
+            controller: self.control.as_ref().map(|c| c.controller.stats()),
             rtt: self.rtt.rtt(),
             goodput_bits_per_second: self.goodput.bits_per_second(),
             acked_bytes: self.goodput.total_acked(),
