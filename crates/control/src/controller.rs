@@ -1,11 +1,33 @@
-//! The interface every rwnd controller implements, and the samples the engine feeds it.
+//! The interface every rwnd controller implements, and what the engine tells it.
 //!
 //! A controller sees the data segments of one background flow as they arrive after the access
 //! bottleneck and the ACKs its receiver sends back; for each ACK it names the window it wants the
 //! sender to see. The engine applies that target safely (never above what the host offered, never
 //! shrinking the right edge, never below two segments), so controllers need not care about wire
-//! details. Modelled on quinn-proto's `congestion::Controller`: events named `on_*` with the time
-//! passed in.
+//! details.
+//!
+//! The shape follows quinn-proto's congestion `Controller` and `ControllerMetrics`:
+//!
+//! * **Events with the time passed in.** [`Controller::on_data`], [`Controller::on_ack`] and
+//!   [`Controller::on_tick`] take `now`: the packet's time (the datapath's timestamp where it
+//!   gives one) or the tick's. A controller reads no clock; tests step a virtual one. The samples
+//!   carry no time of their own.
+//! * **Default bodies.** Events a controller has no use for do nothing by default; only `on_ack`
+//!   and `stats` must be written (the fixed clamp is just those two). Where quinn asks the
+//!   controller for its `window()`, here `on_ack` returns it: a receive window reaches the sender
+//!   only on an ACK, so that is where it is decided.
+//! * **A timer.** `on_tick` runs from the engine's tick (every few hundred milliseconds, also
+//!   while the flow sends nothing) for every controlled flow, for what is due at a time rather
+//!   than on a packet. A window decided there is advertised with the flow's next ACK.
+//! * **The flow's facts in one context.** [`FlowContext`], built by the engine for every event:
+//!   segment size, router-measured RTT, base RTT and queueing delay, the sender's TSval clock,
+//!   goodput and the household allocation. Controllers keep only state of their own.
+//! * **Typed statistics.** [`ControllerStats`] holds numbers and the enums [`ControllerMode`] and
+//!   [`WindowPolicy`]; label strings are made where they are shown (metrics, control socket) with
+//!   `as_str`.
+//!
+//! Dispatch is closed, over the enum [`crate::AnyController`], as smoltcp does, rather than a
+//! `Box<dyn Controller>` per flow as in quinn.
 
 use std::fmt;
 
@@ -238,8 +260,8 @@ pub trait Controller {
     /// controller wants the sender to see, or `None` to leave this ACK's window as the host set it.
     fn on_ack(&mut self, now: Instant, ctx: &FlowContext, ack: &AckSample) -> Option<u32>;
 
-    /// The engine's timer: called for every controlled flow on each engine tick (every few hundred
-    /// milliseconds, also while the flow sends nothing), for decisions that are due at a time
+    /// The engine's timer: called for every controlled flow on each engine tick (the daemon ticks
+    /// every 250 ms, also while the flow sends nothing), for decisions that are due at a time
     /// rather than on a packet. A window decided here takes effect on the flow's next ACK.
     fn on_tick(&mut self, now: Instant, ctx: &FlowContext) {
         let _ = (now, ctx);

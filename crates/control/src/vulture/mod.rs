@@ -32,6 +32,10 @@
 //!    immediately (Alg. 4, last line); entering halve records `rwndThresh`, and it is a policy
 //!    change like any other (pause).
 //!
+//! Every step runs on a packet, with the packet's time as `now`; Vulture has no use for the
+//! engine's timer (`on_tick`). The one-RTT waits above end on the next data segment, not at a
+//! time: nothing can be measured before it arrives, since PIVs come only with data.
+//!
 //! # Behaviour worth knowing (faithful to the paper, seen in the simulation test)
 //! Alg. 3 classifies by |PIV|, so a large *negative* PIV (a queue draining) is "high" as well.
 //! After a halve drains the queue, the segments still in Alg. 1's queue from the congested period
