@@ -1,0 +1,208 @@
+//! Lookups against the running kernel's conntrack, in a throwaway network namespace: a TCP
+//! connection over lo whose two ends offered different window scales (one end's receive
+//! buffer is set small before it connects), compared with what each socket's `TCP_INFO` says;
+//! the same connection after `conntrack -F` (conntrack picks it up again mid-stream and knows no
+//! scale); and a tuple with no entry.
+//!
+//! Needs root, `ip` and iptables-legacy (a rule with a conntrack match makes the namespace track
+//! connections) and `conntrack` for the flush; without them the test says why and passes
+//! vacuously.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::os::fd::{AsRawFd, FromRawFd};
+use std::process::Command;
+use std::time::Duration;
+
+use slipstream_conntrack::{Conntrack, Scales};
+
+fn run(args: &[&str]) -> bool {
+    Command::new(args[0])
+        .args(&args[1..])
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+struct Netns(String);
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        run(&["ip", "netns", "del", &self.0]);
+    }
+}
+
+fn enter(name: &str) {
+    let file = std::fs::File::open(format!("/var/run/netns/{name}")).expect("open netns");
+    // SAFETY: setns on a valid namespace descriptor; affects only the calling thread.
+    assert_eq!(
+        unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
+        0,
+        "setns"
+    );
+}
+
+/// (own shift, peer's shift) from TCP_INFO.
+fn wscales(s: &TcpStream) -> (u8, u8) {
+    // SAFETY: getsockopt fills a tcp_info of the size we pass.
+    let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    let rc = unsafe {
+        libc::getsockopt(
+            s.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_INFO,
+            &mut info as *mut libc::tcp_info as *mut libc::c_void,
+            &mut len,
+        )
+    };
+    assert_eq!(rc, 0, "TCP_INFO");
+    // Bit fields: tcpi_snd_wscale in the low nibble, tcpi_rcv_wscale in the high one.
+    let both = info.tcpi_snd_rcv_wscale;
+    (both >> 4, both & 0x0f)
+}
+
+/// A client socket with a small receive buffer (so a small window scale), connected to `to`.
+fn small_buffer_client(to: SocketAddr) -> TcpStream {
+    // SAFETY: plain socket/setsockopt/connect on a descriptor we own; it is handed to TcpStream.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let size: libc::c_int = 256 * 1024;
+        libc::setsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            &size as *const libc::c_int as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        );
+        let SocketAddr::V4(v4) = to else { panic!("IPv4") };
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: v4.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from_ne_bytes(v4.ip().octets()),
+            },
+            sin_zero: [0; 8],
+        };
+        let rc = libc::connect(
+            fd,
+            &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+        );
+        assert_eq!(rc, 0, "connect: {}", std::io::Error::last_os_error());
+        TcpStream::from_raw_fd(fd)
+    }
+}
+
+#[test]
+fn window_scales_from_the_kernel() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 || !run(&["ip", "-V"]) || !run(&["iptables-legacy", "-V"]) {
+        eprintln!("skipped: needs root, ip and iptables-legacy");
+        return;
+    }
+    let name = format!("slipct{}", std::process::id());
+    assert!(run(&["ip", "netns", "add", &name]), "ip netns add");
+    let ns = Netns(name.clone());
+    assert!(run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]));
+    let exec = |args: &[&str]| {
+        let mut full = vec!["ip", "netns", "exec", ns.0.as_str()];
+        full.extend_from_slice(args);
+        run(&full)
+    };
+    assert!(exec(&[
+        "iptables-legacy",
+        "-A",
+        "INPUT",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "ESTABLISHED",
+        "-j",
+        "ACCEPT"
+    ]));
+    let has_conntrack_tool = run(&["conntrack", "--version"]);
+
+    let inside = name.clone();
+    let (client_addr, server_addr, client_ws, server_ws, known, reversed, missing, streams) =
+        std::thread::spawn(move || {
+            enter(&inside);
+            let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+            let server_addr = listener.local_addr().unwrap();
+            let client = small_buffer_client(server_addr);
+            let (server, _) = listener.accept().expect("accept");
+            let client_addr = client.local_addr().unwrap();
+            let (client_ws, client_peer) = wscales(&client);
+            let (server_ws, server_peer) = wscales(&server);
+            assert_eq!(
+                (client_peer, server_peer),
+                (server_ws, client_ws),
+                "TCP_INFO agrees with itself"
+            );
+            let mut ct = Conntrack::open(Duration::from_millis(500)).expect("ctnetlink socket");
+            let known = ct.lookup(client_addr, server_addr).expect("lookup");
+            let reversed = ct.lookup(server_addr, client_addr).expect("lookup");
+            let unused: SocketAddr = format!("127.0.0.1:{}", server_addr.port().wrapping_add(1))
+                .parse()
+                .unwrap();
+            let missing = ct.lookup(client_addr, unused).expect("lookup");
+            (
+                client_addr,
+                server_addr,
+                client_ws,
+                server_ws,
+                known,
+                reversed,
+                missing,
+                (client, server),
+            )
+        })
+        .join()
+        .expect("namespace thread");
+    eprintln!("client {client_addr} offered scale {client_ws}, server {server_addr} {server_ws}");
+    assert_ne!(
+        client_ws, server_ws,
+        "the small buffer gives the client another scale"
+    );
+    assert_eq!(
+        known,
+        Some(Scales::Known {
+            a: client_ws,
+            b: server_ws
+        })
+    );
+    assert_eq!(
+        reversed,
+        Some(Scales::Known {
+            a: server_ws,
+            b: client_ws
+        })
+    );
+    assert_eq!(missing, None, "no entry for a tuple never used");
+
+    if !has_conntrack_tool {
+        eprintln!("conntrack tool missing: the mid-stream pickup part is skipped");
+        return;
+    }
+    assert!(exec(&["conntrack", "-F"]), "conntrack -F");
+    let inside = name.clone();
+    let picked_up = std::thread::spawn(move || {
+        enter(&inside);
+        let (mut client, mut server) = streams;
+        client.write_all(&[7u8; 1000]).unwrap();
+        let mut buf = [0u8; 1000];
+        server.read_exact(&mut buf).unwrap();
+        server.write_all(&buf).unwrap();
+        client.read_exact(&mut buf).unwrap();
+        let mut ct = Conntrack::open(Duration::from_millis(500)).expect("ctnetlink socket");
+        ct.lookup(client_addr, server_addr).expect("lookup")
+    })
+    .join()
+    .expect("namespace thread");
+    assert_eq!(
+        picked_up,
+        Some(Scales::Unknown),
+        "an entry picked up mid-stream knows no scale"
+    );
+}
