@@ -370,12 +370,13 @@ impl Engine {
         if flags.ack {
             flow.on_handshake_ack(side, at);
         }
+        let flow_rule = usize::from(flow.rule).clamp(1, self.classes.len()) - 1;
         let mut events: [Option<FlowEvent>; 2] = [None, None];
+        events[0] = flow.resume_midstream(info, &self.classes[flow_rule].spec.controller, key);
         if flow.note_missed_handshake() {
             self.counters.flows_without_handshake += 1;
             events[0] = Some(FlowEvent::HandshakeMissed { key, rule: flow.rule });
         }
-        let flow_rule = usize::from(flow.rule).clamp(1, self.classes.len()) - 1;
         if info.payload_len > 0 {
             let controller = &self.classes[flow_rule].spec.controller;
             let data = flow.on_data(side, at, info, controller, key);
@@ -437,6 +438,21 @@ impl Engine {
         } else {
             self.events.push_back((event, now));
         }
+    }
+
+    /// The window scales of a flow seen without its handshake ([`FlowEvent::HandshakeMissed`]),
+    /// found by the shell (conntrack saw the SYNs): `low` is the shift
+    /// `key.endpoint(Side::Low)` applies to the windows it sends, `high` the other's. The flow
+    /// is controlled from its next packet, its right edge learned from each side's next ACK
+    /// (`flow/midstream.rs`). Returns false if the flow is gone, released, or not waiting for
+    /// scales.
+    pub fn learn_window_scales(&mut self, key: FlowKey, low: u8, high: u8) -> bool {
+        let learned = self
+            .table
+            .get_mut(&key)
+            .is_some_and(|flow| flow.learn_window_scales([low, high]));
+        self.counters.flows_recovered += u64::from(learned);
+        learned
     }
 
     /// Runs the household rounds that are due (see `household`).

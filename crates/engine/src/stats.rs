@@ -84,6 +84,8 @@ pub struct EngineCounters {
     pub flows_closed: u64,
     pub flows_without_timestamps: u64,
     pub flows_without_handshake: u64,
+    /// Flows seen without their handshake whose window scales the shell found (conntrack).
+    pub flows_recovered: u64,
     pub events_dropped: u64,
 }
 

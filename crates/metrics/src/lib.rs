@@ -349,6 +349,13 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
     )?;
     counter(
         enc,
+        "flows_recovered",
+        "Flows first seen after their handshake whose window scales conntrack knew: controlled from then on.",
+        None,
+        c.flows_recovered,
+    )?;
+    counter(
+        enc,
         "events_dropped",
         "Flow events dropped because the event queue was full.",
         None,

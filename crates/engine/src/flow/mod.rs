@@ -15,6 +15,7 @@ use crate::tcp_state::{EndpointState, Negotiated, SynOptions};
 use crate::window_clamp::{clamp_window, right_edge, ClampRequest};
 
 mod household;
+mod midstream;
 
 pub use household::HouseholdFlow;
 
@@ -36,7 +37,8 @@ const TIMESTAMP_OPTION_BYTES: u32 = 12;
 pub enum FlowEvent {
     /// A background flow negotiated no TCP timestamps: its controller cannot work, it stays unclamped.
     NoTimestamps { key: FlowKey, rule: u16 },
-    /// A flow was first seen after its handshake: its window scale is unknown, it stays unclamped.
+    /// A flow was first seen after its handshake: its window scale is unknown, it stays unclamped
+    /// until the shell finds the scales (`Engine::learn_window_scales`).
     HandshakeMissed { key: FlowKey, rule: u16 },
 }
 
@@ -90,6 +92,8 @@ pub struct Flow {
     ends: [EndpointState; 2],
     negotiated: Option<Negotiated>,
     handshake_missed: bool,
+    /// Window scales learned outside the flow's packets (`midstream`), applied at its next packet.
+    learned_scales: Option<[u8; 2]>,
     /// The flow's rule was removed by a reload: never clamped again (see `Engine::reconfigure`).
     released: bool,
     bulk_sender: Option<Side>,
@@ -118,6 +122,7 @@ impl Flow {
             ends: [EndpointState::default(); 2],
             negotiated: None,
             handshake_missed: false,
+            learned_scales: None,
             released: false,
             bulk_sender: None,
             control: None,
@@ -294,6 +299,7 @@ impl Flow {
             return pass(PassReason::NoHandshake);
         };
         let scale = negotiated.window_scale[side.index()];
+        self.learn_edge_if_midstream(side, info, scale);
         let host_bytes = u32::from(info.window) << scale;
         let is_receiver = self.bulk_sender == Some(side.other());
         if !is_receiver {
@@ -408,6 +414,13 @@ impl Flow {
         if let Some(far) = self.handshake_half[candidate.index()] {
             self.rtt.on_handshake_far(far);
         }
+        self.start_control(controller, key)
+    }
+
+    /// Builds the bulk receiver's controller once the bulk direction and the handshake (or the
+    /// window scales learned mid-stream) are known; a controller that needs timestamps without
+    /// them leaves the flow unclamped and reports it once.
+    fn start_control(&mut self, controller: &ControllerConfig, key: FlowKey) -> Option<FlowEvent> {
         let negotiated = self.negotiated?;
         if controller.needs_timestamps() && !negotiated.timestamps {
             let first = self.unclamped_reason != Some(PassReason::NoTimestamps);
