@@ -35,8 +35,6 @@ pub struct Link {
     round_start: Instant,
     /// Bytes acknowledged by the link's household flows since the round started.
     pub delivered: u64,
-    /// The last round changed the budget by more than a tenth: the next one only measures.
-    settling: bool,
     last: LinkSnapshot,
 }
 
@@ -51,7 +49,6 @@ impl Link {
             next_round: None,
             round_start: Instant::ZERO,
             delivered: 0,
-            settling: false,
             last: LinkSnapshot {
                 direction,
                 controller: config.budget.kind(),
@@ -228,16 +225,8 @@ pub fn run_round<'f>(
         .in_slowdown(now, config.slowdown_interval, round_length);
     let budget = if slowing {
         min_budget
-    } else if link.settling {
-        // The round after an increase measured data the old budget released: wait one more
-        // round before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or
-        // the controller grows twice on the same empty queue and the budget oscillates.
-        link.settling = false;
-        in_force
     } else {
         let next = link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET);
-        // Only growth waits a round: yielding late costs best effort, yielding twice only us.
-        link.settling = config.budget.uses_delay() && next > in_force + in_force / 10;
         link.budget = Some(next);
         next
     };

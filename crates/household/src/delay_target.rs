@@ -8,19 +8,24 @@
 //!   acknowledged bytes (about `GAIN * off_target * MSS` per RTT), decrease capped at half per
 //!   round. It needs about one RTT per MSS of BDP to fill a link: 86 RTTs for 10 Mbit/s at 100 ms.
 //! * [`DelayTargetVariant::Proportional`] — Slipstream's default: the budget moves by
-//!   `GAIN * (TARGET - queuing_delay) * R` per round, R the round's delivery rate. Near the
-//!   operating point the queue is `(B - BDP) / C` and `R = C`, so each round removes `GAIN` of the
+//!   `GAIN * (TARGET - queuing_delay) * C` per round, C the link's rate as the background
+//!   measured it (`link_rate`: the largest round delivery rate of the last ten seconds). The
+//!   queue is `(B - BDP) / C` with the background alone, so each round removes `GAIN` of the
 //!   budget's distance from `BDP + TARGET * C` whatever the BDP: it converges in a few rounds at
-//!   any rate and RTT. Well below the target (less than half of it) the budget may also grow
+//!   any rate and RTT, and beside best effort it yields the queue's bytes, not the background's
+//!   small share of them. Well below the target (under a quarter of it for two rounds) the budget may grow
 //!   geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay exit), so a freed
-//!   link is taken back in a few RTTs; far above the target (more than four times it), the budget
-//!   halves each round, as a loss would make a TCP sender do.
+//!   link is taken back in a few RTTs (doubling up to the budget before the last yield, CUBIC's
+//!   W_max); above twice the target the budget shrinks by `2 * TARGET / queuing_delay` per round
+//!   (halving at four times it, as a loss would make a TCP sender do), because beside best effort
+//!   the background's own rate R is too small for the proportional step to yield in time.
 //!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
 //! a budget far above what is in force (which would then take many rounds to come down).
 
 use crate::budget::{BudgetController, BudgetStats, LinkRound};
+use crate::link_rate::LinkRate;
 use slipstream_control::Duration;
 
 /// Which step rule.
@@ -92,12 +97,32 @@ pub struct DelayTarget {
     phase: &'static str,
     /// Consecutive rounds with the queue below a quarter of the target.
     low_rounds: u32,
+    /// The last round grew the budget by more than a tenth: the next one only measures.
+    settling: bool,
+    /// The operating point before the last long yield (proportional rule): a freed link is
+    /// taken back up to it by doubling (see [`DelayTarget::on_round`]); 0 when there is none.
+    ceiling: u64,
+    /// The operating point when the current yield began.
+    yield_from: u64,
+    /// Consecutive rounds with the queue above the target.
+    high_rounds: u32,
+    /// The link's rate (proportional rule's C).
+    link_rate: LinkRate,
 }
 
 /// Rounds the queue must stay below a quarter of the target before the budget grows
 /// geometrically: one low round is often just the trough after a cut, and growing then brings the
 /// overshoot back one RTT later.
 const LOW_ROUNDS_TO_PROBE: u32 = 2;
+/// The ceiling is this fraction of the budget in force when a yield began (CUBIC's W_max with
+/// its fast-convergence factor, RFC 9438 Sec. 4.7): a ceiling that was itself an overshoot is not
+/// reached again at once.
+const CEILING_FRACTION: f64 = 0.85;
+/// A yield arms the quick recovery only when the queue stayed above the target this many rounds:
+/// best effort held the link, not a passing burst or the background's own oscillation (with
+/// dozens of flows taking turns, brief yields are frequent, and doubling back after each made the
+/// budget swing).
+const HIGH_ROUNDS_TO_RECOVER: u32 = 5;
 
 impl DelayTarget {
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
@@ -106,22 +131,36 @@ impl DelayTarget {
             budget: initial,
             phase: "start",
             low_rounds: 0,
+            settling: false,
+            ceiling: 0,
+            yield_from: 0,
+            high_rounds: 0,
+            link_rate: LinkRate::default(),
         }
     }
 }
 
 impl BudgetController for DelayTarget {
     fn on_round(&mut self, round: &LinkRound) -> u64 {
+        if std::mem::take(&mut self.settling) {
+            // The round after an increase measured data the old budget released: wait one more
+            // round before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or
+            // the controller grows twice on the same empty queue and the budget oscillates.
+            self.budget = round.budget_in_force;
+            return self.budget;
+        }
         let Some(queue_delay) = round.queue_delay else {
             // No sample: nothing was measured (no data, or every flow held); keep the budget.
             self.phase = "idle";
             self.budget = round.budget_in_force;
             return self.budget;
         };
-        let budget = round.budget_in_force.max(1) as f64;
+        let in_force = round.budget_in_force;
+        let budget = in_force.max(1) as f64;
         let target = self.config.target.as_secs_f64();
         let delay = queue_delay.as_secs_f64();
         let off_target = ((target - delay) / target).clamp(-1.0, 1.0);
+        let mut recovering = false;
         let mut next = match self.config.variant {
             DelayTargetVariant::Ledbat => {
                 let step =
@@ -130,20 +169,48 @@ impl BudgetController for DelayTarget {
                 budget + step
             }
             DelayTargetVariant::Proportional => {
-                let step = self.config.gain * (target - delay) * round.delivery_rate();
+                let link_rate = self.link_rate.update(round.now, round.delivery_rate());
+                let step = self.config.gain * (target - delay) * link_rate;
                 let mut next = budget + step;
                 if delay < target / 4.0 {
                     self.low_rounds += 1;
                 } else {
                     self.low_rounds = 0;
                 }
-                if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
-                    next = next.max(budget * self.config.max_growth);
+                if delay > target {
+                    if self.high_rounds == 0 {
+                        // A yield begins: remember where the household was.
+                        self.yield_from = (budget * CEILING_FRACTION) as u64;
+                    }
+                    self.high_rounds += 1;
+                    if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
+                        // Someone else has held the link for a while: when they leave, the old
+                        // operating point is worth going back to quickly.
+                        self.ceiling = self.yield_from;
+                    }
+                } else {
+                    self.high_rounds = 0;
                 }
-                // Far above the target someone else needs the link: yield at once, as a loss
-                // would make a TCP sender do (best effort's slow start must not wait for us).
-                if delay > 4.0 * target {
-                    next = next.min(budget / 2.0);
+                if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
+                    if in_force < self.ceiling {
+                        // Whoever made us yield has gone: back to the old operating point by
+                        // doubling each round (TCP's slow start up to ssthresh), no settling
+                        // round, so a freed link is taken back in a few RTTs.
+                        recovering = true;
+                        next = next.max((budget * 2.0).min(self.ceiling as f64));
+                        if next as u64 >= self.ceiling {
+                            self.ceiling = 0;
+                        }
+                    } else {
+                        next = next.max(budget * self.config.max_growth);
+                    }
+                }
+                // Well above the target someone else needs the link. The step above moves by
+                // the background's own rate, which is small beside best effort's: yield
+                // multiplicatively instead, by 2T/q (x0.5 at 4T, as a loss would make a TCP
+                // sender do: best effort's slow start must not wait for us).
+                if delay > 2.0 * target {
+                    next = next.min(budget * 2.0 * target / delay);
                 }
                 next
             }
@@ -152,17 +219,20 @@ impl BudgetController for DelayTarget {
         next = next.max(budget / 2.0);
         self.phase = if delay > target {
             "yield"
+        } else if recovering {
+            "recover"
         } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
             "probe"
         } else {
             "hold"
         };
         let mut next = next.round() as u64;
-        if next > round.budget_in_force {
+        if next > in_force {
             // Grow only into what the flows use (see the module docs).
             let usable = 2 * round.in_flight + round.floors;
-            next = next.min(usable.max(round.budget_in_force));
+            next = next.min(usable.max(in_force));
         }
+        self.settling = !recovering && next > in_force + in_force / 10;
         self.budget = next;
         next
     }
@@ -205,8 +275,9 @@ mod tests {
         // q = 15 ms: step = 0.5 * -5 ms * 1.25 MB/s = -3125.
         assert_eq!(c.on_round(&round(150_000, Some(15), 125_000, 150_000)), 146_875);
         assert_eq!(c.stats().phase, "yield");
-        // q = 30 ms: step = 0.5 * -20 ms * 1.25 MB/s = -12500.
-        assert_eq!(c.on_round(&round(150_000, Some(30), 125_000, 150_000)), 137_500);
+        // q = 30 ms, above twice the target: step = 0.5 * -20 ms * 1.25 MB/s = -12500, but
+        // the multiplicative yield, 150000 * 20 / 30 = 100000, is larger.
+        assert_eq!(c.on_round(&round(150_000, Some(30), 125_000, 150_000)), 100_000);
         // q = 50 ms, above four times the target: halve.
         assert_eq!(c.on_round(&round(150_000, Some(50), 125_000, 150_000)), 75_000);
         // q = 500 ms: the step would go below zero; at most halve.
@@ -222,6 +293,57 @@ mod tests {
         // The second: growth 1.5x wins: 15750.
         assert_eq!(c.on_round(&round(10_500, Some(0), 10_000, 10_500)), 15_750);
         assert_eq!(c.stats().phase, "probe");
+    }
+
+    #[test]
+    fn a_freed_link_is_taken_back_by_doubling_up_to_the_old_operating_point() {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        // (budget in force, queue ms, delivered = in flight) -> next budget, phase.
+        let mut step = |budget: u64, queue: u64| {
+            let next = c.on_round(&round(budget, Some(queue), budget, budget));
+            (next, c.stats().phase)
+        };
+        // At 100 kB (1 MB/s, the link's rate C) the queue sits at the target.
+        assert_eq!(step(100_000, 10), (100_000, "hold"));
+        // Best effort arrives: 50 ms. Step 0.5 * -40 ms * C = -20000, but 2T/q = 0.4 is larger,
+        // capped at halving.
+        assert_eq!(step(100_000, 50), (50_000, "yield"));
+        assert_eq!(step(50_000, 50), (25_000, "yield"));
+        // C is still the link's 1 MB/s although the background delivers only 100 kB/s: the
+        // step, -10000, and 2T/q = 2/3 are both below halving.
+        assert_eq!(step(10_000, 30), (5_000, "yield"));
+        assert_eq!(step(10_000, 30), (5_000, "yield"));
+        // The fifth round above the target: best effort holds the link, recovery is armed.
+        assert_eq!(step(10_000, 30), (5_000, "yield"));
+        // Best effort leaves. One low round: the proportional step, 0.5 * 10 ms * C = 5000.
+        assert_eq!(step(5_000, 0), (10_000, "hold"));
+        // That grew by more than a tenth: a settling round.
+        assert_eq!(step(10_000, 0), (10_000, "hold"));
+        // Then double each round, no settling rounds, up to 85% of the 100 kB before the yield.
+        assert_eq!(step(10_000, 0), (20_000, "recover"));
+        assert_eq!(step(20_000, 0), (40_000, "recover"));
+        assert_eq!(step(40_000, 0), (80_000, "recover"));
+        assert_eq!(step(80_000, 0), (85_000, "recover"));
+        // At the ceiling: the cautious probe, 1.5x, then a settling round.
+        assert_eq!(step(85_000, 0), (127_500, "probe"));
+        assert_eq!(step(127_500, 0), (127_500, "probe"));
+    }
+
+    #[test]
+    fn a_brief_yield_is_followed_by_the_cautious_probe() {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        let mut step = |budget: u64, queue: u64| {
+            let next = c.on_round(&round(budget, Some(queue), budget, budget));
+            (next, c.stats().phase)
+        };
+        assert_eq!(step(100_000, 10), (100_000, "hold"));
+        // Two rounds above the target (the background's own overshoot, a burst): no recovery.
+        assert_eq!(step(100_000, 50), (50_000, "yield"));
+        assert_eq!(step(50_000, 30), (33_333, "yield"));
+        // Low: +5000, a settling round, then 1.5x (not doubling towards the 85 kB before).
+        assert_eq!(step(33_333, 0), (38_333, "hold"));
+        assert_eq!(step(38_333, 0), (38_333, "hold"));
+        assert_eq!(step(38_333, 0), (57_500, "probe"));
     }
 
     #[test]

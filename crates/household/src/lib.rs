@@ -3,6 +3,7 @@
 //!
 //! * `link_delay` — one view of the link's base delay and queueing delay, shared by all flows,
 //!   kept true by a coordinated slowdown of all background flows at once;
+//! * `link_rate` — the link's rate as the background has seen it (a windowed maximum);
 //! * `budget` — how much all background flows of a link may have in flight, decided once per
 //!   round by one of the budget controllers (`delay_target`, `key_binary_search`,
 //!   `key_stochastic`);
@@ -18,6 +19,7 @@ pub mod delay_target;
 pub mod key_binary_search;
 pub mod key_stochastic;
 pub mod link_delay;
+pub mod link_rate;
 pub mod rho_estimate;
 pub mod share;
 
