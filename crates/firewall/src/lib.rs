@@ -28,10 +28,14 @@
 //!
 //! # Lifecycle
 //!
-//! [`Firewall::install`] first [`reset`]s stale state (a crashed previous run), then applies the
-//! plan atomically per IP family (`iptables-legacy-restore --noflush`, or one `nft -f -`
-//! transaction), then verifies the chains are in place; if any step fails it undoes what it did.
-//! Installing twice is idempotent. [`Firewall::remove`] (and `Drop`, best-effort) lists the table
+//! [`Firewall::install`] takes over what a previous run left (a crash, `kill -9`, a restart)
+//! without a moment without rules: per IP family one `iptables-legacy-restore --noflush` empties
+//! and refills our chains and adds or deletes only the hook jumps that differ (the ones both have
+//! stay, counters and all), or one `nft -f -` transaction replaces the table; the other
+//! backend's leftovers are [`reset`]. Then it verifies the chains are in place; if any step
+//! fails it undoes what it did. Installing twice is idempotent. While no daemon listens, the
+//! rules pass packets on (`--queue-bypass`), so a killed daemon breaks no connection, and the
+//! next one picks the rules up as they are: a SYN that arrives while it starts is still classed. [`Firewall::remove`] (and `Drop`, best-effort) lists the table
 //! and deletes what is there, collecting every error instead of stopping at the first, and is fine
 //! with chains that are already gone.
 //!
@@ -332,6 +336,33 @@ fn is_our_chain(name: &str) -> bool {
     name == MAIN_CHAIN || name == CLASSIFY_CHAIN
 }
 
+/// The jumps from other chains to ours as `iptables -S` lists them (`-A FORWARD ... -j
+/// SLIPSTREAM`), or `None` if our chains are not installed in this family.
+fn installed_hooks(runner: &CommandRunner, family: IpFamily) -> Result<Option<Vec<String>>, FirewallError> {
+    let listing = runner.run(&PlannedCommand::new(
+        family.program(),
+        &["-w", "-t", "mangle", "-S"],
+    ))?;
+    let mut ours = false;
+    let mut hooks = Vec::new();
+    for line in listing.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["-N", chain] if is_our_chain(chain) => ours = true,
+            ["-A", chain, rest @ ..]
+                if !is_our_chain(chain)
+                    && rest
+                        .windows(2)
+                        .any(|w| (w[0] == "-j" || w[0] == "-g") && is_our_chain(w[1])) =>
+            {
+                hooks.push(words.join(" "));
+            }
+            _ => {}
+        }
+    }
+    Ok(ours.then_some(hooks))
+}
+
 /// Lists table `mangle` and deletes every jump to our chains, then flushes and deletes the chains.
 fn reset_iptables_family(runner: &CommandRunner, family: IpFamily) -> Vec<FirewallError> {
     let p = family.program();
@@ -394,9 +425,12 @@ impl Firewall {
         backend: Backend,
         runner: CommandRunner,
     ) -> Result<Firewall, FirewallError> {
-        let stale = reset_with(&runner, backend, config);
-        if let Some(e) = FirewallError::combine(stale) {
-            return Err(e);
+        let other = match backend {
+            Backend::IptablesLegacy => Backend::Nftables,
+            Backend::Nftables => Backend::IptablesLegacy,
+        };
+        for e in reset_backend(&runner, other, config.datapath.ipv6) {
+            tracing::debug!(error = %e, "clearing leftovers of the other firewall backend (ignored)");
         }
         let mut fw = Firewall {
             backend,
@@ -405,7 +439,7 @@ impl Firewall {
             ipv6: config.datapath.ipv6,
             removed: false,
         };
-        let result = fw.apply().and_then(|()| fw.verify());
+        let result = fw.take_over().and_then(|()| fw.verify());
         if let Err(e) = result {
             for undo in fw.remove_inner() {
                 tracing::warn!(error = %undo, "undoing a failed firewall setup");
@@ -423,6 +457,44 @@ impl Firewall {
     /// What was installed.
     pub fn plan(&self) -> &RulePlan {
         &self.plan
+    }
+
+    /// Installs the plan over whatever a previous run left of this backend's rules, in one
+    /// transaction per IP family (nftables: the table replaced; iptables: see
+    /// [`Firewall::replace_input`], with the hook jumps found installed as the old ones). A
+    /// family no longer planned (IPv6 turned off) is reset.
+    fn take_over(&self) -> Result<(), FirewallError> {
+        if self.backend == Backend::Nftables {
+            return self.apply();
+        }
+        for p in &self.plan.iptables {
+            let input = match installed_hooks(&self.runner, p.family) {
+                Ok(Some(hooks)) => {
+                    tracing::info!(family = ?p.family, jumps = hooks.len(), "taking over the rules of a previous run");
+                    Self::hooks_replace_input(&hooks, p)
+                }
+                Ok(None) => p.restore_input(),
+                Err(e) => {
+                    // Cannot list: start from a clean slate as before.
+                    tracing::debug!(error = %e, "listing before install failed; resetting the family");
+                    for e in reset_iptables_family(&self.runner, p.family) {
+                        tracing::debug!(error = %e, "reset before install");
+                    }
+                    p.restore_input()
+                }
+            };
+            let cmd = PlannedCommand::new(p.family.restore_program(), &["-w", "--noflush"])
+                .with_stdin(input.clone());
+            self.runner.run(&cmd).map_err(|e| e.with_input_line(&input))?;
+        }
+        for family in [IpFamily::V4, IpFamily::V6] {
+            if !self.plan.iptables.iter().any(|p| p.family == family) {
+                for e in reset_iptables_family(&self.runner, family) {
+                    tracing::debug!(error = %e, "clearing a family not planned (ignored)");
+                }
+            }
+        }
+        Ok(())
     }
 
     fn apply(&self) -> Result<(), FirewallError> {
@@ -638,7 +710,12 @@ impl Firewall {
         let Some(old) = old else {
             return new.restore_input();
         };
-        let old_hooks = old.hook_rules_as_listed();
+        Self::hooks_replace_input(&old.hook_rules_as_listed(), new)
+    }
+
+    /// [`Firewall::replace_input`] from the hook jumps installed now, as `iptables -S` lists
+    /// them (`-A FORWARD -p tcp -j SLIPSTREAM`); a jump listed twice is deleted once more.
+    fn hooks_replace_input(old_hooks: &[String], new: &IptablesPlan) -> String {
         let new_hooks = new.hook_rules_as_listed();
         let mut s = String::from("*mangle\n");
         s += &format!(":{MAIN_CHAIN} - [0:0]\n:{CLASSIFY_CHAIN} - [0:0]\n");
@@ -646,9 +723,14 @@ impl Firewall {
             s += line;
             s.push('\n');
         }
-        for listed in old_hooks.iter().filter(|h| !new_hooks.contains(h)) {
+        let mut kept: Vec<&String> = Vec::new();
+        for listed in old_hooks {
+            if new_hooks.contains(listed) && !kept.contains(&listed) {
+                kept.push(listed);
+                continue;
+            }
             // "-A FORWARD -p tcp -j SLIPSTREAM" -> "-D FORWARD -p tcp -j SLIPSTREAM"
-            s += &format!("-D {}\n", &listed[3..]);
+            s += &format!("-D {}\n", listed.strip_prefix("-A ").unwrap_or(listed));
         }
         for (insert, listed) in new.hook_rules.iter().zip(&new_hooks) {
             if !old_hooks.contains(listed) {
@@ -710,6 +792,27 @@ mod tests {
             "does not fit u16"
         );
         assert_eq!(rule_number_from_mark(5, 0), None);
+    }
+
+    #[test]
+    fn taking_over_keeps_planned_jumps_and_deletes_the_rest() {
+        let plan = IptablesPlan {
+            family: IpFamily::V4,
+            hook_rules: vec!["-I FORWARD 1 -p tcp -j SLIPSTREAM".into()],
+            main_rules: vec!["-A SLIPSTREAM -j RETURN".into()],
+            classify_rules: vec![],
+        };
+        let forward = "-A FORWARD -p tcp -j SLIPSTREAM".to_string();
+        let output = "-A OUTPUT ! -o lo -p tcp -j SLIPSTREAM".to_string();
+        let input = Firewall::hooks_replace_input(&[forward.clone(), forward.clone(), output], &plan);
+        assert_eq!(
+            input,
+            "*mangle\n:SLIPSTREAM - [0:0]\n:SLIPSTREAM_CLASSIFY - [0:0]\n-A SLIPSTREAM -j RETURN\n\
+             -D FORWARD -p tcp -j SLIPSTREAM\n-D OUTPUT ! -o lo -p tcp -j SLIPSTREAM\nCOMMIT\n",
+            "the FORWARD jump stays (once), the duplicate and OUTPUT go, nothing is inserted"
+        );
+        let fresh = Firewall::hooks_replace_input(&[], &plan);
+        assert!(fresh.contains("-I FORWARD 1 -p tcp -j SLIPSTREAM\n"), "{fresh}");
     }
 
     #[test]

@@ -199,6 +199,68 @@ fn install_reinstall_remove_in_netns() {
         .contains("SLIPSTREAM"));
 }
 
+/// A daemon killed with `kill -9` leaves its rules (they bypass the queue while nobody listens);
+/// the next one takes them over in one transaction: the hook jump is never deleted (its packet
+/// counter survives), and the chains hold the new config's rules.
+#[test]
+fn install_takes_over_a_killed_daemons_rules_without_a_gap() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED install_takes_over_a_killed_daemons_rules_without_a_gap: {why}");
+        return;
+    }
+    let ns = Netns::create();
+    let config = shipped();
+    let fw = Firewall::install_with(&config, Backend::IptablesLegacy, ns.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::mem::forget(fw); // kill -9: nothing removed
+                          // Mark the jump: replace it in place with preset counters (7 packets, 420 bytes).
+    ns.run(
+        "iptables-legacy",
+        &[
+            "-t",
+            "mangle",
+            "-R",
+            "FORWARD",
+            "1",
+            "-p",
+            "tcp",
+            "-j",
+            "SLIPSTREAM",
+            "-c",
+            "7",
+            "420",
+        ],
+    );
+    let changed = parse(
+        "[[rules]]\nname = \"only\"\nremote_ports = [6881]\n[datapath]\nhook = \"forward\"\n",
+        "changed",
+    )
+    .unwrap();
+    let fw = Firewall::install_with(&changed, Backend::IptablesLegacy, ns.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    let listed = ns.run(
+        "iptables-legacy",
+        &["-t", "mangle", "-L", "FORWARD", "-v", "-x", "-n"],
+    );
+    let jump: Vec<&str> = listed.lines().filter(|l| l.contains("SLIPSTREAM")).collect();
+    assert_eq!(jump.len(), 1, "{listed}");
+    let counters: Vec<&str> = jump[0].split_whitespace().take(2).collect();
+    assert_eq!(
+        counters,
+        ["7", "420"],
+        "the jump was kept, not re-inserted: {listed}"
+    );
+    let p = &plan(&changed, Backend::IptablesLegacy).iptables[0];
+    let classify = ns.run("iptables-legacy", &["-t", "mangle", "-S", "SLIPSTREAM_CLASSIFY"]);
+    let classify: Vec<&str> = classify.lines().filter(|l| l.starts_with("-A ")).collect();
+    assert_eq!(classify, p.classify_rules, "the new config's rules");
+    assert!(fw.check().unwrap());
+    fw.remove().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!ns
+        .run("iptables-legacy-save", &["-t", "mangle"])
+        .contains("SLIPSTREAM"));
+}
+
 #[test]
 fn missing_program_is_reported_with_a_hint() {
     if let Some(why) = skip_reason() {
