@@ -91,7 +91,7 @@ check "source dir is the workspace root" test "$(var SRC_DIR)" = "$REPO"
 check "includes the feed's rust-package.mk" grep -q 'lang/rust/rust-package.mk' openwrt/Makefile
 # shellcheck disable=SC2016 # a literal make expression
 check "RustBinPackage call" grep -qxF '$(eval $(call RustBinPackage,slipstream))' openwrt/Makefile
-for k in kmod-nfnetlink-queue kmod-nft-queue kmod-nf-conntrack kmod-nft-core kmod-ipt-nfqueue \
+for k in kmod-nfnetlink-queue kmod-nft-queue kmod-nf-conntrack kmod-nf-conntrack-netlink kmod-nft-core kmod-ipt-nfqueue \
          iptables-mod-nfqueue kmod-ipt-conntrack-extra kmod-ipt-ipopt; do
   check "DEPENDS names $k" grep -q "+\(PACKAGE_[a-z0-9]*:\)\?$k\b" openwrt/Makefile
 done

@@ -20,6 +20,7 @@ mod lan_side;
 mod metrics_server;
 mod packet_loop;
 mod reload;
+mod scale_lookups;
 mod window_updates;
 
 use std::path::PathBuf;
@@ -223,6 +224,9 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         errors: datapath_errors.clone(),
         window_updates,
         lan_side: LanSide::new(config.datapath.hook, config.datapath.lan_interfaces.clone()),
+        scale_lookups: scale_lookups::ScaleLookups::start()
+            .map_err(|e| warn!("no conntrack lookup thread ({e}): flows seen mid-stream stay unclamped"))
+            .ok(),
     };
     let packet_thread = std::thread::Builder::new()
         .name("packets".into())

@@ -30,6 +30,7 @@ use tracing::{info, warn};
 use crate::clock::MonotonicClock;
 use crate::kernel_time;
 use crate::lan_side::LanSide;
+use crate::scale_lookups::{Outcome, ScaleLookups};
 use crate::window_updates::WindowUpdateSender;
 
 const TICK: Duration = Duration::from_millis(250);
@@ -58,6 +59,8 @@ pub struct PacketLoop {
     pub window_updates: WindowUpdateSender,
     /// Tells packets from the LAN by their input interface.
     pub lan_side: LanSide,
+    /// Window scales of flows seen without their handshake, from conntrack (`None`: no lookups).
+    pub scale_lookups: Option<ScaleLookups>,
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
@@ -151,6 +154,7 @@ impl PacketLoop {
                 self.log_events();
             }
             self.send_window_updates();
+            self.learn_window_scales();
             if self.serve_commands() || now.saturating_since(last_publish) >= PUBLISH {
                 self.snapshot.publish(self.engine.snapshot(self.top_flows));
                 last_publish = now;
@@ -171,6 +175,29 @@ impl PacketLoop {
     fn send_window_updates(&mut self) {
         for update in self.engine.drain_window_updates() {
             let _ = self.window_updates.send(&update.packet);
+        }
+    }
+
+    /// Hands the scales conntrack found to the engine (never waits for the lookup thread).
+    fn learn_window_scales(&mut self) {
+        let Some(lookups) = self.scale_lookups.as_mut() else {
+            return;
+        };
+        while let Some((key, outcome)) = lookups.answer() {
+            let (a, b) = (key.endpoint(Side::Low), key.endpoint(Side::High));
+            match outcome {
+                Outcome::Scales { low, high } => {
+                    if self.engine.learn_window_scales(key, low, high) {
+                        info!("flow {a} <-> {b}: window scales {low} / {high} from conntrack; controlled from its next packet");
+                    }
+                }
+                Outcome::NoScale => info!(
+                    "flow {a} <-> {b}: conntrack picked it up mid-stream too and knows no window scale; it stays unclamped"
+                ),
+                Outcome::NotFound | Outcome::Failed => info!(
+                    "flow {a} <-> {b}: no conntrack entry with its window scales; it stays unclamped"
+                ),
+            }
         }
     }
 
@@ -250,11 +277,19 @@ impl PacketLoop {
                     key.endpoint(Side::Low),
                     key.endpoint(Side::High)
                 ),
-                FlowEvent::HandshakeMissed { key, rule } => info!(
-                    "flow {} <-> {} (rule {rule}) was first seen after its handshake: window scale unknown, it stays unclamped",
-                    key.endpoint(Side::Low),
-                    key.endpoint(Side::High)
-                ),
+                FlowEvent::HandshakeMissed { key, rule } => {
+                    let asked = self.scale_lookups.as_mut().is_some_and(|l| l.request(key));
+                    info!(
+                        "flow {} <-> {} (rule {rule}) was first seen after its handshake: window scale unknown, {}",
+                        key.endpoint(Side::Low),
+                        key.endpoint(Side::High),
+                        if asked {
+                            "asking conntrack"
+                        } else {
+                            "it stays unclamped"
+                        }
+                    )
+                }
             }
         }
     }
