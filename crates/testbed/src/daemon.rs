@@ -73,6 +73,14 @@ impl Daemon {
         std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
+    /// SIGKILL (`kill -9`: no cleanup at all, the rules stay behind), then waits for the exit.
+    pub fn kill(mut self) -> Result<ExitStatus> {
+        let mut child = self.child.take().context("daemon already stopped")?;
+        // SAFETY: kill(2) on a pid we spawned.
+        unsafe { libc::kill(child.id() as i32, libc::SIGKILL) };
+        Ok(child.wait()?)
+    }
+
     /// SIGTERM, then waits up to 10 s for the exit.
     pub fn stop(mut self) -> Result<ExitStatus> {
         let mut child = self.child.take().context("daemon already stopped")?;
