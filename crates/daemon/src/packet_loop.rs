@@ -6,7 +6,8 @@
 //! every 100 ms): a reload hands it its new rules, and `slipstream status` / `slipstream flows`
 //! ask it for a snapshot of every flow, built only when asked.
 //!
-//! Each iteration handles at most [`BATCH`] packets, then runs the timers, sends the window
+//! Each iteration handles at most [`BATCH`] packets, then runs the timers, takes the engine's
+//! events (flows seen mid-stream go to the conntrack lookups, `scale_lookups`), sends the window
 //! updates the engine asked for (`window_updates`) and answers commands: under a steady stream
 //! the queue never empties, and draining it first would starve all three.
 
@@ -151,8 +152,10 @@ impl PacketLoop {
                 self.engine.on_tick(now);
                 last_tick = now;
                 self.lan_side.expire(std::time::Instant::now());
-                self.log_events();
             }
+            // Every batch, not only at ticks: after a restart under load each running flow
+            // reports its missed handshake at once, and the engine keeps a bounded queue.
+            self.log_events();
             self.send_window_updates();
             self.learn_window_scales();
             if self.serve_commands() || now.saturating_since(last_publish) >= PUBLISH {

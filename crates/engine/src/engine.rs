@@ -45,8 +45,9 @@ use crate::household::{run_round, Household};
 use crate::stats::LinkDirection;
 use crate::stats::{EngineCounters, EngineSnapshot, PassReason, RuleSnapshot};
 
-/// At most this many events wait for the shell; more are dropped and counted.
-const MAX_PENDING_EVENTS: usize = 256;
+/// At most this many events wait for the shell; more are dropped and counted. A packet makes at
+/// most two, and the daemon takes them after every batch of 256 packets.
+const MAX_PENDING_EVENTS: usize = 1024;
 /// At most this many window updates wait for the shell; more are dropped (the flow's receiver
 /// or its sender's persist timer reopens it later).
 const MAX_PENDING_UPDATES: usize = 1024;
