@@ -170,7 +170,7 @@ fn link_status(l: &LinkSnapshot) -> LinkStatus {
     LinkStatus {
         link: l.direction.as_str().to_owned(),
         controller: l.controller.to_owned(),
-        phase: l.phase.to_owned(),
+        phase: l.phase.as_str().to_owned(),
         budget_bytes: l.budget_bytes,
         in_flight_bytes: l.in_flight_bytes,
         queue_delay_ms: l.queue_delay.map(ms),
@@ -475,7 +475,7 @@ mod tests {
         LinkSnapshot {
             direction,
             controller: "delay_target",
-            phase: "probe",
+            phase: slipstream_engine::BudgetPhase::Probe,
             budget_bytes: 90_000,
             queue_delay: Some(std::time::Duration::from_micros(2_500)),
             base_rtt: None,

@@ -9,8 +9,8 @@
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::Slowdown;
 use slipstream_household::{
-    allocate, Allocation, AnyBudget, BudgetController, FlowDemand, HouseholdConfig, LinkDelay, LinkRound,
-    ShareSpec,
+    allocate, Allocation, AnyBudget, BudgetController, BudgetPhase, FlowDemand, HouseholdConfig, LinkDelay,
+    LinkRound, ShareSpec,
 };
 
 use crate::flow::Flow;
@@ -52,7 +52,7 @@ impl Link {
             last: LinkSnapshot {
                 direction,
                 controller: config.budget.kind(),
-                phase: "idle",
+                phase: BudgetPhase::Idle,
                 budget_bytes: 0,
                 queue_delay: None,
                 base_rtt: None,
@@ -203,7 +203,7 @@ pub fn run_round<'f>(
         link.last.held_flows = 0;
         link.last.in_flight_bytes = 0;
         link.last.goodput_bits_per_second = 0.0;
-        link.last.phase = "idle";
+        link.last.phase = BudgetPhase::Idle;
         return;
     }
     let min_budget = u64::from(mss) * 2;
@@ -257,7 +257,7 @@ pub fn run_round<'f>(
         }
     }
     link.last.phase = if slowing {
-        "slowdown"
+        BudgetPhase::Slowdown
     } else {
         link.controller.stats().phase
     };

@@ -22,7 +22,7 @@ pub use engine::{
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
-pub use slipstream_household::{HouseholdConfig, ShareSpec};
+pub use slipstream_household::{BudgetPhase, HouseholdConfig, ShareSpec};
 pub use stats::{
     EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,
     PARSE_ERRORS,

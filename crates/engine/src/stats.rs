@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 
 use slipstream_control::{ControllerStats, Duration};
+use slipstream_household::BudgetPhase;
 use slipstream_wire::ParseError;
 
 /// Why a packet went back to the kernel unmodified. A closed set, for metric labels.
@@ -187,7 +188,7 @@ pub struct LinkSnapshot {
     pub direction: LinkDirection,
     /// Budget controller kind ("delay_target", ...) and what it is doing.
     pub controller: &'static str,
-    pub phase: &'static str,
+    pub phase: BudgetPhase,
     /// Bytes all household-controlled background flows of the link may have in flight.
     pub budget_bytes: u64,
     /// The shared queueing delay of the last round, and the link's base RTT.

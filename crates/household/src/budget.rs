@@ -51,13 +51,75 @@ impl LinkRound {
     }
 }
 
+/// What a budget controller (or the link around it) is doing; `as_str` gives the metric label.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BudgetPhase {
+    /// No round has decided yet.
+    #[default]
+    Start,
+    /// The round measured nothing (no data, or every flow held): the budget stays.
+    Idle,
+    /// Delay target: near the target, proportional steps.
+    Hold,
+    /// Delay target: well below the target, geometric growth.
+    Probe,
+    /// Delay target: back to the operating point before a long yield, by doubling.
+    Recover,
+    /// Above the target (delay target) or a falling rate per window (Key et al.): shrinking.
+    Yield,
+    /// Key et al.: doubling until the window is too large (Fig. 4's initial phase).
+    Init,
+    /// Key et al.: binary search inside the bracket.
+    Search,
+    /// Key et al.: the bracket closed and the change point moved; searching again from below.
+    Restart,
+    /// Key et al.: following a known change point.
+    Track,
+    /// Key et al.: no delivery for too long; back to one unit.
+    Timeout,
+    /// Key et al.: the estimate was reseeded from the current measurement.
+    Reseed,
+    /// Key et al. (stochastic): growing.
+    Grow,
+    /// The link's coordinated slowdown holds every budget at its minimum.
+    Slowdown,
+}
+
+impl BudgetPhase {
+    /// The label in metrics and `slipstream status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetPhase::Start => "start",
+            BudgetPhase::Idle => "idle",
+            BudgetPhase::Hold => "hold",
+            BudgetPhase::Probe => "probe",
+            BudgetPhase::Recover => "recover",
+            BudgetPhase::Yield => "yield",
+            BudgetPhase::Init => "init",
+            BudgetPhase::Search => "search",
+            BudgetPhase::Restart => "restart",
+            BudgetPhase::Track => "track",
+            BudgetPhase::Timeout => "timeout",
+            BudgetPhase::Reseed => "reseed",
+            BudgetPhase::Grow => "grow",
+            BudgetPhase::Slowdown => "slowdown",
+        }
+    }
+}
+
+impl std::fmt::Display for BudgetPhase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// A controller's view of itself, for metrics and `slipstream status`.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BudgetStats {
     /// Current budget, bytes.
     pub budget: u64,
-    /// What the controller is doing (e.g. "probe", "hold", "search", "slowdown").
-    pub phase: &'static str,
+    /// What the controller is doing.
+    pub phase: BudgetPhase,
     /// The controller's own estimate of the link's usable window (bytes), if it keeps one
     /// (Key et al.'s change point).
     pub estimate: Option<u64>,

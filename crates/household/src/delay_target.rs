@@ -24,7 +24,7 @@
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
 //! a budget far above what is in force (which would then take many rounds to come down).
 
-use crate::budget::{BudgetController, BudgetStats, LinkRound};
+use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
 use crate::link_rate::LinkRate;
 use slipstream_control::Duration;
 
@@ -94,7 +94,7 @@ impl DelayTargetConfig {
 pub struct DelayTarget {
     config: DelayTargetConfig,
     budget: u64,
-    phase: &'static str,
+    phase: BudgetPhase,
     /// Consecutive rounds with the queue below a quarter of the target.
     low_rounds: u32,
     /// The last round grew the budget by more than a tenth: the next one only measures.
@@ -129,7 +129,7 @@ impl DelayTarget {
         DelayTarget {
             config,
             budget: initial,
-            phase: "start",
+            phase: BudgetPhase::Start,
             low_rounds: 0,
             settling: false,
             ceiling: 0,
@@ -151,7 +151,7 @@ impl BudgetController for DelayTarget {
         }
         let Some(queue_delay) = round.queue_delay else {
             // No sample: nothing was measured (no data, or every flow held); keep the budget.
-            self.phase = "idle";
+            self.phase = BudgetPhase::Idle;
             self.budget = round.budget_in_force;
             return self.budget;
         };
@@ -218,13 +218,13 @@ impl BudgetController for DelayTarget {
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
         self.phase = if delay > target {
-            "yield"
+            BudgetPhase::Yield
         } else if recovering {
-            "recover"
+            BudgetPhase::Recover
         } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
-            "probe"
+            BudgetPhase::Probe
         } else {
-            "hold"
+            BudgetPhase::Hold
         };
         let mut next = next.round() as u64;
         if next > in_force {
@@ -271,10 +271,10 @@ mod tests {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
         // q = 6 ms (above half the 10 ms target, below it): step = 0.5 * 4 ms * 1.25 MB/s = 2500.
         assert_eq!(c.on_round(&round(150_000, Some(6), 125_000, 150_000)), 152_500);
-        assert_eq!(c.stats().phase, "hold");
+        assert_eq!(c.stats().phase.as_str(), "hold");
         // q = 15 ms: step = 0.5 * -5 ms * 1.25 MB/s = -3125.
         assert_eq!(c.on_round(&round(150_000, Some(15), 125_000, 150_000)), 146_875);
-        assert_eq!(c.stats().phase, "yield");
+        assert_eq!(c.stats().phase.as_str(), "yield");
         // q = 30 ms, above twice the target: step = 0.5 * -20 ms * 1.25 MB/s = -12500, but
         // the multiplicative yield, 150000 * 20 / 30 = 100000, is larger.
         assert_eq!(c.on_round(&round(150_000, Some(30), 125_000, 150_000)), 100_000);
@@ -289,10 +289,10 @@ mod tests {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 10_000);
         // q = 0: step = 0.5 * 10 ms * 100 kB/s = 500; the first low round grows by that only.
         assert_eq!(c.on_round(&round(10_000, Some(0), 10_000, 10_000)), 10_500);
-        assert_eq!(c.stats().phase, "hold");
+        assert_eq!(c.stats().phase.as_str(), "hold");
         // The second: growth 1.5x wins: 15750.
         assert_eq!(c.on_round(&round(10_500, Some(0), 10_000, 10_500)), 15_750);
-        assert_eq!(c.stats().phase, "probe");
+        assert_eq!(c.stats().phase.as_str(), "probe");
     }
 
     #[test]
@@ -301,7 +301,7 @@ mod tests {
         // (budget in force, queue ms, delivered = in flight) -> next budget, phase.
         let mut step = |budget: u64, queue: u64| {
             let next = c.on_round(&round(budget, Some(queue), budget, budget));
-            (next, c.stats().phase)
+            (next, c.stats().phase.as_str())
         };
         // At 100 kB (1 MB/s, the link's rate C) the queue sits at the target.
         assert_eq!(step(100_000, 10), (100_000, "hold"));
@@ -334,7 +334,7 @@ mod tests {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
         let mut step = |budget: u64, queue: u64| {
             let next = c.on_round(&round(budget, Some(queue), budget, budget));
-            (next, c.stats().phase)
+            (next, c.stats().phase.as_str())
         };
         assert_eq!(step(100_000, 10), (100_000, "hold"));
         // Two rounds above the target (the background's own overshoot, a burst): no recovery.
@@ -369,6 +369,6 @@ mod tests {
     fn keeps_budget_without_samples() {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 42_000);
         assert_eq!(c.on_round(&round(42_000, None, 0, 0)), 42_000);
-        assert_eq!(c.stats().phase, "idle");
+        assert_eq!(c.stats().phase.as_str(), "idle");
     }
 }

@@ -35,7 +35,7 @@
 //!   for [`RESEED_ROUNDS`] rounds, rho_hat is stale (the paths' RTT grew by more than epsilon', which
 //!   eq. 25 never takes in): it restarts from that round's rho and Fig. 4 runs again.
 
-use crate::budget::{BudgetController, BudgetStats, LinkRound};
+use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
 use crate::rho_estimate::{round_rho, RhoEstimate};
 use slipstream_control::Duration;
 
@@ -155,7 +155,7 @@ pub struct KeyBinarySearch {
     change_point: Option<u64>,
     /// Consecutive too-large rounds at the smallest window.
     bottom_rounds: u32,
-    phase: &'static str,
+    phase: BudgetPhase,
 }
 
 impl KeyBinarySearch {
@@ -172,7 +172,7 @@ impl KeyBinarySearch {
             budget: initial,
             change_point: None,
             bottom_rounds: 0,
-            phase: "init",
+            phase: BudgetPhase::Init,
             config,
         }
     }
@@ -195,7 +195,7 @@ impl KeyBinarySearch {
         self.w_min + step.max(1)
     }
 
-    fn ask(&mut self, units: u64, phase: &'static str) -> u64 {
+    fn ask(&mut self, units: u64, phase: BudgetPhase) -> u64 {
         self.requested = units.clamp(1, self.max_units());
         self.budget = self.requested * self.unit();
         self.phase = phase;
@@ -211,7 +211,7 @@ impl KeyBinarySearch {
         self.w_max = (self.w_max.max(self.w_min) + self.widen).min(cap);
         self.widen = (2 * self.widen).min(cap);
         let next = if first { self.next_window() } else { self.w_max };
-        self.ask(next, "track")
+        self.ask(next, BudgetPhase::Track)
     }
 
     /// Fig. 4 from the top: w_min = 1, w_max unknown.
@@ -231,7 +231,7 @@ impl BudgetController for KeyBinarySearch {
             // Time-out: not one unit delivered.
             self.estimate.reset();
             self.restart_fig4();
-            return self.ask(1, "timeout");
+            return self.ask(1, BudgetPhase::Timeout);
         }
         let window = round.budget_in_force.max(1) as f64 / unit as f64;
         let w_n = (round.budget_in_force / unit).clamp(1, cap);
@@ -251,7 +251,7 @@ impl BudgetController for KeyBinarySearch {
         if self.bottom_rounds >= RESEED_ROUNDS {
             self.estimate.reseed(rho, window);
             self.restart_fig4();
-            return self.ask(2 * w_n, "reseed");
+            return self.ask(2 * w_n, BudgetPhase::Reseed);
         }
         if self.config.anchored_estimate {
             self.estimate.update_at(rho, window);
@@ -262,12 +262,12 @@ impl BudgetController for KeyBinarySearch {
         let phase = if !self.searching {
             // Fig. 4: double until too large.
             if not_too_large && w_n < cap {
-                return self.ask(2 * w_n, "init");
+                return self.ask(2 * w_n, BudgetPhase::Init);
             }
             self.searching = true;
             self.w_max = if not_too_large { cap } else { w_n };
             self.w_min = self.w_min.min(self.w_max);
-            "search"
+            BudgetPhase::Search
         } else if self.w_max - self.w_min <= 1 {
             // The bracket had closed: widen when not too large, else halve.
             self.change_point = Some(self.w_min);
@@ -278,7 +278,7 @@ impl BudgetController for KeyBinarySearch {
             self.w_max = self.w_max.saturating_sub(1).max(1);
             self.w_min = 1;
             self.widen = WIDEN;
-            "restart"
+            BudgetPhase::Restart
         } else {
             if not_too_large {
                 self.w_min = w_n;
@@ -297,7 +297,7 @@ impl BudgetController for KeyBinarySearch {
                     self.w_min = 1;
                 }
             }
-            "search"
+            BudgetPhase::Search
         };
         if self.w_max - self.w_min <= 1 {
             self.change_point = Some(self.w_min);
@@ -339,7 +339,7 @@ mod tests {
     /// (budget in force, delivered) -> (next budget, phase).
     fn step(c: &mut KeyBinarySearch, budget: u64, delivered: u64) -> (u64, &'static str) {
         let next = c.on_round(&round(budget, delivered));
-        (next, c.stats().phase)
+        (next, c.stats().phase.as_str())
     }
 
     #[test]

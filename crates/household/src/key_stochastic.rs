@@ -21,7 +21,7 @@
 //!   `RESEED_ROUNDS` rounds, rho_hat is stale (the paths' RTT grew by more than epsilon') and
 //!   restarts from that round's rho.
 
-use crate::budget::{BudgetController, BudgetStats, LinkRound};
+use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
 use crate::key_binary_search::{validate_common, RESEED_ROUNDS};
 use crate::rho_estimate::{round_rho, RhoEstimate};
 use slipstream_control::Duration;
@@ -94,7 +94,7 @@ pub struct KeyStochastic {
     budget: u64,
     /// Consecutive too-large rounds at the smallest budget.
     bottom_rounds: u32,
-    phase: &'static str,
+    phase: BudgetPhase,
 }
 
 impl KeyStochastic {
@@ -103,7 +103,7 @@ impl KeyStochastic {
             estimate: RhoEstimate::new(config.delta, config.epsilon_prime_units),
             budget: initial,
             bottom_rounds: 0,
-            phase: "start",
+            phase: BudgetPhase::Start,
             config,
         }
     }
@@ -112,7 +112,7 @@ impl KeyStochastic {
 impl BudgetController for KeyStochastic {
     fn on_round(&mut self, round: &LinkRound) -> u64 {
         if round.delivered_bytes == 0 && round.in_flight == 0 {
-            self.phase = "idle";
+            self.phase = BudgetPhase::Idle;
             self.budget = round.budget_in_force;
             return self.budget;
         }
@@ -134,7 +134,7 @@ impl BudgetController for KeyStochastic {
             self.estimate.reseed(rho, w_prev);
             self.bottom_rounds = 0;
             h = eps;
-            self.phase = "reseed";
+            self.phase = BudgetPhase::Reseed;
         } else {
             if self.config.anchored_estimate {
                 self.estimate.update_at(rho, w_prev);
@@ -142,11 +142,11 @@ impl BudgetController for KeyStochastic {
                 self.estimate.update(rho);
             }
             self.phase = if h > 0.0 {
-                "grow"
+                BudgetPhase::Grow
             } else if h < 0.0 {
-                "yield"
+                BudgetPhase::Yield
             } else {
-                "hold"
+                BudgetPhase::Hold
             };
         }
         let max_units = (self.config.max_budget_bytes as f64 / unit).max(1.0);
@@ -188,7 +188,7 @@ mod tests {
 
     fn step(c: &mut KeyStochastic, budget: u64, delivered: u64) -> (u64, &'static str) {
         let next = c.on_round(&round(budget, delivered, budget));
-        (next, c.stats().phase)
+        (next, c.stats().phase.as_str())
     }
 
     #[test]
@@ -231,7 +231,7 @@ mod tests {
         let mut c = KeyStochastic::new(KeyStochasticConfig::default(), 5000);
         assert_eq!(step(&mut c, 5000, 25000), (5100, "grow"));
         assert_eq!(c.on_round(&round(42_000, 0, 0)), 42_000);
-        assert_eq!(c.stats().phase, "idle");
+        assert_eq!(c.stats().phase.as_str(), "idle");
         // A stall (data in flight, nothing delivered) is not idle: rho = 0, 1 + 0 - 5 = -4.
         assert_eq!(c.on_round(&round(42_000, 0, 42_000)), 41_600);
     }

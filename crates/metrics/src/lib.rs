@@ -580,7 +580,7 @@ fn encode_links(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<(), f
                 [
                     ("link", l.direction.as_str()),
                     ("controller", l.controller),
-                    ("phase", l.phase),
+                    ("phase", l.phase.as_str()),
                 ],
                 1u32,
             )

@@ -5,8 +5,8 @@ use std::time::Duration;
 use regex::Regex;
 use slipstream_control::{ControllerMode, ControllerStats, EpochSummary, WindowPolicy};
 use slipstream_engine::{
-    EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,
-    PARSE_ERRORS,
+    BudgetPhase, EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason,
+    RuleSnapshot, PARSE_ERRORS,
 };
 
 use super::*;
@@ -628,7 +628,7 @@ fn links() -> Vec<LinkSnapshot> {
         LinkSnapshot {
             direction: LinkDirection::Download,
             controller: "delay_target",
-            phase: "hold",
+            phase: BudgetPhase::Hold,
             budget_bytes: 150_000,
             queue_delay: Some(Duration::from_micros(4_500)),
             base_rtt: Some(Duration::from_millis(20)),
@@ -642,7 +642,7 @@ fn links() -> Vec<LinkSnapshot> {
         LinkSnapshot {
             direction: LinkDirection::Upload,
             controller: "delay_target",
-            phase: "idle",
+            phase: BudgetPhase::Idle,
             budget_bytes: 14_480,
             queue_delay: None,
             base_rtt: None,
