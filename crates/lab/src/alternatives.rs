@@ -9,6 +9,7 @@
 //! | `fixed-rwnd[=N]`   | `slipstreamd` with `controller = { kind = "fixed_window", window_bytes = N }` |
 //! | `htb-90`, `htb-95` | no daemon; HTB download shaping on `br-lan` egress at 90/95% of the bottleneck |
 //! | `household`        | `slipstreamd`, `controller = "household"`: one budget per link for all background flows |
+//! | `household-ledbat`, `household-key-bs`, `household-key-sa` | the same with the budget controller `delay_target` with `variant = "ledbat"` (RFC 6817), `key_binary_search` or `key_stochastic` (Key et al. Sec. 4) |
 //!
 //! A scenario may split the background ports over several rules ([`LabRule`]: the `weights`
 //! scenario); their `weight` / `min_rate` / `priority` are written for `household` only, the one
@@ -59,8 +60,53 @@ pub enum Alternative {
         /// 90 or 95 (any 1-100 is accepted).
         percent: u8,
     },
-    /// `slipstreamd` with `controller = "household"` (default `[household]` settings).
-    Household,
+    /// `slipstreamd` with `controller = "household"`: default `[household]` settings, or
+    /// another budget controller.
+    Household(HouseholdBudget),
+}
+
+/// The household budget controller an alternative runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HouseholdBudget {
+    /// The default: `delay_target` with its proportional rule.
+    Default,
+    /// `delay_target` with `variant = "ledbat"` (RFC 6817's per-ACK rule, per round).
+    Ledbat,
+    /// Key et al. Sec. 4.1, binary search (eq. 26-27).
+    KeyBinarySearch,
+    /// Key et al. Sec. 4.2, stochastic approximation (eq. 31).
+    KeyStochastic,
+}
+
+impl HouseholdBudget {
+    /// Every budget controller, in table order.
+    pub const ALL: [HouseholdBudget; 4] = [
+        HouseholdBudget::Default,
+        HouseholdBudget::Ledbat,
+        HouseholdBudget::KeyBinarySearch,
+        HouseholdBudget::KeyStochastic,
+    ];
+
+    fn label(self) -> &'static str {
+        match self {
+            HouseholdBudget::Default => "household",
+            HouseholdBudget::Ledbat => "household-ledbat",
+            HouseholdBudget::KeyBinarySearch => "household-key-bs",
+            HouseholdBudget::KeyStochastic => "household-key-sa",
+        }
+    }
+
+    /// The `[household.budget]` table, or nothing for the default.
+    fn config(self) -> &'static str {
+        match self {
+            HouseholdBudget::Default => "",
+            HouseholdBudget::Ledbat => {
+                "\n[household.budget]\nkind = \"delay_target\"\nvariant = \"ledbat\"\n"
+            }
+            HouseholdBudget::KeyBinarySearch => "\n[household.budget]\nkind = \"key_binary_search\"\n",
+            HouseholdBudget::KeyStochastic => "\n[household.budget]\nkind = \"key_stochastic\"\n",
+        }
+    }
 }
 
 impl Alternative {
@@ -72,7 +118,7 @@ impl Alternative {
         Alternative::FixedRwnd(None),
         Alternative::HtbShaping { percent: 90 },
         Alternative::HtbShaping { percent: 95 },
-        Alternative::Household,
+        Alternative::Household(HouseholdBudget::Default),
     ];
 
     /// The command-line label ("no-control", "slipstream", "fixed-rwnd", "htb-90", ...); also the
@@ -85,7 +131,7 @@ impl Alternative {
             Alternative::FixedRwnd(None) => "fixed-rwnd".into(),
             Alternative::FixedRwnd(Some(n)) => format!("fixed-rwnd={n}"),
             Alternative::HtbShaping { percent } => format!("htb-{percent}"),
-            Alternative::Household => "household".into(),
+            Alternative::Household(b) => b.label().into(),
         }
     }
 
@@ -96,7 +142,7 @@ impl Alternative {
             Alternative::Slipstream
                 | Alternative::SlipstreamPaper
                 | Alternative::FixedRwnd(_)
-                | Alternative::Household
+                | Alternative::Household(_)
         )
     }
 
@@ -131,7 +177,7 @@ impl Alternative {
                 r#"{{ kind = "fixed_window", window_bytes = {} }}"#,
                 self.fixed_window_bytes(env.bdp_bytes)?
             ),
-            Alternative::Household => r#""household""#.to_string(),
+            Alternative::Household(_) => r#""household""#.to_string(),
             _ => return None,
         };
         let mut text = format!(
@@ -157,11 +203,14 @@ impl Alternative {
                 rule.name,
                 ports.join(", ")
             ));
-            if *self == Alternative::Household {
+            if let Alternative::Household(_) = self {
                 for (key, value) in &rule.share {
                     text.push_str(&format!("{key} = {value}\n"));
                 }
             }
+        }
+        if let Alternative::Household(budget) = self {
+            text.push_str(budget.config());
         }
         Some(text)
     }
@@ -418,7 +467,10 @@ impl FromStr for Alternative {
             "slipstream" => Alternative::Slipstream,
             "slipstream-paper" | "paper" => Alternative::SlipstreamPaper,
             "fixed-rwnd" => Alternative::FixedRwnd(None),
-            "household" => Alternative::Household,
+            _ if HouseholdBudget::ALL.iter().any(|b| b.label() == s) => {
+                let b = HouseholdBudget::ALL.into_iter().find(|b| b.label() == s);
+                Alternative::Household(b.unwrap_or(HouseholdBudget::Default))
+            }
             _ => {
                 if let Some(n) = s.strip_prefix("fixed-rwnd=") {
                     let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
@@ -435,7 +487,8 @@ impl FromStr for Alternative {
                 } else {
                     bail!(
                         "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, \
-                         fixed-rwnd[=BYTES], htb-90, htb-95, household)"
+                         fixed-rwnd[=BYTES], htb-90, htb-95, household, household-ledbat, household-key-bs, \
+                         household-key-sa)"
                     )
                 }
             }
@@ -512,7 +565,8 @@ mod tests {
             ],
             ..env()
         };
-        for a in Alternative::ALL {
+        let budgets = HouseholdBudget::ALL.map(Alternative::Household);
+        for a in Alternative::ALL.iter().chain(&budgets) {
             let Some(text) = a.daemon_config(&shared, Path::new("/tmp/s.sock")) else {
                 continue;
             };
@@ -520,7 +574,20 @@ mod tests {
             std::fs::write(&p, &text).unwrap();
             let config = slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
             assert_eq!(config.rules.len(), 2, "{text}");
-            assert_eq!(text.contains("weight = 3"), a == Alternative::Household, "{text}");
+            let household = matches!(a, Alternative::Household(_));
+            assert_eq!(text.contains("weight = 3"), household, "{text}");
+            if household {
+                assert_eq!(
+                    config.household.budget.kind(),
+                    match a {
+                        Alternative::Household(HouseholdBudget::KeyBinarySearch) => "key_binary_search",
+                        Alternative::Household(HouseholdBudget::KeyStochastic) => "key_stochastic",
+                        _ => "delay_target",
+                    },
+                    "{text}"
+                );
+                assert_eq!(a.label().parse::<Alternative>().ok(), Some(*a));
+            }
         }
         let fixed = Alternative::FixedRwnd(None)
             .daemon_config(&env(), Path::new("/s"))

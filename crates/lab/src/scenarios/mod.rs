@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::alternatives::Alternative;
+use crate::alternatives::{Alternative, HouseholdBudget};
 use crate::result::{timestamp_dirname, ScenarioReport};
 
 pub mod alone;
@@ -66,7 +66,7 @@ pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] = [
     Alternative::NoControl,
     Alternative::HtbShaping { percent: 95 },
     Alternative::Slipstream,
-    Alternative::Household,
+    Alternative::Household(HouseholdBudget::Default),
 ];
 
 /// The alternatives scenario `name` compares unless `--alternatives` says otherwise: every one but
@@ -77,7 +77,7 @@ pub fn default_alternatives(name: &str) -> Vec<Alternative> {
     } else {
         Alternative::ALL
             .into_iter()
-            .filter(|a| *a != Alternative::Household)
+            .filter(|a| !matches!(a, Alternative::Household(_)))
             .collect()
     }
 }
