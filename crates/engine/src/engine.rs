@@ -336,6 +336,17 @@ impl Engine {
         // Measurements use the kernel's arrival time when the datapath has it.
         let at = meta.arrival.filter(|t| *t <= now).unwrap_or(now);
         let (key, side) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
+        if info.flags.syn && !info.flags.ack && !info.flags.rst {
+            // A port reused within the idle timeout or the close linger: the new connection
+            // starts from nothing, classed by its own mark.
+            let reopened = self
+                .table
+                .get_mut(&key)
+                .is_some_and(|flow| flow.is_reopened_by(side, info.seq));
+            if reopened && self.table.remove(&key) {
+                self.counters.flows_reopened += 1;
+            }
+        }
         if usize::from(rule) > self.configured && !self.table.contains(&key) {
             return Err(PassReason::Unclassified);
         }

@@ -75,6 +75,11 @@ impl FlowTable {
         self.flows.get_mut(key)
     }
 
+    /// Drops `key`'s entry (a connection replaced by a new one on the same 4-tuple).
+    pub fn remove(&mut self, key: &FlowKey) -> bool {
+        self.flows.remove(key).is_some()
+    }
+
     /// Makes sure `key` has an entry, creating it with `make` if there is room.
     pub fn admit(&mut self, key: FlowKey, now: Instant, make: impl FnOnce() -> Flow) -> Admission {
         if self.flows.contains_key(&key) {

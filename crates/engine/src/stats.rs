@@ -87,6 +87,8 @@ pub struct EngineCounters {
     pub flows_without_handshake: u64,
     /// Flows seen without their handshake whose window scales the shell found (conntrack).
     pub flows_recovered: u64,
+    /// Flows replaced by a new connection on the same 4-tuple (a SYN with another ISN).
+    pub flows_reopened: u64,
     pub events_dropped: u64,
 }
 

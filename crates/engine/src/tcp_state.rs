@@ -30,6 +30,9 @@ impl SynOptions {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EndpointState {
     pub syn: Option<SynOptions>,
+    /// The sequence number of this endpoint's SYN (its ISN): a SYN with another one on the same
+    /// 4-tuple opens a new connection.
+    pub syn_seq: Option<u32>,
     /// One past the highest data byte this endpoint has sent.
     pub next_seq: Option<u32>,
     /// The highest cumulative ACK this endpoint has sent.

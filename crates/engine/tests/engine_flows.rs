@@ -276,6 +276,113 @@ fn malformed_and_unclassified_packets_pass_and_are_counted() {
     assert_eq!(engine.active_flows(), 0);
 }
 
+/// A new connection on the 4-tuple of one that just closed (a port reused within the close
+/// linger) starts from nothing: it must not inherit the old right edge, sequence state or
+/// controller, or its window could not be lowered to the target.
+#[test]
+fn a_syn_with_a_new_isn_on_a_known_tuple_starts_a_new_flow() {
+    let mut engine = engine_with_fixed(20_000, 16);
+    start_download(&mut engine);
+    // The old connection's client advertised up to 70000 + 157 x 128 = 90096.
+    let (v, _) = feed(
+        &mut engine,
+        ms(102),
+        Seg {
+            seq: 101,
+            ack: 70_000,
+            window: 3000,
+            ts: Some((1102, 70100)),
+            ..Default::default()
+        },
+    );
+    assert_eq!(v, Verdict::AcceptModified);
+    feed(
+        &mut engine,
+        ms(103),
+        Seg {
+            rst: true,
+            seq: 101,
+            ack: 70_000,
+            ..Default::default()
+        },
+    );
+    // A retransmitted SYN of the old connection (its ISN, 100) changes nothing.
+    feed(
+        &mut engine,
+        ms(104),
+        Seg {
+            syn: true,
+            seq: 100,
+            wscale: Some(7),
+            mss: Some(1460),
+            ts: Some((1000, 0)),
+            ..Default::default()
+        },
+    );
+    assert_eq!(engine.counters().flows_reopened, 0);
+    // Within the linger, the same client port opens a new connection (ISN 900; server ISN 3000).
+    let syn = |from_server, seq, ack| Seg {
+        from_server,
+        syn: true,
+        seq,
+        ack,
+        wscale: Some(7),
+        mss: Some(1460),
+        ts: Some((2000, if from_server { 2000 } else { 0 })),
+        ..Default::default()
+    };
+    feed(&mut engine, ms(500), syn(false, 900, 0));
+    feed(&mut engine, ms(500), syn(true, 3000, 901));
+    assert_eq!(engine.counters().flows_reopened, 1);
+    assert_eq!(engine.counters().flows_created, 2);
+    assert_eq!(engine.active_flows(), 1);
+    feed(
+        &mut engine,
+        ms(501),
+        Seg {
+            seq: 901,
+            ack: 3001,
+            window: 502,
+            ts: Some((2001, 2000)),
+            ..Default::default()
+        },
+    );
+    for i in 0..4u32 {
+        let data = Seg {
+            from_server: true,
+            seq: 3001 + i * 1448,
+            ack: 901,
+            payload: 1448,
+            ts: Some((2100, 2001)),
+            ..Default::default()
+        };
+        feed(&mut engine, ms(600), data);
+    }
+    // The new connection's first edge (3001 + 64256 = 67257) keeps at least 7257 bytes open at
+    // ack 60000, below the target: ceil(20000 / 128) = 157 units. With the old edge (90096)
+    // inherited the window could not go below 90096 - 60000 = 30096 bytes = 236 units.
+    let (v, bytes) = feed(
+        &mut engine,
+        ms(601),
+        Seg {
+            seq: 901,
+            ack: 60_000,
+            window: 3000,
+            ts: Some((2101, 2100)),
+            ..Default::default()
+        },
+    );
+    assert_eq!(v, Verdict::AcceptModified);
+    assert_eq!(window_field(&bytes), 157);
+    assert!(tcp_checksum_valid(&bytes));
+    let snap = engine.snapshot(10);
+    assert_eq!(
+        snap.flows[0].acked_bytes,
+        60_000 - 3001,
+        "no bytes of the old connection"
+    );
+}
+
 #[test]
 fn table_is_bounded_and_closed_flows_leave() {
     let mut engine = engine_with_fixed(1, 1);

@@ -356,6 +356,13 @@ fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<()
     )?;
     counter(
         enc,
+        "flows_reopened",
+        "Flows replaced by a new connection on the same 4-tuple (a SYN with another initial sequence number).",
+        None,
+        c.flows_reopened,
+    )?;
+    counter(
+        enc,
         "events_dropped",
         "Flow events dropped because the event queue was full.",
         None,

@@ -95,6 +95,7 @@ fn snapshot() -> EngineSnapshot {
     counters.flows_without_timestamps = 4;
     counters.flows_without_handshake = 5;
     counters.flows_recovered = 4;
+    counters.flows_reopened = 7;
     counters.events_dropped = 6;
     for _ in 0..3 {
         counters.count_pass(PassReason::Observed);
@@ -151,6 +152,7 @@ fn renders_engine_and_rule_metrics() {
         "slipstream_flows_without_timestamps_total 4",
         "slipstream_flows_without_handshake_total 5",
         "slipstream_flows_recovered_total 4",
+        "slipstream_flows_reopened_total 7",
         "slipstream_events_dropped_total 6",
         "slipstream_flows_active 3",
         "slipstream_flows_max 4096",

@@ -197,8 +197,21 @@ impl Flow {
         }
         self.syn_at[side.index()] = Some(now);
         self.ends[side.index()].syn = Some(SynOptions::from_wire(&info.options));
+        self.ends[side.index()].syn_seq = Some(info.seq);
         if let (Some(a), Some(b)) = (self.ends[0].syn, self.ends[1].syn) {
             self.negotiated = Some(Negotiated::from_syns(&a, &b));
+        }
+    }
+
+    /// Whether a SYN without ACK from `side` with sequence number `seq` opens a new connection on
+    /// this flow's 4-tuple (a port reused within the idle timeout or the linger after a close)
+    /// rather than repeating the SYN this flow began with. A new connection must not inherit
+    /// sequence state, right edges or controller state. A retransmitted SYN carries the same
+    /// ISN; the first SYN of a simultaneous open comes from the other side and finds none yet.
+    pub fn is_reopened_by(&self, side: Side, seq: u32) -> bool {
+        match self.ends[side.index()].syn_seq {
+            Some(isn) => isn != seq,
+            None => self.handshake_missed || self.negotiated.is_some() || self.closing_since.is_some(),
         }
     }
 
