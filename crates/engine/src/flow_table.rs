@@ -163,6 +163,7 @@ impl FlowTable {
     }
 
     /// Flows looked at by eviction scans so far.
+    #[cfg(test)]
     pub fn scan_visits(&self) -> u64 {
         self.scan_visits
     }
