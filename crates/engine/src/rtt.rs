@@ -26,6 +26,11 @@ const PROBE_GIVE_UP: Duration = Duration::from_secs(3);
 /// from every flow (one probe per RTT gave one noisy sample per flow and round).
 const PROBES: usize = 6;
 
+/// Queueing delay is read from the smallest of this many latest samples of each half, so one
+/// late packet (a delayed ACK, a burst, a scheduling hiccup) never reads as a standing queue.
+/// With several probes per RTT this spans less than a round trip.
+const RECENT: usize = 4;
+
 /// One half of the round trip. Times are kept as `u32` microseconds (71 minutes is plenty for
 /// an RTT) to keep the flow entry small.
 #[derive(Clone, Copy, Debug, Default)]
@@ -36,7 +41,9 @@ struct HalfPath {
     /// Probes in use, from `probes[0]`.
     len: u8,
     smoothed_us: Option<u32>,
-    latest_us: u32,
+    /// The latest samples, a ring written at `next_recent`; unfilled slots are `u32::MAX`.
+    recent_us: [u32; RECENT],
+    next_recent: u8,
     min_us: u32,
 }
 
@@ -83,7 +90,7 @@ impl HalfPath {
         if sample > PROBE_GIVE_UP.as_micros() as u32 {
             return None;
         }
-        self.latest_us = sample;
+        self.record_recent(sample);
         self.smoothed_us = Some(match self.smoothed_us {
             None => {
                 self.min_us = sample;
@@ -95,15 +102,25 @@ impl HalfPath {
         Some(Duration::from_micros(u64::from(sample)))
     }
 
+    fn record_recent(&mut self, sample: u32) {
+        if self.smoothed_us.is_none() {
+            self.recent_us = [u32::MAX; RECENT];
+        }
+        self.recent_us[usize::from(self.next_recent)] = sample;
+        self.next_recent = ((usize::from(self.next_recent) + 1) % RECENT) as u8;
+    }
+
     fn smoothed(&self) -> Option<Duration> {
         self.smoothed_us.map(|us| Duration::from_micros(u64::from(us)))
     }
 
-    /// The latest sample's excess over the smallest one.
+    /// The excess of the smallest of the latest samples over the smallest one ever: a queue
+    /// that stood through several samples, not one late packet.
     fn excess(&self) -> Option<Duration> {
         self.smoothed_us?;
+        let recent = self.recent_us.iter().copied().min().unwrap_or(self.min_us);
         Some(Duration::from_micros(u64::from(
-            self.latest_us.saturating_sub(self.min_us),
+            recent.saturating_sub(self.min_us),
         )))
     }
 }
@@ -156,8 +173,8 @@ impl RttEstimator {
     pub fn on_handshake_far(&mut self, sample: Duration) {
         let us = sample.as_micros().min(u128::from(u32::MAX)) as u32;
         if self.far.smoothed_us.is_none() {
+            self.far.record_recent(us);
             self.far.smoothed_us = Some(us);
-            self.far.latest_us = us;
             self.far.min_us = us;
         }
     }
@@ -172,7 +189,7 @@ impl RttEstimator {
         Some(self.far.smoothed()? + self.near.smoothed()?)
     }
 
-    /// Queueing delay now: the latest samples' excess over the smallest ones of the flow.
+    /// The path without queues: the smallest samples of each half.
     /// (An all-time minimum: a route change to a longer path would read as queueing; flows
     /// are rarely long enough for that to matter, and the error only makes a controller more
     /// cautious.)
@@ -184,7 +201,8 @@ impl RttEstimator {
         ))
     }
 
-    /// Queueing delay now (see [`RttEstimator::queue_delay`]'s twin, `base_rtt`).
+    /// Queueing delay now: for each half, the smallest of its latest few samples over its
+    /// smallest sample ever (a filtered value; one late sample does not move it).
     pub fn queue_delay(&self) -> Option<Duration> {
         Some(self.far.excess()? + self.near.excess()?)
     }
@@ -228,21 +246,55 @@ mod tests {
         assert_eq!(r.rtt(), Some(Duration::from_millis(111)));
     }
 
+    /// One round trip of the test path: data ending at `seq` passes at `t`, the receiver's ACK
+    /// answers after `near` ms with TSval `ts`, and data echoing it arrives `far` ms later.
+    fn round(r: &mut RttEstimator, t: u64, seq: u32, ts: u32, near: u64, far: u64) {
+        r.on_data_arrived(ms(t), Some(ts - 1), seq);
+        r.on_ack_forwarded(ms(t + near), Some(ts), seq);
+        r.on_data_arrived(ms(t + near + far), Some(ts), seq + 100);
+    }
+
     #[test]
     fn queue_delay_is_the_excess_over_the_minimum() {
         let mut r = RttEstimator::default();
         assert_eq!(r.queue_delay(), None);
-        r.on_data_arrived(ms(0), None, 100);
-        r.on_ack_forwarded(ms(2), Some(1), 100); // near 2 ms
-        r.on_data_arrived(ms(102), Some(1), 200); // far 100 ms
+        round(&mut r, 0, 100, 1, 2, 100);
         assert_eq!(r.queue_delay(), Some(Duration::ZERO));
-        r.on_ack_forwarded(ms(105), Some(2), 200); // near 3 ms: +1
-        r.on_data_arrived(ms(245), Some(2), 300); // far 140 ms: +40
+        // A queue that stands: near 3 ms (+1), far 140 ms (+40), sample after sample.
+        for i in 0..4 {
+            round(
+                &mut r,
+                1000 * (i + 1),
+                1000 * (i as u32 + 1),
+                i as u32 + 2,
+                3,
+                140,
+            );
+        }
         assert_eq!(r.queue_delay(), Some(Duration::from_millis(41)));
         assert_eq!(r.base_rtt(), Some(Duration::from_millis(102)));
-        r.on_ack_forwarded(ms(247), Some(3), 300); // near 2 ms again
-        r.on_data_arrived(ms(347), Some(3), 400); // far 100 ms again
+        // It drains: one sample at the base is enough to read no queue.
+        round(&mut r, 9000, 9000, 9, 2, 100);
         assert_eq!(r.queue_delay(), Some(Duration::ZERO));
+    }
+
+    /// The delay guard must never act on one raw sample: a single late ACK and a single late
+    /// data segment read as no queue (the latest samples alone read 28 + 50 ms here).
+    #[test]
+    fn one_late_sample_is_not_a_queue() {
+        let mut r = RttEstimator::default();
+        for i in 0..4u32 {
+            round(&mut r, 1000 * u64::from(i), 1000 * (i + 1), i + 2, 2, 100);
+        }
+        round(&mut r, 5000, 6000, 7, 30, 150);
+        assert_eq!(r.queue_delay(), Some(Duration::ZERO));
+        assert_eq!(
+            r.halves(),
+            (
+                Some(Duration::from_micros(106_250)),
+                Some(Duration::from_micros(5_500))
+            )
+        );
     }
 
     #[test]
