@@ -99,6 +99,12 @@ pub struct VultureConfig {
     /// Slipstream's variant: each decision doubles or halves rwnd at most once (`true`); the
     /// paper's per-ACK rule keeps going while a decision stays in force (`false`), see `window`.
     pub bounded_steps: bool,
+    /// Slipstream's variant: double and increase grow rwnd only while the sender uses at least
+    /// half of it (Alg. 6's cwnd estimate, the bytes it sent in the last round), as RFC 7661
+    /// validates a sender's cwnd. Without it (`false`, the paper) rwnd keeps growing while the
+    /// sender is limited by its own cwnd, the application or the host's window, far above the
+    /// window in force, and then takes many RTTs to come down once it binds.
+    pub validated_growth: bool,
 }
 
 impl Default for VultureConfig {
@@ -114,6 +120,7 @@ impl Default for VultureConfig {
             queue_delay_limit: None,
             draining_is_congestion: true,
             bounded_steps: false,
+            validated_growth: false,
         }
     }
 }
@@ -124,14 +131,15 @@ impl VultureConfig {
         VultureConfig::default()
     }
 
-    /// The paper's parameters with Slipstream's three changes, each measured in the end-to-end
-    /// testbed: a queueing-delay guard at `limit`, draining not counted as congestion, and
-    /// bounded steps.
+    /// The paper's parameters with Slipstream's changes: a queueing-delay guard at `limit`,
+    /// draining not counted as congestion and bounded steps (each measured in the end-to-end
+    /// testbed), and growth only while the sender uses the window.
     pub fn slipstream(limit: Duration) -> VultureConfig {
         VultureConfig {
             queue_delay_limit: Some(limit),
             draining_is_congestion: false,
             bounded_steps: true,
+            validated_growth: true,
             ..VultureConfig::default()
         }
     }
@@ -179,6 +187,7 @@ struct Params {
     /// Microseconds; 0 = off.
     queue_delay_limit_us: u32,
     bounded_steps: bool,
+    validated_growth: bool,
 }
 
 impl Params {
@@ -199,6 +208,7 @@ impl Params {
             alpha: c.alpha,
             queue_delay_limit_us: c.queue_delay_limit.map_or(0, |d| us(d).max(1)),
             bounded_steps: c.bounded_steps,
+            validated_growth: c.validated_growth,
         }
     }
 
@@ -215,6 +225,7 @@ impl Params {
             queue_delay_limit: (self.queue_delay_limit_us > 0).then(|| d(self.queue_delay_limit_us)),
             draining_is_congestion: self.thresholds.draining_is_high,
             bounded_steps: self.bounded_steps,
+            validated_growth: self.validated_growth,
         }
     }
 }
@@ -442,8 +453,9 @@ impl Controller for Vulture {
         if ack.reports_loss {
             self.change_policy(Policy::Halve);
         }
+        let in_use = self.params.validated_growth.then(|| self.cwnd.estimate());
         self.window
-            .on_ack(self.policy.policy, ack.acked_bytes, ctx.mss, now, ctx.rtt);
+            .on_ack(self.policy.policy, ack.acked_bytes, ctx.mss, now, ctx.rtt, in_use);
         if self.pause == Pause::AwaitAck {
             self.pause = match ack.tsval {
                 Some(ack_tsval) => Pause::AwaitData { ack_tsval },

@@ -255,6 +255,7 @@ mod sim {
         pub initial_cwnd: u32,
         pub duration_us: u64,
         pub controlled: bool,
+        pub vulture: VultureConfig,
     }
 
     /// One epoch decision seen by the simulation.
@@ -311,7 +312,7 @@ mod sim {
         let svc_us = WIRE_BYTES * 8 * 1_000_000 / cfg.bottleneck_bps;
         let gap_us = (WIRE_BYTES * 8 * 1_000_000 / cfg.pace_bps).max(1);
         let rtt = Some(Duration::from_micros(2 * PROP_US + svc_us));
-        let mut v = Vulture::new(VultureConfig::default());
+        let mut v = Vulture::new(cfg.vulture.clone());
         let mut est = TsClockEstimator::new();
         let mut events: BinaryHeap<Reverse<(u64, u64, Ev)>> = BinaryHeap::new();
         let mut seq = 0u64;
@@ -464,7 +465,47 @@ fn run_sim(pace_bps: u64, controlled: bool) -> sim::Outcome {
         initial_cwnd: 10 * MSS,
         duration_us: 20_000_000,
         controlled,
+        vulture: VultureConfig::default(),
     })
+}
+
+/// A sender limited by its own cwnd (64 KiB, half the path's BDP, so no queue builds and every
+/// epoch decides to grow): with Slipstream's validated growth rwnd stops at twice the window the
+/// sender uses instead of doubling on and on above the window in force (the paper's rules,
+/// same run, end far above it).
+#[test]
+fn sim_validated_growth_keeps_rwnd_near_what_the_sender_uses() {
+    let run = |vulture| {
+        sim::run(sim::Config {
+            bottleneck_bps: 10_000_000,
+            pace_bps: 1_000_000_000,
+            cwnd_max: 64 << 10,
+            initial_cwnd: 10 * MSS,
+            duration_us: 20_000_000,
+            controlled: true,
+            vulture,
+        })
+    };
+    let in_use = 64 << 10;
+    let paper = run(VultureConfig::default());
+    let validated = run(VultureConfig {
+        validated_growth: true,
+        ..VultureConfig::default()
+    });
+    eprintln!(
+        "largest rwnd: paper {}, validated {} (sender's cwnd {in_use})",
+        paper.max_target, validated.max_target
+    );
+    assert!(paper.max_target > 10 * in_use, "paper: {}", paper.max_target);
+    assert!(
+        validated.max_target <= 2 * in_use + 2 * MSS,
+        "validated: {} (the sender's cwnd is {in_use})",
+        validated.max_target
+    );
+    assert!(
+        validated.delivered_bytes * 100 >= paper.delivered_bytes * 99,
+        "the sender is not slowed"
+    );
 }
 
 /// A sender pacing at 5 Mbit/s into the 10 Mbit/s bottleneck: packet spacing is preserved, every
@@ -604,10 +645,10 @@ mod prop {
             d(50_000),
             0.0f64..=1.0,
             proptest::option::of(d(100_000)),
-            any::<(bool, bool)>(),
+            any::<(bool, bool, bool)>(),
         )
-            .prop_map(|(psi, res, cl, ch, al, ah, alpha, guard, (draining, bounded))| {
-                VultureConfig {
+            .prop_map(
+                |(psi, res, cl, ch, al, ah, alpha, guard, (draining, bounded, validated))| VultureConfig {
                     psi,
                     piv_resolution: res,
                     conservative_low: cl,
@@ -618,8 +659,9 @@ mod prop {
                     queue_delay_limit: guard,
                     draining_is_congestion: draining,
                     bounded_steps: bounded,
-                }
-            })
+                    validated_growth: validated,
+                },
+            )
     }
 
     proptest! {

@@ -59,6 +59,8 @@ impl Window {
 
     /// Alg. 5 for one ACK forwarded at `now` acknowledging `acked` bytes. "Increase" needs an RTT
     /// to know whether rwnd was already increased in this RTT; without one it does nothing.
+    /// `in_use`, when given, is the window the sender uses (bytes per round): double and
+    /// increase then grow rwnd only up to twice that (Slipstream's validated growth).
     pub(crate) fn on_ack(
         &mut self,
         policy: Policy,
@@ -66,11 +68,16 @@ impl Window {
         mss: u32,
         now: Instant,
         rtt: Option<Duration>,
+        in_use: Option<u32>,
     ) {
+        // Growth stops at twice the window in use (never shrinks rwnd by itself).
+        let growth_cap = in_use.map_or(u32::MAX, |used| used.saturating_mul(2).max(self.rwnd));
         let rwnd = match policy {
             Policy::Double => {
                 let grown = self.rwnd.saturating_add(acked);
-                self.step_bound.map_or(grown, |cap| grown.min(cap.max(self.rwnd)))
+                self.step_bound
+                    .map_or(grown, |cap| grown.min(cap.max(self.rwnd)))
+                    .min(growth_cap)
             }
             Policy::Halve => {
                 let shrunk = self.rwnd.saturating_sub(acked);
@@ -80,7 +87,7 @@ impl Window {
             Policy::Increase => match rtt {
                 Some(rtt) if self.last_increase.is_none_or(|t| now.saturating_since(t) >= rtt) => {
                     self.last_increase = Some(now);
-                    self.rwnd.saturating_add(mss)
+                    self.rwnd.saturating_add(mss).min(growth_cap)
                 }
                 _ => self.rwnd,
             },
@@ -101,13 +108,13 @@ mod tests {
         // 100 ms path, 20 ms of queue: 150000 x 100/120 = 125000.
         w.bound_drain(Duration::from_millis(100), Duration::from_millis(20));
         for _ in 0..100 {
-            w.on_ack(Policy::Halve, 1000, 1000, t, None);
+            w.on_ack(Policy::Halve, 1000, 1000, t, None, None);
         }
         assert_eq!(w.rwnd, 125_000);
         // A queue longer than the path: no more than one halving.
         w.bound_drain(Duration::from_millis(100), Duration::from_millis(300));
         for _ in 0..100 {
-            w.on_ack(Policy::Halve, 1000, 1000, t, None);
+            w.on_ack(Policy::Halve, 1000, 1000, t, None, None);
         }
         assert_eq!(w.rwnd, 62_500);
     }
@@ -118,16 +125,16 @@ mod tests {
         let mut w = Window::new(10_000, 1000);
         w.bound_step(Policy::Halve);
         for _ in 0..20 {
-            w.on_ack(Policy::Halve, 1000, 1000, t, None);
+            w.on_ack(Policy::Halve, 1000, 1000, t, None, None);
         }
         assert_eq!(w.rwnd, 5_000, "halved once, not to the floor");
         w.bound_step(Policy::Double);
         for _ in 0..20 {
-            w.on_ack(Policy::Double, 1000, 1000, t, None);
+            w.on_ack(Policy::Double, 1000, 1000, t, None, None);
         }
         assert_eq!(w.rwnd, 10_000, "doubled once");
         w.bound_step(Policy::Fix);
-        w.on_ack(Policy::Double, 1000, 1000, t, None);
+        w.on_ack(Policy::Double, 1000, 1000, t, None, None);
         assert_eq!(w.rwnd, 11_000, "unbounded again once the bound is cleared");
     }
 
@@ -139,11 +146,18 @@ mod tests {
         let mut w = Window::new(10_000, MSS);
         let acks = [1000, 2000, 500, 1500, 3000, 2000];
         for (i, &a) in acks.iter().enumerate() {
-            w.on_ack(Policy::Double, a, MSS, Instant::from_millis(i as u64), RTT);
+            w.on_ack(Policy::Double, a, MSS, Instant::from_millis(i as u64), RTT, None);
         }
         assert_eq!(w.rwnd, 20_000);
         for (i, &a) in acks.iter().enumerate() {
-            w.on_ack(Policy::Halve, a, MSS, Instant::from_millis(10 + i as u64), RTT);
+            w.on_ack(
+                Policy::Halve,
+                a,
+                MSS,
+                Instant::from_millis(10 + i as u64),
+                RTT,
+                None,
+            );
         }
         assert_eq!(w.rwnd, 10_000);
     }
@@ -151,29 +165,64 @@ mod tests {
     #[test]
     fn increase_at_most_once_per_rtt() {
         let mut w = Window::new(10_000, MSS);
-        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(0), RTT);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(0), RTT, None);
         assert_eq!(w.rwnd, 11_000);
-        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(50), RTT);
-        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(99), RTT);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(50), RTT, None);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(99), RTT, None);
         assert_eq!(w.rwnd, 11_000);
-        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(100), RTT);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(100), RTT, None);
         assert_eq!(w.rwnd, 12_000);
         // Without an RTT nothing can be judged "once per RTT": no increase.
-        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(500), None);
+        w.on_ack(Policy::Increase, 3000, MSS, Instant::from_millis(500), None, None);
+        assert_eq!(w.rwnd, 12_000);
+    }
+
+    #[test]
+    fn validated_growth_stops_at_twice_the_window_in_use() {
+        let mut w = Window::new(10_000, MSS);
+        let used = Some(6_000);
+        for i in 0..10 {
+            w.on_ack(Policy::Double, 1000, MSS, Instant::from_millis(i), RTT, used);
+        }
+        assert_eq!(w.rwnd, 12_000, "grown up to 2 x 6000, then held");
+        w.on_ack(Policy::Increase, 1000, MSS, Instant::from_millis(500), RTT, used);
+        assert_eq!(w.rwnd, 12_000);
+        // A window already above twice the use is not cut by growth decisions.
+        w.on_ack(
+            Policy::Double,
+            1000,
+            MSS,
+            Instant::from_millis(501),
+            RTT,
+            Some(1000),
+        );
+        assert_eq!(w.rwnd, 12_000);
+        // Halve and fix are not growth: unaffected.
+        w.on_ack(Policy::Halve, 1000, MSS, Instant::from_millis(600), RTT, Some(0));
+        assert_eq!(w.rwnd, 11_000);
+        // Once the sender uses more, growth resumes.
+        w.on_ack(
+            Policy::Double,
+            1000,
+            MSS,
+            Instant::from_millis(700),
+            RTT,
+            Some(11_000),
+        );
         assert_eq!(w.rwnd, 12_000);
     }
 
     #[test]
     fn fix_keeps_and_bounds_hold() {
         let mut w = Window::new(10_000, MSS);
-        w.on_ack(Policy::Fix, 5000, MSS, Instant::ZERO, RTT);
+        w.on_ack(Policy::Fix, 5000, MSS, Instant::ZERO, RTT, None);
         assert_eq!(w.rwnd, 10_000);
         for _ in 0..20 {
-            w.on_ack(Policy::Halve, 5000, MSS, Instant::ZERO, RTT);
+            w.on_ack(Policy::Halve, 5000, MSS, Instant::ZERO, RTT, None);
         }
         assert_eq!(w.rwnd, 2 * MSS);
         let mut w = Window::new(MAX_RWND - 10, MSS);
-        w.on_ack(Policy::Double, u32::MAX, MSS, Instant::ZERO, RTT);
+        w.on_ack(Policy::Double, u32::MAX, MSS, Instant::ZERO, RTT, None);
         assert_eq!(w.rwnd, MAX_RWND);
         assert_eq!(Window::new(0, MSS).rwnd, 2 * MSS);
     }
