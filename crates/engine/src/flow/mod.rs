@@ -323,10 +323,14 @@ impl Flow {
             let early =
                 household && self.bulk_sender.is_none() && self.lan_side == Some(side) && can_rewrite.is_ok();
             if early {
+                // As in `sender_mss`: an MSS too small to be real (0 is "none" to Linux) would
+                // make this initial window zero (found by fuzzing).
                 let mss = self.ends[side.index()]
                     .syn
                     .and_then(|s| s.mss)
-                    .map_or(DEFAULT_MSS, u32::from);
+                    .map(u32::from)
+                    .filter(|&mss| mss > TIMESTAMP_OPTION_BYTES + 64)
+                    .unwrap_or(DEFAULT_MSS);
                 field = clamp_window(ClampRequest {
                     host_field: info.window,
                     scale,
