@@ -243,10 +243,7 @@ impl PacketLoop {
         };
         let now = clock.now();
         let arrival = stamp.and_then(|stamp| kernel_time::arrival(stamp, SystemTime::now(), now));
-        let copy = match self.datapath.kind_of(&msg) {
-            QueueKind::Ack => Copy::Full,
-            QueueKind::Data => Copy::HeaderOnly,
-        };
+        let copy = copy_of(self.datapath.kind_of(&msg), msg.get_payload());
         let meta = PacketMeta {
             rule: rule_number_from_mark(msg.get_nfmark(), self.mark_mask),
             copy,
@@ -298,9 +295,40 @@ impl PacketLoop {
     }
 }
 
+/// How much of a queued packet the daemon holds: the ACK queue copies whole packets; the data
+/// queue copies `data_copy_bytes`, which is the whole packet when it is that short or the range
+/// is raised. A whole packet may be handed back rewritten: in a flow with data both ways
+/// (BitTorrent) the receiver's ACKs carry data and go to the data queue.
+fn copy_of(kind: QueueKind, payload: &[u8]) -> Copy {
+    match kind {
+        QueueKind::Ack => Copy::Full,
+        QueueKind::Data if slipstream_wire::is_complete(payload) => Copy::Full,
+        QueueKind::Data => Copy::HeaderOnly,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A 1500-byte IPv4 packet as the data queue hands it over with a copy range of `copy`.
+    fn data_packet(copy: usize) -> Vec<u8> {
+        let mut packet = vec![0u8; 1500];
+        packet[0] = 0x45;
+        packet[2..4].copy_from_slice(&1500u16.to_be_bytes());
+        packet.truncate(copy);
+        packet
+    }
+
+    /// A data-carrying ACK copied whole from the data queue can be rewritten; a header-only copy
+    /// cannot (every data-queue packet was header-only before, so a two-way flow's receiver
+    /// ACKs that carry data went out with the host's whole window).
+    #[test]
+    fn whole_packets_from_the_data_queue_may_be_rewritten() {
+        assert_eq!(copy_of(QueueKind::Data, &data_packet(1500)), Copy::Full);
+        assert_eq!(copy_of(QueueKind::Data, &data_packet(128)), Copy::HeaderOnly);
+        assert_eq!(copy_of(QueueKind::Ack, &data_packet(80)), Copy::Full);
+    }
 
     /// A queue holding `n` packets: `next` handles one per call.
     fn queue(n: usize) -> impl FnMut() -> io::Result<bool> {

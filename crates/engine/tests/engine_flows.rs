@@ -383,6 +383,33 @@ fn a_syn_with_a_new_isn_on_a_known_tuple_starts_a_new_flow() {
     );
 }
 
+/// In a flow with data both ways (BitTorrent) the receiver's ACKs may carry data: copied whole,
+/// they are clamped like pure ACKs (checksum over the payload still valid); copied header-only
+/// they pass, counted.
+#[test]
+fn a_receiver_ack_carrying_data_is_clamped_when_copied_whole() {
+    let mut engine = engine_with_fixed(20_000, 16);
+    start_download(&mut engine);
+    let seg = |ack, ts| Seg {
+        seq: 101,
+        ack,
+        window: 3000,
+        payload: 300,
+        ts: Some((ts, 70100)),
+        ..Default::default()
+    };
+    let mut bytes = build(seg(70_000, 1102));
+    let v = engine.handle_packet(ms(102), &mut bytes, meta(Copy::Full));
+    assert_eq!(v, Verdict::AcceptModified);
+    assert_eq!(window_field(&bytes), 157);
+    assert!(tcp_checksum_valid(&bytes));
+    let mut head = build(seg(71_000, 1103));
+    head.truncate(head.len() - 300);
+    let v = engine.handle_packet(ms(103), &mut head, meta(Copy::HeaderOnly));
+    assert_eq!(v, Verdict::Accept);
+    assert_eq!(engine.counters().passed(PassReason::HeaderOnly), 1);
+}
+
 #[test]
 fn table_is_bounded_and_closed_flows_leave() {
     let mut engine = engine_with_fixed(1, 1);

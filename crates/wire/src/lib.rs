@@ -24,6 +24,6 @@ mod parse;
 pub use checksum::{checksum_adjust, rewrite_window, tcp_checksum, tcp_checksum_valid, RewriteError};
 pub use options::{parse_options, SackBlocks, TcpOptions};
 pub use parse::{
-    parse, parse_headers, IpVersion, ParseError, TcpFlags, TcpPacketInfo, TCP_CHECKSUM_OFFSET,
+    is_complete, parse, parse_headers, IpVersion, ParseError, TcpFlags, TcpPacketInfo, TCP_CHECKSUM_OFFSET,
     TCP_WINDOW_OFFSET,
 };

@@ -180,6 +180,24 @@ struct IpLayer {
     declared_len: usize,
 }
 
+/// Whether `packet` holds the whole IP packet its length field declares (the datapath copied all
+/// of it, so it may be handed back modified), not just its first bytes. False for anything that is
+/// not IPv4 or IPv6, and for IPv6 jumbograms (payload length 0).
+pub fn is_complete(packet: &[u8]) -> bool {
+    let declared = match packet.first().map(|b| b >> 4) {
+        Some(4) => packet
+            .get(2..4)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]]))),
+        Some(6) => packet
+            .get(4..6)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+            .filter(|len| *len > 0)
+            .map(|len| IPV6_HEADER_LEN + len),
+        _ => None,
+    };
+    declared.is_some_and(|len| len <= packet.len())
+}
+
 /// Parse a whole packet (IP header first). The entire IP packet as declared
 /// by its length fields must be present; trailing padding is ignored.
 pub fn parse(packet: &[u8]) -> Result<TcpPacketInfo, ParseError> {

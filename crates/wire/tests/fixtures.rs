@@ -305,6 +305,25 @@ fn parse_headers_on_header_only_copy() {
     }
 }
 
+/// A packet is complete when the datapath copied as much as its IP length field declares
+/// (trailing padding allowed): then a data-carrying ACK may be handed back rewritten.
+#[test]
+fn complete_packets_are_told_from_header_only_copies() {
+    for pkt in [v4_data_packet(), v6_data_packet()] {
+        assert!(is_complete(&pkt));
+        let mut padded = pkt.clone();
+        padded.extend_from_slice(&[0; 6]);
+        assert!(is_complete(&padded));
+        for cut in 0..pkt.len() {
+            assert!(!is_complete(&pkt[..cut]), "cut at {cut}");
+        }
+    }
+    let mut jumbo = v6_data_packet();
+    jumbo[4..6].copy_from_slice(&[0, 0]);
+    assert!(!is_complete(&jumbo));
+    assert!(!is_complete(&[0x55; 64]), "not IP");
+}
+
 #[test]
 fn parse_error_labels() {
     let labels: Vec<&str> = ParseError::ALL.iter().map(|e| e.as_str()).collect();
