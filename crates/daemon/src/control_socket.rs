@@ -239,7 +239,10 @@ pub struct ControlSocket {
 }
 
 impl ControlSocket {
-    /// Binds `path` with mode 0660, replacing a stale socket file (never another kind of file).
+    /// Binds `path` with mode 0600 (only root, whom the daemon runs as, may connect), replacing a
+    /// stale socket file (never another kind of file). The socket is created under umask 0177, so
+    /// it is never open to others, not even before the chmod; call it before other threads start
+    /// (the umask is the process's).
     pub fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_socket() => {
@@ -263,14 +266,17 @@ impl ControlSocket {
                 std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
             }
         }
-        let listener = UnixListener::bind(path)
-            .with_context(|| format!("binding the control socket {}", path.display()))?;
+        // SAFETY: umask(2) only swaps the process's file mode creation mask.
+        let umask = unsafe { libc::umask(0o177) };
+        let bound = UnixListener::bind(path);
+        unsafe { libc::umask(umask) };
+        let listener = bound.with_context(|| format!("binding the control socket {}", path.display()))?;
         let socket = ControlSocket {
             listener,
             path: path.to_path_buf(),
         };
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o660))
-            .with_context(|| format!("chmod 0660 {}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("chmod 0600 {}", path.display()))?;
         Ok(socket)
     }
 }
@@ -564,7 +570,7 @@ mod tests {
             assert!(path.exists());
             let socket = ControlSocket::bind(&path).unwrap();
             let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
-            assert_eq!(mode, 0o660);
+            assert_eq!(mode, 0o600);
             // A live one is not taken over.
             let e = ControlSocket::bind(&path).err().unwrap().to_string();
             assert!(e.contains("another process"), "{e}");

@@ -238,7 +238,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     let mode = std::fs::metadata(&socket).unwrap();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
-        0o660
+        0o600
     );
     let s = status(&socket);
     assert_eq!(rule_names(&s), ["bt", "le"]);

@@ -2,7 +2,7 @@
 //!
 //! # Protocol
 //!
-//! A Unix stream socket (`[control] socket`, default `/var/run/slipstream.sock`, mode 0660). The
+//! A Unix stream socket (`[control] socket`, default `/var/run/slipstream.sock`, mode 0600). The
 //! client sends one JSON request on one line and reads one JSON response line; then the daemon
 //! closes the connection.
 //!
