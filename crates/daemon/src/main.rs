@@ -19,6 +19,7 @@ mod kernel_time;
 mod lan_side;
 mod metrics_server;
 mod packet_loop;
+mod privileges;
 mod reload;
 mod scale_lookups;
 mod window_updates;
@@ -194,6 +195,21 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
     let window_updates = WindowUpdateSender::open(window_update_counters.clone());
+    // The metrics listener and the control socket are bound now too, so that every socket that
+    // needs a privilege exists before the privileges go (`privileges`); no thread runs yet, and
+    // every thread started later inherits the reduced capability sets.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let (listener, socket) = runtime.block_on(async {
+        let metrics = &config.metrics.listen;
+        let listener = tokio::net::TcpListener::bind(metrics)
+            .await
+            .with_context(|| format!("binding the metrics endpoint {metrics}"))?;
+        anyhow::Ok((listener, ControlSocket::bind(&config.control.socket)?))
+    })?;
+    privileges::drop_privileges();
+    // From here on the firewall programs run with the two capabilities the daemon kept.
     let backend = detect_backend(config.datapath.firewall).context("choosing a firewall backend")?;
     let firewall = Firewall::install(&config, backend).context("installing firewall rules")?;
     info!(
@@ -277,43 +293,36 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         lan_interfaces,
     };
 
-    let served = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?
-        .block_on(async {
-            let metrics = &daemon.running.metrics.listen;
-            let listener = tokio::net::TcpListener::bind(metrics)
-                .await
-                .with_context(|| format!("binding the metrics endpoint {metrics}"))?;
-            let socket = ControlSocket::bind(&daemon.running.control.socket)?;
-            let metrics_server = metrics_server::serve(listener, registry);
-            let control_server = control_socket::serve(&socket.listener, control);
-            tokio::pin!(metrics_server, control_server, done_rx);
-            use tokio::signal::unix::{signal, SignalKind};
-            let mut term = signal(SignalKind::terminate())?;
-            let mut int = signal(SignalKind::interrupt())?;
-            let mut hup = signal(SignalKind::hangup())?;
-            let mut watchdog = tokio::time::interval(WATCHDOG_INTERVAL);
-            watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            watchdog.tick().await; // the first tick is immediate; the rules were just verified
-            loop {
-                tokio::select! {
-                    r = &mut metrics_server => return r.context("metrics endpoint"),
-                    r = &mut control_server => return r.context("control socket"),
-                    _ = term.recv() => { info!("SIGTERM: shutting down"); break; }
-                    _ = int.recv() => { info!("SIGINT: shutting down"); break; }
-                    _ = &mut done_rx => break,
-                    _ = hup.recv() => {
-                        if daemon.reload().await == Reloaded::Disabled {
-                            break;
-                        }
+    let served = runtime.block_on(async {
+        // Moved in: the socket file goes when `socket` drops, at the end of this block.
+        let socket = socket;
+        let metrics_server = metrics_server::serve(listener, registry);
+        let control_server = control_socket::serve(&socket.listener, control);
+        tokio::pin!(metrics_server, control_server, done_rx);
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
+        let mut watchdog = tokio::time::interval(WATCHDOG_INTERVAL);
+        watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        watchdog.tick().await; // the first tick is immediate; the rules were just verified
+        loop {
+            tokio::select! {
+                r = &mut metrics_server => return r.context("metrics endpoint"),
+                r = &mut control_server => return r.context("control socket"),
+                _ = term.recv() => { info!("SIGTERM: shutting down"); break; }
+                _ = int.recv() => { info!("SIGINT: shutting down"); break; }
+                _ = &mut done_rx => break,
+                _ = hup.recv() => {
+                    if daemon.reload().await == Reloaded::Disabled {
+                        break;
                     }
-                    _ = watchdog.tick() => daemon.watchdog(),
                 }
+                _ = watchdog.tick() => daemon.watchdog(),
             }
-            // The socket file goes when `socket` drops, at the end of this block.
-            Ok(())
-        });
+        }
+        Ok(())
+    });
 
     stop.store(true, Ordering::Relaxed);
     let looped = match packet_thread.join() {

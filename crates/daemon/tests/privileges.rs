@@ -1,0 +1,514 @@
+//! Least privilege, end to end: the real daemon in a throwaway network namespace (`local` hook,
+//! iptables-legacy) keeps only CAP_NET_ADMIN and CAP_NET_RAW in every capability set of every
+//! thread once it runs (read from `/proc/<pid>/task/*/status`), with no_new_privs, and still does
+//! everything that needs them: a download through its queues is listed and counted without
+//! datapath errors, the watchdog puts back a deleted rule, a SIGHUP reload replaces the rules, and
+//! SIGTERM removes them (all through firewall programs that inherit the two capabilities as
+//! ambient ones). Three starts: by root with every capability (the daemon drops the rest), with
+//! the sets of `openwrt/files/slipstream.json` (what procd/ujail gives it on OpenWrt; nothing
+//! left to drop), and without CAP_SETPCAP (the bounding set cannot shrink: a loud warning, and
+//! the daemon runs on). Also: the shipped configs keep the metrics listener on loopback, and the
+//! control socket is mode 0600. Skips when not root or tools are missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+/// CAP_NET_ADMIN (12) and CAP_NET_RAW (13).
+const KEPT: u64 = 0x3000;
+/// CAP_SYS_ADMIN (21), CAP_NET_BIND_SERVICE (10).
+const SYS_ADMIN: u64 = 1 << 21;
+const NET_BIND_SERVICE: u64 = 1 << 10;
+
+fn skip_reason() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root".into());
+    }
+    for p in [
+        "ip",
+        "iptables-legacy",
+        "iptables-legacy-restore",
+        "iptables-legacy-save",
+        "iperf3",
+        "setpriv",
+    ] {
+        let found = std::env::var_os("PATH")
+            .map(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+            .unwrap_or(false);
+        if !found {
+            return Some(format!("{p} not found"));
+        }
+    }
+    None
+}
+
+fn sh(args: &[&str]) -> String {
+    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Namespaces `<a>` (daemon, 10.198.0.1) and `<b>` (server, 10.198.0.2), deleted on drop.
+struct Pair {
+    a: String,
+    b: String,
+}
+
+impl Pair {
+    fn create(tag: &str) -> Pair {
+        let pid = std::process::id();
+        let pair = Pair {
+            a: format!("sspriv{tag}a{pid}"),
+            b: format!("sspriv{tag}b{pid}"),
+        };
+        for ns in [&pair.a, &pair.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+            sh(&["ip", "netns", "add", ns]);
+            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
+        }
+        sh(&[
+            "ip", "-n", &pair.a, "link", "add", "vA", "type", "veth", "peer", "name", "vB", "netns", &pair.b,
+        ]);
+        sh(&["ip", "-n", &pair.a, "addr", "add", "10.198.0.1/24", "dev", "vA"]);
+        sh(&["ip", "-n", &pair.b, "addr", "add", "10.198.0.2/24", "dev", "vB"]);
+        sh(&["ip", "-n", &pair.a, "link", "set", "vA", "up"]);
+        sh(&["ip", "-n", &pair.b, "link", "set", "vB", "up"]);
+        pair
+    }
+
+    fn exec(ns: &str, args: &[&str]) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", ns]).args(args);
+        c
+    }
+
+    fn run_a(&self, args: &[&str]) -> String {
+        let out = Self::exec(&self.a, args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn mangle(&self) -> String {
+        self.run_a(&["iptables-legacy-save", "-t", "mangle"])
+    }
+}
+
+impl Drop for Pair {
+    fn drop(&mut self) {
+        for ns in [&self.a, &self.b] {
+            let _ = Command::new("ip").args(["netns", "del", ns]).output();
+        }
+    }
+}
+
+struct Daemon(Option<Child>);
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The `slipstream` binary beside this test's target directory (built if missing).
+fn cli_binary() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let mut dir = exe.parent().unwrap().to_path_buf();
+    if dir.file_name().is_some_and(|n| n == "deps") {
+        dir.pop();
+    }
+    let bin = dir.join("slipstream");
+    if !bin.exists() {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut c = Command::new(cargo);
+        c.args(["build", "-p", "slipstream-cli", "--bin", "slipstream"]);
+        if dir.file_name().is_some_and(|n| n == "release") {
+            c.arg("--release");
+        }
+        let status = c.status().expect("cargo build -p slipstream-cli");
+        assert!(status.success() && bin.exists(), "building {}", bin.display());
+    }
+    bin
+}
+
+fn status(socket: &Path) -> Option<Value> {
+    let out = Command::new(cli_binary())
+        .args(["status", "--json", "--socket"])
+        .arg(socket)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+fn wait_until(what: &str, log: &Path, mut pred: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !pred() {
+        assert!(
+            Instant::now() < deadline,
+            "timed out waiting for {what}; daemon log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..").join(path)
+}
+
+fn config(socket: &Path, rules: &str) -> String {
+    format!(
+        "[datapath]\nlan_interfaces = [\"vA\"]\nhook = \"local\"\nfirewall = \"iptables\"\nipv6 = false\n\
+         [control]\nsocket = \"{}\"\n{rules}",
+        socket.display()
+    )
+}
+
+const RULES: &str = "[[rules]]\nname = \"bt\"\nremote_ports = [6881]\n";
+const RULES_RELOADED: &str = "[[rules]]\nname = \"backup\"\nremote_ports = [873]\n\
+                              [[rules]]\nname = \"bt\"\nremote_ports = [6881]\n";
+
+/// The capability sets and no_new_privs of one thread.
+#[derive(PartialEq, Eq)]
+struct Caps {
+    inheritable: u64,
+    permitted: u64,
+    effective: u64,
+    bounding: u64,
+    ambient: u64,
+    no_new_privs: bool,
+}
+
+impl std::fmt::Debug for Caps {
+    /// As `/proc/<pid>/status` shows them.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CapInh {:016x} CapPrm {:016x} CapEff {:016x} CapBnd {:016x} CapAmb {:016x} NoNewPrivs {}",
+            self.inheritable,
+            self.permitted,
+            self.effective,
+            self.bounding,
+            self.ambient,
+            u8::from(self.no_new_privs)
+        )
+    }
+}
+
+fn thread_caps(status: &str) -> Caps {
+    let field = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .unwrap_or_else(|| panic!("{key} not in\n{status}"))
+            .trim()
+            .to_owned()
+    };
+    let mask = |key: &str| u64::from_str_radix(&field(key), 16).unwrap();
+    Caps {
+        inheritable: mask("CapInh:"),
+        permitted: mask("CapPrm:"),
+        effective: mask("CapEff:"),
+        bounding: mask("CapBnd:"),
+        ambient: mask("CapAmb:"),
+        no_new_privs: field("NoNewPrivs:") == "1",
+    }
+}
+
+/// Every thread of `pid` (name, sets); at least the main, packet and conntrack threads.
+fn caps_of_all_threads(pid: u32) -> Vec<(String, Caps)> {
+    let mut threads = Vec::new();
+    for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let dir = task.unwrap().path();
+        let Ok(status) = std::fs::read_to_string(dir.join("status")) else {
+            continue; // a thread that just ended
+        };
+        let name = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        threads.push((name.trim().to_owned(), thread_caps(&status)));
+    }
+    threads
+}
+
+fn assert_caps(pid: u32, bounding: u64, log: &Path) {
+    let threads = caps_of_all_threads(pid);
+    let names: Vec<&str> = threads.iter().map(|(n, _)| n.as_str()).collect();
+    assert!(
+        names.contains(&"packets") && names.contains(&"conntrack") && threads.len() >= 3,
+        "{names:?}"
+    );
+    let expected = Caps {
+        inheritable: KEPT,
+        permitted: KEPT,
+        effective: KEPT,
+        bounding,
+        ambient: KEPT,
+        no_new_privs: true,
+    };
+    for (name, caps) in &threads {
+        assert_eq!(
+            caps,
+            &expected,
+            "thread {name}; daemon log:\n{}",
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+    }
+    eprintln!("{} threads {names:?}: {expected:?}", threads.len());
+}
+
+/// Starts the daemon under `launcher` (a command that execs the rest of its arguments), checks
+/// its capabilities against `bounding` and the log against `log_says`, and walks it through a
+/// download, a watchdog re-apply, a reload and SIGTERM.
+fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
+    let dir = std::env::temp_dir().join(format!("ssd-priv-{tag}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("slipstream.sock");
+    let cfg = dir.join("slipstream.toml");
+    let log = dir.join("daemon.log");
+    std::fs::write(&cfg, config(&socket, RULES)).unwrap();
+    let pair = Pair::create(tag);
+
+    let logfile = std::fs::File::create(&log).unwrap();
+    let mut argv: Vec<&str> = launcher.iter().map(String::as_str).collect();
+    argv.extend([
+        env!("CARGO_BIN_EXE_slipstreamd"),
+        "--config",
+        cfg.to_str().unwrap(),
+    ]);
+    // `ip netns exec` and the launcher exec the daemon: the child's pid is the daemon's.
+    let child = Pair::exec(&pair.a, &argv)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(logfile.try_clone().unwrap())
+        .stderr(logfile)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut daemon = Daemon(Some(child));
+    wait_until("the control socket", &log, || status(&socket).is_some());
+    assert_caps(pid, bounding, &log);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains(log_says), "{log_says:?} not in the log:\n{text}");
+
+    // The control socket: root only.
+    let meta = std::fs::metadata(&socket).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    assert_eq!(meta.uid(), 0);
+
+    // A download on the background port: its packets pass the queues, verdicts and all.
+    let mut server = Pair::exec(&pair.b, &["iperf3", "-s", "-1", "-p", "6881"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let client = Pair::exec(
+        &pair.a,
+        &[
+            "iperf3",
+            "-c",
+            "10.198.0.2",
+            "-p",
+            "6881",
+            "-R",
+            "-t",
+            "2",
+            "-b",
+            "20M",
+        ],
+    )
+    .output()
+    .unwrap();
+    let _ = server.wait();
+    assert!(
+        client.status.success(),
+        "download failed: {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    let s = status(&socket).unwrap();
+    assert!(s["packets"].as_u64().unwrap() > 100, "{s:#}");
+    assert_eq!(s["datapath_errors"], 0, "{s:#}");
+    // iperf3's control connection and its data connection.
+    assert!(s["rules"][0]["flows_started"].as_u64().unwrap() >= 1, "{s:#}");
+
+    // The watchdog puts back a deleted rule, through iptables-legacy(-restore) subprocesses.
+    let jump = "-A OUTPUT ! -o lo -p tcp -j SLIPSTREAM";
+    assert!(pair.mangle().contains(jump), "{}", pair.mangle());
+    pair.run_a(&[
+        "iptables-legacy",
+        "-w",
+        "-t",
+        "mangle",
+        "-D",
+        "OUTPUT",
+        "!",
+        "-o",
+        "lo",
+        "-p",
+        "tcp",
+        "-j",
+        "SLIPSTREAM",
+    ]);
+    assert!(!pair.mangle().contains(jump));
+    wait_until("the watchdog", &log, || {
+        status(&socket).is_some_and(|s| s["firewall"]["reapplied"] == 1)
+    });
+    assert!(pair.mangle().contains(jump), "{}", pair.mangle());
+
+    // SIGHUP: the new rules are in the kernel.
+    std::fs::write(&cfg, config(&socket, RULES_RELOADED)).unwrap();
+    // SAFETY: kill(2) on the daemon we spawned.
+    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    wait_until("the reload", &log, || {
+        status(&socket).is_some_and(|s| s["reloads_ok"] == 1)
+    });
+    let s = status(&socket).unwrap();
+    assert_eq!(s["reloads_failed"], 0, "{s:#}");
+    assert_eq!(s["last_reload_error"], Value::Null, "{s:#}");
+    assert!(pair.mangle().contains("--dports 873"), "{}", pair.mangle());
+    // Nothing was regained on the way.
+    assert_caps(pid, bounding, &log);
+
+    // SIGTERM: exit 0, rules removed (one more firewall program), socket file gone.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let mut child = daemon.0.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!pair.mangle().contains("SLIPSTREAM"), "{}", pair.mangle());
+    assert!(!socket.exists(), "socket file left behind");
+    assert!(!text.contains("ERROR"), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+/// The capability names of `openwrt/files/slipstream.json`'s `set` list, for setpriv.
+fn json_caps(json: &Value, set: &str) -> String {
+    json[set]
+        .as_array()
+        .unwrap_or_else(|| panic!("no {set} list"))
+        .iter()
+        .map(|c| {
+            let name = c.as_str().unwrap().to_ascii_lowercase();
+            format!("+{}", name.strip_prefix("cap_").unwrap())
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[test]
+fn root_daemon_keeps_only_net_admin_and_net_raw() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED root_daemon_keeps_only_net_admin_and_net_raw: {why}");
+        return;
+    }
+    scenario(
+        "root",
+        &[],
+        KEPT,
+        "privileges: keeping CAP_NET_ADMIN, CAP_NET_RAW (effective, permitted, inheritable, ambient and bounding sets); every other capability dropped, no_new_privs set",
+    );
+}
+
+/// What procd (through ujail) does with `procd_set_param capabilities` and `no_new_privs`,
+/// done by setpriv from the same JSON file: the daemon starts with only these sets and works.
+#[test]
+fn daemon_runs_with_the_openwrt_capability_file() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED daemon_runs_with_the_openwrt_capability_file: {why}");
+        return;
+    }
+    let json: Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_file("openwrt/files/slipstream.json")).unwrap())
+            .unwrap();
+    for set in ["bounding", "effective", "permitted", "inheritable", "ambient"] {
+        assert_eq!(json_caps(&json, set), "+net_admin,+net_raw", "{set}");
+    }
+    let launcher: Vec<String> = [
+        "setpriv".to_owned(),
+        format!("--bounding-set=-all,{}", json_caps(&json, "bounding")),
+        format!("--inh-caps=-all,{}", json_caps(&json, "inheritable")),
+        format!("--ambient-caps=-all,{}", json_caps(&json, "ambient")),
+        "--no-new-privs".to_owned(),
+        "--".to_owned(),
+    ]
+    .into();
+    scenario(
+        "ujail",
+        &launcher,
+        KEPT,
+        "privileges: keeping CAP_NET_ADMIN, CAP_NET_RAW (effective, permitted, inheritable, ambient and bounding sets)",
+    );
+}
+
+/// Without CAP_SETPCAP the bounding set cannot shrink: the daemon says so loudly and runs on,
+/// with the other sets reduced all the same.
+#[test]
+fn daemon_that_cannot_drop_warns_and_runs_on() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIPPED daemon_that_cannot_drop_warns_and_runs_on: {why}");
+        return;
+    }
+    let launcher: Vec<String> = [
+        "setpriv",
+        "--bounding-set=-all,+net_admin,+net_raw,+sys_admin,+net_bind_service",
+        "--",
+    ]
+    .map(str::to_owned)
+    .into();
+    scenario(
+        "nosetpcap",
+        &launcher,
+        KEPT | SYS_ADMIN | NET_BIND_SERVICE,
+        "privileges: COULD NOT DROP ALL CAPABILITIES; running with more privilege than needed \
+         (CAP_NET_BIND_SERVICE, CAP_SYS_ADMIN left in the bounding set",
+    );
+}
+
+/// The shipped configs and the defaults keep the metrics listener on loopback and the control
+/// socket under /var/run (mode 0600 is checked above).
+#[test]
+fn shipped_configs_keep_metrics_and_control_local() {
+    for path in ["config/slipstream.toml", "openwrt/files/slipstream.config"] {
+        let config = slipstream_config::load(&repo_file(path)).unwrap();
+        assert!(
+            config.metrics.listen.ip().is_loopback(),
+            "{path}: {}",
+            config.metrics.listen
+        );
+        assert_eq!(
+            config.control.socket,
+            Path::new("/var/run/slipstream.sock"),
+            "{path}"
+        );
+    }
+    let minimal = std::env::temp_dir().join(format!("ssd-priv-minimal-{}.toml", std::process::id()));
+    std::fs::write(&minimal, RULES).unwrap();
+    let config = slipstream_config::load(&minimal).unwrap();
+    std::fs::remove_file(&minimal).ok();
+    assert_eq!(config.metrics.listen.to_string(), "127.0.0.1:9617");
+    assert_eq!(config.control.socket, Path::new("/var/run/slipstream.sock"));
+}
