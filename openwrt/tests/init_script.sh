@@ -50,6 +50,7 @@ run() {
     # procd.sh
     procd_open_instance() { rec procd_open_instance "$@"; }
     procd_set_param() { rec procd_set_param "$@"; }
+    procd_add_jail() { rec procd_add_jail "$@"; }
     procd_close_instance() { rec procd_close_instance "$@"; }
     procd_send_signal() { rec procd_send_signal "$@"; }
     procd_add_reload_trigger() { rec procd_add_reload_trigger "$@"; }
@@ -108,9 +109,31 @@ check "stderr to logd" has_line "$L" "procd_set_param stderr 1"
 check "config file watched" has_line "$L" "procd_set_param file /etc/config/slipstream"
 check "changed config: SIGHUP, not a restart" has_line "$L" "procd_set_param reload_signal HUP"
 check "SIGTERM grace period" has_line "$L" "procd_set_param term_timeout 10"
+check "capabilities from /etc/capabilities/slipstream.json" has_line "$L" \
+  "procd_set_param capabilities /etc/capabilities/slipstream.json"
+check "no_new_privs" has_line "$L" "procd_set_param no_new_privs 1"
+# procd applies capabilities and no_new_privs only to a jailed instance (through ujail); the jail
+# must have no mounts or namespaces (no options), or the daemon would lose the router's files.
+check "a jail without mounts or namespaces" has_line "$L" "procd_add_jail slipstream"
+check "one jail" test "$(grep -c '^procd_add_jail' "$L")" -eq 1
+check "no jail mounts" lacks_prefix "$L" "procd_add_jail_mount"
 check "params set inside the instance" test \
-  "$(sed -n '/^procd_open_instance/,/^procd_close_instance/p' "$L" | grep -c '^procd_set_param')" \
-  -eq "$(grep -c '^procd_set_param' "$L")"
+  "$(sed -n '/^procd_open_instance/,/^procd_close_instance/p' "$L" | grep -c '^procd_set_param\|^procd_add_jail')" \
+  -eq "$(grep -c '^procd_set_param\|^procd_add_jail' "$L")"
+
+# --- The capability file the instance names ----------------------------------------------------
+# ujail's format (OCI process.capabilities): five lists of names; a set left out means "all".
+CAPS=openwrt/files/slipstream.json
+caps_set() { grep -qx "	\"$1\": \\[ \"CAP_NET_ADMIN\", \"CAP_NET_RAW\" \\],\\{0,1\\}" "$CAPS"; }
+for set in bounding effective permitted inheritable ambient; do
+  check "$CAPS: $set is CAP_NET_ADMIN and CAP_NET_RAW" caps_set "$set"
+done
+check "$CAPS: no other capability" test "$(grep -o 'CAP_[A-Z_]*' "$CAPS" | sort -u | tr '\n' ' ')" = \
+  "CAP_NET_ADMIN CAP_NET_RAW "
+check "$CAPS: five sets, nothing else" test "$(grep -c '^	"[a-z]*": \[' "$CAPS")" -eq 5
+if command -v python3 >/dev/null 2>&1; then
+  check "$CAPS: valid JSON" python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$CAPS"
+fi
 
 for v in 1 yes on true enabled; do
   run "$TMP/start-$v" "$v" 1 start

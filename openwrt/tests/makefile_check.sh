@@ -32,6 +32,7 @@ PKG_INSTALL_DIR:=$(PKG_BUILD_DIR)/ipkg-install
 INSTALL_DIR:=install -d -m0755
 INSTALL_BIN:=install -m0755
 INSTALL_CONF:=install -m0600
+INSTALL_DATA:=install -m0644
 CP:=cp -fpR
 BuildPackage=$(eval PACKAGES+=$(1))
 EOF
@@ -118,7 +119,13 @@ fi
 check "/etc/init.d/slipstream executable" test -x "$R/etc/init.d/slipstream"
 check "/etc/init.d/slipstream is the init script" cmp -s "$R/etc/init.d/slipstream" openwrt/files/slipstream.init
 check "/etc/config/slipstream is the default config" cmp -s "$R/etc/config/slipstream" openwrt/files/slipstream.config
-expected="./etc/config/slipstream ./etc/init.d/slipstream "
+check "/etc/capabilities/slipstream.json is the capability file" \
+  cmp -s "$R/etc/capabilities/slipstream.json" openwrt/files/slipstream.json
+check "/etc/capabilities/slipstream.json mode 0644" \
+  test "$(stat -c %a "$R/etc/capabilities/slipstream.json")" = 644
+check "the init script names the installed capability file" \
+  grep -qF "capabilities /etc/capabilities/slipstream.json" "$R/etc/init.d/slipstream"
+expected="./etc/capabilities/slipstream.json ./etc/config/slipstream ./etc/init.d/slipstream "
 [ -f crates/cli/Cargo.toml ] && expected="$expected./usr/bin/slipstream "
 expected="$expected./usr/sbin/slipstreamd "
 check "nothing else installed" test "$(cd "$R" && find . -type f | sort | tr '\n' ' ')" = "$expected"
