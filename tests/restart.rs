@@ -120,17 +120,15 @@ fn wait_for_control(tb: &Testbed, daemon: &Daemon, spawned: Instant, sender: &st
     cycle
 }
 
-fn soak(cycles: u32) {
-    if !netns_or_skip() {
-        return;
-    }
-    let dir = std::env::temp_dir().join(format!("slipstream-restart-{}", std::process::id()));
+/// A testbed whose router masquerades, as a home router does (conntrack's original tuple has
+/// the LAN address, its reply tuple the router's WAN address; the daemon, at the forward hook,
+/// sees the LAN side), with iperf3 servers on both ports; its work dir, config and daemon log.
+fn masquerading_testbed(prefix: &str) -> (PathBuf, PathBuf, PathBuf, Testbed) {
+    let dir = std::env::temp_dir().join(format!("slipstream-{prefix}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let config = config(&dir);
     let log = dir.join("slipstreamd.log");
-    let tb = Testbed::build(TopologySpec::with_prefix(unique_prefix("ssrst"))).expect("testbed");
-    // A home router masquerades: conntrack's original tuple has the LAN address, its reply
-    // tuple the router's WAN address; the daemon (forward hook) sees the LAN side.
+    let tb = Testbed::build(TopologySpec::with_prefix(unique_prefix(prefix))).expect("testbed");
     tb.run_in(
         Ns::Router,
         &[
@@ -149,6 +147,14 @@ fn soak(cycles: u32) {
     .expect("masquerade on the router's WAN side");
     tb.start_iperf_server(BG_PORT).expect("iperf3 server");
     tb.start_iperf_server(BE_PORT).expect("iperf3 server");
+    (dir, config, log, tb)
+}
+
+fn soak(cycles: u32) {
+    if !netns_or_skip() {
+        return;
+    }
+    let (dir, config, log, tb) = masquerading_testbed("ssrst");
     let sender = format!("{}:{BG_PORT}", tb.server_addr(false));
 
     let mut daemon = start_daemon(&tb, &config, &log);
@@ -291,4 +297,84 @@ fn kill_and_restart_under_load() {
 #[ignore = "soak of 100 kill -9 / restart cycles, about 8 minutes: cargo test --test restart -- --ignored"]
 fn kill_and_restart_100_times() {
     soak(100);
+}
+
+/// The lab's restart case (issue 12): best effort beside a background download keeps at least
+/// 95% of its goodput alone after one `kill -9` and restart of the daemon (household control).
+/// Side by side in one run: best effort alone, then both downloads; the daemon is killed after
+/// the transfers settled and started again after the respawn-like pause `DOWN`; best effort's
+/// goodput from 2 s after the restart to the end (15 s) is compared with its goodput alone.
+#[test]
+fn one_restart_keeps_best_effort() {
+    const ALONE_SECS: u32 = 10;
+    const AFTER_SECS: u64 = 15;
+    if !netns_or_skip() {
+        return;
+    }
+    let (dir, config, log, tb) = masquerading_testbed("ss1rs");
+    let mut daemon = start_daemon(&tb, &config, &log);
+    let alone = tb
+        .run_download(BE_PORT, ALONE_SECS, "cubic", &[])
+        .expect("best effort alone")
+        .wait()
+        .expect("best effort alone finished");
+    let alone_mbps = alone
+        .goodput_mbps_last(f64::from(ALONE_SECS) - 2.0)
+        .expect("goodput alone");
+    let secs = u32::try_from(WARMUP_SECS + AFTER_SECS + 2).expect("duration");
+    let t0 = Instant::now();
+    let bg = tb
+        .run_download(BG_PORT, secs, "cubic", &[])
+        .expect("background download");
+    let be = tb
+        .run_download(BE_PORT, secs, "cubic", &[])
+        .expect("best-effort download");
+    std::thread::sleep(Duration::from_secs(WARMUP_SECS));
+    let resets_before = tb.tcp_resets().expect("reset counter");
+    daemon.kill().expect("kill -9");
+    std::thread::sleep(DOWN);
+    let spawned = Instant::now();
+    daemon = start_daemon(&tb, &config, &log);
+    let sender = format!("{}:{BG_PORT}", tb.server_addr(false));
+    let cycle = wait_for_control(&tb, &daemon, spawned, &sender);
+    let restart_at = (spawned - t0).as_secs_f64();
+    // Resets are counted while the transfers run: iperf3 resets its own connections at the end.
+    let end = t0 + Duration::from_secs(u64::from(secs)) - Duration::from_millis(700);
+    std::thread::sleep(end.saturating_duration_since(Instant::now()));
+    let resets = tb.tcp_resets().expect("reset counter") - resets_before;
+    let (bg, be) = (bg.wait(), be.wait());
+    let status = daemon.stop().expect("slipstreamd stops on SIGTERM");
+    let bg = bg.expect("the background download survived the kill -9");
+    let be = be.expect("the best-effort download survived the kill -9");
+    let from = restart_at + RESUME_WITHIN.as_secs_f64();
+    let to = be.run_end().expect("best effort ran");
+    let be_after = be
+        .goodput_mbps_between(from, to)
+        .expect("best effort after the restart");
+    let bg_after = bg.goodput_mbps_between(from, to).unwrap_or(0.0);
+    let before = be.goodput_mbps_between(WARMUP_SECS as f64 - 4.0, WARMUP_SECS as f64 - 0.5);
+    let kept = be_after / alone_mbps;
+    eprintln!(
+        "one restart: best effort alone {alone_mbps:.2} Mbit/s; beside the background before the kill {}, \
+         from 2 s after the restart to the end ({:.1} s) {be_after:.2} Mbit/s = {:.1}% of alone \
+         (background {bg_after:.2}); control back after {}; {resets} resets",
+        before.map_or("?".to_string(), |b| format!("{b:.2}")),
+        to - from,
+        100.0 * kept,
+        cycle
+            .resumed
+            .map_or("never".to_string(), |d| format!("{:.2} s", d.as_secs_f64())),
+    );
+    assert!(status.success(), "slipstreamd exit status {status}");
+    assert_eq!(resets, 0, "TCP resets crossed the link");
+    assert!(
+        cycle.resumed.is_some_and(|d| d <= RESUME_WITHIN),
+        "control back within 2 s: {cycle:?}"
+    );
+    assert!(
+        kept >= 0.95,
+        "best effort kept {:.1}% of its goodput alone after a restart",
+        100.0 * kept
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }
