@@ -1,0 +1,977 @@
+//! The `engine` target's body: an [`Engine`] driven by a structured sequence of operations
+//! (packets of a few TCP connections built from fuzz input so that handshakes, data and ACKs
+//! really happen, raw bytes, ticks, window scales learned mid-stream, snapshots, reloads), with
+//! the engine's safety promises checked after every step. A broken promise panics.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+
+use arbitrary::{Arbitrary, Unstructured};
+use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant, VultureConfig};
+use slipstream_engine::{
+    Copy, Engine, EngineConfig, EngineCounters, FlowKey, HouseholdConfig, PacketMeta, RuleSpec, ShareSpec,
+    Verdict,
+};
+use slipstream_household::{BudgetConfig, DelayTargetConfig, KeyBinarySearchConfig, KeyStochasticConfig};
+use slipstream_wire::{parse, tcp_checksum, TcpPacketInfo, TCP_CHECKSUM_OFFSET, TCP_WINDOW_OFFSET};
+
+use crate::packet::{self, TcpSpec, ACK, FIN, PSH, RST, SYN};
+
+/// At most this many operations of an input are run (longer inputs are cut).
+pub const MAX_OPS: usize = 400;
+/// The payload of a full-size segment.
+const MSS_PAYLOAD: usize = 1448;
+
+/// The setup, then operations until the input ends (at most [`MAX_OPS`]).
+#[derive(Debug, Clone)]
+pub struct EngineInput {
+    pub setup: Setup,
+    pub ops: Vec<Op>,
+}
+
+impl<'a> Arbitrary<'a> for EngineInput {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let setup = u.arbitrary()?;
+        let mut ops = Vec::new();
+        // Every byte is part of an operation (no "one more?" flags between them), so a random
+        // input is a long sequence of operations.
+        while !u.is_empty() && ops.len() < MAX_OPS {
+            ops.push(u.arbitrary()?);
+        }
+        Ok(EngineInput { setup, ops })
+    }
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Setup {
+    /// 1..=4 flows (the connections below are six, so the table fills and evicts).
+    pub max_flows: u8,
+    pub idle_timeout: TimeoutIn,
+    pub evict_idle_after: TimeoutIn,
+    pub budget: BudgetIn,
+    pub slowdown: bool,
+    pub turn_ms: u16,
+    /// Fixed window rule: 1 + 8 x this many bytes (up to 512 KiB).
+    pub fixed_window: u16,
+    pub vulture: VultureIn,
+    pub shares: [ShareIn; 2],
+    pub rule_order: u8,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum TimeoutIn {
+    Millis(u8),
+    Second,
+    TenSeconds,
+    TwoMinutes,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum BudgetIn {
+    DelayTarget,
+    Ledbat,
+    KeyBinarySearch,
+    KeyStochastic,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct VultureIn {
+    pub bounded_steps: bool,
+    pub draining_is_congestion: bool,
+    pub queue_delay_limit_ms: Option<u8>,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct ShareIn {
+    pub weight: u16,
+    pub min_rate: u32,
+    pub priority: u8,
+}
+
+/// Operations, weighted towards segments (see the `Arbitrary` impl).
+#[derive(Debug, Clone)]
+pub enum Op {
+    Segment(Segment),
+    Raw { dt: Dt, meta: MetaIn, bytes: Vec<u8> },
+    Tick(Dt),
+    LearnScales { conn: u8, low: u8, high: u8 },
+    Snapshot,
+    Reconfigure(Reconf),
+}
+
+impl<'a> Arbitrary<'a> for Op {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(match u8::arbitrary(u)? {
+            0..=189 => Op::Segment(u.arbitrary()?),
+            190..=219 => Op::Tick(u.arbitrary()?),
+            220..=234 => Op::Raw {
+                dt: u.arbitrary()?,
+                meta: u.arbitrary()?,
+                bytes: u.arbitrary()?,
+            },
+            235..=244 => Op::LearnScales {
+                conn: u.arbitrary()?,
+                low: u.arbitrary()?,
+                high: u.arbitrary()?,
+            },
+            245..=252 => Op::Snapshot,
+            _ => Op::Reconfigure(u.arbitrary()?),
+        })
+    }
+}
+
+/// A time step before the operation: mostly short (see the `Arbitrary` impl).
+#[derive(Debug, Clone, Copy)]
+pub enum Dt {
+    Zero,
+    Micros(u16),
+    Millis(u8),
+    Seconds(u8),
+}
+
+impl<'a> Arbitrary<'a> for Dt {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(match u8::arbitrary(u)? {
+            0..=63 => Dt::Zero,
+            64..=175 => Dt::Micros(u.arbitrary()?),
+            176..=247 => Dt::Millis(u.arbitrary()?),
+            _ => Dt::Seconds(u.arbitrary()?),
+        })
+    }
+}
+
+#[derive(Arbitrary, Debug, Clone)]
+pub struct Segment {
+    pub dt: Dt,
+    /// Which of the six connections.
+    pub conn: u8,
+    pub from_server: bool,
+    pub flags: FlagsIn,
+    pub seq: SeqIn,
+    pub ack: SeqIn,
+    pub window: u16,
+    pub options: OptionsIn,
+    pub payload: PayloadIn,
+    pub meta: MetaIn,
+    pub tos: u8,
+    pub ip_options: u8,
+    pub mutate: MutateIn,
+}
+
+/// The segment's TCP options: mostly what Linux sends (see the `Arbitrary` impl).
+#[derive(Debug, Clone)]
+pub enum OptionsIn {
+    /// SYN: MSS, SACK permitted, timestamps, window scale `ws`; others: timestamps (and SACK
+    /// blocks when `sack` is set).
+    Linux {
+        ws: u8,
+        sack: Option<(u8, u16)>,
+    },
+    /// SYN: MSS and window scale; others: none (Windows without timestamps).
+    NoTimestamps {
+        ws: u8,
+    },
+    Custom(Vec<OptIn>),
+}
+
+impl<'a> Arbitrary<'a> for OptionsIn {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(match u8::arbitrary(u)? {
+            0..=179 => OptionsIn::Linux {
+                ws: u.arbitrary()?,
+                sack: if u8::arbitrary(u)? < 32 {
+                    Some(u.arbitrary()?)
+                } else {
+                    None
+                },
+            },
+            180..=209 => OptionsIn::NoTimestamps { ws: u.arbitrary()? },
+            _ => OptionsIn::Custom(u.arbitrary()?),
+        })
+    }
+}
+
+/// Rarely, one byte flipped after the packet was built.
+#[derive(Debug, Clone, Copy)]
+pub struct MutateIn(pub Option<Mutation>);
+
+impl<'a> Arbitrary<'a> for MutateIn {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(MutateIn(if u8::arbitrary(u)? < 12 {
+            Some(u.arbitrary()?)
+        } else {
+            None
+        }))
+    }
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum FlagsIn {
+    Syn,
+    SynAck,
+    Ack,
+    Data,
+    FinAck,
+    Rst,
+    RstAck,
+    Raw(u8),
+}
+
+/// A sequence (or acknowledgment) number relative to what the sender (or its peer) sent so far;
+/// mostly the next one (see the `Arbitrary` impl).
+#[derive(Debug, Clone, Copy)]
+pub enum SeqIn {
+    Next,
+    Back(u16),
+    Ahead(u16),
+    Raw(u32),
+}
+
+impl<'a> Arbitrary<'a> for SeqIn {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        Ok(match u8::arbitrary(u)? {
+            0..=191 => SeqIn::Next,
+            192..=221 => SeqIn::Back(u.arbitrary()?),
+            222..=245 => SeqIn::Ahead(u.arbitrary()?),
+            _ => SeqIn::Raw(u.arbitrary()?),
+        })
+    }
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum OptIn {
+    Mss(u16),
+    WindowScale(u8),
+    SackPermitted,
+    Timestamps(TsIn),
+    /// `n` blocks (1..=4) starting `gap` bytes beyond the segment's ACK.
+    Sack {
+        n: u8,
+        gap: u16,
+    },
+    Nop,
+    Eol,
+    Unknown {
+        kind: u8,
+        len: u8,
+    },
+    Bytes([u8; 3]),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum TsIn {
+    /// The sender's clock (milliseconds) and the last TSval it received.
+    Auto,
+    /// An older TSval than the clock says.
+    Stale(u16),
+    Raw(u32, u32),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum PayloadIn {
+    None,
+    Full,
+    Bytes(u16),
+}
+
+/// What the datapath says besides the bytes; mostly what a router would (see the `Arbitrary`
+/// impl).
+#[derive(Debug, Clone, Copy)]
+pub struct MetaIn {
+    pub rule: RuleIn,
+    pub copy: CopyIn,
+    pub checksum_not_ready: bool,
+    pub from_lan: LanIn,
+    pub arrival: ArrivalIn,
+}
+
+impl<'a> Arbitrary<'a> for MetaIn {
+    fn arbitrary(u: &mut Unstructured<'a>) -> arbitrary::Result<Self> {
+        let rule = match u8::arbitrary(u)? {
+            0..=219 => RuleIn::Conn,
+            220..=235 => RuleIn::None,
+            _ => RuleIn::Number(u.arbitrary()?),
+        };
+        let copy = match u8::arbitrary(u)? {
+            0..=203 => CopyIn::Datapath,
+            204..=229 => CopyIn::Full,
+            _ => CopyIn::HeaderOnly(u.arbitrary()?),
+        };
+        let checksum_not_ready = u8::arbitrary(u)? < 12;
+        let from_lan = match u8::arbitrary(u)? {
+            0..=203 => LanIn::Truth,
+            204..=229 => LanIn::Unknown,
+            _ => LanIn::Wrong,
+        };
+        let arrival = match u8::arbitrary(u)? {
+            0..=99 => ArrivalIn::None,
+            100..=149 => ArrivalIn::Now,
+            150..=229 => ArrivalIn::Earlier(u.arbitrary()?),
+            _ => ArrivalIn::Later(u.arbitrary()?),
+        };
+        Ok(MetaIn {
+            rule,
+            copy,
+            checksum_not_ready,
+            from_lan,
+            arrival,
+        })
+    }
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum RuleIn {
+    /// The connection's own rule (the kernel marks every packet of a connection alike).
+    Conn,
+    None,
+    Number(u8),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum CopyIn {
+    /// As the daemon's queues do: data segments cut to their headers, everything else whole.
+    Datapath,
+    Full,
+    /// Headers and at most this many payload bytes.
+    HeaderOnly(u8),
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum LanIn {
+    Truth,
+    Unknown,
+    Wrong,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub enum ArrivalIn {
+    None,
+    Now,
+    Earlier(u16),
+    Later(u16),
+}
+
+/// One byte flipped after the packet was built, and the TCP checksum optionally set right again.
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct Mutation {
+    pub at: u16,
+    pub xor: u8,
+    pub fix_checksum: bool,
+}
+
+#[derive(Arbitrary, Debug, Clone, Copy)]
+pub struct Reconf {
+    pub max_flows: u8,
+    pub drop_rule: Option<u8>,
+    pub rename_rule: Option<u8>,
+    pub rule_order: u8,
+}
+
+/// (client, client port, server, server port); the client is the LAN host. In the last one the
+/// client has the higher address, so it is the flow key's high side.
+fn connections() -> [(IpAddr, u16, IpAddr, u16); 6] {
+    let ip = |s: &str| s.parse::<IpAddr>().expect("literal address");
+    [
+        (ip("10.0.0.2"), 40000, ip("192.0.2.1"), 6881),
+        (ip("10.0.0.3"), 40001, ip("192.0.2.1"), 6881),
+        (ip("10.0.0.2"), 40002, ip("198.51.100.7"), 443),
+        (ip("fd00::2"), 40000, ip("2001:db8::1"), 6881),
+        (ip("fd00::3"), 50000, ip("2001:db8::2"), 443),
+        (ip("203.0.113.9"), 51413, ip("10.1.1.1"), 80),
+    ]
+}
+
+/// What the harness remembers of one end of a connection to build plausible segments.
+#[derive(Clone, Copy, Debug)]
+struct EndState {
+    /// Next sequence number this end sends.
+    nxt: u32,
+    /// Offset of this end's timestamp clock.
+    ts_base: u32,
+    /// Last TSval received from the peer (echoed as TSecr).
+    ts_recent: u32,
+}
+
+/// What a run did, for the seed generator's choices.
+#[derive(Clone, Debug, Default)]
+pub struct RunSummary {
+    pub ops: usize,
+    pub counters: EngineCounters,
+    pub window_updates: u64,
+    pub rewritten_v6: u64,
+    pub rewritten_rule: [u64; 4],
+    pub learned: u64,
+    pub reconfigured: u64,
+    pub zero_windows: u64,
+}
+
+fn timeout(t: TimeoutIn) -> Duration {
+    match t {
+        TimeoutIn::Millis(ms) => Duration::from_millis(u64::from(ms) + 1),
+        TimeoutIn::Second => Duration::from_secs(1),
+        TimeoutIn::TenSeconds => Duration::from_secs(10),
+        TimeoutIn::TwoMinutes => Duration::from_secs(120),
+    }
+}
+
+fn step(dt: Dt) -> Duration {
+    match dt {
+        Dt::Zero => Duration::ZERO,
+        Dt::Micros(us) => Duration::from_micros(u64::from(us)),
+        Dt::Millis(ms) => Duration::from_millis(u64::from(ms)),
+        Dt::Seconds(s) => Duration::from_secs(u64::from(s)),
+    }
+}
+
+/// The four rules (household twice with different shares, Vulture, fixed window), rotated.
+fn base_rules(setup: &Setup) -> Vec<RuleSpec> {
+    let share = |s: ShareIn| ShareSpec {
+        weight: u32::from(s.weight % 1000) + 1,
+        min_rate: u64::from(s.min_rate % 2_000_000),
+        priority: s.priority % 4,
+    };
+    let vulture = VultureConfig {
+        bounded_steps: setup.vulture.bounded_steps,
+        draining_is_congestion: setup.vulture.draining_is_congestion,
+        queue_delay_limit: setup
+            .vulture
+            .queue_delay_limit_ms
+            .map(|ms| Duration::from_millis(u64::from(ms) + 1)),
+        ..VultureConfig::default()
+    };
+    let mut rules = vec![
+        RuleSpec {
+            name: "house-a".into(),
+            controller: ControllerConfig::Household,
+            share: share(setup.shares[0]),
+        },
+        RuleSpec {
+            name: "vulture".into(),
+            controller: ControllerConfig::Vulture(vulture),
+            share: ShareSpec::default(),
+        },
+        RuleSpec {
+            name: "fixed".into(),
+            controller: ControllerConfig::FixedWindow(FixedWindowConfig {
+                window_bytes: u32::from(setup.fixed_window) * 8 + 1,
+            }),
+            share: ShareSpec::default(),
+        },
+        RuleSpec {
+            name: "house-b".into(),
+            controller: ControllerConfig::Household,
+            share: share(setup.shares[1]),
+        },
+    ];
+    let n = rules.len();
+    rules.rotate_left(usize::from(setup.rule_order) % n);
+    rules
+}
+
+fn engine_config(setup: &Setup, rules: Vec<RuleSpec>, max_flows: usize) -> EngineConfig {
+    let budget = match setup.budget {
+        BudgetIn::DelayTarget => BudgetConfig::DelayTarget(DelayTargetConfig::default()),
+        BudgetIn::Ledbat => BudgetConfig::DelayTarget(DelayTargetConfig::ledbat()),
+        BudgetIn::KeyBinarySearch => BudgetConfig::KeyBinarySearch(KeyBinarySearchConfig::default()),
+        BudgetIn::KeyStochastic => BudgetConfig::KeyStochastic(KeyStochasticConfig::default()),
+    };
+    EngineConfig {
+        rules,
+        max_flows,
+        idle_timeout: timeout(setup.idle_timeout),
+        evict_idle_after: timeout(setup.evict_idle_after),
+        household: HouseholdConfig {
+            budget,
+            slowdown_interval: if setup.slowdown {
+                Duration::from_secs(2)
+            } else {
+                Duration::ZERO
+            },
+            turn: Duration::from_millis(u64::from(setup.turn_ms % 9951) + 50),
+        },
+    }
+}
+
+/// A fed whole packet, as the engine may later copy it into a window update.
+#[derive(Clone, Copy, Debug)]
+struct Origin {
+    window: u16,
+    checksum_valid: bool,
+}
+
+/// The packet with its window and checksum fields zeroed: what a window update made from it
+/// has in common with it.
+fn masked(packet: &[u8], tcp_offset: usize) -> Vec<u8> {
+    let mut m = packet.to_vec();
+    let from = tcp_offset + TCP_WINDOW_OFFSET;
+    let to = tcp_offset + TCP_CHECKSUM_OFFSET + 2;
+    if to <= m.len() {
+        m[from..to].fill(0);
+    }
+    m
+}
+
+struct Harness {
+    setup: Setup,
+    engine: Engine,
+    now: Instant,
+    rules: Vec<RuleSpec>,
+    max_flows: usize,
+    conns: [(IpAddr, u16, IpAddr, u16); 6],
+    /// [connection][0 client, 1 server]
+    ends: [[EndState; 2]; 6],
+    origins: HashMap<Vec<u8>, Vec<Origin>>,
+    summary: RunSummary,
+}
+
+impl Harness {
+    fn new(setup: Setup) -> Harness {
+        let rules = base_rules(&setup);
+        let max_flows = usize::from(setup.max_flows % 4) + 1;
+        let engine = Engine::new(engine_config(&setup, rules.clone(), max_flows));
+        let mut ends = [[EndState {
+            nxt: 0,
+            ts_base: 0,
+            ts_recent: 0,
+        }; 2]; 6];
+        for (i, e) in ends.iter_mut().enumerate() {
+            let i = i as u32;
+            e[0] = EndState {
+                nxt: 1000 + i * 7919,
+                ts_base: 100_000 * (i + 1),
+                ts_recent: 0,
+            };
+            e[1] = EndState {
+                nxt: 0xfff0_0000u32.wrapping_add(i * 104_729),
+                ts_base: 0x8000_0000u32.wrapping_add(i),
+                ts_recent: 0,
+            };
+        }
+        Harness {
+            setup,
+            engine,
+            now: Instant::from_micros(10_000_000),
+            rules,
+            max_flows,
+            conns: connections(),
+            ends,
+            origins: HashMap::new(),
+            summary: RunSummary::default(),
+        }
+    }
+
+    fn advance(&mut self, dt: Dt) {
+        self.now = self.now + step(dt);
+    }
+
+    fn meta(&self, m: MetaIn, conn: usize, from_server: bool, copy: Copy) -> PacketMeta {
+        let n = self.rules.len() as u16;
+        let rule = match m.rule {
+            RuleIn::Conn => Some(conn as u16 % n.max(1) + 1),
+            RuleIn::None => None,
+            RuleIn::Number(x) => Some(u16::from(x) % (n + 3)),
+        };
+        let from_lan = match m.from_lan {
+            LanIn::Truth => Some(!from_server),
+            LanIn::Unknown => None,
+            LanIn::Wrong => Some(from_server),
+        };
+        let arrival = match m.arrival {
+            ArrivalIn::None => None,
+            ArrivalIn::Now => Some(self.now),
+            ArrivalIn::Earlier(us) => Some(self.now - Duration::from_micros(u64::from(us) * 10)),
+            ArrivalIn::Later(us) => Some(self.now + Duration::from_micros(u64::from(us) + 1)),
+        };
+        PacketMeta {
+            rule,
+            copy,
+            checksum_ready: !m.checksum_not_ready,
+            from_lan,
+            arrival,
+        }
+    }
+
+    fn segment(&mut self, s: &Segment) {
+        self.advance(s.dt);
+        let conn = usize::from(s.conn) % self.conns.len();
+        let (client, client_port, server, server_port) = self.conns[conn];
+        let (me, peer) = if s.from_server { (1, 0) } else { (0, 1) };
+        let (src, src_port, dst, dst_port) = if s.from_server {
+            (server, server_port, client, client_port)
+        } else {
+            (client, client_port, server, server_port)
+        };
+        let flags = match s.flags {
+            FlagsIn::Syn => SYN,
+            FlagsIn::SynAck => SYN | ACK,
+            FlagsIn::Ack => ACK,
+            FlagsIn::Data => ACK | PSH,
+            FlagsIn::FinAck => FIN | ACK,
+            FlagsIn::Rst => RST,
+            FlagsIn::RstAck => RST | ACK,
+            FlagsIn::Raw(f) => f,
+        };
+        let payload_len = match s.payload {
+            PayloadIn::None => 0,
+            PayloadIn::Full => MSS_PAYLOAD,
+            PayloadIn::Bytes(n) => usize::from(n % 9000),
+        };
+        let end = self.ends[conn][me];
+        let peer_nxt = self.ends[conn][peer].nxt;
+        let seq = match s.seq {
+            SeqIn::Next => end.nxt,
+            SeqIn::Back(x) => end.nxt.wrapping_sub(u32::from(x)),
+            SeqIn::Ahead(x) => end.nxt.wrapping_add(u32::from(x)),
+            SeqIn::Raw(x) => x,
+        };
+        let ack = match s.ack {
+            SeqIn::Next => peer_nxt,
+            SeqIn::Back(x) => peer_nxt.wrapping_sub(u32::from(x)),
+            SeqIn::Ahead(x) => peer_nxt.wrapping_add(u32::from(x)),
+            SeqIn::Raw(x) => x,
+        };
+        let clock = end.ts_base.wrapping_add((self.now.as_micros() / 1000) as u32);
+        let mut options = Vec::new();
+        let mut sent_tsval = None;
+        let syn = flags & SYN != 0;
+        let auto_ts = |options: &mut Vec<u8>, sent: &mut Option<u32>| {
+            options.extend_from_slice(&[1, 1, 8, 10]);
+            options.extend_from_slice(&clock.to_be_bytes());
+            options.extend_from_slice(&end.ts_recent.to_be_bytes());
+            *sent = Some(clock);
+        };
+        let custom: &[OptIn] = match &s.options {
+            OptionsIn::Linux { ws, sack } => {
+                if syn {
+                    options.extend_from_slice(&[2, 4, 0x05, 0xb4, 4, 2]);
+                    auto_ts(&mut options, &mut sent_tsval);
+                    options.extend_from_slice(&[1, 3, 3, ws % 16]);
+                } else {
+                    auto_ts(&mut options, &mut sent_tsval);
+                }
+                match sack {
+                    Some((n, gap)) if !syn => &[OptIn::Sack { n: *n, gap: *gap }][..],
+                    _ => &[],
+                }
+            }
+            OptionsIn::NoTimestamps { ws } => {
+                if syn {
+                    options.extend_from_slice(&[2, 4, 0x05, 0xb4, 1, 3, 3, ws % 16]);
+                }
+                &[]
+            }
+            OptionsIn::Custom(list) => list,
+        };
+        for opt in custom.iter().take(8) {
+            match *opt {
+                OptIn::Mss(v) => options.extend_from_slice(&[2, 4, (v >> 8) as u8, v as u8]),
+                OptIn::WindowScale(v) => options.extend_from_slice(&[1, 3, 3, v]),
+                OptIn::SackPermitted => options.extend_from_slice(&[4, 2]),
+                OptIn::Timestamps(ts) => {
+                    let (tsval, tsecr) = match ts {
+                        TsIn::Auto => (clock, end.ts_recent),
+                        TsIn::Stale(back) => (clock.wrapping_sub(u32::from(back)), end.ts_recent),
+                        TsIn::Raw(a, b) => (a, b),
+                    };
+                    sent_tsval = Some(tsval);
+                    options.extend_from_slice(&[1, 1, 8, 10]);
+                    options.extend_from_slice(&tsval.to_be_bytes());
+                    options.extend_from_slice(&tsecr.to_be_bytes());
+                }
+                OptIn::Sack { n, gap } => {
+                    let n = usize::from(n % 4) + 1;
+                    options.extend_from_slice(&[1, 1, 5, 2 + 8 * n as u8]);
+                    let mut left = ack.wrapping_add(u32::from(gap));
+                    for _ in 0..n {
+                        options.extend_from_slice(&left.to_be_bytes());
+                        options.extend_from_slice(&left.wrapping_add(1448).to_be_bytes());
+                        left = left.wrapping_add(2896);
+                    }
+                }
+                OptIn::Nop => options.push(1),
+                OptIn::Eol => options.push(0),
+                OptIn::Unknown { kind, len } => {
+                    let len = len % 12;
+                    options.push(kind);
+                    options.push(len);
+                    options.extend(std::iter::repeat_n(0xa5, usize::from(len.saturating_sub(2))));
+                }
+                OptIn::Bytes(b) => options.extend_from_slice(&b),
+            }
+        }
+        let spec = TcpSpec {
+            src,
+            dst,
+            src_port,
+            dst_port,
+            seq,
+            ack,
+            flags,
+            ns: false,
+            window: s.window,
+            urgent: 0,
+            options,
+            payload_len,
+            tos: s.tos,
+            ip_options: s.ip_options % 4,
+        };
+        let mut bytes = packet::build(&spec);
+        if let Some(m) = s.mutate.0 {
+            if !bytes.is_empty() {
+                let at = usize::from(m.at) % bytes.len();
+                bytes[at] ^= m.xor;
+                if m.fix_checksum {
+                    packet::fix_checksum(&mut bytes);
+                }
+            }
+        }
+
+        // What the sender and its peer now know.
+        let fin = flags & FIN != 0;
+        let advance = payload_len as u32 + u32::from(syn) + u32::from(fin);
+        let e = &mut self.ends[conn][me];
+        match s.seq {
+            SeqIn::Next | SeqIn::Ahead(_) => e.nxt = seq.wrapping_add(advance),
+            SeqIn::Raw(_) if syn => e.nxt = seq.wrapping_add(advance),
+            _ => {}
+        }
+        if let Some(tsval) = sent_tsval {
+            self.ends[conn][peer].ts_recent = tsval;
+        }
+
+        // The copy the datapath hands over (cut where the builder put the end of the headers).
+        let header_end = packet::header_bounds(&spec).1;
+        let copy = match s.meta.copy {
+            CopyIn::Datapath if payload_len > 0 => {
+                bytes.truncate(header_end);
+                Copy::HeaderOnly
+            }
+            CopyIn::Datapath | CopyIn::Full => Copy::Full,
+            CopyIn::HeaderOnly(keep) => {
+                bytes.truncate(header_end + usize::from(keep));
+                Copy::HeaderOnly
+            }
+        };
+        let meta = self.meta(s.meta, conn, s.from_server, copy);
+        self.feed(bytes, meta);
+    }
+
+    /// Hands one packet to the engine and checks what came back.
+    fn feed(&mut self, mut bytes: Vec<u8>, meta: PacketMeta) {
+        let original = bytes.clone();
+        let strict = parse(&original);
+        // Window updates are copies of pure ACKs (no payload) the engine was handed whole.
+        if let (Copy::Full, Ok(info)) = (meta.copy, &strict) {
+            if info.payload_len == 0 {
+                let valid = packet::checksum_valid(&original).unwrap_or(false);
+                self.origins
+                    .entry(masked(&original, info.tcp_offset))
+                    .or_default()
+                    .push(Origin {
+                        window: info.window,
+                        checksum_valid: valid,
+                    });
+            }
+        }
+        let verdict = self.engine.handle_packet(self.now, &mut bytes, meta);
+        match verdict {
+            Verdict::Accept => assert!(bytes == original, "an accepted packet was changed"),
+            Verdict::AcceptModified => {
+                assert_eq!(meta.copy, Copy::Full, "a header-only copy was rewritten");
+                assert!(
+                    meta.checksum_ready,
+                    "a packet whose checksum is not ready was rewritten"
+                );
+                let info = strict.expect("a rewritten packet parsed before");
+                self.check_rewritten(&original, &bytes, &info);
+            }
+        }
+        self.check_window_updates();
+    }
+
+    fn check_rewritten(&mut self, original: &[u8], bytes: &[u8], info: &TcpPacketInfo) {
+        let from = info.tcp_offset + TCP_WINDOW_OFFSET;
+        let to = info.tcp_offset + TCP_CHECKSUM_OFFSET + 2;
+        assert_eq!(bytes.len(), original.len());
+        assert!(
+            bytes[..from] == original[..from] && bytes[to..] == original[to..],
+            "a rewrite changed more than the window and checksum"
+        );
+        let after = parse(bytes).expect("a rewritten packet parses");
+        assert!(
+            after.window < info.window,
+            "rewritten window {} not below the host's {}",
+            after.window,
+            info.window
+        );
+        assert_eq!(
+            TcpPacketInfo {
+                window: info.window,
+                ..after
+            },
+            *info
+        );
+        let valid_before = packet::checksum_valid(original).expect("parsed");
+        let valid_after = packet::checksum_valid(bytes).expect("parsed");
+        assert_eq!(
+            valid_after, valid_before,
+            "a rewrite changed the checksum's validity"
+        );
+        if tcp_checksum(original) == Some(packet::checksum_field(original, info.tcp_offset)) {
+            assert_eq!(
+                tcp_checksum(bytes),
+                Some(packet::checksum_field(bytes, info.tcp_offset)),
+                "incremental checksum differs from the recomputed one"
+            );
+        }
+        if info.dst.is_ipv6() {
+            self.summary.rewritten_v6 += 1;
+        }
+        if after.window == 0 {
+            self.summary.zero_windows += 1;
+            let key = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port).0;
+            let (snap, keys) = self.engine.snapshot_keyed(usize::MAX);
+            let flow = keys
+                .iter()
+                .position(|k| *k == key)
+                .map(|i| &snap.flows[i])
+                .expect("a rewritten packet's flow is in the table");
+            let rule = &snap.rules[usize::from(flow.rule) - 1];
+            // window_clamp: a clamp never closes the window, except for a flow held by household
+            // time-sharing.
+            assert!(
+                rule.controller == "household" && flow.held,
+                "a zero window for a flow that is not held (rule {}, {:?})",
+                rule.name,
+                flow
+            );
+        }
+    }
+
+    fn check_window_updates(&mut self) {
+        let updates: Vec<_> = self.engine.drain_window_updates().collect();
+        for update in updates {
+            self.summary.window_updates += 1;
+            let p = &update.packet;
+            let info = parse(p).expect("a window update parses as TCP");
+            assert!(
+                info.flags.ack && !info.flags.syn && !info.flags.rst,
+                "{:?}",
+                info.flags
+            );
+            assert_eq!(info.payload_len, 0, "a window update carries data");
+            let valid = packet::checksum_valid(p).expect("parsed");
+            let origins = self
+                .origins
+                .get(&masked(p, info.tcp_offset))
+                .expect("a window update is a copy of a packet the engine was given");
+            assert!(
+                origins
+                    .iter()
+                    .any(|o| o.window >= info.window && (valid || !o.checksum_valid)),
+                "window update: window {} checksum valid {valid}, from {origins:?}",
+                info.window
+            );
+        }
+    }
+
+    fn check_table(&self, before: usize) {
+        let len = self.engine.active_flows();
+        assert!(
+            len <= self.max_flows || len <= before,
+            "flow table grew to {len} (max_flows {}, {before} before)",
+            self.max_flows
+        );
+    }
+
+    fn snapshot(&self) {
+        let snap = self.engine.snapshot(usize::MAX);
+        let len = self.engine.active_flows();
+        assert_eq!(snap.active_flows, len);
+        assert_eq!(snap.flows.len(), len);
+        assert_eq!(snap.max_flows, self.max_flows);
+        assert_eq!(snap.rules.iter().map(|r| r.active_flows).sum::<usize>(), len);
+        assert!(snap.rules.len() >= self.engine.configured_rules());
+        for f in &snap.flows {
+            assert!(usize::from(f.rule) >= 1 && usize::from(f.rule) <= snap.rules.len());
+        }
+    }
+
+    fn reconfigure(&mut self, r: Reconf) {
+        let mut rules = base_rules(&Setup {
+            rule_order: r.rule_order,
+            ..self.setup.clone()
+        });
+        if let Some(i) = r.rename_rule {
+            let n = rules.len();
+            rules[usize::from(i) % n].name.push('2');
+        }
+        if let Some(i) = r.drop_rule {
+            let n = rules.len();
+            rules.remove(usize::from(i) % n);
+        }
+        self.max_flows = usize::from(r.max_flows % 4) + 1;
+        self.rules = rules.clone();
+        let before = self.engine.active_flows();
+        let summary = self
+            .engine
+            .reconfigure(engine_config(&self.setup, rules, self.max_flows));
+        assert_eq!(summary.flows, before);
+        assert_eq!(self.engine.active_flows(), before, "a reload dropped flows");
+        self.summary.reconfigured += 1;
+    }
+
+    fn run_op(&mut self, op: &Op) {
+        let before = self.engine.active_flows();
+        match op {
+            Op::Segment(s) => self.segment(s),
+            Op::Raw { dt, meta, bytes } => {
+                self.advance(*dt);
+                let copy = match meta.copy {
+                    CopyIn::HeaderOnly(_) => Copy::HeaderOnly,
+                    _ => Copy::Full,
+                };
+                let meta = self.meta(*meta, 0, false, copy);
+                self.feed(bytes.clone(), meta);
+            }
+            Op::Tick(dt) => {
+                self.advance(*dt);
+                self.engine.on_tick(self.now);
+                self.check_window_updates();
+            }
+            Op::LearnScales { conn, low, high } => {
+                let (c, cp, s, sp) = self.conns[usize::from(*conn) % self.conns.len()];
+                let key = FlowKey::from_packet(c, cp, s, sp).0;
+                if self.engine.learn_window_scales(key, *low, *high) {
+                    self.summary.learned += 1;
+                }
+            }
+            Op::Snapshot => self.snapshot(),
+            Op::Reconfigure(r) => self.reconfigure(*r),
+        }
+        // Events are only handed over; bounded in the engine.
+        let _ = self.engine.drain_events().count();
+        self.check_table(before);
+    }
+}
+
+/// Runs one input; panics if the engine breaks a promise.
+pub fn run(input: &EngineInput) -> RunSummary {
+    let mut h = Harness::new(input.setup.clone());
+    for op in input.ops.iter().take(MAX_OPS) {
+        h.run_op(op);
+        h.summary.ops += 1;
+    }
+    h.snapshot();
+    for rule in h.engine.snapshot(0).rules {
+        let kind = match rule.controller {
+            "household" => 0,
+            "vulture" => 1,
+            "fixed_window" => 2,
+            _ => 3,
+        };
+        h.summary.rewritten_rule[kind] += rule.rewritten;
+    }
+    h.summary.counters = h.engine.counters().clone();
+    h.summary
+}
