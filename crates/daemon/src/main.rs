@@ -16,6 +16,7 @@
 mod clock;
 mod control_socket;
 mod kernel_time;
+mod lan_hosts;
 mod lan_side;
 mod metrics_server;
 mod packet_loop;
@@ -485,7 +486,11 @@ fn report_cpu(totals: packet_loop::LoopTotals) {
         0.0
     };
     info!(
-        "handled {} packets ({} rewritten, {} window updates sent, {} failed); CPU user {user:.2} s, system {system:.2} s: {per_packet_us:.1} us per packet",
-        totals.packets, totals.rewritten, totals.window_updates_sent, totals.window_updates_failed
+        "handled {} packets ({} rewritten, {} window updates sent ({} to a LAN host's link), {} failed); CPU user {user:.2} s, system {system:.2} s: {per_packet_us:.1} us per packet",
+        totals.packets,
+        totals.rewritten,
+        totals.window_updates_sent,
+        totals.window_updates_to_lan_link,
+        totals.window_updates_failed
     );
 }

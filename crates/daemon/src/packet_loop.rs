@@ -30,6 +30,7 @@ use tracing::{info, warn};
 
 use crate::clock::MonotonicClock;
 use crate::kernel_time;
+use crate::lan_hosts::source_address;
 use crate::lan_side::LanSide;
 use crate::scale_lookups::{Outcome, ScaleLookups};
 use crate::window_updates::WindowUpdateSender;
@@ -97,6 +98,8 @@ pub struct LoopTotals {
     pub packets: u64,
     pub rewritten: u64,
     pub window_updates_sent: u64,
+    /// Of those sent, the ones sent as frames on a LAN host's link.
+    pub window_updates_to_lan_link: u64,
     pub window_updates_failed: u64,
 }
 
@@ -169,6 +172,7 @@ impl PacketLoop {
             packets: counters.packets,
             rewritten: counters.rewritten,
             window_updates_sent: updates.sent(),
+            window_updates_to_lan_link: updates.sent_to_lan_link(),
             window_updates_failed: updates.failed(),
         })
     }
@@ -251,6 +255,11 @@ impl PacketLoop {
             from_lan: self.lan_side.classify(msg.get_indev()),
             arrival,
         };
+        if meta.from_lan == Some(true) {
+            if let (Some(src), Some(hw)) = (source_address(msg.get_payload()), msg.get_hw_addr()) {
+                self.window_updates.learn_lan_host(src, msg.get_indev(), hw);
+            }
+        }
         // The engine works on a copy: asking nfq for the payload mutably would send it back
         // even when unchanged.
         let payload = msg.get_payload();

@@ -7,7 +7,15 @@
 //! with the IP header included (`IPPROTO_RAW`: `IP_HDRINCL` for IPv4, and for IPv6 the kernel
 //! sets `hdrincl` on `SOCK_RAW`/`IPPROTO_RAW` sockets too, see raw(7) and `inet6_create`), routed
 //! by its destination address. Sent from the router itself it leaves through OUTPUT and
-//! POSTROUTING, so the flow's conntrack entry and NAT apply as to the original ACK.
+//! POSTROUTING, so the flow's conntrack entry and NAT apply as to the original ACK: right for an
+//! update from a LAN host (a download's receiver) towards the internet.
+//!
+//! An update *to* a LAN host (an upload's receiver is the server) is a copy of an ACK the router
+//! already de-masqueraded; through conntrack again it would start a stray entry (see
+//! `lan_hosts`). It goes out as a link-layer frame instead (`AF_PACKET`, `SOCK_DGRAM`: the kernel
+//! writes the Ethernet header) on the interface the host's packets came in on, to its MAC, which
+//! skips netfilter, as the forwarded ACK it copies did after NAT. A host not learned yet (no
+//! packet from it queued) gets the IP packet.
 //!
 //! The sockets are opened once, at start: opening needs CAP_NET_RAW, which the daemon has as
 //! root. Without them the daemon runs on, warns once, and counts each update as failed. The
@@ -15,17 +23,21 @@
 //! thread's time.
 
 use std::io;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tracing::warn;
 
+use crate::lan_hosts::{LanHosts, LanLink};
+
 /// Window updates sent and failed since start (readable from other threads).
 #[derive(Debug, Default)]
 pub struct WindowUpdateCounters {
     pub sent: AtomicU64,
+    /// Of `sent`, those sent as link-layer frames to a LAN host.
+    pub sent_to_lan_link: AtomicU64,
     /// Not sent: no raw socket, a malformed packet, or the kernel refused it.
     pub failed: AtomicU64,
 }
@@ -37,12 +49,19 @@ impl WindowUpdateCounters {
     pub fn failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
     }
+    pub fn sent_to_lan_link(&self) -> u64 {
+        self.sent_to_lan_link.load(Ordering::Relaxed)
+    }
 }
 
 /// The raw sockets window updates go out on.
 pub struct WindowUpdateSender {
     v4: Option<OwnedFd>,
     v6: Option<OwnedFd>,
+    /// `AF_PACKET` datagram socket for updates to LAN hosts.
+    link: Option<OwnedFd>,
+    /// Where the LAN hosts are (learned by the packet loop).
+    lan_hosts: LanHosts,
     counters: Arc<WindowUpdateCounters>,
     /// A failure was logged already (later ones are only counted).
     warned: bool,
@@ -64,10 +83,22 @@ impl WindowUpdateSender {
         };
         let v4 = open(libc::AF_INET, "IPv4");
         let v6 = open(libc::AF_INET6, "IPv6");
+        let link = match link_socket() {
+            Ok(fd) => Some(fd),
+            Err(e) => {
+                warn!(
+                    "cannot open a packet socket for window updates to LAN hosts ({e}; needs \
+                     CAP_NET_RAW): they go out as IP packets, which NAT may misroute"
+                );
+                None
+            }
+        };
         WindowUpdateSender {
             warned: v4.is_none() || v6.is_none(),
             v4,
             v6,
+            link,
+            lan_hosts: LanHosts::default(),
             counters,
         }
     }
@@ -78,6 +109,8 @@ impl WindowUpdateSender {
         WindowUpdateSender {
             v4: None,
             v6: None,
+            link: None,
+            lan_hosts: LanHosts::default(),
             counters,
             warned: true,
         }
@@ -87,12 +120,21 @@ impl WindowUpdateSender {
         &self.counters
     }
 
-    /// Sends one packet to its destination address; counts the outcome.
+    /// A packet from LAN host `src` entered on `ifindex` with source MAC `hw`.
+    pub fn learn_lan_host(&mut self, src: IpAddr, ifindex: u32, hw: &[u8]) {
+        self.lan_hosts.learn(src, ifindex, hw);
+    }
+
+    /// Sends one packet to its destination: a LAN host's link if it is a known LAN host, else
+    /// routed by its address; counts the outcome.
     pub fn send(&mut self, packet: &[u8]) -> io::Result<()> {
         let result = self.try_send(packet);
         match &result {
-            Ok(()) => {
+            Ok(to_lan_link) => {
                 self.counters.sent.fetch_add(1, Ordering::Relaxed);
+                if *to_lan_link {
+                    self.counters.sent_to_lan_link.fetch_add(1, Ordering::Relaxed);
+                }
             }
             Err(e) => {
                 self.counters.failed.fetch_add(1, Ordering::Relaxed);
@@ -102,19 +144,29 @@ impl WindowUpdateSender {
                 }
             }
         }
-        result
+        result.map(|_| ())
     }
 
-    fn try_send(&self, packet: &[u8]) -> io::Result<()> {
+    /// Ok(true) when sent to a LAN host's link.
+    fn try_send(&self, packet: &[u8]) -> io::Result<bool> {
         let no_socket = || io::Error::new(io::ErrorKind::NotConnected, "no raw socket");
-        match destination(packet)? {
+        let dst = destination(packet)?;
+        let addr = match dst {
+            Destination::V4(a) => IpAddr::V4(a),
+            Destination::V6(a) => IpAddr::V6(a),
+        };
+        if let (Some(fd), Some(lan)) = (self.link.as_ref(), self.lan_hosts.get(&addr)) {
+            send_on_link(fd, packet, lan, addr.is_ipv6())?;
+            return Ok(true);
+        }
+        match dst {
             Destination::V4(addr) => {
                 let fd = self.v4.as_ref().ok_or_else(no_socket)?;
                 // SAFETY: sockaddr_in is plain data; zero is a valid value for every field.
                 let mut sa: libc::sockaddr_in = unsafe { std::mem::zeroed() };
                 sa.sin_family = libc::AF_INET as libc::sa_family_t;
                 sa.sin_addr.s_addr = u32::from_ne_bytes(addr.octets());
-                send_to(fd, packet, &sa)
+                send_to(fd, packet, &sa).map(|()| false)
             }
             Destination::V6(addr) => {
                 let fd = self.v6.as_ref().ok_or_else(no_socket)?;
@@ -123,7 +175,7 @@ impl WindowUpdateSender {
                 let mut sa: libc::sockaddr_in6 = unsafe { std::mem::zeroed() };
                 sa.sin6_family = libc::AF_INET6 as libc::sa_family_t;
                 sa.sin6_addr.s6_addr = addr.octets();
-                send_to(fd, packet, &sa)
+                send_to(fd, packet, &sa).map(|()| false)
             }
         }
     }
@@ -185,9 +237,40 @@ fn raw_socket(family: libc::c_int) -> io::Result<OwnedFd> {
     Ok(fd)
 }
 
+/// A non-blocking `AF_PACKET` datagram socket (the kernel adds the link-layer header).
+fn link_socket() -> io::Result<OwnedFd> {
+    // SAFETY: socket has no memory preconditions; the result is checked before use. Protocol 0:
+    // the socket receives nothing; sends name their protocol in the address.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_PACKET,
+            libc::SOCK_DGRAM | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+            0,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: fd is a fresh descriptor that nothing else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Sends a whole IP packet as one frame to `lan`'s MAC on its interface.
+fn send_on_link(fd: &OwnedFd, packet: &[u8], lan: LanLink, ipv6: bool) -> io::Result<()> {
+    let ethertype = if ipv6 { libc::ETH_P_IPV6 } else { libc::ETH_P_IP } as u16;
+    // SAFETY: sockaddr_ll is plain data; zero is a valid value for every field.
+    let mut sa: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    sa.sll_family = libc::AF_PACKET as libc::c_ushort;
+    sa.sll_protocol = ethertype.to_be();
+    sa.sll_ifindex = lan.ifindex as libc::c_int;
+    sa.sll_halen = 6;
+    sa.sll_addr[..6].copy_from_slice(&lan.mac);
+    send_to(fd, packet, &sa)
+}
+
 fn send_to<A>(fd: &OwnedFd, packet: &[u8], addr: &A) -> io::Result<()> {
     // SAFETY: sendto reads `packet.len()` bytes from `packet` and `size_of::<A>()` bytes from
-    // `addr`, a sockaddr_in or sockaddr_in6 matching the socket's family.
+    // `addr`, a sockaddr_in, sockaddr_in6 or sockaddr_ll matching the socket's family.
     let n = unsafe {
         libc::sendto(
             fd.as_raw_fd(),

@@ -8,6 +8,9 @@
 //! Namespaces are `sswu<pid><tag>{a,b}`, deleted at the end, also after a failure.
 
 #[allow(dead_code)]
+#[path = "../src/lan_hosts.rs"]
+mod lan_hosts;
+#[allow(dead_code)]
 #[path = "../src/window_updates.rs"]
 mod window_updates;
 
@@ -235,6 +238,15 @@ fn capture(fd: &OwnedFd) -> Option<Vec<u8>> {
 
 /// Sends `packet` from namespace `a` with a fresh sender; returns what `b` received.
 fn send_across(pair: &Pair, packet: Vec<u8>) -> (Option<Vec<u8>>, Arc<WindowUpdateCounters>) {
+    send_across_with(pair, packet, |_| {})
+}
+
+/// [`send_across`], with `prepare` run on the sender (in `a`) first.
+fn send_across_with(
+    pair: &Pair,
+    packet: Vec<u8>,
+    prepare: impl FnOnce(&mut WindowUpdateSender) + Send + 'static,
+) -> (Option<Vec<u8>>, Arc<WindowUpdateCounters>) {
     let (b, b_dev) = (pair.b.clone(), pair.b_dev.clone());
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let receiver = std::thread::spawn(move || {
@@ -250,6 +262,7 @@ fn send_across(pair: &Pair, packet: Vec<u8>) -> (Option<Vec<u8>>, Arc<WindowUpda
     std::thread::spawn(move || {
         enter_netns(&a);
         let mut sender = WindowUpdateSender::open(sender_counters);
+        prepare(&mut sender);
         sender.send(&packet).expect("window update sent");
     })
     .join()
@@ -325,4 +338,62 @@ fn a_malformed_update_is_counted_not_sent() {
     .join()
     .unwrap();
     assert_eq!((counters.sent(), counters.failed()), (0, 1));
+}
+
+/// An update to a learned LAN host goes out as a frame on the host's link, to its MAC, past
+/// netfilter: a rule in `a` that drops every locally sent packet to port 8443 (as conntrack's
+/// NAT would misroute an upload's update) does not touch it, and the counters say so.
+#[test]
+fn an_update_to_a_lan_host_goes_on_its_link_past_netfilter() {
+    if let Some(why) = skip_reason() {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    let pair = Pair::create("l");
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &pair.a,
+        "iptables-legacy",
+        "-t",
+        "raw",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "tcp",
+        "--dport",
+        "8443",
+        "-j",
+        "DROP",
+    ]);
+    let link = Command::new("ip")
+        .args(["-n", &pair.b, "-o", "link", "show", &pair.b_dev])
+        .output()
+        .expect("ip link");
+    let link = String::from_utf8_lossy(&link.stdout).to_string();
+    let mac_text = link
+        .split_whitespace()
+        .skip_while(|w| *w != "link/ether")
+        .nth(1)
+        .expect("b's MAC address");
+    let mac: Vec<u8> = mac_text
+        .split(':')
+        .map(|h| u8::from_str_radix(h, 16).unwrap())
+        .collect();
+    let a_dev = format!("wal{}", std::process::id());
+    let dst = IpAddr::V4(Ipv4Addr::new(10, 83, 0, 2));
+    let packet = window_update(IpAddr::V4(Ipv4Addr::new(10, 83, 0, 1)), dst);
+    let (got, counters) = send_across_with(&pair, packet.clone(), move |sender| {
+        let name = std::ffi::CString::new(a_dev).unwrap();
+        // SAFETY: if_nametoindex reads the NUL-terminated name.
+        let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
+        assert_ne!(ifindex, 0);
+        sender.learn_lan_host(dst, ifindex, &mac);
+    });
+    check_arrival(&packet, got);
+    assert_eq!(
+        (counters.sent(), counters.sent_to_lan_link(), counters.failed()),
+        (1, 1, 0)
+    );
 }
