@@ -193,12 +193,13 @@ pub struct Datapath {
     pub hook: Hook,
     /// NFQUEUE number for handshakes and ACKs; full packet copy (default 8470).
     pub ack_queue: u16,
-    /// NFQUEUE number for data packets; header-only copy (default 8471). Must differ from `ack_queue`.
+    /// NFQUEUE number for data packets (default 8471). Must differ from `ack_queue`.
     pub data_queue: u16,
     /// Kernel queue length per NFQUEUE (default 4096). Packets beyond it bypass the daemon.
     pub queue_max_len: u32,
-    /// Bytes copied to userspace for data packets (default 128; at least 100 so an IPv6 header plus
-    /// the largest TCP header fit).
+    /// Bytes copied to userspace for data packets (default 65535: whole packets, so that in a flow
+    /// with data both ways the receiver's data-carrying ACKs can be rewritten; at least 100 so an
+    /// IPv6 header plus the largest TCP header fit; 128 copies only the headers).
     pub data_copy_bytes: u16,
     /// Packets of a background flow whose IP length is at most this go to the ACK queue, larger
     /// ones to the data queue (default 128). This is the IPv4 threshold; IPv6 uses it plus 20, the
@@ -239,7 +240,7 @@ impl Default for Datapath {
             ack_queue: 8470,
             data_queue: 8471,
             queue_max_len: 4096,
-            data_copy_bytes: 128,
+            data_copy_bytes: 65535,
             ack_max_len: 128,
             firewall: FirewallBackend::Auto,
             mark_mask: 0x00ff_0000,

@@ -97,7 +97,7 @@ fn defaults_when_sections_omitted() {
     assert_eq!(d.hook, Hook::Forward);
     assert_eq!((d.ack_queue, d.data_queue), (8470, 8471));
     assert_eq!(d.queue_max_len, 4096);
-    assert_eq!(d.data_copy_bytes, 128);
+    assert_eq!(d.data_copy_bytes, 65535);
     assert_eq!(d.ack_max_len, 128);
     assert_eq!(d.ack_max_len_v6(), 148);
     assert_eq!(d.firewall, FirewallBackend::Auto);
