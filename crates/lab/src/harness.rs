@@ -278,6 +278,7 @@ impl<'a> Run<'a> {
             servers: setup.servers,
             clients: setup.clients,
             timestamps_off: setup.timestamps_off.clone(),
+            flood_source: false,
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {

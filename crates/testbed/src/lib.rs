@@ -31,6 +31,11 @@
 //! `-rtr`, `-cli`, `-cli2`, .... TSO/GSO/GRO are off on every veth (one packet = one frame, as in the Vulture
 //! testbed), forwarding is on in `isp` and `router`, `tcp_no_metrics_save=1` in the end hosts,
 //! and TCP buffer maxima are set to 8 MiB there (far above 10 Mbit/s × 100 ms + one BDP queue).
+//! With [`TopologySpec::flood_source`], a WAN-side namespace `<prefix>-fld` is wired straight to
+//! the router (`fld0` -- `wan1`, 10.77.4.0/24, neither shaped nor delayed) and the router routes
+//! 198.18.0.0/15 (RFC 2544's benchmarking range) to it: floods from spoofed sources in that
+//! range (`slipstream-synflood`) reach the router at full speed, past the 10 Mbit/s bottleneck and
+//! the delay element, and anything answering them goes back into that namespace.
 //! LAN hosts listed in [`TopologySpec::timestamps_off`] run TCP without timestamps (Windows'
 //! default). The isp counts the TCP resets it forwards ([`Testbed::tcp_resets`]).
 //!
@@ -97,6 +102,8 @@ pub struct TopologySpec {
     /// namespace; it covers IPv6 too), as on Windows: their flows carry no timestamps at all, so
     /// the daemon must do without them.
     pub timestamps_off: Vec<u8>,
+    /// Adds the flood namespace [`Ns::Flood`] (see the crate docs; default false).
+    pub flood_source: bool,
 }
 
 impl Default for TopologySpec {
@@ -112,6 +119,7 @@ impl Default for TopologySpec {
             servers: 1,
             clients: 1,
             timestamps_off: Vec::new(),
+            flood_source: false,
         }
     }
 }
@@ -236,6 +244,9 @@ pub enum Ns {
     ServerN(u8),
     /// LAN host number n >= 2 (see [`TopologySpec::clients`]); [`Ns::client`] builds it.
     ClientN(u8),
+    /// WAN-side source of floods, linked straight to the router (with
+    /// [`TopologySpec::flood_source`]).
+    Flood,
 }
 
 /// Most servers or LAN hosts a topology may have (addresses are 10.77.{1,3}.(1 + n)).
@@ -275,6 +286,7 @@ impl Ns {
             Ns::Isp => "isp".into(),
             Ns::Router => "rtr".into(),
             Ns::Client => "cli".into(),
+            Ns::Flood => "fld".into(),
             Ns::ServerN(n) => format!("srv{n}"),
             Ns::ClientN(n) => format!("cli{n}"),
         }
@@ -285,6 +297,12 @@ impl Ns {
 pub const ROUTER_LAN_IF: &str = "br-lan";
 /// Router WAN interface (towards the isp); the upload bottleneck.
 pub const ROUTER_WAN_IF: &str = "wan0";
+/// Router interface towards the flood namespace (unshaped).
+pub const ROUTER_FLOOD_IF: &str = "wan1";
+/// The flood namespace's interface towards the router.
+pub const FLOOD_IF: &str = "fld0";
+/// Where floods come from: RFC 2544's benchmarking range, routed to the flood namespace.
+pub const FLOOD_SOURCES: &str = "198.18.0.0/15";
 /// Isp interface towards the router; the download bottleneck.
 pub const ISP_DOWN_IF: &str = "isp-rtr";
 /// Isp interface towards the servers (a bridge; server n's veth is its port `srvp<n>`).
@@ -302,6 +320,7 @@ const RST_CHAIN: &str = "ss-rst";
 const SERVER_LINK: u8 = 1;
 const WAN_LINK: u8 = 2;
 const LAN_LINK: u8 = 3;
+const FLOOD_LINK: u8 = 4;
 
 fn v4(link: u8, host: u8) -> String {
     format!("10.77.{link}.{host}")
@@ -409,6 +428,11 @@ impl Testbed {
             self.enslave(Ns::Router, &port, ROUTER_LAN_IF)?;
             self.add_address(Ns::client(n), HOST_IF, LAN_LINK, 1 + n)?;
         }
+        if self.spec.flood_source {
+            self.add_veth(Ns::Flood, FLOOD_IF, Ns::Router, ROUTER_FLOOD_IF)?;
+            self.add_address(Ns::Flood, FLOOD_IF, FLOOD_LINK, 2)?;
+            self.add_address(Ns::Router, ROUTER_FLOOD_IF, FLOOD_LINK, 1)?;
+        }
         // Routing: end hosts and router default towards the isp side; isp knows the LAN.
         let mut routes = vec![
             (Ns::Router, "default".to_string(), v4(WAN_LINK, 1)),
@@ -419,6 +443,12 @@ impl Testbed {
         }
         for n in 1..=self.spec.clients {
             routes.push((Ns::client(n), "default".into(), v4(LAN_LINK, 1)));
+        }
+        if self.spec.flood_source {
+            // The flood's sources live behind the flood link (so reverse-path filtering passes
+            // them, and any answer goes back there); the flood namespace reaches the LAN via it.
+            routes.push((Ns::Flood, "default".into(), v4(FLOOD_LINK, 1)));
+            routes.push((Ns::Router, FLOOD_SOURCES.into(), v4(FLOOD_LINK, 2)));
         }
         if ipv6 {
             routes.push((Ns::Router, "default".into(), v6(WAN_LINK, 1)));
@@ -602,6 +632,9 @@ impl Testbed {
         let mut v: Vec<Ns> = (1..=self.spec.servers).map(Ns::server).collect();
         v.extend([Ns::Isp, Ns::Router]);
         v.extend((1..=self.spec.clients).map(Ns::client));
+        if self.spec.flood_source {
+            v.push(Ns::Flood);
+        }
         v
     }
 
@@ -609,7 +642,7 @@ impl Testbed {
     pub fn end_hosts(&self) -> Vec<Ns> {
         self.namespaces()
             .into_iter()
-            .filter(|n| !matches!(n, Ns::Isp | Ns::Router))
+            .filter(|n| !matches!(n, Ns::Isp | Ns::Router | Ns::Flood))
             .collect()
     }
 
@@ -1052,6 +1085,18 @@ mod tests {
         assert_eq!(tb.client_addr_of(3, true).to_string(), "fd77:3::4");
         assert_eq!(tb.end_hosts().len(), 5);
         assert_eq!(tb.namespaces().len(), 7);
+        drop(tb);
+        let tb = Testbed {
+            spec: TopologySpec {
+                flood_source: true,
+                ..TopologySpec::with_prefix("ut6")
+            },
+            created: Vec::new(),
+            owned: Mutex::new(Vec::new()),
+        };
+        assert_eq!(tb.ns_name(Ns::Flood), "ut6-fld");
+        assert_eq!(tb.namespaces().last(), Some(&Ns::Flood));
+        assert_eq!(tb.end_hosts(), vec![Ns::Server, Ns::Client]);
         assert!(TopologySpec {
             clients: 0,
             ..TopologySpec::with_prefix("ut7")
