@@ -63,6 +63,12 @@ impl Daemon {
         }
     }
 
+    /// The daemon's process id (`ip netns exec` execs it, so it is the child's), while it runs:
+    /// for its `/proc/<pid>/status` and `stat` (memory, CPU time).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
     /// The metrics text, fetched with curl inside the router namespace.
     pub fn scrape(&self, tb: &Testbed) -> Result<String> {
         tb.run_in(Ns::Router, &["curl", "-sf", "--max-time", "2", &self.metrics_url])
@@ -110,6 +116,50 @@ impl Drop for Daemon {
     }
 }
 
+/// Memory of a process, from `/proc/<pid>/status`: (`VmRSS`, `VmHWM`) in KiB (resident now, and
+/// the most it was resident since it started).
+pub fn process_memory_kib(pid: u32) -> Result<(u64, u64)> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .with_context(|| format!("reading /proc/{pid}/status"))?;
+    parse_memory_kib(&status).with_context(|| format!("no VmRSS/VmHWM in /proc/{pid}/status"))
+}
+
+fn parse_memory_kib(status: &str) -> Option<(u64, u64)> {
+    let field = |name: &str| {
+        status.lines().find_map(|l| {
+            l.strip_prefix(name)?
+                .strip_prefix(':')?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+    };
+    Some((field("VmRSS")?, field("VmHWM")?))
+}
+
+/// CPU time a process used, user plus system, all its threads, in seconds (`utime` + `stime`
+/// of `/proc/<pid>/stat`, in clock ticks).
+pub fn process_cpu_seconds(pid: u32) -> Result<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .with_context(|| format!("reading /proc/{pid}/stat"))?;
+    let ticks = parse_cpu_ticks(&stat).with_context(|| format!("no utime/stime in /proc/{pid}/stat"))?;
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz <= 0 {
+        bail!("sysconf(_SC_CLK_TCK) = {hz}");
+    }
+    Ok(ticks as f64 / hz as f64)
+}
+
+fn parse_cpu_ticks(stat: &str) -> Option<u64> {
+    // The command name (field 2) may hold spaces and parentheses: count fields after the last ')'.
+    // Field 3 (state) is the first there; utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
+}
+
 /// The value of the first sample of `name` whose labels include every `(label, value)` pair.
 pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
@@ -136,6 +186,19 @@ pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reads_proc_memory_and_cpu() {
+        let status = "Name:\tslipstreamd\nVmPeak:\t  20000 kB\nVmHWM:\t    9000 kB\nVmRSS:\t    8000 kB\n";
+        assert_eq!(parse_memory_kib(status), Some((8000, 9000)));
+        assert_eq!(parse_memory_kib("VmRSS: 1 kB\n"), None);
+        let stat = "1234 (slip (d) x) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0";
+        assert_eq!(parse_cpu_ticks(stat), Some(325));
+        let own = std::process::id();
+        let (rss, hwm) = process_memory_kib(own).unwrap();
+        assert!(rss > 0 && hwm >= rss, "{rss} {hwm}");
+        assert!(process_cpu_seconds(own).unwrap() >= 0.0);
+    }
 
     #[test]
     fn finds_labelled_samples() {
