@@ -12,6 +12,7 @@ cargo clippy --workspace --all-targets -- -D warnings
 cargo build --release --workspace --bins
 export SLIPSTREAMD_BIN="$PWD/target/release/slipstreamd"
 export SLIPSTREAM_DELAY_BIN="$PWD/target/release/slipstream-delay"
+export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
 # One test at a time: the namespace tests measure timing and must not load each other.
 cargo test --workspace --exclude slipstream -- --test-threads=1
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
@@ -23,6 +24,10 @@ cargo test -p slipstream --test household -- --nocapture --test-threads=1
 # few times (SLIPSTREAM_SOAK_CYCLES, default 3; the 100-cycle soak is an ignored test): no
 # connection broken, no rule left, control back within 2 s of each restart.
 cargo test -p slipstream --test restart -- --nocapture --test-threads=1
+# Floods: 100 000 spoofed SYNs at 5 000/s, then as fast as possible, then at over twice the
+# daemon's capacity, beside a best-effort download: none lost, flow table and memory bounded,
+# best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored).
+cargo test -p slipstream --test flood -- --nocapture --test-threads=1
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
 cargo test -p slipstream --test dashboard -- --nocapture --test-threads=1

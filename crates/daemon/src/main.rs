@@ -189,6 +189,11 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         data_copy_bytes: config.datapath.data_copy_bytes,
     })
     .context("setting up NFQUEUE")?;
+    info!(
+        "NFQUEUE socket receive buffer: {} KiB (both queues full: {} packets each)",
+        datapath.receive_buffer() / 1024,
+        config.datapath.queue_max_len
+    );
     // Arrival times from the kernel instead of when the packet thread read the packet.
     if let Err(e) = datapath.enable_timestamps() {
         warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");

@@ -1,6 +1,6 @@
 //! Figures the engine cannot see, read from the kernel at scrape time: NFQUEUE queue statistics
-//! (`/proc/net/netfilter/nfnetlink_queue`) and the byte counters of the LAN interfaces
-//! (`/proc/net/dev`).
+//! (`/proc/net/netfilter/nfnetlink_queue`, and the listening socket's drops in
+//! `/proc/net/netlink`) and the byte counters of the LAN interfaces (`/proc/net/dev`).
 //!
 //! Why: the engine sees only the packets of background flows, so it can tell neither how many
 //! packets the kernel dropped before they reached the daemon nor how much traffic the LAN got in
@@ -18,6 +18,8 @@ use std::sync::Arc;
 pub const NFNETLINK_QUEUE_PATH: &str = "/proc/net/netfilter/nfnetlink_queue";
 /// Where the kernel lists the interface counters of the reader's network namespace.
 pub const NET_DEV_PATH: &str = "/proc/net/dev";
+/// Where the kernel lists the netlink sockets of the reader's network namespace.
+pub const NETLINK_PATH: &str = "/proc/net/netlink";
 
 /// One line of `/proc/net/netfilter/nfnetlink_queue` (one bound NFQUEUE instance).
 ///
@@ -40,6 +42,10 @@ pub struct QueueStats {
     /// Id of the last packet queued (`id_sequence`): the packets queued since the queue was bound,
     /// modulo 2^32.
     pub id_sequence: u32,
+    /// Messages the listening socket had no room for (`Drops` of its row in `/proc/net/netlink`),
+    /// counted per socket, so the same for queues sharing one. A fail-open queue lets each such
+    /// packet pass unseen and counts it nowhere else.
+    pub socket_overruns: u64,
 }
 
 /// Parses `/proc/net/netfilter/nfnetlink_queue`. Lines that do not parse are skipped.
@@ -57,18 +63,38 @@ pub fn parse_nfnetlink_queue(text: &str) -> Vec<QueueStats> {
                 dropped_queue_full: f[5].parse().ok()?,
                 dropped_socket_full: f[6].parse().ok()?,
                 id_sequence: f[7].parse().ok()?,
+                socket_overruns: 0,
             })
         })
         .collect()
 }
 
+/// The `Drops` of the netlink socket with port id `portid` in `/proc/net/netlink` text
+/// (`sk Eth Pid Groups Rmem Wmem Dump Locks Drops Inode`, see `netlink_seq_show`).
+pub fn parse_netlink_drops(text: &str, portid: u32) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 9 || f[2].parse::<u32>().ok()? != portid {
+            return None;
+        }
+        f[8].parse().ok()
+    })
+}
+
 /// The NFQUEUE instances of this process's network namespace whose number is in `queues` (all of
-/// them if `queues` is empty). Empty if the file cannot be read (module not loaded).
+/// them if `queues` is empty), with their socket's overruns. Empty if the file cannot be read
+/// (module not loaded).
 pub fn read_queue_stats(queues: &[u16]) -> Vec<QueueStats> {
     let text = std::fs::read_to_string(NFNETLINK_QUEUE_PATH).unwrap_or_default();
     let mut stats = parse_nfnetlink_queue(&text);
     if !queues.is_empty() {
         stats.retain(|s| queues.contains(&s.queue));
+    }
+    if !stats.is_empty() {
+        let sockets = std::fs::read_to_string(NETLINK_PATH).unwrap_or_default();
+        for s in &mut stats {
+            s.socket_overruns = parse_netlink_drops(&sockets, s.peer_portid).unwrap_or(0);
+        }
     }
     stats
 }

@@ -46,8 +46,9 @@ mod host;
 pub use daemon::{register_daemon_counters, DaemonCounters};
 
 pub use host::{
-    interface_matches, parse_net_dev, parse_nfnetlink_queue, read_interface_bytes, read_queue_stats,
-    HostStats, InterfaceBytes, QueueStats, NET_DEV_PATH, NFNETLINK_QUEUE_PATH,
+    interface_matches, parse_net_dev, parse_netlink_drops, parse_nfnetlink_queue, read_interface_bytes,
+    read_queue_stats, HostStats, InterfaceBytes, QueueStats, NETLINK_PATH, NET_DEV_PATH,
+    NFNETLINK_QUEUE_PATH,
 };
 
 /// The `Content-Type` of [`render`]'s output (OpenMetrics text, as prometheus-client encodes it).
@@ -191,6 +192,17 @@ fn encode_host(host: &HostStats, enc: &mut DescriptorEncoder) -> Result<(), fmt:
             })
         }),
     )?;
+    // One socket serves both queues: its overruns once, not per queue (no queue, no series).
+    if let Some(overruns) = queues.iter().map(|q| q.socket_overruns).max() {
+        counter(
+            enc,
+            "nfqueue_socket_overruns",
+            "Queued packets the daemon's netlink socket had no room for: the fail-open queues let \
+             them pass unseen (their windows unclamped). Should stay 0; see datapath.queue_max_len.",
+            None,
+            overruns,
+        )?;
+    }
     let interfaces = (host.interfaces)();
     counter_family(
         enc,

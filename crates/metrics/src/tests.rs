@@ -508,6 +508,22 @@ const NET_DEV: &str = "Inter-|   Receive                                        
  wlan1:     300       1    0    0    0     0          0         0      400       2    0    0    0     0       0          0
 ";
 
+/// `/proc/net/netlink` as Linux 6.x prints it: the daemon's NFQUEUE socket is port 31337.
+const NETLINK_PROC: &str = "\
+sk               Eth Pid        Groups   Rmem     Wmem     Dump  Locks    Drops    Inode
+0000000063aa6a26 0   0          00000000 0        0        0     2        0        4
+00000000a1b2c3d4 12  31337      00000000 212992   0        0     2        115      88123
+00000000a1b2c3d5 12  31338      00000000 0        0        0     2        9        88124
+";
+
+#[test]
+fn parses_netlink_socket_drops() {
+    assert_eq!(parse_netlink_drops(NETLINK_PROC, 31337), Some(115));
+    assert_eq!(parse_netlink_drops(NETLINK_PROC, 31338), Some(9));
+    assert_eq!(parse_netlink_drops(NETLINK_PROC, 4), None);
+    assert_eq!(parse_netlink_drops("", 31337), None);
+}
+
 #[test]
 fn parses_nfnetlink_queue() {
     let queues = parse_nfnetlink_queue(NFQUEUE_PROC);
@@ -521,6 +537,7 @@ fn parses_nfnetlink_queue() {
             dropped_queue_full: 7,
             dropped_socket_full: 2,
             id_sequence: 90001,
+            socket_overruns: 0,
         }
     );
     assert_eq!(queues[1].queue, 8471);
@@ -554,6 +571,9 @@ fn host_stats() -> HostStats {
         || {
             let mut q = parse_nfnetlink_queue(NFQUEUE_PROC);
             q.retain(|q| [8470, 8471].contains(&q.queue));
+            for q in &mut q {
+                q.socket_overruns = parse_netlink_drops(NETLINK_PROC, q.peer_portid).unwrap_or(0);
+            }
             q
         },
         || {
@@ -579,6 +599,8 @@ fn renders_host_stats() {
         // Zero drops are series too, so a dashboard query finds them before the first drop.
         r#"slipstream_nfqueue_dropped_packets_total{queue="8471",reason="queue_full"} 0"#,
         r#"slipstream_nfqueue_dropped_packets_total{queue="8471",reason="socket_full"} 0"#,
+        // Both queues share socket 31337: its 115 overruns once.
+        "slipstream_nfqueue_socket_overruns_total 115",
         r#"slipstream_interface_receive_bytes_total{interface="br-lan"} 1234567"#,
         r#"slipstream_interface_transmit_bytes_total{interface="br-lan"} 98765432109"#,
         r#"slipstream_interface_transmit_bytes_total{interface="wlan0"} 200"#,

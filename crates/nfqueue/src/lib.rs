@@ -4,11 +4,18 @@
 //! Two queues share one netlink socket:
 //! - the ACK queue gets handshakes and ACKs of background flows with a full copy, because a
 //!   rewritten packet is handed back whole;
-//! - the data queue gets the flows' data segments with only their headers copied and is
-//!   answered at once: the engine needs their arrival time, TSval and length, not their payload.
+//! - the data queue gets the flows' data segments, copied as `data_copy_bytes` says, and is
+//!   answered at once: the engine needs their arrival time, TSval and length, and rewrites only
+//!   the ACKs among them (flows with data both ways).
 //!
 //! Both are fail-open (the kernel accepts packets when the queue is full) and the firewall rules
 //! that feed them use `--queue-bypass` (packets flow on when no daemon is bound).
+//!
+//! The socket's receive buffer is sized to hold both queues full ([`receive_buffer_bytes`]): with
+//! the kernel's default (`rmem_default`, 208 KiB, about 256 queued packets) it overflows long
+//! before a queue reaches `max_len`, and a fail-open queue then lets packets pass unseen, so
+//! `max_len` would be a bound in name only (measured with a SYN flood: every bypassed packet was a
+//! socket overrun, none a full queue).
 
 mod timestamps;
 
@@ -30,6 +37,19 @@ pub struct QueueConfig {
     pub data_copy_bytes: u16,
 }
 
+/// Kernel memory one queued packet takes in the socket's receive buffer: the netlink message
+/// with a full-size packet, counted at its buffer's true size (about 2 KiB for a 1500-byte packet).
+const BYTES_PER_QUEUED_PACKET: usize = 2048;
+/// The receive buffer never goes above this, whatever `max_len` says (router memory).
+const MAX_RECEIVE_BUFFER: usize = 64 << 20;
+
+/// The receive buffer that holds both queues full: `max_len` packets each.
+pub fn receive_buffer_bytes(max_len: u32) -> usize {
+    (max_len as usize)
+        .saturating_mul(2 * BYTES_PER_QUEUED_PACKET)
+        .min(MAX_RECEIVE_BUFFER)
+}
+
 /// Which of the two queues a message came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueKind {
@@ -46,6 +66,9 @@ pub struct Datapath {
     stamping: Option<RxTimestamps>,
     /// Where the head of the next datagram is peeked at for its timestamp.
     peeked: Vec<u8>,
+    /// The socket's receive buffer as the kernel granted it, bytes (`SO_RCVBUF` reads back twice
+    /// what was asked, the kernel's bookkeeping share included).
+    receive_buffer: usize,
 }
 
 /// A full copy of the largest packet we will rewrite (an ACK; 64 KiB covers any IP packet).
@@ -71,12 +94,14 @@ impl Datapath {
             queue.set_recv_gso(num, gso)?;
         }
         queue.set_nonblocking(true);
+        let receive_buffer = set_receive_buffer(fd, receive_buffer_bytes(config.max_len))?;
         Ok(Datapath {
             queue,
             config,
             fd,
             stamping: None,
             peeked: Vec::new(),
+            receive_buffer,
         })
     }
 
@@ -110,6 +135,11 @@ impl Datapath {
             .filter(|h| h.packet_id == msg.get_packet_id())
             .and_then(|h| h.timestamp);
         Ok(Some((msg, timestamp)))
+    }
+
+    /// The socket's receive buffer in bytes, as granted.
+    pub fn receive_buffer(&self) -> usize {
+        self.receive_buffer
     }
 
     /// The socket to poll for readability.
@@ -165,6 +195,47 @@ impl Drop for Datapath {
             let _ = self.queue.unbind(num);
         }
     }
+}
+
+/// Asks for a receive buffer of `bytes` on `fd`: `SO_RCVBUFFORCE` (CAP_NET_ADMIN, which binding
+/// the queues needs anyway) may exceed `net.core.rmem_max`; without it `SO_RCVBUF` gets what the
+/// limit allows. Returns the size granted.
+fn set_receive_buffer(fd: RawFd, bytes: usize) -> io::Result<usize> {
+    let asked = libc::c_int::try_from(bytes).unwrap_or(libc::c_int::MAX);
+    let set = |option: libc::c_int| {
+        // SAFETY: setsockopt reads one c_int of the given size.
+        unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                option,
+                (&asked as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        }
+    };
+    if set(libc::SO_RCVBUFFORCE) != 0 && set(libc::SO_RCVBUF) != 0 {
+        return Err(explain(
+            "sizing the netlink socket's receive buffer",
+            io::Error::last_os_error(),
+        ));
+    }
+    let mut granted: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: getsockopt writes at most `len` bytes into `granted`.
+    let rc = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_RCVBUF,
+            (&mut granted as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(usize::try_from(granted).unwrap_or(0))
 }
 
 /// Opens an `nfq::Queue` and finds its socket's file descriptor, for polling.
@@ -234,4 +305,17 @@ fn explain(what: &str, e: io::Error) -> io::Error {
         _ => "",
     };
     io::Error::new(e.kind(), format!("{what}: {e}{hint}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn receive_buffer_holds_both_queues_full_within_a_cap() {
+        // The default 4096 packets per queue: 16 MiB.
+        assert_eq!(receive_buffer_bytes(4096), 16 << 20);
+        assert_eq!(receive_buffer_bytes(1), 4096);
+        assert_eq!(receive_buffer_bytes(u32::MAX), MAX_RECEIVE_BUFFER);
+    }
 }
