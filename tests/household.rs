@@ -297,22 +297,7 @@ fn uploads_behind_nat_take_turns() {
         ..TopologySpec::with_prefix(unique_prefix("sshup"))
     };
     let (tb, daemon) = start(spec);
-    tb.run_in(
-        Ns::Router,
-        &[
-            "iptables-legacy",
-            "-w",
-            "-t",
-            "nat",
-            "-A",
-            "POSTROUTING",
-            "-o",
-            tb.router_wan_if(),
-            "-j",
-            "MASQUERADE",
-        ],
-    )
-    .expect("masquerade on the router's WAN side");
+    tb.masquerade().expect("masquerade on the router's WAN side");
     let conntrack_stats = |tb: &Testbed| -> (u64, u64) {
         let out = tb.run_in(Ns::Router, &["conntrack", "-S"]).unwrap_or_default();
         let field = |name: &str| -> u64 {

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use slipstream::{daemon_binary, netns_or_skip};
 use slipstream_testbed::daemon::{metric_value, Daemon};
-use slipstream_testbed::{unique_prefix, Ns, Testbed, TopologySpec};
+use slipstream_testbed::{unique_prefix, IperfRun, Ns, Testbed, TopologySpec};
 
 const BE_PORT: u16 = 5201;
 const BG_PORT: u16 = 6881;
@@ -129,25 +129,25 @@ fn masquerading_testbed(prefix: &str) -> (PathBuf, PathBuf, PathBuf, Testbed) {
     let config = config(&dir);
     let log = dir.join("slipstreamd.log");
     let tb = Testbed::build(TopologySpec::with_prefix(unique_prefix(prefix))).expect("testbed");
-    tb.run_in(
-        Ns::Router,
-        &[
-            "iptables-legacy",
-            "-w",
-            "-t",
-            "nat",
-            "-A",
-            "POSTROUTING",
-            "-o",
-            tb.router_wan_if(),
-            "-j",
-            "MASQUERADE",
-        ],
-    )
-    .expect("masquerade on the router's WAN side");
+    tb.masquerade().expect("masquerade on the router's WAN side");
     tb.start_iperf_server(BG_PORT).expect("iperf3 server");
     tb.start_iperf_server(BE_PORT).expect("iperf3 server");
     (dir, config, log, tb)
+}
+
+/// Starts the background and the best-effort download for `secs` and lets them settle for
+/// `WARMUP_SECS`; returns when they started, their runs, and the reset counter then.
+fn start_both_downloads(tb: &Testbed, secs: u32) -> (Instant, IperfRun, IperfRun, u64) {
+    let t0 = Instant::now();
+    let bg = tb
+        .run_download(BG_PORT, secs, "cubic", &[])
+        .expect("background download");
+    let be = tb
+        .run_download(BE_PORT, secs, "cubic", &[])
+        .expect("best-effort download");
+    std::thread::sleep(Duration::from_secs(WARMUP_SECS));
+    let resets_before = tb.tcp_resets().expect("reset counter");
+    (t0, bg, be, resets_before)
 }
 
 fn soak(cycles: u32) {
@@ -160,15 +160,7 @@ fn soak(cycles: u32) {
     let mut daemon = start_daemon(&tb, &config, &log);
     let secs = WARMUP_SECS + u64::from(cycles) * PERIOD.as_secs() + 4;
     let secs = u32::try_from(secs).expect("duration");
-    let t0 = Instant::now();
-    let bg = tb
-        .run_download(BG_PORT, secs, "cubic", &[])
-        .expect("background download");
-    let be = tb
-        .run_download(BE_PORT, secs, "cubic", &[])
-        .expect("best-effort download");
-    std::thread::sleep(Duration::from_secs(WARMUP_SECS));
-    let resets_before = tb.tcp_resets().expect("reset counter");
+    let (t0, bg, be, resets_before) = start_both_downloads(&tb, secs);
 
     let mut results = Vec::new();
     // (restart, next kill) in seconds since the transfers started, for goodput windows.
@@ -322,15 +314,7 @@ fn one_restart_keeps_best_effort() {
         .goodput_mbps_last(f64::from(ALONE_SECS) - 2.0)
         .expect("goodput alone");
     let secs = u32::try_from(WARMUP_SECS + AFTER_SECS + 2).expect("duration");
-    let t0 = Instant::now();
-    let bg = tb
-        .run_download(BG_PORT, secs, "cubic", &[])
-        .expect("background download");
-    let be = tb
-        .run_download(BE_PORT, secs, "cubic", &[])
-        .expect("best-effort download");
-    std::thread::sleep(Duration::from_secs(WARMUP_SECS));
-    let resets_before = tb.tcp_resets().expect("reset counter");
+    let (t0, bg, be, resets_before) = start_both_downloads(&tb, secs);
     daemon.kill().expect("kill -9");
     std::thread::sleep(DOWN);
     let spawned = Instant::now();

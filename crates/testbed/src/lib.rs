@@ -670,6 +670,27 @@ impl Testbed {
         ROUTER_WAN_IF
     }
 
+    /// Makes the router masquerade what leaves its WAN side, as a home router does: conntrack's
+    /// original tuple then holds the LAN address, its reply tuple the router's WAN address.
+    pub fn masquerade(&self) -> Result<()> {
+        self.run_in(
+            Ns::Router,
+            &[
+                "iptables-legacy",
+                "-w",
+                "-t",
+                "nat",
+                "-A",
+                "POSTROUTING",
+                "-o",
+                ROUTER_WAN_IF,
+                "-j",
+                "MASQUERADE",
+            ],
+        )
+        .map(|_| ())
+    }
+
     /// Address of the first server (iperf3 target): 10.77.1.2, or fd77:1::2 with `v6`.
     pub fn server_addr(&self, v6_: bool) -> IpAddr {
         self.server_addr_of(1, v6_)
