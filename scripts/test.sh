@@ -28,6 +28,9 @@ cargo test -p slipstream --test restart -- --nocapture --test-threads=1
 # daemon's capacity, beside a best-effort download: none lost, flow table and memory bounded,
 # best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored).
 cargo test -p slipstream --test flood -- --nocapture --test-threads=1
+# Fuzzing, a short pass: each cargo-fuzz target (packet parsing, the window rewrite, the engine's
+# whole handle_packet) for 20 s from the committed seeds; a panic or failed check fails the run.
+scripts/fuzz.sh short
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
 cargo test -p slipstream --test dashboard -- --nocapture --test-threads=1
