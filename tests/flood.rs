@@ -716,28 +716,38 @@ fn flood_test(plan: &Plan) {
     // Phase 4: a CPU share that serves a third of what phase 3 offered, at phase 3's cost per
     // packet (lower than at a bounded rate: the daemon handles packets in batches).
     let cost_s = overload.d.cpu_s / overload.d.handled.max(1.0);
-    let share = (overload.offered_pps() * cost_s / CAP_OVERLOAD).clamp(0.02, 1.0);
-    let capped = match CpuCap::apply(pid, share) {
-        Ok(cap) => {
-            let phase = run.flood(
-                format!(
-                    "overload at {CAP_OVERLOAD}x capacity, {} SYNs as fast as possible, daemon capped at \
-                     {:.0}% of a CPU ({:.1} us per packet in phase 3)",
-                    plan.overload_syns,
-                    100.0 * share,
-                    1e6 * cost_s
-                ),
+    let mut share = (overload.offered_pps() * cost_s / CAP_OVERLOAD).clamp(0.02, 1.0);
+    // The generator itself slows while the daemon is capped (they share two cores), so the
+    // ratio reached can fall short: up to three tries, each cap lowered by the shortfall.
+    let mut capped = None;
+    for _ in 0..3 {
+        let cap = match CpuCap::apply(pid, share) {
+            Ok(cap) => cap,
+            Err(why) => {
+                eprintln!("phase 4 skipped: no CPU cap for the daemon ({why})");
+                break;
+            }
+        };
+        let phase = run.flood(
+            format!(
+                "overload at {CAP_OVERLOAD}x capacity, {} SYNs as fast as possible, daemon capped at \
+                 {:.0}% of a CPU ({:.1} us per packet in phase 3)",
                 plan.overload_syns,
-                0,
-            );
-            drop(cap);
-            Some(phase)
+                100.0 * share,
+                1e6 * cost_s
+            ),
+            plan.overload_syns,
+            0,
+        );
+        drop(cap);
+        let reached = phase.offered_pps() / phase.served_pps().max(1.0);
+        capped = Some(phase);
+        if reached >= 2.0 || share <= 0.02 {
+            break;
         }
-        Err(why) => {
-            eprintln!("phase 4 skipped: no CPU cap for the daemon ({why})");
-            None
-        }
-    };
+        share = (share * reached / CAP_OVERLOAD).clamp(0.02, 1.0);
+        std::thread::sleep(Duration::from_secs_f64(PAUSE_SECS));
+    }
     let be = be.wait();
     let metrics = daemon.scrape(&tb).unwrap_or_default();
     let (rss_end, hwm_end) = process_memory_kib(pid).expect("daemon memory");
