@@ -194,6 +194,9 @@ mod tests {
         assert_eq!(parse_memory_kib("VmRSS: 1 kB\n"), None);
         let stat = "1234 (slip (d) x) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0";
         assert_eq!(parse_cpu_ticks(stat), Some(325));
+        let spaced = "1234 (slip stream) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 0 0";
+        assert_eq!(parse_cpu_ticks(spaced), Some(325));
+        assert_eq!(parse_cpu_ticks("garbage"), None);
         let own = std::process::id();
         let (rss, hwm) = process_memory_kib(own).unwrap();
         assert!(rss > 0 && hwm >= rss, "{rss} {hwm}");

@@ -39,7 +39,8 @@ use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, roles, units, Metric, RunParams, RunResult, ScenarioReport, Series, Table};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::probe::quantile;
-use crate::web::procs::{helper_binary, pid_in_netns, process_cpu_seconds, Helper, MachineCpu};
+use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
+use slipstream_testbed::daemon::process_cpu_seconds;
 
 const NAME: &str = "datapath";
 const LOAD_PORT: u16 = 6881;
@@ -278,14 +279,14 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     let secs = env.throughput_s.ceil() as u32;
     let (p0, c0, m0, i0) = (
         router_packets(tb)?,
-        pid.and_then(process_cpu_seconds),
+        pid.and_then(|pid| process_cpu_seconds(pid).ok()),
         MachineCpu::read(),
         Instant::now(),
     );
     let res = tb.run_download(LOAD_PORT, secs, &cc, &["-M", MSS])?.wait()?;
     let (p1, c1, m1, dt) = (
         router_packets(tb)?,
-        pid.and_then(process_cpu_seconds),
+        pid.and_then(|pid| process_cpu_seconds(pid).ok()),
         MachineCpu::read(),
         i0.elapsed().as_secs_f64(),
     );

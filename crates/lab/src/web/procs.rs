@@ -141,22 +141,6 @@ impl Drop for Helper {
     }
 }
 
-/// Utime + stime of process `pid` in seconds (`/proc/<pid>/stat` fields 14 and 15).
-pub fn process_cpu_seconds(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_proc_stat_cpu(&stat).map(|ticks| ticks as f64 / clock_ticks())
-}
-
-/// Utime + stime in clock ticks from a `/proc/<pid>/stat` line.
-pub fn parse_proc_stat_cpu(stat: &str) -> Option<u64> {
-    // Fields after the parenthesised command: state is field 3, utime 14, stime 15.
-    let rest = stat.rsplit_once(')')?.1;
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
 fn clock_ticks() -> f64 {
     // SAFETY: sysconf has no preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -238,14 +222,6 @@ pub fn pid_in_netns(ns: &str, comm: &str) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn proc_stat_cpu() {
-        let s = "1234 (slip stream) S 1 1234 1234 0 -1 4194560 100 0 0 0 250 75 0 0 20 0 3 0 100 0 0";
-        assert_eq!(parse_proc_stat_cpu(s), Some(325));
-        assert_eq!(parse_proc_stat_cpu("garbage"), None);
-        assert!(process_cpu_seconds(std::process::id()).is_some());
-    }
 
     #[test]
     fn machine_cpu() {
