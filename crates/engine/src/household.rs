@@ -230,6 +230,13 @@ pub fn run_round<'f>(
         link.budget = Some(next);
         next
     };
+    if !slowing && link.controller.stats().phase == BudgetPhase::Recover {
+        // Taking a freed link back: every flow was held below what it used before the yield,
+        // and what it acknowledged in the last round shows the held window, not its demand.
+        for demand in demands.iter_mut() {
+            demand.demand = u64::MAX;
+        }
+    }
     allocate(budget, demands, now, config.turn, allocations);
     let mut held = 0;
     for (i, flow) in members.into_iter().enumerate() {

@@ -14,9 +14,10 @@
 //!   budget's distance from `BDP + TARGET * C` whatever the BDP: it converges in a few rounds at
 //!   any rate and RTT, and beside best effort it yields the queue's bytes, not the background's
 //!   small share of them. Well below the target (under a quarter of it for two rounds) the budget may grow
-//!   geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay exit), so a freed
-//!   link is taken back in a few RTTs (doubling up to the budget before the last yield, CUBIC's
-//!   W_max); above twice the target the budget shrinks by `2 * TARGET / queuing_delay` per round
+//!   geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay exit). A freed
+//!   link is taken back in about four RTTs: after a long yield (five rounds above the target)
+//!   the second round with an empty queue restarts the budget at a quarter of the operating point
+//!   before the yield (CUBIC's W_max) and doubles it up to that point; above twice the target the budget shrinks by `2 * TARGET / queuing_delay` per round
 //!   (halving at four times it, as a loss would make a TCP sender do), because beside best effort
 //!   the background's own rate R is too small for the proportional step to yield in time.
 //!
@@ -123,6 +124,12 @@ const CEILING_FRACTION: f64 = 0.85;
 /// dozens of flows taking turns, brief yields are frequent, and doubling back after each made the
 /// budget swing).
 const HIGH_ROUNDS_TO_RECOVER: u32 = 5;
+/// Above the target, a background delivering less than this fraction of the link's rate yields
+/// to that fraction (see [`DelayTarget::on_round`]); above it, round-to-round noise of the rate.
+const SHARE_TO_YIELD: f64 = 0.8;
+/// A recovery starts from this fraction of the ceiling (when the budget is below it): doubling
+/// from the floor took six rounds, most of a five-second idle period's first second.
+const RECOVERY_START_DIVISOR: f64 = 4.0;
 
 impl DelayTarget {
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
@@ -142,10 +149,13 @@ impl DelayTarget {
 
 impl BudgetController for DelayTarget {
     fn on_round(&mut self, round: &LinkRound) -> u64 {
-        if std::mem::take(&mut self.settling) {
+        let queue_above_target = round.queue_delay.is_some_and(|q| q > self.config.target);
+        if std::mem::take(&mut self.settling) && !queue_above_target {
             // The round after an increase measured data the old budget released: wait one more
             // round before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or
-            // the controller grows twice on the same empty queue and the budget oscillates.
+            // the controller grows twice on the same empty queue and the budget oscillates. A
+            // queue above the target is never waited out: best effort may have just arrived, and
+            // each round the background holds on costs it a round of its slow start.
             self.budget = round.budget_in_force;
             return self.budget;
         }
@@ -185,25 +195,28 @@ impl BudgetController for DelayTarget {
                     self.high_rounds += 1;
                     if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
                         // Someone else has held the link for a while: when they leave, the old
-                        // operating point is worth going back to quickly.
-                        self.ceiling = self.yield_from;
+                        // operating point is worth going back to quickly. Only ever raised: a
+                        // second yield that starts from the floor (one round below the target in
+                        // a long busy period resets the count) must not lower it.
+                        self.ceiling = self.ceiling.max(self.yield_from);
                     }
                 } else {
                     self.high_rounds = 0;
                 }
-                if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
-                    if in_force < self.ceiling {
-                        // Whoever made us yield has gone: back to the old operating point by
-                        // doubling each round (TCP's slow start up to ssthresh), no settling
-                        // round, so a freed link is taken back in a few RTTs.
-                        recovering = true;
-                        next = next.max((budget * 2.0).min(self.ceiling as f64));
-                        if next as u64 >= self.ceiling {
-                            self.ceiling = 0;
-                        }
-                    } else {
-                        next = next.max(budget * self.config.max_growth);
+                if self.low_rounds >= LOW_ROUNDS_TO_PROBE && in_force < self.ceiling {
+                    // Whoever made us yield has gone (two rounds with an empty queue: one is
+                    // often best effort's own dip after a loss): back to the old operating
+                    // point from a quarter of it, doubling each round (TCP's slow start up to
+                    // ssthresh), no settling round, so a freed link is taken back in about
+                    // four RTTs instead of climbing from the two-segment floor.
+                    recovering = true;
+                    let ceiling = self.ceiling as f64;
+                    next = next.max((budget * 2.0).max(ceiling / RECOVERY_START_DIVISOR).min(ceiling));
+                    if next as u64 >= self.ceiling {
+                        self.ceiling = 0;
                     }
+                } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
+                    next = next.max(budget * self.config.max_growth);
                 }
                 // Well above the target someone else needs the link. The step above moves by
                 // the background's own rate, which is small beside best effort's: yield
@@ -211,6 +224,17 @@ impl BudgetController for DelayTarget {
                 // sender do: best effort's slow start must not wait for us).
                 if delay > 2.0 * target {
                     next = next.min(budget * 2.0 * target / delay);
+                }
+                // Above the target while the background delivers well below the link's rate:
+                // someone else has taken part of the link and the queue says they want more.
+                // Yield to the share still held, R / C. Best effort after an early slow-start
+                // exit (HyStart, on the queue the background keeps) grows by a segment per RTT
+                // and keeps the queue between T and 2T, where the step above is a few kB per
+                // round: the background held a third of the link for seconds. The background
+                // alone fills the link (R = C) and is not cut by this.
+                let share = round.delivery_rate() / link_rate;
+                if delay > target && share < SHARE_TO_YIELD {
+                    next = next.min(budget * share);
                 }
                 next
             }
@@ -227,12 +251,14 @@ impl BudgetController for DelayTarget {
             BudgetPhase::Hold
         };
         let mut next = next.round() as u64;
-        if next > in_force {
-            // Grow only into what the flows use (see the module docs).
+        if next > in_force && !recovering {
+            // Grow only into what the flows use (see the module docs). A recovery is exempt: the
+            // flows were held below what they used before the yield, and the ceiling bounds it.
             let usable = 2 * round.in_flight + round.floors;
             next = next.min(usable.max(in_force));
         }
-        self.settling = !recovering && next > in_force + in_force / 10;
+        // No settling round while a recovery is pending either: it waits for a second low round.
+        self.settling = !recovering && in_force >= self.ceiling && next > in_force + in_force / 10;
         self.budget = next;
         next
     }
@@ -315,25 +341,49 @@ mod tests {
         assert_eq!(step(10_000, 30), (5_000, "yield"));
         // The fifth round above the target: best effort holds the link, recovery is armed.
         assert_eq!(step(10_000, 30), (5_000, "yield"));
-        // Best effort leaves. One low round: the proportional step, 0.5 * 10 ms * C = 5000.
+        // Best effort leaves. One low round: the proportional step, 0.5 * 10 ms * C = 5000, and
+        // no settling round, as a recovery is pending.
         assert_eq!(step(5_000, 0), (10_000, "hold"));
-        // That grew by more than a tenth: a settling round.
-        assert_eq!(step(10_000, 0), (10_000, "hold"));
-        // Then double each round, no settling rounds, up to 85% of the 100 kB before the yield.
-        assert_eq!(step(10_000, 0), (20_000, "recover"));
-        assert_eq!(step(20_000, 0), (40_000, "recover"));
-        assert_eq!(step(40_000, 0), (80_000, "recover"));
-        assert_eq!(step(80_000, 0), (85_000, "recover"));
+        // The second starts the recovery at a quarter of the ceiling, 85% of the 100 kB before
+        // the yield: 21250.
+        assert_eq!(step(10_000, 0), (21_250, "recover"));
+        // Then double each round, no settling rounds, up to the ceiling.
+        assert_eq!(step(21_250, 0), (42_500, "recover"));
+        assert_eq!(step(42_500, 0), (85_000, "recover"));
         // At the ceiling: the cautious probe, 1.5x, then a settling round.
         assert_eq!(step(85_000, 0), (127_500, "probe"));
         assert_eq!(step(127_500, 0), (127_500, "probe"));
     }
 
     #[test]
-    fn a_brief_yield_is_followed_by_the_cautious_probe() {
+    fn a_second_yield_from_the_floor_keeps_the_ceiling() {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
         let mut step = |budget: u64, queue: u64| {
             let next = c.on_round(&round(budget, Some(queue), budget, budget));
+            (next, c.stats().phase.as_str())
+        };
+        assert_eq!(step(100_000, 10), (100_000, "hold"));
+        // Five rounds above the target, the first from 100 kB, arm the recovery to 85 kB.
+        step(100_000, 30);
+        for _ in 0..4 {
+            step(10_000, 30);
+        }
+        // One round at the target mid-busy-period, then five more above it from the floor.
+        assert_eq!(step(5_000, 10), (5_000, "hold"));
+        for _ in 0..5 {
+            step(2_896, 30);
+        }
+        // Best effort leaves: the recovery still starts from a quarter of 85 kB.
+        step(2_896, 0);
+        assert_eq!(step(7_896, 0), (21_250, "recover"));
+    }
+
+    #[test]
+    fn a_brief_yield_is_followed_by_the_cautious_probe() {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        // The background alone: the link stays full (1 MB/s), whatever its budget.
+        let mut step = |budget: u64, queue: u64| {
+            let next = c.on_round(&round(budget, Some(queue), 100_000, budget));
             (next, c.stats().phase.as_str())
         };
         assert_eq!(step(100_000, 10), (100_000, "hold"));
@@ -344,6 +394,36 @@ mod tests {
         assert_eq!(step(33_333, 0), (38_333, "hold"));
         assert_eq!(step(38_333, 0), (38_333, "hold"));
         assert_eq!(step(38_333, 0), (57_500, "probe"));
+    }
+
+    #[test]
+    fn a_settling_round_does_not_wait_out_a_queue_above_the_target() {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        // Two low rounds: +5000 (0.5 * 10 ms * 1 MB/s), then 1.5x, which arms a settling round.
+        assert_eq!(c.on_round(&round(100_000, Some(0), 100_000, 100_000)), 105_000);
+        assert_eq!(c.on_round(&round(105_000, Some(0), 100_000, 105_000)), 157_500);
+        // Best effort arrives during the settling round: q = 30 ms yields at once, by 2T/q.
+        assert_eq!(c.on_round(&round(157_500, Some(30), 100_000, 157_500)), 105_000);
+        assert_eq!(c.stats().phase.as_str(), "yield");
+        // Without a queue, the settling round only measures.
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        c.on_round(&round(100_000, Some(0), 100_000, 100_000));
+        c.on_round(&round(105_000, Some(0), 100_000, 105_000));
+        assert_eq!(c.on_round(&round(157_500, Some(5), 100_000, 157_500)), 157_500);
+    }
+
+    #[test]
+    fn yields_to_its_share_when_someone_else_takes_the_link() {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        // Alone: 100 kB per 100 ms round, so the link's rate C is 1 MB/s.
+        assert_eq!(c.on_round(&round(100_000, Some(10), 100_000, 100_000)), 100_000);
+        // Best effort took 40% of the link and keeps the queue at 15 ms: the proportional
+        // step alone would be 0.5 * -5 ms * C = -2500; R / C = 0.6 wins: 60000.
+        assert_eq!(c.on_round(&round(100_000, Some(15), 60_000, 100_000)), 60_000);
+        // At 90% of C it is noise: the proportional step.
+        assert_eq!(c.on_round(&round(100_000, Some(15), 90_000, 100_000)), 97_500);
+        // Below the target, never.
+        assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_000);
     }
 
     #[test]
