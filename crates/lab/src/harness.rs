@@ -38,7 +38,7 @@ use slipstream_testbed::{IperfEnds, Ns, Testbed, TopologySpec};
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, LabRule};
 use crate::analysis;
 use crate::measure::{self, BlockSplitter, DaemonFlow, SsSocket};
-use crate::result::{now_unix, roles, units, RunParams, RunResult, Series};
+use crate::result::{now_unix, Role, RunParams, RunResult, Series, Unit};
 use crate::scenarios::{status_line, LabContext, ScenarioOptions};
 
 /// Transfer direction as seen from the LAN client.
@@ -56,8 +56,8 @@ pub struct FlowSpec {
     /// Label, unique per flow within the run ("be", "bg", "bg3"); repeated starts with the same
     /// label (on/off periods) append to the same series.
     pub label: String,
-    /// Role (see [`roles`]).
-    pub role: String,
+    /// Role.
+    pub role: Role,
     /// Server port (an iperf3 server listens there; background ports must be in
     /// [`RunSetup::background_ports`]).
     pub port: u16,
@@ -75,10 +75,10 @@ pub struct FlowSpec {
 
 impl FlowSpec {
     /// A bulk download.
-    pub fn download(label: &str, role: &str, port: u16, seconds: f64) -> FlowSpec {
+    pub fn download(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
         FlowSpec {
             label: label.into(),
-            role: role.into(),
+            role,
             port,
             direction: Direction::Download,
             seconds,
@@ -88,7 +88,7 @@ impl FlowSpec {
     }
 
     /// A bulk upload.
-    pub fn upload(label: &str, role: &str, port: u16, seconds: f64) -> FlowSpec {
+    pub fn upload(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
         FlowSpec {
             direction: Direction::Upload,
             ..FlowSpec::download(label, role, port, seconds)
@@ -526,7 +526,7 @@ impl<'a> Run<'a> {
     }
 
     /// Live rate of all running flows with `role`.
-    pub fn live_role_rate(&self, role: &str) -> Option<f64> {
+    pub fn live_role_rate(&self, role: Role) -> Option<f64> {
         let mut ports: Vec<u16> = self
             .flows
             .iter()
@@ -557,8 +557,8 @@ impl<'a> Run<'a> {
                 now,
                 self.setup.duration_s,
                 &[
-                    ("BE", self.live_role_rate(roles::BEST_EFFORT)),
-                    ("BG", self.live_role_rate(roles::BACKGROUND)),
+                    ("BE", self.live_role_rate(Role::BestEffort)),
+                    ("BG", self.live_role_rate(Role::Background)),
                 ],
             );
             self.ctx.progress.status(&line);
@@ -580,7 +580,7 @@ impl<'a> Run<'a> {
         if failed > 0 {
             self.result.metrics.push(crate::result::Metric::new(
                 "flows_failed",
-                units::COUNT,
+                Unit::Count,
                 failed as f64,
             ));
         }
@@ -658,7 +658,7 @@ impl<'a> Run<'a> {
             {
                 Some(s) => s.points.extend(pts),
                 None => self.result.series.push(
-                    Series::new("goodput", units::MBPS, &f.spec.label, &f.spec.role, "receiver")
+                    Series::new("goodput", Unit::Mbps, &f.spec.label, f.spec.role, "receiver")
                         .with_points(pts),
                 ),
             }
@@ -676,18 +676,13 @@ impl<'a> Run<'a> {
         if !samples.ping.is_empty() {
             self.result
                 .series
-                .push(Series::new("rtt", units::MS, "ping", roles::PROBE, "ping").with_points(samples.ping));
+                .push(Series::new("rtt", Unit::Ms, "ping", Role::Probe, "ping").with_points(samples.ping));
         }
         // One entry per flow label: its port and role.
-        let mut flows: Vec<(String, String, u16, Direction)> = Vec::new();
+        let mut flows: Vec<(String, Role, u16, Direction)> = Vec::new();
         for f in &self.flows {
             if !flows.iter().any(|x| x.0 == f.spec.label) {
-                flows.push((
-                    f.spec.label.clone(),
-                    f.spec.role.clone(),
-                    f.spec.port,
-                    f.spec.direction,
-                ));
+                flows.push((f.spec.label.clone(), f.spec.role, f.spec.port, f.spec.direction));
             }
         }
         for (label, role, port, dir) in &flows {
@@ -724,15 +719,15 @@ impl<'a> Run<'a> {
                 inflight.clear();
             }
             for (name, unit, pts) in [
-                ("cwnd", units::BYTES, cwnd),
-                ("ss_rtt", units::MS, rtt),
-                ("inflight", units::BYTES, inflight),
-                ("ss_goodput", units::MBPS, rate),
+                ("cwnd", Unit::Bytes, cwnd),
+                ("ss_rtt", Unit::Ms, rtt),
+                ("inflight", Unit::Bytes, inflight),
+                ("ss_goodput", Unit::Mbps, rate),
             ] {
                 if !pts.is_empty() {
                     self.result
                         .series
-                        .push(Series::new(name, unit, label, role, "server-ss").with_points(pts));
+                        .push(Series::new(name, unit, label, *role, "server-ss").with_points(pts));
                 }
             }
             let (mut rwnd, mut est, mut piv, mut mode, mut drtt) =
@@ -755,16 +750,16 @@ impl<'a> Run<'a> {
                 drtt.extend(f.rtt_seconds.map(|v| (t, v * 1000.0)));
             }
             for (name, unit, pts) in [
-                ("rwnd", units::BYTES, rwnd),
-                ("cwnd_estimate", units::BYTES, est),
-                ("piv_sum", units::S, piv),
-                ("mode", units::COUNT, mode),
-                ("daemon_rtt", units::MS, drtt),
+                ("rwnd", Unit::Bytes, rwnd),
+                ("cwnd_estimate", Unit::Bytes, est),
+                ("piv_sum", Unit::S, piv),
+                ("mode", Unit::Count, mode),
+                ("daemon_rtt", Unit::Ms, drtt),
             ] {
                 if !pts.is_empty() {
                     self.result
                         .series
-                        .push(Series::new(name, unit, label, role, "daemon").with_points(pts));
+                        .push(Series::new(name, unit, label, *role, "daemon").with_points(pts));
                 }
             }
         }

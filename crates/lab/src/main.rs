@@ -226,7 +226,14 @@ fn real_main(args: Args) -> Result<()> {
                     ctx.write_report(&dir, &report)?;
                 }
                 eprintln!();
-                println!("{}", slipstream_lab::table::markdown_table(&report));
+                println!(
+                    "{}",
+                    slipstream_lab::report::markdown::table(&slipstream_lab::report::Summary::of(
+                        &report,
+                        &[],
+                        ""
+                    ))
+                );
             }
             Err(e) => {
                 eprintln!("\n[{name}] failed: {e:#}");

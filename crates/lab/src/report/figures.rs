@@ -14,7 +14,7 @@ use super::plot::{
     self, negate, render_bars, render_figure, BarGroup, Bars, Figure, Line, LineKind, Marker, Panel,
     BE_COLOR, BG_COLOR, PAPER_COLOR,
 };
-use crate::result::{roles, units, RunResult, ScenarioReport, Series};
+use crate::result::{Paper, Role, RunResult, ScenarioReport, Series, Unit};
 
 /// One rendered figure of a scenario.
 #[derive(Debug, Clone)]
@@ -286,12 +286,12 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             let be: Vec<&Series> = goodput
                 .iter()
                 .copied()
-                .filter(|s| s.role == roles::BEST_EFFORT)
+                .filter(|s| s.role == Role::BestEffort)
                 .collect();
             let bg: Vec<&Series> = goodput
                 .iter()
                 .copied()
-                .filter(|s| s.role == roles::BACKGROUND)
+                .filter(|s| s.role == Role::Background)
                 .collect();
             if be.is_empty() && bg.is_empty() {
                 panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
@@ -339,7 +339,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
             if let Some(a) = series_named(run, names::AVAILABLE)
                 .into_iter()
-                .find(|s| s.role == roles::LINK)
+                .find(|s| s.role == Role::Link)
             {
                 panel.lines.push(Line::new(
                     "available to background",
@@ -415,7 +415,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             let flows: BTreeSet<&str> = {
                 let bg: BTreeSet<&str> = all
                     .iter()
-                    .filter(|s| s.role == roles::BACKGROUND)
+                    .filter(|s| s.role == Role::Background)
                     .map(|s| s.flow.as_str())
                     .collect();
                 if bg.is_empty() {
@@ -428,7 +428,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             for flow in flows.iter().take(4) {
                 for (name, label, color, kind) in wanted {
                     if let Some(s) = all.iter().find(|s| s.name == name && s.flow == *flow) {
-                        let (factor, _) = window_scale(&s.unit);
+                        let (factor, _) = window_scale(s.unit);
                         let label = if many {
                             format!("{label}, {flow}")
                         } else {
@@ -458,8 +458,8 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
 }
 
 /// (factor to kB, whether it was converted).
-fn window_scale(unit: &str) -> (f64, bool) {
-    if unit == units::BYTES || unit.is_empty() {
+fn window_scale(unit: Unit) -> (f64, bool) {
+    if unit == Unit::Bytes {
         (1e-3, true)
     } else {
         (1.0, false)
@@ -475,7 +475,7 @@ pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         "PIV sum per epoch",
         "PIV sum (ms)",
         "piv",
-        Some(roles::BACKGROUND),
+        Some(Role::Background),
     )
 }
 
@@ -492,10 +492,10 @@ pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     )
 }
 
-fn to_ms(unit: &str) -> f64 {
+fn to_ms(unit: Unit) -> f64 {
     match unit {
-        units::S => 1e3,
-        "us" | "µs" => 1e-3,
+        Unit::S => 1e3,
+        Unit::Us => 1e-3,
         _ => 1.0,
     }
 }
@@ -506,7 +506,7 @@ fn single_series_plots(
     what: &str,
     y_label: &str,
     base: &str,
-    prefer_role: Option<&str>,
+    prefer_role: Option<Role>,
 ) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
@@ -531,19 +531,19 @@ fn single_series_plots(
                 }
             } else if found
                 .iter()
-                .any(|s| s.role == roles::PROBE || s.role == roles::BEST_EFFORT)
+                .any(|s| s.role == Role::Probe || s.role == Role::BestEffort)
             {
-                found.retain(|s| s.role == roles::PROBE || s.role == roles::BEST_EFFORT);
+                found.retain(|s| s.role == Role::Probe || s.role == Role::BestEffort);
             }
             for (i, s) in found.iter().take(8).enumerate() {
-                let color = if s.role == roles::BACKGROUND {
+                let color = if s.role == Role::Background {
                     BG_COLOR
                 } else {
                     alt_color(i)
                 };
                 panel.lines.push(Line::new(
-                    format!("{} ({})", s.flow, s.role.replace('_', " ")),
-                    &scaled(&s.points, to_ms(&s.unit)),
+                    format!("{} ({})", s.flow, s.role.label()),
+                    &scaled(&s.points, to_ms(s.unit)),
                     color,
                     LineKind::Solid,
                 ));
@@ -582,7 +582,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
     for name in dist_names {
-        let mut unit = String::new();
+        let mut unit = None;
         let mut panel = Panel::new("", "fraction of samples");
         panel.y_range = Some((0.0, 1.05));
         for (i, alt) in alts.iter().enumerate() {
@@ -591,9 +591,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 .flat_map(|r| r.series.iter())
                 .filter(|s| s.name == name)
                 .flat_map(|s| {
-                    if unit.is_empty() {
-                        unit = s.unit.clone();
-                    }
+                    unit.get_or_insert(s.unit);
                     s.points.iter().map(|p| p.1)
                 })
                 .collect();
@@ -610,10 +608,9 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
         panel.title = String::new();
         panel.note = Some(format!("no {name} samples"));
-        let x_label = if unit.is_empty() {
-            name.to_string()
-        } else {
-            format!("{} ({unit})", name.replace('_', " "))
+        let x_label = match unit {
+            None => name.to_string(),
+            Some(unit) => format!("{} ({unit})", name.replace('_', " ")),
         };
         let mut fig = Figure::new(&title, x_label);
         fig.panel_height = 420;
@@ -694,92 +691,16 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     Ok(plots)
 }
 
-/// How a paper value bounds ours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// "0.96", "≈20", "5.97–5.98": about this value or within this range.
-    About,
-    /// "< 0", "≤ 5": at most.
-    AtMost,
-    /// "> 0.9", "≥ 0.9": at least.
-    AtLeast,
-}
-
-/// A paper value that can be compared with a measurement.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PaperValue {
-    /// Low end (the value itself when not a range).
-    pub lo: f64,
-    /// High end.
-    pub hi: f64,
-    /// How it bounds ours.
-    pub bound: Bound,
-}
-
-fn leading_number(s: &str) -> Option<(f64, &str)> {
-    let end = s
-        .char_indices()
-        .take_while(|(i, c)| c.is_ascii_digit() || (*c == '.' && !s[..*i].contains('.')))
-        .map(|(i, c)| i + c.len_utf8())
-        .last()?;
-    let v: f64 = s[..end].trim_end_matches('.').parse().ok()?;
-    Some((v, &s[end..]))
-}
-
-/// Parses a paper value: an optional `~ ≈ < ≤ > ≥`, a number or a range ("a–b", "a-b",
-/// "a to b"), then nothing, a unit (`%`, `ms`, `s`, `Mbit/s`) or a parenthesis. Anything else
-/// ("consistent (Fig. 11)", "~0.9 binary search, ~0.7 stoch. approx.") is text, not a number.
-pub fn parse_paper(text: &str) -> Option<PaperValue> {
-    let t = text.trim();
-    let first = t.chars().next()?;
-    let (bound, rest) = match first {
-        '<' | '≤' => (Bound::AtMost, &t[first.len_utf8()..]),
-        '>' | '≥' => (Bound::AtLeast, &t[first.len_utf8()..]),
-        '~' | '≈' => (Bound::About, &t[first.len_utf8()..]),
-        _ => (Bound::About, t),
-    };
-    let rest = rest.trim_start_matches('=').trim_start();
-    let (lo, after) = leading_number(rest)?;
-    let trimmed = after.trim_start();
-    let range_rest = ["–", "-", "to "].iter().find_map(|sep| trimmed.strip_prefix(sep));
-    let (hi, after) = match range_rest.and_then(|r| leading_number(r.trim_start())) {
-        Some((hi, r)) if hi >= lo => (hi, r),
-        _ => (lo, after),
-    };
-    let tail = after.trim();
-    let unit = tail
-        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-        .next()
-        .unwrap_or("");
-    let ok = tail.is_empty()
-        || tail.starts_with('(')
-        || (["%", "ms", "s", "Mbit/s", "Mbps", "kB", "bytes"].contains(&unit) && {
-            let more = tail[unit.len()..].trim();
-            more.is_empty() || more.starts_with('(')
-        });
-    ok.then_some(PaperValue { lo, hi, bound })
-}
-
-/// A paper value as a range `(lo, hi)` (see [`parse_paper`]).
-pub fn paper_range(text: &str) -> Option<(f64, f64)> {
-    parse_paper(text).map(|p| (p.lo, p.hi))
-}
-
-/// A paper value as one number (a range's midpoint), for bars.
-pub fn paper_number(text: &str) -> Option<f64> {
-    parse_paper(text).map(|p| (p.lo + p.hi) / 2.0)
-}
-
 /// Grouped bars of the summary table, one chart per unit: one group per row, one bar per
 /// alternative, plus the paper's value in grey where it gives a number (e.g. Jain's index per
 /// flow count, normalized response time per size bucket).
 pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let t = &report.table;
-    let mut by_unit: Vec<(String, Vec<usize>)> = Vec::new();
+    let mut by_unit: Vec<(Unit, Vec<usize>)> = Vec::new();
     for (i, r) in t.rows.iter().enumerate() {
         match by_unit.iter_mut().find(|(u, _)| *u == r.unit) {
             Some((_, v)) => v.push(i),
-            None => by_unit.push((r.unit.clone(), vec![i])),
+            None => by_unit.push((r.unit, vec![i])),
         }
     }
     let mut plots = Vec::new();
@@ -790,8 +711,8 @@ pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             } else {
                 String::new()
             };
-            let title = format!("{}: summary, {}{part}", report.scenario, unit_name(&unit));
-            let mut bars = Bars::new(&title, unit_axis(&unit));
+            let title = format!("{}: summary, {}{part}", report.scenario, unit_name(unit));
+            let mut bars = Bars::new(&title, unit_axis(unit));
             bars.categories = chunk.iter().map(|&i| short(&t.rows[i].metric, 48)).collect();
             for (ci, col) in t.columns.iter().enumerate() {
                 bars.groups.push(BarGroup {
@@ -805,7 +726,7 @@ pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
             let paper: Vec<Option<f64>> = chunk
                 .iter()
-                .map(|&i| t.rows[i].paper.as_deref().and_then(paper_number))
+                .map(|&i| t.rows[i].paper.as_ref().and_then(Paper::midpoint))
                 .collect();
             if paper.iter().any(Option::is_some) {
                 bars.groups.push(BarGroup {
@@ -814,7 +735,7 @@ pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                     values: paper,
                 });
             }
-            if unit == units::RATIO {
+            if unit == Unit::Ratio {
                 let top = bars
                     .groups
                     .iter()
@@ -828,7 +749,7 @@ pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             } else {
                 String::new()
             };
-            let file = format!("summary-{}{suffix}.svg", slug(&unit_name(&unit)));
+            let file = format!("summary-{}{suffix}.svg", slug(&unit_name(unit)));
             plots.push(Plot {
                 file,
                 title,
@@ -839,19 +760,17 @@ pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     Ok(plots)
 }
 
-fn unit_name(unit: &str) -> String {
+fn unit_name(unit: Unit) -> String {
     match unit {
-        "" => "no unit".into(),
-        "%" => "percent".into(),
-        units::RATIO => "ratios".into(),
+        Unit::Percent => "percent".into(),
+        Unit::Ratio => "ratios".into(),
         other => other.to_string(),
     }
 }
 
-fn unit_axis(unit: &str) -> String {
+fn unit_axis(unit: Unit) -> String {
     match unit {
-        "" | units::RATIO => "ratio".into(),
-        "%" => "percent".into(),
+        Unit::Percent => "percent".into(),
         other => other.to_string(),
     }
 }

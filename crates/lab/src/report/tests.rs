@@ -8,7 +8,8 @@ use serde_json::json;
 
 use super::plot::tests::{assert_svg, svg_texts};
 use super::*;
-use crate::result::{roles, units, Metric, Row, RunParams, RunResult, Series, Table};
+use crate::report::summary;
+use crate::result::{Metric, Paper, Role, RunParams, RunResult, Series, Table, Target, Unit};
 
 const ALTS: [&str; 4] = ["no-control", "slipstream", "slipstream-paper", "htb-90"];
 const DUR: f64 = 180.0;
@@ -23,7 +24,7 @@ fn wobble(t: f64, seed: f64) -> f64 {
     ((t * 1.7 + seed).sin() * 0.3 + (t * 0.31 + seed * 2.0).cos() * 0.2) * 0.5
 }
 
-fn series(name: &str, unit: &str, flow: &str, role: &str, f: impl Fn(f64) -> Option<f64>) -> Series {
+fn series(name: &str, unit: Unit, flow: &str, role: Role, f: impl Fn(f64) -> Option<f64>) -> Series {
     Series::new(name, unit, flow, role, "synthetic")
         .with_points(times().filter_map(|t| f(t).map(|v| (t, v))).collect())
 }
@@ -80,7 +81,7 @@ fn report(
     scenario: &str,
     title: &str,
     runs: Vec<RunResult>,
-    rows: &[(&str, &str, &str, Option<&str>)],
+    rows: &[(&str, Unit, &str, Option<&str>)],
 ) -> ScenarioReport {
     let mut table = Table::new(ALTS.iter().map(|s| s.to_string()).collect());
     let refs: Vec<&RunResult> = runs.iter().collect();
@@ -89,14 +90,7 @@ fn report(
             Some((n, p)) => (n, Some(p)),
             None => (*key, None),
         };
-        table.add_metric_row(
-            label,
-            unit,
-            &refs,
-            name,
-            period,
-            paper.map(|p| (p, "Vulture Sec. 0.4")),
-        );
+        table.add_metric_row(label, *unit, &refs, name, period, paper.map(paper_of));
     }
     ScenarioReport {
         scenario: scenario.into(),
@@ -107,6 +101,15 @@ fn report(
         notes: vec!["synthetic data for tests".into()],
         ..Default::default()
     }
+}
+
+/// A paper figure as the scenarios give them: "≥ x", a number, or a note.
+fn paper_of(text: &str) -> Paper {
+    let target = match text.strip_prefix("≥ ") {
+        Some(v) => v.parse().ok().map(Target::at_least),
+        None => text.parse().ok().map(Target::about),
+    };
+    Paper::new(text, target, "Vulture Sec. 0.4")
 }
 
 /// cbr: a 6 Mbit/s best-effort flow, a background flow from 45 s to 135 s (Vulture Fig. 15).
@@ -131,19 +134,17 @@ fn cbr() -> ScenarioReport {
                 }
             };
             r.series
-                .push(series("goodput", units::MBPS, "be", roles::BEST_EFFORT, |t| {
+                .push(series("goodput", Unit::Mbps, "be", Role::BestEffort, |t| {
                     Some(be(t))
                 }));
             r.series
-                .push(series("goodput", units::MBPS, "bg", roles::BACKGROUND, |t| {
+                .push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| {
                     Some(bg(t))
                 }));
             r.series
-                .push(series("goodput", units::MBPS, "rev", roles::REVERSE, |_| {
-                    Some(6.0)
-                }));
+                .push(series("goodput", Unit::Mbps, "rev", Role::Reverse, |_| Some(6.0)));
             r.series
-                .push(series("rtt", units::MS, "ping", roles::PROBE, move |t| {
+                .push(series("rtt", Unit::Ms, "ping", Role::Probe, move |t| {
                     Some(if active(t) {
                         104.0 + 60.0 * (1.0 - y) + 10.0 * wobble(t, 4.0)
                     } else {
@@ -152,22 +153,22 @@ fn cbr() -> ScenarioReport {
                 }));
             if alt.starts_with("slipstream") {
                 r.series
-                    .push(series("piv_sum", units::S, "bg", roles::BACKGROUND, move |t| {
+                    .push(series("piv_sum", Unit::S, "bg", Role::Background, move |t| {
                         active(t).then(|| (0.004 + 0.003 * wobble(t, 5.0)).max(0.0))
                     }));
             }
             let k = repeat as f64 * 0.04;
             r.metrics
-                .push(Metric::new("be_goodput", units::MBPS, 5.97 + k).period("before"));
+                .push(Metric::new("be_goodput", Unit::Mbps, 5.97 + k).period("before"));
             r.metrics
-                .push(Metric::new("be_goodput", units::MBPS, 6.0 - 1.5 * (1.0 - y) + k).period("bg-active"));
+                .push(Metric::new("be_goodput", Unit::Mbps, 6.0 - 1.5 * (1.0 - y) + k).period("bg-active"));
             r.metrics.push(
-                Metric::new("bg_goodput", units::MBPS, 3.4 * y + 5.0 * (1.0 - y) - k).period("bg-active"),
+                Metric::new("bg_goodput", Unit::Mbps, 3.4 * y + 5.0 * (1.0 - y) - k).period("bg-active"),
             );
             r.metrics
-                .push(Metric::new("be_rtt", units::MS, 104.0 + 60.0 * (1.0 - y) + k).period("bg-active"));
+                .push(Metric::new("be_rtt", Unit::Ms, 104.0 + 60.0 * (1.0 - y) + k).period("bg-active"));
             r.metrics
-                .push(Metric::new("utilization", units::RATIO, 0.83 * y + k).period("bg-active"));
+                .push(Metric::new("utilization", Unit::Ratio, 0.83 * y + k).period("bg-active"));
             runs.push(r);
         }
     }
@@ -178,31 +179,31 @@ fn cbr() -> ScenarioReport {
         &[
             (
                 "BE goodput, background active",
-                units::MBPS,
+                Unit::Mbps,
                 "be_goodput/bg-active",
                 Some("5.98"),
             ),
             (
                 "BE goodput, before",
-                units::MBPS,
+                Unit::Mbps,
                 "be_goodput/before",
                 Some("5.97"),
             ),
             (
                 "BG goodput, background active",
-                units::MBPS,
+                Unit::Mbps,
                 "bg_goodput/bg-active",
                 Some("2.84"),
             ),
             (
                 "BE RTT, background active",
-                units::MS,
+                Unit::Ms,
                 "be_rtt/bg-active",
                 Some("146"),
             ),
             (
                 "Utilization of spare bandwidth",
-                units::RATIO,
+                Unit::Ratio,
                 "utilization/bg-active",
                 Some("0.83"),
             ),
@@ -216,24 +217,19 @@ fn alone() -> ScenarioReport {
     for alt in ALTS {
         let y = yield_of(alt);
         let mut r = run("alone", alt, 0, phases());
-        r.series.push(series(
-            "goodput",
-            units::MBPS,
-            "bg",
-            roles::BACKGROUND,
-            move |t| {
+        r.series
+            .push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
                 let dip = if active(t) {
                     4.0 * y * (-(t - 45.0) / 8.0).exp()
                 } else {
                     0.0
                 };
                 Some((9.4 - dip + wobble(t, 1.0)).clamp(0.0, 9.56))
-            },
-        ));
+            }));
         r.metrics
-            .push(Metric::new("utilization", units::RATIO, 0.9 + 0.09 * (1.0 - y)).period("stable"));
+            .push(Metric::new("utilization", Unit::Ratio, 0.9 + 0.09 * (1.0 - y)).period("stable"));
         r.metrics
-            .push(Metric::new("utilization", units::RATIO, 0.93 - 0.2 * y).period("bg-active"));
+            .push(Metric::new("utilization", Unit::Ratio, 0.93 - 0.2 * y).period("bg-active"));
         runs.push(r);
     }
     report(
@@ -243,13 +239,13 @@ fn alone() -> ScenarioReport {
         &[
             (
                 "Utilization, stable background period",
-                units::RATIO,
+                Unit::Ratio,
                 "utilization/stable",
                 Some("0.99"),
             ),
             (
                 "Utilization, whole background period",
-                units::RATIO,
+                Unit::Ratio,
                 "utilization/bg-active",
                 Some("0.93"),
             ),
@@ -264,31 +260,31 @@ fn cwnd() -> ScenarioReport {
         let mut r = run("cwnd", alt, 0, phases());
         let saw = |t: f64| 40_000.0 + 80_000.0 * ((t % 12.0) / 12.0);
         r.series
-            .push(series("goodput", units::MBPS, "bg", roles::BACKGROUND, |t| {
+            .push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| {
                 Some(9.3 + wobble(t, 1.0))
             }));
         if alt != "htb-90" {
             r.series
-                .push(series("cwnd", units::BYTES, "bg", roles::BACKGROUND, move |t| {
+                .push(series("cwnd", Unit::Bytes, "bg", Role::Background, move |t| {
                     Some(saw(t))
                 }));
         }
         if alt.starts_with("slipstream") {
             r.series.push(series(
                 "cwnd_estimate",
-                units::BYTES,
+                Unit::Bytes,
                 "bg",
-                roles::BACKGROUND,
+                Role::Background,
                 move |t| Some(saw(t) * 0.92),
             ));
             r.series
-                .push(series("rwnd", units::BYTES, "bg", roles::BACKGROUND, move |t| {
+                .push(series("rwnd", Unit::Bytes, "bg", Role::Background, move |t| {
                     active(t).then_some(30_000.0 + 600.0 * (t - 45.0))
                 }));
             r.metrics
-                .push(Metric::new("cwnd_estimate_error", units::RATIO, 0.08));
+                .push(Metric::new("cwnd_estimate_error", Unit::Ratio, 0.08));
             r.metrics
-                .push(Metric::new("cwnd_estimate_correlation", units::RATIO, 0.97));
+                .push(Metric::new("cwnd_estimate_correlation", Unit::Ratio, 0.97));
         }
         runs.push(r);
     }
@@ -299,13 +295,13 @@ fn cwnd() -> ScenarioReport {
         &[
             (
                 "Cwnd estimate correlation with cwnd",
-                units::RATIO,
+                Unit::Ratio,
                 "cwnd_estimate_correlation",
                 Some("consistent (Fig. 11)"),
             ),
             (
                 "Cwnd estimate mean abs. error",
-                units::RATIO,
+                Unit::Ratio,
                 "cwnd_estimate_error",
                 None,
             ),
@@ -323,57 +319,49 @@ fn onoff() -> ScenarioReport {
         (30, 0.56, 0.77),
     ];
     let mut runs = Vec::new();
-    let mut rows: Vec<(String, String, String, Option<String>)> = Vec::new();
+    let mut rows: Vec<(String, Unit, String, Option<String>)> = Vec::new();
     for (t_s, util, share) in paper {
         for alt in ALTS {
             let y = yield_of(alt);
             let extra = BTreeMap::from([("on_off_T_s".to_string(), json!(t_s))]);
             let mut r = run("onoff", alt, 0, extra);
             let on = move |t: f64| ((t / t_s as f64) as u64) & 1 == 0;
-            r.series.push(series(
-                "goodput",
-                units::MBPS,
-                "be",
-                roles::BEST_EFFORT,
-                move |t| Some(if on(t) { 9.4 * (0.5 + 0.45 * y) } else { 0.0 }),
-            ));
-            r.series.push(series(
-                "goodput",
-                units::MBPS,
-                "bg",
-                roles::BACKGROUND,
-                move |t| {
+            r.series
+                .push(series("goodput", Unit::Mbps, "be", Role::BestEffort, move |t| {
+                    Some(if on(t) { 9.4 * (0.5 + 0.45 * y) } else { 0.0 })
+                }));
+            r.series
+                .push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
                     Some(if on(t) {
                         9.4 * (0.5 - 0.45 * y)
                     } else {
                         9.0 * (0.3 + 0.5 * (t_s as f64 / 30.0))
                     })
-                },
-            ));
+                }));
             r.metrics.push(
-                Metric::new(&format!("bg_util_T{t_s}"), units::RATIO, util * (1.0 + 0.3 * y)).period("off"),
+                Metric::new(&format!("bg_util_T{t_s}"), Unit::Ratio, util * (1.0 + 0.3 * y)).period("off"),
             );
             r.metrics.push(
-                Metric::new(&format!("be_share_T{t_s}"), units::RATIO, 0.5 + (share - 0.5) * y).period("on"),
+                Metric::new(&format!("be_share_T{t_s}"), Unit::Ratio, 0.5 + (share - 0.5) * y).period("on"),
             );
             runs.push(r);
         }
         rows.push((
             format!("LBE utilization, BE off, T = {t_s} s"),
-            units::RATIO.into(),
+            Unit::Ratio,
             format!("bg_util_T{t_s}/off"),
             Some(format!("{util:.2}")),
         ));
         rows.push((
             format!("BE share, BE on, T = {t_s} s"),
-            units::RATIO.into(),
+            Unit::Ratio,
             format!("be_share_T{t_s}/on"),
             Some(format!("{share:.2}")),
         ));
     }
-    let rows: Vec<(&str, &str, &str, Option<&str>)> = rows
+    let rows: Vec<(&str, Unit, &str, Option<&str>)> = rows
         .iter()
-        .map(|(a, b, c, d)| (a.as_str(), b.as_str(), c.as_str(), d.as_deref()))
+        .map(|(a, b, c, d)| (a.as_str(), *b, c.as_str(), d.as_deref()))
         .collect();
     report(
         "onoff",
@@ -395,9 +383,9 @@ fn fairness() -> ScenarioReport {
                 let start = i as f64 * 20.0 * 4.0 / n as f64;
                 r.series.push(series(
                     "goodput",
-                    units::MBPS,
+                    Unit::Mbps,
                     &format!("bg{i}"),
-                    roles::BACKGROUND,
+                    Role::Background,
                     move |t| {
                         let active = (0..n).filter(|j| t >= *j as f64 * 80.0 / n as f64).count().max(1);
                         Some(if t >= start {
@@ -410,7 +398,7 @@ fn fairness() -> ScenarioReport {
             }
             r.metrics.push(Metric::new(
                 &format!("jain_{n}"),
-                units::RATIO,
+                Unit::Ratio,
                 paper - 0.05 * (1.0 - yield_of(alt)),
             ));
             runs.push(r);
@@ -421,9 +409,9 @@ fn fairness() -> ScenarioReport {
             Some(format!("{paper:.2}")),
         ));
     }
-    let rows: Vec<(&str, &str, &str, Option<&str>)> = rows
+    let rows: Vec<(&str, Unit, &str, Option<&str>)> = rows
         .iter()
-        .map(|(a, c, d)| (a.as_str(), units::RATIO, c.as_str(), d.as_deref()))
+        .map(|(a, c, d)| (a.as_str(), Unit::Ratio, c.as_str(), d.as_deref()))
         .collect();
     report(
         "fairness",
@@ -443,32 +431,27 @@ fn udp_square() -> ScenarioReport {
             let on = |t: f64| ((t / 10.0) as u64) & 1 == 0;
             r.series.push(series(
                 "udp_rate",
-                units::MBPS,
+                Unit::Mbps,
                 "udp",
-                roles::BEST_EFFORT,
+                Role::BestEffort,
                 move |t| Some(if on(t) { 8.0 } else { 0.0 }),
             ));
             r.series
-                .push(series("available", units::MBPS, "link", roles::LINK, move |t| {
+                .push(series("available", Unit::Mbps, "link", Role::Link, move |t| {
                     Some(if on(t) { 1.4 } else { 9.4 })
                 }));
-            r.series.push(series(
-                "goodput",
-                units::MBPS,
-                "bg",
-                roles::BACKGROUND,
-                move |t| {
+            r.series
+                .push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
                     Some(if on(t) {
                         (1.4 + 3.0 * (1.0 - y)).min(9.4)
                     } else {
                         9.0
                     })
-                },
-            ));
+                }));
             r.metrics
-                .push(Metric::new("udp_loss", "%", 2.0 + 20.0 * (1.0 - y)).period("on"));
+                .push(Metric::new("udp_loss", Unit::Percent, 2.0 + 20.0 * (1.0 - y)).period("on"));
             r.metrics
-                .push(Metric::new("time_to_yield", units::S, 0.3 + 5.0 * (1.0 - y)));
+                .push(Metric::new("time_to_yield", Unit::S, 0.3 + 5.0 * (1.0 - y)));
         } else {
             r.notes.push("iperf3 UDP server failed to start".into());
         }
@@ -479,8 +462,8 @@ fn udp_square() -> ScenarioReport {
         "UDP square wave vs background flow",
         runs,
         &[
-            ("UDP loss, UDP on", "%", "udp_loss/on", None),
-            ("Time to yield", units::S, "time_to_yield", Some("3")),
+            ("UDP loss, UDP on", Unit::Percent, "udp_loss/on", None),
+            ("Time to yield", Unit::S, "time_to_yield", Some("3")),
         ],
     )
 }
@@ -494,15 +477,15 @@ fn web() -> ScenarioReport {
         let mut r = run("web", alt, 0, BTreeMap::new());
         r.series.push(series(
             "web_response",
-            units::MS,
+            Unit::Ms,
             "web",
-            roles::BEST_EFFORT,
+            Role::BestEffort,
             move |t| {
                 Some(210.0 + 40.0 * wobble(t, 1.0).abs() * 10.0 + 300.0 * (1.0 - y) * ((t * 3.1).sin() + 1.0))
             },
         ));
         r.series
-            .push(series("goodput", units::MBPS, "bg", roles::BACKGROUND, |t| {
+            .push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| {
                 Some(8.0 + wobble(t, 2.0))
             }));
         let by_size: Vec<(f64, f64)> = [1e3, 1e4, 1e5, 1e6]
@@ -512,9 +495,9 @@ fn web() -> ScenarioReport {
         r.series.push(
             Series::new(
                 "web_rt_by_size",
-                units::MS,
+                Unit::Ms,
                 "web",
-                roles::BEST_EFFORT,
+                Role::BestEffort,
                 "client; x = object size bytes",
             )
             .with_points(by_size),
@@ -522,7 +505,7 @@ fn web() -> ScenarioReport {
         for (i, _) in buckets.iter().enumerate() {
             r.metrics.push(Metric::new(
                 &format!("norm_rt_{i}"),
-                units::RATIO,
+                Unit::Ratio,
                 1.0 + (1.0 - y) * (1.5 - i as f64 * 0.4),
             ));
         }
@@ -533,9 +516,9 @@ fn web() -> ScenarioReport {
         .enumerate()
         .map(|(i, b)| (format!("Normalized response time, {b}"), format!("norm_rt_{i}")))
         .collect();
-    let rows: Vec<(&str, &str, &str, Option<&str>)> = rows
+    let rows: Vec<(&str, Unit, &str, Option<&str>)> = rows
         .iter()
-        .map(|(a, k)| (a.as_str(), units::RATIO, k.as_str(), None))
+        .map(|(a, k)| (a.as_str(), Unit::Ratio, k.as_str(), None))
         .collect();
     report("web", "Web browsing next to a background download", runs, &rows)
 }
@@ -551,12 +534,12 @@ fn datapath() -> ScenarioReport {
         r.params.measured_rtt_ms = None;
         r.metrics.push(Metric::new(
             "latency_p99",
-            "us",
+            Unit::Us,
             if alt == "slipstream" { 38.0 } else { 4.0 },
         ));
         r.metrics.push(Metric::new(
             "max_pps",
-            units::COUNT,
+            Unit::Count,
             if alt == "slipstream" { 240_000.0 } else { 900_000.0 },
         ));
         runs.push(r);
@@ -566,15 +549,15 @@ fn datapath() -> ScenarioReport {
         "Datapath cost per packet",
         runs,
         &[
-            ("Added latency, p99", "us", "latency_p99", None),
-            ("Packets per second", units::COUNT, "max_pps", None),
+            ("Added latency, p99", Unit::Us, "latency_p99", None),
+            ("Packets per second", Unit::Count, "max_pps", None),
         ],
     );
     rep.table.columns = vec!["slipstream".into(), "no-control".into()];
     let refs: Vec<&RunResult> = rep.runs.iter().collect();
     let mut t = Table::new(rep.table.columns.clone());
-    t.add_metric_row("Added latency, p99", "us", &refs, "latency_p99", None, None);
-    t.add_metric_row("Packets per second", units::COUNT, &refs, "max_pps", None, None);
+    t.add_metric_row("Added latency, p99", Unit::Us, &refs, "latency_p99", None, None);
+    t.add_metric_row("Packets per second", Unit::Count, &refs, "max_pps", None, None);
     rep.table = t;
     rep
 }
@@ -596,16 +579,16 @@ fn household(scenario: &str) -> ScenarioReport {
             move |t: f64| (t < third || t >= 2.0 * third).then_some(9.5 * if t < third { 1.0 } else { y });
         let bg = move |t: f64| (t >= third).then_some(9.4 * if t < 2.0 * third { 1.0 } else { 1.0 - y });
         r.series
-            .push(series("goodput", units::MBPS, "be", roles::BEST_EFFORT, be));
+            .push(series("goodput", Unit::Mbps, "be", Role::BestEffort, be));
         r.series
-            .push(series("goodput", units::MBPS, "bg0", roles::BACKGROUND, bg));
+            .push(series("goodput", Unit::Mbps, "bg0", Role::Background, bg));
         r.metrics
-            .push(Metric::new("be_kept", units::RATIO, y).period("together"));
+            .push(Metric::new("be_kept", Unit::Ratio, y).period("together"));
         runs.push(r);
     }
     let row = (
         "N = 2: BE kept beside BG",
-        units::RATIO,
+        Unit::Ratio,
         "be_kept/together",
         Some("≥ 0.93"),
     );
@@ -766,15 +749,15 @@ fn empty_report_does_not_panic() {
         ..Default::default()
     };
     assert!(scenario_plots(&rep).unwrap().is_empty());
-    let md = scenario_markdown(&rep, &[]);
+    let md = scenario_markdown(&Summary::of(&rep, &[], ""));
     assert!(md.contains("No summary rows"), "{md}");
     assert!(md.contains("How measured: –"), "{md}");
 }
 
 #[test]
 fn markdown_table_with_repeats_and_paper() {
-    let rep = cbr();
-    let md = scenario_markdown(&rep, &scenario_plots(&rep).unwrap());
+    let rep = Summary::of(&cbr(), &scenario_plots(&cbr()).unwrap(), "");
+    let md = scenario_markdown(&rep);
     assert!(md.starts_with("# CBR best effort"), "{md}");
     assert!(
         md.contains("| metric | unit | no-control | slipstream | slipstream-paper | htb-90 | paper |"),
@@ -812,7 +795,7 @@ fn markdown_table_with_repeats_and_paper() {
         "{diffs:?}"
     );
     assert!(md.contains("## Not reached / differs from paper"), "{md}");
-    let u = scenario_markdown(&udp_square(), &[]);
+    let u = scenario_markdown(&Summary::of(&udp_square(), &[], ""));
     assert!(
         u.contains("| UDP loss, UDP on | % | 22.0 | 3.0 | 5.0 | – | – |"),
         "{u}"
@@ -833,7 +816,7 @@ fn min_max_per_subcase() {
                 repeat as u32,
                 BTreeMap::from([("flows".to_string(), json!(n))]),
             );
-            r.metrics.push(Metric::new("jain_index", units::RATIO, *v));
+            r.metrics.push(Metric::new("jain_index", Unit::Ratio, *v));
             runs.push(r);
         }
     }
@@ -845,7 +828,7 @@ fn min_max_per_subcase() {
             .collect();
         table.add_metric_row(
             &format!("N = {n}: Jain's index"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "jain_index",
             None,
@@ -858,7 +841,7 @@ fn min_max_per_subcase() {
         table,
         ..Default::default()
     };
-    let md = markdown::table(&rep);
+    let md = markdown::table(&Summary::of(&rep, &[], ""));
     assert!(
         md.contains("| N = 2: Jain's index | ratio | 0.920 (0.900–0.940) | – |"),
         "{md}"
@@ -867,20 +850,24 @@ fn min_max_per_subcase() {
         md.contains("| N = 4: Jain's index | ratio | 0.980 (0.970–0.990) | – |"),
         "{md}"
     );
-    assert_eq!(markdown::repeats(&rep), 2);
+    assert_eq!(summary::repeats(&rep), 2);
 }
 
 #[test]
 fn differences_cover_missing_and_direction() {
-    let mut rep = alone();
-    rep.table.rows.push(Row {
+    let mut rep = Summary::of(&alone(), &[], "");
+    let cell = |mean| {
+        Some(summary::Cell {
+            mean,
+            range: None,
+            sd: None,
+        })
+    };
+    rep.rows.push(summary::SummaryRow {
         metric: "Time to 90% of the link".into(),
-        unit: units::S.into(),
-        values: vec![Some(1.0), Some(30.0), None, Some(2.0)],
-        spread: vec![],
-        paper: Some("20".into()),
-        paper_source: Some("Vulture Sec. 0.4.5".into()),
-        key: None,
+        unit: Unit::S,
+        cells: vec![cell(1.0), cell(30.0), None, cell(2.0)],
+        paper: Some(Paper::about(20.0, 0, "Vulture Sec. 0.4.5")),
     });
     let d = markdown::differences(&rep);
     assert!(
@@ -1016,30 +1003,26 @@ fn assert_sections_in_lab_order(page: &str) {
 }
 
 #[test]
-fn gather_carries_over_scenarios_without_a_run() {
-    let root = temp_dir("gather-carry");
+fn gather_keeps_committed_summaries_of_scenarios_without_a_run() {
+    let root = temp_dir("gather-keep");
     let docs = root.join("docs");
     let first = root.join("first");
     for rep in all_kinds() {
         write_scenario_outputs(&first.join(&rep.scenario).join("20231114T221320Z"), &rep).unwrap();
     }
     let before = std::fs::read_to_string(gather(&first, &docs).unwrap()).unwrap();
-    // A fresh results directory with only a new cbr run.
+    // The committed summaries alone rebuild the same page.
+    let none = root.join("none");
+    let rebuilt = std::fs::read_to_string(gather(&none, &docs).unwrap()).unwrap();
+    assert_eq!(rebuilt, before);
+    // A fresh results directory with only a new cbr run: every other scenario stays.
     let second = root.join("second");
     let mut fresh = cbr();
     fresh.title = "NEW CBR RUN".into();
     write_scenario_outputs(&second.join("cbr/20241114T221320Z"), &fresh).unwrap();
     let page = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
-
     assert!(page.contains("NEW CBR RUN"), "{page}");
-    assert!(page.contains("Scenarios marked as carried over"), "{page}");
-    // Every other scenario keeps its section, headline rows and differences, marked once.
     assert_sections_in_lab_order(&page);
-    assert_eq!(
-        page.matches(carry::MARK).count(),
-        2 * (crate::scenarios::ALL.len() - 1),
-        "{page}"
-    );
     for line in before
         .lines()
         .filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
@@ -1048,39 +1031,32 @@ fn gather_carries_over_scenarios_without_a_run() {
     }
     let datapath_row = "| [datapath](#datapath) | Added latency, p99 | us | 4.0 | 38.0 | – | – | – |";
     assert!(page.contains(datapath_row), "{page}");
-    // The carried alternatives rows share the fresh cbr table: one header for them.
-    let header = page
-        .lines()
-        .find(|l| l.starts_with("| scenario | metric | unit | no-control"))
-        .unwrap();
-    assert_eq!(page.matches(header).count(), 1, "{page}");
-    let cbr_row = page.find("| [cbr](#cbr) |").unwrap();
-    assert!(page.find("| [alone](#alone) |").unwrap() < cbr_row);
-    assert!(cbr_row < page.find("| [cwnd](#cwnd) |").unwrap());
     assert_linked_svgs_exist(&page, &docs);
-    // Gathering again changes nothing.
+    // An older run does not replace a committed later one.
+    write_scenario_outputs(&second.join("cbr/20001114T221320Z"), &cbr()).unwrap();
+    std::fs::remove_dir_all(second.join("cbr/20241114T221320Z")).unwrap();
     let again = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
     assert_eq!(again, page);
     let _ = std::fs::remove_dir_all(&root);
 }
 
 #[test]
-fn gather_without_results_dir_fails_cleanly() {
+fn gather_without_results_or_summaries_says_so() {
     let root = temp_dir("gather-none");
-    assert!(gather(&root.join("nope"), &root.join("docs")).is_err());
-    std::fs::create_dir_all(root.join("empty")).unwrap();
-    let page = std::fs::read_to_string(gather(&root.join("empty"), &root.join("docs")).unwrap()).unwrap();
+    let page = std::fs::read_to_string(gather(&root.join("nope"), &root.join("docs")).unwrap()).unwrap();
     assert!(page.contains("_No runs found._"), "{page}");
     let _ = std::fs::remove_dir_all(&root);
 }
 
-/// Writes every plot of every synthetic kind to `$SLIPSTREAM_REPORT_DUMP` (for looking at them).
+/// Writes every plot of every synthetic kind under `$SLIPSTREAM_REPORT_DUMP` (default: a temporary
+/// directory) for looking at them: `cargo test -p slipstream-lab dump -- --ignored`.
 #[test]
-fn dump_when_asked() {
-    let Ok(dir) = std::env::var("SLIPSTREAM_REPORT_DUMP") else {
-        return;
-    };
-    let dir = PathBuf::from(dir);
+#[ignore = "writes plots for a person to look at; checks nothing the other tests do not"]
+fn dump_synthetic_reports() {
+    let dir = std::env::var("SLIPSTREAM_REPORT_DUMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| temp_dir("dump"));
+    eprintln!("writing under {}", dir.display());
     for rep in all_kinds() {
         let run_dir = dir.join("results").join(&rep.scenario).join("20231114T221320Z");
         write_scenario_outputs(&run_dir, &rep).unwrap();
