@@ -71,21 +71,15 @@ struct Args {
     set: Vec<String>,
 }
 
-static INTERRUPTED: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    INTERRUPTED.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers(flag: Arc<AtomicBool>) {
-    let handler: extern "C" fn(libc::c_int) = on_signal;
-    for sig in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: installing an async-signal-safe handler (one atomic store).
-        unsafe { libc::signal(sig, handler as libc::sighandler_t) };
-    }
+/// SIGINT/SIGTERM: a thread waits for the first one (signal-hook's iterator; the lab is
+/// synchronous, so no async runtime), sets `flag`, and tears down itself if the scenario has not
+/// within 15 s.
+fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
     std::thread::spawn(move || {
-        while !INTERRUPTED.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
+        if signals.forever().next().is_none() {
+            return;
         }
         flag.store(true, Ordering::SeqCst);
         eprintln!("\nslipstream-lab: interrupted, tearing down ...");
@@ -95,6 +89,7 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) {
         let _ = slipstream_testbed::cleanup_stale(&mine);
         std::process::exit(130);
     });
+    Ok(())
 }
 
 fn options(a: &Args) -> Result<ScenarioOptions> {
@@ -206,7 +201,7 @@ fn real_main(args: Args) -> Result<()> {
     if let Err(why) = slipstream_testbed::netns_supported() {
         bail!("cannot build testbeds: {why}");
     }
-    install_signal_handlers(Arc::clone(&ctx.interrupted));
+    install_signal_handlers(Arc::clone(&ctx.interrupted))?;
     let mut failed = Vec::new();
     for name in names {
         let run = scenarios::lookup(name).expect("checked");
