@@ -31,7 +31,7 @@ pub struct CbrTimes {
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let t = CbrTimes {
         third: opts.scaled(30.0, 4.0),
-        be_mbit: opts.extra_or("be_mbit", 6.0),
+        be_mbit: opts.extra_or("be_mbit", 6.0)?,
     };
     run_with(ctx, opts, "cbr", t)
 }

@@ -31,7 +31,7 @@ pub struct CwndCase {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string());
+    let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string())?;
     let duration = opts.scaled(60.0, 8.0);
     let cases: Vec<CwndCase> = ccs
         .split(',')

@@ -173,7 +173,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         web_bin: web,
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
-        load_mbit: opts.extra_or("load_mbit", 20.0),
+        load_mbit: opts.extra_or("load_mbit", 20.0)?,
     };
     let rounds = opts.repeats.max(2);
     let mut runs: Vec<RunResult> = Vec::new();

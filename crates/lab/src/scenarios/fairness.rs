@@ -52,8 +52,8 @@ impl FairCase {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string());
-    let hosts: u8 = opts.extra_or("fairness_hosts", 4u8).clamp(1, 16);
+    let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string())?;
+    let hosts: u8 = opts.extra_or("fairness_hosts", 4u8)?.clamp(1, 16);
     let cases: Vec<FairCase> = list
         .split(',')
         .filter_map(|n| n.trim().parse::<usize>().ok())

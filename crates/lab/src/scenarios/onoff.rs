@@ -41,7 +41,7 @@ pub const PAPER_TABLE1: [(f64, f64, f64, f64); 5] = [
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let list: String = opts.extra_or("onoff_periods", "1,3,5,10,30".to_string());
+    let list: String = opts.extra_or("onoff_periods", "1,3,5,10,30".to_string())?;
     let cases: Vec<OnOffCase> = list
         .split(',')
         .filter_map(|t| t.trim().parse::<f64>().ok())

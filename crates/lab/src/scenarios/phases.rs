@@ -19,7 +19,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde_json::json;
 use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 
@@ -335,11 +335,13 @@ pub fn run_mixes(
 }
 
 /// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.
-pub fn counts(opts: &ScenarioOptions, key: &str, default: &str) -> Vec<usize> {
-    opts.extra_or(key, default.to_string())
-        .split(',')
-        .filter_map(|n| n.trim().parse::<usize>().ok())
-        .filter(|n| (1..=100).contains(n))
+pub fn counts(opts: &ScenarioOptions, key: &str, default: &str) -> Result<Vec<usize>> {
+    let list = opts.extra_or(key, default.to_string())?;
+    list.split(',')
+        .map(|n| match n.trim().parse::<usize>() {
+            Ok(n) if (1..=100).contains(&n) => Ok(n),
+            _ => bail!("--set {key}={list}: {n:?} is not a count from 1 to 100"),
+        })
         .collect()
 }
 
@@ -365,6 +367,9 @@ mod tests {
             "/tmp".into(),
         );
         assert_eq!((s.clients, s.server_ports.len()), (5, 17));
-        assert_eq!(counts(&opts, "nope", "4, 16,x,0,64"), vec![4, 16, 64]);
+        assert_eq!(counts(&opts, "nope", "4, 16,64").unwrap(), vec![4, 16, 64]);
+        for bad in ["4,x", "0", "101", ""] {
+            assert!(counts(&opts, "nope", bad).is_err(), "{bad:?}");
+        }
     }
 }

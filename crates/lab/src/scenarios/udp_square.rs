@@ -150,7 +150,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
     let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
     let periods = periods(opts)?;
-    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit);
+    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit)?;
     let warm = opts.scaled(10.0, 8.0);
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let count = periods.len() * opts.repeats.max(1) as usize * opts.alternatives.len();

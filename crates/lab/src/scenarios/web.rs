@@ -100,8 +100,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
     let warm = opts.scaled(10.0, 8.0);
     let d = opts.scaled(60.0, 20.0);
-    let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit));
-    let seed0: u64 = opts.extra_or("seed", 1);
+    let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit))?;
+    let seed0: u64 = opts.extra_or("seed", 1)?;
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let repeats = opts.repeats.max(1);
     let count = repeats as usize * (opts.alternatives.len() + 1);
