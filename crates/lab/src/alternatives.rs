@@ -312,6 +312,7 @@ impl Alternative {
             daemon: None,
             htb_dev: None,
             config_path: None,
+            control_socket: None,
             notes: Vec::new(),
         };
         if self.uses_daemon() {
@@ -334,6 +335,7 @@ impl Alternative {
             }
             active.daemon = Some(daemon);
             active.config_path = Some(config_path);
+            active.control_socket = Some(sock);
         }
         let htb = self.htb_commands(env, ROUTER_LAN_IF);
         if !htb.is_empty() {
@@ -410,16 +412,13 @@ pub struct ActiveAlternative {
     pub htb_dev: Option<String>,
     /// The generated daemon config.
     pub config_path: Option<PathBuf>,
+    /// The daemon's control socket.
+    pub control_socket: Option<PathBuf>,
     /// Notes for the run result.
     pub notes: Vec<String>,
 }
 
 impl ActiveAlternative {
-    /// The daemon's metrics text, if a daemon runs.
-    pub fn scrape(&self, tb: &Testbed) -> Option<String> {
-        self.daemon.as_ref().and_then(|d| d.scrape(tb).ok())
-    }
-
     /// Stops the daemon (checking it exits cleanly and removed its rules) and removes the HTB
     /// tree. Returns notes.
     pub fn teardown(mut self, tb: &Testbed) -> Result<Vec<String>> {
