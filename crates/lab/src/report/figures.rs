@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
+use super::bars::{render_bars, BarGroup, Bars};
 use super::plot::{
-    self, negate, render_bars, render_figure, BarGroup, Bars, Figure, Line, LineKind, Marker, Panel,
-    BE_COLOR, BG_COLOR, PAPER_COLOR,
+    self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
 };
 use crate::result::{Paper, Role, RunResult, ScenarioReport, Series, Unit};
 

@@ -13,6 +13,7 @@
 //! build nor the rendering needs font files, freetype or fontconfig. Missing series never fail a
 //! report: their panel carries a note, or the plot is left out.
 
+pub mod bars;
 pub mod figures;
 pub mod markdown;
 pub mod page;
