@@ -10,11 +10,12 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
-use super::bars::{render_bars, BarGroup, Bars};
 use super::plot::{
     self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
 };
-use crate::result::{Paper, Role, RunResult, ScenarioReport, Series, Unit};
+use super::subcases::{groups, phase_markers};
+use super::summary_bars::table_bar_plots;
+use crate::result::{Role, RunResult, ScenarioReport, Series, Unit};
 
 /// One rendered figure of a scenario.
 #[derive(Debug, Clone)]
@@ -69,129 +70,6 @@ pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
     out
 }
 
-/// The `params.extra` keys whose values differ between runs: the sub-case dimensions (on/off
-/// period, flow count, ...). `kernel` and phase descriptions are never sub-cases, nor is a key
-/// whose value follows from the keys before it (fairness: `hosts` and `stagger_s` follow from
-/// `flows`), so labels and file names name each sub-case once.
-pub fn subcase_keys(report: &ScenarioReport) -> Vec<String> {
-    let mut kept: Vec<String> = Vec::new();
-    for k in varying_keys(report) {
-        let mut value_of: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
-        for r in &report.runs {
-            let by: Vec<String> = kept
-                .iter()
-                .map(|x| r.params.extra.get(x).map(|v| v.to_string()).unwrap_or_default())
-                .collect();
-            let v = r.params.extra.get(&k).map(|v| v.to_string()).unwrap_or_default();
-            value_of.entry(by).or_default().insert(v);
-        }
-        let follows = !kept.is_empty() && value_of.values().all(|vals| vals.len() == 1);
-        if !follows {
-            kept.push(k);
-        }
-    }
-    kept
-}
-
-/// The `params.extra` keys whose values differ between runs (or that some runs lack).
-fn varying_keys(report: &ScenarioReport) -> Vec<String> {
-    let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for r in &report.runs {
-        for (k, v) in &r.params.extra {
-            if k == "kernel" || k == "phases" || is_phase_key(k) {
-                continue;
-            }
-            seen.entry(k).or_default().insert(v.to_string());
-        }
-    }
-    let n = report.runs.len();
-    seen.into_iter()
-        .filter(|(k, vals)| {
-            vals.len() > 1
-                || report
-                    .runs
-                    .iter()
-                    .filter(|r| r.params.extra.contains_key(*k))
-                    .count()
-                    < n
-        })
-        .map(|(k, _)| k.to_string())
-        .collect()
-}
-
-/// `key=value, ...` of a run's sub-case (empty if the scenario has none).
-pub fn subcase_label(run: &RunResult, keys: &[String]) -> String {
-    keys.iter()
-        .filter_map(|k| run.params.extra.get(k).map(|v| format!("{k}={}", json_plain(v))))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn json_plain(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn is_phase_key(k: &str) -> bool {
-    k.ends_with("_start_s") || k.ends_with("_stop_s") || k.ends_with("_end_s")
-}
-
-/// Phase boundaries of a run, as vertical markers: `extra["phases"]` (an array of objects with
-/// `name` and `start_s`/`end_s`, or `t0`/`t1`) or numeric `*_start_s` / `*_stop_s` / `*_end_s`
-/// keys. Boundaries at t = 0 and duplicates are dropped.
-pub fn phase_markers(run: &RunResult) -> Vec<Marker> {
-    let mut out: Vec<(f64, String)> = Vec::new();
-    if let Some(serde_json::Value::Array(phases)) = run.params.extra.get("phases") {
-        for (i, p) in phases.iter().enumerate() {
-            let start = p.get("start_s").or_else(|| p.get("t0")).and_then(|v| v.as_f64());
-            let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
-            if let Some(t) = start {
-                if i > 0 {
-                    out.push((t, name.to_string()));
-                }
-            }
-        }
-    }
-    for (k, v) in &run.params.extra {
-        if is_phase_key(k) {
-            if let Some(t) = v.as_f64() {
-                let label = k.trim_end_matches("_s").replace('_', " ");
-                out.push((t, label));
-            }
-        }
-    }
-    out.retain(|(t, _)| t.is_finite() && *t > 0.0);
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    out.dedup_by(|a, b| (a.0 - b.0).abs() < 1e-9);
-    out.into_iter()
-        .map(|(t, l)| Marker::new(t, (!l.is_empty()).then_some(l)))
-        .collect()
-}
-
-/// Runs grouped by sub-case (in first-seen order), each with the first repeat of every
-/// alternative.
-fn groups(report: &ScenarioReport) -> Vec<(String, BTreeMap<String, &RunResult>)> {
-    let keys = subcase_keys(report);
-    let mut out: Vec<(String, BTreeMap<String, &RunResult>)> = Vec::new();
-    for r in &report.runs {
-        let label = subcase_label(r, &keys);
-        let idx = match out.iter().position(|(l, _)| *l == label) {
-            Some(i) => i,
-            None => {
-                out.push((label, BTreeMap::new()));
-                out.len() - 1
-            }
-        };
-        let slot = out[idx].1.entry(r.alternative.clone()).or_insert(r);
-        if r.params.repeat < slot.params.repeat {
-            *slot = r;
-        }
-    }
-    out
-}
-
 /// `0 ..` the longest run (its planned duration or its last sample).
 fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f64, f64)> {
     let end = runs
@@ -209,7 +87,7 @@ fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f6
     (end > 0.0).then_some((0.0, end))
 }
 
-fn slug(s: &str) -> String {
+pub(super) fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
         if c.is_ascii_alphanumeric() {
@@ -689,100 +567,6 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         });
     }
     Ok(plots)
-}
-
-/// Grouped bars of the summary table, one chart per unit: one group per row, one bar per
-/// alternative, plus the paper's value in grey where it gives a number (e.g. Jain's index per
-/// flow count, normalized response time per size bucket).
-pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let t = &report.table;
-    let mut by_unit: Vec<(Unit, Vec<usize>)> = Vec::new();
-    for (i, r) in t.rows.iter().enumerate() {
-        match by_unit.iter_mut().find(|(u, _)| *u == r.unit) {
-            Some((_, v)) => v.push(i),
-            None => by_unit.push((r.unit, vec![i])),
-        }
-    }
-    let mut plots = Vec::new();
-    for (unit, rows) in by_unit {
-        for (chunk_no, chunk) in rows.chunks(10).enumerate() {
-            let part = if rows.len() > 10 {
-                format!(" ({}/{})", chunk_no + 1, rows.len().div_ceil(10))
-            } else {
-                String::new()
-            };
-            let title = format!("{}: summary, {}{part}", report.scenario, unit_name(unit));
-            let mut bars = Bars::new(&title, unit_axis(unit));
-            bars.categories = chunk.iter().map(|&i| short(&t.rows[i].metric, 48)).collect();
-            for (ci, col) in t.columns.iter().enumerate() {
-                bars.groups.push(BarGroup {
-                    label: col.clone(),
-                    color: alt_color(ci),
-                    values: chunk
-                        .iter()
-                        .map(|&i| t.rows[i].values.get(ci).copied().flatten())
-                        .collect(),
-                });
-            }
-            let paper: Vec<Option<f64>> = chunk
-                .iter()
-                .map(|&i| t.rows[i].paper.as_ref().and_then(Paper::midpoint))
-                .collect();
-            if paper.iter().any(Option::is_some) {
-                bars.groups.push(BarGroup {
-                    label: "paper".into(),
-                    color: PAPER_COLOR,
-                    values: paper,
-                });
-            }
-            if unit == Unit::Ratio {
-                let top = bars
-                    .groups
-                    .iter()
-                    .flat_map(|g| g.values.iter().flatten())
-                    .fold(1.0f64, |a, v| a.max(*v));
-                bars.value_range = Some((0.0, top * 1.05));
-                bars.refs.push(Marker::new(1.0, None));
-            }
-            let suffix = if rows.len() > 10 {
-                format!("-{}", chunk_no + 1)
-            } else {
-                String::new()
-            };
-            let file = format!("summary-{}{suffix}.svg", slug(&unit_name(unit)));
-            plots.push(Plot {
-                file,
-                title,
-                svg: render_bars(&bars)?,
-            });
-        }
-    }
-    Ok(plots)
-}
-
-fn unit_name(unit: Unit) -> String {
-    match unit {
-        Unit::Percent => "percent".into(),
-        Unit::Ratio => "ratios".into(),
-        other => other.to_string(),
-    }
-}
-
-fn unit_axis(unit: Unit) -> String {
-    match unit {
-        Unit::Percent => "percent".into(),
-        other => other.to_string(),
-    }
-}
-
-fn short(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max - 1).collect();
-        out.push('…');
-        out
-    }
 }
 
 /// Every figure of a scenario, in the order the report shows them.

@@ -18,7 +18,9 @@ pub mod figures;
 pub mod markdown;
 pub mod page;
 pub mod plot;
+pub mod subcases;
 pub mod summary;
+pub mod summary_bars;
 
 use std::path::{Path, PathBuf};
 

@@ -7,8 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use super::figures::{alternatives, subcase_keys, subcase_label, Plot};
+use super::figures::{alternatives, Plot};
 use super::plot::tick;
+use super::subcases::{subcase_keys, subcase_label};
 use crate::result::{timestamp_dirname, Paper, Row, RunResult, ScenarioReport, Unit};
 
 /// At most this many notes are kept; the rest are counted in a last note.

@@ -1080,15 +1080,15 @@ fn subcases_are_named_by_their_independent_keys() {
         runs: vec![case(2, 2, 20.0, "cubic"), case(8, 4, 60.0 / 7.0, "cubic")],
         ..Default::default()
     };
-    assert_eq!(figures::subcase_keys(&r), vec!["flows".to_string()]);
+    assert_eq!(subcases::subcase_keys(&r), vec!["flows".to_string()]);
     assert_eq!(
-        figures::subcase_label(&r.runs[1], &figures::subcase_keys(&r)),
+        subcases::subcase_label(&r.runs[1], &subcases::subcase_keys(&r)),
         "flows=8"
     );
     // A second independent dimension stays.
     r.runs.push(case(2, 2, 20.0, "reno"));
     assert_eq!(
-        figures::subcase_keys(&r),
+        subcases::subcase_keys(&r),
         vec!["cc".to_string(), "flows".to_string()]
     );
 }
