@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
+use super::bars::{render_bars, Bars};
 use super::plot::{
     self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
 };
@@ -26,6 +27,39 @@ pub struct Plot {
     pub title: String,
     /// The SVG document.
     pub svg: String,
+    /// What was drawn (for tests of the plotted values).
+    pub data: PlotData,
+}
+
+/// The model a plot was rendered from.
+#[derive(Debug, Clone)]
+pub enum PlotData {
+    /// Lines in stacked panels.
+    Figure(Figure),
+    /// Grouped bars.
+    Bars(Bars),
+}
+
+impl Plot {
+    /// `fig` rendered.
+    pub fn figure(file: String, title: String, fig: Figure) -> Result<Plot> {
+        Ok(Plot {
+            file,
+            title,
+            svg: render_figure(&fig)?,
+            data: PlotData::Figure(fig),
+        })
+    }
+
+    /// `bars` rendered.
+    pub fn bars(file: String, title: String, bars: Bars) -> Result<Plot> {
+        Ok(Plot {
+            file,
+            title,
+            svg: render_bars(&bars)?,
+            data: PlotData::Bars(bars),
+        })
+    }
 }
 
 /// Series names these figures look for.
@@ -248,11 +282,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 p.y_range = Some((-extent * 1.08, extent * 1.08));
             }
         }
-        plots.push(Plot {
-            file: file_name("goodput", &subcase),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(file_name("goodput", &subcase), title, fig)?);
     }
     Ok(plots)
 }
@@ -326,11 +356,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             panel.vlines = phase_markers(run);
             fig.panels.push(panel);
         }
-        plots.push(Plot {
-            file: file_name("windows", &subcase),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(file_name("windows", &subcase), title, fig)?);
     }
     Ok(plots)
 }
@@ -432,11 +458,7 @@ fn single_series_plots(
             panel.vlines = phase_markers(run);
             fig.panels.push(panel);
         }
-        plots.push(Plot {
-            file: file_name(base, &subcase),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(file_name(base, &subcase), title, fig)?);
     }
     Ok(plots)
 }
@@ -493,11 +515,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         let mut fig = Figure::new(&title, x_label);
         fig.panel_height = 420;
         fig.panels.push(panel);
-        plots.push(Plot {
-            file: format!("cdf-{}.svg", slug(name)),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
     }
     Ok(plots)
 }
@@ -560,11 +578,7 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         fig.log_x = lo > 0.0 && hi / lo > 100.0;
         fig.panel_height = 420;
         fig.panels.push(panel);
-        plots.push(Plot {
-            file: format!("xy-{}.svg", slug(name)),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);
     }
     Ok(plots)
 }

@@ -2,7 +2,7 @@
 
 use anyhow::Result;
 
-use super::bars::{render_bars, BarGroup, Bars};
+use super::bars::{BarGroup, Bars};
 use super::figures::{alt_color, slug, Plot};
 use super::plot::{Marker, PAPER_COLOR};
 use crate::result::{Paper, ScenarioReport, Unit};
@@ -66,11 +66,7 @@ pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 String::new()
             };
             let file = format!("summary-{}{suffix}.svg", slug(&unit_name(unit)));
-            plots.push(Plot {
-                file,
-                title,
-                svg: render_bars(&bars)?,
-            });
+            plots.push(Plot::bars(file, title, bars)?);
         }
     }
     Ok(plots)
