@@ -125,11 +125,6 @@ impl Testbed {
         ROUTER_LAN_IF
     }
 
-    /// The router's WAN interface (towards the isp).
-    pub fn router_wan_if(&self) -> &'static str {
-        ROUTER_WAN_IF
-    }
-
     /// Makes the router masquerade what leaves its WAN side, as a home router does: conntrack's
     /// original tuple then holds the LAN address, its reply tuple the router's WAN address.
     pub fn masquerade(&self) -> Result<()> {
@@ -169,16 +164,6 @@ impl Testbed {
     /// Address of LAN host `n` (1-based): 10.77.3.(1 + n), or fd77:3::(1 + n) with `v6`.
     pub fn client_addr_of(&self, n: u8, v6_: bool) -> IpAddr {
         host_addr(LAN_LINK, 1 + n.max(1), v6_)
-    }
-
-    /// The router's LAN address: 10.77.3.1, or fd77:3::1 with `v6`.
-    pub fn router_lan_addr(&self, v6_: bool) -> IpAddr {
-        host_addr(LAN_LINK, 1, v6_)
-    }
-
-    /// LAN prefixes (`10.77.3.0/24`, `fd77:3::/64`).
-    pub fn lan_prefixes(&self) -> [&'static str; 2] {
-        ["10.77.3.0/24", "fd77:3::/64"]
     }
 
     /// A [`Command`] running `args` inside namespace `ns` (`ip netns exec`); nothing is spawned.
