@@ -11,8 +11,11 @@
 //!   about every 100 ms, time in seconds since the run's own t = 0) and its scalar results
 //!   ([`Metric`], optionally restricted to a named period such as `"bg-active"`).
 //!
-//! Stability: reports (`crate::report`) render these types; fields are only ever added (with
-//! `#[serde(default)]`), never renamed or removed. Units, roles and paper figures are typed ([`Unit`], [`Role`], [`Paper`]).
+//! Units, roles, paper figures and row keys are typed ([`Unit`], [`Role`], [`Paper`],
+//! [`MetricKey`]), not strings parsed back later. Raw results written before they were (issue 14)
+//! no longer parse; what the page keeps of each scenario is its committed summary
+//! (`crate::report::summary`), converted once. From here on, fields are only added (with
+//! `#[serde(default)]`).
 
 use std::collections::BTreeMap;
 
@@ -405,9 +408,19 @@ pub struct Row {
     pub spread: Vec<Option<f64>>,
     /// The paper's figure, `None` if it reports none.
     pub paper: Option<Paper>,
-    /// The metric key in [`RunResult::metrics`] this row aggregates (`name` / `period`).
+    /// The metric of [`RunResult::metrics`] this row aggregates.
     #[serde(default)]
-    pub key: Option<String>,
+    pub key: Option<MetricKey>,
+}
+
+/// Which metric a [`Row`] aggregates: its name and period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricKey {
+    /// [`Metric::name`].
+    pub name: String,
+    /// [`Metric::period`].
+    #[serde(default)]
+    pub period: Option<String>,
 }
 
 /// The summary table of a scenario: alternatives side by side, plus the paper's values.
@@ -464,9 +477,9 @@ impl Table {
             values,
             spread,
             paper,
-            key: Some(match period {
-                Some(p) => format!("{name}/{p}"),
-                None => name.to_string(),
+            key: Some(MetricKey {
+                name: name.into(),
+                period: period.map(str::to_string),
             }),
         });
     }
@@ -577,7 +590,11 @@ mod tests {
         assert!((r.spread[0].unwrap() - 2f64.sqrt()).abs() < 1e-9);
         assert_eq!(r.spread[1], None);
         assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
-        assert_eq!(r.key.as_deref(), Some("g/bg-active"));
+        let key = r.key.as_ref().unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.period.as_deref()),
+            ("g", Some("bg-active"))
+        );
         let rep = ScenarioReport {
             scenario: "x".into(),
             runs: runs.to_vec(),

@@ -130,22 +130,14 @@ impl Summary {
     }
 }
 
-/// `name` and `period` of a row's metric key (`"name/period"` or `"name"`).
-fn split_key(key: &str) -> (&str, Option<&str>) {
-    match key.rsplit_once('/') {
-        Some((n, p)) => (n, Some(p)),
-        None => (key, None),
-    }
-}
-
 /// The per-repeat values behind cell `col` of `row`: the row's metric in the runs of that
 /// alternative, taken from all of them or from the one sub-case (on/off period, flow count, ...)
 /// whose mean is the cell's value. `None` if no such set is found.
 pub fn repeat_values(report: &ScenarioReport, row: &Row, col: usize) -> Option<Vec<f64>> {
-    let key = row.key.as_deref()?;
+    let key = row.key.as_ref()?;
     let alt = report.table.columns.get(col)?;
     let mean = row.values.get(col).copied().flatten()?;
-    let (name, period) = split_key(key);
+    let (name, period) = (key.name.as_str(), key.period.as_deref());
     let keys = subcase_keys(report);
     let mut sets: Vec<(String, Vec<f64>)> = vec![(String::from("\u{0}all"), Vec::new())];
     for r in report.runs_of(alt) {
