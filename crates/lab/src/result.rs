@@ -254,8 +254,12 @@ pub struct Series {
     /// Where it was measured: "receiver", "sender-ss", "daemon", "ping", ...
     #[serde(default)]
     pub source: String,
-    /// `(t, value)`: t in seconds since the run's t = 0, ascending.
+    /// `(t, value)`: t in seconds since the run's t = 0, ascending; or `(x, value)` when
+    /// [`Series::x`] says what x is instead of time.
     pub points: Vec<(f64, f64)>,
+    /// What x is when it is not time (e.g. "object size bytes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
 }
 
 impl Series {
@@ -268,7 +272,14 @@ impl Series {
             role,
             source: source.into(),
             points: Vec::new(),
+            x: None,
         }
+    }
+
+    /// With x meaning `what` instead of time.
+    pub fn over(mut self, what: &str) -> Series {
+        self.x = Some(what.into());
+        self
     }
 
     /// With these points.

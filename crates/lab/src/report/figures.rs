@@ -520,12 +520,12 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     Ok(plots)
 }
 
-/// What the x of a series is when it is not time: its `source` says `"... x = <what>"`.
+/// What the x of a series is when it is not time ([`Series::x`]).
 pub fn x_meaning(series: &Series) -> Option<&str> {
-    series.source.split_once("x = ").map(|(_, what)| what.trim())
+    series.x.as_deref()
 }
 
-/// Series whose x is not time (their `source` says "x = ..."), e.g. web response time by
+/// Series whose x is not time (see [`Series::x`]), e.g. web response time by
 /// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
 /// more than two decades.
 pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {

@@ -283,14 +283,9 @@ fn one_run(
         .map(|b| (b.lo as f64, b.mean_s * 1000.0))
         .collect();
     r.series.push(
-        Series::new(
-            "web_rt_by_size",
-            Unit::Ms,
-            "web",
-            Role::BestEffort,
-            "client; x = object size bytes",
-        )
-        .with_points(by_size),
+        Series::new("web_rt_by_size", Unit::Ms, "web", Role::BestEffort, "client")
+            .over("object size bytes")
+            .with_points(by_size),
     );
     Ok((r, records))
 }

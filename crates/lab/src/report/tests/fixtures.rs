@@ -500,14 +500,9 @@ pub(super) fn web() -> ScenarioReport {
             .map(|x| (*x, 200.0 + x / 2e3 * (2.0 - y)))
             .collect();
         r.series.push(
-            Series::new(
-                "web_rt_by_size",
-                Unit::Ms,
-                "web",
-                Role::BestEffort,
-                "client; x = object size bytes",
-            )
-            .with_points(by_size),
+            Series::new("web_rt_by_size", Unit::Ms, "web", Role::BestEffort, "client")
+                .over("object size bytes")
+                .with_points(by_size),
         );
         for (i, _) in buckets.iter().enumerate() {
             r.metrics.push(Metric::new(
