@@ -3,12 +3,9 @@
 //! * `ping -D -i 0.1` lines → `(unix time, rtt ms)`;
 //! * `ss -tinH` output (the server's sockets, polled every 100 ms) → per-socket cwnd, mss, rtt,
 //!   byte counters;
-//! * the daemon's OpenMetrics text → per-flow rwnd, cwnd estimate, PIV sum, mode;
 //! * the block stream of a polling shell loop (`@@ <unix time>` separators, see
 //!   [`poll_script`]);
 //! * iperf3 JSON → a goodput series (via the testbed's parser).
-
-use std::collections::BTreeMap;
 
 use slipstream_testbed::iperf::IperfResult;
 
@@ -143,109 +140,6 @@ pub fn parse_ss(text: &str) -> Vec<SsSocket> {
         }
     }
     out
-}
-
-/// The daemon's view of one flow at one scrape.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct DaemonFlow {
-    /// `sender` label (`addr:port`).
-    pub sender: String,
-    /// `receiver` label.
-    pub receiver: String,
-    /// `rule` label.
-    pub rule: String,
-    /// `slipstream_flow_rwnd_bytes`.
-    pub rwnd_bytes: Option<f64>,
-    /// `slipstream_flow_cwnd_estimate_bytes`.
-    pub cwnd_estimate_bytes: Option<f64>,
-    /// `slipstream_flow_piv_sum_seconds`.
-    pub piv_sum_seconds: Option<f64>,
-    /// `slipstream_flow_rtt_seconds`.
-    pub rtt_seconds: Option<f64>,
-    /// `slipstream_flow_acked_bytes_total`.
-    pub acked_bytes: Option<f64>,
-    /// `slipstream_flow_goodput_bytes_per_second`.
-    pub goodput_bytes_per_second: Option<f64>,
-    /// `mode` label of `slipstream_flow_mode`.
-    pub mode: Option<String>,
-    /// `policy` label of `slipstream_flow_mode`.
-    pub policy: Option<String>,
-}
-
-impl DaemonFlow {
-    /// Numeric code of the mode for plotting: conservative 0, aggressive 1, other 2.
-    pub fn mode_code(&self) -> Option<f64> {
-        self.mode.as_deref().map(|m| match m {
-            "conservative" => 0.0,
-            "aggressive" => 1.0,
-            _ => 2.0,
-        })
-    }
-
-    /// Port of the sender endpoint.
-    pub fn sender_port(&self) -> u16 {
-        port_of(&self.sender)
-    }
-
-    /// Port of the receiver endpoint.
-    pub fn receiver_port(&self) -> u16 {
-        port_of(&self.receiver)
-    }
-}
-
-/// Splits `{a="x",b="y"}` label text into pairs (values may contain commas inside quotes).
-fn parse_labels(s: &str) -> BTreeMap<String, String> {
-    let mut out = BTreeMap::new();
-    let mut rest = s;
-    while let Some((k, r)) = rest.split_once("=\"") {
-        let Some(end) = r.find('"') else { break };
-        out.insert(k.trim_start_matches(',').trim().to_string(), r[..end].to_string());
-        rest = &r[end + 1..];
-    }
-    out
-}
-
-/// Per-flow daemon metrics from one scrape, keyed by `(sender, receiver)`.
-pub fn parse_daemon_flows(text: &str) -> Vec<DaemonFlow> {
-    let mut flows: BTreeMap<(String, String), DaemonFlow> = BTreeMap::new();
-    for line in text.lines() {
-        let Some(rest) = line.strip_prefix("slipstream_flow_") else {
-            continue;
-        };
-        let Some((name, r)) = rest.split_once('{') else {
-            continue;
-        };
-        let Some((labels, value)) = r.rsplit_once('}') else {
-            continue;
-        };
-        let labels = parse_labels(labels);
-        let (Some(sender), Some(receiver)) = (labels.get("sender"), labels.get("receiver")) else {
-            continue;
-        };
-        let value: Option<f64> = value.split_whitespace().next().and_then(|v| v.parse().ok());
-        let f = flows
-            .entry((sender.clone(), receiver.clone()))
-            .or_insert_with(|| DaemonFlow {
-                sender: sender.clone(),
-                receiver: receiver.clone(),
-                rule: labels.get("rule").cloned().unwrap_or_default(),
-                ..Default::default()
-            });
-        match name {
-            "rwnd_bytes" => f.rwnd_bytes = value,
-            "cwnd_estimate_bytes" => f.cwnd_estimate_bytes = value,
-            "piv_sum_seconds" => f.piv_sum_seconds = value,
-            "rtt_seconds" => f.rtt_seconds = value,
-            "acked_bytes_total" => f.acked_bytes = value,
-            "goodput_bytes_per_second" => f.goodput_bytes_per_second = value,
-            "mode" => {
-                f.mode = labels.get("mode").cloned();
-                f.policy = labels.get("policy").cloned();
-            }
-            _ => {}
-        }
-    }
-    flows.into_values().collect()
 }
 
 /// Bytes a data connection must have carried before it counts as started: more than iperf3's
@@ -390,40 +284,6 @@ ESTAB 0      180968 10.77.1.2:6881 10.77.3.2:39224\n\
         );
         assert_eq!(s[0].cc.as_deref(), Some("reno"));
         assert!(parse_ss("").is_empty());
-    }
-
-    const METRICS_SAMPLE: &str = r#"# HELP slipstream_flow_rwnd_bytes The window forwarded.
-# TYPE slipstream_flow_rwnd_bytes gauge
-slipstream_flow_rwnd_bytes{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 64000
-slipstream_flow_rwnd_bytes{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39214"} 65535
-slipstream_flow_cwnd_estimate_bytes{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 81000
-slipstream_flow_piv_sum_seconds{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} -0.0015
-slipstream_flow_mode{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224",mode="conservative",policy="increase"} 1
-slipstream_flow_rtt_seconds{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 0.104
-slipstream_flow_acked_bytes_total{rule="lab-background",sender="10.77.1.2:6881",receiver="10.77.3.2:39224"} 2196008
-slipstream_flows_active 2
-# EOF
-"#;
-
-    #[test]
-    fn daemon_flows() {
-        let f = parse_daemon_flows(METRICS_SAMPLE);
-        assert_eq!(f.len(), 2);
-        let bulk = f.iter().find(|f| f.receiver_port() == 39224).unwrap();
-        assert_eq!(bulk.rule, "lab-background");
-        assert_eq!(bulk.sender_port(), 6881);
-        assert_eq!(bulk.rwnd_bytes, Some(64000.0));
-        assert_eq!(bulk.cwnd_estimate_bytes, Some(81000.0));
-        assert_eq!(bulk.piv_sum_seconds, Some(-0.0015));
-        assert_eq!(bulk.mode.as_deref(), Some("conservative"));
-        assert_eq!(bulk.policy.as_deref(), Some("increase"));
-        assert_eq!(bulk.mode_code(), Some(0.0));
-        assert_eq!(bulk.rtt_seconds, Some(0.104));
-        assert_eq!(bulk.acked_bytes, Some(2_196_008.0));
-        let ctrl = f.iter().find(|f| f.receiver_port() == 39214).unwrap();
-        assert_eq!(ctrl.rwnd_bytes, Some(65535.0));
-        assert_eq!(ctrl.mode, None);
-        assert!(parse_daemon_flows("slipstream_flows_active 2\n").is_empty());
     }
 
     #[test]

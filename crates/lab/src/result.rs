@@ -11,43 +11,207 @@
 //!   about every 100 ms, time in seconds since the run's own t = 0) and its scalar results
 //!   ([`Metric`], optionally restricted to a named period such as `"bg-active"`).
 //!
-//! Stability: reports (`crate::report`) render these types; fields are only ever added (with
-//! `#[serde(default)]`), never renamed or removed. Units are spelled as in [`units`].
+//! Units, roles, paper figures and row keys are typed ([`Unit`], [`Role`], [`Paper`],
+//! [`MetricKey`]), not strings parsed back later. Raw results written before they were (issue 14)
+//! no longer parse; what the page keeps of each scenario is its committed summary
+//! (`crate::report::summary`), converted once. From here on, fields are only added (with
+//! `#[serde(default)]`).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-/// Unit strings used in [`Series::unit`], [`Metric::unit`] and [`Row::unit`].
-pub mod units {
+/// The unit of a [`Series`], [`Metric`] or [`Row`]; serialized as its symbol (`"Mbit/s"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+pub enum Unit {
     /// Megabits per second (goodput, rates).
-    pub const MBPS: &str = "Mbit/s";
+    #[serde(rename = "Mbit/s")]
+    Mbps,
     /// Milliseconds (RTT, delays).
-    pub const MS: &str = "ms";
+    #[serde(rename = "ms")]
+    Ms,
+    /// Microseconds (datapath latency).
+    #[serde(rename = "us")]
+    Us,
     /// Seconds (times such as time-to-90%).
-    pub const S: &str = "s";
-    /// Bytes (windows).
-    pub const BYTES: &str = "bytes";
-    /// A dimensionless ratio in [0, 1] (utilization, shares, Jain's index).
-    pub const RATIO: &str = "ratio";
+    #[serde(rename = "s")]
+    S,
+    /// Bytes (windows, sizes).
+    #[serde(rename = "bytes")]
+    Bytes,
+    /// A dimensionless ratio (utilization, shares, Jain's index).
+    #[default]
+    #[serde(rename = "ratio")]
+    Ratio,
+    /// Percent.
+    #[serde(rename = "%")]
+    Percent,
     /// Packets.
-    pub const PACKETS: &str = "packets";
+    #[serde(rename = "packets")]
+    Packets,
+    /// Packets per second.
+    #[serde(rename = "packets/s")]
+    PacketsPerS,
     /// A plain count or code (e.g. the daemon's mode as a number).
-    pub const COUNT: &str = "count";
+    #[serde(rename = "count")]
+    Count,
 }
 
-/// Role labels used in [`Series::role`].
-pub mod roles {
+impl Unit {
+    /// The symbol as printed in tables and axis labels.
+    pub fn symbol(self) -> &'static str {
+        match self {
+            Unit::Mbps => "Mbit/s",
+            Unit::Ms => "ms",
+            Unit::Us => "us",
+            Unit::S => "s",
+            Unit::Bytes => "bytes",
+            Unit::Ratio => "ratio",
+            Unit::Percent => "%",
+            Unit::Packets => "packets",
+            Unit::PacketsPerS => "packets/s",
+            Unit::Count => "count",
+        }
+    }
+}
+
+impl std::fmt::Display for Unit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.symbol())
+    }
+}
+
+/// The role of a flow in [`Series::role`]; serialized in snake case (`"best_effort"`, ...).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum Role {
     /// A best-effort flow (matched by no rule; must not suffer).
-    pub const BEST_EFFORT: &str = "best_effort";
+    BestEffort,
     /// A background flow (classed background by the daemon's rules / HTB's low class).
-    pub const BACKGROUND: &str = "background";
+    Background,
     /// Reverse-direction (upload) traffic that loads the ACK path.
-    pub const REVERSE: &str = "reverse";
+    Reverse,
     /// A latency probe (ping on a best-effort path).
-    pub const PROBE: &str = "probe";
+    Probe,
     /// The whole link / all flows together.
-    pub const LINK: &str = "link";
+    #[default]
+    Link,
+}
+
+impl Role {
+    /// As a legend says it: "best effort", "background", ...
+    pub fn label(self) -> &'static str {
+        match self {
+            Role::BestEffort => "best effort",
+            Role::Background => "background",
+            Role::Reverse => "reverse",
+            Role::Probe => "probe",
+            Role::Link => "link",
+        }
+    }
+}
+
+/// How a paper's figure bounds ours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bound {
+    /// About this value or within this range ("0.96", "≈20", "5.97–5.98").
+    About,
+    /// At most ("< 0", "≤ 1.1").
+    AtMost,
+    /// At least ("≥ 0.93").
+    AtLeast,
+}
+
+/// The number a paper figure asks of ours: `lo..=hi` (equal when not a range), bounded as `bound`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Target {
+    /// How it bounds ours.
+    pub bound: Bound,
+    /// Low end.
+    pub lo: f64,
+    /// High end.
+    pub hi: f64,
+}
+
+impl Target {
+    /// About `v`.
+    pub const fn about(v: f64) -> Target {
+        Target {
+            bound: Bound::About,
+            lo: v,
+            hi: v,
+        }
+    }
+    /// At most `v`.
+    pub const fn at_most(v: f64) -> Target {
+        Target {
+            bound: Bound::AtMost,
+            lo: v,
+            hi: v,
+        }
+    }
+    /// At least `v`.
+    pub const fn at_least(v: f64) -> Target {
+        Target {
+            bound: Bound::AtLeast,
+            lo: v,
+            hi: v,
+        }
+    }
+}
+
+/// A paper's figure (or an issue's target) beside a row: as shown, what it asks as a number
+/// (none for a note), and where it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Paper {
+    /// As shown in the table, e.g. "0.93", "≥ 0.93", "≈20 (regained ...)".
+    pub shown: String,
+    /// The number it asks of ours; `None` when it is a note that cannot be compared.
+    pub target: Option<Target>,
+    /// Where it comes from, e.g. "Vulture Sec. 0.4.4, Fig. 17".
+    pub source: String,
+}
+
+impl Paper {
+    /// A paper figure shown as `shown`.
+    pub fn new(shown: impl Into<String>, target: Option<Target>, source: &str) -> Paper {
+        Paper {
+            shown: shown.into(),
+            target,
+            source: source.into(),
+        }
+    }
+    /// About `v`, shown with `decimals` decimals.
+    pub fn about(v: f64, decimals: usize, source: &str) -> Paper {
+        Paper::new(format!("{v:.decimals$}"), Some(Target::about(v)), source)
+    }
+    /// At least `v` ("≥ v").
+    pub fn at_least(v: f64, decimals: usize, source: &str) -> Paper {
+        Paper::new(format!("≥ {v:.decimals$}"), Some(Target::at_least(v)), source)
+    }
+    /// At most `v` ("≤ v").
+    pub fn at_most(v: f64, decimals: usize, source: &str) -> Paper {
+        Paper::new(format!("≤ {v:.decimals$}"), Some(Target::at_most(v)), source)
+    }
+    /// `target` shown plainly: "0.93", "≥ 0.93", "≤ 1.1" (shortest decimals).
+    pub fn target(target: Target, source: &str) -> Paper {
+        let shown = match target.bound {
+            Bound::About if target.hi > target.lo => format!("{}–{}", target.lo, target.hi),
+            Bound::About => format!("{}", target.lo),
+            Bound::AtLeast => format!("≥ {}", target.lo),
+            Bound::AtMost => format!("≤ {}", target.hi),
+        };
+        Paper::new(shown, Some(target), source)
+    }
+    /// A note with no number to compare.
+    pub fn note(text: &str, source: &str) -> Paper {
+        Paper::new(text, None, source)
+    }
+    /// One number for a bar: the target's midpoint.
+    pub fn midpoint(&self) -> Option<f64> {
+        self.target.map(|t| (t.lo + t.hi) / 2.0)
+    }
 }
 
 /// Topology and run parameters of one [`RunResult`].
@@ -81,30 +245,41 @@ pub struct Series {
     /// What is measured: `goodput`, `rtt`, `cwnd`, `cwnd_estimate`, `rwnd`, `piv_sum`,
     /// `mode`, `ss_rtt`, ... (see the scenario's docs).
     pub name: String,
-    /// Unit of the values (see [`units`]).
-    pub unit: String,
+    /// Unit of the values.
+    pub unit: Unit,
     /// Which flow: a short label unique within the run ("be", "bg", "bg3", "rev", "ping").
     pub flow: String,
-    /// The flow's role (see [`roles`]).
-    pub role: String,
+    /// The flow's role.
+    pub role: Role,
     /// Where it was measured: "receiver", "sender-ss", "daemon", "ping", ...
     #[serde(default)]
     pub source: String,
-    /// `(t, value)`: t in seconds since the run's t = 0, ascending.
+    /// `(t, value)`: t in seconds since the run's t = 0, ascending; or `(x, value)` when
+    /// [`Series::x`] says what x is instead of time.
     pub points: Vec<(f64, f64)>,
+    /// What x is when it is not time (e.g. "object size bytes").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub x: Option<String>,
 }
 
 impl Series {
     /// A new empty series.
-    pub fn new(name: &str, unit: &str, flow: &str, role: &str, source: &str) -> Series {
+    pub fn new(name: &str, unit: Unit, flow: &str, role: Role, source: &str) -> Series {
         Series {
             name: name.into(),
-            unit: unit.into(),
+            unit,
             flow: flow.into(),
-            role: role.into(),
+            role,
             source: source.into(),
             points: Vec::new(),
+            x: None,
         }
+    }
+
+    /// With x meaning `what` instead of time.
+    pub fn over(mut self, what: &str) -> Series {
+        self.x = Some(what.into());
+        self
     }
 
     /// With these points.
@@ -129,8 +304,8 @@ impl Series {
 pub struct Metric {
     /// Name, e.g. `be_goodput`, `utilization_stable`, `time_to_90pct`, `jain_index`.
     pub name: String,
-    /// Unit (see [`units`]).
-    pub unit: String,
+    /// Unit.
+    pub unit: Unit,
     /// The value.
     pub value: f64,
     /// The period it covers, if not the whole run: e.g. "before", "bg-active", "after",
@@ -144,10 +319,10 @@ pub struct Metric {
 
 impl Metric {
     /// A metric over the whole run.
-    pub fn new(name: &str, unit: &str, value: f64) -> Metric {
+    pub fn new(name: &str, unit: Unit, value: f64) -> Metric {
         Metric {
             name: name.into(),
-            unit: unit.into(),
+            unit,
             value,
             period: None,
             flow: None,
@@ -234,22 +409,29 @@ impl RunResult {
 pub struct Row {
     /// Human-readable metric name, e.g. "BE goodput, background active".
     pub metric: String,
-    /// Unit (see [`units`]).
-    pub unit: String,
+    /// Unit.
+    pub unit: Unit,
     /// One value per entry of [`Table::columns`] (mean over repeats); `None` = not measured.
     pub values: Vec<Option<f64>>,
     /// Standard deviation over repeats, same indexing as `values` (empty or `None` with one
     /// repeat).
     #[serde(default)]
     pub spread: Vec<Option<f64>>,
-    /// The paper's value as text (it may be a range or a note), `None` if it reports none.
-    pub paper: Option<String>,
-    /// Where the paper value comes from, e.g. "Vulture Sec. 0.4.3".
+    /// The paper's figure, `None` if it reports none.
+    pub paper: Option<Paper>,
+    /// The metric of [`RunResult::metrics`] this row aggregates.
     #[serde(default)]
-    pub paper_source: Option<String>,
-    /// The metric key in [`RunResult::metrics`] this row aggregates (`name` / `period`).
+    pub key: Option<MetricKey>,
+}
+
+/// Which metric a [`Row`] aggregates: its name and period.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MetricKey {
+    /// [`Metric::name`].
+    pub name: String,
+    /// [`Metric::period`].
     #[serde(default)]
-    pub key: Option<String>,
+    pub period: Option<String>,
 }
 
 /// The summary table of a scenario: alternatives side by side, plus the paper's values.
@@ -278,11 +460,11 @@ impl Table {
     pub fn add_metric_row(
         &mut self,
         label: &str,
-        unit: &str,
+        unit: Unit,
         runs: &[&RunResult],
         name: &str,
         period: Option<&str>,
-        paper: Option<(&str, &str)>,
+        paper: Option<Paper>,
     ) {
         let mut values = Vec::new();
         let mut spread = Vec::new();
@@ -302,14 +484,13 @@ impl Table {
         }
         self.rows.push(Row {
             metric: label.into(),
-            unit: unit.into(),
+            unit,
             values,
             spread,
-            paper: paper.map(|(v, _)| v.to_string()),
-            paper_source: paper.map(|(_, s)| s.to_string()),
-            key: Some(match period {
-                Some(p) => format!("{name}/{p}"),
-                None => name.to_string(),
+            paper,
+            key: Some(MetricKey {
+                name: name.into(),
+                period: period.map(str::to_string),
             }),
         });
     }
@@ -401,7 +582,7 @@ mod tests {
         let run = |alt: &str, v: f64| RunResult {
             scenario: "x".into(),
             alternative: alt.into(),
-            metrics: vec![Metric::new("g", units::MBPS, v).period("bg-active")],
+            metrics: vec![Metric::new("g", Unit::Mbps, v).period("bg-active")],
             ..Default::default()
         };
         let runs = [run("a", 1.0), run("a", 3.0), run("b", 5.0)];
@@ -409,18 +590,22 @@ mod tests {
         let mut t = Table::new(vec!["a".into(), "b".into(), "c".into()]);
         t.add_metric_row(
             "G",
-            units::MBPS,
+            Unit::Mbps,
             &refs,
             "g",
             Some("bg-active"),
-            Some(("5.98", "Sec. 0.4.3")),
+            Some(Paper::about(5.98, 2, "Sec. 0.4.3")),
         );
         let r = &t.rows[0];
         assert_eq!(r.values, vec![Some(2.0), Some(5.0), None]);
         assert!((r.spread[0].unwrap() - 2f64.sqrt()).abs() < 1e-9);
         assert_eq!(r.spread[1], None);
-        assert_eq!(r.paper.as_deref(), Some("5.98"));
-        assert_eq!(r.key.as_deref(), Some("g/bg-active"));
+        assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
+        let key = r.key.as_ref().unwrap();
+        assert_eq!(
+            (key.name.as_str(), key.period.as_deref()),
+            ("g", Some("bg-active"))
+        );
         let rep = ScenarioReport {
             scenario: "x".into(),
             runs: runs.to_vec(),

@@ -1,11 +1,13 @@
-//! The daemon under test: `slipstreamd` started in the router namespace, its metrics scraped
-//! there, and a clean stop checked (exit status, firewall rules gone).
+//! The daemon under test: `slipstreamd` started in the router namespace, its flows read from its
+//! control socket (the typed `slipstream-inspect` client), its metrics scraped there for what
+//! only they count, and a clean stop checked (exit status, firewall rules gone).
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+use slipstream_inspect::{FlowInfo, Request, Response};
 
 use crate::{Ns, Testbed};
 
@@ -14,6 +16,7 @@ pub struct Daemon {
     child: Option<Child>,
     log_path: PathBuf,
     metrics_url: String,
+    control_socket: PathBuf,
 }
 
 impl Daemon {
@@ -32,6 +35,10 @@ impl Daemon {
                 binary.display()
             );
         }
+        let control_socket = slipstream_config::load(config)
+            .map_err(|e| anyhow::anyhow!("{}: {e}", config.display()))?
+            .control
+            .socket;
         let log =
             std::fs::File::create(log_path).with_context(|| format!("creating {}", log_path.display()))?;
         let mut command = tb.exec(
@@ -44,6 +51,7 @@ impl Daemon {
             child: Some(child),
             log_path: log_path.to_path_buf(),
             metrics_url: format!("http://{metrics_addr}/metrics"),
+            control_socket,
         };
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
@@ -72,6 +80,15 @@ impl Daemon {
     /// The metrics text, fetched with curl inside the router namespace.
     pub fn scrape(&self, tb: &Testbed) -> Result<String> {
         tb.run_in(Ns::Router, &["curl", "-sf", "--max-time", "2", &self.metrics_url])
+    }
+
+    /// The daemon's flows, from its control socket (`{"cmd":"flows"}`). The socket is a file,
+    /// so it is reached from outside the router namespace.
+    pub fn flows(&self) -> Result<Vec<FlowInfo>> {
+        match slipstream_inspect::query(&self.control_socket, &Request::Flows)? {
+            Response::Flows(list) => Ok(list.flows),
+            other => bail!("unexpected answer to flows: {other:?}"),
+        }
     }
 
     /// What the daemon logged so far.
@@ -160,7 +177,8 @@ fn parse_cpu_ticks(stat: &str) -> Option<u64> {
     Some(f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?)
 }
 
-/// The value of the first sample of `name` whose labels include every `(label, value)` pair.
+/// The value of the first sample of `name` whose labels include every `(label, value)` pair: for
+/// what only the metrics count (totals, drops); a flow's state comes from [`Daemon::flows`].
 pub fn metric_value(text: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
     text.lines().filter(|l| !l.starts_with('#')).find_map(|line| {
         let rest = line.strip_prefix(name)?;

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
 
-use crate::daemon::{metric_value, Daemon};
+use crate::daemon::Daemon;
 use crate::iperf::{IperfResult, IperfRun};
 use crate::{IperfEnds, Testbed};
 
@@ -167,21 +167,27 @@ pub fn trace_text(trace: &[RwndSample]) -> String {
     out
 }
 
-/// Samples the daemon's metrics for the flow with the server endpoint `server` (its sender for
-/// downloads, its receiver for uploads) every 500 ms until `stop` is set.
-fn sample_rwnd(tb: &Testbed, daemon: &Daemon, server: (&str, &str), stop: &AtomicBool) -> Vec<RwndSample> {
+/// Samples the daemon's view (control socket) of the flow with the server endpoint `server`
+/// (`("sender", addr:port)` for downloads, `("receiver", ...)` for uploads) every 500 ms until
+/// `stop` is set.
+fn sample_rwnd(daemon: &Daemon, server: (&str, &str), stop: &AtomicBool) -> Vec<RwndSample> {
     let started = Instant::now();
     let mut samples = Vec::new();
+    let (side, endpoint) = server;
     while !stop.load(Ordering::Relaxed) {
-        if let Ok(text) = daemon.scrape(tb) {
-            let labels = [server];
-            if let Some(rwnd) = metric_value(&text, "slipstream_flow_rwnd_bytes", &labels) {
+        let flows = daemon.flows().unwrap_or_default();
+        let flow = flows.iter().find(|f| {
+            let end = if side == "sender" { &f.sender } else { &f.receiver };
+            end.as_deref() == Some(endpoint)
+        });
+        if let Some(f) = flow {
+            if let Some(rwnd) = f.rwnd_bytes {
                 samples.push(RwndSample {
                     t: started.elapsed().as_secs_f64(),
-                    rwnd_bytes: rwnd,
-                    host_window_bytes: metric_value(&text, "slipstream_flow_host_window_bytes", &labels),
-                    cwnd_estimate_bytes: metric_value(&text, "slipstream_flow_cwnd_estimate_bytes", &labels),
-                    rtt_seconds: metric_value(&text, "slipstream_flow_rtt_seconds", &labels),
+                    rwnd_bytes: f64::from(rwnd),
+                    host_window_bytes: f.host_window_bytes.map(f64::from),
+                    cwnd_estimate_bytes: f.cwnd_estimate_bytes.map(f64::from),
+                    rtt_seconds: f.rtt_ms.map(|ms| ms / 1000.0),
                 });
             }
         }
@@ -230,7 +236,7 @@ pub fn background_vs_best_effort(
     let joined =
         |r: std::thread::Result<Result<u64>>| r.map_err(|_| anyhow::anyhow!("reset counter panicked"))?;
     let (bg, trace, resets) = std::thread::scope(|s| -> Result<_> {
-        let sampler = s.spawn(|| sample_rwnd(tb, daemon, server, &stop));
+        let sampler = s.spawn(|| sample_rwnd(daemon, server, &stop));
         let resets = s.spawn(|| running(p.alone_secs));
         let bg = transfer(p.background_port, p.alone_secs).and_then(|r| r.wait());
         stop.store(true, Ordering::Relaxed);
@@ -268,7 +274,7 @@ pub fn background_vs_best_effort(
     ));
     stop.store(false, Ordering::Relaxed);
     let (bg, be, trace, ping, resets) = std::thread::scope(|s| -> Result<_> {
-        let sampler = s.spawn(|| sample_rwnd(tb, daemon, server, &stop));
+        let sampler = s.spawn(|| sample_rwnd(daemon, server, &stop));
         // Until the best-effort flow ends, the first to.
         let resets = s.spawn(|| running(p.head_start_secs + p.best_effort_secs));
         let bg = transfer(p.background_port, together)?;

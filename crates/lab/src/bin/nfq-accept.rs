@@ -17,6 +17,7 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use anyhow::{Context, Result};
 use clap::Parser;
@@ -34,12 +35,6 @@ struct Cli {
     config: PathBuf,
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
 fn cpu_seconds() -> (f64, f64) {
     // SAFETY: getrusage fills the struct we pass.
     let mut u: libc::rusage = unsafe { std::mem::zeroed() };
@@ -53,10 +48,10 @@ fn cpu_seconds() -> (f64, f64) {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     let config = slipstream_config::load(&cli.config).map_err(|e| anyhow::anyhow!("{e}"))?;
-    // SAFETY: installing a handler that only stores to an atomic.
-    unsafe {
-        libc::signal(libc::SIGTERM, on_signal as *const () as libc::sighandler_t);
-        libc::signal(libc::SIGINT, on_signal as *const () as libc::sighandler_t);
+    // SIGTERM/SIGINT set the flag; the loop below checks it at least every 100 ms.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
     let mut datapath = Datapath::open(QueueConfig {
         ack_queue: config.datapath.ack_queue,
@@ -70,7 +65,7 @@ fn main() -> Result<()> {
     println!("ready");
     let mut packets = 0u64;
     let result = (|| -> Result<()> {
-        while !STOP.load(Ordering::SeqCst) {
+        while !stop.load(Ordering::SeqCst) {
             datapath.wait_readable(100)?;
             while let Some(mut msg) = datapath.try_recv()? {
                 msg.set_verdict(Verdict::Accept);

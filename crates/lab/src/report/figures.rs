@@ -10,11 +10,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
+use super::bars::{render_bars, Bars};
 use super::plot::{
-    self, negate, render_bars, render_figure, BarGroup, Bars, Figure, Line, LineKind, Marker, Panel,
-    BE_COLOR, BG_COLOR, PAPER_COLOR,
+    self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
 };
-use crate::result::{roles, units, RunResult, ScenarioReport, Series};
+use super::subcases::{groups, phase_markers};
+use super::summary_bars::table_bar_plots;
+use crate::result::{Role, RunResult, ScenarioReport, Series, Unit};
 
 /// One rendered figure of a scenario.
 #[derive(Debug, Clone)]
@@ -25,6 +27,39 @@ pub struct Plot {
     pub title: String,
     /// The SVG document.
     pub svg: String,
+    /// What was drawn (for tests of the plotted values).
+    pub data: PlotData,
+}
+
+/// The model a plot was rendered from.
+#[derive(Debug, Clone)]
+pub enum PlotData {
+    /// Lines in stacked panels.
+    Figure(Figure),
+    /// Grouped bars.
+    Bars(Bars),
+}
+
+impl Plot {
+    /// `fig` rendered.
+    pub fn figure(file: String, title: String, fig: Figure) -> Result<Plot> {
+        Ok(Plot {
+            file,
+            title,
+            svg: render_figure(&fig)?,
+            data: PlotData::Figure(fig),
+        })
+    }
+
+    /// `bars` rendered.
+    pub fn bars(file: String, title: String, bars: Bars) -> Result<Plot> {
+        Ok(Plot {
+            file,
+            title,
+            svg: render_bars(&bars)?,
+            data: PlotData::Bars(bars),
+        })
+    }
 }
 
 /// Series names these figures look for.
@@ -69,129 +104,6 @@ pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
     out
 }
 
-/// The `params.extra` keys whose values differ between runs: the sub-case dimensions (on/off
-/// period, flow count, ...). `kernel` and phase descriptions are never sub-cases, nor is a key
-/// whose value follows from the keys before it (fairness: `hosts` and `stagger_s` follow from
-/// `flows`), so labels and file names name each sub-case once.
-pub fn subcase_keys(report: &ScenarioReport) -> Vec<String> {
-    let mut kept: Vec<String> = Vec::new();
-    for k in varying_keys(report) {
-        let mut value_of: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
-        for r in &report.runs {
-            let by: Vec<String> = kept
-                .iter()
-                .map(|x| r.params.extra.get(x).map(|v| v.to_string()).unwrap_or_default())
-                .collect();
-            let v = r.params.extra.get(&k).map(|v| v.to_string()).unwrap_or_default();
-            value_of.entry(by).or_default().insert(v);
-        }
-        let follows = !kept.is_empty() && value_of.values().all(|vals| vals.len() == 1);
-        if !follows {
-            kept.push(k);
-        }
-    }
-    kept
-}
-
-/// The `params.extra` keys whose values differ between runs (or that some runs lack).
-fn varying_keys(report: &ScenarioReport) -> Vec<String> {
-    let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
-    for r in &report.runs {
-        for (k, v) in &r.params.extra {
-            if k == "kernel" || k == "phases" || is_phase_key(k) {
-                continue;
-            }
-            seen.entry(k).or_default().insert(v.to_string());
-        }
-    }
-    let n = report.runs.len();
-    seen.into_iter()
-        .filter(|(k, vals)| {
-            vals.len() > 1
-                || report
-                    .runs
-                    .iter()
-                    .filter(|r| r.params.extra.contains_key(*k))
-                    .count()
-                    < n
-        })
-        .map(|(k, _)| k.to_string())
-        .collect()
-}
-
-/// `key=value, ...` of a run's sub-case (empty if the scenario has none).
-pub fn subcase_label(run: &RunResult, keys: &[String]) -> String {
-    keys.iter()
-        .filter_map(|k| run.params.extra.get(k).map(|v| format!("{k}={}", json_plain(v))))
-        .collect::<Vec<_>>()
-        .join(", ")
-}
-
-fn json_plain(v: &serde_json::Value) -> String {
-    match v {
-        serde_json::Value::String(s) => s.clone(),
-        other => other.to_string(),
-    }
-}
-
-fn is_phase_key(k: &str) -> bool {
-    k.ends_with("_start_s") || k.ends_with("_stop_s") || k.ends_with("_end_s")
-}
-
-/// Phase boundaries of a run, as vertical markers: `extra["phases"]` (an array of objects with
-/// `name` and `start_s`/`end_s`, or `t0`/`t1`) or numeric `*_start_s` / `*_stop_s` / `*_end_s`
-/// keys. Boundaries at t = 0 and duplicates are dropped.
-pub fn phase_markers(run: &RunResult) -> Vec<Marker> {
-    let mut out: Vec<(f64, String)> = Vec::new();
-    if let Some(serde_json::Value::Array(phases)) = run.params.extra.get("phases") {
-        for (i, p) in phases.iter().enumerate() {
-            let start = p.get("start_s").or_else(|| p.get("t0")).and_then(|v| v.as_f64());
-            let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
-            if let Some(t) = start {
-                if i > 0 {
-                    out.push((t, name.to_string()));
-                }
-            }
-        }
-    }
-    for (k, v) in &run.params.extra {
-        if is_phase_key(k) {
-            if let Some(t) = v.as_f64() {
-                let label = k.trim_end_matches("_s").replace('_', " ");
-                out.push((t, label));
-            }
-        }
-    }
-    out.retain(|(t, _)| t.is_finite() && *t > 0.0);
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    out.dedup_by(|a, b| (a.0 - b.0).abs() < 1e-9);
-    out.into_iter()
-        .map(|(t, l)| Marker::new(t, (!l.is_empty()).then_some(l)))
-        .collect()
-}
-
-/// Runs grouped by sub-case (in first-seen order), each with the first repeat of every
-/// alternative.
-fn groups(report: &ScenarioReport) -> Vec<(String, BTreeMap<String, &RunResult>)> {
-    let keys = subcase_keys(report);
-    let mut out: Vec<(String, BTreeMap<String, &RunResult>)> = Vec::new();
-    for r in &report.runs {
-        let label = subcase_label(r, &keys);
-        let idx = match out.iter().position(|(l, _)| *l == label) {
-            Some(i) => i,
-            None => {
-                out.push((label, BTreeMap::new()));
-                out.len() - 1
-            }
-        };
-        let slot = out[idx].1.entry(r.alternative.clone()).or_insert(r);
-        if r.params.repeat < slot.params.repeat {
-            *slot = r;
-        }
-    }
-    out
-}
-
 /// `0 ..` the longest run (its planned duration or its last sample).
 fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f64, f64)> {
     let end = runs
@@ -209,7 +121,7 @@ fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f6
     (end > 0.0).then_some((0.0, end))
 }
 
-fn slug(s: &str) -> String {
+pub(super) fn slug(s: &str) -> String {
     let mut out = String::new();
     for c in s.chars() {
         if c.is_ascii_alphanumeric() {
@@ -286,12 +198,12 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             let be: Vec<&Series> = goodput
                 .iter()
                 .copied()
-                .filter(|s| s.role == roles::BEST_EFFORT)
+                .filter(|s| s.role == Role::BestEffort)
                 .collect();
             let bg: Vec<&Series> = goodput
                 .iter()
                 .copied()
-                .filter(|s| s.role == roles::BACKGROUND)
+                .filter(|s| s.role == Role::Background)
                 .collect();
             if be.is_empty() && bg.is_empty() {
                 panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
@@ -339,7 +251,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
             if let Some(a) = series_named(run, names::AVAILABLE)
                 .into_iter()
-                .find(|s| s.role == roles::LINK)
+                .find(|s| s.role == Role::Link)
             {
                 panel.lines.push(Line::new(
                     "available to background",
@@ -370,11 +282,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 p.y_range = Some((-extent * 1.08, extent * 1.08));
             }
         }
-        plots.push(Plot {
-            file: file_name("goodput", &subcase),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(file_name("goodput", &subcase), title, fig)?);
     }
     Ok(plots)
 }
@@ -415,7 +323,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             let flows: BTreeSet<&str> = {
                 let bg: BTreeSet<&str> = all
                     .iter()
-                    .filter(|s| s.role == roles::BACKGROUND)
+                    .filter(|s| s.role == Role::Background)
                     .map(|s| s.flow.as_str())
                     .collect();
                 if bg.is_empty() {
@@ -428,7 +336,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             for flow in flows.iter().take(4) {
                 for (name, label, color, kind) in wanted {
                     if let Some(s) = all.iter().find(|s| s.name == name && s.flow == *flow) {
-                        let (factor, _) = window_scale(&s.unit);
+                        let (factor, _) = window_scale(s.unit);
                         let label = if many {
                             format!("{label}, {flow}")
                         } else {
@@ -448,18 +356,14 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             panel.vlines = phase_markers(run);
             fig.panels.push(panel);
         }
-        plots.push(Plot {
-            file: file_name("windows", &subcase),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(file_name("windows", &subcase), title, fig)?);
     }
     Ok(plots)
 }
 
 /// (factor to kB, whether it was converted).
-fn window_scale(unit: &str) -> (f64, bool) {
-    if unit == units::BYTES || unit.is_empty() {
+fn window_scale(unit: Unit) -> (f64, bool) {
+    if unit == Unit::Bytes {
         (1e-3, true)
     } else {
         (1.0, false)
@@ -475,7 +379,7 @@ pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         "PIV sum per epoch",
         "PIV sum (ms)",
         "piv",
-        Some(roles::BACKGROUND),
+        Some(Role::Background),
     )
 }
 
@@ -492,10 +396,10 @@ pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     )
 }
 
-fn to_ms(unit: &str) -> f64 {
+fn to_ms(unit: Unit) -> f64 {
     match unit {
-        units::S => 1e3,
-        "us" | "µs" => 1e-3,
+        Unit::S => 1e3,
+        Unit::Us => 1e-3,
         _ => 1.0,
     }
 }
@@ -506,7 +410,7 @@ fn single_series_plots(
     what: &str,
     y_label: &str,
     base: &str,
-    prefer_role: Option<&str>,
+    prefer_role: Option<Role>,
 ) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
@@ -531,19 +435,19 @@ fn single_series_plots(
                 }
             } else if found
                 .iter()
-                .any(|s| s.role == roles::PROBE || s.role == roles::BEST_EFFORT)
+                .any(|s| s.role == Role::Probe || s.role == Role::BestEffort)
             {
-                found.retain(|s| s.role == roles::PROBE || s.role == roles::BEST_EFFORT);
+                found.retain(|s| s.role == Role::Probe || s.role == Role::BestEffort);
             }
             for (i, s) in found.iter().take(8).enumerate() {
-                let color = if s.role == roles::BACKGROUND {
+                let color = if s.role == Role::Background {
                     BG_COLOR
                 } else {
                     alt_color(i)
                 };
                 panel.lines.push(Line::new(
-                    format!("{} ({})", s.flow, s.role.replace('_', " ")),
-                    &scaled(&s.points, to_ms(&s.unit)),
+                    format!("{} ({})", s.flow, s.role.label()),
+                    &scaled(&s.points, to_ms(s.unit)),
                     color,
                     LineKind::Solid,
                 ));
@@ -554,11 +458,7 @@ fn single_series_plots(
             panel.vlines = phase_markers(run);
             fig.panels.push(panel);
         }
-        plots.push(Plot {
-            file: file_name(base, &subcase),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(file_name(base, &subcase), title, fig)?);
     }
     Ok(plots)
 }
@@ -582,7 +482,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
     for name in dist_names {
-        let mut unit = String::new();
+        let mut unit = None;
         let mut panel = Panel::new("", "fraction of samples");
         panel.y_range = Some((0.0, 1.05));
         for (i, alt) in alts.iter().enumerate() {
@@ -591,9 +491,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 .flat_map(|r| r.series.iter())
                 .filter(|s| s.name == name)
                 .flat_map(|s| {
-                    if unit.is_empty() {
-                        unit = s.unit.clone();
-                    }
+                    unit.get_or_insert(s.unit);
                     s.points.iter().map(|p| p.1)
                 })
                 .collect();
@@ -610,29 +508,24 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
         panel.title = String::new();
         panel.note = Some(format!("no {name} samples"));
-        let x_label = if unit.is_empty() {
-            name.to_string()
-        } else {
-            format!("{} ({unit})", name.replace('_', " "))
+        let x_label = match unit {
+            None => name.to_string(),
+            Some(unit) => format!("{} ({unit})", name.replace('_', " ")),
         };
         let mut fig = Figure::new(&title, x_label);
         fig.panel_height = 420;
         fig.panels.push(panel);
-        plots.push(Plot {
-            file: format!("cdf-{}.svg", slug(name)),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
     }
     Ok(plots)
 }
 
-/// What the x of a series is when it is not time: its `source` says `"... x = <what>"`.
+/// What the x of a series is when it is not time ([`Series::x`]).
 pub fn x_meaning(series: &Series) -> Option<&str> {
-    series.source.split_once("x = ").map(|(_, what)| what.trim())
+    series.x.as_deref()
 }
 
-/// Series whose x is not time (their `source` says "x = ..."), e.g. web response time by
+/// Series whose x is not time (see [`Series::x`]), e.g. web response time by
 /// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
 /// more than two decades.
 pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
@@ -685,185 +578,9 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         fig.log_x = lo > 0.0 && hi / lo > 100.0;
         fig.panel_height = 420;
         fig.panels.push(panel);
-        plots.push(Plot {
-            file: format!("xy-{}.svg", slug(name)),
-            title,
-            svg: render_figure(&fig)?,
-        });
+        plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);
     }
     Ok(plots)
-}
-
-/// How a paper value bounds ours.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Bound {
-    /// "0.96", "≈20", "5.97–5.98": about this value or within this range.
-    About,
-    /// "< 0", "≤ 5": at most.
-    AtMost,
-    /// "> 0.9", "≥ 0.9": at least.
-    AtLeast,
-}
-
-/// A paper value that can be compared with a measurement.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct PaperValue {
-    /// Low end (the value itself when not a range).
-    pub lo: f64,
-    /// High end.
-    pub hi: f64,
-    /// How it bounds ours.
-    pub bound: Bound,
-}
-
-fn leading_number(s: &str) -> Option<(f64, &str)> {
-    let end = s
-        .char_indices()
-        .take_while(|(i, c)| c.is_ascii_digit() || (*c == '.' && !s[..*i].contains('.')))
-        .map(|(i, c)| i + c.len_utf8())
-        .last()?;
-    let v: f64 = s[..end].trim_end_matches('.').parse().ok()?;
-    Some((v, &s[end..]))
-}
-
-/// Parses a paper value: an optional `~ ≈ < ≤ > ≥`, a number or a range ("a–b", "a-b",
-/// "a to b"), then nothing, a unit (`%`, `ms`, `s`, `Mbit/s`) or a parenthesis. Anything else
-/// ("consistent (Fig. 11)", "~0.9 binary search, ~0.7 stoch. approx.") is text, not a number.
-pub fn parse_paper(text: &str) -> Option<PaperValue> {
-    let t = text.trim();
-    let first = t.chars().next()?;
-    let (bound, rest) = match first {
-        '<' | '≤' => (Bound::AtMost, &t[first.len_utf8()..]),
-        '>' | '≥' => (Bound::AtLeast, &t[first.len_utf8()..]),
-        '~' | '≈' => (Bound::About, &t[first.len_utf8()..]),
-        _ => (Bound::About, t),
-    };
-    let rest = rest.trim_start_matches('=').trim_start();
-    let (lo, after) = leading_number(rest)?;
-    let trimmed = after.trim_start();
-    let range_rest = ["–", "-", "to "].iter().find_map(|sep| trimmed.strip_prefix(sep));
-    let (hi, after) = match range_rest.and_then(|r| leading_number(r.trim_start())) {
-        Some((hi, r)) if hi >= lo => (hi, r),
-        _ => (lo, after),
-    };
-    let tail = after.trim();
-    let unit = tail
-        .split(|c: char| c.is_whitespace() || c == ',' || c == ';')
-        .next()
-        .unwrap_or("");
-    let ok = tail.is_empty()
-        || tail.starts_with('(')
-        || (["%", "ms", "s", "Mbit/s", "Mbps", "kB", "bytes"].contains(&unit) && {
-            let more = tail[unit.len()..].trim();
-            more.is_empty() || more.starts_with('(')
-        });
-    ok.then_some(PaperValue { lo, hi, bound })
-}
-
-/// A paper value as a range `(lo, hi)` (see [`parse_paper`]).
-pub fn paper_range(text: &str) -> Option<(f64, f64)> {
-    parse_paper(text).map(|p| (p.lo, p.hi))
-}
-
-/// A paper value as one number (a range's midpoint), for bars.
-pub fn paper_number(text: &str) -> Option<f64> {
-    parse_paper(text).map(|p| (p.lo + p.hi) / 2.0)
-}
-
-/// Grouped bars of the summary table, one chart per unit: one group per row, one bar per
-/// alternative, plus the paper's value in grey where it gives a number (e.g. Jain's index per
-/// flow count, normalized response time per size bucket).
-pub fn table_bar_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let t = &report.table;
-    let mut by_unit: Vec<(String, Vec<usize>)> = Vec::new();
-    for (i, r) in t.rows.iter().enumerate() {
-        match by_unit.iter_mut().find(|(u, _)| *u == r.unit) {
-            Some((_, v)) => v.push(i),
-            None => by_unit.push((r.unit.clone(), vec![i])),
-        }
-    }
-    let mut plots = Vec::new();
-    for (unit, rows) in by_unit {
-        for (chunk_no, chunk) in rows.chunks(10).enumerate() {
-            let part = if rows.len() > 10 {
-                format!(" ({}/{})", chunk_no + 1, rows.len().div_ceil(10))
-            } else {
-                String::new()
-            };
-            let title = format!("{}: summary, {}{part}", report.scenario, unit_name(&unit));
-            let mut bars = Bars::new(&title, unit_axis(&unit));
-            bars.categories = chunk.iter().map(|&i| short(&t.rows[i].metric, 48)).collect();
-            for (ci, col) in t.columns.iter().enumerate() {
-                bars.groups.push(BarGroup {
-                    label: col.clone(),
-                    color: alt_color(ci),
-                    values: chunk
-                        .iter()
-                        .map(|&i| t.rows[i].values.get(ci).copied().flatten())
-                        .collect(),
-                });
-            }
-            let paper: Vec<Option<f64>> = chunk
-                .iter()
-                .map(|&i| t.rows[i].paper.as_deref().and_then(paper_number))
-                .collect();
-            if paper.iter().any(Option::is_some) {
-                bars.groups.push(BarGroup {
-                    label: "paper".into(),
-                    color: PAPER_COLOR,
-                    values: paper,
-                });
-            }
-            if unit == units::RATIO {
-                let top = bars
-                    .groups
-                    .iter()
-                    .flat_map(|g| g.values.iter().flatten())
-                    .fold(1.0f64, |a, v| a.max(*v));
-                bars.value_range = Some((0.0, top * 1.05));
-                bars.refs.push(Marker::new(1.0, None));
-            }
-            let suffix = if rows.len() > 10 {
-                format!("-{}", chunk_no + 1)
-            } else {
-                String::new()
-            };
-            let file = format!("summary-{}{suffix}.svg", slug(&unit_name(&unit)));
-            plots.push(Plot {
-                file,
-                title,
-                svg: render_bars(&bars)?,
-            });
-        }
-    }
-    Ok(plots)
-}
-
-fn unit_name(unit: &str) -> String {
-    match unit {
-        "" => "no unit".into(),
-        "%" => "percent".into(),
-        units::RATIO => "ratios".into(),
-        other => other.to_string(),
-    }
-}
-
-fn unit_axis(unit: &str) -> String {
-    match unit {
-        "" | units::RATIO => "ratio".into(),
-        "%" => "percent".into(),
-        other => other.to_string(),
-    }
-}
-
-fn short(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        s.to_string()
-    } else {
-        let mut out: String = s.chars().take(max - 1).collect();
-        out.push('…');
-        out
-    }
 }
 
 /// Every figure of a scenario, in the order the report shows them.

@@ -5,10 +5,8 @@
 //! is defensive: non-finite points are dropped, empty or degenerate ranges are widened, and a
 //! panel without data is drawn as a short framed note instead of failing.
 
-use std::ops::Range;
-
 use anyhow::{anyhow, Result};
-use plotters::coord::ranged1d::{DefaultFormatting, KeyPointHint};
+
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -34,13 +32,13 @@ pub const BG_COLOR: usize = 1;
 /// Grey, used for the paper's reference values.
 pub const PAPER_COLOR: usize = 7;
 
-const FONT: &str = "sans-serif";
-const GREY: RGBColor = RGBColor(90, 90, 90);
-const GRID: RGBColor = RGBColor(225, 225, 225);
+pub(super) const FONT: &str = "sans-serif";
+pub(super) const GREY: RGBColor = RGBColor(90, 90, 90);
+pub(super) const GRID: RGBColor = RGBColor(225, 225, 225);
 /// Height of a panel that only carries a note.
-const NOTE_HEIGHT: u32 = 64;
+pub(super) const NOTE_HEIGHT: u32 = 64;
 /// Height of one legend row.
-const LEGEND_ROW: u32 = 22;
+pub(super) const LEGEND_ROW: u32 = 22;
 
 /// A colour from [`PALETTE`], wrapping around.
 pub fn color(index: usize) -> RGBColor {
@@ -170,52 +168,6 @@ impl Figure {
     }
 }
 
-/// Grouped horizontal bars: one group per category (a row label on the left), one bar per
-/// member.
-#[derive(Debug, Clone)]
-pub struct Bars {
-    /// Title at the top.
-    pub title: String,
-    /// Value axis description, with unit.
-    pub value_label: String,
-    /// Category labels, top to bottom.
-    pub categories: Vec<String>,
-    /// The members of every group (alternatives, the paper).
-    pub groups: Vec<BarGroup>,
-    /// Dashed reference values (vertical lines).
-    pub refs: Vec<Marker>,
-    /// Force this value range.
-    pub value_range: Option<(f64, f64)>,
-    /// Width in pixels (the height follows from the number of bars).
-    pub width: u32,
-}
-
-/// One member of every bar group (an alternative, or the paper).
-#[derive(Debug, Clone)]
-pub struct BarGroup {
-    /// Legend text.
-    pub label: String,
-    /// Index into [`PALETTE`].
-    pub color: usize,
-    /// One value per category; `None` leaves the slot empty, marked "n/a".
-    pub values: Vec<Option<f64>>,
-}
-
-impl Bars {
-    /// An empty chart, 900 px wide.
-    pub fn new(title: impl Into<String>, value_label: impl Into<String>) -> Self {
-        Bars {
-            title: title.into(),
-            value_label: value_label.into(),
-            categories: Vec::new(),
-            groups: Vec::new(),
-            refs: Vec::new(),
-            value_range: None,
-            width: 900,
-        }
-    }
-}
-
 /// The finite points of `points`, in their order.
 pub fn finite(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     points
@@ -244,7 +196,7 @@ pub fn negate(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 /// A range that contains `lo..hi`, is never empty, and has a little headroom.
-fn pad_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
+pub(super) fn pad_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
     let (mut lo, mut hi) = if lo.is_finite() && hi.is_finite() && lo <= hi {
         (lo, hi)
     } else {
@@ -262,7 +214,7 @@ fn pad_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
     (if lo < 0.0 || !include_zero { lo - pad } else { lo }, hi + pad)
 }
 
-fn x_extent(panels: &[Panel]) -> (f64, f64) {
+pub(super) fn x_extent(panels: &[Panel]) -> (f64, f64) {
     let mut lo = f64::INFINITY;
     let mut hi = f64::NEG_INFINITY;
     for p in panels {
@@ -288,7 +240,7 @@ fn x_extent(panels: &[Panel]) -> (f64, f64) {
     (lo, hi)
 }
 
-fn y_extent(panel: &Panel) -> (f64, f64) {
+pub(super) fn y_extent(panel: &Panel) -> (f64, f64) {
     if let Some((lo, hi)) = panel.y_range {
         if lo.is_finite() && hi.is_finite() && lo < hi {
             return (lo, hi);
@@ -339,31 +291,31 @@ pub fn tick(v: f64) -> String {
     }
 }
 
-fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+pub(super) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plot: {e}")
 }
 
 /// What a legend entry shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Swatch {
+pub(super) enum Swatch {
     Line(LineKind),
     Box,
 }
 
 #[derive(Debug, Clone, PartialEq)]
-struct LegendEntry {
-    label: String,
-    color: usize,
-    swatch: Swatch,
+pub(super) struct LegendEntry {
+    pub(super) label: String,
+    pub(super) color: usize,
+    pub(super) swatch: Swatch,
 }
 
 /// Estimated width of a legend entry in pixels (the SVG backend cannot measure text).
-fn entry_width(e: &LegendEntry) -> i32 {
+pub(super) fn entry_width(e: &LegendEntry) -> i32 {
     36 + (e.label.chars().count() as f64 * 6.6) as i32 + 18
 }
 
 /// Legend entries laid out in rows no wider than `width`.
-fn legend_rows(entries: &[LegendEntry], width: u32) -> Vec<Vec<LegendEntry>> {
+pub(super) fn legend_rows(entries: &[LegendEntry], width: u32) -> Vec<Vec<LegendEntry>> {
     let mut rows: Vec<Vec<LegendEntry>> = Vec::new();
     let mut used = 0;
     for e in entries {
@@ -380,7 +332,10 @@ fn legend_rows(entries: &[LegendEntry], width: u32) -> Vec<Vec<LegendEntry>> {
     rows
 }
 
-fn draw_legend<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, rows: &[Vec<LegendEntry>]) -> Result<()>
+pub(super) fn draw_legend<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    rows: &[Vec<LegendEntry>],
+) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -441,7 +396,7 @@ pub fn tick_si(v: f64) -> String {
 }
 
 /// `fig` with x replaced by log10(x), for a logarithmic axis.
-fn log_x(fig: &Figure) -> Figure {
+pub(super) fn log_x(fig: &Figure) -> Figure {
     let mut f = fig.clone();
     let lg = |x: f64| if x > 0.0 { x.log10() } else { f64::NAN };
     for p in &mut f.panels {
@@ -470,7 +425,7 @@ pub fn render_figure(fig: &Figure) -> Result<String> {
     render_linear(fig)
 }
 
-fn render_linear(fig: &Figure) -> Result<String> {
+pub(super) fn render_linear(fig: &Figure) -> Result<String> {
     let width = fig.width.max(300);
     let mut entries: Vec<LegendEntry> = Vec::new();
     for l in fig.panels.iter().flat_map(|p| p.lines.iter()) {
@@ -525,7 +480,7 @@ fn render_linear(fig: &Figure) -> Result<String> {
     Ok(buf)
 }
 
-fn draw_note<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str) -> Result<()>
+pub(super) fn draw_note<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -543,7 +498,7 @@ where
     Ok(())
 }
 
-fn draw_panel<DB: DrawingBackend>(
+pub(super) fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
     (x_lo, x_hi): (f64, f64),
@@ -655,365 +610,6 @@ where
     Ok(())
 }
 
-/// A value axis whose range is fixed, used for categories: category `i` of `n` spans
-/// `n - i - 1 .. n - i` (the first category on top), its tick sits in the middle.
-struct CategoryAxis(usize);
-
-impl Ranged for CategoryAxis {
-    type FormatOption = DefaultFormatting;
-    type ValueType = f64;
-
-    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
-        let frac = value / self.0.max(1) as f64;
-        limit.0 + ((limit.1 - limit.0) as f64 * frac).round() as i32
-    }
-
-    fn key_points<H: KeyPointHint>(&self, _hint: H) -> Vec<f64> {
-        (0..self.0).map(|i| i as f64 + 0.5).collect()
-    }
-
-    fn range(&self) -> Range<f64> {
-        0.0..self.0 as f64
-    }
-}
-
-/// Height of one bar, pixels.
-const BAR_PX: u32 = 13;
-
-/// Renders grouped horizontal bars as an SVG document: categories top to bottom with their
-/// labels on the left, one bar per group member, one legend above.
-pub fn render_bars(bars: &Bars) -> Result<String> {
-    let width = bars.width.max(400);
-    let has_data = bars
-        .groups
-        .iter()
-        .any(|g| g.values.iter().flatten().any(|v| v.is_finite()));
-    let n = bars.categories.len();
-    let members = bars.groups.len().max(1) as u32;
-    let entries: Vec<LegendEntry> = bars
-        .groups
-        .iter()
-        .map(|g| LegendEntry {
-            label: g.label.clone(),
-            color: g.color,
-            swatch: Swatch::Box,
-        })
-        .collect();
-    let rows = legend_rows(&entries, width);
-    let legend_h = rows.len() as u32 * LEGEND_ROW + 6;
-    let plot_h = if has_data && n > 0 {
-        n as u32 * (members * BAR_PX + 16) + 70
-    } else {
-        NOTE_HEIGHT
-    };
-    let height = 40 + legend_h + plot_h;
-    let mut buf = String::new();
-    {
-        let root = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
-        root.fill(&WHITE).map_err(err)?;
-        let body = root
-            .titled(&bars.title, (FONT, 24).into_font().color(&BLACK))
-            .map_err(err)?;
-        if n == 0 || !has_data {
-            draw_note(&body, "no data: nothing was measured for this chart")?;
-        } else {
-            let (legend, rest) = body.split_vertically(legend_h);
-            draw_legend(&legend, &rows)?;
-            draw_bars(&rest, bars)?;
-        }
-        root.present().map_err(err)?;
-    }
-    Ok(buf)
-}
-
-fn draw_bars<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, bars: &Bars) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let n = bars.categories.len();
-    let (v_lo, v_hi) = match bars.value_range {
-        Some((lo, hi)) if lo.is_finite() && hi.is_finite() && lo < hi => (lo, hi),
-        _ => {
-            let (lo, hi) = bars
-                .groups
-                .iter()
-                .flat_map(|g| g.values.iter().flatten().copied())
-                .chain(bars.refs.iter().map(|m| m.at))
-                .filter(|v| v.is_finite())
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-                    (a.min(v), b.max(v))
-                });
-            pad_range(lo, hi, true)
-        }
-    };
-    let longest = bars
-        .categories
-        .iter()
-        .map(|c| c.chars().count())
-        .max()
-        .unwrap_or(1);
-    let label_px = (longest as f64 * 7.4) as u32 + 16;
-    let cats = bars.categories.clone();
-    let mut chart = ChartBuilder::on(area)
-        .margin(8)
-        .margin_right(28)
-        .x_label_area_size(44)
-        .y_label_area_size(label_px.clamp(60, area.dim_in_pixel().0 / 2))
-        .build_cartesian_2d(v_lo..v_hi, CategoryAxis(n))
-        .map_err(err)?;
-    let y_fmt = move |v: &f64| {
-        let from_top = n as f64 - v.floor() - 1.0;
-        cats.get(from_top.max(0.0) as usize).cloned().unwrap_or_default()
-    };
-    let x_fmt = |v: &f64| tick(*v);
-    chart
-        .configure_mesh()
-        .disable_y_mesh()
-        .x_desc(&bars.value_label)
-        .x_labels(10)
-        .max_light_lines(0)
-        .x_label_formatter(&x_fmt)
-        .y_label_formatter(&y_fmt)
-        .bold_line_style(GRID)
-        .axis_desc_style((FONT, 15))
-        .label_style((FONT, 14))
-        .draw()
-        .map_err(err)?;
-    let members = bars.groups.len().max(1);
-    let slot = 0.8 / members as f64;
-    // Value labels at the bar ends, unless they would not fit (many members).
-    let show_values = members <= 8;
-    let base = 0.0f64.clamp(v_lo, v_hi);
-    let na = TextStyle::from((FONT, 12).into_font())
-        .color(&GREY)
-        .pos(Pos::new(HPos::Left, VPos::Center));
-    for (gi, g) in bars.groups.iter().enumerate() {
-        let c = color(g.color);
-        for (ci, v) in g.values.iter().enumerate().take(n) {
-            let top = (n - ci) as f64 - 0.1 - gi as f64 * slot;
-            let bottom = top - slot * 0.88;
-            match v.filter(|v| v.is_finite()) {
-                Some(v) => {
-                    let shown = v.clamp(v_lo, v_hi);
-                    chart
-                        .draw_series(std::iter::once(Rectangle::new(
-                            [(base, bottom), (shown, top)],
-                            c.filled(),
-                        )))
-                        .map_err(err)?;
-                    if show_values {
-                        chart
-                            .plotting_area()
-                            .draw(&Text::new(
-                                format!(" {}", tick(v)),
-                                (shown, (top + bottom) / 2.0),
-                                na.clone(),
-                            ))
-                            .map_err(err)?;
-                    }
-                }
-                None => {
-                    let x = base + (v_hi - v_lo) * 0.005;
-                    chart
-                        .plotting_area()
-                        .draw(&Text::new("n/a", (x, (top + bottom) / 2.0), na.clone()))
-                        .map_err(err)?;
-                }
-            }
-        }
-    }
-    for m in bars.refs.iter().filter(|m| m.at.is_finite()) {
-        chart
-            .draw_series(DashedLineSeries::new(
-                vec![(m.at, 0.0), (m.at, n as f64)],
-                6,
-                4,
-                ShapeStyle::from(&GREY).stroke_width(1),
-            ))
-            .map_err(err)?;
-        if let Some(label) = &m.label {
-            let style = TextStyle::from((FONT, 13).into_font())
-                .color(&GREY)
-                .pos(Pos::new(HPos::Right, VPos::Top));
-            chart
-                .plotting_area()
-                .draw(&Text::new(format!("{label} "), (m.at, n as f64), style))
-                .map_err(err)?;
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
-pub(crate) mod tests {
-    use super::*;
-
-    /// A tiny well-formedness check: one `<svg` root, every tag closed in order, no stray `<`.
-    pub(crate) fn assert_svg(svg: &str) {
-        if let Ok(dir) = std::env::var("SLIPSTREAM_REPORT_DUMP") {
-            static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-            let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            let t = std::thread::current().name().unwrap_or("t").replace("::", "_");
-            let _ = std::fs::write(format!("{dir}/{t}-{n}.svg"), svg);
-        }
-        let s = svg.trim_start();
-        let s = s
-            .strip_prefix("<?xml")
-            .map_or(s, |rest| rest.split_once("?>").expect("xml decl").1.trim_start());
-        assert!(
-            s.starts_with("<svg"),
-            "does not start with <svg: {}",
-            &s[..s.len().min(80)]
-        );
-        let mut stack: Vec<String> = Vec::new();
-        let mut rest = s;
-        while let Some(i) = rest.find('<') {
-            let after = &rest[i + 1..];
-            let end = after.find('>').expect("unterminated tag");
-            let tag = &after[..end];
-            assert!(!tag.contains('<'), "'<' inside a tag: {tag}");
-            if let Some(name) = tag.strip_prefix('/') {
-                let open = stack
-                    .pop()
-                    .unwrap_or_else(|| panic!("close </{name}> without open"));
-                assert_eq!(open, name.trim(), "mismatched tags");
-            } else if !tag.ends_with('/') && !tag.starts_with('!') && !tag.starts_with('?') {
-                let name = tag.split_whitespace().next().unwrap_or("").to_string();
-                stack.push(name);
-            }
-            rest = &after[end + 1..];
-        }
-        assert!(stack.is_empty(), "unclosed tags: {stack:?}");
-        assert!(svg.trim_end().ends_with("</svg>"));
-    }
-
-    /// The unescaped contents of every `<text>` element.
-    pub(crate) fn svg_texts(svg: &str) -> Vec<String> {
-        svg.split("<text")
-            .skip(1)
-            .filter_map(|s| s.split_once('>').and_then(|(_, rest)| rest.split_once("</text>")))
-            .map(|(t, _)| {
-                t.trim()
-                    .replace("&lt;", "<")
-                    .replace("&gt;", ">")
-                    .replace("&apos;", "'")
-                    .replace("&quot;", "\"")
-                    .replace("&amp;", "&")
-            })
-            .collect()
-    }
-
-    fn square(lo: f64, hi: f64) -> Vec<(f64, f64)> {
-        (0..180)
-            .map(|t| (t as f64, if (t / 30) % 2 == 0 { hi } else { lo }))
-            .collect()
-    }
-
-    #[test]
-    fn figure_renders_titles_legend_and_units() {
-        let mut fig = Figure::new("Goodput & <friends>", "time (s)");
-        let mut p = Panel::new("slipstream", "goodput (Mbit/s)");
-        p.mirrored = true;
-        p.lines.push(Line::new(
-            "best-effort",
-            &square(1.0, 6.0),
-            BE_COLOR,
-            LineKind::Filled,
-        ));
-        p.lines.push(Line::new(
-            "background",
-            &negate(&square(8.0, 3.0)),
-            BG_COLOR,
-            LineKind::Filled,
-        ));
-        p.hlines.push(Marker::new(9.41, Some("link 9.41".into())));
-        p.hlines.push(Marker::new(-9.41, None));
-        p.vlines.push(Marker::new(45.0, Some("LBE on".into())));
-        fig.panels.push(p);
-        let mut empty = Panel::new("vulture", "goodput (Mbit/s)");
-        empty.note = Some("series missing".into());
-        fig.panels.push(empty);
-        let svg = render_figure(&fig).unwrap();
-        assert_svg(&svg);
-        for needle in [
-            "Goodput &amp; &lt;friends&gt;",
-            "time (s)",
-            "goodput (Mbit/s)",
-            "best-effort",
-            "background",
-            "series missing",
-            "LBE on",
-        ] {
-            assert!(svg.contains(needle), "missing {needle}");
-        }
-        // Mirrored ticks: no negative tick labels.
-        assert!(
-            svg_texts(&svg).iter().all(|t| !t.starts_with('-')),
-            "negative tick label in mirrored panel"
-        );
-    }
-
-    #[test]
-    fn degenerate_inputs_do_not_panic() {
-        let mut fig = Figure::new("t", "x");
-        let mut p = Panel::new("p", "y");
-        p.lines.push(Line::new("one", &[(1.0, 1.0)], 0, LineKind::Solid));
-        p.lines.push(Line::new(
-            "nan",
-            &[(f64::NAN, 1.0), (2.0, f64::INFINITY)],
-            1,
-            LineKind::Dashed,
-        ));
-        p.y_range = Some((5.0, 5.0));
-        fig.panels.push(p);
-        assert_svg(&render_figure(&fig).unwrap());
-        assert_svg(&render_figure(&Figure::new("empty", "x")).unwrap());
-        assert_svg(&render_bars(&Bars::new("b", "y")).unwrap());
-    }
-
-    #[test]
-    fn bars_render() {
-        let mut b = Bars::new("Jain's index", "index");
-        b.categories = vec!["2".into(), "4".into(), "8".into()];
-        b.groups.push(BarGroup {
-            label: "slipstream".into(),
-            color: 0,
-            values: vec![Some(0.97), None, Some(0.9)],
-        });
-        b.groups.push(BarGroup {
-            label: "paper".into(),
-            color: PAPER_COLOR,
-            values: vec![Some(0.96), Some(0.99), Some(0.98)],
-        });
-        b.value_range = Some((0.0, 1.1));
-        b.refs.push(Marker::new(1.0, Some("perfect".into())));
-        let svg = render_bars(&b).unwrap();
-        assert_svg(&svg);
-        let texts = svg_texts(&svg);
-        for needle in [
-            "Jain's index",
-            "slipstream",
-            "paper",
-            "2",
-            "8",
-            "perfect",
-            "index",
-            "n/a",
-        ] {
-            assert!(texts.iter().any(|t| t == needle), "missing {needle} in {texts:?}");
-        }
-    }
-
-    #[test]
-    fn cdf_and_ticks() {
-        let c = cdf_points(&[3.0, 1.0, f64::NAN, 2.0]);
-        assert_eq!(c.first(), Some(&(1.0, 0.0)));
-        assert_eq!(c.last(), Some(&(3.0, 1.0)));
-        assert_eq!(tick(9.41), "9.41");
-        assert_eq!(tick(-0.0), "0");
-        assert_eq!(tick(120.0), "120");
-        assert_eq!(tick(0.5), "0.5");
-        assert_eq!(tick_si(1500.0), "1.5k");
-        assert_eq!(tick_si(2e6), "2M");
-    }
-}
+#[path = "plot_tests.rs"]
+pub(crate) mod tests;

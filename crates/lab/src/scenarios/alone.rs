@@ -15,7 +15,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Phase lengths of one run.
 #[derive(Debug, Clone, Copy)]
@@ -69,7 +69,7 @@ pub fn run_with(
 }
 
 fn body(run: &mut Run, t: &AloneTimes) -> Result<()> {
-    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, t.duration))?;
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, t.duration))?;
     run.wait_until(t.duration)?;
     Ok(())
 }
@@ -88,20 +88,20 @@ pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
             )
         });
         if let Some(g) = analysis::mean_between(&s.points, start, end) {
-            m.push(Metric::new("bg_goodput", units::MBPS, g).flow("bg"));
-            m.push(Metric::new("utilization", units::RATIO, g / max));
+            m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
+            m.push(Metric::new("utilization", Unit::Ratio, g / max));
         }
         let half = start + (end - start) / 2.0;
         if let Some(g) = analysis::mean_between(&s.points, half, end) {
             m.push(
-                Metric::new("bg_goodput", units::MBPS, g)
+                Metric::new("bg_goodput", Unit::Mbps, g)
                     .flow("bg")
                     .period("stable"),
             );
-            m.push(Metric::new("utilization", units::RATIO, g / max).period("stable"));
+            m.push(Metric::new("utilization", Unit::Ratio, g / max).period("stable"));
         }
         match analysis::time_to_reach(&s.points, start, 0.9 * max, 1.0) {
-            Some(tt) => m.push(Metric::new("time_to_90pct", units::S, tt)),
+            Some(tt) => m.push(Metric::new("time_to_90pct", Unit::S, tt)),
             None => r.notes.push(format!(
                 "never reached 90% of {max:.2} Mbit/s within {:.0} s",
                 t.duration
@@ -109,7 +109,7 @@ pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
         }
         if let Some(p) = r.series("rtt", "ping") {
             if let Some(v) = analysis::mean_between(&p.points, half, end) {
-                m.push(Metric::new("be_rtt", units::MS, v).period("stable"));
+                m.push(Metric::new("be_rtt", Unit::Ms, v).period("stable"));
             }
         }
     }
@@ -123,42 +123,43 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
     let src = "Vulture Sec. 0.4.4, Fig. 17";
     t.add_metric_row(
         "BG goodput, whole run",
-        units::MBPS,
+        Unit::Mbps,
         &refs,
         "bg_goodput",
         None,
-        Some(("8.76", src)),
+        Some(Paper::about(8.76, 2, src)),
     );
     t.add_metric_row(
         "utilization, whole run",
-        units::RATIO,
+        Unit::Ratio,
         &refs,
         "utilization",
         None,
-        Some(("0.93", src)),
+        Some(Paper::about(0.93, 2, src)),
     );
     t.add_metric_row(
         "utilization, stable (2nd half)",
-        units::RATIO,
+        Unit::Ratio,
         &refs,
         "utilization",
         Some("stable"),
-        Some(("0.99", src)),
+        Some(Paper::about(0.99, 2, src)),
     );
     t.add_metric_row(
         "time to 90% of link",
-        units::S,
+        Unit::S,
         &refs,
         "time_to_90pct",
         None,
-        Some((
+        Some(Paper::new(
             "≈20 (regained after the BE → LBE switch, not from a cold start)",
+            Some(Target::about(20.0)),
             src,
         )),
     );
     t.add_metric_row(
         "ping RTT beside BG, stable",
-        units::MS,
+        Unit::Ms,
         &refs,
         "be_rtt",
         Some("stable"),

@@ -16,7 +16,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::max_goodput_mbit;
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
-use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Unit};
 
 /// Phase lengths.
 #[derive(Debug, Clone, Copy)]
@@ -31,7 +31,7 @@ pub struct CbrTimes {
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let t = CbrTimes {
         third: opts.scaled(30.0, 4.0),
-        be_mbit: opts.extra_or("be_mbit", 6.0),
+        be_mbit: opts.extra_or("be_mbit", 6.0)?,
     };
     run_with(ctx, opts, "cbr", t)
 }
@@ -73,10 +73,10 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
 fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {
     let total = 3.0 * t.third;
     let rate = format!("{}M", t.be_mbit);
-    run.start_flow(FlowSpec::download("be", roles::BEST_EFFORT, BE_PORT, total).bitrate(&rate))?;
-    run.start_flow(FlowSpec::upload("rev", roles::REVERSE, REV_PORT, total).bitrate(&rate))?;
+    run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, total).bitrate(&rate))?;
+    run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, total).bitrate(&rate))?;
     run.wait_until(t.third)?;
-    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, t.third))?;
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, t.third))?;
     run.wait_until(total)?;
     Ok(())
 }
@@ -109,31 +109,31 @@ pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
     let periods = measured_periods(&r, &t);
     for (p, a, b) in periods {
         if let Some(v) = r.series("goodput", "be").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("be_goodput", units::MBPS, v).period(p).flow("be"));
+            m.push(Metric::new("be_goodput", Unit::Mbps, v).period(p).flow("be"));
             if p == "bg-active" {
                 be_active = Some(v);
             }
         }
         if let Some(v) = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("be_rtt", units::MS, v).period(p));
+            m.push(Metric::new("be_rtt", Unit::Ms, v).period(p));
         }
         if let Some(v) = r.series("ss_rtt", "be").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("be_srtt", units::MS, v).period(p).flow("be"));
+            m.push(Metric::new("be_srtt", Unit::Ms, v).period(p).flow("be"));
         }
         if let Some(v) = r.series("goodput", "rev").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("rev_goodput", units::MBPS, v).period(p).flow("rev"));
+            m.push(Metric::new("rev_goodput", Unit::Mbps, v).period(p).flow("rev"));
         }
     }
     let (_, a, b) = periods[1];
     if let Some(bg) = r.series("goodput", "bg").and_then(|s| s.mean_between(a, b)) {
         m.push(
-            Metric::new("bg_goodput", units::MBPS, bg)
+            Metric::new("bg_goodput", Unit::Mbps, bg)
                 .period("bg-active")
                 .flow("bg"),
         );
         if let Some(be) = be_active {
             let spare = (max - be).max(1e-9);
-            m.push(Metric::new("spare_use", units::RATIO, bg / spare).period("bg-active"));
+            m.push(Metric::new("spare_use", Unit::Ratio, bg / spare).period("bg-active"));
         }
     }
     r.metrics.extend(m);
@@ -147,75 +147,75 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
     let d = "Vulture Sec. 0.4.3, Fig. 16";
     t.add_metric_row(
         "BE goodput, before",
-        units::MBPS,
+        Unit::Mbps,
         &refs,
         "be_goodput",
         Some("before"),
-        Some(("5.97", g)),
+        Some(Paper::about(5.97, 2, g)),
     );
     t.add_metric_row(
         "BE goodput, BG active",
-        units::MBPS,
+        Unit::Mbps,
         &refs,
         "be_goodput",
         Some("bg-active"),
-        Some(("5.98", g)),
+        Some(Paper::about(5.98, 2, g)),
     );
     t.add_metric_row(
         "BE goodput, after",
-        units::MBPS,
+        Unit::Mbps,
         &refs,
         "be_goodput",
         Some("after"),
-        Some(("5.97", g)),
+        Some(Paper::about(5.97, 2, g)),
     );
     t.add_metric_row(
         "BE RTT (ping), before",
-        units::MS,
+        Unit::Ms,
         &refs,
         "be_rtt",
         Some("before"),
-        Some(("104", d)),
+        Some(Paper::about(104.0, 0, d)),
     );
     t.add_metric_row(
         "BE RTT (ping), BG active",
-        units::MS,
+        Unit::Ms,
         &refs,
         "be_rtt",
         Some("bg-active"),
-        Some(("146", d)),
+        Some(Paper::about(146.0, 0, d)),
     );
     t.add_metric_row(
         "BE RTT (ping), after",
-        units::MS,
+        Unit::Ms,
         &refs,
         "be_rtt",
         Some("after"),
-        Some(("104", d)),
+        Some(Paper::about(104.0, 0, d)),
     );
     t.add_metric_row(
         "BE sender sRTT, BG active",
-        units::MS,
+        Unit::Ms,
         &refs,
         "be_srtt",
         Some("bg-active"),
-        Some(("146", d)),
+        Some(Paper::about(146.0, 0, d)),
     );
     t.add_metric_row(
         "BG goodput, BG active",
-        units::MBPS,
+        Unit::Mbps,
         &refs,
         "bg_goodput",
         Some("bg-active"),
-        Some(("2.84", g)),
+        Some(Paper::about(2.84, 2, g)),
     );
     t.add_metric_row(
         "BG use of spare capacity",
-        units::RATIO,
+        Unit::Ratio,
         &refs,
         "spare_use",
         Some("bg-active"),
-        Some(("0.83", g)),
+        Some(Paper::about(0.83, 2, g)),
     );
     t
 }

@@ -18,7 +18,7 @@ use anyhow::{bail, Result};
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// One case.
 #[derive(Debug, Clone)]
@@ -31,7 +31,7 @@ pub struct CwndCase {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string());
+    let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string())?;
     let duration = opts.scaled(60.0, 8.0);
     let cases: Vec<CwndCase> = ccs
         .split(',')
@@ -66,31 +66,31 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         let src = "Vulture Sec. 0.4.2, Figs. 11-12";
         table.add_metric_row(
             &format!("{}: cwnd estimate MARE", c.cc),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "cwnd_mare",
             None,
-            Some(("small underestimate (figure only)", src)),
+            Some(Paper::note("small underestimate (figure only)", src)),
         );
         table.add_metric_row(
             &format!("{}: cwnd estimate bias", c.cc),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "cwnd_bias",
             None,
-            Some(("< 0", src)),
+            Some(Paper::new("< 0", Some(Target::at_most(0.0)), src)),
         );
         table.add_metric_row(
             &format!("{}: cwnd estimate correlation", c.cc),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "cwnd_corr",
             None,
-            Some(("≈1 (tracks changes)", src)),
+            Some(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
         );
         table.add_metric_row(
             &format!("{}: estimate vs in-flight MARE", c.cc),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "inflight_mare",
             None,
@@ -98,7 +98,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         );
         table.add_metric_row(
             &format!("{}: estimate vs in-flight correlation", c.cc),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "inflight_corr",
             None,
@@ -106,7 +106,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         );
         table.add_metric_row(
             &format!("{}: rwnd vs cwnd correlation", c.cc),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "rwnd_corr",
             None,
@@ -114,7 +114,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         );
         table.add_metric_row(
             &format!("{}: BG goodput", c.cc),
-            units::MBPS,
+            Unit::Mbps,
             &refs,
             "bg_goodput",
             None,
@@ -141,7 +141,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 }
 
 fn body(run: &mut Run, c: &CwndCase) -> Result<()> {
-    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, c.duration))?;
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
     run.wait_until(c.duration)
 }
 
@@ -155,15 +155,15 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
     if let Some(est) = r.series("cwnd_estimate", "bg") {
         let pairs = analysis::pair_series(&est.points, &real, 0.1);
         if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
-            m.push(Metric::new("cwnd_mare", units::RATIO, v).flow("bg"));
+            m.push(Metric::new("cwnd_mare", Unit::Ratio, v).flow("bg"));
         }
         if let Some(v) = analysis::mean_rel_bias(&pairs) {
-            m.push(Metric::new("cwnd_bias", units::RATIO, v).flow("bg"));
+            m.push(Metric::new("cwnd_bias", Unit::Ratio, v).flow("bg"));
         }
         if let Some(v) = analysis::pearson(&pairs) {
-            m.push(Metric::new("cwnd_corr", units::RATIO, v).flow("bg"));
+            m.push(Metric::new("cwnd_corr", Unit::Ratio, v).flow("bg"));
         }
-        m.push(Metric::new("cwnd_pairs", units::COUNT, pairs.len() as f64).flow("bg"));
+        m.push(Metric::new("cwnd_pairs", Unit::Count, pairs.len() as f64).flow("bg"));
         // Against the bytes in flight (a clamped sender's cwnd can exceed what it may send).
         let flight = r
             .series("inflight", "bg")
@@ -171,10 +171,10 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
             .unwrap_or_default();
         let pairs = analysis::pair_series(&est.points, &flight, 0.1);
         if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
-            m.push(Metric::new("inflight_mare", units::RATIO, v).flow("bg"));
+            m.push(Metric::new("inflight_mare", Unit::Ratio, v).flow("bg"));
         }
         if let Some(v) = analysis::pearson(&pairs) {
-            m.push(Metric::new("inflight_corr", units::RATIO, v).flow("bg"));
+            m.push(Metric::new("inflight_corr", Unit::Ratio, v).flow("bg"));
         }
     } else {
         r.notes.push("no cwnd estimate samples".into());
@@ -182,14 +182,14 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
     if let Some(rw) = r.series("rwnd", "bg") {
         let pairs = analysis::pair_series(&rw.points, &real, 0.1);
         if let Some(v) = analysis::pearson(&pairs) {
-            m.push(Metric::new("rwnd_corr", units::RATIO, v).flow("bg"));
+            m.push(Metric::new("rwnd_corr", Unit::Ratio, v).flow("bg"));
         }
     }
     if let Some(g) = r
         .series("goodput", "bg")
         .and_then(|s| analysis::mean(s.points.iter().map(|p| p.1)))
     {
-        m.push(Metric::new("bg_goodput", units::MBPS, g).flow("bg"));
+        m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
     }
     r.metrics.extend(m);
     r

@@ -36,7 +36,7 @@ use anyhow::{bail, Context, Result};
 use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
-use crate::result::{now_unix, roles, units, Metric, RunParams, RunResult, ScenarioReport, Series, Table};
+use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::probe::quantile;
 use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
@@ -47,7 +47,7 @@ const LOAD_PORT: u16 = 6881;
 const PROBE_PORT: u16 = 6882;
 const MSS: &str = "536";
 /// Microseconds (probe RTTs; not in `units`, which has no sub-millisecond unit).
-const US: &str = "us";
+const US: Unit = Unit::Us;
 
 /// The three ways of forwarding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -173,7 +173,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         web_bin: web,
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
-        load_mbit: opts.extra_or("load_mbit", 20.0),
+        load_mbit: opts.extra_or("load_mbit", 20.0)?,
     };
     let rounds = opts.repeats.max(2);
     let mut runs: Vec<RunResult> = Vec::new();
@@ -360,24 +360,23 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
             extra,
         },
         series: vec![
-            Series::new("probe_rtt", US, "probe", roles::PROBE, "slipstream-web probe")
-                .with_points(probe_pts),
+            Series::new("probe_rtt", US, "probe", Role::Probe, "slipstream-web probe").with_points(probe_pts),
         ],
         metrics: vec![
-            Metric::new("pps", "packets/s", packets / dt).period("throughput"),
-            Metric::new("goodput", units::MBPS, res.goodput_mbps)
+            Metric::new("pps", Unit::PacketsPerS, packets / dt).period("throughput"),
+            Metric::new("goodput", Unit::Mbps, res.goodput_mbps)
                 .period("throughput")
                 .flow("load"),
-            Metric::new("packets", units::PACKETS, packets).period("throughput"),
-            Metric::new("process_cpu_per_mpkt", units::S, per_m(proc_cpu)).period("throughput"),
-            Metric::new("machine_busy_per_mpkt", units::S, per_m(machine.busy)).period("throughput"),
-            Metric::new("machine_system_per_mpkt", units::S, per_m(machine.system)).period("throughput"),
-            Metric::new("machine_softirq_per_mpkt", units::S, per_m(machine.softirq)).period("throughput"),
-            Metric::new("machine_user_per_mpkt", units::S, per_m(machine.user)).period("throughput"),
+            Metric::new("packets", Unit::Packets, packets).period("throughput"),
+            Metric::new("process_cpu_per_mpkt", Unit::S, per_m(proc_cpu)).period("throughput"),
+            Metric::new("machine_busy_per_mpkt", Unit::S, per_m(machine.busy)).period("throughput"),
+            Metric::new("machine_system_per_mpkt", Unit::S, per_m(machine.system)).period("throughput"),
+            Metric::new("machine_softirq_per_mpkt", Unit::S, per_m(machine.softirq)).period("throughput"),
+            Metric::new("machine_user_per_mpkt", Unit::S, per_m(machine.user)).period("throughput"),
             Metric::new("probe_rtt_p50", US, rtt_us(0.5)).period("latency"),
             Metric::new("probe_rtt_p90", US, rtt_us(0.9)).period("latency"),
             Metric::new("probe_rtt_p99", US, rtt_us(0.99)).period("latency"),
-            Metric::new("loaded_goodput", units::MBPS, loaded.goodput_mbps)
+            Metric::new("loaded_goodput", Unit::Mbps, loaded.goodput_mbps)
                 .period("latency")
                 .flow("load"),
         ],
@@ -401,7 +400,7 @@ pub fn add_ratios(round: &mut [RunResult]) {
         let pps = r.metric("pps", Some("throughput")).unwrap_or(f64::NAN);
         let rtt = r.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN);
         r.metrics
-            .push(Metric::new("pps_ratio", units::RATIO, pps / kp).period("throughput"));
+            .push(Metric::new("pps_ratio", Unit::Ratio, pps / kp).period("throughput"));
         r.metrics
             .push(Metric::new("probe_rtt_added_p50", US, rtt - kr).period("latency"));
     }
@@ -410,52 +409,52 @@ pub fn add_ratios(round: &mut [RunResult]) {
 fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     let refs: Vec<&RunResult> = runs.iter().collect();
     let mut t = Table::new(columns);
-    let rows: [(&str, &str, &str, &str); 12] = [
+    let rows: [(&str, Unit, &str, &str); 12] = [
         (
             "Packets/s through the router (MSS 536, unlimited)",
-            "packets/s",
+            Unit::PacketsPerS,
             "pps",
             "throughput",
         ),
         (
             "Packets/s relative to kernel forwarding (same round)",
-            units::RATIO,
+            Unit::Ratio,
             "pps_ratio",
             "throughput",
         ),
         (
             "Load goodput (MSS 536, unlimited)",
-            units::MBPS,
+            Unit::Mbps,
             "goodput",
             "throughput",
         ),
         (
             "User-space process CPU per million packets",
-            units::S,
+            Unit::S,
             "process_cpu_per_mpkt",
             "throughput",
         ),
         (
             "Machine busy CPU per million packets (2 cores)",
-            units::S,
+            Unit::S,
             "machine_busy_per_mpkt",
             "throughput",
         ),
         (
             "Machine system CPU per million packets",
-            units::S,
+            Unit::S,
             "machine_system_per_mpkt",
             "throughput",
         ),
         (
             "Machine softirq CPU per million packets",
-            units::S,
+            Unit::S,
             "machine_softirq_per_mpkt",
             "throughput",
         ),
         (
             "Machine user CPU per million packets",
-            units::S,
+            Unit::S,
             "machine_user_per_mpkt",
             "throughput",
         ),
@@ -479,7 +478,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         ),
         (
             "Load goodput during the probe",
-            units::MBPS,
+            Unit::Mbps,
             "loaded_goodput",
             "latency",
         ),
@@ -520,7 +519,7 @@ mod tests {
         let run = |alt: &str, pps: f64, rtt: f64| RunResult {
             alternative: alt.into(),
             metrics: vec![
-                Metric::new("pps", "packets/s", pps).period("throughput"),
+                Metric::new("pps", Unit::PacketsPerS, pps).period("throughput"),
                 Metric::new("probe_rtt_p50", US, rtt).period("latency"),
             ],
             ..Default::default()

@@ -15,7 +15,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Unit};
 
 /// Paper Table 2: N → Jain's index.
 pub const PAPER_TABLE2: [(usize, f64); 5] = [(2, 0.96), (4, 0.99), (8, 0.98), (16, 0.99), (64, 0.99)];
@@ -52,8 +52,8 @@ impl FairCase {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string());
-    let hosts: u8 = opts.extra_or("fairness_hosts", 4u8).clamp(1, 16);
+    let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string())?;
+    let hosts: u8 = opts.extra_or("fairness_hosts", 4u8)?.clamp(1, 16);
     let cases: Vec<FairCase> = list
         .split(',')
         .filter_map(|n| n.trim().parse::<usize>().ok())
@@ -95,18 +95,18 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         let paper = PAPER_TABLE2
             .iter()
             .find(|p| p.0 == c.flows)
-            .map(|p| format!("{:.2}", p.1));
+            .map(|p| Paper::about(p.1, 2, "Vulture Table 2"));
         table.add_metric_row(
             &format!("N = {}: Jain's index", c.flows),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             "jain_index",
             None,
-            paper.as_deref().map(|p| (p, "Vulture Table 2")),
+            paper,
         );
         table.add_metric_row(
             &format!("N = {}: total BG goodput", c.flows),
-            units::MBPS,
+            Unit::Mbps,
             &refs,
             "bg_total_goodput",
             None,
@@ -121,7 +121,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                     "N = {}: flows that could not connect (count as 0 goodput)",
                     c.flows
                 ),
-                units::COUNT,
+                Unit::Count,
                 &refs,
                 "flows_failed",
                 None,
@@ -150,7 +150,7 @@ fn body(run: &mut Run, c: &FairCase) -> Result<()> {
         run.wait_until(at)?;
         let label = format!("bg{i}");
         run.start_flow(
-            FlowSpec::download(&label, roles::BACKGROUND, BG_PORT + i as u16, c.duration() - at)
+            FlowSpec::download(&label, Role::Background, BG_PORT + i as u16, c.duration() - at)
                 .between(c.host_of(i), 1),
         )?;
     }
@@ -177,20 +177,17 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
         .collect();
     for (i, g) in goodputs.iter().enumerate() {
         r.metrics.push(
-            Metric::new("bg_goodput", units::MBPS, *g)
+            Metric::new("bg_goodput", Unit::Mbps, *g)
                 .flow(&format!("bg{i}"))
                 .period("measure"),
         );
     }
     if let Some(j) = analysis::jain_index(&goodputs) {
         r.metrics
-            .push(Metric::new("jain_index", units::RATIO, j).period("measure"));
-        r.metrics.push(Metric::new("jain_index", units::RATIO, j));
+            .push(Metric::new("jain_index", Unit::Ratio, j).period("measure"));
+        r.metrics.push(Metric::new("jain_index", Unit::Ratio, j));
     }
-    r.metrics.push(Metric::new(
-        "bg_total_goodput",
-        units::MBPS,
-        goodputs.iter().sum(),
-    ));
+    r.metrics
+        .push(Metric::new("bg_total_goodput", Unit::Mbps, goodputs.iter().sum()));
     r
 }

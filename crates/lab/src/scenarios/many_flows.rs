@@ -12,8 +12,8 @@ use crate::result::ScenarioReport;
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let max_hosts: u8 = opts.extra_or("hosts", 4u8).clamp(1, 16);
-    let list = counts(opts, "flows", "4,16,64");
+    let max_hosts: u8 = opts.extra_or("hosts", 4u8)?.clamp(1, 16);
+    let list = counts(opts, "flows", "4,16,64")?;
     let mixes: Vec<Mix> = list
         .iter()
         .map(|&n| {

@@ -101,6 +101,22 @@ pub fn lookup(name: &str) -> Option<ScenarioFn> {
     })
 }
 
+/// The `--set` keys scenario `name` reads.
+pub fn set_keys(name: &str) -> &'static [&'static str] {
+    match name {
+        "cbr" => &["be_mbit"],
+        "cwnd" => &["cwnd_ccs"],
+        "onoff" => &["onoff_periods"],
+        "fairness" => &["fairness_flows", "fairness_hosts"],
+        "udp-square" => &["periods", "udp_mbit"],
+        "web" => &["sessions", "seed"],
+        "datapath" => &["load_mbit"],
+        "no-timestamps" => &["flows"],
+        "many-flows" => &["flows", "hosts"],
+        _ => &[],
+    }
+}
+
 /// Options common to all scenarios (from the command line).
 #[derive(Debug, Clone)]
 pub struct ScenarioOptions {
@@ -179,12 +195,15 @@ impl ScenarioOptions {
         self.alternatives.iter().map(Alternative::label).collect()
     }
 
-    /// An `extra` option parsed, or `default`.
-    pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> T {
-        self.extra
-            .get(key)
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(default)
+    /// The `--set` option `key` parsed, or `default` when not given; a value that does not
+    /// parse is an error.
+    pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
+        match self.extra.get(key) {
+            None => Ok(default),
+            Some(v) => v
+                .parse()
+                .map_err(|_| anyhow::anyhow!("--set {key}={v}: not a valid value")),
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::result::ScenarioReport;
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let mixes: Vec<Mix> = counts(opts, "flows", "1")
+    let mixes: Vec<Mix> = counts(opts, "flows", "1")?
         .into_iter()
         .map(|n| {
             let mut m = Mix::spread(&format!("N = {n}"), n, n.min(2) as u8, opts);

@@ -19,7 +19,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
-use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Unit};
 
 /// One case.
 #[derive(Debug, Clone, Copy)]
@@ -41,7 +41,7 @@ pub const PAPER_TABLE1: [(f64, f64, f64, f64); 5] = [
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let list: String = opts.extra_or("onoff_periods", "1,3,5,10,30".to_string());
+    let list: String = opts.extra_or("onoff_periods", "1,3,5,10,30".to_string())?;
     let cases: Vec<OnOffCase> = list
         .split(',')
         .filter_map(|t| t.trim().parse::<f64>().ok())
@@ -77,14 +77,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             ("BE on: BE BW share", "be_share_on", "on", 1),
             ("BE on: LBE BW share", "lbe_share_on", "on", 2),
         ] {
-            let p = paper.map(|p| format!("{:.2}", [p.1, p.2, p.3][idx]));
+            let p = paper.map(|p| Paper::about([p.1, p.2, p.3][idx], 2, src));
             table.add_metric_row(
                 &format!("T = {} s: {label}", c.period),
-                units::RATIO,
+                Unit::Ratio,
                 &refs,
                 key,
                 Some(period),
-                p.as_deref().map(|v| (v, src)),
+                p,
             );
         }
     }
@@ -104,12 +104,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 }
 
 fn body(run: &mut Run, c: &OnOffCase) -> Result<()> {
-    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, c.duration))?;
-    run.start_flow(FlowSpec::upload("rev", roles::REVERSE, REV_PORT, c.duration).bitrate("6M"))?;
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
+    run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, c.duration).bitrate("6M"))?;
     let mut k = 0.0;
     while (2.0 * k + 1.0) * c.period <= c.duration + 1e-6 {
         run.wait_until(2.0 * k * c.period)?;
-        run.start_flow(FlowSpec::download("be", roles::BEST_EFFORT, BE_PORT, c.period))?;
+        run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, c.period))?;
         run.wait_until((2.0 * k + 1.0) * c.period)?;
         // The iperf3 server serves one test at a time: let this one end before the next.
         run.wait_flow("be")?;
@@ -201,11 +201,11 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
     };
     if let Some((u, sb, sl)) = table1(&be, &bg, &on, &off, b) {
         r.metrics
-            .push(Metric::new("lbe_util_off", units::RATIO, u).period("off"));
+            .push(Metric::new("lbe_util_off", Unit::Ratio, u).period("off"));
         r.metrics
-            .push(Metric::new("be_share_on", units::RATIO, sb).period("on"));
+            .push(Metric::new("be_share_on", Unit::Ratio, sb).period("on"));
         r.metrics
-            .push(Metric::new("lbe_share_on", units::RATIO, sl).period("on"));
+            .push(Metric::new("lbe_share_on", Unit::Ratio, sl).period("on"));
     } else {
         r.notes.push("not enough samples for Table 1's quantities".into());
     }

@@ -19,14 +19,14 @@
 
 use std::path::PathBuf;
 
-use anyhow::Result;
+use anyhow::{bail, Result};
 use serde_json::json;
 use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::{Alternative, LabRule};
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
-use crate::result::{roles, units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Where the household issue's targets come from (the tables' reference column).
 pub const TARGETS: &str = "household issue target";
@@ -131,12 +131,12 @@ impl Mix {
 
 fn body(run: &mut Run, m: &Mix) -> Result<()> {
     let p = m.phase;
-    let be = || FlowSpec::download("be", roles::BEST_EFFORT, BE_PORT, p).between(m.be_host, 1);
+    let be = || FlowSpec::download("be", Role::BestEffort, BE_PORT, p).between(m.be_host, 1);
     run.start_flow(be())?;
     run.wait_until(p)?;
     run.wait_flow("be")?;
     for f in &m.flows {
-        let spec = FlowSpec::download(&f.label, roles::BACKGROUND, f.port, 2.0 * p);
+        let spec = FlowSpec::download(&f.label, Role::Background, f.port, 2.0 * p);
         run.start_flow(spec.between(f.host, 1))?;
     }
     run.wait_until(2.0 * p)?;
@@ -158,80 +158,80 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
     for (i, (period, a, b)) in m.periods().into_iter().enumerate() {
         be[i] = goodput(&r, "be", a, b);
         let bg: Vec<f64> = m.flows.iter().map(|f| goodput(&r, &f.label, a, b)).collect();
-        out.push(Metric::new("bg_goodput", units::MBPS, bg.iter().sum()).period(period));
+        out.push(Metric::new("bg_goodput", Unit::Mbps, bg.iter().sum()).period(period));
         if period != "bg-alone" {
             out.push(
-                Metric::new("be_goodput", units::MBPS, be[i])
+                Metric::new("be_goodput", Unit::Mbps, be[i])
                     .period(period)
                     .flow("be"),
             );
         }
         let ping = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b));
         if let Some(v) = ping {
-            out.push(Metric::new("be_rtt", units::MS, v).period(period));
+            out.push(Metric::new("be_rtt", Unit::Ms, v).period(period));
         }
         if period != "bg-alone" {
             continue;
         }
         for (f, g) in m.flows.iter().zip(&bg) {
             out.push(
-                Metric::new("bg_goodput", units::MBPS, *g)
+                Metric::new("bg_goodput", Unit::Mbps, *g)
                     .period(period)
                     .flow(&f.label),
             );
         }
         if be[0] > 0.0 {
-            out.push(Metric::new("bg_fill", units::RATIO, bg.iter().sum::<f64>() / be[0]).period(period));
+            out.push(Metric::new("bg_fill", Unit::Ratio, bg.iter().sum::<f64>() / be[0]).period(period));
         }
         if let (Some(rtt), Some(base)) = (ping, r.params.measured_rtt_ms) {
-            out.push(Metric::new("bg_delay", units::MS, rtt - base).period(period));
+            out.push(Metric::new("bg_delay", Unit::Ms, rtt - base).period(period));
         }
         // Rules of their own (weights, min rates) move the fair share away from host-fair.
         let host_fair = bg.len() > 1 && m.rules.is_empty();
         if let Some(j) = host_fair_jain(&bg, &m.hosts()).filter(|_| host_fair) {
-            out.push(Metric::new("jain_index", units::RATIO, j).period(period));
+            out.push(Metric::new("jain_index", Unit::Ratio, j).period(period));
         }
         if let Some(x) = host_ratio(&per_host_totals(&bg, &m.hosts())) {
-            out.push(Metric::new("host_ratio", units::RATIO, x).period(period));
+            out.push(Metric::new("host_ratio", Unit::Ratio, x).period(period));
         }
     }
     if be[0] > 0.0 {
-        out.push(Metric::new("be_kept", units::RATIO, be[2] / be[0]).period("together"));
+        out.push(Metric::new("be_kept", Unit::Ratio, be[2] / be[0]).period("together"));
     }
     r.metrics.extend(out);
     r
 }
 
 /// Rows a table gets for every mix: `(label, unit, metric, period, target)`.
-const COMMON_ROWS: [(&str, &str, &str, &str, Option<&str>); 5] = [
+const COMMON_ROWS: [(&str, Unit, &str, &str, Option<Target>); 5] = [
     (
         "BE kept beside BG",
-        units::RATIO,
+        Unit::Ratio,
         "be_kept",
         "together",
-        Some("≥ 0.93"),
+        Some(Target::at_least(0.93)),
     ),
     (
         "BG alone / BE alone",
-        units::RATIO,
+        Unit::Ratio,
         "bg_fill",
         "bg-alone",
-        Some("≥ 0.97"),
+        Some(Target::at_least(0.97)),
     ),
-    ("ping added by BG alone", units::MS, "bg_delay", "bg-alone", None),
+    ("ping added by BG alone", Unit::Ms, "bg_delay", "bg-alone", None),
     (
         "Jain's index (host-fair), BG alone",
-        units::RATIO,
+        Unit::Ratio,
         "jain_index",
         "bg-alone",
         None,
     ),
     (
         "host share ratio (max/min), BG alone",
-        units::RATIO,
+        Unit::Ratio,
         "host_ratio",
         "bg-alone",
-        Some("≤ 1.1"),
+        Some(Target::at_most(1.1)),
     ),
 ];
 
@@ -240,10 +240,10 @@ pub fn add_row(
     table: &mut Table,
     case_runs: &[&RunResult],
     case: &str,
-    (label, unit, name, period, target): (&str, &str, &str, &str, Option<&str>),
+    (label, unit, name, period, target): (&str, Unit, &str, &str, Option<Target>),
 ) {
     if case_runs.iter().any(|r| r.metric(name, Some(period)).is_some()) {
-        let target = target.map(|t| (t, TARGETS));
+        let target = target.map(|t| Paper::target(t, TARGETS));
         let label = format!("{case}: {label}");
         table.add_metric_row(&label, unit, case_runs, name, Some(period), target);
     }
@@ -315,7 +315,7 @@ pub fn run_mixes(
         (extras.rows)(&mut table, &refs, m);
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             let label = format!("{}: flows that could not connect", m.case);
-            table.add_metric_row(&label, units::COUNT, &refs, "flows_failed", None, None);
+            table.add_metric_row(&label, Unit::Count, &refs, "flows_failed", None, None);
         }
     }
     let report = ScenarioReport {
@@ -335,11 +335,13 @@ pub fn run_mixes(
 }
 
 /// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.
-pub fn counts(opts: &ScenarioOptions, key: &str, default: &str) -> Vec<usize> {
-    opts.extra_or(key, default.to_string())
-        .split(',')
-        .filter_map(|n| n.trim().parse::<usize>().ok())
-        .filter(|n| (1..=100).contains(n))
+pub fn counts(opts: &ScenarioOptions, key: &str, default: &str) -> Result<Vec<usize>> {
+    let list = opts.extra_or(key, default.to_string())?;
+    list.split(',')
+        .map(|n| match n.trim().parse::<usize>() {
+            Ok(n) if (1..=100).contains(&n) => Ok(n),
+            _ => bail!("--set {key}={list}: {n:?} is not a count from 1 to 100"),
+        })
         .collect()
 }
 
@@ -365,6 +367,9 @@ mod tests {
             "/tmp".into(),
         );
         assert_eq!((s.clients, s.server_ports.len()), (5, 17));
-        assert_eq!(counts(&opts, "nope", "4, 16,x,0,64"), vec![4, 16, 64]);
+        assert_eq!(counts(&opts, "nope", "4, 16,64").unwrap(), vec![4, 16, 64]);
+        for bad in ["4,x", "0", "101", ""] {
+            assert!(counts(&opts, "nope", bad).is_err(), "{bad:?}");
+        }
     }
 }

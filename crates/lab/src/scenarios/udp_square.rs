@@ -35,7 +35,7 @@ use slipstream_testbed::Ns;
 
 use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
-use crate::result::{now_unix, roles, units, Metric, RunResult, ScenarioReport, Series, Table};
+use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::procs::{helper_binary, Helper};
 use crate::web::udp::{self, SinkBin, SquareWave};
@@ -150,7 +150,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
     let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
     let periods = periods(opts)?;
-    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit);
+    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit)?;
     let warm = opts.scaled(10.0, 8.0);
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let count = periods.len() * opts.repeats.max(1) as usize * opts.alternatives.len();
@@ -247,7 +247,7 @@ fn one_run(
 ) -> Result<RunResult> {
     let total = warm + d + 1.0;
     let mut run = Run::start(ctx, opts, setup)?;
-    run.start_flow(FlowSpec::download("bg", roles::BACKGROUND, BG_PORT, total))?;
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, total))?;
     run.wait_until(warm - 1.0)?;
     let bin = web_bin.as_os_str().to_string_lossy().into_owned();
     let sink_secs = format!("{:.1}", d + 3.0);
@@ -314,25 +314,20 @@ fn one_run(
     let loss = (1.0 - received as f64 / planned).max(0.0);
     let tl = period_label(wave.period_s);
     r.metrics.extend([
-        Metric::new(&format!("bg_usage_norm_T{tl}"), units::RATIO, u.normalized),
-        Metric::new(&format!("bg_usage_norm_on_T{tl}"), units::RATIO, u.normalized_on).period("on"),
-        Metric::new(
-            &format!("bg_usage_norm_off_T{tl}"),
-            units::RATIO,
-            u.normalized_off,
-        )
-        .period("off"),
-        Metric::new(&format!("bg_goodput_T{tl}"), units::MBPS, u.bg_mbps).flow("bg"),
-        Metric::new(&format!("available_T{tl}"), units::MBPS, u.available_mbps),
-        Metric::new(&format!("udp_on_rate_T{tl}"), units::MBPS, u.udp_on_mbps)
+        Metric::new(&format!("bg_usage_norm_T{tl}"), Unit::Ratio, u.normalized),
+        Metric::new(&format!("bg_usage_norm_on_T{tl}"), Unit::Ratio, u.normalized_on).period("on"),
+        Metric::new(&format!("bg_usage_norm_off_T{tl}"), Unit::Ratio, u.normalized_off).period("off"),
+        Metric::new(&format!("bg_goodput_T{tl}"), Unit::Mbps, u.bg_mbps).flow("bg"),
+        Metric::new(&format!("available_T{tl}"), Unit::Mbps, u.available_mbps),
+        Metric::new(&format!("udp_on_rate_T{tl}"), Unit::Mbps, u.udp_on_mbps)
             .period("on")
             .flow("udp"),
-        Metric::new(&format!("udp_loss_T{tl}"), units::RATIO, loss).flow("udp"),
+        Metric::new(&format!("udp_loss_T{tl}"), Unit::Ratio, loss).flow("udp"),
     ]);
     r.series
-        .push(Series::new("udp_rate", units::MBPS, "udp", roles::BEST_EFFORT, "sink").with_points(udp_wire));
+        .push(Series::new("udp_rate", Unit::Mbps, "udp", Role::BestEffort, "sink").with_points(udp_wire));
     r.series
-        .push(Series::new("available", units::MBPS, "link", roles::LINK, "computed").with_points(available));
+        .push(Series::new("available", Unit::Mbps, "link", Role::Link, "computed").with_points(available));
     r.notes.push(format!(
         "UDP wave from t = {t_udp:.2} s for {d:.0} s: {received} of {planned:.0} datagrams arrived"
     ));
@@ -345,13 +340,15 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     const SRC: &str = "Key et al. Sec. 5.2 (Fig. 7 text)";
     for &p in periods {
         let tl = period_label(p);
-        let paper = (p == 50.0).then_some((
-            "~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)",
-            SRC,
-        ));
+        let paper = (p == 50.0).then(|| {
+            Paper::note(
+                "~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)",
+                SRC,
+            )
+        });
         t.add_metric_row(
             &format!("BG usage / available, on/off = {tl} s"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             &format!("bg_usage_norm_T{tl}"),
             None,
@@ -362,7 +359,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
         let tl = period_label(p);
         t.add_metric_row(
             &format!("BG usage / available in on periods, on/off = {tl} s"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             &format!("bg_usage_norm_on_T{tl}"),
             Some("on"),
@@ -370,7 +367,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
         );
         t.add_metric_row(
             &format!("BG usage / available in off periods, on/off = {tl} s"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             &format!("bg_usage_norm_off_T{tl}"),
             Some("off"),
@@ -381,7 +378,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
         let tl = period_label(p);
         t.add_metric_row(
             &format!("BG goodput, on/off = {tl} s"),
-            units::MBPS,
+            Unit::Mbps,
             &refs,
             &format!("bg_goodput_T{tl}"),
             None,
@@ -389,7 +386,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
         );
         t.add_metric_row(
             &format!("UDP loss, on/off = {tl} s"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             &format!("udp_loss_T{tl}"),
             None,

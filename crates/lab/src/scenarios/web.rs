@@ -34,7 +34,7 @@ use slipstream_testbed::Ns;
 use crate::alternatives::Alternative;
 use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
-use crate::result::{now_unix, roles, units, Metric, RunResult, ScenarioReport, Series, Table};
+use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::procs::{helper_binary, Helper};
 use crate::web::{self, BucketStat, ObjectRecord};
@@ -71,20 +71,20 @@ pub fn web_metrics(records: &[ObjectRecord], baseline: Option<(&[BucketStat], f6
     let overall = web::mean_response(records);
     let ok = records.iter().filter(|r| r.ok()).count();
     let mut m = vec![
-        Metric::new("web_rt_mean", units::MS, overall * 1000.0).flow("web"),
-        Metric::new("web_objects", units::COUNT, ok as f64).flow("web"),
-        Metric::new("web_failed", units::COUNT, (records.len() - ok) as f64).flow("web"),
+        Metric::new("web_rt_mean", Unit::Ms, overall * 1000.0).flow("web"),
+        Metric::new("web_objects", Unit::Count, ok as f64).flow("web"),
+        Metric::new("web_failed", Unit::Count, (records.len() - ok) as f64).flow("web"),
     ];
     if let Some((_, base)) = baseline {
-        m.push(Metric::new("web_rt_norm", units::RATIO, overall / base).flow("web"));
+        m.push(Metric::new("web_rt_norm", Unit::Ratio, overall / base).flow("web"));
     }
     for (i, b) in buckets.iter().enumerate() {
         let label = bucket_label(b);
-        m.push(Metric::new(&format!("web_rt_mean_{label}"), units::MS, b.mean_s * 1000.0).flow("web"));
-        m.push(Metric::new(&format!("web_count_{label}"), units::COUNT, b.count as f64).flow("web"));
+        m.push(Metric::new(&format!("web_rt_mean_{label}"), Unit::Ms, b.mean_s * 1000.0).flow("web"));
+        m.push(Metric::new(&format!("web_count_{label}"), Unit::Count, b.count as f64).flow("web"));
         if let Some((base, _)) = baseline {
             let norm = base.get(i).map_or(f64::NAN, |x| b.mean_s / x.mean_s);
-            m.push(Metric::new(&format!("web_rt_norm_{label}"), units::RATIO, norm).flow("web"));
+            m.push(Metric::new(&format!("web_rt_norm_{label}"), Unit::Ratio, norm).flow("web"));
         }
     }
     m
@@ -100,8 +100,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
     let warm = opts.scaled(10.0, 8.0);
     let d = opts.scaled(60.0, 20.0);
-    let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit));
-    let seed0: u64 = opts.extra_or("seed", 1);
+    let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit))?;
+    let seed0: u64 = opts.extra_or("seed", 1)?;
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let repeats = opts.repeats.max(1);
     let count = repeats as usize * (opts.alternatives.len() + 1);
@@ -222,7 +222,7 @@ fn one_run(
     if background {
         run.start_flow(FlowSpec::download(
             "bg",
-            roles::BACKGROUND,
+            Role::Background,
             BG_PORT,
             warm + d + 2.0,
         ))?;
@@ -262,9 +262,9 @@ fn one_run(
         let during = analysis::mean_between(&bg, t_web, t_end.min(t_web + d));
         if let Some(g) = during {
             r.metrics
-                .push(Metric::new("bg_goodput", units::MBPS, g).flow("bg").period("web"));
+                .push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("web"));
             r.metrics.push(
-                Metric::new("bg_share", units::RATIO, g / opts.rate_mbit)
+                Metric::new("bg_share", Unit::Ratio, g / opts.rate_mbit)
                     .flow("bg")
                     .period("web"),
             );
@@ -276,21 +276,16 @@ fn one_run(
         .collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     r.series
-        .push(Series::new("web_response", units::MS, "web", roles::BEST_EFFORT, "client").with_points(pts));
+        .push(Series::new("web_response", Unit::Ms, "web", Role::BestEffort, "client").with_points(pts));
     let by_size: Vec<(f64, f64)> = web::bucket_stats(&records, &edges())
         .iter()
         .filter(|b| b.count > 0)
         .map(|b| (b.lo as f64, b.mean_s * 1000.0))
         .collect();
     r.series.push(
-        Series::new(
-            "web_rt_by_size",
-            units::MS,
-            "web",
-            roles::BEST_EFFORT,
-            "client; x = object size bytes",
-        )
-        .with_points(by_size),
+        Series::new("web_rt_by_size", Unit::Ms, "web", Role::BestEffort, "client")
+            .over("object size bytes")
+            .with_points(by_size),
     );
     Ok((r, records))
 }
@@ -314,7 +309,7 @@ pub fn add_vs_plain_tcp(runs: &mut [RunResult]) {
                 continue;
             };
             let name = m.name.replacen("web_rt_mean", "web_rt_vs_tcp", 1);
-            added.push(Metric::new(&name, units::RATIO, m.value / b.value).flow("web"));
+            added.push(Metric::new(&name, Unit::Ratio, m.value / b.value).flow("web"));
         }
         r.metrics.extend(added);
     }
@@ -326,18 +321,18 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     const SRC: &str = "Key et al. Sec. 5.3";
     t.add_metric_row(
         "Web response time, all objects / with plain TCP bulk (no-control)",
-        units::RATIO,
+        Unit::Ratio,
         &refs,
         "web_rt_vs_tcp",
         None,
-        Some((
+        Some(Paper::note(
             "TCP = 1 by definition; TCP-LP and rwnd schemes \"much lower than 1 for most object sizes\" (Fig. 8)",
             SRC,
         )),
     );
     t.add_metric_row(
         "Web response time, all objects / web-only",
-        units::RATIO,
+        Unit::Ratio,
         &refs,
         "web_rt_norm",
         None,
@@ -345,7 +340,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     );
     t.add_metric_row(
         "Web response time, mean",
-        units::MS,
+        Unit::Ms,
         &refs,
         "web_rt_mean",
         None,
@@ -356,7 +351,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         let l = bucket_label(b);
         t.add_metric_row(
             &format!("Web response time {l}B / with plain TCP bulk"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             &format!("web_rt_vs_tcp_{l}"),
             None,
@@ -367,7 +362,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         let l = bucket_label(b);
         t.add_metric_row(
             &format!("Web response time {l}B / web-only"),
-            units::RATIO,
+            Unit::Ratio,
             &refs,
             &format!("web_rt_norm_{l}"),
             None,
@@ -378,7 +373,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         let l = bucket_label(b);
         t.add_metric_row(
             &format!("Web response time {l}B, mean"),
-            units::MS,
+            Unit::Ms,
             &refs,
             &format!("web_rt_mean_{l}"),
             None,
@@ -387,7 +382,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     }
     t.add_metric_row(
         "BG goodput while web runs",
-        units::MBPS,
+        Unit::Mbps,
         &refs,
         "bg_goodput",
         Some("web"),
@@ -395,31 +390,24 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     );
     t.add_metric_row(
         "BG share of the link while web runs",
-        units::RATIO,
+        Unit::Ratio,
         &refs,
         "bg_share",
         Some("web"),
-        Some((
+        Some(Paper::note(
             "0.69 / 0.53 / 0.46 / 0.35 Mbit/s of 1.5 for TCP / TCP-LP / binary search / stoch. approx. (= 0.46 / 0.35 / 0.31 / 0.23)",
             SRC,
         )),
     );
     t.add_metric_row(
         "Web objects fetched",
-        units::COUNT,
+        Unit::Count,
         &refs,
         "web_objects",
         None,
         None,
     );
-    t.add_metric_row(
-        "Web objects failed",
-        units::COUNT,
-        &refs,
-        "web_failed",
-        None,
-        None,
-    );
+    t.add_metric_row("Web objects failed", Unit::Count, &refs, "web_failed", None, None);
     t
 }
 
@@ -474,8 +462,8 @@ mod tests {
                 ..Default::default()
             },
             metrics: vec![
-                Metric::new("web_rt_mean", units::MS, mean),
-                Metric::new("web_rt_mean_<4k", units::MS, mean / 2.0),
+                Metric::new("web_rt_mean", Unit::Ms, mean),
+                Metric::new("web_rt_mean_<4k", Unit::Ms, mean / 2.0),
             ],
             ..Default::default()
         };

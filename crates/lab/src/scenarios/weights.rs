@@ -14,7 +14,7 @@ use super::phases::{add_row, goodput, run_mixes, Extras, Mix};
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::LabRule;
 use crate::harness::BG_PORT;
-use crate::result::{units, Metric, RunResult, ScenarioReport, Table};
+use crate::result::{Metric, RunResult, ScenarioReport, Table, Target, Unit};
 
 fn rule(name: &str, port: u16, key: &str, value: &str) -> LabRule {
     LabRule {
@@ -49,7 +49,7 @@ fn metrics(r: &mut RunResult, m: &Mix) {
     let (_, a, b) = m.periods()[1];
     let (w1, w3) = (goodput(r, "w1", a, b), goodput(r, "w3", a, b));
     if m.flows.len() == 2 && w1 > 0.0 {
-        let ratio = Metric::new("weight_ratio", units::RATIO, w3 / w1).period("bg-alone");
+        let ratio = Metric::new("weight_ratio", Unit::Ratio, w3 / w1).period("bg-alone");
         r.metrics.push(ratio);
     }
 }
@@ -57,19 +57,19 @@ fn metrics(r: &mut RunResult, m: &Mix) {
 fn rows(table: &mut Table, runs: &[&RunResult], m: &Mix) {
     let ratio = (
         "w3 / w1 goodput, BG alone",
-        units::RATIO,
+        Unit::Ratio,
         "weight_ratio",
         "bg-alone",
-        Some("3"),
+        Some(Target::about(3.0)),
     );
     add_row(table, runs, &m.case, ratio);
     if m.case.starts_with("min_rate") {
         let kept = (
             "BG goodput beside BE",
-            units::MBPS,
+            Unit::Mbps,
             "bg_goodput",
             "together",
-            Some("≥ 2"),
+            Some(Target::at_least(2.0)),
         );
         add_row(table, runs, &m.case, kept);
     }

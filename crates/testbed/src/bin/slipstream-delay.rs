@@ -24,6 +24,7 @@ use std::collections::VecDeque;
 use std::io::{ErrorKind, Write};
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
@@ -72,28 +73,14 @@ fn set_realtime(prio: i32) {
     }
 }
 
-static STOP: AtomicBool = AtomicBool::new(false);
-
-extern "C" fn on_signal(_: libc::c_int) {
-    STOP.store(true, Ordering::SeqCst);
-}
-
-fn install_signal_handlers() -> Result<()> {
-    for sig in [libc::SIGTERM, libc::SIGINT] {
-        // SAFETY: plain sigaction with an async-signal-safe handler (one atomic store); no
-        // SA_RESTART so a blocked ppoll returns EINTR promptly.
-        let rc = unsafe {
-            let mut sa: libc::sigaction = std::mem::zeroed();
-            sa.sa_sigaction = on_signal as *const () as libc::sighandler_t;
-            libc::sigemptyset(&mut sa.sa_mask);
-            sa.sa_flags = 0;
-            libc::sigaction(sig, &sa, std::ptr::null_mut())
-        };
-        if rc != 0 {
-            return Err(std::io::Error::last_os_error()).context("sigaction");
-        }
+/// SIGTERM/SIGINT set the returned flag (signal-hook; a blocked ppoll returns EINTR whatever
+/// SA_RESTART says, see signal(7)).
+fn install_signal_handlers() -> Result<Arc<AtomicBool>> {
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        signal_hook::flag::register(sig, Arc::clone(&stop)).context("installing signal handlers")?;
     }
-    Ok(())
+    Ok(stop)
 }
 
 /// Opens the NFQUEUE socket and recovers its file descriptor (see
@@ -197,7 +184,7 @@ impl Drop for Timer {
 }
 
 /// Waits until the queue socket is readable, the timer fires, or a signal arrives. A 100 ms cap
-/// makes sure a signal that raced the STOP check is still noticed.
+/// makes sure a signal that raced the stop check is still noticed.
 fn wait_readable(sock: RawFd, timer: &Timer) -> Result<()> {
     let ts = libc::timespec {
         tv_sec: 0,
@@ -245,7 +232,7 @@ fn run(args: Args) -> Result<()> {
         lanes.push(Lane::new(q2, delay_from_ms(d2)?));
     }
 
-    install_signal_handlers()?;
+    let stop = install_signal_handlers()?;
     set_realtime(args.rt_priority);
     // Timer slack defaults to 50 us; make ppoll wake as close to the due time as possible.
     // SAFETY: prctl with integer arguments.
@@ -272,7 +259,7 @@ fn run(args: Args) -> Result<()> {
         out.flush()?;
     }
 
-    while !STOP.load(Ordering::Relaxed) {
+    while !stop.load(Ordering::Relaxed) {
         // 1. Pull everything the kernel has for us (bounded, so verdicts are never starved).
         for _ in 0..4096 {
             match queue.recv() {

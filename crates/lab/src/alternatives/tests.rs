@@ -1,0 +1,129 @@
+//! Tests of the alternatives: labels, daemon configs, HTB trees.
+
+use super::*;
+
+fn env() -> AltEnv {
+    AltEnv {
+        daemon_bin: "/x/slipstreamd".into(),
+        work_dir: "/tmp/x".into(),
+        background_ports: vec![6881, 6882],
+        rules: Vec::new(),
+        rate_mbit: 10.0,
+        bdp_bytes: 125_000,
+        queue_packets: 83,
+    }
+}
+
+#[test]
+fn labels_round_trip() {
+    for a in Alternative::ALL {
+        assert_eq!(a.label().parse::<Alternative>().unwrap(), a);
+    }
+    assert_eq!(
+        "fixed-rwnd=65535".parse::<Alternative>().unwrap(),
+        Alternative::FixedRwnd(Some(65535))
+    );
+    assert_eq!(Alternative::FixedRwnd(Some(65535)).label(), "fixed-rwnd=65535");
+    assert!("htb-0".parse::<Alternative>().is_err());
+    assert!("cake".parse::<Alternative>().is_err());
+    assert_eq!(
+        Alternative::parse_list("no-control, slipstream,htb-90").unwrap(),
+        vec![
+            Alternative::NoControl,
+            Alternative::Slipstream,
+            Alternative::HtbShaping { percent: 90 }
+        ]
+    );
+    assert!(Alternative::parse_list(",").is_err());
+}
+
+#[test]
+fn configs_validate() {
+    let dir = std::env::temp_dir().join(format!("lab-alt-test-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for a in Alternative::ALL {
+        let Some(text) = a.daemon_config(&env(), Path::new("/tmp/s.sock")) else {
+            assert!(!a.uses_daemon());
+            continue;
+        };
+        let p = dir.join("c.toml");
+        std::fs::write(&p, &text).unwrap();
+        slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
+        assert!(text.contains("remote_ports = [6881, 6882]"), "{text}");
+    }
+    // Rules with shares: written for household only, and valid there.
+    let shared = AltEnv {
+        rules: vec![
+            LabRule {
+                name: "w3".into(),
+                ports: vec![6881],
+                share: vec![("weight".into(), "3".into())],
+            },
+            LabRule {
+                name: "min".into(),
+                ports: vec![6882],
+                share: vec![("min_rate".into(), "\"2mbit\"".into())],
+            },
+        ],
+        ..env()
+    };
+    let budgets = HouseholdBudget::ALL.map(Alternative::Household);
+    for a in Alternative::ALL.iter().chain(&budgets) {
+        let Some(text) = a.daemon_config(&shared, Path::new("/tmp/s.sock")) else {
+            continue;
+        };
+        let p = dir.join("c.toml");
+        std::fs::write(&p, &text).unwrap();
+        let config = slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
+        assert_eq!(config.rules.len(), 2, "{text}");
+        let household = matches!(a, Alternative::Household(_));
+        assert_eq!(text.contains("weight = 3"), household, "{text}");
+        if household {
+            assert_eq!(
+                config.household.budget.kind(),
+                match a {
+                    Alternative::Household(HouseholdBudget::KeyBinarySearch) => "key_binary_search",
+                    Alternative::Household(HouseholdBudget::KeyStochastic) => "key_stochastic",
+                    _ => "delay_target",
+                },
+                "{text}"
+            );
+            assert_eq!(a.label().parse::<Alternative>().ok(), Some(*a));
+        }
+    }
+    let fixed = Alternative::FixedRwnd(None)
+        .daemon_config(&env(), Path::new("/s"))
+        .unwrap();
+    assert!(fixed.contains("window_bytes = 62500"), "{fixed}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn htb_tree() {
+    assert!(Alternative::Slipstream.htb_commands(&env(), "br-lan").is_empty());
+    let cmds = Alternative::HtbShaping { percent: 90 }.htb_commands(&env(), "br-lan");
+    let text: Vec<String> = cmds.iter().map(|c| c.join(" ")).collect();
+    assert_eq!(text[0], "qdisc replace dev br-lan root handle 1: htb default 10");
+    assert!(
+        text[1].ends_with("rate 9000000bit ceil 9000000bit"),
+        "{}",
+        text[1]
+    );
+    assert!(
+        text[2].contains("classid 1:10 htb rate 8550000bit ceil 9000000bit prio 0"),
+        "{}",
+        text[2]
+    );
+    assert!(
+        text[3].contains("classid 1:20 htb rate 450000bit ceil 9000000bit prio 7"),
+        "{}",
+        text[3]
+    );
+    assert!(text[4].ends_with("pfifo limit 83"));
+    assert!(
+        text[6].contains("match ip sport 6881 0xffff flowid 1:20"),
+        "{}",
+        text[6]
+    );
+    assert_eq!(cmds.len(), 6 + 2 * 2);
+}

@@ -1,0 +1,402 @@
+//! One run of a scenario: a fresh testbed, one alternative on its router, iperf3 flows started
+//! at chosen times, and samplers every 100 ms, turned into a [`RunResult`].
+//!
+//! Samplers (all optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
+//! receiver (iperf3 intervals placed on the run's clock), [`ping`] (best-effort RTT), [`ss`]
+//! (sender state in the server namespace), [`daemon`] (the daemon's view of each flow, from its
+//! control socket).
+//!
+//! Drop order makes an error anywhere (or Ctrl-C) clean: samplers are stopped, the daemon is
+//! killed, then the testbed is torn down (namespaces with everything in them).
+
+pub mod daemon;
+pub mod goodput;
+pub mod ping;
+mod poller;
+mod spec;
+pub mod ss;
+
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use slipstream_testbed::iperf::{IperfResult, IperfRun};
+use slipstream_testbed::{Ns, Testbed, TopologySpec};
+
+pub use goodput::IPERF_SETUP_GUESS_S;
+pub use poller::POLL_INTERVAL_S;
+pub use spec::{Direction, FlowSpec, RunSetup};
+
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
+use crate::result::{now_unix, Role, RunParams, RunResult, Unit};
+use crate::scenarios::{status_line, LabContext, ScenarioOptions};
+
+/// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
+pub const CBR_WRITE_BYTES: &str = "1448";
+
+/// Server port of the (first) background flow (a BitTorrent port); further background flows use
+/// the following ports.
+pub const BG_PORT: u16 = 6881;
+/// Server port of the best-effort flow.
+pub const BE_PORT: u16 = 5201;
+/// Server port of the reverse-direction (upload) flow.
+pub const REV_PORT: u16 = 5202;
+
+/// Assembles a report (table from `rows`), writes result.json and table.md into
+/// `<out>/<scenario>/<timestamp>/`, and returns it.
+pub fn finish_report(
+    ctx: &LabContext,
+    dir: &std::path::Path,
+    mut report: crate::result::ScenarioReport,
+) -> Result<crate::result::ScenarioReport> {
+    if report.started_unix == 0.0 {
+        report.started_unix = report.runs.first().map_or(0.0, |r| r.started_unix);
+    }
+    ctx.write_report(dir, &report)?;
+    Ok(report)
+}
+
+/// One started iperf3 flow.
+struct FlowRun {
+    spec: FlowSpec,
+    offset_s: f64,
+    run: Option<IperfRun>,
+    result: Option<IperfResult>,
+}
+
+/// A run in progress. Fields drop in order: samplers, flows, alternative (daemon), testbed.
+pub struct Run<'a> {
+    ping: Option<ping::PingSampler>,
+    ss: Option<ss::SsSampler>,
+    daemon: Option<daemon::DaemonSampler>,
+    flows: Vec<FlowRun>,
+    active: Option<ActiveAlternative>,
+    tb: Option<Testbed>,
+    ctx: &'a LabContext,
+    opts: &'a ScenarioOptions,
+    setup: RunSetup,
+    t0: Instant,
+    t0_unix: f64,
+    result: RunResult,
+}
+
+impl<'a> Run<'a> {
+    /// Builds the topology (checking the idle RTT), sets the alternative up, starts the iperf3
+    /// servers and the samplers. t = 0 is the end of this call.
+    pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
+        ctx.check_interrupted()?;
+        let up = opts.upload_delay_ms();
+        let spec = TopologySpec {
+            rate_mbit: opts.rate_mbit,
+            one_way_delay_ms: opts.rtt_ms - up,
+            upload_delay_ms: Some(up),
+            queue_bytes: Some(opts.effective_queue_bytes()),
+            name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+            delay_bin: Some(ctx.delay_bin.clone()),
+            ipv6: false,
+            servers: setup.servers,
+            clients: setup.clients,
+            timestamps_off: setup.timestamps_off.clone(),
+            flood_source: false,
+        };
+        let tb = Testbed::build(spec).context("building the topology")?;
+        let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
+            format!(
+                "delay accuracy check (rate {} Mbit/s, RTT {} ms)",
+                opts.rate_mbit, opts.rtt_ms
+            )
+        })?;
+        let cc = setup.cc.clone().unwrap_or_else(|| opts.cc.clone());
+        let params = RunParams {
+            rate_mbit: opts.rate_mbit,
+            rtt_ms: opts.rtt_ms,
+            queue_bytes: opts.effective_queue_bytes(),
+            queue_packets: opts.effective_queue_bytes() as f64 / slipstream_testbed::cmd::FRAME_BYTES as f64,
+            measured_rtt_ms: Some(rtt),
+            duration_s: setup.duration_s,
+            cc,
+            repeat: setup.repeat,
+            extra: setup.extra.clone(),
+        };
+        let mut run = Run {
+            ping: None,
+            ss: None,
+            daemon: None,
+            flows: Vec::new(),
+            active: None,
+            tb: Some(tb),
+            ctx,
+            opts,
+            t0: Instant::now(),
+            t0_unix: now_unix(),
+            result: RunResult {
+                scenario: setup.scenario.clone(),
+                alternative: setup.alternative.label(),
+                started_unix: now_unix(),
+                params,
+                ..Default::default()
+            },
+            setup,
+        };
+        let env = AltEnv {
+            daemon_bin: ctx.daemon_bin.clone(),
+            work_dir: run.setup.work_dir.clone(),
+            background_ports: run.setup.background_ports.clone(),
+            rules: run.setup.rules.clone(),
+            rate_mbit: opts.rate_mbit,
+            bdp_bytes: opts.bdp_bytes(),
+            queue_packets: opts.queue_packets(),
+        };
+        run.active = Some(run.setup.alternative.setup(run.tb(), &env)?);
+        let mut ports = run.setup.server_ports.clone();
+        ports.sort_unstable();
+        ports.dedup();
+        for n in 1..=run.setup.servers {
+            for &p in &ports {
+                run.tb().start_iperf_server_in(Ns::server(n), p)?;
+            }
+        }
+        run.t0 = Instant::now();
+        run.t0_unix = now_unix();
+        run.result.started_unix = run.t0_unix;
+        if run.setup.ping {
+            run.ping = Some(ping::PingSampler::start(run.tb(), run.t0_unix)?);
+        }
+        if run.setup.ss {
+            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix)?);
+        }
+        let socket = run.active.as_ref().and_then(|a| a.control_socket.clone());
+        if let Some(socket) = socket {
+            run.daemon = Some(daemon::DaemonSampler::start(socket, run.t0_unix));
+        }
+        Ok(run)
+    }
+
+    /// The testbed.
+    pub fn tb(&self) -> &Testbed {
+        self.tb.as_ref().expect("testbed present until finish")
+    }
+
+    /// The scenario options.
+    pub fn opts(&self) -> &ScenarioOptions {
+        self.opts
+    }
+
+    /// The alternative's state (daemon handle etc.).
+    pub fn active(&self) -> Option<&ActiveAlternative> {
+        self.active.as_ref()
+    }
+
+    /// Seconds since t = 0.
+    pub fn t(&self) -> f64 {
+        self.t0.elapsed().as_secs_f64()
+    }
+
+    /// Adds a note to the result.
+    pub fn note(&mut self, n: impl Into<String>) {
+        self.result.notes.push(n.into());
+    }
+
+    /// The congestion control of this run.
+    pub fn cc(&self) -> String {
+        self.result.params.cc.clone()
+    }
+
+    /// Starts an iperf3 flow now.
+    pub fn start_flow(&mut self, spec: FlowSpec) -> Result<()> {
+        let secs = spec.seconds.ceil().max(1.0) as u32;
+        let cc = self.cc();
+        let mut extra: Vec<String> = vec!["--interval".into(), "0.1".into()];
+        if let Some(b) = &spec.bitrate {
+            // iperf3 writes 128 KB blocks by default: at 6 Mbit/s one burst every 170 ms, a
+            // queue spike of ~100 ms at 10 Mbit/s (measured: ping 142 ms instead of 100 beside
+            // a "6 Mbit/s" flow). One MSS per write makes its pacing timer (1 ms) send smoothly.
+            extra.extend(["-b".into(), b.clone(), "-l".into(), CBR_WRITE_BYTES.into()]);
+        }
+        let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+        let offset_s = self.t();
+        let download = spec.direction == Direction::Download;
+        let run = self
+            .tb()
+            .run_iperf(spec.ends, spec.port, secs, &cc, download, &extra)
+            .with_context(|| format!("starting flow {}", spec.label))?;
+        self.flows.push(FlowRun {
+            spec,
+            offset_s,
+            run: Some(run),
+            result: None,
+        });
+        Ok(())
+    }
+
+    /// Waits for the flows with `label` that are still running to end, collecting their results
+    /// (lets on/off scenarios reuse a server port). The goodput series are built at
+    /// [`finish`](Self::finish), when the sender-side samples that place them in time are in.
+    pub fn wait_flow(&mut self, label: &str) -> Result<()> {
+        for f in self.flows.iter_mut().filter(|f| f.spec.label == label) {
+            if let Some(r) = f.run.take() {
+                match r.wait() {
+                    Ok(res) => f.result = Some(res),
+                    // A flow that could not even connect (a SYN starved behind 60 others in a
+                    // low-priority class) is a measured outcome, not a broken run: it got no
+                    // goodput. Recorded; the run fails only if no flow got through at all.
+                    Err(e) => self.result.notes.push(format!(
+                        "flow {} (port {}) failed: {e:#}",
+                        f.spec.label, f.spec.port
+                    )),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Current sender-side rate (Mbit/s) of everything on server `port` (`None` without `ss`
+    /// sampling or before two samples).
+    pub fn live_rate(&self, port: u16) -> Option<f64> {
+        self.ss.as_ref()?.live_rate(port)
+    }
+
+    /// Live rate of all running flows with `role`.
+    pub fn live_role_rate(&self, role: Role) -> Option<f64> {
+        let mut ports: Vec<u16> = self
+            .flows
+            .iter()
+            .filter(|f| f.spec.role == role && f.run.is_some())
+            .map(|f| f.spec.port)
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        if ports.is_empty() {
+            return None;
+        }
+        Some(ports.iter().filter_map(|p| self.live_rate(*p)).sum())
+    }
+
+    /// Sleeps until t = `t`, printing the progress line; errors on Ctrl-C.
+    pub fn wait_until(&self, t: f64) -> Result<()> {
+        loop {
+            self.ctx.check_interrupted()?;
+            let now = self.t();
+            if now >= t {
+                return Ok(());
+            }
+            let line = status_line(
+                &self.setup.scenario,
+                self.setup.index,
+                self.setup.count,
+                &self.setup.alternative.label(),
+                now,
+                self.setup.duration_s,
+                &[
+                    ("BE", self.live_role_rate(Role::BestEffort)),
+                    ("BG", self.live_role_rate(Role::Background)),
+                ],
+            );
+            self.ctx.progress.status(&line);
+            std::thread::sleep(std::time::Duration::from_secs_f64((t - now).min(0.1)));
+        }
+    }
+
+    /// Waits for every flow, stops the samplers, tears the alternative and the testbed down
+    /// (checking nothing is left), and returns the result with all series.
+    pub fn finish(mut self) -> Result<RunResult> {
+        let labels: Vec<String> = self.flows.iter().map(|f| f.spec.label.clone()).collect();
+        for l in labels {
+            self.wait_flow(&l)?;
+        }
+        if !self.flows.is_empty() && self.flows.iter().all(|f| f.result.is_none()) {
+            bail!("no flow of the run got through: {}", self.result.notes.join("; "));
+        }
+        let failed = self.flows.iter().filter(|f| f.result.is_none()).count();
+        if failed > 0 {
+            self.result.metrics.push(crate::result::Metric::new(
+                "flows_failed",
+                Unit::Count,
+                failed as f64,
+            ));
+        }
+        self.collect_samples();
+        let tb = self.tb.take().expect("testbed present");
+        if let Some(active) = self.active.take() {
+            let notes = active.teardown(&tb)?;
+            self.result.notes.extend(notes);
+        }
+        let prefix = tb.spec().name_prefix.clone();
+        drop(tb);
+        let left: Vec<String> = slipstream_testbed::list_netns()?
+            .into_iter()
+            .filter(|n| n.starts_with(&format!("{prefix}-")))
+            .collect();
+        if !left.is_empty() {
+            bail!("namespaces left after teardown: {left:?}");
+        }
+        Ok(std::mem::take(&mut self.result))
+    }
+
+    /// Stops the samplers and turns their samples into the result's series.
+    fn collect_samples(&mut self) {
+        let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
+        let daemon = self
+            .daemon
+            .take()
+            .map(daemon::DaemonSampler::finish)
+            .unwrap_or_default();
+        let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
+        goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
+        self.result
+            .series
+            .extend(self.ping.take().and_then(ping::PingSampler::finish));
+        // One entry per flow label: its role, port and direction.
+        let mut seen: Vec<&str> = Vec::new();
+        for f in &self.flows {
+            let FlowSpec {
+                label,
+                role,
+                port,
+                direction,
+                ..
+            } = &f.spec;
+            if seen.contains(&label.as_str()) {
+                continue;
+            }
+            seen.push(label);
+            let series = &mut self.result.series;
+            series.extend(ss::flow_series(&ss, label, *role, *port, *direction));
+            series.extend(daemon::flow_series(&daemon, label, *role, *port));
+        }
+    }
+}
+
+/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], collecting results. A
+/// failed run fails the scenario (its testbed is torn down by `Drop` first).
+pub fn run_all<C>(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    cases: &[C],
+    mut setup: impl FnMut(&C, Alternative) -> RunSetup,
+    mut body: impl FnMut(&mut Run, &C) -> Result<()>,
+) -> Result<Vec<RunResult>> {
+    let count = opts.alternatives.len() * opts.repeats.max(1) as usize * cases.len();
+    let mut out = Vec::new();
+    let mut index = 0;
+    for case in cases {
+        for repeat in 0..opts.repeats.max(1) {
+            for alt in &opts.alternatives {
+                let mut s = setup(case, *alt);
+                s.index = index;
+                s.count = count;
+                s.repeat = repeat;
+                index += 1;
+                let mut run = Run::start(ctx, opts, s)
+                    .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
+                body(&mut run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
+                let r = run
+                    .finish()
+                    .with_context(|| format!("finishing run {index}/{count} ({alt})"))?;
+                ctx.progress
+                    .log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
+                out.push(r);
+            }
+        }
+    }
+    Ok(out)
+}

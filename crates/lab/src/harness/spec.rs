@@ -1,0 +1,147 @@
+//! What a run is made of: its flows ([`FlowSpec`]) and its setup ([`RunSetup`]).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use slipstream_testbed::IperfEnds;
+
+use super::BG_PORT;
+use crate::alternatives::{Alternative, LabRule};
+use crate::result::Role;
+
+/// Transfer direction as seen from the LAN client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Direction {
+    /// Server sends (iperf3 `-R`).
+    Download,
+    /// Client sends.
+    Upload,
+}
+
+/// One iperf3 transfer.
+#[derive(Debug, Clone)]
+pub struct FlowSpec {
+    /// Label, unique per flow within the run ("be", "bg", "bg3"); repeated starts with the same
+    /// label (on/off periods) append to the same series.
+    pub label: String,
+    /// Role.
+    pub role: Role,
+    /// Server port (an iperf3 server listens there; background ports must be in
+    /// [`RunSetup::background_ports`]).
+    pub port: u16,
+    /// Direction.
+    pub direction: Direction,
+    /// Length in seconds (iperf3 takes whole seconds; rounded up, at least 1).
+    pub seconds: f64,
+    /// iperf3 `-b` (e.g. "6M"), written one segment at a time so the rate is constant at
+    /// millisecond scale; `None` = as fast as TCP goes.
+    pub bitrate: Option<String>,
+    /// Which LAN host and which server the flow runs between (1-based; both must exist in the
+    /// run's topology, see [`RunSetup::clients`] and [`RunSetup::servers`]).
+    pub ends: IperfEnds,
+}
+
+impl FlowSpec {
+    /// A bulk download.
+    pub fn download(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
+        FlowSpec {
+            label: label.into(),
+            role,
+            port,
+            direction: Direction::Download,
+            seconds,
+            bitrate: None,
+            ends: IperfEnds::default(),
+        }
+    }
+
+    /// A bulk upload.
+    pub fn upload(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
+        FlowSpec {
+            direction: Direction::Upload,
+            ..FlowSpec::download(label, role, port, seconds)
+        }
+    }
+
+    /// Between LAN host `client` and server `server` (1-based numbers).
+    pub fn between(mut self, client: u8, server: u8) -> FlowSpec {
+        self.ends = IperfEnds { client, server };
+        self
+    }
+
+    /// Rate-limited (`-b`).
+    pub fn bitrate(mut self, b: &str) -> FlowSpec {
+        self.bitrate = Some(b.into());
+        self
+    }
+}
+
+/// What one run needs.
+#[derive(Debug, Clone)]
+pub struct RunSetup {
+    /// Scenario name.
+    pub scenario: String,
+    /// The alternative.
+    pub alternative: Alternative,
+    /// Its index among the invocation's runs and how many there are (for the progress line).
+    pub index: usize,
+    /// Number of runs of this invocation.
+    pub count: usize,
+    /// Repeat index.
+    pub repeat: u32,
+    /// Planned length, s.
+    pub duration_s: f64,
+    /// Server ports classed as background (daemon rule, HTB filter).
+    pub background_ports: Vec<u16>,
+    /// Every server port an iperf3 server must listen on (on every server).
+    pub server_ports: Vec<u16>,
+    /// Number of servers in the topology (default 1).
+    pub servers: u8,
+    /// Number of LAN hosts in the topology (default 1).
+    pub clients: u8,
+    /// LAN hosts without TCP timestamps (see [`slipstream_testbed::TopologySpec::timestamps_off`]).
+    pub timestamps_off: Vec<u8>,
+    /// Rules splitting the background ports (see [`crate::alternatives::LabRule`]); empty = one.
+    pub rules: Vec<LabRule>,
+    /// Run `ping -i 0.1` throughout.
+    pub ping: bool,
+    /// Poll `ss` in the server namespace.
+    pub ss: bool,
+    /// Directory for daemon configs/logs.
+    pub work_dir: PathBuf,
+    /// Congestion control override (`None` = `opts.cc`).
+    pub cc: Option<String>,
+    /// Scenario-specific parameters for [`crate::result::RunParams::extra`].
+    pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl RunSetup {
+    /// A setup with ping and ss sampling on, one background port, no extras.
+    pub fn new(scenario: &str, alternative: Alternative, duration_s: f64, work_dir: PathBuf) -> RunSetup {
+        RunSetup {
+            scenario: scenario.into(),
+            alternative,
+            index: 0,
+            count: 1,
+            repeat: 0,
+            duration_s,
+            background_ports: vec![BG_PORT],
+            server_ports: vec![BG_PORT],
+            servers: 1,
+            clients: 1,
+            timestamps_off: Vec::new(),
+            rules: Vec::new(),
+            ping: true,
+            ss: true,
+            work_dir,
+            cc: None,
+            extra: BTreeMap::new(),
+        }
+    }
+
+    /// Adds a scenario parameter.
+    pub fn param(mut self, key: &str, value: impl Into<serde_json::Value>) -> RunSetup {
+        self.extra.insert(key.into(), value.into());
+        self
+    }
+}

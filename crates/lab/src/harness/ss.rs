@@ -1,0 +1,106 @@
+//! Sender state: `ss -tinH` polled every 100 ms in the server namespace. Per flow (the socket on
+//! the flow's server port with the most bytes, i.e. the data connection rather than iperf3's
+//! control one): `cwnd` (bytes, cwnd × mss), `inflight` (bytes, unacked × mss: what a window
+//! clamp actually limits), `ss_rtt` (ms) and `ss_goodput` (Mbit/s from the byte counters; also
+//! what the progress line shows).
+
+use std::sync::{Arc, Mutex};
+
+use anyhow::Result;
+use slipstream_testbed::{Ns, Testbed};
+
+use super::ping::lock;
+use super::poller::Poller;
+use super::spec::Direction;
+use crate::analysis;
+use crate::measure::{parse_ss, SsSocket};
+use crate::result::{Role, Series, Unit};
+
+/// `(t, sockets)` samples.
+pub(super) type SsSamples = Vec<(f64, Vec<SsSocket>)>;
+
+/// The running `ss` loop and its samples.
+pub(super) struct SsSampler {
+    poller: Poller,
+    samples: Arc<Mutex<SsSamples>>,
+}
+
+impl SsSampler {
+    /// Starts polling the server namespace; times count from `t0_unix`.
+    pub(super) fn start(tb: &Testbed, t0_unix: f64) -> Result<SsSampler> {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let sink = Arc::clone(&samples);
+        let poller = Poller::every_interval(tb, Ns::Server, "ss -tinH", move |unix, text| {
+            lock(&sink).push((unix - t0_unix, parse_ss(text)));
+        })?;
+        Ok(SsSampler { poller, samples })
+    }
+
+    /// Current sender-side rate (Mbit/s) of everything on server `port`, from the last two
+    /// samples.
+    pub(super) fn live_rate(&self, port: u16) -> Option<f64> {
+        let s = lock(&self.samples);
+        let n = s.len();
+        if n < 2 {
+            return None;
+        }
+        let sum = |v: &[SsSocket]| -> f64 {
+            v.iter()
+                .filter(|x| x.local_port == port)
+                .map(|x| x.bytes() as f64)
+                .sum()
+        };
+        let ((t0, a), (t1, b)) = (&s[n - 2], &s[n - 1]);
+        let (ba, bb) = (sum(a), sum(b));
+        (t1 > t0 && bb >= ba).then(|| ((bb - ba) * 8.0 / (t1 - t0) / 1e6).max(0.0))
+    }
+
+    /// Stops polling; the samples.
+    pub(super) fn finish(mut self) -> SsSamples {
+        self.poller.stop();
+        std::mem::take(&mut *lock(&self.samples))
+    }
+}
+
+/// The sender-side series of the flow `label` on server `port`.
+pub(super) fn flow_series(
+    samples: &SsSamples,
+    label: &str,
+    role: Role,
+    port: u16,
+    dir: Direction,
+) -> Vec<Series> {
+    let (mut cwnd, mut rtt, mut counter, mut inflight) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for (t, socks) in samples {
+        let on_port = || socks.iter().filter(|s| s.local_port == port);
+        if let Some(s) = on_port().max_by_key(|s| s.bytes()) {
+            if let Some(c) = s.cwnd_bytes() {
+                cwnd.push((*t, c as f64));
+            }
+            if let Some(m) = s.mss {
+                inflight.push((*t, (s.unacked.unwrap_or(0) * m) as f64));
+            }
+            if let Some(r) = s.rtt_ms {
+                rtt.push((*t, r));
+            }
+        }
+        counter.push((*t, on_port().map(SsSocket::bytes).sum::<u64>() as f64));
+    }
+    let rate = analysis::rate_from_counter(&counter);
+    if dir == Direction::Upload {
+        // The server socket of an upload is the receiver: its cwnd/rtt say nothing.
+        cwnd.clear();
+        rtt.clear();
+        inflight.clear();
+    }
+    [
+        ("cwnd", Unit::Bytes, cwnd),
+        ("ss_rtt", Unit::Ms, rtt),
+        ("inflight", Unit::Bytes, inflight),
+        ("ss_goodput", Unit::Mbps, rate),
+    ]
+    .into_iter()
+    .filter(|(_, _, pts)| !pts.is_empty())
+    .map(|(name, unit, pts)| Series::new(name, unit, label, role, "server-ss").with_points(pts))
+    .collect()
+}

@@ -1,0 +1,281 @@
+//! The lab's page, `docs/lab/README.md`, rendered from the scenarios' committed [`Summary`]s:
+//! testbed, per-scenario setup, headline tables, what differs from the paper, each scenario.
+
+use super::markdown;
+use super::summary::{Summary, SummaryRow};
+
+/// Scenario order on the page: the lab's order (`all`), then `smoke`, then anything else
+/// alphabetically.
+pub fn order_key(name: &str) -> (usize, String) {
+    let pos = crate::scenarios::ALL
+        .iter()
+        .chain(&["smoke"])
+        .position(|n| *n == name)
+        .unwrap_or(usize::MAX);
+    (pos, name.to_string())
+}
+
+/// The header of the page's differences table (with a scenario column).
+const DIFFERENCES_HEADER: &str =
+    "| scenario | metric | alternative | measured | paper | verdict |\n|---|---|---|---:|---|---|\n";
+
+/// The header of a scenario's own differences table.
+pub const SCENARIO_DIFFERENCES_HEADER: &str =
+    "| metric | alternative | measured | paper | verdict |\n|---|---|---:|---|---|\n";
+
+const TESTBED: &str = "Network namespaces on one Linux host (`crates/testbed`): `server` (and \
+    `server2`, ...: iperf3 senders, on a bridge) → `isp` (delay element `slipstream-delay` on \
+    NFQUEUE, half the RTT each way; download bottleneck: `tbf` on its router-facing egress, \
+    queue one BDP unless noted) → `router` (upload bottleneck: `tbf` on its WAN side; \
+    `slipstreamd` on its LAN side, or the alternative's shaping) → LAN bridge `br-lan` → \
+    `client` (and `client2`, ...: receivers). `fairness` spreads its flows over four LAN hosts; \
+    in `web` LAN host 2 browses server 2 beside LAN host 1's background download from server 1. \
+    TSO/GSO/GRO off, `tcp_no_metrics_save=1`, 8 MiB TCP buffers. The Vulture paper (Li & Welzl \
+    2017, Sec. 0.4.1) used three machines, a 10 Mbit/s link (9.41 Mbit/s goodput), 100 ms RTT, \
+    an 86-packet pfifo queue and a modified receiver kernel; Slipstream does the same from the \
+    router by rewriting the window in passing ACKs.";
+
+/// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
+/// for first (how much best effort keeps, how much spare the background flow uses, how fair,
+/// how costly).
+const HEADLINE: [(&str, &[&str]); 11] = [
+    (
+        "alone",
+        &[
+            "utilization, whole run",
+            "utilization, stable (2nd half)",
+            "ping RTT beside BG, stable",
+        ],
+    ),
+    (
+        "cbr",
+        &[
+            "BE goodput, BG active",
+            "BE RTT (ping), BG active",
+            "BG use of spare capacity",
+        ],
+    ),
+    (
+        "cwnd",
+        &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"],
+    ),
+    (
+        "onoff",
+        &[
+            "T = 5 s: BE on: BE BW share",
+            "T = 5 s: BE off: LBE BW util.",
+            "T = 30 s: BE off: LBE BW util.",
+        ],
+    ),
+    ("fairness", &["N = 8: Jain's index", "N = 64: Jain's index"]),
+    (
+        "udp-square",
+        &[
+            "BG usage / available, on/off = 5 s",
+            "BG usage / available, on/off = 50 s",
+        ],
+    ),
+    (
+        "web",
+        &[
+            "Web response time, all objects / with plain TCP bulk (no-control)",
+            "BG share of the link while web runs",
+        ],
+    ),
+    (
+        "no-timestamps",
+        &["N = 1: BE kept beside BG", "N = 1: BG alone / BE alone"],
+    ),
+    (
+        "many-flows",
+        &[
+            "N = 16 over 4 hosts: BE kept beside BG",
+            "N = 16 over 4 hosts: host share ratio (max/min), BG alone",
+            "N = 64 over 4 hosts: BE kept beside BG",
+            "N = 64 over 4 hosts: Jain's index (host-fair), BG alone",
+        ],
+    ),
+    (
+        "weights",
+        &[
+            "weights 1:3: w3 / w1 goodput, BG alone",
+            "min_rate 2mbit: BG goodput beside BE",
+        ],
+    ),
+    (
+        "datapath",
+        &[
+            "Packets/s relative to kernel forwarding (same round)",
+            "User-space process CPU per million packets",
+            "Probe RTT median added vs kernel (2 queued packets)",
+        ],
+    ),
+];
+
+/// The headline rows of a scenario: those [`HEADLINE`] names that it has, else the first row
+/// with a paper value, else the first row.
+pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
+    let rows = &summary.rows;
+    let named: Vec<&SummaryRow> = HEADLINE
+        .iter()
+        .filter(|(scenario, _)| *scenario == summary.scenario)
+        .flat_map(|(_, labels)| labels.iter())
+        .filter_map(|l| rows.iter().find(|r| r.metric == *l))
+        .collect();
+    if !named.is_empty() {
+        return named;
+    }
+    rows.iter()
+        .find(|r| r.paper.is_some())
+        .or_else(|| rows.first())
+        .into_iter()
+        .collect()
+}
+
+/// A headline table: its header (names and alignment lines) and rows, each with its scenario.
+struct HeadlineTable {
+    header: String,
+    rows: Vec<(String, String)>,
+}
+
+impl HeadlineTable {
+    /// One table over `reports`, a column per alternative any of them has.
+    fn over(reports: &[&Summary]) -> Self {
+        let mut cols: Vec<String> = Vec::new();
+        for r in reports {
+            for c in &r.columns {
+                if !cols.contains(c) {
+                    cols.push(c.clone());
+                }
+            }
+        }
+        let mut header = String::from("| scenario | metric | unit |");
+        for c in &cols {
+            header.push_str(&format!(" {c} |"));
+        }
+        header.push_str(" paper |\n|---|---|---|");
+        header.push_str(&"---:|".repeat(cols.len()));
+        header.push_str("---|");
+        let mut rows = Vec::new();
+        for r in reports {
+            let chosen = headline_rows(r);
+            if chosen.is_empty() {
+                let mut line = format!("| [{0}](#{0}) | _no table_ | |", r.scenario);
+                for _ in &cols {
+                    line.push_str(" – |");
+                }
+                line.push_str(" – |");
+                rows.push((r.scenario.clone(), line));
+            }
+            for row in chosen {
+                let mut line = format!(
+                    "| [{0}](#{0}) | {1} | {2} |",
+                    r.scenario,
+                    row.metric.replace('|', "\\|"),
+                    row.unit
+                );
+                for c in &cols {
+                    let cell = r.columns.iter().position(|x| x == c);
+                    let cell = cell.and_then(|i| row.cells.get(i).copied().flatten());
+                    let cell = markdown::cell_text(cell.as_ref(), row.unit);
+                    line.push_str(&format!(" {cell} |"));
+                }
+                let paper = markdown::paper_cell(row.paper.as_ref());
+                line.push_str(&format!(" {} |", paper.replace('|', "\\|")));
+                rows.push((r.scenario.clone(), line));
+            }
+        }
+        HeadlineTable { header, rows }
+    }
+
+    /// The table in Markdown, rows in the lab's scenario order, followed by a blank line.
+    fn render(mut self) -> String {
+        self.rows.sort_by_key(|(scenario, _)| order_key(scenario));
+        let mut s = self.header;
+        s.push('\n');
+        for (_, row) in self.rows {
+            s.push_str(&row);
+            s.push('\n');
+        }
+        s.push('\n');
+        s
+    }
+}
+
+/// The page over `summaries` (in page order); `broken` lists results that could not be read.
+pub fn render(summaries: &[Summary], broken: &[String]) -> String {
+    let mut s = String::from("# Slipstream lab results\n\n");
+    s.push_str(
+        "Generated by `slipstream-lab report` from each scenario's `result.json` beside its plots \
+         under `docs/lab/<scenario>/` (the summary of its latest run); numbers are as measured, \
+         including where they miss the paper.\n\n",
+    );
+    s.push_str("## Testbed\n\n");
+    s.push_str(TESTBED);
+    s.push_str("\n\n");
+    if !summaries.is_empty() {
+        s.push_str("Per scenario:\n\n");
+        for r in summaries {
+            s.push_str(&format!("- **{}**: {}\n", r.scenario, r.how_measured));
+        }
+        s.push('\n');
+    }
+
+    // Headline tables: the scenarios that compare alternatives in one table (a column per
+    // alternative); a scenario with columns of its own (datapath's modes) in a table of its own.
+    s.push_str("## Headline\n\n");
+    let labels: Vec<String> = crate::alternatives::Alternative::ALL
+        .iter()
+        .map(|a| a.label())
+        .collect();
+    let compares = |r: &Summary| r.columns.iter().any(|c| labels.contains(c));
+    let mut tables: Vec<HeadlineTable> = Vec::new();
+    let with_alternatives: Vec<&Summary> = summaries.iter().filter(|r| compares(r)).collect();
+    if !with_alternatives.is_empty() {
+        tables.push(HeadlineTable::over(&with_alternatives));
+    }
+    for r in summaries.iter().filter(|r| !compares(r)) {
+        tables.push(HeadlineTable::over(&[r]));
+    }
+    if tables.is_empty() {
+        s.push_str("_No runs found._\n\n");
+    }
+    // Tables in the order of their first scenario.
+    tables.sort_by_key(|t| t.rows.iter().map(|(scenario, _)| order_key(scenario)).min());
+    for t in tables {
+        s.push_str(&t.render());
+    }
+
+    // Differences from the paper, all scenarios.
+    let differences: Vec<String> = summaries
+        .iter()
+        .flat_map(|r| markdown::differences_rows(&markdown::differences(r), true))
+        .collect();
+    s.push_str("## Not reached / differs from paper\n\n");
+    if differences.is_empty() {
+        s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
+    } else {
+        s.push_str("Slipstream columns whose value is worse than the paper's by more than 5% (0.02 for ratios), differs by more than 10% where better/worse is not obvious, or was not measured:\n\n");
+        s.push_str(DIFFERENCES_HEADER);
+        for row in &differences {
+            s.push_str(row);
+            s.push('\n');
+        }
+        s.push('\n');
+    }
+    if !broken.is_empty() {
+        s.push_str("## Runs that could not be reported\n\n");
+        for b in broken {
+            s.push_str(&format!("- {b}\n"));
+        }
+        s.push('\n');
+    }
+
+    for r in summaries {
+        s.push_str(&format!("<a id=\"{}\"></a>\n\n", r.scenario));
+        let prefix = format!("{}/", r.scenario);
+        s.push_str(&markdown::scenario_section(r, "##", &prefix));
+        s.push_str(&format!("\nRun: `{}` (under the results directory).\n\n", r.run));
+    }
+    s
+}

@@ -1,0 +1,316 @@
+//! A scenario's [`Summary`]: what the lab's page shows of its latest run, small enough to commit
+//! as `docs/lab/<scenario>/result.json` beside the plots. The page is rendered from these files
+//! alone, so re-running one scenario never needs the others' raw results (which stay in the
+//! gitignored results directory).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+
+use super::figures::{alternatives, Plot};
+use super::plot::tick;
+use super::subcases::{subcase_keys, subcase_label};
+use crate::result::{timestamp_dirname, Paper, Row, RunResult, ScenarioReport, Unit};
+
+/// At most this many notes are kept; the rest are counted in a last note.
+const MAX_NOTES: usize = 20;
+
+/// The summary of one scenario run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Summary {
+    /// Scenario name ("alone", ...).
+    pub scenario: String,
+    /// Section title.
+    pub title: String,
+    /// The "how measured" sentence: date, link, durations, repeats, kernel, cc, command.
+    pub how_measured: String,
+    /// Alternatives run, in table order.
+    pub alternatives: Vec<String>,
+    /// Table columns (alternatives, or datapath's modes).
+    pub columns: Vec<String>,
+    /// Table rows.
+    pub rows: Vec<SummaryRow>,
+    /// Repeats per alternative (cells are means over them when more than one).
+    pub repeats: u32,
+    /// Notes of the report and its runs (at most [`MAX_NOTES`], then a count of the rest).
+    pub notes: Vec<String>,
+    /// The plots beside this file.
+    pub plots: Vec<PlotRef>,
+    /// The run directory under the results directory (`alone/20261123T090622Z`).
+    pub run: String,
+}
+
+/// One table row.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SummaryRow {
+    /// Metric label.
+    pub metric: String,
+    /// Unit.
+    pub unit: Unit,
+    /// One cell per column; `None` = not measured.
+    pub cells: Vec<Option<Cell>>,
+    /// The paper's figure.
+    pub paper: Option<Paper>,
+}
+
+/// One table cell: the mean over repeats, with their range (or standard deviation).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Mean over repeats.
+    pub mean: f64,
+    /// Lowest and highest repeat, when there are several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<(f64, f64)>,
+    /// Standard deviation, when repeats cannot be told apart by sub-case.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sd: Option<f64>,
+}
+
+/// A plot file beside the summary.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlotRef {
+    /// File name (`goodput.svg`).
+    pub file: String,
+    /// What it shows.
+    pub title: String,
+}
+
+impl Summary {
+    /// The summary of `report`, whose plots are `plots`, run directory `run`.
+    pub fn of(report: &ScenarioReport, plots: &[Plot], run: &str) -> Summary {
+        let t = &report.table;
+        let rows = t
+            .rows
+            .iter()
+            .map(|row| SummaryRow {
+                metric: row.metric.clone(),
+                unit: row.unit,
+                cells: (0..t.columns.len()).map(|i| cell(report, row, i)).collect(),
+                paper: row.paper.clone(),
+            })
+            .collect();
+        let mut notes = notes(report);
+        if notes.len() > MAX_NOTES {
+            let more = notes.len() - MAX_NOTES;
+            notes.truncate(MAX_NOTES);
+            notes.push(format!("… and {more} more (see result.json)"));
+        }
+        Summary {
+            scenario: report.scenario.clone(),
+            title: if report.title.is_empty() {
+                report.scenario.clone()
+            } else {
+                report.title.clone()
+            },
+            how_measured: how_measured(report),
+            alternatives: alternatives(report),
+            columns: t.columns.clone(),
+            rows,
+            repeats: repeats(report),
+            notes,
+            plots: plots
+                .iter()
+                .map(|p| PlotRef {
+                    file: p.file.clone(),
+                    title: p.title.clone(),
+                })
+                .collect(),
+            run: run.to_string(),
+        }
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> anyhow::Result<String> {
+        Ok(serde_json::to_string_pretty(self)? + "\n")
+    }
+
+    /// Parses a summary `result.json`.
+    pub fn from_json(text: &str) -> anyhow::Result<Summary> {
+        Ok(serde_json::from_str(text)?)
+    }
+}
+
+/// The per-repeat values behind cell `col` of `row`: the row's metric in the runs of that
+/// alternative, taken from all of them or from the one sub-case (on/off period, flow count, ...)
+/// whose mean is the cell's value. `None` if no such set is found.
+pub fn repeat_values(report: &ScenarioReport, row: &Row, col: usize) -> Option<Vec<f64>> {
+    let key = row.key.as_ref()?;
+    let alt = report.table.columns.get(col)?;
+    let mean = row.values.get(col).copied().flatten()?;
+    let (name, period) = (key.name.as_str(), key.period.as_deref());
+    let keys = subcase_keys(report);
+    let mut sets: Vec<(String, Vec<f64>)> = vec![(String::from("\u{0}all"), Vec::new())];
+    for r in report.runs_of(alt) {
+        let Some(v) = r.metric(name, period).filter(|v| v.is_finite()) else {
+            continue;
+        };
+        sets[0].1.push(v);
+        let label = subcase_label(r, &keys);
+        match sets.iter_mut().skip(1).find(|(l, _)| *l == label) {
+            Some((_, vals)) => vals.push(v),
+            None => sets.push((label, vec![v])),
+        }
+    }
+    sets.into_iter().map(|(_, v)| v).find(|v| {
+        crate::analysis::mean(v.iter().copied())
+            .is_some_and(|m| (m - mean).abs() <= 1e-9 * mean.abs().max(1.0))
+    })
+}
+
+/// Cell `col` of `row`: the mean, with min–max over repeats when there are several (the
+/// standard deviation when the repeats cannot be found), `None` when not measured.
+pub fn cell(report: &ScenarioReport, row: &Row, col: usize) -> Option<Cell> {
+    let mean = row.values.get(col).copied().flatten().filter(|v| v.is_finite())?;
+    let mut c = Cell {
+        mean,
+        range: None,
+        sd: None,
+    };
+    if let Some(vals) = repeat_values(report, row, col).filter(|v| v.len() > 1) {
+        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        c.range = Some((lo, hi));
+    } else {
+        c.sd = row.spread.get(col).copied().flatten().filter(|v| v.is_finite());
+    }
+    Some(c)
+}
+
+/// Repeats per alternative (the largest count over alternatives and sub-cases).
+pub fn repeats(report: &ScenarioReport) -> u32 {
+    let mut seen: BTreeSet<(String, String, u32)> = BTreeSet::new();
+    let keys = subcase_keys(report);
+    for r in &report.runs {
+        seen.insert((r.alternative.clone(), subcase_label(r, &keys), r.params.repeat));
+    }
+    let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
+    for (a, s, _) in seen {
+        *counts.entry((a, s)).or_default() += 1;
+    }
+    counts.values().copied().max().unwrap_or(0)
+}
+
+/// `2023-11-14 22:13 UTC` for a Unix time.
+pub fn date(unix: f64) -> String {
+    let t = timestamp_dirname(unix);
+    format!(
+        "{}-{}-{} {}:{} UTC",
+        &t[0..4],
+        &t[4..6],
+        &t[6..8],
+        &t[9..11],
+        &t[11..13]
+    )
+}
+
+/// Distinct non-empty values joined by " / ", or "–".
+fn distinct<T: ToString>(values: impl Iterator<Item = T>) -> String {
+    let mut v: Vec<String> = Vec::new();
+    for x in values {
+        let s = x.to_string();
+        if !s.is_empty() && !v.contains(&s) {
+            v.push(s);
+        }
+    }
+    if v.is_empty() {
+        super::markdown::MISSING.into()
+    } else {
+        v.join(" / ")
+    }
+}
+
+/// The kernel a run was measured on: `params.extra["kernel"]`, else a note mentioning it.
+pub fn kernel(run: &RunResult) -> Option<String> {
+    if let Some(k) = run.params.extra.get("kernel").and_then(|v| v.as_str()) {
+        return Some(k.to_string());
+    }
+    run.notes
+        .iter()
+        .find_map(|n| n.strip_prefix("kernel ").or_else(|| n.strip_prefix("kernel: ")))
+        .map(|k| k.trim().to_string())
+}
+
+/// The "how measured" sentence: date, rate, RTT, queue, duration, repeats, kernel, cc.
+pub fn how_measured(report: &ScenarioReport) -> String {
+    let runs = &report.runs;
+    let started = if report.started_unix > 0.0 {
+        report.started_unix
+    } else {
+        runs.iter().map(|r| r.started_unix).fold(f64::INFINITY, f64::min)
+    };
+    let date = if started.is_finite() && started > 0.0 {
+        date(started)
+    } else {
+        super::markdown::MISSING.into()
+    };
+    let rate = distinct(
+        runs.iter()
+            .map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))),
+    );
+    let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
+    let measured: Vec<f64> = runs.iter().filter_map(|r| r.params.measured_rtt_ms).collect();
+    let rtt = if measured.len() > 1 {
+        // Several measurements: show their range instead of listing each.
+        let lo = measured.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = measured.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if hi - lo < 0.05 {
+            format!("{set} (measured {lo:.1} ms)")
+        } else {
+            format!("{set} (measured {lo:.1}–{hi:.1} ms)")
+        }
+    } else {
+        distinct(runs.iter().map(|r| match r.params.measured_rtt_ms {
+            Some(m) => format!("{} ms (measured {m:.1} ms)", tick(r.params.rtt_ms)),
+            None => format!("{} ms", tick(r.params.rtt_ms)),
+        }))
+    };
+    let queue = distinct(runs.iter().map(|r| {
+        format!(
+            "{} bytes ({:.0} packets)",
+            r.params.queue_bytes, r.params.queue_packets
+        )
+    }));
+    let duration = distinct(runs.iter().map(|r| format!("{} s", tick(r.params.duration_s))));
+    let kernel = distinct(runs.iter().filter_map(kernel));
+    let cc = distinct(runs.iter().map(|r| r.params.cc.clone()));
+    let command = if report.command.is_empty() {
+        String::new()
+    } else {
+        format!(" Command: `{}`.", report.command)
+    };
+    // A scenario without a bottleneck (datapath) has no rate, RTT or queue to speak of.
+    let link = if !runs.is_empty() && runs.iter().all(|r| r.params.rate_mbit <= 0.0) {
+        "no bottleneck, no delay element".to_string()
+    } else {
+        format!("bottleneck {rate}, RTT {rtt}, queue {queue}")
+    };
+    format!(
+        "{date}; {link}; {duration} per run, {} repeat(s) per alternative; kernel {kernel}; \
+         sender cc {cc}.{command}",
+        repeats(report)
+    )
+}
+
+/// Notes of the report and (deduplicated) of its runs, prefixed by alternative.
+pub fn notes(report: &ScenarioReport) -> Vec<String> {
+    let mut out: Vec<String> = report.notes.clone();
+    for r in &report.runs {
+        for n in r.notes.iter().filter(|n| !n.starts_with("kernel")) {
+            let line = format!("{}: {n}", r.alternative);
+            if !out.contains(&line) {
+                out.push(line);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dates() {
+        assert_eq!(date(1_700_000_000.0), "2023-11-14 22:13 UTC");
+    }
+}

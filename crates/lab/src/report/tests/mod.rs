@@ -1,0 +1,550 @@
+//! Report tests on synthetic reports ([`fixtures`]): plots, tables, summaries and the page.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde_json::json;
+
+use super::plot::tests::{assert_svg, svg_texts};
+use super::*;
+use crate::report::figures::PlotData;
+use crate::report::summary;
+use crate::result::{Metric, Paper, RunResult, Table, Unit};
+
+mod fixtures;
+use fixtures::*;
+
+fn temp_dir(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("slipstream-report-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn plot<'a>(plots: &'a [Plot], file: &str) -> &'a Plot {
+    plots.iter().find(|p| p.file == file).unwrap_or_else(|| {
+        panic!(
+            "no {file} in {:?}",
+            plots.iter().map(|p| &p.file).collect::<Vec<_>>()
+        )
+    })
+}
+
+fn assert_texts(svg: &str, needles: &[&str]) {
+    let texts = svg_texts(svg);
+    for n in needles {
+        assert!(
+            texts.iter().any(|t| t.contains(n)),
+            "no text containing {n:?} in {texts:?}"
+        );
+    }
+}
+
+#[test]
+fn every_kind_renders_well_formed_plots() {
+    for rep in all_kinds() {
+        let plots = scenario_plots(&rep).unwrap();
+        assert!(!plots.is_empty(), "{}: no plots", rep.scenario);
+        for p in &plots {
+            assert!(p.file.ends_with(".svg") && !p.file.contains('/'), "{}", p.file);
+            assert_svg(&p.svg);
+            assert_texts(&p.svg, &[&rep.scenario]);
+        }
+        let mut files: Vec<&str> = plots.iter().map(|p| p.file.as_str()).collect();
+        files.sort();
+        files.dedup();
+        assert_eq!(files.len(), plots.len(), "{}: duplicate file names", rep.scenario);
+    }
+}
+
+#[test]
+fn goodput_is_head_to_head_per_alternative() {
+    let plots = scenario_plots(&cbr()).unwrap();
+    let g = plot(&plots, "goodput.svg");
+    assert_texts(
+        &g.svg,
+        &[
+            "goodput (Mbit/s)",
+            "time (s)",
+            "best effort (be)",
+            "background (bg)",
+            "link 10 Mbit/s",
+            "bg start",
+        ],
+    );
+    assert_texts(&g.svg, &ALTS);
+    // Background drawn upside down, ticks printed as magnitudes.
+    assert!(svg_texts(&g.svg).iter().all(|t| !t.starts_with('-')));
+    // The reverse flow is not drawn.
+    assert!(!svg_texts(&g.svg).iter().any(|t| t.contains("rev")));
+    assert_texts(&plot(&plots, "rtt.svg").svg, &["RTT (ms)", "ping (probe)"]);
+    let piv = plot(&plots, "piv.svg");
+    assert_texts(&piv.svg, &["PIV sum (ms)", "no-control: no piv_sum series"]);
+    assert_texts(
+        &plot(&plots, "summary-mbit-s.svg").svg,
+        &["paper", "BE goodput, before", "BE goodput, background active"],
+    );
+}
+
+#[test]
+fn windows_and_missing_series() {
+    let plots = scenario_plots(&cwnd()).unwrap();
+    let w = plot(&plots, "windows.svg");
+    assert_texts(
+        &w.svg,
+        &[
+            "window (kB)",
+            "rwnd (advertised)",
+            "cwnd estimate",
+            "cwnd (sender)",
+            "htb-90: no window series",
+        ],
+    );
+    // No PIV series anywhere: no PIV plot.
+    assert!(plots.iter().all(|p| p.file != "piv.svg"));
+    let u = scenario_plots(&udp_square()).unwrap();
+    assert_texts(
+        &plot(&u, "goodput.svg").svg,
+        &[
+            "htb-90: no best-effort or background goodput series",
+            "available to background",
+            "best effort (udp)",
+        ],
+    );
+}
+
+#[test]
+fn subcases_get_one_goodput_plot_each() {
+    let plots = scenario_plots(&onoff()).unwrap();
+    for t in [1, 3, 5, 10, 30] {
+        let p = plot(&plots, &format!("goodput-on-off-t-s-{t}.svg"));
+        assert_texts(&p.svg, &[&format!("on_off_T_s={t}")]);
+    }
+    let f = scenario_plots(&fairness()).unwrap();
+    assert_texts(&plot(&f, "goodput-flows-4.svg").svg, &["background (bg3)"]);
+    assert_texts(
+        &plot(&f, "goodput-flows-16.svg").svg,
+        &["background, 16 flows together"],
+    );
+    let bars = plot(&f, "summary-ratios.svg");
+    assert_texts(&bars.svg, &["Jain's index, 2 flows", "paper", "slipstream"]);
+}
+
+#[test]
+fn web_gets_a_cdf() {
+    let plots = scenario_plots(&web()).unwrap();
+    let c = plot(&plots, "cdf-web-response.svg");
+    let xy = plot(&plots, "xy-web-rt-by-size.svg");
+    assert_texts(
+        &xy.svg,
+        &["object size bytes", "web rt by size (ms)", "1k", "1M", "htb-90"],
+    );
+    assert!(plots.iter().all(|p| !p.file.starts_with("cdf-web-rt")));
+    assert_texts(
+        &c.svg,
+        &["fraction of samples", "web response (ms)", "slipstream (n = 360)"],
+    );
+}
+
+#[test]
+fn empty_report_does_not_panic() {
+    let rep = ScenarioReport {
+        scenario: "empty".into(),
+        ..Default::default()
+    };
+    assert!(scenario_plots(&rep).unwrap().is_empty());
+    let md = scenario_markdown(&Summary::of(&rep, &[], ""));
+    assert!(md.contains("No summary rows"), "{md}");
+    assert!(md.contains("How measured: –"), "{md}");
+}
+
+#[test]
+fn markdown_table_with_repeats_and_paper() {
+    let rep = Summary::of(&cbr(), &scenario_plots(&cbr()).unwrap(), "");
+    let md = scenario_markdown(&rep);
+    assert!(md.starts_with("# CBR best effort"), "{md}");
+    assert!(
+        md.contains("| metric | unit | no-control | slipstream | slipstream-paper | htb-90 | paper |"),
+        "{md}"
+    );
+    // Mean and min–max over the two repeats, Mbit/s with 2 decimals.
+    assert!(
+        md.contains("| BE goodput, before | Mbit/s | 5.99 (5.97–6.01) |"),
+        "{md}"
+    );
+    assert!(md.contains("| 5.98 (Vulture Sec. 0.4) |"), "{md}");
+    // ms without decimals above 100.
+    assert!(
+        md.contains("| BE RTT, background active | ms | 164 (164–164) |"),
+        "{md}"
+    );
+    assert!(md.contains("How measured: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms (measured 100.4–100.6 ms), queue 125000 bytes (83 packets); 180 s per run, 2 repeat(s) per alternative; kernel –; sender cc cubic."), "{md}");
+    assert!(
+        md.contains("![cbr: goodput (best effort up, background upside down)](goodput.svg)"),
+        "{md}"
+    );
+    assert!(md.contains("Cells: mean over repeats (min–max)."));
+    // Slipstream's BG goodput (3.23 + 0.02) is above the paper's 2.84: better, not listed;
+    // slipstream-paper's BE goodput (5.78) is worse than 5.98 by 3%: within tolerance.
+    let diffs = markdown::differences(&rep);
+    assert!(
+        diffs.iter().all(|d| d.metric != "BG goodput, background active"),
+        "{diffs:?}"
+    );
+    // Utilization 0.81 vs 0.83 for slipstream: within 0.02; 0.73 for slipstream-paper: worse.
+    assert!(
+        diffs.iter().any(|d| d.metric == "Utilization of spare bandwidth"
+            && d.alternative == "slipstream-paper"
+            && d.verdict == "worse (lower)"),
+        "{diffs:?}"
+    );
+    assert!(md.contains("## Not reached / differs from paper"), "{md}");
+    let u = scenario_markdown(&Summary::of(&udp_square(), &[], ""));
+    assert!(
+        u.contains("| UDP loss, UDP on | % | 22.0 | 3.0 | 5.0 | – | – |"),
+        "{u}"
+    );
+    assert!(u.contains("- htb-90: iperf3 UDP server failed to start"), "{u}");
+}
+
+#[test]
+fn min_max_per_subcase() {
+    // Two repeats per flow count, the same metric key in every sub-case (as the fairness
+    // scenario records it): min–max must come from the row's own sub-case.
+    let mut runs = Vec::new();
+    for (n, vals) in [(2, [0.90, 0.94]), (4, [0.97, 0.99])] {
+        for (repeat, v) in vals.iter().enumerate() {
+            let mut r = run(
+                "fairness",
+                "slipstream",
+                repeat as u32,
+                BTreeMap::from([("flows".to_string(), json!(n))]),
+            );
+            r.metrics.push(Metric::new("jain_index", Unit::Ratio, *v));
+            runs.push(r);
+        }
+    }
+    let mut table = Table::new(vec!["slipstream".into()]);
+    for n in [2, 4] {
+        let refs: Vec<&RunResult> = runs
+            .iter()
+            .filter(|r| r.params.extra["flows"] == json!(n))
+            .collect();
+        table.add_metric_row(
+            &format!("N = {n}: Jain's index"),
+            Unit::Ratio,
+            &refs,
+            "jain_index",
+            None,
+            None,
+        );
+    }
+    let rep = ScenarioReport {
+        scenario: "fairness".into(),
+        runs,
+        table,
+        ..Default::default()
+    };
+    let md = markdown::table(&Summary::of(&rep, &[], ""));
+    assert!(
+        md.contains("| N = 2: Jain's index | ratio | 0.920 (0.900–0.940) | – |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| N = 4: Jain's index | ratio | 0.980 (0.970–0.990) | – |"),
+        "{md}"
+    );
+    assert_eq!(summary::repeats(&rep), 2);
+}
+
+#[test]
+fn differences_cover_missing_and_direction() {
+    let mut rep = Summary::of(&alone(), &[], "");
+    let cell = |mean| {
+        Some(summary::Cell {
+            mean,
+            range: None,
+            sd: None,
+        })
+    };
+    rep.rows.push(summary::SummaryRow {
+        metric: "Time to 90% of the link".into(),
+        unit: Unit::S,
+        cells: vec![cell(1.0), cell(30.0), None, cell(2.0)],
+        paper: Some(Paper::about(20.0, 0, "Vulture Sec. 0.4.5")),
+    });
+    let d = markdown::differences(&rep);
+    assert!(
+        d.iter().any(|d| d.metric.starts_with("Time to 90%")
+            && d.alternative == "slipstream"
+            && d.verdict == "worse (higher)"),
+        "{d:?}"
+    );
+    assert!(
+        d.iter()
+            .any(|d| d.alternative == "slipstream-paper" && d.verdict == "not measured"),
+        "{d:?}"
+    );
+    assert!(d.iter().all(|d| d.alternative.starts_with("slipstream")));
+}
+
+#[test]
+fn write_outputs_into_run_dir() {
+    let dir = temp_dir("outputs");
+    let rep = cbr();
+    let written = write_scenario_outputs(&dir.join("cbr/20231114T221320Z"), &rep).unwrap();
+    assert!(
+        written[0].ends_with("result.json") && written[1].ends_with("table.md"),
+        "{written:?}"
+    );
+    let back = ScenarioReport::from_json(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
+    assert_eq!(back.runs.len(), rep.runs.len());
+    if let Some(k) = running_kernel() {
+        assert_eq!(back.runs[0].params.extra.get("kernel"), Some(&json!(k)));
+        let md = std::fs::read_to_string(&written[1]).unwrap();
+        assert!(md.contains(&format!("kernel {k}")), "{md}");
+    }
+    for f in ["goodput.svg", "rtt.svg", "piv.svg"] {
+        let svg = std::fs::read_to_string(dir.join("cbr/20231114T221320Z").join(f)).unwrap();
+        assert_svg(&svg);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gather_takes_latest_run_of_each_scenario() {
+    let root = temp_dir("gather");
+    let results = root.join("lab-results");
+    let docs = root.join("docs");
+    // An older cbr run that must not be used.
+    let mut old = cbr();
+    old.title = "OLD RUN".into();
+    write_scenario_outputs(&results.join("cbr/20200101T000000Z"), &old).unwrap();
+    for rep in all_kinds() {
+        write_scenario_outputs(&results.join(&rep.scenario).join("20231114T221320Z"), &rep).unwrap();
+    }
+    // A broken result and a directory without one.
+    std::fs::create_dir_all(results.join("broken/20231114T221320Z")).unwrap();
+    std::fs::write(results.join("broken/20231114T221320Z/result.json"), "{not json").unwrap();
+    std::fs::create_dir_all(results.join("nothing/20231114T221320Z")).unwrap();
+    // A stale plot in docs.
+    std::fs::create_dir_all(docs.join("lab/cbr")).unwrap();
+    std::fs::write(docs.join("lab/cbr/stale.svg"), "<svg></svg>").unwrap();
+
+    let readme = gather(&results, &docs).unwrap();
+    assert_eq!(readme, docs.join("lab/README.md"));
+    let page = std::fs::read_to_string(&readme).unwrap();
+    assert!(page.starts_with("# Slipstream lab results"), "{page}");
+    assert!(!page.contains("OLD RUN"));
+    for section in [
+        "## Testbed",
+        "## Headline",
+        "## Not reached / differs from paper",
+        "## Runs that could not be reported",
+    ] {
+        assert!(page.contains(section), "no {section}");
+    }
+    assert!(page.contains("broken: "), "{page}");
+    assert!(
+        page.contains("- **datapath**: 2023-11-14 22:13 UTC; no bottleneck, no delay element;"),
+        "{page}"
+    );
+    assert!(
+        page.contains("- **cbr**: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms"),
+        "{page}"
+    );
+    assert!(!page.contains("nothing"), "{page}");
+    // Scenarios in lab order, each with its table and plots.
+    assert_sections_in_lab_order(&page);
+    assert!(
+        page.contains("| [cbr](#cbr) | BE goodput, background active | Mbit/s |"),
+        "{page}"
+    );
+    assert!(
+        page.contains("| [datapath](#datapath) | Added latency, p99 | us | 4.0 | 38.0 | – | – | – |"),
+        "{page}"
+    );
+    assert!(
+        page.contains("| alone | Utilization, whole background period | slipstream | 0.740 | 0.93 (Vulture Sec. 0.4) | worse (lower) |"),
+        "{page}"
+    );
+    assert!(!page.contains("| cwnd | Cwnd estimate correlation"), "{page}");
+    assert!(
+        page.contains("![cbr: goodput (best effort up, background upside down)](cbr/goodput.svg)"),
+        "{page}"
+    );
+    assert!(!docs.join("lab/cbr/stale.svg").exists());
+    for (dir, file) in [
+        ("cbr", "goodput.svg"),
+        ("cwnd", "windows.svg"),
+        ("fairness", "summary-ratios.svg"),
+        ("web", "cdf-web-response.svg"),
+    ] {
+        let svg = std::fs::read_to_string(docs.join("lab").join(dir).join(file)).unwrap();
+        assert_svg(&svg);
+    }
+    assert_linked_svgs_exist(&page, &docs);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Every SVG image `page` links exists under `<docs>/lab`.
+fn assert_linked_svgs_exist(page: &str, docs: &std::path::Path) {
+    let links = page.split("](").skip(1).filter_map(|s| s.split_once(')'));
+    for (link, _) in links.filter(|(l, _)| l.ends_with(".svg")) {
+        assert!(docs.join("lab").join(link).is_file(), "missing {link}");
+    }
+}
+
+/// Every scenario of the lab has a section on `page`, in the lab's order.
+fn assert_sections_in_lab_order(page: &str) {
+    let pos = |s: &str| {
+        page.find(&format!("<a id=\"{s}\">"))
+            .unwrap_or_else(|| panic!("no section {s}"))
+    };
+    for w in crate::scenarios::ALL.windows(2) {
+        assert!(pos(w[0]) < pos(w[1]), "{w:?} out of order");
+    }
+}
+
+#[test]
+fn gather_keeps_committed_summaries_of_scenarios_without_a_run() {
+    let root = temp_dir("gather-keep");
+    let docs = root.join("docs");
+    let first = root.join("first");
+    for rep in all_kinds() {
+        write_scenario_outputs(&first.join(&rep.scenario).join("20231114T221320Z"), &rep).unwrap();
+    }
+    let before = std::fs::read_to_string(gather(&first, &docs).unwrap()).unwrap();
+    // The committed summaries alone rebuild the same page.
+    let none = root.join("none");
+    let rebuilt = std::fs::read_to_string(gather(&none, &docs).unwrap()).unwrap();
+    assert_eq!(rebuilt, before);
+    // A fresh results directory with only a new cbr run: every other scenario stays.
+    let second = root.join("second");
+    let mut fresh = cbr();
+    fresh.title = "NEW CBR RUN".into();
+    write_scenario_outputs(&second.join("cbr/20241114T221320Z"), &fresh).unwrap();
+    let page = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
+    assert!(page.contains("NEW CBR RUN"), "{page}");
+    assert_sections_in_lab_order(&page);
+    for line in before
+        .lines()
+        .filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
+    {
+        assert!(page.contains(line), "lost {line}");
+    }
+    let datapath_row = "| [datapath](#datapath) | Added latency, p99 | us | 4.0 | 38.0 | – | – | – |";
+    assert!(page.contains(datapath_row), "{page}");
+    assert_linked_svgs_exist(&page, &docs);
+    // An older run does not replace a committed later one.
+    write_scenario_outputs(&second.join("cbr/20001114T221320Z"), &cbr()).unwrap();
+    std::fs::remove_dir_all(second.join("cbr/20241114T221320Z")).unwrap();
+    let again = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
+    assert_eq!(again, page);
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn gather_without_results_or_summaries_says_so() {
+    let root = temp_dir("gather-none");
+    let page = std::fs::read_to_string(gather(&root.join("nope"), &root.join("docs")).unwrap()).unwrap();
+    assert!(page.contains("_No runs found._"), "{page}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// Writes every plot of every synthetic kind under `$SLIPSTREAM_REPORT_DUMP` (default: a temporary
+/// directory) for looking at them: `cargo test -p slipstream-lab dump -- --ignored`.
+#[test]
+#[ignore = "writes plots for a person to look at; checks nothing the other tests do not"]
+fn dump_synthetic_reports() {
+    let dir = std::env::var("SLIPSTREAM_REPORT_DUMP")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| temp_dir("dump"));
+    eprintln!("writing under {}", dir.display());
+    for rep in all_kinds() {
+        let run_dir = dir.join("results").join(&rep.scenario).join("20231114T221320Z");
+        write_scenario_outputs(&run_dir, &rep).unwrap();
+    }
+    gather(&dir.join("results"), &dir.join("docs")).unwrap();
+}
+
+#[test]
+fn subcases_are_named_by_their_independent_keys() {
+    let case = |flows: u64, hosts: u64, stagger: f64, cc: &str| {
+        let mut e = BTreeMap::new();
+        e.insert("flows".to_string(), json!(flows));
+        e.insert("hosts".to_string(), json!(hosts));
+        e.insert("stagger_s".to_string(), json!(stagger));
+        e.insert("cc".to_string(), json!(cc));
+        run("fairness", "slipstream", 0, e)
+    };
+    // hosts and stagger follow from flows: one key names the sub-case.
+    let mut r = ScenarioReport {
+        scenario: "fairness".into(),
+        runs: vec![case(2, 2, 20.0, "cubic"), case(8, 4, 60.0 / 7.0, "cubic")],
+        ..Default::default()
+    };
+    assert_eq!(subcases::subcase_keys(&r), vec!["flows".to_string()]);
+    assert_eq!(
+        subcases::subcase_label(&r.runs[1], &subcases::subcase_keys(&r)),
+        "flows=8"
+    );
+    // A second independent dimension stays.
+    r.runs.push(case(2, 2, 20.0, "reno"));
+    assert_eq!(
+        subcases::subcase_keys(&r),
+        vec!["cc".to_string(), "flows".to_string()]
+    );
+}
+
+/// The goodput figure draws each alternative's measured series: best effort as measured,
+/// background upside down, in that alternative's own panel.
+#[test]
+fn goodput_plot_draws_the_measured_series() {
+    let rep = cbr();
+    let plots = scenario_plots(&rep).unwrap();
+    let PlotData::Figure(fig) = &plot(&plots, "goodput.svg").data else {
+        panic!("goodput.svg is not a line figure");
+    };
+    let panels: Vec<&str> = fig.panels.iter().map(|p| p.title.as_str()).collect();
+    assert_eq!(panels, ALTS);
+    for alt in ALTS {
+        let run = rep
+            .runs
+            .iter()
+            .find(|r| r.alternative == alt && r.params.repeat == 0)
+            .unwrap();
+        let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
+        assert!(panel.mirrored);
+        let line = |label: &str| &panel.lines.iter().find(|l| l.label == label).unwrap().points;
+        let be = &run.series("goodput", "be").unwrap().points;
+        let bg = &run.series("goodput", "bg").unwrap().points;
+        assert_eq!(line("best effort (be)"), be, "{alt}");
+        assert_eq!(line("background (bg)"), &plot::negate(bg), "{alt}");
+        assert!(bg.iter().any(|p| p.1 > 0.0), "{alt}: a background flow to draw");
+        // The reverse flow is not drawn; the bottleneck rate is marked at ±10 Mbit/s.
+        assert!(panel.lines.iter().all(|l| !l.label.contains("rev")));
+        let marks: Vec<f64> = panel.hlines.iter().map(|m| m.at).collect();
+        assert!(marks.contains(&10.0) && marks.contains(&-10.0), "{marks:?}");
+    }
+}
+
+/// The summary bars are the table's cells, one group per column, and the paper's figure.
+#[test]
+fn summary_bars_plot_the_table_and_the_paper() {
+    let rep = cbr();
+    let plots = scenario_plots(&rep).unwrap();
+    let PlotData::Bars(bars) = &plot(&plots, "summary-mbit-s.svg").data else {
+        panic!("summary-mbit-s.svg is not a bar chart");
+    };
+    let rows: Vec<&crate::result::Row> = rep.table.rows.iter().filter(|r| r.unit == Unit::Mbps).collect();
+    let labels: Vec<&str> = rows.iter().map(|r| r.metric.as_str()).collect();
+    assert_eq!(bars.categories, labels);
+    for (col, alt) in rep.table.columns.iter().enumerate() {
+        let group = bars.groups.iter().find(|g| &g.label == alt).unwrap();
+        let cells: Vec<Option<f64>> = rows.iter().map(|r| r.values[col]).collect();
+        assert_eq!(group.values, cells, "{alt}");
+    }
+    let paper = bars.groups.iter().find(|g| g.label == "paper").unwrap();
+    assert_eq!(paper.values, vec![Some(5.98), Some(5.97), Some(2.84)]);
+}
