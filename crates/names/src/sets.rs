@@ -1,0 +1,181 @@
+//! Kernel address sets and the dnsmasq lines that fill them.
+//!
+//! Each rule with `domains` (or presets) owns two sets of *remote* addresses, one per IP family,
+//! whose entries expire after the configured timeout unless dnsmasq answers the name again; each
+//! rule with `lan_hostnames` owns two sets of *LAN host* addresses, which the daemon fills from
+//! the lease files. Sets are named after the rule (not its number), so reordering rules keeps
+//! what dnsmasq was told; names fit ipset's 31 characters.
+
+use crate::DomainPattern;
+use std::fmt::Write;
+
+/// Prefix of every set Slipstream owns (a reset deletes exactly these).
+pub const SET_PREFIX: &str = "ss_";
+
+/// Which addresses a set holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetKind {
+    /// Remote addresses dnsmasq resolved for a rule's domains.
+    Dst,
+    /// LAN host addresses leased to a rule's `lan_hostnames`.
+    Host,
+}
+
+/// IPv4 or IPv6.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    V4,
+    V6,
+}
+
+/// Longest ipset name (IPSET_MAXNAMELEN 32, with the terminating NUL).
+pub const MAX_SET_NAME: usize = 31;
+
+/// The set of `kind` and `family` for the rule named `rule` (`ss_dst4_steam`). Long rule names are
+/// cut and get a hash of the full name, so two long names sharing a start stay apart.
+pub fn set_name(rule: &str, kind: SetKind, family: Family) -> String {
+    let prefix = format!(
+        "{SET_PREFIX}{}{}_",
+        match kind {
+            SetKind::Dst => "dst",
+            SetKind::Host => "host",
+        },
+        match family {
+            Family::V4 => "4",
+            Family::V6 => "6",
+        }
+    );
+    // Set names: letters, digits, '_' and '-' (nft identifiers allow no '.').
+    let clean: String = rule
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let room = MAX_SET_NAME - prefix.len();
+    if clean.len() <= room && clean == rule {
+        return format!("{prefix}{clean}");
+    }
+    // FNV-1a of the full name: stable across versions and platforms.
+    let hash = rule.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    let keep = room - 7;
+    format!(
+        "{prefix}{}_{:06x}",
+        &clean[..clean.len().min(keep)],
+        hash & 0xff_ffff
+    )
+}
+
+/// How dnsmasq is told to fill the sets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DnsmasqSets {
+    /// `ipset=/<names>/<set4>,<set6>` (fw3 / iptables: kernel ipsets).
+    Ipset,
+    /// `nftset=/<names>/4#inet#<table>#<set4>,6#inet#<table>#<set6>` (fw4 / nftables).
+    Nftset { table: &'static str },
+}
+
+/// One rule's part of the dnsmasq snippet.
+pub struct RuleDomains<'a> {
+    pub rule: &'a str,
+    pub domains: &'a [DomainPattern],
+}
+
+/// Most names per dnsmasq line: dnsmasq reads config lines into a fixed buffer (1025 bytes in
+/// its option.c), so long lists are split over several lines with the same sets.
+const NAMES_PER_LINE: usize = 16;
+
+/// The dnsmasq config snippet that fills every rule's sets (`conf-dir` / `/tmp/dnsmasq.d/`).
+pub fn dnsmasq_conf(rules: &[RuleDomains], how: DnsmasqSets, ipv6: bool) -> String {
+    let mut s = String::from(
+        "# Written by slipstreamd: the addresses dnsmasq resolves for these names go to Slipstream's\n\
+         # sets, and flows to them are classed as background. Do not edit; edit Slipstream's config.\n",
+    );
+    for r in rules.iter().filter(|r| !r.domains.is_empty()) {
+        let v4 = set_name(r.rule, SetKind::Dst, Family::V4);
+        let v6 = set_name(r.rule, SetKind::Dst, Family::V6);
+        let targets = match how {
+            DnsmasqSets::Ipset if ipv6 => format!("{v4},{v6}"),
+            DnsmasqSets::Ipset => v4,
+            DnsmasqSets::Nftset { table } if ipv6 => format!("4#inet#{table}#{v4},6#inet#{table}#{v6}"),
+            DnsmasqSets::Nftset { table } => format!("4#inet#{table}#{v4}"),
+        };
+        let key = match how {
+            DnsmasqSets::Ipset => "ipset",
+            DnsmasqSets::Nftset { .. } => "nftset",
+        };
+        let _ = writeln!(s, "# rule {:?}", r.rule);
+        for chunk in r.domains.chunks(NAMES_PER_LINE) {
+            let names: Vec<String> = chunk.iter().map(DomainPattern::dnsmasq).collect();
+            let _ = writeln!(s, "{key}=/{}/{targets}", names.join("/"));
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_names_fit_and_stay_apart() {
+        assert_eq!(set_name("steam", SetKind::Dst, Family::V4), "ss_dst4_steam");
+        assert_eq!(set_name("game.consoles", SetKind::Host, Family::V6), {
+            let n = set_name("game.consoles", SetKind::Host, Family::V6);
+            assert!(n.starts_with("ss_host6_game_consoles_"), "{n}");
+            n
+        });
+        let a = set_name("a-very-long-rule-name-for-downloads-1", SetKind::Host, Family::V4);
+        let b = set_name("a-very-long-rule-name-for-downloads-2", SetKind::Host, Family::V4);
+        assert!(a.len() <= MAX_SET_NAME && b.len() <= MAX_SET_NAME, "{a} {b}");
+        assert_ne!(a, b);
+        assert_eq!(
+            a,
+            set_name("a-very-long-rule-name-for-downloads-1", SetKind::Host, Family::V4)
+        );
+    }
+
+    #[test]
+    fn dnsmasq_lines() {
+        let d: Vec<DomainPattern> = ["steamcontent.com", "*.cs.steampowered.com"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        let rules = [
+            RuleDomains {
+                rule: "steam",
+                domains: &d,
+            },
+            RuleDomains {
+                rule: "bt",
+                domains: &[],
+            },
+        ];
+        let ipset = dnsmasq_conf(&rules, DnsmasqSets::Ipset, true);
+        assert!(
+            ipset.contains("\nipset=/steamcontent.com/*.cs.steampowered.com/ss_dst4_steam,ss_dst6_steam\n")
+        );
+        assert!(!ipset.contains("bt"));
+        let nft = dnsmasq_conf(&rules, DnsmasqSets::Nftset { table: "slipstream" }, false);
+        assert!(nft
+            .contains("\nnftset=/steamcontent.com/*.cs.steampowered.com/4#inet#slipstream#ss_dst4_steam\n"));
+        let many: Vec<DomainPattern> = (0..20)
+            .map(|i| format!("h{i}.example.com").parse().unwrap())
+            .collect();
+        let text = dnsmasq_conf(
+            &[RuleDomains {
+                rule: "m",
+                domains: &many,
+            }],
+            DnsmasqSets::Ipset,
+            false,
+        );
+        assert_eq!(text.lines().filter(|l| l.starts_with("ipset=")).count(), 2);
+    }
+}
