@@ -4,6 +4,7 @@ use crate::values::{MacAddr, PortRange};
 use ipnet::IpNet;
 use slipstream_control::ControllerConfig;
 use slipstream_household::{HouseholdConfig, ShareSpec};
+pub use slipstream_names::DomainPattern;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -24,6 +25,9 @@ pub struct Config {
     /// share, the coordinated slowdown, the time-sharing turn. TOML `[household]`, UCI
     /// `config household`.
     pub household: HouseholdConfig,
+    /// Services and devices by name: the sets dnsmasq fills, the DHCP lease files. TOML
+    /// `[names]`, UCI options of `config slipstream`.
+    pub names: Names,
     /// The enabled rules: at least one when [`Config::enabled`]; names unique (disabled rules
     /// included); at most [`MAX_RULES`](crate::MAX_RULES). Numbered 1..=N in order; first match wins. Disabled rules
     /// (`enabled = false`) are validated like the others, then left out, so they take no number.
@@ -204,6 +208,38 @@ impl Default for Limits {
     }
 }
 
+/// Services and devices by name (TOML `[names]`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// How long an address dnsmasq put in a rule's set stays there without being resolved
+    /// again (default 1 h; 1 s to 7 days). Longer than DNS TTLs on purpose: a download keeps
+    /// opening connections to addresses its client resolved long before.
+    pub set_timeout: Duration,
+    /// Where the daemon writes the dnsmasq snippet that fills the sets (default
+    /// `/tmp/dnsmasq.d/slipstream.conf`, the confdir of OpenWrt's dnsmasq); `None` (`""`): not
+    /// written, dnsmasq is configured by hand.
+    pub dnsmasq_conf: Option<PathBuf>,
+    /// DHCP lease files read for `lan_hostnames` (default `/tmp/dhcp.leases`, dnsmasq's, and
+    /// `/tmp/hosts/odhcpd`, odhcpd's DHCPv6 leases); missing files count as empty.
+    pub dhcp_leases: Vec<PathBuf>,
+    /// How often the lease files are checked for changes (default 5 s, 100 ms to 10 min).
+    pub lease_poll: Duration,
+}
+
+impl Default for Names {
+    fn default() -> Self {
+        Names {
+            set_timeout: Duration::from_secs(3600),
+            dnsmasq_conf: Some(PathBuf::from("/tmp/dnsmasq.d/slipstream.conf")),
+            dhcp_leases: vec![
+                PathBuf::from("/tmp/dhcp.leases"),
+                PathBuf::from("/tmp/hosts/odhcpd"),
+            ],
+            lease_poll: Duration::from_secs(5),
+        }
+    }
+}
+
 /// One background class: which flows, and which controller clamps them.
 ///
 /// All given criteria must match (AND); within a list any entry matches (OR); an empty list
@@ -226,6 +262,16 @@ pub struct Rule {
     /// (iptables `-m mac --mac-source`, nft `ether saddr`) when it classes a flow;
     /// [`Rule::matches`] cannot, see there.
     pub lan_macs: Vec<MacAddr>,
+    /// Remote DNS names: the rule's `domains` and its presets' (deduplicated, in order). The
+    /// kernel matches the remote address against the rule's sets, which dnsmasq fills when it
+    /// answers one of these names; [`Rule::matches`] cannot check them.
+    pub domains: Vec<DomainPattern>,
+    /// The presets named (`preset = "steam"`), for display; their domains are in `domains`.
+    pub presets: Vec<String>,
+    /// LAN hosts by the name they give in their DHCP lease (lower case). Together with
+    /// `lan_hosts` these are the rule's LAN host criterion: an address or a named host (OR).
+    /// Matched in the kernel through a set the daemon fills from the lease files.
+    pub lan_hostnames: Vec<String>,
     /// The controller of the rule's flows.
     pub controller: ControllerConfig,
     /// The rule's claim on the household budget (`weight`, `min_rate`, `priority`); only
@@ -235,6 +281,9 @@ pub struct Rule {
 
 impl Rule {
     /// Whether a flow (or packet) with these properties matches the rule. Pure.
+    ///
+    /// Names (`domains`, `lan_hostnames`) are not checked either: they are matched through
+    /// kernel sets. A rule with `lan_hostnames` but no `lan_hosts` answers as if any host matched.
     ///
     /// The 5-tuple and DSCP carry no MAC address, so [`Rule::lan_macs`] is **not** checked here:
     /// for a rule with MACs this answers "would match if the MAC matches". MAC matching happens in
@@ -247,6 +296,6 @@ impl Rule {
         any_or_empty(&self.remote_ports, |p| p.contains(remote_port))
             && any_or_empty(&self.local_ports, |p| p.contains(local_port))
             && any_or_empty(&self.dscp, |&d| d == dscp)
-            && any_or_empty(&self.lan_hosts, |net| net.contains(&local))
+            && (!self.lan_hostnames.is_empty() || any_or_empty(&self.lan_hosts, |net| net.contains(&local)))
     }
 }

@@ -37,7 +37,7 @@ pub use schema::{household_options, rule_options, HOUSEHOLD_OPTIONS, MAIN_OPTION
 
 use crate::controllers::{RawBudget, RawController};
 use crate::kinded::{Kinded, Kinds, ParamError};
-use crate::raw::{IntOrString, RawConfig, RawRule};
+use crate::raw::{IntOrString, OneOrMany, RawConfig, RawRule};
 use crate::{default_controller, Config, ConfigError, Format, Validator};
 use schema::{Locations, LIST_OPTIONS};
 use serde::de::{self, Visitor};
@@ -188,6 +188,11 @@ impl Reader<'_> {
         raw.limits.idle_timeout = self.string(&o, "idle_timeout", "limits.idle_timeout");
         raw.limits.evict_idle_after = self.string(&o, "evict_idle_after", "limits.evict_idle_after");
         raw.control.socket = self.string(&o, "control_socket", "control.socket");
+        let n = &mut raw.names;
+        n.set_timeout = self.string(&o, "set_timeout", "names.set_timeout");
+        n.dnsmasq_conf = self.string(&o, "dnsmasq_conf", "names.dnsmasq_conf");
+        n.dhcp_leases = self.list(&o, "dhcp_leases", "names.dhcp_leases");
+        n.lease_poll = self.string(&o, "lease_poll", "names.lease_poll");
         Ok(())
     }
 
@@ -225,6 +230,16 @@ impl Reader<'_> {
         let lan_macs = self
             .list(&o, "lan_mac", &format!("{p}.lan_macs"))
             .unwrap_or_default();
+        let lan_hostnames = self
+            .list(&o, "lan_hostname", &format!("{p}.lan_hostnames"))
+            .unwrap_or_default();
+        let domains = self
+            .list(&o, "domain", &format!("{p}.domains"))
+            .unwrap_or_default();
+        let preset = OneOrMany::Many(
+            self.list(&o, "preset", &format!("{p}.preset"))
+                .unwrap_or_default(),
+        );
 
         let weight = self.int(&o, "weight", &format!("{p}.weight"))?;
         let min_rate = self
@@ -245,6 +260,9 @@ impl Reader<'_> {
             dscp,
             lan_hosts,
             lan_macs,
+            lan_hostnames,
+            domains,
+            preset,
             controller,
             weight,
             min_rate,

@@ -24,6 +24,10 @@ pub const MAIN_OPTIONS: &[&str] = &[
     "idle_timeout",
     "evict_idle_after",
     "control_socket",
+    "set_timeout",
+    "dnsmasq_conf",
+    "dhcp_leases",
+    "lease_poll",
 ];
 
 /// Options of a `config rule` section besides the controllers' parameters (see [`rule_options`]).
@@ -35,6 +39,9 @@ pub const RULE_OPTIONS: &[&str] = &[
     "dscp",
     "lan_host",
     "lan_mac",
+    "lan_hostname",
+    "domain",
+    "preset",
     "controller",
     "weight",
     "min_rate",
@@ -65,6 +72,10 @@ pub(crate) const LIST_OPTIONS: &[&str] = &[
     "dscp",
     "lan_host",
     "lan_mac",
+    "lan_hostname",
+    "domain",
+    "preset",
+    "dhcp_leases",
 ];
 
 /// The UCI option name of a TOML field path (`rules[2].remote_ports[0]` -> `remote_port`,
@@ -85,6 +96,8 @@ pub(crate) fn option_name(toml_path: &str) -> String {
         "local_ports" => "local_port",
         "lan_hosts" => "lan_host",
         "lan_macs" => "lan_mac",
+        "lan_hostnames" => "lan_hostname",
+        "domains" => "domain",
         other => other.rsplit('.').next().unwrap_or(other),
     };
     mapped.to_owned()

@@ -1,6 +1,7 @@
 //! The validator shared by the TOML and the UCI reader: raw values in, [`Config`] or the first
 //! problem (file, field path, what is wrong) out. Rules are checked in `rule.rs`.
 
+mod names;
 mod rule;
 
 use crate::raw::{self, RawConfig};
@@ -100,6 +101,7 @@ impl Validator<'_> {
         let limits = self.limits(raw.limits)?;
         let control = self.control(raw.control)?;
         let household = self.household(raw.household)?;
+        let names_settings = self.names(raw.names)?;
         let (rules_name, rule_name) = match self.format {
             Format::Toml => ("[[rules]] entry", "[[rules]] entry"),
             Format::Uci => ("`config rule` section", "`config rule` section"),
@@ -149,6 +151,7 @@ impl Validator<'_> {
             limits,
             control,
             household,
+            names: names_settings,
             rules,
         })
     }

@@ -129,7 +129,11 @@ impl Validator<'_> {
                 })?;
             lan_hosts.push(net.trunc());
         }
-        if !datapath.ipv6 && !lan_hosts.is_empty() && lan_hosts.iter().all(|n| matches!(n, IpNet::V6(_))) {
+        if !datapath.ipv6
+            && raw.lan_hostnames.is_empty()
+            && !lan_hosts.is_empty()
+            && lan_hosts.iter().all(|n| matches!(n, IpNet::V6(_)))
+        {
             return Err(self.err(
                 format!("{p}.lan_hosts"),
                 format!(
@@ -155,18 +159,30 @@ impl Validator<'_> {
                 ),
             ));
         }
+        let names = self.rule_names(&p, &mut raw, datapath)?;
         if remote_ports.is_empty()
             && local_ports.is_empty()
             && dscp.is_empty()
             && lan_hosts.is_empty()
             && lan_macs.is_empty()
+            && names.domains.is_empty()
+            && names.lan_hostnames.is_empty()
         {
-            let criteria = ["remote_ports", "local_ports", "dscp", "lan_hosts", "lan_macs"]
-                .map(|c| match self.format {
-                    Format::Toml => c.to_owned(),
-                    Format::Uci => uci::option_name(c),
-                })
-                .join(", ");
+            let criteria = [
+                "remote_ports",
+                "local_ports",
+                "dscp",
+                "lan_hosts",
+                "lan_macs",
+                "lan_hostnames",
+                "domains",
+                "preset",
+            ]
+            .map(|c| match self.format {
+                Format::Toml => c.to_owned(),
+                Format::Uci => uci::option_name(c),
+            })
+            .join(", ");
             return Err(self.err(
                 p,
                 format!(
@@ -186,6 +202,9 @@ impl Validator<'_> {
             dscp,
             lan_hosts,
             lan_macs,
+            domains: names.domains,
+            presets: names.presets,
+            lan_hostnames: names.lan_hostnames,
             controller,
             share,
         })
