@@ -55,6 +55,8 @@ pub struct ControlState {
     pub firewall_last_error: Option<String>,
     pub ack_queue: u16,
     pub data_queue: u16,
+    /// How each rule classes by name (`preset steam`), by rule name; shown by `flows`.
+    pub matched_by: std::collections::BTreeMap<String, String>,
 }
 
 /// Everything a connection handler needs.
@@ -112,7 +114,14 @@ impl Control {
                 Response::Status(Box::new(self.status(&view)))
             }
             Request::Flows => match self.ask(usize::MAX).await {
-                Some(view) => Response::Flows(flow_list(&view)),
+                Some(view) => {
+                    let mut list = flow_list(&view);
+                    let by = self.state().matched_by;
+                    for f in &mut list.flows {
+                        f.matched_by = by.get(&f.rule).cloned().unwrap_or_default();
+                    }
+                    Response::Flows(list)
+                }
                 None => Response::Error("the packet thread does not answer (stopped?)".into()),
             },
         }
@@ -204,6 +213,7 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
     FlowInfo {
         rule: rule.map_or_else(|| f.rule.to_string(), |r| r.name.clone()),
         rule_removed: usize::from(f.rule) > configured,
+        matched_by: String::new(),
         controller: rule.map_or("", |r| r.controller).to_owned(),
         endpoints: [
             key.endpoint(Side::Low).to_string(),

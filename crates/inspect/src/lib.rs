@@ -180,6 +180,11 @@ pub struct FlowInfo {
     pub rule: String,
     /// The rule was removed by a reload: the flow is released (not clamped) until it ends.
     pub rule_removed: bool,
+    /// How the rule classes by name, if it does (`preset steam`, `host steam-deck`,
+    /// `domains dl.example.com`): the flow's remote address was in the rule's set, filled by
+    /// dnsmasq for one of those names, or its LAN host holds a lease under one of those names.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub matched_by: String,
     /// The rule's controller (`vulture`, `fixed_window`).
     pub controller: String,
     /// Both endpoints (`addr:port`), in a fixed order.
@@ -421,6 +426,8 @@ pub fn render_flows(list: &FlowList) -> String {
             let (lan, remote, dir) = lan_and_remote(f);
             let class = if f.rule_removed {
                 format!("{} (removed)", f.rule)
+            } else if !f.matched_by.is_empty() {
+                format!("{} [{}]", f.rule, f.matched_by)
             } else {
                 f.rule.clone()
             };
