@@ -54,6 +54,7 @@
 
 pub mod cmd;
 pub mod daemon;
+pub mod dnsmasq;
 pub mod iperf;
 pub mod scenario;
 
