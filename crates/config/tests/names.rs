@@ -177,3 +177,32 @@ fn uci_means_the_same() {
         "{e}"
     );
 }
+
+#[test]
+fn household_example_config() {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/household-example.toml");
+    let c = load(&path).unwrap_or_else(|e| panic!("{e}"));
+    let names: Vec<&str> = c.rules.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "games",
+            "updates",
+            "backups",
+            "nas",
+            "bittorrent",
+            "dscp-background"
+        ]
+    );
+    assert_eq!(c.rules[0].presets.len(), 6);
+    assert!(c.rules[0]
+        .domains
+        .iter()
+        .any(|d| d.matches("cache5-fra1.steamcontent.com")));
+    assert_eq!(c.rules[3].lan_hostnames, ["nas"]);
+    // Nothing in it classes ordinary web traffic by port.
+    assert!(c
+        .rules
+        .iter()
+        .all(|r| !r.remote_ports.iter().any(|p| p.contains(443))));
+}
