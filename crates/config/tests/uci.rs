@@ -50,7 +50,8 @@ fn shipped_uci_examples_parse_when_uncommented() {
             "dscp-background",
             "backup-box",
             "game-downloads",
-            "nightly-sync"
+            "nightly-sync",
+            "downloads"
         ],
         "windows_update_peers is disabled"
     );
