@@ -63,8 +63,11 @@ pub fn write_dnsmasq_conf(config: &Config, backend: Backend) -> io::Result<bool>
     }
 }
 
-/// Removes the snippet (clean shutdown: the sets it names are gone).
+/// Removes the snippet this config wrote (clean shutdown: the sets it names are gone).
 pub fn remove_dnsmasq_conf(config: &Config) {
+    if !config.rules.iter().any(|r| !r.domains.is_empty()) {
+        return;
+    }
     if let Some(path) = &config.names.dnsmasq_conf {
         if path.exists() {
             let _ = std::fs::remove_file(path);
