@@ -54,12 +54,13 @@ pub use offload::{
     FIREWALL_UCI_PATH, OFFLOAD_FIX,
 };
 pub use plan::{
-    multiport_chunks, plan, plan_with_hosts, IpFamily, IptablesPlan, PlannedCommand, RulePlan,
+    multiport_chunks, plan, plan_keeping, plan_with_hosts, IpFamily, IptablesPlan, PlannedCommand, RulePlan,
     CLASSIFY_CHAIN, HOOK_CHAINS, MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
 };
 pub use runner::CommandRunner;
 pub use sets::{
-    ipset_create_input, ipset_hosts_input, kernel_sets, nft_hosts_transaction, HostAddrs, KernelSet,
+    ipset_create_input, ipset_hosts_input, kernel_sets, nft_hosts_transaction, nft_kept_entries, HostAddrs,
+    KeptEntries, KernelSet,
 };
 
 use slipstream_config::{Config, FirewallBackend};
@@ -643,7 +644,11 @@ impl Firewall {
         self.create_sets_of(&new_plan.sets)?;
         match self.backend {
             Backend::Nftables => {
-                for cmd in new_plan.apply_commands() {
+                // The table is replaced whole: carry the resolved addresses over, each with the
+                // time it had left. The plan kept afterwards (for a watchdog re-install) has none.
+                let kept = sets::nft_kept_entries(&self.runner, &self.plan.sets);
+                let with_kept = plan::plan_keeping(config, self.backend, &self.hosts, &kept);
+                for cmd in with_kept.apply_commands() {
                     let input = cmd.stdin.clone().unwrap_or_default();
                     if let Err(e) = self.runner.run(&cmd).map_err(|e| e.with_input_line(&input)) {
                         return self.replace_failed(e, new_plan, new_ipv6);

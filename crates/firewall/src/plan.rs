@@ -27,7 +27,7 @@
 //! `hook = "forward"` (iptables rejects a MAC match in a chain reachable from OUTPUT).
 
 use crate::nft;
-use crate::sets::{self, HostAddrs, KernelSet};
+use crate::sets::{self, HostAddrs, KeptEntries, KernelSet};
 use crate::Backend;
 use ipnet::IpNet;
 use slipstream_config::{Config, Datapath, Hook, MacAddr, PortRange, Rule};
@@ -253,6 +253,12 @@ pub fn plan(config: &Config, backend: Backend) -> RulePlan {
 /// Generates the rules for `config` and `backend`; `hosts` fills the nft host sets (ipsets are
 /// filled separately). Pure.
 pub fn plan_with_hosts(config: &Config, backend: Backend, hosts: &HostAddrs) -> RulePlan {
+    plan_keeping(config, backend, hosts, &KeptEntries::new())
+}
+
+/// [`plan_with_hosts`], with remote set entries carried over from the table being replaced
+/// (nftables declares its sets in the ruleset, so a replacement would start them empty).
+pub fn plan_keeping(config: &Config, backend: Backend, hosts: &HostAddrs, kept: &KeptEntries) -> RulePlan {
     let kernel_sets = sets::kernel_sets(config);
     match backend {
         Backend::IptablesLegacy => {
@@ -270,7 +276,10 @@ pub fn plan_with_hosts(config: &Config, backend: Backend, hosts: &HostAddrs) -> 
         Backend::Nftables => RulePlan {
             backend,
             iptables: Vec::new(),
-            nft_ruleset: Some(nft::ruleset(config, &sets::nft_declarations(&kernel_sets, hosts))),
+            nft_ruleset: Some(nft::ruleset(
+                config,
+                &sets::nft_declarations(&kernel_sets, hosts, kept),
+            )),
             sets: kernel_sets,
         },
     }

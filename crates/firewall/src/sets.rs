@@ -21,6 +21,10 @@ use std::net::IpAddr;
 /// The addresses leased to each rule's `lan_hostnames`, by rule name.
 pub type HostAddrs = BTreeMap<String, BTreeSet<IpAddr>>;
 
+/// Entries of remote address sets carried over a table replacement (nftables reload): set name
+/// to (address, seconds until it expires).
+pub type KeptEntries = BTreeMap<String, Vec<(IpAddr, u64)>>;
+
 /// One set a config needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSet {
@@ -143,8 +147,9 @@ pub fn ipset_hosts_input(sets: &[KernelSet], hosts: &HostAddrs) -> String {
     s
 }
 
-/// The nft set declarations for the ruleset (host sets with their current elements).
-pub(crate) fn nft_declarations(sets: &[KernelSet], hosts: &HostAddrs) -> String {
+/// The nft set declarations for the ruleset: host sets with their current elements, remote
+/// sets with the entries `kept` from the table being replaced (each with the time it had left).
+pub(crate) fn nft_declarations(sets: &[KernelSet], hosts: &HostAddrs, kept: &KeptEntries) -> String {
     let mut s = String::new();
     for set in sets {
         let ty = match set.family {
@@ -155,13 +160,56 @@ pub(crate) fn nft_declarations(sets: &[KernelSet], hosts: &HostAddrs) -> String 
         if let Some(t) = set.timeout_secs {
             let _ = write!(s, "\t\tflags timeout\n\t\ttimeout {t}s\n");
         }
-        let elements: Vec<String> = addrs_of(set, hosts).map(ToString::to_string).collect();
+        let mut elements: Vec<String> = addrs_of(set, hosts).map(ToString::to_string).collect();
+        if let (Some(timeout), Some(entries)) = (set.timeout_secs, kept.get(&set.name)) {
+            let v4 = set.family == IpFamily::V4;
+            elements.extend(
+                entries
+                    .iter()
+                    .filter(|(a, left)| a.is_ipv4() == v4 && *left >= 1)
+                    .map(|(a, left)| format!("{a} expires {}s", (*left).min(timeout))),
+            );
+        }
         if !elements.is_empty() {
             let _ = writeln!(s, "\t\telements = {{ {} }}", elements.join(", "));
         }
         s.push_str("\t}\n\n");
     }
     s
+}
+
+/// The entries of the remote address sets in `sets` now in the kernel's table (`nft -j list set`),
+/// for [`nft_declarations`] to carry over a reload. Sets that cannot be listed are skipped: the
+/// worst case is an empty set that dnsmasq refills at the next lookups.
+pub fn nft_kept_entries(runner: &CommandRunner, sets: &[KernelSet]) -> KeptEntries {
+    let mut kept = KeptEntries::new();
+    for set in sets.iter().filter(|s| s.kind == SetKind::Dst) {
+        let cmd = PlannedCommand::new("nft", &["-j", "list", "set", "inet", NFT_TABLE, &set.name]);
+        match runner.run(&cmd) {
+            Ok(json) => {
+                kept.insert(set.name.clone(), parse_nft_set_json(&json));
+            }
+            Err(e) => tracing::debug!(error = %e, set = %set.name, "set not listed; its entries start over"),
+        }
+    }
+    kept
+}
+
+/// (address, seconds left) of each element in `nft -j list set` output.
+fn parse_nft_set_json(json: &str) -> Vec<(IpAddr, u64)> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(json) else {
+        return Vec::new();
+    };
+    let items = v["nftables"].as_array().cloned().unwrap_or_default();
+    items
+        .iter()
+        .filter_map(|i| i["set"]["elem"].as_array())
+        .flatten()
+        .filter_map(|e| {
+            let addr = e["elem"]["val"].as_str()?.parse().ok()?;
+            Some((addr, e["elem"]["expires"].as_u64()?))
+        })
+        .collect()
 }
 
 /// One `nft -f -` transaction replacing every host set's elements.
@@ -295,6 +343,20 @@ impl crate::Firewall {
 mod tests {
     use super::*;
 
+    #[test]
+    fn nft_json_elements() {
+        let json = r#"{"nftables": [{"metainfo": {"version": "1.0.6"}}, {"set": {"family": "inet", "name": "s",
+            "table": "slipstream", "type": "ipv4_addr", "flags": ["timeout"], "timeout": 60,
+            "elem": [{"elem": {"val": "1.2.3.4", "expires": 19}}, {"elem": {"val": "1.2.3.5", "expires": 29}}]}}]}"#;
+        let got = parse_nft_set_json(json);
+        assert_eq!(
+            got,
+            [("1.2.3.4".parse().unwrap(), 19), ("1.2.3.5".parse().unwrap(), 29)]
+        );
+        assert!(parse_nft_set_json("not json").is_empty());
+        assert!(parse_nft_set_json(r#"{"nftables": [{"set": {"name": "s"}}]}"#).is_empty());
+    }
+
     fn config(text: &str) -> Config {
         slipstream_config::parse(text, "t.toml").unwrap()
     }
@@ -341,7 +403,23 @@ mod tests {
              flush set inet slipstream ss_host6_deck\n\
              add element inet slipstream ss_host6_deck { fd00::20 }\n"
         );
-        let decl = nft_declarations(&sets, &hosts);
+        let mut kept = KeptEntries::new();
+        kept.insert(
+            "ss_dst4_steam".into(),
+            vec![
+                ("203.0.113.7".parse().unwrap(), 40),
+                ("203.0.113.8".parse().unwrap(), 500),
+                ("::1".parse().unwrap(), 9),
+            ],
+        );
+        let decl = nft_declarations(&sets, &hosts, &kept);
+        assert!(
+            decl.contains(
+                "\t\ttimeout 90s\n\t\telements = { 203.0.113.7 expires 40s, 203.0.113.8 expires 90s }\n"
+            ),
+            "{decl}"
+        );
+        let decl = nft_declarations(&sets, &hosts, &KeptEntries::new());
         assert!(decl.contains(
             "\tset ss_dst4_steam {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t\ttimeout 90s\n\t}\n"
         ));

@@ -210,4 +210,41 @@ fn nft_sets_load_into_the_kernel() {
         .unwrap_or_else(|e| panic!("{e}"));
     let h = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_host4_deck"]);
     assert!(h.contains("192.168.1.33") && !h.contains("192.168.1.20"), "{h}");
+
+    // A reload replaces the table: what dnsmasq put in the remote sets is read first and
+    // declared again with the time each entry had left.
+    ns.run(
+        "nft",
+        &[
+            "add",
+            "element",
+            "inet",
+            "slipstream",
+            "ss_dst4_steam",
+            "{ 203.0.113.7 }",
+        ],
+    );
+    let kept = slipstream_firewall::nft_kept_entries(&ns.runner(), &sets);
+    let left = kept["ss_dst4_steam"].clone();
+    assert_eq!(left.len(), 1, "{kept:?}");
+    assert_eq!(left[0].0.to_string(), "203.0.113.7");
+    assert!((85..=90).contains(&left[0].1), "{left:?}");
+    let text = slipstream_firewall::plan_keeping(&c, Backend::Nftables, &HostAddrs::new(), &kept)
+        .nft_ruleset
+        .unwrap();
+    let replace = format!(
+        "{}{}",
+        slipstream_firewall::nft_delete_transaction(),
+        text.lines()
+            .map(|l| match l.find("queue num") {
+                Some(i) => format!("{}accept\n", &l[..i]),
+                None => format!("{l}\n"),
+            })
+            .collect::<String>()
+    );
+    ns.runner()
+        .run(&PlannedCommand::new("nft", &["-f", "-"]).with_stdin(replace))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let after = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_dst4_steam"]);
+    assert!(after.contains("203.0.113.7 expires"), "{after}");
 }
