@@ -178,6 +178,19 @@ fn rules_by_name_with_dnsmasq() {
         members(&ipset_list(&tb, "ss_dst6_games")),
         [srv(1, true).to_string()]
     );
+    // `slipstream status` shows the sets and what they hold.
+    let status = match query(&config.control.socket, &Request::Status) {
+        Ok(Response::Status(st)) => st,
+        other => panic!("status: {other:?}"),
+    };
+    let counts: Vec<(String, Option<usize>)> = status
+        .name_sets
+        .iter()
+        .map(|n| (n.set.clone(), n.entries))
+        .collect();
+    eprintln!("status name sets: {counts:?}");
+    assert!(counts.contains(&("ss_dst4_games".into(), Some(1))), "{counts:?}");
+    assert!(counts.contains(&("ss_host4_deck".into(), Some(0))), "{counts:?}");
 
     // Two downloads at once: from the background name's address and from the other one.
     tb.start_iperf_server_in(Ns::server(1), 5201).unwrap();

@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, LinkSnapshot, PassReason, Side};
 use slipstream_inspect::{
-    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, Request, Response, RuleStatus, Status,
-    MAX_REQUEST_BYTES,
+    FirewallStatus, FlowInfo, FlowList, LinkStatus, NameSetStatus, PivSummary, Request, Response, RuleStatus,
+    Status, MAX_REQUEST_BYTES,
 };
 use slipstream_metrics::{household_links, DaemonCounters, SharedSnapshot};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -57,6 +57,9 @@ pub struct ControlState {
     pub data_queue: u16,
     /// How each rule classes by name (`preset steam`), by rule name; shown by `flows`.
     pub matched_by: std::collections::BTreeMap<String, String>,
+    /// The address sets of rules by name and the backend holding them; `status` counts entries.
+    pub name_sets: Vec<slipstream_firewall::KernelSet>,
+    pub name_sets_backend: Option<slipstream_firewall::Backend>,
 }
 
 /// Everything a connection handler needs.
@@ -129,6 +132,7 @@ impl Control {
 
     fn status(&self, view: &PacketView) -> Status {
         let state = self.state();
+        let name_sets = name_sets(&state);
         let s = &view.snapshot;
         let passed = PassReason::ALL.iter().map(|r| s.counters.passed(*r)).sum();
         Status {
@@ -170,6 +174,7 @@ impl Control {
             datapath_errors: self.datapath_errors.load(Ordering::Relaxed),
             // The same links as the metrics show, so `status` and the dashboard agree.
             household: household_links(s).map(link_status).collect(),
+            name_sets,
         }
     }
 }
@@ -190,6 +195,26 @@ fn link_status(l: &LinkSnapshot) -> LinkStatus {
         slowdowns: l.slowdowns,
         window_updates: l.window_updates,
     }
+}
+
+/// The sets of rules by name with their entries now (one `ipset list -t` / `nft -j list set`
+/// per set: a status request is rare and the sets are few).
+fn name_sets(state: &ControlState) -> Vec<NameSetStatus> {
+    let Some(backend) = state.name_sets_backend else {
+        return Vec::new();
+    };
+    let runner = slipstream_firewall::CommandRunner::host();
+    let counts = slipstream_firewall::set_entry_counts(&runner, backend, &state.name_sets);
+    state
+        .name_sets
+        .iter()
+        .zip(counts)
+        .map(|(set, entries)| NameSetStatus {
+            rule: set.rule.clone(),
+            set: set.name.clone(),
+            entries,
+        })
+        .collect()
 }
 
 /// Every flow of the view, for `flows`.

@@ -304,6 +304,8 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
             ack_queue: config.datapath.ack_queue,
             data_queue: config.datapath.data_queue,
             matched_by: matched_by(&config),
+            name_sets: firewall.plan().sets.clone(),
+            name_sets_backend: Some(backend),
             ..ControlState::default()
         }),
         counters: counters.clone(),
@@ -456,7 +458,11 @@ impl Daemon {
             effective.datapath.lan_interfaces.clone();
         write_dnsmasq_conf(&effective, self.firewall.backend());
         let by = matched_by(&effective);
-        self.control.update(|s| s.matched_by = by);
+        let sets = self.firewall.plan().sets.clone();
+        self.control.update(|s| {
+            s.matched_by = by;
+            s.name_sets = sets;
+        });
         self.leases = names::LeaseWatch::new(&effective.names.dhcp_leases);
         self.running = effective;
         self.refresh_hosts();

@@ -59,8 +59,8 @@ pub use plan::{
 };
 pub use runner::CommandRunner;
 pub use sets::{
-    ipset_create_input, ipset_hosts_input, kernel_sets, nft_hosts_transaction, nft_kept_entries, HostAddrs,
-    KeptEntries, KernelSet,
+    ipset_create_input, ipset_hosts_input, kernel_sets, nft_hosts_transaction, nft_kept_entries,
+    set_entry_counts, HostAddrs, KeptEntries, KernelSet,
 };
 
 use slipstream_config::{Config, FirewallBackend};

@@ -212,6 +212,46 @@ fn parse_nft_set_json(json: &str) -> Vec<(IpAddr, u64)> {
         .collect()
 }
 
+/// How many entries each set holds now (`None`: could not be listed), for `slipstream status`.
+pub fn set_entry_counts(
+    runner: &CommandRunner,
+    backend: crate::Backend,
+    sets: &[KernelSet],
+) -> Vec<Option<usize>> {
+    sets.iter()
+        .map(|set| match backend {
+            crate::Backend::IptablesLegacy => runner
+                .run(&PlannedCommand::new("ipset", &["list", "-t", &set.name]))
+                .ok()
+                .and_then(|out| {
+                    out.lines()
+                        .find_map(|l| l.strip_prefix("Number of entries:"))
+                        .and_then(|n| n.trim().parse().ok())
+                }),
+            crate::Backend::Nftables => runner
+                .run(&PlannedCommand::new(
+                    "nft",
+                    &["-j", "list", "set", "inet", NFT_TABLE, &set.name],
+                ))
+                .ok()
+                .map(|json| parse_nft_set_json_count(&json)),
+        })
+        .collect()
+}
+
+/// Elements in `nft -j list set` output (with or without timeouts).
+fn parse_nft_set_json_count(json: &str) -> usize {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| {
+            v["nftables"]
+                .as_array()?
+                .iter()
+                .find_map(|i| i["set"]["elem"].as_array().map(Vec::len))
+        })
+        .unwrap_or(0)
+}
+
 /// One `nft -f -` transaction replacing every host set's elements.
 pub fn nft_hosts_transaction(sets: &[KernelSet], hosts: &HostAddrs) -> String {
     let mut s = String::new();
@@ -354,6 +394,9 @@ mod tests {
             [("1.2.3.4".parse().unwrap(), 19), ("1.2.3.5".parse().unwrap(), 29)]
         );
         assert!(parse_nft_set_json("not json").is_empty());
+        assert_eq!(parse_nft_set_json_count(json), 2);
+        let plain = r#"{"nftables": [{"set": {"name": "h", "elem": ["10.0.0.1", "10.0.0.2", "10.0.0.3"]}}]}"#;
+        assert_eq!(parse_nft_set_json_count(plain), 3);
         assert!(parse_nft_set_json(r#"{"nftables": [{"set": {"name": "s"}}]}"#).is_empty());
     }
 

@@ -142,6 +142,11 @@ fn status() -> Status {
         flows_max: 4096,
         datapath_errors: 0,
         household: household(),
+        name_sets: vec![NameSetStatus {
+            rule: "games".into(),
+            set: "ss_dst4_games".into(),
+            entries: Some(3),
+        }],
     }
 }
 
@@ -444,6 +449,10 @@ fn status_text() {
     };
     let text = render_status(&missing, 1_000_000);
     assert!(text.contains("rules MISSING (not checked yet)"), "{text}");
+    assert!(
+        text.contains("\nnames       rule games: set ss_dst4_games holds 3 addresses\n"),
+        "{text}"
+    );
     assert!(
         text.contains("firewall error: iptables-legacy: chain FORWARD has 0 jumps"),
         "{text}"
