@@ -17,8 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, LinkSnapshot, PassReason, Side};
 use slipstream_inspect::{
-    FirewallStatus, FlowInfo, FlowList, LinkStatus, NameSetStatus, PivSummary, Request, Response, RuleStatus,
-    Status, MAX_REQUEST_BYTES,
+    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, Request, Response, RuleStatus, Status,
+    MAX_REQUEST_BYTES,
 };
 use slipstream_metrics::{household_links, DaemonCounters, SharedSnapshot};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -132,7 +132,7 @@ impl Control {
 
     fn status(&self, view: &PacketView) -> Status {
         let state = self.state();
-        let name_sets = name_sets(&state);
+        let name_sets = crate::names::set_status(state.name_sets_backend, &state.name_sets);
         let s = &view.snapshot;
         let passed = PassReason::ALL.iter().map(|r| s.counters.passed(*r)).sum();
         Status {
@@ -195,26 +195,6 @@ fn link_status(l: &LinkSnapshot) -> LinkStatus {
         slowdowns: l.slowdowns,
         window_updates: l.window_updates,
     }
-}
-
-/// The sets of rules by name with their entries now (one `ipset list -t` / `nft -j list set`
-/// per set: a status request is rare and the sets are few).
-fn name_sets(state: &ControlState) -> Vec<NameSetStatus> {
-    let Some(backend) = state.name_sets_backend else {
-        return Vec::new();
-    };
-    let runner = slipstream_firewall::CommandRunner::host();
-    let counts = slipstream_firewall::set_entry_counts(&runner, backend, &state.name_sets);
-    state
-        .name_sets
-        .iter()
-        .zip(counts)
-        .map(|(set, entries)| NameSetStatus {
-            rule: set.rule.clone(),
-            set: set.name.clone(),
-            entries,
-        })
-        .collect()
 }
 
 /// Every flow of the view, for `flows`.

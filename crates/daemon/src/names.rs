@@ -9,7 +9,8 @@
 //! configuration guide says so.
 
 use slipstream_config::{Config, Rule};
-use slipstream_firewall::{Backend, HostAddrs, NFT_TABLE};
+use slipstream_firewall::{Backend, CommandRunner, HostAddrs, KernelSet, NFT_TABLE};
+use slipstream_inspect::NameSetStatus;
 use slipstream_names::leases::{self, Lease};
 use slipstream_names::sets::{dnsmasq_conf, DnsmasqSets, RuleDomains};
 use std::io;
@@ -94,6 +95,23 @@ pub fn matched_by(rule: &Rule) -> String {
         parts.push(format!("host {}", rule.lan_hostnames.join(",")));
     }
     parts.join("; ")
+}
+
+/// The sets of rules by name with their entries now, for `slipstream status` (one `ipset list
+/// -t` / `nft -j list set` per set: a status request is rare and the sets are few).
+pub fn set_status(backend: Option<Backend>, sets: &[KernelSet]) -> Vec<NameSetStatus> {
+    let Some(backend) = backend else {
+        return Vec::new();
+    };
+    let counts = slipstream_firewall::set_entry_counts(&CommandRunner::host(), backend, sets);
+    sets.iter()
+        .zip(counts)
+        .map(|(set, entries)| NameSetStatus {
+            rule: set.rule.clone(),
+            set: set.name.clone(),
+            entries,
+        })
+        .collect()
 }
 
 /// The lease files, watched by modification time and size (polled: simple, and the files are
