@@ -7,8 +7,10 @@
 //!   line, `<expiry> <iaid> <ipv6> <hostname> <client-duid>` for DHCPv6; `*` for no host name.
 //! * odhcpd's lease file (`/tmp/hosts/odhcpd`, uci `dhcp.odhcpd.leasefile`): one comment line
 //!   per lease, `# <interface> <duid> <iaid> <hostname> <valid-until> <id> <prefix-len>
-//!   <addr>/<len> ...` (`-` for no host name), followed by hosts-file lines for dnsmasq, which
-//!   are skipped here.
+//!   <addr>/<len> ...` (`-` for no host name; a host name odhcpd found invalid is written as
+//!   `broken\x20<name>` and skipped here), and for its DHCPv4 leases `# <interface> <hwaddr> ipv4
+//!   <hostname> <valid-until> <hexaddr> 32 <addr>/32` (odhcpd's `statefiles_write_state6` /
+//!   `_state4`), followed by hosts-file lines for dnsmasq, which are skipped here.
 //!
 //! Lines that fit neither are skipped: a half-written file must never take a host's address
 //! away from the rules for longer than one poll, and never put a wrong one in.
@@ -119,6 +121,8 @@ garbage line
 # br-lan 000100012c5eaabb 5d4c1b2a steam-deck 1732540000 1a 128 fd00::1a/128 2001:db8::1a/128
 fd00::1a steam-deck.lan steam-deck
 # br-lan 00010001ffff 1 - 1732540000 1b 128 fd00::1b/128
+# br-lan 0200000000aa ipv4 tv 1732540000 a4d0116 32 10.77.1.22/32
+# br-lan 0200000000ab ipv4 broken\\x20bad 1732540000 a4d0117 32 10.77.1.23/32
 # short line
 ";
 
@@ -143,7 +147,10 @@ fd00::1a steam-deck.lan steam-deck
     fn odhcpd_leases() {
         let l = parse(ODHCPD);
         let got: Vec<String> = l.iter().map(|l| format!("{} {}", l.hostname, l.addr)).collect();
-        assert_eq!(got, ["steam-deck fd00::1a", "steam-deck 2001:db8::1a"]);
+        assert_eq!(
+            got,
+            ["steam-deck fd00::1a", "steam-deck 2001:db8::1a", "tv 10.77.1.22"]
+        );
     }
 
     #[test]
@@ -161,7 +168,19 @@ fd00::1a steam-deck.lan steam-deck
         assert_eq!(a, ["192.168.1.22", "192.168.1.99"]);
         let a = addresses_of(&l, &["steam-deck".into()]);
         assert_eq!(a.len(), 4);
-        assert!(addresses_of(&l, &["tv".into()]).is_empty());
+        assert!(
+            addresses_of(&l, &["bad".into()]).is_empty(),
+            "odhcpd's broken names are skipped"
+        );
+        let tv: Vec<String> = addresses_of(&l, &["tv".into()])
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
+        assert_eq!(
+            tv,
+            ["10.77.1.22"],
+            "odhcpd's DHCPv4 lease; dnsmasq's line without an address skipped"
+        );
     }
 
     #[test]
