@@ -87,9 +87,10 @@ pub struct RuleDomains<'a> {
     pub domains: &'a [DomainPattern],
 }
 
-/// Most names per dnsmasq line: dnsmasq reads config lines into a fixed buffer (1025 bytes in
-/// its option.c), so long lists are split over several lines with the same sets.
-const NAMES_PER_LINE: usize = 16;
+/// Longest dnsmasq config line written: dnsmasq reads each line into a buffer of MAXDNAME (1025)
+/// bytes and rejects a longer one ("bad option"; checked with `dnsmasq --test`), so long name
+/// lists are split over several lines with the same sets.
+pub const MAX_LINE: usize = 900;
 
 /// The dnsmasq config snippet that fills every rule's sets (`conf-dir` / `/tmp/dnsmasq.d/`).
 pub fn dnsmasq_conf(rules: &[RuleDomains], how: DnsmasqSets, ipv6: bool) -> String {
@@ -111,9 +112,22 @@ pub fn dnsmasq_conf(rules: &[RuleDomains], how: DnsmasqSets, ipv6: bool) -> Stri
             DnsmasqSets::Nftset { .. } => "nftset",
         };
         let _ = writeln!(s, "# rule {:?}", r.rule);
-        for chunk in r.domains.chunks(NAMES_PER_LINE) {
-            let names: Vec<String> = chunk.iter().map(DomainPattern::dnsmasq).collect();
-            let _ = writeln!(s, "{key}=/{}/{targets}", names.join("/"));
+        // `key=/` + names each followed by `/` + targets; a name is at most 253 bytes, so one
+        // always fits.
+        let fixed = key.len() + 2 + targets.len();
+        let mut line: Vec<String> = Vec::new();
+        let mut len = fixed;
+        for name in r.domains.iter().map(DomainPattern::dnsmasq) {
+            if !line.is_empty() && len + name.len() + 1 > MAX_LINE {
+                let _ = writeln!(s, "{key}=/{}/{targets}", line.join("/"));
+                line.clear();
+                len = fixed;
+            }
+            len += name.len() + 1;
+            line.push(name);
+        }
+        if !line.is_empty() {
+            let _ = writeln!(s, "{key}=/{}/{targets}", line.join("/"));
         }
     }
     s
@@ -122,6 +136,41 @@ pub fn dnsmasq_conf(rules: &[RuleDomains], how: DnsmasqSets, ipv6: bool) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// dnsmasq itself accepts the lines (`dnsmasq --test`), where it is installed.
+    #[test]
+    fn real_dnsmasq_accepts_the_lines() {
+        let label = "b".repeat(63);
+        let long: Vec<DomainPattern> = (0..40)
+            .map(|i| format!("{label}.{label}.{label}.x{i}.example.com"))
+            .chain(["steamcontent.com", "*.cs.steampowered.com", "*example.org"].map(String::from))
+            .map(|p| p.parse().unwrap())
+            .collect();
+        let rules = [RuleDomains {
+            rule: "a-rule-with-a-long-name-for-its-sets",
+            domains: &long,
+        }];
+        for how in [DnsmasqSets::Ipset, DnsmasqSets::Nftset { table: "slipstream" }] {
+            let path = std::env::temp_dir().join(format!("ss-dnsmasq-test-{}.conf", std::process::id()));
+            std::fs::write(&path, dnsmasq_conf(&rules, how, true)).unwrap();
+            let out = std::process::Command::new("dnsmasq")
+                .arg("--test")
+                .arg(format!("--conf-file={}", path.display()))
+                .output();
+            let _ = std::fs::remove_file(&path);
+            match out {
+                Err(e) => {
+                    eprintln!("SKIPPED real_dnsmasq_accepts_the_lines: dnsmasq not runnable ({e})");
+                    return;
+                }
+                Ok(o) => assert!(
+                    o.status.success(),
+                    "{how:?}: {}",
+                    String::from_utf8_lossy(&o.stderr)
+                ),
+            }
+        }
+    }
 
     #[test]
     fn set_names_fit_and_stay_apart() {
@@ -165,17 +214,22 @@ mod tests {
         let nft = dnsmasq_conf(&rules, DnsmasqSets::Nftset { table: "slipstream" }, false);
         assert!(nft
             .contains("\nnftset=/steamcontent.com/*.cs.steampowered.com/4#inet#slipstream#ss_dst4_steam\n"));
+        // Long names: every line within dnsmasq's buffer, every name on exactly one line.
+        let label = "a".repeat(60);
         let many: Vec<DomainPattern> = (0..20)
-            .map(|i| format!("h{i}.example.com").parse().unwrap())
+            .map(|i| format!("{label}.{label}.{label}.example{i}.com").parse().unwrap())
             .collect();
-        let text = dnsmasq_conf(
-            &[RuleDomains {
-                rule: "m",
-                domains: &many,
-            }],
-            DnsmasqSets::Ipset,
-            false,
-        );
-        assert_eq!(text.lines().filter(|l| l.starts_with("ipset=")).count(), 2);
+        let m = [RuleDomains {
+            rule: "m",
+            domains: &many,
+        }];
+        let text = dnsmasq_conf(&m, DnsmasqSets::Nftset { table: "slipstream" }, true);
+        let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("nftset=")).collect();
+        assert!(lines.len() > 1);
+        assert!(lines.iter().all(|l| l.len() < MAX_LINE), "{text}");
+        for i in 0..20 {
+            let name = format!(".example{i}.com/");
+            assert_eq!(lines.iter().filter(|l| l.contains(&name)).count(), 1, "{name}");
+        }
     }
 }
