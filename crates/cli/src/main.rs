@@ -44,7 +44,7 @@ enum Command {
         #[arg(long, value_name = "SECS")]
         watch: Option<f64>,
     },
-    /// The presets a rule can name (`preset = "steam"`), built in from config/presets.toml; with
+    /// The presets a rule can name (`preset = "steam"`), built in from crates/names/presets.toml; with
     /// a NAME, its DNS name patterns and sources. Needs no running daemon.
     Presets {
         /// One preset to show in full.

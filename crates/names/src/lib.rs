@@ -3,7 +3,7 @@
 //!
 //! * [`DomainPattern`]: the DNS name patterns a rule's `domains` take, in exactly the forms
 //!   dnsmasq's `ipset=` / `nftset=` understand, because dnsmasq is what fills the kernel sets.
-//! * [`presets`]: the named lists of `config/presets.toml` (Steam, Windows Update, ...), each
+//! * [`presets`]: the named lists of `crates/names/presets.toml` (Steam, Windows Update, ...), each
 //!   entry with its sources.
 //! * [`leases`]: DHCP lease files (dnsmasq's `/tmp/dhcp.leases`, odhcpd's lease file) to the
 //!   addresses of the LAN hosts that `lan_hostnames` name.

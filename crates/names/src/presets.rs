@@ -1,13 +1,14 @@
-//! The presets: `config/presets.toml`, built into the binaries so that a preset means the same on
-//! every router running the same version. The file is checked by this module's tests (in CI):
+//! The presets: `crates/names/presets.toml` (inside the crate, so that every build, the OpenWrt
+//! package's included, has it), built into the binaries so that a preset means the same on every
+//! router running the same version. The file is checked by this module's tests (in CI):
 //! every pattern parses, every entry has a description and a source, names are unique.
 
 use crate::DomainPattern;
 use serde::Deserialize;
 use std::sync::OnceLock;
 
-/// The presets file as shipped (`config/presets.toml` in the repository).
-pub const PRESETS_TOML: &str = include_str!("../../../config/presets.toml");
+/// The presets file as shipped (`crates/names/presets.toml` in the repository).
+pub const PRESETS_TOML: &str = include_str!("../presets.toml");
 
 /// One preset: a named list of DNS name patterns with where they come from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +108,7 @@ mod tests {
 
     #[test]
     fn shipped_file_is_valid() {
-        let presets = parse(PRESETS_TOML).unwrap_or_else(|e| panic!("config/presets.toml: {e}"));
+        let presets = parse(PRESETS_TOML).unwrap_or_else(|e| panic!("crates/names/presets.toml: {e}"));
         assert_eq!(presets.len(), all().len());
         // What the issue asks for, at least.
         for name in [
