@@ -179,7 +179,7 @@ pub(crate) fn nft_declarations(sets: &[KernelSet], hosts: &HostAddrs, kept: &Kep
 }
 
 /// The entries of the remote address sets in `sets` now in the kernel's table (`nft -j list set`),
-/// for [`nft_declarations`] to carry over a reload. Sets that cannot be listed are skipped: the
+/// for [`crate::plan_keeping`] to carry over a reload. Sets that cannot be listed are skipped: the
 /// worst case is an empty set that dnsmasq refills at the next lookups.
 pub fn nft_kept_entries(runner: &CommandRunner, sets: &[KernelSet]) -> KeptEntries {
     let mut kept = KeptEntries::new();
