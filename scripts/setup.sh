@@ -3,11 +3,14 @@
 # Idempotent: skips what is already there.
 set -euo pipefail
 
+# dnsmasq-base: the dnsmasq binary without Debian's service (the rules-by-name test runs its own
+# instances inside test namespaces); ipset and nftables: the sets dnsmasq fills.
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
-            shellcheck:shellcheck busybox:busybox; do
+            shellcheck:shellcheck busybox:busybox ipset:ipset nft:nftables getent:libc-bin \
+            dnsmasq:dnsmasq-base; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done

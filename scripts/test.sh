@@ -24,6 +24,10 @@ cargo test -p slipstream --test household -- --nocapture --test-threads=1
 # few times (SLIPSTREAM_SOAK_CYCLES, default 3; the 100-cycle soak is an ignored test): no
 # connection broken, no rule left, control back within 2 s of each restart.
 cargo test -p slipstream --test restart -- --nocapture --test-threads=1
+# Rules by name: real dnsmasq fills the rule's sets from its answers (fw3: ipset, with the daemon
+# clamping the named download while the other name's download passes untouched; fw4: nftset and
+# the kernel's classification), the set entry expires, and lan_hostnames follow a lease file.
+cargo test -p slipstream --test names -- --nocapture --test-threads=1
 # Floods: 100 000 spoofed SYNs at 5 000/s, then as fast as possible, then at over twice the
 # daemon's capacity, beside a best-effort download: none lost, flow table and memory bounded,
 # best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored).

@@ -72,6 +72,7 @@ run() {
     # shellcheck disable=SC1090
     . "./$INIT"
     [ -z "${FAKE_PROG:-}" ] || PROG=$FAKE_PROG
+    [ -z "${FAKE_DNSMASQ:-}" ] || DNSMASQ_INIT=$FAKE_DNSMASQ
     "$@"
   )
 }
@@ -170,6 +171,24 @@ L=$TMP/triggers
 run "$L" 1 1 service_triggers
 check "reload on slipstream and firewall config changes" has_line "$L" \
   "procd_add_reload_trigger slipstream firewall"
+
+# --- The dnsmasq snippet of rules by name ------------------------------------------------------
+printf '#!/bin/sh\necho "dnsmasq $*" >>"%s"\n' "$TMP/dnsmasq-calls" >"$TMP/dnsmasq-init"
+chmod +x "$TMP/dnsmasq-init"
+for answer in changed unchanged; do
+  printf '#!/bin/sh\ncase "$*" in --help) echo "  --write-dnsmasq-conf" ;; *--write-dnsmasq-conf*) echo %s ;; *) echo "ran $*" ;; esac\n' \
+    "$answer" >"$TMP/daemon-$answer"
+  chmod +x "$TMP/daemon-$answer"
+  rm -f "$TMP/dnsmasq-calls"
+  L=$TMP/start-dnsmasq-$answer
+  FAKE_PROG=$TMP/daemon-$answer FAKE_DNSMASQ=$TMP/dnsmasq-init run "$L" 1 1 start
+  if [ "$answer" = changed ]; then
+    check "start: snippet changed, dnsmasq restarted" has_line "$TMP/dnsmasq-calls" "dnsmasq restart"
+  else
+    check "start: snippet unchanged, dnsmasq left alone" test ! -e "$TMP/dnsmasq-calls"
+  fi
+  check "start ($answer snippet): the instance still starts" has_line "$L" "procd_close_instance"
+done
 
 # --- stop and the --cleanup safety net ---------------------------------------------------------
 cat >"$TMP/daemon-old" <<'EOF'

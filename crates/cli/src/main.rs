@@ -3,6 +3,7 @@
 //! ```text
 //! slipstream status [--json] [--socket PATH]
 //! slipstream flows  [--json] [--socket PATH] [--watch SECS]
+//! slipstream presets [NAME]
 //! ```
 //!
 //! Exit status: 0 on success, 1 if the daemon cannot be reached or answers with an error.
@@ -11,6 +12,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod presets;
 
 use clap::{Parser, Subcommand};
 use slipstream_inspect::{query, render_flows, render_status, Request, Response, DEFAULT_SOCKET};
@@ -41,6 +44,12 @@ enum Command {
         #[arg(long, value_name = "SECS")]
         watch: Option<f64>,
     },
+    /// The presets a rule can name (`preset = "steam"`), built in from crates/names/presets.toml; with
+    /// a NAME, its DNS name patterns and sources. Needs no running daemon.
+    Presets {
+        /// One preset to show in full.
+        name: Option<String>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -48,6 +57,7 @@ fn main() -> ExitCode {
     let (request, watch) = match cli.command {
         Command::Status => (Request::Status, None),
         Command::Flows { watch } => (Request::Flows, watch),
+        Command::Presets { name } => return presets::show(name.as_deref()),
     };
     if let Some(secs) = watch {
         if !(secs.is_finite() && secs > 0.0) {

@@ -27,7 +27,18 @@ pub(crate) struct RawConfig {
     #[serde(default)]
     pub household: RawHousehold,
     #[serde(default)]
+    pub names: RawNames,
+    #[serde(default)]
     pub rules: Vec<RawRule>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawNames {
+    pub set_timeout: Option<String>,
+    pub dnsmasq_conf: Option<String>,
+    pub dhcp_leases: Option<Vec<String>>,
+    pub lease_poll: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -81,6 +92,13 @@ pub(crate) struct RawRule {
     pub lan_hosts: Vec<String>,
     #[serde(default)]
     pub lan_macs: Vec<String>,
+    #[serde(default)]
+    pub lan_hostnames: Vec<String>,
+    #[serde(default)]
+    pub domains: Vec<String>,
+    /// `preset = "steam"` or `preset = ["steam", "epic"]` (also spelled `presets`).
+    #[serde(default, alias = "presets")]
+    pub preset: OneOrMany,
     pub controller: Option<Kinded<RawController>>,
     pub weight: Option<i64>,
     pub min_rate: Option<IntOrString>,
@@ -93,6 +111,26 @@ pub(crate) struct RawHousehold {
     pub budget: Option<Kinded<RawBudget>>,
     pub slowdown_interval: Option<String>,
     pub turn: Option<String>,
+}
+
+/// One string or a list of them (`preset = "steam"`, `preset = ["steam", "epic"]`).
+#[derive(Debug, Default, Clone, PartialEq, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum OneOrMany {
+    #[default]
+    None,
+    One(String),
+    Many(Vec<String>),
+}
+
+impl OneOrMany {
+    pub(crate) fn into_vec(self) -> Vec<String> {
+        match self {
+            OneOrMany::None => Vec::new(),
+            OneOrMany::One(s) => vec![s],
+            OneOrMany::Many(v) => v,
+        }
+    }
 }
 
 /// A list entry that may be written as a number or a string (`443` / `"6881-6889"`, `8` / `"CS1"`).

@@ -62,6 +62,7 @@ fn shipped_config_commented_examples_parse_when_uncommented() {
                         "weight",
                         "min_rate",
                         "priority",
+                        "preset",
                     ]
                     .iter()
                     .any(|k| rest.starts_with(&format!("{k} =")))
@@ -74,7 +75,11 @@ fn shipped_config_commented_examples_parse_when_uncommented() {
         .collect();
     let config = parse(&uncommented, "uncommented").unwrap_or_else(|e| panic!("{e}\n{uncommented}"));
     let names: Vec<_> = config.rules.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names[3..], ["backup-box", "game-downloads", "nightly-sync"]);
+    assert_eq!(
+        names[3..],
+        ["backup-box", "game-downloads", "nightly-sync", "downloads"]
+    );
+    assert_eq!(config.rules[6].presets.len(), 5);
     assert_eq!(config.rules[3].lan_hosts.len(), 2);
     assert_eq!(config.rules[3].controller, ControllerConfig::Household);
     assert_eq!(config.rules[3].share.weight, 1);

@@ -50,7 +50,8 @@ fn shipped_uci_examples_parse_when_uncommented() {
             "dscp-background",
             "backup-box",
             "game-downloads",
-            "nightly-sync"
+            "nightly-sync",
+            "downloads"
         ],
         "windows_update_peers is disabled"
     );
@@ -291,7 +292,7 @@ fn errors_name_section_option_and_line() {
         ("config rule 'r'\n list lan_mac 'aa:bb:cc:dd:ee'\n".into(), "rule 'r' (line 1), option lan_mac (line 2)", "not a MAC address"),
         ("config rule 'r'\n list lan_mac '01:00:5e:00:00:01'\n".into(), "rule 'r' (line 1), option lan_mac (line 2)", "multicast"),
         (format!("{main} option hook local\nconfig rule 'r'\n list lan_mac 'aa:bb:cc:dd:ee:ff'\n"), "rule 'r' (line 3), option lan_mac (line 4)", "need option hook = \"forward\""),
-        ("config rule 'r'\n option controller vulture\n".into(), "rule 'r' (line 1)", "has no criteria (remote_port, local_port, dscp, lan_host, lan_mac)"),
+        ("config rule 'r'\n option controller vulture\n".into(), "rule 'r' (line 1)", "has no criteria (remote_port, local_port, dscp, lan_host, lan_mac, lan_hostname, domain, preset)"),
         ("config rule 'r'\n option name 'bad name'\n option dscp LE\n".into(), "rule 'r' (line 1), option name (line 2)", "letters, digits"),
         ("config rule 'r'\n option dscp LE\n option controller 'magic'\n".into(), "rule 'r' (line 1), option controller (line 3)", "unknown controller \"magic\""),
         ("config rule 'r'\n option dscp LE\n option controller 'fixed_window'\n".into(), "rule 'r' (line 1), option window_bytes", "is required for controller 'fixed_window'"),

@@ -55,6 +55,11 @@ pub struct ControlState {
     pub firewall_last_error: Option<String>,
     pub ack_queue: u16,
     pub data_queue: u16,
+    /// How each rule classes by name (`preset steam`), by rule name; shown by `flows`.
+    pub matched_by: std::collections::BTreeMap<String, String>,
+    /// The address sets of rules by name and the backend holding them; `status` counts entries.
+    pub name_sets: Vec<slipstream_firewall::KernelSet>,
+    pub name_sets_backend: Option<slipstream_firewall::Backend>,
 }
 
 /// Everything a connection handler needs.
@@ -112,7 +117,14 @@ impl Control {
                 Response::Status(Box::new(self.status(&view)))
             }
             Request::Flows => match self.ask(usize::MAX).await {
-                Some(view) => Response::Flows(flow_list(&view)),
+                Some(view) => {
+                    let mut list = flow_list(&view);
+                    let by = self.state().matched_by;
+                    for f in &mut list.flows {
+                        f.matched_by = by.get(&f.rule).cloned().unwrap_or_default();
+                    }
+                    Response::Flows(list)
+                }
                 None => Response::Error("the packet thread does not answer (stopped?)".into()),
             },
         }
@@ -120,6 +132,7 @@ impl Control {
 
     fn status(&self, view: &PacketView) -> Status {
         let state = self.state();
+        let name_sets = crate::names::set_status(state.name_sets_backend, &state.name_sets);
         let s = &view.snapshot;
         let passed = PassReason::ALL.iter().map(|r| s.counters.passed(*r)).sum();
         Status {
@@ -161,6 +174,7 @@ impl Control {
             datapath_errors: self.datapath_errors.load(Ordering::Relaxed),
             // The same links as the metrics show, so `status` and the dashboard agree.
             household: household_links(s).map(link_status).collect(),
+            name_sets,
         }
     }
 }
@@ -204,6 +218,7 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
     FlowInfo {
         rule: rule.map_or_else(|| f.rule.to_string(), |r| r.name.clone()),
         rule_removed: usize::from(f.rule) > configured,
+        matched_by: String::new(),
         controller: rule.map_or("", |r| r.controller).to_owned(),
         endpoints: [
             key.endpoint(Side::Low).to_string(),

@@ -19,6 +19,7 @@ mod kernel_time;
 mod lan_hosts;
 mod lan_side;
 mod metrics_server;
+mod names;
 mod packet_loop;
 mod privileges;
 mod reload;
@@ -69,6 +70,10 @@ struct Cli {
     /// handshake, so Slipstream cannot slow them down; only for testing.
     #[arg(long)]
     allow_flow_offload: bool,
+    /// With --config: write the dnsmasq snippet for the rules by name (`names.dnsmasq_conf`),
+    /// print `changed` or `unchanged`, and exit. The init script restarts dnsmasq on `changed`.
+    #[arg(long, requires = "config")]
+    write_dnsmasq_conf: bool,
 }
 
 fn main() -> ExitCode {
@@ -101,6 +106,21 @@ fn main() -> ExitCode {
     };
     if cli.cleanup {
         return cleanup(&config);
+    }
+    if cli.write_dnsmasq_conf {
+        let written = detect_backend(config.datapath.firewall)
+            .map_err(anyhow::Error::new)
+            .and_then(|backend| Ok(names::write_dnsmasq_conf(&config, backend)?));
+        return match written {
+            Ok(changed) => {
+                println!("{}", if changed { "changed" } else { "unchanged" });
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: writing the dnsmasq snippet: {e:#}");
+                ExitCode::FAILURE
+            }
+        };
     }
     if !config.enabled {
         eprintln!(
@@ -218,6 +238,7 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     // From here on the firewall programs run with the two capabilities the daemon kept.
     let backend = detect_backend(config.datapath.firewall).context("choosing a firewall backend")?;
     let firewall = Firewall::install(&config, backend).context("installing firewall rules")?;
+    write_dnsmasq_conf(&config, backend);
     info!(
         "slipstreamd running: {} rules, firewall {backend:?}, queues {}/{}, metrics on http://{}/metrics, control socket {}",
         config.rules.len(),
@@ -282,6 +303,9 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
             firewall_last_check_unix: Some(unix_now()),
             ack_queue: config.datapath.ack_queue,
             data_queue: config.datapath.data_queue,
+            matched_by: matched_by(&config),
+            name_sets: firewall.plan().sets.clone(),
+            name_sets_backend: Some(backend),
             ..ControlState::default()
         }),
         counters: counters.clone(),
@@ -290,14 +314,17 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         datapath_errors,
         published: snapshot,
     });
+    let lease_poll = config.names.lease_poll;
     let mut daemon = Daemon {
         config_path,
+        leases: names::LeaseWatch::new(&config.names.dhcp_leases),
         running: config,
         firewall,
         control: control.clone(),
         counters,
         lan_interfaces,
     };
+    daemon.refresh_hosts();
 
     let served = runtime.block_on(async {
         // Moved in: the socket file goes when `socket` drops, at the end of this block.
@@ -312,6 +339,8 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         let mut watchdog = tokio::time::interval(WATCHDOG_INTERVAL);
         watchdog.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         watchdog.tick().await; // the first tick is immediate; the rules were just verified
+        let mut lease_check = tokio::time::interval(lease_poll);
+        lease_check.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 r = &mut metrics_server => return r.context("metrics endpoint"),
@@ -325,6 +354,7 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
                     }
                 }
                 _ = watchdog.tick() => daemon.watchdog(),
+                _ = lease_check.tick() => daemon.refresh_hosts(),
             }
         }
         Ok(())
@@ -340,6 +370,7 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
         Err(_) => Err(anyhow::anyhow!("packet loop panicked")),
     };
     let removed = daemon.firewall.remove().context("removing firewall rules");
+    names::remove_dnsmasq_conf(&daemon.running);
     served.and(looped).and(removed)
 }
 
@@ -352,6 +383,8 @@ struct Daemon {
     control: Arc<Control>,
     counters: Arc<DaemonCounters>,
     lan_interfaces: Arc<Mutex<Vec<String>>>,
+    /// The DHCP lease files of `lan_hostnames`.
+    leases: names::LeaseWatch,
 }
 
 #[derive(Debug, PartialEq, Eq)]
@@ -423,7 +456,16 @@ impl Daemon {
         }
         *self.lan_interfaces.lock().unwrap_or_else(PoisonError::into_inner) =
             effective.datapath.lan_interfaces.clone();
+        write_dnsmasq_conf(&effective, self.firewall.backend());
+        let by = matched_by(&effective);
+        let sets = self.firewall.plan().sets.clone();
+        self.control.update(|s| {
+            s.matched_by = by;
+            s.name_sets = sets;
+        });
+        self.leases = names::LeaseWatch::new(&effective.names.dhcp_leases);
         self.running = effective;
+        self.refresh_hosts();
         self.counters.config_loaded(unix_now_ms(), false);
         self.counters.set_firewall_installed(true);
         self.control.update(|s| {
@@ -435,6 +477,25 @@ impl Daemon {
             s.firewall_last_error = None;
         });
         Reloaded::Applied
+    }
+
+    /// Every `names.lease_poll`, and after a reload: if a lease file changed, the host sets of
+    /// `lan_hostnames` rules get the addresses leased now (rules untouched).
+    fn refresh_hosts(&mut self) {
+        if !self.running.rules.iter().any(|r| !r.lan_hostnames.is_empty()) || !self.leases.changed() {
+            return;
+        }
+        let hosts = names::host_addrs(&self.running, &self.leases.read());
+        match self.firewall.set_hosts(hosts) {
+            Ok(true) => {
+                for (rule, addrs) in self.firewall.hosts() {
+                    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
+                    info!("rule {rule:?}: named LAN hosts now at [{}]", list.join(", "));
+                }
+            }
+            Ok(false) => {}
+            Err(e) => warn!("updating the host sets of lan_hostnames rules: {e}"),
+        }
     }
 
     fn reload_failed(&self, message: String) {
@@ -474,6 +535,36 @@ impl Daemon {
             }
         }
     }
+}
+
+/// Writes the dnsmasq snippet of the rules by name; dnsmasq reads it when it restarts (the
+/// OpenWrt init script does that). A failure is logged: rules by port still work without it.
+fn write_dnsmasq_conf(config: &Config, backend: slipstream_firewall::Backend) {
+    match names::write_dnsmasq_conf(config, backend) {
+        Ok(true) => info!(
+            "dnsmasq snippet {} updated: dnsmasq applies it when restarted",
+            config
+                .names
+                .dnsmasq_conf
+                .as_deref()
+                .unwrap_or(std::path::Path::new("-"))
+                .display()
+        ),
+        Ok(false) => {}
+        Err(e) => {
+            warn!("writing the dnsmasq snippet: {e}; rules by domain match only what dnsmasq is told by hand")
+        }
+    }
+}
+
+/// How each rule classes by name, for `slipstream flows`.
+fn matched_by(config: &Config) -> std::collections::BTreeMap<String, String> {
+    config
+        .rules
+        .iter()
+        .map(|r| (r.name.clone(), names::matched_by(r)))
+        .filter(|(_, by)| !by.is_empty())
+        .collect()
 }
 
 /// Logs the packets handled and the CPU time the daemon used for them.

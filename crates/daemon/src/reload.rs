@@ -65,6 +65,8 @@ pub fn effective_config(running: &Config, new: Config) -> (Config, Vec<String>) 
     keep!(datapath.mark_mask, "datapath.mark_mask");
     keep!(metrics.listen, "metrics.listen");
     keep!(control.socket, "control.socket");
+    // An ipset's default timeout is fixed when it is created.
+    keep!(names.set_timeout, "names.set_timeout");
     (effective, restart)
 }
 

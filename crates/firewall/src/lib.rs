@@ -46,6 +46,7 @@ mod nft;
 mod offload;
 mod plan;
 mod runner;
+mod sets;
 
 pub use nft::{delete_transaction as nft_delete_transaction, QUEUE_PROBE as NFT_QUEUE_PROBE};
 pub use offload::{
@@ -53,10 +54,14 @@ pub use offload::{
     FIREWALL_UCI_PATH, OFFLOAD_FIX,
 };
 pub use plan::{
-    multiport_chunks, plan, IpFamily, IptablesPlan, PlannedCommand, RulePlan, CLASSIFY_CHAIN, HOOK_CHAINS,
-    MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
+    multiport_chunks, plan, plan_keeping, plan_with_hosts, IpFamily, IptablesPlan, PlannedCommand, RulePlan,
+    CLASSIFY_CHAIN, HOOK_CHAINS, MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
 };
 pub use runner::CommandRunner;
+pub use sets::{
+    ipset_create_input, ipset_hosts_input, kernel_sets, nft_hosts_transaction, nft_kept_entries,
+    set_entry_counts, HostAddrs, KeptEntries, KernelSet,
+};
 
 use slipstream_config::{Config, FirewallBackend};
 use std::fmt;
@@ -308,6 +313,10 @@ pub fn reset_with(runner: &CommandRunner, backend: Backend, config: &Config) -> 
     for e in reset_backend(runner, other, config.datapath.ipv6) {
         tracing::debug!(error = %e, "clearing leftovers of the other firewall backend (ignored)");
     }
+    // Our ipsets, once no rule references them (absent `ipset`: nothing to clear).
+    for e in sets::destroy_ipsets_except(runner, &[]) {
+        tracing::debug!(error = %e, "clearing Slipstream's ipsets (ignored)");
+    }
     errors
 }
 
@@ -410,6 +419,9 @@ pub struct Firewall {
     plan: RulePlan,
     ipv6: bool,
     removed: bool,
+    /// The config the plan is for, and the host set entries (nft re-plans with both).
+    config: Config,
+    hosts: HostAddrs,
 }
 
 impl Firewall {
@@ -438,8 +450,15 @@ impl Firewall {
             plan: plan(config, backend),
             ipv6: config.datapath.ipv6,
             removed: false,
+            config: config.clone(),
+            hosts: HostAddrs::new(),
         };
-        let result = fw.take_over().and_then(|()| fw.verify());
+        let result = fw
+            .create_sets(true)
+            .and_then(|()| fw.take_over())
+            // Host sets an earlier run left hold its addresses: empty until the leases say.
+            .and_then(|()| fw.fill_host_sets())
+            .and_then(|()| fw.verify());
         if let Err(e) = result {
             for undo in fw.remove_inner() {
                 tracing::warn!(error = %undo, "undoing a failed firewall setup");
@@ -603,7 +622,9 @@ impl Firewall {
             tracing::debug!(error = %e, "clearing what was left of the rules before re-applying");
         }
         self.removed = false;
+        self.create_sets(false)?;
         self.apply()?;
+        self.fill_host_sets()?;
         self.verify()
     }
 
@@ -617,11 +638,17 @@ impl Firewall {
     /// rules were not in place to begin with (removed behind the daemon's back), the new ones are
     /// installed from scratch.
     pub fn replace(&mut self, config: &Config) -> Result<(), FirewallError> {
-        let new_plan = plan(config, self.backend);
+        let new_plan = plan_with_hosts(config, self.backend, &self.hosts);
         let new_ipv6 = config.datapath.ipv6;
+        // New sets exist before the rules that match them (ipset; nft declares them inline).
+        self.create_sets_of(&new_plan.sets)?;
         match self.backend {
             Backend::Nftables => {
-                for cmd in new_plan.apply_commands() {
+                // The table is replaced whole: carry the resolved addresses over, each with the
+                // time it had left. The plan kept afterwards (for a watchdog re-install) has none.
+                let kept = sets::nft_kept_entries(&self.runner, &self.plan.sets);
+                let with_kept = plan::plan_keeping(config, self.backend, &self.hosts, &kept);
+                for cmd in with_kept.apply_commands() {
                     let input = cmd.stdin.clone().unwrap_or_default();
                     if let Err(e) = self.runner.run(&cmd).map_err(|e| e.with_input_line(&input)) {
                         return self.replace_failed(e, new_plan, new_ipv6);
@@ -670,6 +697,8 @@ impl Firewall {
         self.plan = new_plan;
         self.ipv6 = new_ipv6;
         self.removed = false;
+        self.config = config.clone();
+        self.after_replace();
         if let Err(e) = self.verify() {
             // Something (not the transaction) was missing already, e.g. a hook jump flushed
             // behind the daemon's back: install the new rules from scratch.
@@ -749,7 +778,9 @@ impl Firewall {
 
     fn remove_inner(&mut self) -> Vec<FirewallError> {
         self.removed = true;
-        reset_backend(&self.runner, self.backend, self.ipv6)
+        let mut errors = reset_backend(&self.runner, self.backend, self.ipv6);
+        errors.extend(self.destroy_sets());
+        errors
     }
 
     /// Removes the rules; tries everything and reports every error.

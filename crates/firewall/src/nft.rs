@@ -21,6 +21,7 @@
 use crate::plan::NFT_TABLE;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use slipstream_config::{Config, PortRange, Rule};
+use slipstream_names::sets::{set_name, Family, SetKind};
 use std::fmt::Write;
 
 /// Text that deletes the table if present (declaring it first makes the delete never fail).
@@ -43,7 +44,20 @@ enum Fam {
     V6,
 }
 
+/// One alternative of a rule's LAN host criterion.
+enum HostSel {
+    Nets(Vec<IpNet>),
+    Set(String),
+}
+
 impl Fam {
+    fn names(self) -> Family {
+        match self {
+            Fam::V4 => Family::V4,
+            Fam::V6 => Family::V6,
+        }
+    }
+
     fn kw(self) -> &'static str {
         match self {
             Fam::V4 => "ip",
@@ -113,14 +127,16 @@ fn ifname(name: &str) -> String {
     }
 }
 
-/// The full `table inet slipstream { ... }` text for `config`.
-pub fn ruleset(config: &Config) -> String {
+/// The full `table inet slipstream { ... }` text for `config`; `set_declarations` declares the
+/// rules' address sets (see `sets.rs`) at the top of the table.
+pub fn ruleset(config: &Config, set_declarations: &str) -> String {
     let d = &config.datapath;
     let mask = d.mark_mask;
     let keep = !mask;
     let v4only = if d.ipv6 { "" } else { "meta nfproto ipv4 " };
     let mut s = String::new();
     let _ = writeln!(s, "table inet {NFT_TABLE} {{");
+    s.push_str(set_declarations);
 
     let lan = set(&d.lan_interfaces.iter().map(|n| ifname(n)).collect::<Vec<_>>());
     let mut hooks: Vec<(&str, &str, Vec<NftDirection>)> = Vec::new();
@@ -225,19 +241,29 @@ fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool) -> Vec<String> {
     } else {
         vec![Fam::V4]
     };
-    // (family, hosts of that family): family-specific only when a CIDR or DSCP needs it.
-    let mut variants: Vec<(Option<Fam>, Vec<IpNet>)> = Vec::new();
-    if !rule.lan_hosts.is_empty() {
+    // (family, LAN host alternative): family-specific only when a CIDR, a set or DSCP needs it.
+    let mut variants: Vec<(Option<Fam>, Option<HostSel>)> = Vec::new();
+    let by_host = !rule.lan_hosts.is_empty() || !rule.lan_hostnames.is_empty();
+    if by_host || !rule.dscp.is_empty() || !rule.domains.is_empty() {
         for &f in &fams {
-            let hosts = aggregate(f, &rule.lan_hosts);
-            if !hosts.is_empty() {
-                variants.push((Some(f), hosts));
+            if !rule.lan_hosts.is_empty() {
+                let nets = aggregate(f, &rule.lan_hosts);
+                if !nets.is_empty() {
+                    variants.push((Some(f), Some(HostSel::Nets(nets))));
+                }
+            }
+            if !rule.lan_hostnames.is_empty() {
+                variants.push((
+                    Some(f),
+                    Some(HostSel::Set(set_name(&rule.name, SetKind::Host, f.names()))),
+                ));
+            }
+            if !by_host {
+                variants.push((Some(f), None));
             }
         }
-    } else if !rule.dscp.is_empty() {
-        variants.extend(fams.iter().map(|&f| (Some(f), Vec::new())));
     } else {
-        variants.push((None, Vec::new()));
+        variants.push((None, None));
     }
 
     let mut macs = rule.lan_macs.clone();
@@ -246,7 +272,7 @@ fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool) -> Vec<String> {
     let mut out = Vec::new();
     // A MAC can only match packets entering from the LAN.
     for dir in dirs.iter().filter(|d| macs.is_empty() || d.from_lan) {
-        for (fam, hosts) in &variants {
+        for (fam, host) in &variants {
             let mut l = String::new();
             if let Some(i) = &dir.iface {
                 l += i;
@@ -255,9 +281,21 @@ fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool) -> Vec<String> {
             if !macs.is_empty() {
                 l += &format!("ether saddr {} ", set(&macs));
             }
-            if let (Some(f), false) = (fam, hosts.is_empty()) {
-                let addr = if dir.local_is_src { "saddr" } else { "daddr" };
-                l += &format!("{} {addr} {} ", f.kw(), set(hosts));
+            let (local_addr, remote_addr) = if dir.local_is_src {
+                ("saddr", "daddr")
+            } else {
+                ("daddr", "saddr")
+            };
+            match (fam, host) {
+                (Some(f), Some(HostSel::Nets(nets))) => {
+                    l += &format!("{} {local_addr} {} ", f.kw(), set(nets))
+                }
+                (Some(f), Some(HostSel::Set(name))) => l += &format!("{} {local_addr} @{name} ", f.kw()),
+                _ => {}
+            }
+            if let (Some(f), false) = (fam, rule.domains.is_empty()) {
+                let name = set_name(&rule.name, SetKind::Dst, f.names());
+                l += &format!("{} {remote_addr} @{name} ", f.kw());
             }
             let (sp, dp) = if dir.local_is_src {
                 (&rule.local_ports, &rule.remote_ports)

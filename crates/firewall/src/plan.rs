@@ -27,6 +27,7 @@
 //! `hook = "forward"` (iptables rejects a MAC match in a chain reachable from OUTPUT).
 
 use crate::nft;
+use crate::sets::{self, HostAddrs, KeptEntries, KernelSet};
 use crate::Backend;
 use ipnet::IpNet;
 use slipstream_config::{Config, Datapath, Hook, MacAddr, PortRange, Rule};
@@ -194,6 +195,9 @@ pub struct RulePlan {
     pub iptables: Vec<IptablesPlan>,
     /// nftables backend: the `table inet slipstream { ... }` text. `None` for iptables.
     pub nft_ruleset: Option<String>,
+    /// The address sets the rules match (rules by name). iptables: ipsets created before the
+    /// rules; nftables: declared in the ruleset.
+    pub sets: Vec<KernelSet>,
 }
 
 impl RulePlan {
@@ -241,8 +245,21 @@ impl fmt::Display for RulePlan {
     }
 }
 
-/// Generates the rules for `config` and `backend`. Pure.
+/// Generates the rules for `config` and `backend`, with empty host sets. Pure.
 pub fn plan(config: &Config, backend: Backend) -> RulePlan {
+    plan_with_hosts(config, backend, &HostAddrs::new())
+}
+
+/// Generates the rules for `config` and `backend`; `hosts` fills the nft host sets (ipsets are
+/// filled separately). Pure.
+pub fn plan_with_hosts(config: &Config, backend: Backend, hosts: &HostAddrs) -> RulePlan {
+    plan_keeping(config, backend, hosts, &KeptEntries::new())
+}
+
+/// [`plan_with_hosts`], with remote set entries carried over from the table being replaced
+/// (nftables declares its sets in the ruleset, so a replacement would start them empty).
+pub fn plan_keeping(config: &Config, backend: Backend, hosts: &HostAddrs, kept: &KeptEntries) -> RulePlan {
+    let kernel_sets = sets::kernel_sets(config);
     match backend {
         Backend::IptablesLegacy => {
             let mut families = vec![IpFamily::V4];
@@ -253,12 +270,17 @@ pub fn plan(config: &Config, backend: Backend) -> RulePlan {
                 backend,
                 iptables: families.into_iter().map(|f| iptables_plan(config, f)).collect(),
                 nft_ruleset: None,
+                sets: kernel_sets,
             }
         }
         Backend::Nftables => RulePlan {
             backend,
             iptables: Vec::new(),
-            nft_ruleset: Some(nft::ruleset(config)),
+            nft_ruleset: Some(nft::ruleset(
+                config,
+                &sets::nft_declarations(&kernel_sets, hosts, kept),
+            )),
+            sets: kernel_sets,
         },
     }
 }
@@ -416,17 +438,31 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     }
 }
 
-/// The rules of one config rule: the cross product direction x CIDR x MAC x DSCP x local-port chunk
-/// x remote-port chunk, each setting the connmark to the rule's value. A rule with MACs has lines
+/// One alternative of a rule's LAN host criterion: an address block or the rule's host set.
+#[derive(Debug, Clone, PartialEq)]
+enum HostSel {
+    Net(IpNet),
+    Set(String),
+}
+
+/// The rules of one config rule: the cross product direction x host (CIDR or host set) x MAC x
+/// DSCP x local-port chunk x remote-port chunk, each setting the connmark to the rule's value;
+/// a rule with domains also needs the remote address in its set. A rule with MACs has lines
 /// only in the from-LAN directions.
 fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[Direction]) -> Vec<String> {
-    let hosts = dedup(&rule.lan_hosts);
-    let family_hosts: Vec<IpNet> = hosts.iter().filter(|n| family.contains(n)).copied().collect();
-    if !hosts.is_empty() && family_hosts.is_empty() {
+    let nets = dedup(&rule.lan_hosts);
+    let mut family_hosts: Vec<HostSel> = nets
+        .iter()
+        .filter(|n| family.contains(n))
+        .map(|n| HostSel::Net(*n))
+        .collect();
+    family_hosts.extend(sets::host_set(rule, family).map(HostSel::Set));
+    if (!nets.is_empty() || !rule.lan_hostnames.is_empty()) && family_hosts.is_empty() {
         // Every CIDR is of the other family: the rule cannot match here.
         return Vec::new();
     }
     let hosts = any_or_each(family_hosts);
+    let remote_set = sets::dst_set(rule, family);
     let has_macs = !rule.lan_macs.is_empty();
     let macs = any_or_each(dedup(&rule.lan_macs));
     let dscps = any_or_each(dedup(&rule.dscp));
@@ -435,6 +471,11 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
 
     let mut out = Vec::new();
     for dir in dirs.iter().filter(|d| !has_macs || d.enters_from_lan()) {
+        let (local_side, remote_side) = if dir.local_is_src {
+            ("src", "dst")
+        } else {
+            ("dst", "src")
+        };
         for host in &hosts {
             for mac in &macs {
                 for dscp in &dscps {
@@ -446,7 +487,7 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
                                 (remote, local)
                             };
                             let mut r = format!("-A {CLASSIFY_CHAIN}");
-                            if let Some(net) = host {
+                            if let Some(HostSel::Net(net)) = host {
                                 r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
                             }
                             if let Some((flag, name)) = &dir.iface {
@@ -464,6 +505,12 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
                             }
                             if let Some(p) = dst_ports {
                                 r += &format!(" -m multiport --dports {p}");
+                            }
+                            if let Some(HostSel::Set(set)) = host {
+                                r += &format!(" -m set --match-set {set} {local_side}");
+                            }
+                            if let Some(set) = &remote_set {
+                                r += &format!(" -m set --match-set {set} {remote_side}");
                             }
                             if let Some(v) = dscp {
                                 r += &format!(" -m dscp --dscp {v:#04x}");

@@ -117,6 +117,21 @@ pub struct Status {
     /// from daemons that predate it).
     #[serde(default)]
     pub household: Vec<LinkStatus>,
+    /// The address sets of rules by name, with how many addresses each holds now (empty
+    /// without such rules, and from daemons that predate them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub name_sets: Vec<NameSetStatus>,
+}
+
+/// One address set of a rule by name (`domains`/`preset`: remote addresses dnsmasq resolved;
+/// `lan_hostnames`: LAN hosts from the DHCP leases).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NameSetStatus {
+    pub rule: String,
+    /// Kernel set name (`ss_dst4_games`).
+    pub set: String,
+    /// Entries now; `None` if the set could not be listed.
+    pub entries: Option<usize>,
 }
 
 /// One access link under household control: the budget its background flows share.
@@ -180,6 +195,11 @@ pub struct FlowInfo {
     pub rule: String,
     /// The rule was removed by a reload: the flow is released (not clamped) until it ends.
     pub rule_removed: bool,
+    /// How the rule classes by name, if it does (`preset steam`, `host steam-deck`,
+    /// `domains dl.example.com`): the flow's remote address was in the rule's set, filled by
+    /// dnsmasq for one of those names, or its LAN host holds a lease under one of those names.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub matched_by: String,
     /// The rule's controller (`vulture`, `fixed_window`).
     pub controller: String,
     /// Both endpoints (`addr:port`), in a fixed order.
@@ -421,6 +441,8 @@ pub fn render_flows(list: &FlowList) -> String {
             let (lan, remote, dir) = lan_and_remote(f);
             let class = if f.rule_removed {
                 format!("{} (removed)", f.rule)
+            } else if !f.matched_by.is_empty() {
+                format!("{} [{}]", f.rule, f.matched_by)
             } else {
                 f.rule.clone()
             };
@@ -527,6 +549,12 @@ pub fn render_status(s: &Status, now_unix: u64) -> String {
         "flows       {} active of {} max",
         s.flows_active, s.flows_max
     );
+    for n in &s.name_sets {
+        let entries = n
+            .entries
+            .map_or_else(|| "cannot be listed".to_owned(), |e| format!("{e} addresses"));
+        let _ = writeln!(out, "names       rule {}: set {} holds {entries}", n.rule, n.set);
+    }
     out.push('\n');
     let rows: Vec<Vec<String>> = s
         .rules

@@ -4,6 +4,7 @@ fn bulk() -> FlowInfo {
     FlowInfo {
         rule: "bittorrent".into(),
         rule_removed: false,
+        matched_by: String::new(),
         controller: "vulture".into(),
         endpoints: ["192.168.1.20:40000".into(), "203.0.113.5:6881".into()],
         sender: Some("203.0.113.5:6881".into()),
@@ -141,6 +142,11 @@ fn status() -> Status {
         flows_max: 4096,
         datapath_errors: 0,
         household: household(),
+        name_sets: vec![NameSetStatus {
+            rule: "games".into(),
+            set: "ss_dst4_games".into(),
+            entries: Some(3),
+        }],
     }
 }
 
@@ -444,6 +450,10 @@ fn status_text() {
     let text = render_status(&missing, 1_000_000);
     assert!(text.contains("rules MISSING (not checked yet)"), "{text}");
     assert!(
+        text.contains("\nnames       rule games: set ss_dst4_games holds 3 addresses\n"),
+        "{text}"
+    );
+    assert!(
         text.contains("firewall error: iptables-legacy: chain FORWARD has 0 jumps"),
         "{text}"
     );
@@ -474,4 +484,22 @@ fn print_views() {
             flows: vec![bulk(), shared(), waiting(), fresh()],
         })
     );
+}
+
+#[test]
+fn flows_show_how_a_rule_classes_by_name() {
+    let mut f = bulk();
+    f.rule = "games".into();
+    f.matched_by = "preset steam+epic".into();
+    let list = FlowList {
+        active: 1,
+        max: 10,
+        flows: vec![f.clone()],
+    };
+    assert!(render_flows(&list).contains("games [preset steam+epic]"));
+    // Older daemons send no matched_by: it reads as empty.
+    let mut json = serde_json::to_value(&f).unwrap();
+    json.as_object_mut().unwrap().remove("matched_by");
+    let back: FlowInfo = serde_json::from_value(json).unwrap();
+    assert_eq!(back.matched_by, "");
 }

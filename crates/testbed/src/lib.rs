@@ -55,6 +55,7 @@
 mod build;
 pub mod cmd;
 pub mod daemon;
+pub mod dnsmasq;
 pub mod iperf;
 mod netns;
 pub mod scenario;
