@@ -167,6 +167,11 @@ impl Testbed {
         host_addr(LAN_LINK, 1 + n.max(1), v6_)
     }
 
+    /// The router's LAN address: 10.77.3.1, or fd77:3::1 with `v6` (the LAN hosts' resolver).
+    pub fn router_lan_addr(&self, v6_: bool) -> IpAddr {
+        host_addr(LAN_LINK, 1, v6_)
+    }
+
     /// A [`Command`] running `args` inside namespace `ns` (`ip netns exec`); nothing is spawned.
     pub fn exec<S: AsRef<OsStr>>(&self, ns: Ns, args: &[S]) -> Command {
         cmd::netns_exec(&self.ns_name(ns), args)
