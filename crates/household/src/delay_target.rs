@@ -107,8 +107,18 @@ pub struct DelayTarget {
     yield_from: u64,
     /// Consecutive rounds with the queue above the target.
     high_rounds: u32,
+    /// The round before this one (proportional rule's share test).
+    previous: PreviousRound,
     /// The link's rate (proportional rule's C).
     link_rate: LinkRate,
+}
+
+/// What the share test keeps of the previous round.
+#[derive(Clone, Copy, Debug, Default)]
+struct PreviousRound {
+    delivered: u64,
+    interval: Duration,
+    above_target: bool,
 }
 
 /// Rounds the queue must stay below a quarter of the target before the budget grows
@@ -124,9 +134,9 @@ const CEILING_FRACTION: f64 = 0.85;
 /// dozens of flows taking turns, brief yields are frequent, and doubling back after each made the
 /// budget swing).
 const HIGH_ROUNDS_TO_RECOVER: u32 = 5;
-/// Above the target, a background delivering less than this fraction of the link's rate yields
-/// to that fraction (see [`DelayTarget::on_round`]); above it, round-to-round noise of the rate.
-const SHARE_TO_YIELD: f64 = 0.8;
+/// Above the target for two rounds, a background delivering less than this fraction of the
+/// link's rate over them yields to that fraction (see [`DelayTarget::on_round`]).
+const SHARE_TO_YIELD: f64 = 0.7;
 /// A recovery starts from this fraction of the ceiling (when the budget is below it): doubling
 /// from the floor took six rounds, most of a five-second idle period's first second.
 const RECOVERY_START_DIVISOR: f64 = 4.0;
@@ -142,6 +152,7 @@ impl DelayTarget {
             ceiling: 0,
             yield_from: 0,
             high_rounds: 0,
+            previous: PreviousRound::default(),
             link_rate: LinkRate::default(),
         }
     }
@@ -231,11 +242,21 @@ impl BudgetController for DelayTarget {
                 // exit (HyStart, on the queue the background keeps) grows by a segment per RTT
                 // and keeps the queue between T and 2T, where the step above is a few kB per
                 // round: the background held a third of the link for seconds. The background
-                // alone fills the link (R = C) and is not cut by this.
-                let share = round.delivery_rate() / link_rate;
-                if delay > target && share < SHARE_TO_YIELD {
+                // alone fills the link (R = C) and is not cut by this. R is taken over this
+                // round and the one before, both above the target: C is a maximum, and one
+                // round's delivery alone is noisy enough (ACK bursts, many flows taking turns,
+                // window-release timing without timestamps) to read 0.7 C on a full link.
+                let two_rounds = (round.delivered_bytes + self.previous.delivered) as f64
+                    / (round.interval + self.previous.interval).as_secs_f64().max(1e-3);
+                let share = two_rounds / link_rate;
+                if delay > target && self.previous.above_target && share < SHARE_TO_YIELD {
                     next = next.min(budget * share);
                 }
+                self.previous = PreviousRound {
+                    delivered: round.delivered_bytes,
+                    interval: round.interval,
+                    above_target: delay > target,
+                };
                 next
             }
         };
@@ -417,13 +438,17 @@ mod tests {
         let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
         // Alone: 100 kB per 100 ms round, so the link's rate C is 1 MB/s.
         assert_eq!(c.on_round(&round(100_000, Some(10), 100_000, 100_000)), 100_000);
-        // Best effort took 40% of the link and keeps the queue at 15 ms: the proportional
-        // step alone would be 0.5 * -5 ms * C = -2500; R / C = 0.6 wins: 60000.
-        assert_eq!(c.on_round(&round(100_000, Some(15), 60_000, 100_000)), 60_000);
-        // At 90% of C it is noise: the proportional step.
-        assert_eq!(c.on_round(&round(100_000, Some(15), 90_000, 100_000)), 97_500);
-        // Below the target, never.
-        assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_000);
+        // Best effort took half of the link and keeps the queue at 15 ms. The first round
+        // only takes the proportional step, 0.5 * -5 ms * C = -2500.
+        assert_eq!(c.on_round(&round(100_000, Some(15), 50_000, 100_000)), 97_500);
+        // The second: R / C over both rounds, 0.5, wins.
+        assert_eq!(c.on_round(&round(100_000, Some(15), 50_000, 100_000)), 50_000);
+        // A burst of 110 kB raises C to 1.1 MB/s; over two rounds R is 800 kB/s, 0.73 C: noise,
+        // only the proportional step, 0.5 * -5 ms * 1.1 MB/s = -2750.
+        assert_eq!(c.on_round(&round(100_000, Some(15), 110_000, 100_000)), 97_250);
+        // Below the target, never (the step is 0.5 * 2 ms * 1.1 MB/s).
+        assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_100);
+        assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_100);
     }
 
     #[test]
