@@ -308,7 +308,6 @@ impl Alternative {
     /// Sets the alternative up on the router of `tb`.
     pub fn setup(&self, tb: &Testbed, env: &AltEnv) -> Result<ActiveAlternative> {
         let mut active = ActiveAlternative {
-            alternative: *self,
             daemon: None,
             htb_dev: None,
             config_path: None,
@@ -404,8 +403,6 @@ impl AltEnv {
 /// An alternative set up on a testbed. [`teardown`](Self::teardown) removes it; dropping it
 /// kills the daemon (the namespace's deletion removes the rest).
 pub struct ActiveAlternative {
-    /// Which one.
-    pub alternative: Alternative,
     /// The daemon, if one runs.
     pub daemon: Option<Daemon>,
     /// The device carrying the HTB tree, if any.

@@ -186,14 +186,6 @@ impl Paper {
     pub fn about(v: f64, decimals: usize, source: &str) -> Paper {
         Paper::new(format!("{v:.decimals$}"), Some(Target::about(v)), source)
     }
-    /// At least `v` ("≥ v").
-    pub fn at_least(v: f64, decimals: usize, source: &str) -> Paper {
-        Paper::new(format!("≥ {v:.decimals$}"), Some(Target::at_least(v)), source)
-    }
-    /// At most `v` ("≤ v").
-    pub fn at_most(v: f64, decimals: usize, source: &str) -> Paper {
-        Paper::new(format!("≤ {v:.decimals$}"), Some(Target::at_most(v)), source)
-    }
     /// `target` shown plainly: "0.93", "≥ 0.93", "≤ 1.1" (shortest decimals).
     pub fn target(target: Target, source: &str) -> Paper {
         let shown = match target.bound {

@@ -262,8 +262,6 @@ fn one_run(
                 &listen,
                 "--duration",
                 &sink_secs,
-                "--bin-ms",
-                "100",
             ],
         ),
         Duration::from_secs(5),
