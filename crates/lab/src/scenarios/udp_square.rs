@@ -27,7 +27,6 @@
 //! point; the paper's text gives numbers only for on/off = 50 s (Fig. 7: binary search uses about
 //! 90% of the available bandwidth, stochastic approximation about 70%).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -41,7 +40,7 @@ use crate::web::procs::{helper_binary, Helper};
 use crate::web::udp::{self, SinkBin, SquareWave};
 
 const NAME: &str = "udp-square";
-const BG_PORT: u16 = 6881;
+use crate::harness::BG_PORT;
 const UDP_PORT: u16 = 5300;
 const BIN_S: f64 = 0.1;
 
@@ -166,30 +165,17 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         wave.validate()?;
         for repeat in 0..opts.repeats.max(1) {
             for &alt in &opts.alternatives {
-                let mut extra = BTreeMap::new();
-                extra.insert("on_off_T_s".to_string(), serde_json::json!(period));
-                extra.insert("udp_mbit".to_string(), serde_json::json!(udp_mbit));
-                extra.insert("warmup_s".to_string(), serde_json::json!(warm));
-                extra.insert("wave_s".to_string(), serde_json::json!(d));
                 let setup = RunSetup {
-                    scenario: NAME.into(),
-                    alternative: alt,
                     index,
                     count,
                     repeat,
-                    duration_s: warm + d + 1.0,
-                    background_ports: vec![BG_PORT],
-                    server_ports: vec![BG_PORT],
-                    servers: 1,
-                    clients: 1,
-                    timestamps_off: Vec::new(),
-                    rules: Vec::new(),
                     ping: false,
-                    ss: true,
-                    work_dir: work_dir.clone(),
-                    cc: None,
-                    extra,
-                };
+                    ..RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
+                }
+                .param("on_off_T_s", period)
+                .param("udp_mbit", udp_mbit)
+                .param("warmup_s", warm)
+                .param("wave_s", d);
                 index += 1;
                 let what = format!("run {index}/{count} ({alt}, on/off = {} s)", period_label(period));
                 let r = one_run(ctx, opts, setup, &web_bin, &wave, warm, d).with_context(|| what.clone())?;

@@ -25,7 +25,6 @@
 //! Series: `web_response` (t = object start, ms), `web_rt_by_size` (**x = bucket lower bound in
 //! bytes**, not time; value = mean response ms), and the harness's goodput series.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -40,7 +39,7 @@ use crate::web::procs::{helper_binary, Helper};
 use crate::web::{self, BucketStat, ObjectRecord};
 
 const NAME: &str = "web";
-const BG_PORT: u16 = 6881;
+use crate::harness::BG_PORT;
 const WEB_PORT: u16 = 8080;
 /// The web server is server 2 and the browsing LAN host is host 2; the background download runs
 /// between host 1 and server 1.
@@ -112,33 +111,27 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         let mut baseline: Option<(Vec<BucketStat>, f64)> = None;
         // The web-only run first, then each alternative with the background download.
         for alt in std::iter::once(None).chain(opts.alternatives.iter().copied().map(Some)) {
-            let mut extra = BTreeMap::new();
-            extra.insert("sessions".to_string(), serde_json::json!(sessions));
-            extra.insert("seed".to_string(), serde_json::json!(seed));
-            extra.insert("warmup_s".to_string(), serde_json::json!(warm));
-            extra.insert("web_s".to_string(), serde_json::json!(d));
-            extra.insert("background".to_string(), serde_json::json!(alt.is_some()));
             let setup = RunSetup {
-                scenario: NAME.into(),
-                alternative: alt.unwrap_or(Alternative::NoControl),
                 index,
                 count,
                 repeat,
-                duration_s: warm + d,
-                background_ports: vec![BG_PORT],
-                server_ports: vec![BG_PORT],
                 // The household: LAN host 1 downloads from server 1 in the background while
                 // LAN host 2 browses server 2.
                 servers: 2,
                 clients: 2,
-                timestamps_off: Vec::new(),
-                rules: Vec::new(),
                 ping: false,
-                ss: true,
-                work_dir: work_dir.clone(),
-                cc: None,
-                extra,
-            };
+                ..RunSetup::new(
+                    NAME,
+                    alt.unwrap_or(Alternative::NoControl),
+                    warm + d,
+                    work_dir.clone(),
+                )
+            }
+            .param("sessions", sessions)
+            .param("seed", seed)
+            .param("warmup_s", warm)
+            .param("web_s", d)
+            .param("background", alt.is_some());
             index += 1;
             let label = alt.map_or(WEB_ONLY.to_string(), |a| a.label());
             let what = format!("run {index}/{count} ({label})");
