@@ -36,7 +36,7 @@ use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
 use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::procs::{helper_binary, Helper};
+use crate::web::procs::{helper_binary, helper_command, Helper};
 use crate::web::udp::{self, SinkBin, SquareWave};
 
 const NAME: &str = "udp-square";
@@ -235,46 +235,20 @@ fn one_run(
     let mut run = Run::start(ctx, opts, setup)?;
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, total))?;
     run.wait_until(warm - 1.0)?;
-    let bin = web_bin.as_os_str().to_string_lossy().into_owned();
-    let sink_secs = format!("{:.1}", d + 3.0);
-    let listen = format!("0.0.0.0:{UDP_PORT}");
+    let sink_args = format!("udp-sink --listen 0.0.0.0:{UDP_PORT} --duration {:.1}", d + 3.0);
     let sink = Helper::spawn_ready(
-        run.tb().exec(
-            Ns::Client,
-            &[
-                bin.as_str(),
-                "udp-sink",
-                "--listen",
-                &listen,
-                "--duration",
-                &sink_secs,
-            ],
-        ),
+        helper_command(run.tb(), Ns::Client, web_bin, &sink_args),
         Duration::from_secs(5),
     )?;
     let t_sink = run.t();
     run.wait_until(warm)?;
     let dst = format!("{}:{UDP_PORT}", run.tb().client_addr(false));
-    let (rate, period, dur) = (
-        format!("{}", wave.rate_bps / 1e6),
-        format!("{}", wave.period_s),
-        format!("{d}"),
+    let send_args = format!(
+        "udp-send --dst {dst} --rate-mbit {} --period {} --duration {d}",
+        wave.rate_bps / 1e6,
+        wave.period_s
     );
-    let sender = Helper::spawn(run.tb().exec(
-        Ns::Server,
-        &[
-            bin.as_str(),
-            "udp-send",
-            "--dst",
-            &dst,
-            "--rate-mbit",
-            &rate,
-            "--period",
-            &period,
-            "--duration",
-            &dur,
-        ],
-    ))?;
+    let sender = Helper::spawn(helper_command(run.tb(), Ns::Server, web_bin, &send_args))?;
     let t_udp = run.t();
     run.wait_until(t_udp + d)?;
     sender.wait(Duration::from_secs(10)).context("udp-send")?;

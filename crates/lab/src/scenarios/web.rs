@@ -35,7 +35,7 @@ use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
 use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::procs::{helper_binary, Helper};
+use crate::web::procs::{helper_binary, helper_command, Helper};
 use crate::web::{self, BucketStat, ObjectRecord};
 
 const NAME: &str = "web";
@@ -202,13 +202,13 @@ fn one_run(
     seed: u64,
 ) -> Result<(RunResult, Vec<ObjectRecord>)> {
     let mut run = Run::start(ctx, opts, setup)?;
-    let bin = web_bin.as_os_str().to_string_lossy().into_owned();
-    let listen = format!("0.0.0.0:{WEB_PORT}");
     // The server lives until teardown (the testbed kills what runs in its namespaces).
     let server = Helper::spawn_ready(
-        run.tb().exec(
+        helper_command(
+            run.tb(),
             Ns::server(WEB_HOST),
-            &[bin.as_str(), "server", "--listen", &listen],
+            web_bin,
+            &format!("server --listen 0.0.0.0:{WEB_PORT}"),
         ),
         Duration::from_secs(5),
     )?;
@@ -223,23 +223,13 @@ fn one_run(
     }
     let t_web = run.t();
     let target = format!("{}:{WEB_PORT}", run.tb().server_addr_of(WEB_HOST, false));
-    let (dur, sess, sd) = (format!("{d}"), sessions.to_string(), seed.to_string());
-    let client = Helper::spawn(run.tb().exec(
+    let client_args =
+        format!("client --server {target} --duration {d} --grace 15 --sessions {sessions} --seed {seed}");
+    let client = Helper::spawn(helper_command(
+        run.tb(),
         Ns::client(WEB_HOST),
-        &[
-            bin.as_str(),
-            "client",
-            "--server",
-            &target,
-            "--duration",
-            &dur,
-            "--grace",
-            "15",
-            "--sessions",
-            &sess,
-            "--seed",
-            &sd,
-        ],
+        web_bin,
+        &client_args,
     ))?;
     run.wait_until(t_web + d)?;
     let lines = client.wait(Duration::from_secs(30)).context("web client")?;
