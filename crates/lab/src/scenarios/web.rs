@@ -33,7 +33,7 @@ use slipstream_testbed::Ns;
 use crate::alternatives::Alternative;
 use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
-use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::procs::{helper_binary, helper_command, Helper};
 use crate::web::{self, BucketStat, ObjectRecord};
@@ -302,32 +302,13 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     let refs: Vec<&RunResult> = runs.iter().collect();
     let mut t = Table::new(columns);
     const SRC: &str = "Key et al. Sec. 5.3";
-    t.add_metric_row(
-        "Web response time, all objects / with plain TCP bulk (no-control)",
-        Unit::Ratio,
+    t.add_rows(
         &refs,
-        "web_rt_vs_tcp",
-        None,
-        Some(Paper::note(
-            "TCP = 1 by definition; TCP-LP and rwnd schemes \"much lower than 1 for most object sizes\" (Fig. 8)",
-            SRC,
-        )),
-    );
-    t.add_metric_row(
-        "Web response time, all objects / web-only",
-        Unit::Ratio,
-        &refs,
-        "web_rt_norm",
-        None,
-        None,
-    );
-    t.add_metric_row(
-        "Web response time, mean",
-        Unit::Ms,
-        &refs,
-        "web_rt_mean",
-        None,
-        None,
+        [
+            RowSpec::new("Web response time, all objects / with plain TCP bulk (no-control)", Unit::Ratio, "web_rt_vs_tcp").paper(Paper::note( "TCP = 1 by definition; TCP-LP and rwnd schemes \"much lower than 1 for most object sizes\" (Fig. 8)", SRC, )),
+            RowSpec::new("Web response time, all objects / web-only", Unit::Ratio, "web_rt_norm"),
+            RowSpec::new("Web response time, mean", Unit::Ms, "web_rt_mean"),
+        ],
     );
     let dummy: Vec<BucketStat> = web::bucket_stats(&[], &edges());
     for b in &dummy {
@@ -363,34 +344,15 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
             None,
         );
     }
-    t.add_metric_row(
-        "BG goodput while web runs",
-        Unit::Mbps,
+    t.add_rows(
         &refs,
-        "bg_goodput",
-        Some("web"),
-        None,
+        [
+            RowSpec::new("BG goodput while web runs", Unit::Mbps, "bg_goodput").period("web"),
+            RowSpec::new("BG share of the link while web runs", Unit::Ratio, "bg_share").period("web").paper(Paper::note( "0.69 / 0.53 / 0.46 / 0.35 Mbit/s of 1.5 for TCP / TCP-LP / binary search / stoch. approx. (= 0.46 / 0.35 / 0.31 / 0.23)", SRC, )),
+            RowSpec::new("Web objects fetched", Unit::Count, "web_objects"),
+            RowSpec::new("Web objects failed", Unit::Count, "web_failed"),
+        ],
     );
-    t.add_metric_row(
-        "BG share of the link while web runs",
-        Unit::Ratio,
-        &refs,
-        "bg_share",
-        Some("web"),
-        Some(Paper::note(
-            "0.69 / 0.53 / 0.46 / 0.35 Mbit/s of 1.5 for TCP / TCP-LP / binary search / stoch. approx. (= 0.46 / 0.35 / 0.31 / 0.23)",
-            SRC,
-        )),
-    );
-    t.add_metric_row(
-        "Web objects fetched",
-        Unit::Count,
-        &refs,
-        "web_objects",
-        None,
-        None,
-    );
-    t.add_metric_row("Web objects failed", Unit::Count, &refs, "web_failed", None, None);
     t
 }
 
