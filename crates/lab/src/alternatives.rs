@@ -224,83 +224,35 @@ impl Alternative {
         let shaped = (env.rate_mbit * 1e6 * f64::from(*percent) / 100.0).round() as u64;
         let bg_rate = (shaped / 20).max(8_000);
         let be_rate = shaped.saturating_sub(bg_rate).max(8_000);
-        let limit = env.queue_packets.max(2).to_string();
-        let s = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<String>>();
-        let bit = |r: u64| format!("{r}bit");
+        let limit = env.queue_packets.max(2);
+        let words = |line: String| {
+            line.split_whitespace()
+                .map(str::to_string)
+                .collect::<Vec<String>>()
+        };
+        let class = |parent: &str, id: &str, rate: u64, extra: &str| {
+            words(format!(
+                "class add dev {dev} parent {parent} classid {id} htb rate {rate}bit ceil {shaped}bit {extra}"
+            ))
+        };
         let mut cmds = vec![
-            s(&[
-                "qdisc", "replace", "dev", dev, "root", "handle", "1:", "htb", "default", "10",
-            ]),
-            s(&[
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:",
-                "classid",
-                "1:1",
-                "htb",
-                "rate",
-                &bit(shaped),
-                "ceil",
-                &bit(shaped),
-            ]),
-            s(&[
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:1",
-                "classid",
-                "1:10",
-                "htb",
-                "rate",
-                &bit(be_rate),
-                "ceil",
-                &bit(shaped),
-                "prio",
-                "0",
-                "quantum",
-                "1514",
-            ]),
-            s(&[
-                "class",
-                "add",
-                "dev",
-                dev,
-                "parent",
-                "1:1",
-                "classid",
-                "1:20",
-                "htb",
-                "rate",
-                &bit(bg_rate),
-                "ceil",
-                &bit(shaped),
-                "prio",
-                "7",
-                "quantum",
-                "1514",
-            ]),
-            s(&[
-                "qdisc", "add", "dev", dev, "parent", "1:10", "handle", "10:", "pfifo", "limit", &limit,
-            ]),
-            s(&[
-                "qdisc", "add", "dev", dev, "parent", "1:20", "handle", "20:", "pfifo", "limit", &limit,
-            ]),
+            words(format!("qdisc replace dev {dev} root handle 1: htb default 10")),
+            class("1:", "1:1", shaped, ""),
+            class("1:1", "1:10", be_rate, "prio 0 quantum 1514"),
+            class("1:1", "1:20", bg_rate, "prio 7 quantum 1514"),
+            words(format!(
+                "qdisc add dev {dev} parent 1:10 handle 10: pfifo limit {limit}"
+            )),
+            words(format!(
+                "qdisc add dev {dev} parent 1:20 handle 20: pfifo limit {limit}"
+            )),
         ];
-        for port in &env.background_ports {
-            let p = port.to_string();
-            cmds.push(s(&[
-                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ip", "prio", "1", "u32", "match",
-                "ip", "sport", &p, "0xffff", "flowid", "1:20",
-            ]));
-            cmds.push(s(&[
-                "filter", "add", "dev", dev, "parent", "1:", "protocol", "ipv6", "prio", "2", "u32", "match",
-                "ip6", "sport", &p, "0xffff", "flowid", "1:20",
-            ]));
+        for p in &env.background_ports {
+            for (proto, prio, m) in [("ip", 1, "ip"), ("ipv6", 2, "ip6")] {
+                cmds.push(words(format!(
+                    "filter add dev {dev} parent 1: protocol {proto} prio {prio} u32 match {m} sport {p} 0xffff flowid 1:20"
+                )));
+            }
         }
         cmds
     }
@@ -308,7 +260,6 @@ impl Alternative {
     /// Sets the alternative up on the router of `tb`.
     pub fn setup(&self, tb: &Testbed, env: &AltEnv) -> Result<ActiveAlternative> {
         let mut active = ActiveAlternative {
-            alternative: *self,
             daemon: None,
             htb_dev: None,
             config_path: None,
@@ -404,8 +355,6 @@ impl AltEnv {
 /// An alternative set up on a testbed. [`teardown`](Self::teardown) removes it; dropping it
 /// kills the daemon (the namespace's deletion removes the rest).
 pub struct ActiveAlternative {
-    /// Which one.
-    pub alternative: Alternative,
     /// The daemon, if one runs.
     pub daemon: Option<Daemon>,
     /// The device carrying the HTB tree, if any.

@@ -186,14 +186,6 @@ impl Paper {
     pub fn about(v: f64, decimals: usize, source: &str) -> Paper {
         Paper::new(format!("{v:.decimals$}"), Some(Target::about(v)), source)
     }
-    /// At least `v` ("≥ v").
-    pub fn at_least(v: f64, decimals: usize, source: &str) -> Paper {
-        Paper::new(format!("≥ {v:.decimals$}"), Some(Target::at_least(v)), source)
-    }
-    /// At most `v` ("≤ v").
-    pub fn at_most(v: f64, decimals: usize, source: &str) -> Paper {
-        Paper::new(format!("≤ {v:.decimals$}"), Some(Target::at_most(v)), source)
-    }
     /// `target` shown plainly: "0.93", "≥ 0.93", "≤ 1.1" (shortest decimals).
     pub fn target(target: Target, source: &str) -> Paper {
         let shown = match target.bound {
@@ -446,7 +438,50 @@ pub struct Table {
     pub rows: Vec<Row>,
 }
 
+/// A row to aggregate into a [`Table`] ([`Table::add_rows`]): label, unit, the metric's name and
+/// period, the paper's figure.
+#[derive(Debug, Clone)]
+pub struct RowSpec {
+    label: String,
+    unit: Unit,
+    name: String,
+    period: Option<String>,
+    paper: Option<Paper>,
+}
+
+impl RowSpec {
+    /// The row `label` (in `unit`) of metric `name`, whole run, no paper figure.
+    pub fn new(label: impl Into<String>, unit: Unit, name: impl Into<String>) -> RowSpec {
+        RowSpec {
+            label: label.into(),
+            unit,
+            name: name.into(),
+            period: None,
+            paper: None,
+        }
+    }
+
+    /// The metric's period.
+    pub fn period(mut self, period: &str) -> RowSpec {
+        self.period = Some(period.into());
+        self
+    }
+
+    /// The paper's figure.
+    pub fn paper(mut self, paper: impl Into<Option<Paper>>) -> RowSpec {
+        self.paper = paper.into();
+        self
+    }
+}
+
 impl Table {
+    /// [`add_metric_row`](Self::add_metric_row) for each of `rows`.
+    pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {
+        for r in rows {
+            self.add_metric_row(&r.label, r.unit, runs, &r.name, r.period.as_deref(), r.paper);
+        }
+    }
+
     /// An empty table with these alternative columns.
     pub fn new(columns: Vec<String>) -> Table {
         Table {
@@ -596,6 +631,14 @@ mod tests {
             Some("bg-active"),
             Some(Paper::about(5.98, 2, "Sec. 0.4.3")),
         );
+        let mut spec = Table::new(t.columns.clone());
+        spec.add_rows(
+            &refs,
+            [RowSpec::new("G", Unit::Mbps, "g")
+                .period("bg-active")
+                .paper(Paper::about(5.98, 2, "Sec. 0.4.3"))],
+        );
+        assert_eq!(spec, t);
         let r = &t.rows[0];
         assert_eq!(r.values, vec![Some(2.0), Some(5.0), None]);
         assert!((r.spread[0].unwrap() - 2f64.sqrt()).abs() < 1e-9);

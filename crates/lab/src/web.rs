@@ -20,7 +20,7 @@
 //! path is not flooded with pages), and at most [`WebModel::parallel`] objects (default 4) of a
 //! page are in flight at once, like a browser's connection limit; each object is fetched over
 //! its own TCP connection (as in ns-2's web traffic model), so its response time includes the
-//! handshake. The number of objects per page can also be Pareto ([`CountDist::Pareto`]).
+//! handshake.
 //!
 //! **Protocol**: the client sends one line `GET <size>\n`; the server answers with exactly
 //! `<size>` bytes (at most [`MAX_OBJECT_BYTES`]) and then serves the next request line on the
@@ -115,34 +115,11 @@ impl SizeDist {
     }
 }
 
-/// Number of objects per page.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub enum CountDist {
-    /// Always this many (Key et al.: 10).
-    Fixed(u32),
-    /// Pareto with this shape, clamped at `cap`, rounded to the nearest integer >= 1.
-    Pareto { dist: SizeDist },
-}
-
-impl CountDist {
-    /// One count.
-    pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> u32 {
-        match self {
-            CountDist::Fixed(n) => *n,
-            CountDist::Pareto { dist: sizes } => {
-                let pareto = Pareto::new(sizes.scale, sizes.shape).expect("validated parameters");
-                let x: f64 = pareto.sample(rng);
-                (x.min(sizes.cap).round() as u32).max(1)
-            }
-        }
-    }
-}
-
 /// The page model (see the module docs for where each value comes from).
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct WebModel {
-    /// Objects per page.
-    pub objects: CountDist,
+    /// Objects per page (Key et al.: 10).
+    pub objects: u32,
     /// Object sizes.
     pub sizes: SizeDist,
     /// Mean think time between a page's completion and the next page, seconds (exponential).
@@ -158,7 +135,7 @@ impl WebModel {
     /// our choices: mean 12 kB clamped at 1 MB, 4 parallel connections.
     pub fn key2004() -> WebModel {
         WebModel {
-            objects: CountDist::Fixed(10),
+            objects: 10,
             sizes: SizeDist::with_mean(1.2, 12_000.0, 1_000_000.0).expect("valid constants"),
             think_mean_s: 1.0,
             inter_object_mean_s: 0.001,
@@ -177,7 +154,7 @@ impl WebModel {
         if self.parallel == 0 {
             bail!("parallel connections must be >= 1");
         }
-        if let CountDist::Fixed(0) = self.objects {
+        if self.objects == 0 {
             bail!("a page needs at least one object");
         }
         if self.sizes.cap as u64 > MAX_OBJECT_BYTES {
@@ -234,7 +211,7 @@ impl SessionPlan {
 
     /// The next page.
     pub fn next_page(&mut self) -> PlannedPage {
-        let k = self.model.objects.sample(&mut self.rng);
+        let k = self.model.objects;
         let mut t = 0.0;
         let mut objects = Vec::with_capacity(k as usize);
         for i in 0..k {

@@ -1,23 +1,23 @@
-//! `slipstream-web`: the lab's traffic generators (see `slipstream_lab::web`).
+//! `slipstream-web`: the lab's traffic generators (see `slipstream_lab::web`). Each prints
+//! `ready` once it listens, then its results as JSON on stdout.
 //!
 //! ```sh
-//! slipstream-web server --listen 0.0.0.0:8080                 # object server ("ready" on stdout)
-//! slipstream-web client --server 10.77.1.2:8080 --duration 30 --seed 1 --out objects.jsonl
-//! slipstream-web udp-sink --listen 0.0.0.0:5300 --duration 60 --out bins.json
+//! slipstream-web server --listen 0.0.0.0:8080                 # object server
+//! slipstream-web client --server 10.77.1.2:8080 --duration 30 --seed 1   # one JSON line per object
+//! slipstream-web udp-sink --listen 0.0.0.0:5300 --duration 60            # [{t, bytes, packets}] per 100 ms
 //! slipstream-web udp-send --dst 10.77.3.2:5300 --rate-mbit 6.7 --period 5 --duration 50
-//! slipstream-web probe --server 10.77.1.2:6882 --count 500 --interval-ms 20   # RTTs as JSON
+//! slipstream-web probe --server 10.77.1.2:6882 --count 500 --interval-ms 20   # {"rtts_s": [...]}
 //! ```
 
 use std::io::Write;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
-use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Parser, Subcommand};
-use slipstream_lab::web::{self, probe, udp, ClientConfig, CountDist, SizeDist, WebModel};
+use slipstream_lab::web::{self, probe, udp, ClientConfig, WebModel};
 
 #[derive(Parser)]
 #[command(
@@ -36,7 +36,7 @@ enum Cmd {
         #[arg(long, default_value = "0.0.0.0:8080")]
         listen: SocketAddr,
     },
-    /// Fetch pages of objects (Key et al. Sec. 5.3 model); one JSON line per object.
+    /// Fetch pages of objects (`WebModel::key2004`, Key et al. Sec. 5.3).
     Client {
         #[arg(long)]
         server: SocketAddr,
@@ -51,33 +51,6 @@ enum Cmd {
         /// Concurrent independent sessions.
         #[arg(long, default_value_t = 1)]
         sessions: u32,
-        /// Objects of a page in flight at once.
-        #[arg(long, default_value_t = 4)]
-        parallel: usize,
-        /// Objects per page (the mean, with --objects-pareto-shape).
-        #[arg(long, default_value_t = 10)]
-        objects_per_page: u32,
-        /// Draw the objects per page from a Pareto with this shape (cap 10 x the mean).
-        #[arg(long)]
-        objects_pareto_shape: Option<f64>,
-        /// Pareto shape of the object sizes.
-        #[arg(long, default_value_t = 1.2)]
-        size_shape: f64,
-        /// Mean object size, bytes (of the clamped distribution).
-        #[arg(long, default_value_t = 12_000.0)]
-        size_mean: f64,
-        /// Object sizes are clamped at this many bytes.
-        #[arg(long, default_value_t = 1_000_000.0)]
-        size_cap: f64,
-        /// Mean think time between pages, s (exponential).
-        #[arg(long, default_value_t = 1.0)]
-        think_mean: f64,
-        /// Mean gap between object launches in a page, s (exponential).
-        #[arg(long, default_value_t = 0.001)]
-        inter_object_mean: f64,
-        /// Output file (JSON lines); stdout if absent.
-        #[arg(long)]
-        out: Option<PathBuf>,
     },
     /// Send a UDP square wave: `--rate-mbit` for `--period` s, silence for `--period` s, ...
     UdpSend {
@@ -91,41 +64,23 @@ enum Cmd {
         period: f64,
         #[arg(long)]
         duration: f64,
-        #[arg(long, default_value_t = udp::MAX_PAYLOAD)]
-        payload: usize,
     },
-    /// Count received UDP bytes in bins; writes a JSON array of {t, bytes, packets}.
+    /// Count received UDP bytes in 100 ms bins.
     UdpSink {
         #[arg(long)]
         listen: SocketAddr,
         #[arg(long)]
         duration: f64,
-        #[arg(long, default_value_t = 100)]
-        bin_ms: u64,
-        /// Output file; stdout if absent.
-        #[arg(long)]
-        out: Option<PathBuf>,
     },
-    /// TCP round-trip probe against a `server`: prints {"rtts_s": [...]} as JSON.
+    /// TCP round-trip probe (64-byte answers) against a `server`.
     Probe {
         #[arg(long)]
         server: SocketAddr,
-        #[arg(long, default_value_t = 64)]
-        size: u64,
         #[arg(long, default_value_t = 200)]
         count: u32,
         #[arg(long, default_value_t = 20)]
         interval_ms: u64,
     },
-}
-
-fn output(path: &Option<PathBuf>) -> Result<Box<dyn Write>> {
-    Ok(match path {
-        Some(p) => Box::new(std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?,
-        )),
-        None => Box::new(std::io::stdout().lock()),
-    })
 }
 
 fn ready() {
@@ -134,6 +89,7 @@ fn ready() {
 }
 
 fn main() -> Result<()> {
+    let secs = Duration::from_secs_f64;
     match Cli::parse().cmd {
         Cmd::Server { listen } => {
             let l = TcpListener::bind(listen).with_context(|| format!("binding {listen}"))?;
@@ -146,51 +102,21 @@ fn main() -> Result<()> {
             grace,
             seed,
             sessions,
-            parallel,
-            objects_per_page,
-            objects_pareto_shape,
-            size_shape,
-            size_mean,
-            size_cap,
-            think_mean,
-            inter_object_mean,
-            out,
         } => {
-            let objects = match objects_pareto_shape {
-                None => CountDist::Fixed(objects_per_page),
-                Some(shape) => {
-                    let mean = f64::from(objects_per_page);
-                    CountDist::Pareto {
-                        dist: SizeDist::with_mean(shape, mean, 10.0 * mean)?,
-                    }
-                }
-            };
-            let model = WebModel {
-                objects,
-                sizes: SizeDist::with_mean(size_shape, size_mean, size_cap)?,
-                think_mean_s: think_mean,
-                inter_object_mean_s: inter_object_mean,
-                parallel,
-            };
             let cfg = ClientConfig {
                 server,
-                model,
+                model: WebModel::key2004(),
                 seed,
                 sessions,
-                duration: Duration::from_secs_f64(duration),
-                grace: Duration::from_secs_f64(grace),
+                duration: secs(duration),
+                grace: secs(grace),
             };
-            let mut w = output(&out)?;
+            let mut w = std::io::stdout().lock();
             let (mut ok, mut failed) = (0u64, 0u64);
             web::run_client(&cfg, |r| {
-                if r.ok() {
-                    ok += 1;
-                } else {
-                    failed += 1;
-                }
+                *(if r.ok() { &mut ok } else { &mut failed }) += 1;
                 writeln!(w, "{}", serde_json::to_string(r)?)?;
-                w.flush()?;
-                Ok(())
+                Ok(w.flush()?)
             })?;
             eprintln!("slipstream-web client: {ok} objects fetched, {failed} failed");
             Ok(())
@@ -200,42 +126,29 @@ fn main() -> Result<()> {
             rate_mbit,
             period,
             duration,
-            payload,
         } => {
             let wave = udp::SquareWave {
                 rate_bps: rate_mbit * 1e6,
                 period_s: period,
-                payload,
+                payload: udp::MAX_PAYLOAD,
             };
-            let n = udp::send_square_wave(dst, &wave, Duration::from_secs_f64(duration))?;
+            let n = udp::send_square_wave(dst, &wave, secs(duration))?;
             eprintln!("slipstream-web udp-send: {n} datagrams");
             Ok(())
         }
-        Cmd::UdpSink {
-            listen,
-            duration,
-            bin_ms,
-            out,
-        } => {
+        Cmd::UdpSink { listen, duration } => {
             let sock = UdpSocket::bind(listen).with_context(|| format!("binding {listen}"))?;
             ready();
-            let bins = udp::run_sink(
-                &sock,
-                Duration::from_secs_f64(duration),
-                Duration::from_millis(bin_ms),
-            )?;
-            let mut w = output(&out)?;
-            writeln!(w, "{}", serde_json::to_string(&bins)?)?;
-            w.flush()?;
+            let bins = udp::run_sink(&sock, secs(duration), Duration::from_millis(100))?;
+            println!("{}", serde_json::to_string(&bins)?);
             Ok(())
         }
         Cmd::Probe {
             server,
-            size,
             count,
             interval_ms,
         } => {
-            let rtts = probe::tcp_rtt_probe(server, size, count, Duration::from_millis(interval_ms))?;
+            let rtts = probe::tcp_rtt_probe(server, 64, count, Duration::from_millis(interval_ms))?;
             println!("{}", serde_json::json!({ "rtts_s": rtts }));
             Ok(())
         }

@@ -176,24 +176,9 @@ impl<'a> Run<'a> {
         self.tb.as_ref().expect("testbed present until finish")
     }
 
-    /// The scenario options.
-    pub fn opts(&self) -> &ScenarioOptions {
-        self.opts
-    }
-
-    /// The alternative's state (daemon handle etc.).
-    pub fn active(&self) -> Option<&ActiveAlternative> {
-        self.active.as_ref()
-    }
-
     /// Seconds since t = 0.
     pub fn t(&self) -> f64 {
         self.t0.elapsed().as_secs_f64()
-    }
-
-    /// Adds a note to the result.
-    pub fn note(&mut self, n: impl Into<String>) {
-        self.result.notes.push(n.into());
     }
 
     /// The congestion control of this run.

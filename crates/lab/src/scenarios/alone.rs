@@ -15,7 +15,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Phase lengths of one run.
 #[derive(Debug, Clone, Copy)]
@@ -121,49 +121,22 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
     let refs: Vec<&RunResult> = runs.iter().collect();
     let mut t = Table::new(opts.alternative_labels());
     let src = "Vulture Sec. 0.4.4, Fig. 17";
-    t.add_metric_row(
-        "BG goodput, whole run",
-        Unit::Mbps,
+    t.add_rows(
         &refs,
-        "bg_goodput",
-        None,
-        Some(Paper::about(8.76, 2, src)),
-    );
-    t.add_metric_row(
-        "utilization, whole run",
-        Unit::Ratio,
-        &refs,
-        "utilization",
-        None,
-        Some(Paper::about(0.93, 2, src)),
-    );
-    t.add_metric_row(
-        "utilization, stable (2nd half)",
-        Unit::Ratio,
-        &refs,
-        "utilization",
-        Some("stable"),
-        Some(Paper::about(0.99, 2, src)),
-    );
-    t.add_metric_row(
-        "time to 90% of link",
-        Unit::S,
-        &refs,
-        "time_to_90pct",
-        None,
-        Some(Paper::new(
-            "≈20 (regained after the BE → LBE switch, not from a cold start)",
-            Some(Target::about(20.0)),
-            src,
-        )),
-    );
-    t.add_metric_row(
-        "ping RTT beside BG, stable",
-        Unit::Ms,
-        &refs,
-        "be_rtt",
-        Some("stable"),
-        None,
+        [
+            RowSpec::new("BG goodput, whole run", Unit::Mbps, "bg_goodput").paper(Paper::about(8.76, 2, src)),
+            RowSpec::new("utilization, whole run", Unit::Ratio, "utilization")
+                .paper(Paper::about(0.93, 2, src)),
+            RowSpec::new("utilization, stable (2nd half)", Unit::Ratio, "utilization")
+                .period("stable")
+                .paper(Paper::about(0.99, 2, src)),
+            RowSpec::new("time to 90% of link", Unit::S, "time_to_90pct").paper(Paper::new(
+                "≈20 (regained after the BE → LBE switch, not from a cold start)",
+                Some(Target::about(20.0)),
+                src,
+            )),
+            RowSpec::new("ping RTT beside BG, stable", Unit::Ms, "be_rtt").period("stable"),
+        ],
     );
     t
 }

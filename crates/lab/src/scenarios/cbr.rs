@@ -16,7 +16,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::max_goodput_mbit;
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// Phase lengths.
 #[derive(Debug, Clone, Copy)]
@@ -145,77 +145,37 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
     let mut t = Table::new(opts.alternative_labels());
     let g = "Vulture Sec. 0.4.3, Fig. 15";
     let d = "Vulture Sec. 0.4.3, Fig. 16";
-    t.add_metric_row(
-        "BE goodput, before",
-        Unit::Mbps,
+    t.add_rows(
         &refs,
-        "be_goodput",
-        Some("before"),
-        Some(Paper::about(5.97, 2, g)),
-    );
-    t.add_metric_row(
-        "BE goodput, BG active",
-        Unit::Mbps,
-        &refs,
-        "be_goodput",
-        Some("bg-active"),
-        Some(Paper::about(5.98, 2, g)),
-    );
-    t.add_metric_row(
-        "BE goodput, after",
-        Unit::Mbps,
-        &refs,
-        "be_goodput",
-        Some("after"),
-        Some(Paper::about(5.97, 2, g)),
-    );
-    t.add_metric_row(
-        "BE RTT (ping), before",
-        Unit::Ms,
-        &refs,
-        "be_rtt",
-        Some("before"),
-        Some(Paper::about(104.0, 0, d)),
-    );
-    t.add_metric_row(
-        "BE RTT (ping), BG active",
-        Unit::Ms,
-        &refs,
-        "be_rtt",
-        Some("bg-active"),
-        Some(Paper::about(146.0, 0, d)),
-    );
-    t.add_metric_row(
-        "BE RTT (ping), after",
-        Unit::Ms,
-        &refs,
-        "be_rtt",
-        Some("after"),
-        Some(Paper::about(104.0, 0, d)),
-    );
-    t.add_metric_row(
-        "BE sender sRTT, BG active",
-        Unit::Ms,
-        &refs,
-        "be_srtt",
-        Some("bg-active"),
-        Some(Paper::about(146.0, 0, d)),
-    );
-    t.add_metric_row(
-        "BG goodput, BG active",
-        Unit::Mbps,
-        &refs,
-        "bg_goodput",
-        Some("bg-active"),
-        Some(Paper::about(2.84, 2, g)),
-    );
-    t.add_metric_row(
-        "BG use of spare capacity",
-        Unit::Ratio,
-        &refs,
-        "spare_use",
-        Some("bg-active"),
-        Some(Paper::about(0.83, 2, g)),
+        [
+            RowSpec::new("BE goodput, before", Unit::Mbps, "be_goodput")
+                .period("before")
+                .paper(Paper::about(5.97, 2, g)),
+            RowSpec::new("BE goodput, BG active", Unit::Mbps, "be_goodput")
+                .period("bg-active")
+                .paper(Paper::about(5.98, 2, g)),
+            RowSpec::new("BE goodput, after", Unit::Mbps, "be_goodput")
+                .period("after")
+                .paper(Paper::about(5.97, 2, g)),
+            RowSpec::new("BE RTT (ping), before", Unit::Ms, "be_rtt")
+                .period("before")
+                .paper(Paper::about(104.0, 0, d)),
+            RowSpec::new("BE RTT (ping), BG active", Unit::Ms, "be_rtt")
+                .period("bg-active")
+                .paper(Paper::about(146.0, 0, d)),
+            RowSpec::new("BE RTT (ping), after", Unit::Ms, "be_rtt")
+                .period("after")
+                .paper(Paper::about(104.0, 0, d)),
+            RowSpec::new("BE sender sRTT, BG active", Unit::Ms, "be_srtt")
+                .period("bg-active")
+                .paper(Paper::about(146.0, 0, d)),
+            RowSpec::new("BG goodput, BG active", Unit::Mbps, "bg_goodput")
+                .period("bg-active")
+                .paper(Paper::about(2.84, 2, g)),
+            RowSpec::new("BG use of spare capacity", Unit::Ratio, "spare_use")
+                .period("bg-active")
+                .paper(Paper::about(0.83, 2, g)),
+        ],
     );
     t
 }

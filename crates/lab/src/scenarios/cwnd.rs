@@ -18,7 +18,7 @@ use anyhow::{bail, Result};
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// One case.
 #[derive(Debug, Clone)]
@@ -64,61 +64,36 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     for c in &cases {
         let refs: Vec<&RunResult> = runs.iter().filter(|r| r.params.cc == c.cc).collect();
         let src = "Vulture Sec. 0.4.2, Figs. 11-12";
-        table.add_metric_row(
-            &format!("{}: cwnd estimate MARE", c.cc),
-            Unit::Ratio,
+        table.add_rows(
             &refs,
-            "cwnd_mare",
-            None,
-            Some(Paper::note("small underestimate (figure only)", src)),
-        );
-        table.add_metric_row(
-            &format!("{}: cwnd estimate bias", c.cc),
-            Unit::Ratio,
-            &refs,
-            "cwnd_bias",
-            None,
-            Some(Paper::new("< 0", Some(Target::at_most(0.0)), src)),
-        );
-        table.add_metric_row(
-            &format!("{}: cwnd estimate correlation", c.cc),
-            Unit::Ratio,
-            &refs,
-            "cwnd_corr",
-            None,
-            Some(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
-        );
-        table.add_metric_row(
-            &format!("{}: estimate vs in-flight MARE", c.cc),
-            Unit::Ratio,
-            &refs,
-            "inflight_mare",
-            None,
-            None,
-        );
-        table.add_metric_row(
-            &format!("{}: estimate vs in-flight correlation", c.cc),
-            Unit::Ratio,
-            &refs,
-            "inflight_corr",
-            None,
-            None,
-        );
-        table.add_metric_row(
-            &format!("{}: rwnd vs cwnd correlation", c.cc),
-            Unit::Ratio,
-            &refs,
-            "rwnd_corr",
-            None,
-            None,
-        );
-        table.add_metric_row(
-            &format!("{}: BG goodput", c.cc),
-            Unit::Mbps,
-            &refs,
-            "bg_goodput",
-            None,
-            None,
+            [
+                RowSpec::new(format!("{}: cwnd estimate MARE", c.cc), Unit::Ratio, "cwnd_mare")
+                    .paper(Paper::note("small underestimate (figure only)", src)),
+                RowSpec::new(format!("{}: cwnd estimate bias", c.cc), Unit::Ratio, "cwnd_bias")
+                    .paper(Paper::new("< 0", Some(Target::at_most(0.0)), src)),
+                RowSpec::new(
+                    format!("{}: cwnd estimate correlation", c.cc),
+                    Unit::Ratio,
+                    "cwnd_corr",
+                )
+                .paper(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
+                RowSpec::new(
+                    format!("{}: estimate vs in-flight MARE", c.cc),
+                    Unit::Ratio,
+                    "inflight_mare",
+                ),
+                RowSpec::new(
+                    format!("{}: estimate vs in-flight correlation", c.cc),
+                    Unit::Ratio,
+                    "inflight_corr",
+                ),
+                RowSpec::new(
+                    format!("{}: rwnd vs cwnd correlation", c.cc),
+                    Unit::Ratio,
+                    "rwnd_corr",
+                ),
+                RowSpec::new(format!("{}: BG goodput", c.cc), Unit::Mbps, "bg_goodput"),
+            ],
         );
     }
     let mut notes = Vec::new();

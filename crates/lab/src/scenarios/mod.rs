@@ -250,27 +250,12 @@ impl LabContext {
         }
     }
 
-    /// A workspace binary by name (in [`bin_dir`](Self::bin_dir)).
-    pub fn binary(&self, name: &str) -> PathBuf {
-        self.bin_dir.join(name)
-    }
-
     /// Fails if the run was interrupted (Ctrl-C).
     pub fn check_interrupted(&self) -> Result<()> {
         if self.interrupted.load(Ordering::SeqCst) {
             bail!("interrupted");
         }
         Ok(())
-    }
-
-    /// Sleeps `secs`, waking early (with an error) on interruption.
-    pub fn sleep(&self, secs: f64) -> Result<()> {
-        let end = Instant::now() + Duration::from_secs_f64(secs.max(0.0));
-        while Instant::now() < end {
-            self.check_interrupted()?;
-            std::thread::sleep((end - Instant::now()).min(Duration::from_millis(50)));
-        }
-        self.check_interrupted()
     }
 
     /// `<out>/<scenario>/<timestamp>` for a report started at `started_unix` (created).
@@ -298,7 +283,6 @@ impl LabContext {
 /// terminal (and are rate-limited to one per 5 s otherwise); [`log`](Self::log) lines stay.
 #[derive(Debug)]
 pub struct Progress {
-    quiet: bool,
     tty: bool,
     last: Mutex<Option<Instant>>,
 }
@@ -306,7 +290,6 @@ pub struct Progress {
 impl Default for Progress {
     fn default() -> Self {
         Progress {
-            quiet: false,
             tty: std::io::stderr().is_terminal(),
             last: Mutex::new(None),
         }
@@ -314,19 +297,8 @@ impl Default for Progress {
 }
 
 impl Progress {
-    /// No output at all (tests).
-    pub fn quiet() -> Progress {
-        Progress {
-            quiet: true,
-            ..Progress::default()
-        }
-    }
-
     /// A persistent line.
     pub fn log(&self, line: &str) {
-        if self.quiet {
-            return;
-        }
         let mut e = std::io::stderr().lock();
         if self.tty {
             let _ = write!(e, "\r\x1b[K");
@@ -337,9 +309,6 @@ impl Progress {
     /// A transient status line such as
     /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
     pub fn status(&self, line: &str) {
-        if self.quiet {
-            return;
-        }
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
         let every = if self.tty {

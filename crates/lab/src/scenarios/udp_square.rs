@@ -27,7 +27,6 @@
 //! point; the paper's text gives numbers only for on/off = 50 s (Fig. 7: binary search uses about
 //! 90% of the available bandwidth, stochastic approximation about 70%).
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -37,11 +36,11 @@ use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
 use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::procs::{helper_binary, Helper};
+use crate::web::procs::{helper_binary, helper_command, Helper};
 use crate::web::udp::{self, SinkBin, SquareWave};
 
 const NAME: &str = "udp-square";
-const BG_PORT: u16 = 6881;
+use crate::harness::BG_PORT;
 const UDP_PORT: u16 = 5300;
 const BIN_S: f64 = 0.1;
 
@@ -166,30 +165,17 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         wave.validate()?;
         for repeat in 0..opts.repeats.max(1) {
             for &alt in &opts.alternatives {
-                let mut extra = BTreeMap::new();
-                extra.insert("on_off_T_s".to_string(), serde_json::json!(period));
-                extra.insert("udp_mbit".to_string(), serde_json::json!(udp_mbit));
-                extra.insert("warmup_s".to_string(), serde_json::json!(warm));
-                extra.insert("wave_s".to_string(), serde_json::json!(d));
                 let setup = RunSetup {
-                    scenario: NAME.into(),
-                    alternative: alt,
                     index,
                     count,
                     repeat,
-                    duration_s: warm + d + 1.0,
-                    background_ports: vec![BG_PORT],
-                    server_ports: vec![BG_PORT],
-                    servers: 1,
-                    clients: 1,
-                    timestamps_off: Vec::new(),
-                    rules: Vec::new(),
                     ping: false,
-                    ss: true,
-                    work_dir: work_dir.clone(),
-                    cc: None,
-                    extra,
-                };
+                    ..RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
+                }
+                .param("on_off_T_s", period)
+                .param("udp_mbit", udp_mbit)
+                .param("warmup_s", warm)
+                .param("wave_s", d);
                 index += 1;
                 let what = format!("run {index}/{count} ({alt}, on/off = {} s)", period_label(period));
                 let r = one_run(ctx, opts, setup, &web_bin, &wave, warm, d).with_context(|| what.clone())?;
@@ -249,48 +235,20 @@ fn one_run(
     let mut run = Run::start(ctx, opts, setup)?;
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, total))?;
     run.wait_until(warm - 1.0)?;
-    let bin = web_bin.as_os_str().to_string_lossy().into_owned();
-    let sink_secs = format!("{:.1}", d + 3.0);
-    let listen = format!("0.0.0.0:{UDP_PORT}");
+    let sink_args = format!("udp-sink --listen 0.0.0.0:{UDP_PORT} --duration {:.1}", d + 3.0);
     let sink = Helper::spawn_ready(
-        run.tb().exec(
-            Ns::Client,
-            &[
-                bin.as_str(),
-                "udp-sink",
-                "--listen",
-                &listen,
-                "--duration",
-                &sink_secs,
-                "--bin-ms",
-                "100",
-            ],
-        ),
+        helper_command(run.tb(), Ns::Client, web_bin, &sink_args),
         Duration::from_secs(5),
     )?;
     let t_sink = run.t();
     run.wait_until(warm)?;
     let dst = format!("{}:{UDP_PORT}", run.tb().client_addr(false));
-    let (rate, period, dur) = (
-        format!("{}", wave.rate_bps / 1e6),
-        format!("{}", wave.period_s),
-        format!("{d}"),
+    let send_args = format!(
+        "udp-send --dst {dst} --rate-mbit {} --period {} --duration {d}",
+        wave.rate_bps / 1e6,
+        wave.period_s
     );
-    let sender = Helper::spawn(run.tb().exec(
-        Ns::Server,
-        &[
-            bin.as_str(),
-            "udp-send",
-            "--dst",
-            &dst,
-            "--rate-mbit",
-            &rate,
-            "--period",
-            &period,
-            "--duration",
-            &dur,
-        ],
-    ))?;
+    let sender = Helper::spawn(helper_command(run.tb(), Ns::Server, web_bin, &send_args))?;
     let t_udp = run.t();
     run.wait_until(t_udp + d)?;
     sender.wait(Duration::from_secs(10)).context("udp-send")?;

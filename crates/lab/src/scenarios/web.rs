@@ -25,7 +25,6 @@
 //! Series: `web_response` (t = object start, ms), `web_rt_by_size` (**x = bucket lower bound in
 //! bytes**, not time; value = mean response ms), and the harness's goodput series.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -34,13 +33,13 @@ use slipstream_testbed::Ns;
 use crate::alternatives::Alternative;
 use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
-use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::procs::{helper_binary, Helper};
+use crate::web::procs::{helper_binary, helper_command, Helper};
 use crate::web::{self, BucketStat, ObjectRecord};
 
 const NAME: &str = "web";
-const BG_PORT: u16 = 6881;
+use crate::harness::BG_PORT;
 const WEB_PORT: u16 = 8080;
 /// The web server is server 2 and the browsing LAN host is host 2; the background download runs
 /// between host 1 and server 1.
@@ -112,33 +111,27 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         let mut baseline: Option<(Vec<BucketStat>, f64)> = None;
         // The web-only run first, then each alternative with the background download.
         for alt in std::iter::once(None).chain(opts.alternatives.iter().copied().map(Some)) {
-            let mut extra = BTreeMap::new();
-            extra.insert("sessions".to_string(), serde_json::json!(sessions));
-            extra.insert("seed".to_string(), serde_json::json!(seed));
-            extra.insert("warmup_s".to_string(), serde_json::json!(warm));
-            extra.insert("web_s".to_string(), serde_json::json!(d));
-            extra.insert("background".to_string(), serde_json::json!(alt.is_some()));
             let setup = RunSetup {
-                scenario: NAME.into(),
-                alternative: alt.unwrap_or(Alternative::NoControl),
                 index,
                 count,
                 repeat,
-                duration_s: warm + d,
-                background_ports: vec![BG_PORT],
-                server_ports: vec![BG_PORT],
                 // The household: LAN host 1 downloads from server 1 in the background while
                 // LAN host 2 browses server 2.
                 servers: 2,
                 clients: 2,
-                timestamps_off: Vec::new(),
-                rules: Vec::new(),
                 ping: false,
-                ss: true,
-                work_dir: work_dir.clone(),
-                cc: None,
-                extra,
-            };
+                ..RunSetup::new(
+                    NAME,
+                    alt.unwrap_or(Alternative::NoControl),
+                    warm + d,
+                    work_dir.clone(),
+                )
+            }
+            .param("sessions", sessions)
+            .param("seed", seed)
+            .param("warmup_s", warm)
+            .param("web_s", d)
+            .param("background", alt.is_some());
             index += 1;
             let label = alt.map_or(WEB_ONLY.to_string(), |a| a.label());
             let what = format!("run {index}/{count} ({label})");
@@ -209,13 +202,13 @@ fn one_run(
     seed: u64,
 ) -> Result<(RunResult, Vec<ObjectRecord>)> {
     let mut run = Run::start(ctx, opts, setup)?;
-    let bin = web_bin.as_os_str().to_string_lossy().into_owned();
-    let listen = format!("0.0.0.0:{WEB_PORT}");
     // The server lives until teardown (the testbed kills what runs in its namespaces).
     let server = Helper::spawn_ready(
-        run.tb().exec(
+        helper_command(
+            run.tb(),
             Ns::server(WEB_HOST),
-            &[bin.as_str(), "server", "--listen", &listen],
+            web_bin,
+            &format!("server --listen 0.0.0.0:{WEB_PORT}"),
         ),
         Duration::from_secs(5),
     )?;
@@ -230,23 +223,13 @@ fn one_run(
     }
     let t_web = run.t();
     let target = format!("{}:{WEB_PORT}", run.tb().server_addr_of(WEB_HOST, false));
-    let (dur, sess, sd) = (format!("{d}"), sessions.to_string(), seed.to_string());
-    let client = Helper::spawn(run.tb().exec(
+    let client_args =
+        format!("client --server {target} --duration {d} --grace 15 --sessions {sessions} --seed {seed}");
+    let client = Helper::spawn(helper_command(
+        run.tb(),
         Ns::client(WEB_HOST),
-        &[
-            bin.as_str(),
-            "client",
-            "--server",
-            &target,
-            "--duration",
-            &dur,
-            "--grace",
-            "15",
-            "--sessions",
-            &sess,
-            "--seed",
-            &sd,
-        ],
+        web_bin,
+        &client_args,
     ))?;
     run.wait_until(t_web + d)?;
     let lines = client.wait(Duration::from_secs(30)).context("web client")?;
@@ -319,32 +302,13 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     let refs: Vec<&RunResult> = runs.iter().collect();
     let mut t = Table::new(columns);
     const SRC: &str = "Key et al. Sec. 5.3";
-    t.add_metric_row(
-        "Web response time, all objects / with plain TCP bulk (no-control)",
-        Unit::Ratio,
+    t.add_rows(
         &refs,
-        "web_rt_vs_tcp",
-        None,
-        Some(Paper::note(
-            "TCP = 1 by definition; TCP-LP and rwnd schemes \"much lower than 1 for most object sizes\" (Fig. 8)",
-            SRC,
-        )),
-    );
-    t.add_metric_row(
-        "Web response time, all objects / web-only",
-        Unit::Ratio,
-        &refs,
-        "web_rt_norm",
-        None,
-        None,
-    );
-    t.add_metric_row(
-        "Web response time, mean",
-        Unit::Ms,
-        &refs,
-        "web_rt_mean",
-        None,
-        None,
+        [
+            RowSpec::new("Web response time, all objects / with plain TCP bulk (no-control)", Unit::Ratio, "web_rt_vs_tcp").paper(Paper::note( "TCP = 1 by definition; TCP-LP and rwnd schemes \"much lower than 1 for most object sizes\" (Fig. 8)", SRC, )),
+            RowSpec::new("Web response time, all objects / web-only", Unit::Ratio, "web_rt_norm"),
+            RowSpec::new("Web response time, mean", Unit::Ms, "web_rt_mean"),
+        ],
     );
     let dummy: Vec<BucketStat> = web::bucket_stats(&[], &edges());
     for b in &dummy {
@@ -380,34 +344,15 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
             None,
         );
     }
-    t.add_metric_row(
-        "BG goodput while web runs",
-        Unit::Mbps,
+    t.add_rows(
         &refs,
-        "bg_goodput",
-        Some("web"),
-        None,
+        [
+            RowSpec::new("BG goodput while web runs", Unit::Mbps, "bg_goodput").period("web"),
+            RowSpec::new("BG share of the link while web runs", Unit::Ratio, "bg_share").period("web").paper(Paper::note( "0.69 / 0.53 / 0.46 / 0.35 Mbit/s of 1.5 for TCP / TCP-LP / binary search / stoch. approx. (= 0.46 / 0.35 / 0.31 / 0.23)", SRC, )),
+            RowSpec::new("Web objects fetched", Unit::Count, "web_objects"),
+            RowSpec::new("Web objects failed", Unit::Count, "web_failed"),
+        ],
     );
-    t.add_metric_row(
-        "BG share of the link while web runs",
-        Unit::Ratio,
-        &refs,
-        "bg_share",
-        Some("web"),
-        Some(Paper::note(
-            "0.69 / 0.53 / 0.46 / 0.35 Mbit/s of 1.5 for TCP / TCP-LP / binary search / stoch. approx. (= 0.46 / 0.35 / 0.31 / 0.23)",
-            SRC,
-        )),
-    );
-    t.add_metric_row(
-        "Web objects fetched",
-        Unit::Count,
-        &refs,
-        "web_objects",
-        None,
-        None,
-    );
-    t.add_metric_row("Web objects failed", Unit::Count, &refs, "web_failed", None, None);
     t
 }
 

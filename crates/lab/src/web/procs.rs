@@ -23,6 +23,20 @@ pub fn helper_binary(dir: &Path, name: &str) -> Result<PathBuf> {
     Ok(p)
 }
 
+/// `bin` with the words of `args` as its arguments, to run in namespace `ns` of `tb`
+/// (`args` is a plain command line: no quoting, no words with spaces).
+pub fn helper_command(
+    tb: &slipstream_testbed::Testbed,
+    ns: slipstream_testbed::Ns,
+    bin: &Path,
+    args: &str,
+) -> Command {
+    let argv: Vec<&std::ffi::OsStr> = std::iter::once(bin.as_os_str())
+        .chain(args.split_whitespace().map(std::ffi::OsStr::new))
+        .collect();
+    tb.exec(ns, &argv)
+}
+
 /// A spawned helper whose stdout is read line by line on a thread.
 pub struct Helper {
     child: Option<Child>,

@@ -56,18 +56,6 @@ fn think_and_gap_means_match() {
 }
 
 #[test]
-fn pareto_counts() {
-    let sizes = SizeDist::with_mean(1.5, 10.0, 100.0).unwrap();
-    let c = CountDist::Pareto { dist: sizes };
-    let mut rng = StdRng::seed_from_u64(3);
-    let n = 100_000;
-    let v: Vec<u32> = (0..n).map(|_| c.sample(&mut rng)).collect();
-    let mean = v.iter().map(|&k| f64::from(k)).sum::<f64>() / n as f64;
-    assert!((mean - 10.0).abs() < 0.5, "{mean}");
-    assert!(v.iter().all(|&k| (1..=100).contains(&k)));
-}
-
-#[test]
 fn plans_are_deterministic_per_seed_and_session() {
     let m = WebModel::key2004();
     let a: Vec<_> = {
