@@ -9,7 +9,7 @@ use std::net::IpAddr;
 use arbitrary::{Arbitrary, Unstructured};
 use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant, VultureConfig};
 use slipstream_engine::{
-    Copy, Engine, EngineConfig, EngineCounters, FlowKey, HouseholdConfig, PacketMeta, RuleSpec, ShareSpec,
+    PacketCopy, Engine, EngineConfig, EngineCounters, FlowKey, HouseholdConfig, PacketMeta, RuleSpec, ShareSpec,
     Verdict,
 };
 use slipstream_household::{BudgetConfig, DelayTargetConfig, KeyBinarySearchConfig, KeyStochasticConfig};
@@ -564,7 +564,7 @@ impl Harness {
         self.now = self.now + step(dt);
     }
 
-    fn meta(&self, m: MetaIn, conn: usize, from_server: bool, copy: Copy) -> PacketMeta {
+    fn meta(&self, m: MetaIn, conn: usize, from_server: bool, copy: PacketCopy) -> PacketMeta {
         let n = self.rules.len() as u16;
         let rule = match m.rule {
             RuleIn::Conn => Some(conn as u16 % n.max(1) + 1),
@@ -744,12 +744,12 @@ impl Harness {
         let copy = match s.meta.copy {
             CopyIn::Datapath if payload_len > 0 => {
                 bytes.truncate(header_end);
-                Copy::HeaderOnly
+                PacketCopy::HeaderOnly
             }
-            CopyIn::Datapath | CopyIn::Full => Copy::Full,
+            CopyIn::Datapath | CopyIn::Full => PacketCopy::Full,
             CopyIn::HeaderOnly(keep) => {
                 bytes.truncate(header_end + usize::from(keep));
-                Copy::HeaderOnly
+                PacketCopy::HeaderOnly
             }
         };
         let meta = self.meta(s.meta, conn, s.from_server, copy);
@@ -761,7 +761,7 @@ impl Harness {
         let original = bytes.clone();
         let strict = parse(&original);
         // Window updates are copies of pure ACKs (no payload) the engine was handed whole.
-        if let (Copy::Full, Ok(info)) = (meta.copy, &strict) {
+        if let (PacketCopy::Full, Ok(info)) = (meta.copy, &strict) {
             if info.payload_len == 0 {
                 let valid = packet::checksum_valid(&original).unwrap_or(false);
                 self.origins
@@ -777,7 +777,7 @@ impl Harness {
         match verdict {
             Verdict::Accept => assert!(bytes == original, "an accepted packet was changed"),
             Verdict::AcceptModified => {
-                assert_eq!(meta.copy, Copy::Full, "a header-only copy was rewritten");
+                assert_eq!(meta.copy, PacketCopy::Full, "a header-only copy was rewritten");
                 assert!(
                     meta.checksum_ready,
                     "a packet whose checksum is not ready was rewritten"
@@ -928,8 +928,8 @@ impl Harness {
             Op::Raw { dt, meta, bytes } => {
                 self.advance(*dt);
                 let copy = match meta.copy {
-                    CopyIn::HeaderOnly(_) => Copy::HeaderOnly,
-                    _ => Copy::Full,
+                    CopyIn::HeaderOnly(_) => PacketCopy::HeaderOnly,
+                    _ => PacketCopy::Full,
                 };
                 let meta = self.meta(*meta, 0, false, copy);
                 self.feed(bytes.clone(), meta);

@@ -20,8 +20,8 @@ use std::time::SystemTime;
 use slipstream_config::Hook;
 use slipstream_control::Duration;
 use slipstream_engine::{
-    Copy, Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketMeta, ReconfigureSummary, Side,
-    Verdict,
+    Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketCopy, PacketMeta, ReconfigureSummary,
+    Side, Verdict,
 };
 use slipstream_firewall::rule_number_from_mark;
 use slipstream_metrics::SharedSnapshot;
@@ -308,11 +308,11 @@ impl PacketLoop {
 /// queue copies `data_copy_bytes`, which is the whole packet when it is that short or the range
 /// is raised. A whole packet may be handed back rewritten: in a flow with data both ways
 /// (BitTorrent) the receiver's ACKs carry data and go to the data queue.
-fn copy_of(kind: QueueKind, payload: &[u8]) -> Copy {
+fn copy_of(kind: QueueKind, payload: &[u8]) -> PacketCopy {
     match kind {
-        QueueKind::Ack => Copy::Full,
-        QueueKind::Data if slipstream_wire::is_complete(payload) => Copy::Full,
-        QueueKind::Data => Copy::HeaderOnly,
+        QueueKind::Ack => PacketCopy::Full,
+        QueueKind::Data if slipstream_wire::is_complete(payload) => PacketCopy::Full,
+        QueueKind::Data => PacketCopy::HeaderOnly,
     }
 }
 
@@ -334,9 +334,12 @@ mod tests {
     /// ACKs that carry data went out with the host's whole window).
     #[test]
     fn whole_packets_from_the_data_queue_may_be_rewritten() {
-        assert_eq!(copy_of(QueueKind::Data, &data_packet(1500)), Copy::Full);
-        assert_eq!(copy_of(QueueKind::Data, &data_packet(128)), Copy::HeaderOnly);
-        assert_eq!(copy_of(QueueKind::Ack, &data_packet(80)), Copy::Full);
+        assert_eq!(copy_of(QueueKind::Data, &data_packet(1500)), PacketCopy::Full);
+        assert_eq!(
+            copy_of(QueueKind::Data, &data_packet(128)),
+            PacketCopy::HeaderOnly
+        );
+        assert_eq!(copy_of(QueueKind::Ack, &data_packet(80)), PacketCopy::Full);
     }
 
     /// A queue holding `n` packets: `next` handles one per call.

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use criterion::{criterion_group, criterion_main, Criterion};
 use etherparse::{PacketBuilder, TcpOptionElement};
 use slipstream_control::{ControllerConfig, ControllerMode, Duration, FixedWindowConfig, Instant};
-use slipstream_engine::{Copy, Engine, EngineConfig, PacketMeta, RuleSpec};
+use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec};
 
 /// Counts live heap bytes, to measure memory per flow.
 struct Counting;
@@ -84,7 +84,7 @@ fn engine_with(max_flows: usize, controller: ControllerConfig) -> Engine {
     })
 }
 
-fn meta(copy: Copy) -> PacketMeta {
+fn meta(copy: PacketCopy) -> PacketMeta {
     PacketMeta {
         rule: Some(1),
         copy,
@@ -98,12 +98,12 @@ fn open_flow(e: &mut Engine, client_port: u16, now: Instant) {
     e.handle_packet(
         now,
         &mut packet(false, client_port, 100, 0, 65535, 0, true),
-        meta(Copy::Full),
+        meta(PacketCopy::Full),
     );
     e.handle_packet(
         now,
         &mut packet(true, client_port, 5000, 101, 65535, 0, true),
-        meta(Copy::Full),
+        meta(PacketCopy::Full),
     );
 }
 
@@ -127,13 +127,13 @@ fn per_packet(c: &mut Criterion) {
             set_u32(data, TCP + 22, ts);
             set_u32(data, TCP + 26, ts.wrapping_sub(100));
             seq = seq.wrapping_add(1448);
-            e.handle_packet(Instant::from_micros(now_us), data, meta(Copy::HeaderOnly))
+            e.handle_packet(Instant::from_micros(now_us), data, meta(PacketCopy::HeaderOnly))
         } else {
             set_u32(ack, TCP + 8, seq);
             // The host's window again (a rewrite of the previous round changed it in place).
             ack[TCP + 14..TCP + 16].copy_from_slice(&20000u16.to_be_bytes());
             set_u32(ack, TCP + 22, ts);
-            e.handle_packet(Instant::from_micros(now_us), ack, meta(Copy::Full))
+            e.handle_packet(Instant::from_micros(now_us), ack, meta(PacketCopy::Full))
         }
     };
     for i in 0..20_000u32 {
@@ -184,12 +184,12 @@ fn heap_per_flow(flows: usize) -> usize {
         for k in 0..4u32 {
             let mut d = packet(true, port, 5001 + k * 1448, 101, 1000, 1448, false);
             d.truncate(d.len() - 1448);
-            e.handle_packet(now, &mut d, meta(Copy::HeaderOnly));
+            e.handle_packet(now, &mut d, meta(PacketCopy::HeaderOnly));
         }
         e.handle_packet(
             now,
             &mut packet(false, port, 101, 7897, 20000, 0, false),
-            meta(Copy::Full),
+            meta(PacketCopy::Full),
         );
     }
     let after = LIVE.load(Ordering::Relaxed);

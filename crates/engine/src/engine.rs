@@ -75,7 +75,7 @@ pub struct EngineConfig {
 
 /// How much of the packet the datapath handed over.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Copy {
+pub enum PacketCopy {
     /// The whole packet: it may be rewritten.
     Full,
     /// Only the first bytes (headers): observe only.
@@ -87,7 +87,7 @@ pub enum Copy {
 pub struct PacketMeta {
     /// 1-based number of the rule that classed the flow, from the packet mark.
     pub rule: Option<u16>,
-    pub copy: Copy,
+    pub copy: PacketCopy,
     /// False when the kernel says the checksum is not final (GSO, checksum offload).
     pub checksum_ready: bool,
     /// The packet entered the router from a LAN interface (its sender is a LAN host); `None`
@@ -288,8 +288,8 @@ impl Engine {
     pub fn handle_packet(&mut self, now: Instant, packet: &mut [u8], meta: PacketMeta) -> Verdict {
         self.counters.packets += 1;
         let parsed = match meta.copy {
-            Copy::Full => parse(packet),
-            Copy::HeaderOnly => parse_headers(packet),
+            PacketCopy::Full => parse(packet),
+            PacketCopy::HeaderOnly => parse_headers(packet),
         };
         let info = match parsed {
             Ok(info) => info,
@@ -406,9 +406,9 @@ impl Engine {
         if flags.ack {
             let acked_before = flow.acked_bytes();
             let can_rewrite = match (meta.copy, meta.checksum_ready) {
-                (Copy::HeaderOnly, _) => Err(PassReason::HeaderOnly),
-                (Copy::Full, false) => Err(PassReason::ChecksumNotReady),
-                (Copy::Full, true) => Ok(()),
+                (PacketCopy::HeaderOnly, _) => Err(PassReason::HeaderOnly),
+                (PacketCopy::Full, false) => Err(PassReason::ChecksumNotReady),
+                (PacketCopy::Full, true) => Ok(()),
             };
             let rewritable = can_rewrite.is_ok();
             let household = matches!(

@@ -17,7 +17,7 @@ mod tcp_state;
 pub mod window_clamp;
 
 pub use engine::{
-    Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate,
+    Engine, EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate,
 };
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};

@@ -5,7 +5,7 @@
 
 use etherparse::{PacketBuilder, TcpOptionElement};
 use slipstream_control::Instant;
-use slipstream_engine::{Copy, Engine, PacketMeta, Verdict};
+use slipstream_engine::{Engine, PacketCopy, PacketMeta, Verdict};
 
 pub const CLIENT: [u8; 4] = [10, 0, 0, 2];
 pub const SERVER: [u8; 4] = [192, 0, 2, 1];
@@ -82,7 +82,7 @@ pub fn build(seg: Seg) -> Vec<u8> {
     out
 }
 
-pub fn meta(copy: Copy) -> PacketMeta {
+pub fn meta(copy: PacketCopy) -> PacketMeta {
     PacketMeta {
         rule: Some(1),
         copy,
@@ -97,11 +97,11 @@ pub fn meta(copy: Copy) -> PacketMeta {
 pub fn feed(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
     let mut bytes = build(seg);
     let copy = if seg.payload > 0 {
-        Copy::HeaderOnly
+        PacketCopy::HeaderOnly
     } else {
-        Copy::Full
+        PacketCopy::Full
     };
-    if copy == Copy::HeaderOnly {
+    if copy == PacketCopy::HeaderOnly {
         bytes.truncate(bytes.len() - seg.payload);
     }
     let v = engine.handle_packet(now, &mut bytes, meta(copy));
