@@ -14,7 +14,7 @@ apt_install() {
 }
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
-            shellcheck:shellcheck busybox:busybox; do
+            shellcheck:shellcheck busybox:busybox nft:nftables; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done

@@ -418,10 +418,10 @@ fn json_caps(json: &Value, set: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn root_daemon_keeps_only_net_admin_and_net_raw() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED root_daemon_keeps_only_net_admin_and_net_raw: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     scenario(
         "root",
@@ -434,10 +434,10 @@ fn root_daemon_keeps_only_net_admin_and_net_raw() {
 /// What procd (through ujail) does with `procd_set_param capabilities` and `no_new_privs`,
 /// done by setpriv from the same JSON file: the daemon starts with only these sets and works.
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn daemon_runs_with_the_openwrt_capability_file() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED daemon_runs_with_the_openwrt_capability_file: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_file("openwrt/files/slipstream.json")).unwrap())
@@ -465,10 +465,10 @@ fn daemon_runs_with_the_openwrt_capability_file() {
 /// Without CAP_SETPCAP the bounding set cannot shrink: the daemon says so loudly and runs on,
 /// with the other sets reduced all the same.
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn daemon_that_cannot_drop_warns_and_runs_on() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED daemon_that_cannot_drop_warns_and_runs_on: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     let launcher: Vec<String> = [
         "setpriv",
