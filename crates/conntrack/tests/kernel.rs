@@ -7,6 +7,7 @@
 //! Needs root, `ip` and iptables-legacy (a rule with a conntrack match makes the namespace track
 //! connections) and `conntrack` for the flush; without them the test says why and passes
 //! vacuously.
+#![allow(unsafe_code, reason = "geteuid for the root check")]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -34,8 +35,8 @@ impl Drop for Netns {
 
 fn enter(name: &str) {
     let file = std::fs::File::open(format!("/var/run/netns/{name}")).expect("open netns");
-    // SAFETY: setns on a valid namespace descriptor; affects only the calling thread.
     assert_eq!(
+        // SAFETY: setns on a valid namespace descriptor; affects only the calling thread.
         unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
         0,
         "setns"
@@ -44,9 +45,10 @@ fn enter(name: &str) {
 
 /// (own shift, peer's shift) from TCP_INFO.
 fn wscales(s: &TcpStream) -> (u8, u8) {
-    // SAFETY: getsockopt fills a tcp_info of the size we pass.
+    // SAFETY: tcp_info is plain data; zero is a valid value for every field.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+    // SAFETY: getsockopt fills a tcp_info of the size we pass.
     let rc = unsafe {
         libc::getsockopt(
             s.as_raw_fd(),

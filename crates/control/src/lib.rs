@@ -31,6 +31,7 @@ pub enum ControllerConfig {
 }
 
 impl ControllerConfig {
+    /// A fresh controller for a new flow, as the rule's config asks.
     pub fn build(&self) -> AnyController {
         match self {
             ControllerConfig::Vulture(c) => AnyController::Vulture(Vulture::new(c.clone())),
@@ -64,8 +65,11 @@ impl ControllerConfig {
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum AnyController {
+    /// Vulture's per-flow PIV control.
     Vulture(Vulture),
+    /// A constant clamp.
     FixedWindow(FixedWindow),
+    /// The flow's share of the household budget, set by the engine's allocator.
     Household(HouseholdShare),
 }
 

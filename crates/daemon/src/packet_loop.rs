@@ -45,9 +45,9 @@ const MAX_CONSECUTIVE_ERRORS: u32 = 1000;
 /// At 7-9 us per packet, verdict included (measured on the 2-core test VM,
 /// `crates/nfqueue/tests/kernel_timestamps.rs`), a batch takes about 2 ms: that is how late a
 /// tick or a window update can be.
-pub const BATCH: usize = 256;
+pub(crate) const BATCH: usize = 256;
 
-pub struct PacketLoop {
+pub(crate) struct PacketLoop {
     pub datapath: Datapath,
     pub engine: Engine,
     pub snapshot: SharedSnapshot,
@@ -66,7 +66,7 @@ pub struct PacketLoop {
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
-pub enum PacketCommand {
+pub(crate) enum PacketCommand {
     /// A reload: new rules and limits for the engine, the new number of per-flow series, and
     /// the hook and LAN interfaces the LAN side is told by.
     Reconfigure {
@@ -84,7 +84,7 @@ pub enum PacketCommand {
 }
 
 /// A snapshot for the control socket.
-pub struct PacketView {
+pub(crate) struct PacketView {
     pub snapshot: EngineSnapshot,
     /// `keys[i]` is the key of `snapshot.flows[i]`.
     pub keys: Vec<FlowKey>,
@@ -94,7 +94,7 @@ pub struct PacketView {
 
 /// What the loop did, reported at exit.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LoopTotals {
+pub(crate) struct LoopTotals {
     pub packets: u64,
     pub rewritten: u64,
     pub window_updates_sent: u64,
@@ -126,7 +126,7 @@ fn drain_batch(limit: usize, mut next: impl FnMut() -> io::Result<bool>) -> (Bat
 }
 
 impl PacketLoop {
-    pub fn run(mut self) -> io::Result<LoopTotals> {
+    pub(crate) fn run(mut self) -> io::Result<LoopTotals> {
         let clock = MonotonicClock::start();
         let mut scratch = vec![0u8; 65536];
         let mut last_tick = clock.now();

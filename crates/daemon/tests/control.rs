@@ -8,6 +8,10 @@
 //!
 //! The `slipstream` CLI is another package's binary: it is taken from the same target directory,
 //! and built there first if missing.
+#![allow(
+    unsafe_code,
+    reason = "geteuid and kill for the root check and the signals sent to the daemon"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -333,6 +337,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
         ),
     )
     .unwrap();
+    // SAFETY: kill(2) takes plain integers; the pid is our child.
     unsafe { libc::kill(pid, libc::SIGHUP) };
     wait_until("the failed reload", &log, || {
         status(&socket)["reloads_failed"] == 1
@@ -375,6 +380,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert!(metrics.contains("slipstream_config_last_reload_success_timestamp_seconds "));
 
     // SIGTERM: exit 0, rules and socket gone.
+    // SAFETY: kill(2) takes plain integers; the pid is our child.
     unsafe { libc::kill(pid, libc::SIGTERM) };
     let mut child = daemon.0.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -9,6 +9,10 @@
 //! left to drop), and without CAP_SETPCAP (the bounding set cannot shrink: a loud warning, and
 //! the daemon runs on). Also: the shipped configs keep the metrics listener on loopback, and the
 //! control socket is mode 0600. Skips when not root or tools are missing.
+#![allow(
+    unsafe_code,
+    reason = "geteuid for the root check, kill for the signals sent to the daemon"
+)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -385,6 +389,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     assert_caps(pid, bounding, &log);
 
     // SIGTERM: exit 0, rules removed (one more firewall program), socket file gone.
+    // SAFETY: kill(2) takes plain integers; the pid is our child.
     unsafe { libc::kill(pid as i32, libc::SIGTERM) };
     let mut child = daemon.0.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);

@@ -6,6 +6,10 @@
 //!
 //! Needs root and `ip` (CI runs as root); without them each test says why and passes vacuously.
 //! Namespaces are `sswu<pid><tag>{a,b}`, deleted at the end, also after a failure.
+#![allow(
+    unsafe_code,
+    reason = "setns, geteuid, and a packet socket that captures the updates"
+)]
 
 #[allow(dead_code)]
 #[path = "../src/lan_hosts.rs"]

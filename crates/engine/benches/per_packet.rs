@@ -3,6 +3,7 @@
 //!
 //! The flow is a steady download under the Vulture controller: each iteration patches the next
 //! sequence number and timestamps into a prebuilt packet, as a real stream would bring them.
+#![allow(unsafe_code, reason = "a counting global allocator measures memory per flow")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,13 +16,16 @@ use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec};
 /// Counts live heap bytes, to measure memory per flow.
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+// SAFETY: every call is passed on to the system allocator unchanged; only a counter is added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller upholds alloc's contract, which System's is the same as.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` came from System.alloc with this layout (alloc above).
         unsafe { System.dealloc(ptr, layout) }
     }
 }

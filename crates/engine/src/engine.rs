@@ -56,18 +56,24 @@ const MAX_PENDING_UPDATES: usize = 1024;
 /// controller.
 #[derive(Clone, Debug, PartialEq)]
 pub struct RuleSpec {
+    /// The rule's name: flows keep their rule across a reload by it, and metrics label by it.
     pub name: String,
+    /// The controller the rule's flows get.
     pub controller: ControllerConfig,
     /// The rule's claim on the household budget (used by `ControllerConfig::Household` flows).
     pub share: ShareSpec,
 }
 
+/// What the engine runs with; `Engine::reconfigure` swaps it without dropping flow state.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EngineConfig {
     /// Rules, numbered from 1 in this order (the number the kernel puts in the packet mark).
     pub rules: Vec<RuleSpec>,
+    /// Bound of the flow table: memory stays bounded whatever the traffic.
     pub max_flows: usize,
+    /// A flow with no packet for this long is removed.
     pub idle_timeout: Duration,
+    /// In a full table, a flow idle this long may be evicted for a new one.
     pub evict_idle_after: Duration,
     /// Household control: budget controller, slowdown, time-sharing turn.
     pub household: HouseholdConfig,
@@ -87,6 +93,7 @@ pub enum PacketCopy {
 pub struct PacketMeta {
     /// 1-based number of the rule that classed the flow, from the packet mark.
     pub rule: Option<u16>,
+    /// How much of the packet the datapath copied: only a whole copy may be rewritten.
     pub copy: PacketCopy,
     /// False when the kernel says the checksum is not final (GSO, checksum offload).
     pub checksum_ready: bool,
@@ -103,9 +110,11 @@ pub struct PacketMeta {
 /// `packet` is a whole IPv4 or IPv6 packet with valid checksums, from the receiver to the sender.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WindowUpdate {
+    /// The packet to send.
     pub packet: Vec<u8>,
 }
 
+/// What the datapath does with a packet.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
     /// Accept the packet as it came.
@@ -147,6 +156,7 @@ pub struct ReconfigureSummary {
     pub rules_removed: usize,
 }
 
+/// The pure core: packets and time in, verdicts, events and window updates out; no I/O.
 pub struct Engine {
     /// Configured rules in config order (`classes[n - 1]` is rule number n), then removed rules
     /// that still have flows. A flow's `rule` is a 1-based index into this.
@@ -168,6 +178,7 @@ fn table_limits(config: &EngineConfig) -> TableLimits {
 }
 
 impl Engine {
+    /// An engine with an empty flow table.
     pub fn new(config: EngineConfig) -> Engine {
         let table = FlowTable::new(table_limits(&config));
         let household = Household::new(config.household.clone());
@@ -520,10 +531,12 @@ impl Engine {
         self.events.drain(..)
     }
 
+    /// Counters since start, for metrics.
     pub fn counters(&self) -> &EngineCounters {
         &self.counters
     }
 
+    /// Flows in the table now.
     pub fn active_flows(&self) -> usize {
         self.table.len()
     }

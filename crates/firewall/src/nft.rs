@@ -29,7 +29,7 @@ pub fn delete_transaction() -> String {
 }
 
 /// Text that atomically replaces any existing table with `ruleset`.
-pub fn replace_transaction(ruleset: &str) -> String {
+pub(crate) fn replace_transaction(ruleset: &str) -> String {
     format!("{}{ruleset}", delete_transaction())
 }
 
@@ -114,7 +114,7 @@ fn ifname(name: &str) -> String {
 }
 
 /// The full `table inet slipstream { ... }` text for `config`.
-pub fn ruleset(config: &Config) -> String {
+pub(crate) fn ruleset(config: &Config) -> String {
     let d = &config.datapath;
     let mask = d.mark_mask;
     let keep = !mask;

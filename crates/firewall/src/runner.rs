@@ -129,7 +129,7 @@ impl CommandRunner {
 
 /// `iptables-legacy-restore` -> `iptables-restore`, `ip6tables-legacy` -> `ip6tables`; `None` for
 /// any other program.
-pub fn plain_legacy_name(program: &str) -> Option<&'static str> {
+pub(crate) fn plain_legacy_name(program: &str) -> Option<&'static str> {
     Some(match program {
         "iptables-legacy" => "iptables",
         "iptables-legacy-save" => "iptables-save",

@@ -48,6 +48,7 @@ pub struct DelayTargetConfig {
     pub gain: f64,
     /// Proportional rule: largest growth factor per round below half the target (>= 1).
     pub max_growth: f64,
+    /// Which step rule: proportional (default) or RFC 6817's per-ACK rule summed per round.
     pub variant: DelayTargetVariant,
 }
 
@@ -72,6 +73,7 @@ impl DelayTargetConfig {
         }
     }
 
+    /// Checks the ranges; the error names the field (config validation reports it).
     pub fn validate(&self) -> Result<(), String> {
         if self.target.is_zero() || self.target > Duration::from_secs(1) {
             return Err(format!(
@@ -125,6 +127,7 @@ const CEILING_FRACTION: f64 = 0.85;
 const HIGH_ROUNDS_TO_RECOVER: u32 = 5;
 
 impl DelayTarget {
+    /// A controller starting from `initial` bytes of budget.
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
         DelayTarget {
             config,

@@ -40,7 +40,9 @@ pub const MAX_REQUEST_BYTES: usize = 4096;
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "cmd", rename_all = "snake_case")]
 pub enum Request {
+    /// The daemon at a glance.
     Status,
+    /// Every flow in the table.
     Flows,
 }
 
@@ -48,8 +50,11 @@ pub enum Request {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Response {
+    /// The answer to `status`.
     Status(Box<Status>),
+    /// The answer to `flows`.
     Flows(FlowList),
+    /// Why the request was not answered.
     Error(String),
 }
 
@@ -61,6 +66,7 @@ impl Request {
         })
     }
 
+    /// The request as the client sends it: one JSON line.
     pub fn to_line(&self) -> String {
         let mut s = serde_json::to_string(self).expect("a request serialises");
         s.push('\n');
@@ -69,10 +75,12 @@ impl Request {
 }
 
 impl Response {
+    /// Parses the daemon's answer line (the client's side).
     pub fn parse_line(line: &str) -> Result<Response, serde_json::Error> {
         serde_json::from_str(line.trim())
     }
 
+    /// The response as the daemon sends it: one JSON line (an encoding failure becomes an error line).
     pub fn to_line(&self) -> String {
         let mut s = serde_json::to_string(self).unwrap_or_else(|e| {
             format!(
@@ -88,13 +96,19 @@ impl Response {
 /// `{"cmd":"status"}`: the daemon at a glance.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Status {
+    /// The daemon's version.
     pub version: String,
+    /// The daemon's process id.
     pub pid: u32,
+    /// Seconds since the daemon started.
     pub uptime_secs: u64,
+    /// The config file the daemon reads (SIGHUP re-reads it).
     pub config_path: String,
     /// When the config in force was loaded (start or last successful reload).
     pub config_loaded_unix: u64,
+    /// Successful reloads.
     pub reloads_ok: u64,
+    /// Refused reloads.
     pub reloads_failed: u64,
     /// The last reload's error, if the last reload failed (the previous config stays in force).
     pub last_reload_error: Option<String>,
@@ -103,13 +117,21 @@ pub struct Status {
     /// The configured rules in order (rule number = position + 1), then removed rules whose flows
     /// are still around (`removed: true`).
     pub rules: Vec<RuleStatus>,
+    /// The firewall rules and the watchdog's view of them.
     pub firewall: FirewallStatus,
+    /// NFQUEUE number of handshakes and ACKs.
     pub ack_queue: u16,
+    /// NFQUEUE number of data packets.
     pub data_queue: u16,
+    /// Packets handed to the engine since start.
     pub packets: u64,
+    /// Packets forwarded with a lowered window.
     pub packets_rewritten: u64,
+    /// Packets passed unmodified (any reason).
     pub packets_passed: u64,
+    /// Flows in the table.
     pub flows_active: usize,
+    /// Capacity of the table (`limits.max_flows`).
     pub flows_max: usize,
     /// Datapath (NFQUEUE receive/verdict) errors since start.
     pub datapath_errors: u64,
@@ -126,37 +148,51 @@ pub struct LinkStatus {
     pub link: String,
     /// Budget controller kind (`delay_target`, ...) and what it is doing (`probe`, `hold`, ...).
     pub controller: String,
+    /// What the budget controller is doing (`probe`, `hold`, ...).
     pub phase: String,
-    /// Bytes the link's household flows may have in flight, and what they had at the last round.
+    /// Bytes the link's household flows may have in flight.
     pub budget_bytes: u64,
+    /// Bytes in flight at the end of the last round.
     pub in_flight_bytes: u64,
-    /// The queueing delay the link's flows share (last round) and the link's base RTT.
+    /// The queueing delay the link's flows share (last round).
     pub queue_delay_ms: Option<f64>,
+    /// The link's base (unloaded) round-trip time.
     pub base_rtt_ms: Option<f64>,
-    /// Household flows on the link, and how many of them wait for their turn.
+    /// Household flows on the link.
     pub flows: usize,
+    /// Of those, the flows waiting for their turn.
     pub held_flows: usize,
+    /// Delivery rate of the link's household flows over the last round, bits per second.
     pub goodput_bps: f64,
-    /// Coordinated slowdowns and window updates so far.
+    /// Coordinated slowdowns so far.
     pub slowdowns: u64,
+    /// Window updates the daemon sent for held flows.
     pub window_updates: u64,
 }
 
+/// One rule in `status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuleStatus {
+    /// The rule's name.
     pub name: String,
+    /// Its controller kind.
     pub controller: String,
+    /// The rule's flows in the table now.
     pub active_flows: usize,
+    /// Flows the rule classed since start.
     pub flows_started: u64,
+    /// Removed by a reload; listed while its flows are still around.
     pub removed: bool,
 }
 
+/// The daemon's firewall rules in `status`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirewallStatus {
     /// `iptables-legacy` or `nftables`.
     pub backend: String,
     /// What the last check found (the watchdog checks every few seconds).
     pub installed: bool,
+    /// When the last check ran.
     pub last_check_unix: Option<u64>,
     /// Times the watchdog found the rules missing and re-applied them.
     pub reapplied: u64,
@@ -167,7 +203,9 @@ pub struct FirewallStatus {
 /// `{"cmd":"flows"}`: every flow in the daemon's table (at most `max`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct FlowList {
+    /// Flows in the table.
     pub active: usize,
+    /// Capacity of the table.
     pub max: usize,
     /// Busiest first (by goodput).
     pub flows: Vec<FlowInfo>,
@@ -180,7 +218,7 @@ pub struct FlowInfo {
     pub rule: String,
     /// The rule was removed by a reload: the flow is released (not clamped) until it ends.
     pub rule_removed: bool,
-    /// The rule's controller (`vulture`, `fixed_window`).
+    /// The rule's controller (`household`, `vulture`, `fixed_window`).
     pub controller: String,
     /// Both endpoints (`addr:port`), in a fixed order.
     pub endpoints: [String; 2],
@@ -188,17 +226,23 @@ pub struct FlowInfo {
     pub sender: Option<String>,
     /// Endpoint whose ACKs are clamped.
     pub receiver: Option<String>,
-    /// Controller mode and window policy (empty without a controller).
+    /// Controller mode (empty without a controller).
     pub mode: String,
+    /// The window policy (empty without a controller).
     pub policy: String,
-    /// Window forwarded to the sender (after clamping) and the one the host advertised.
+    /// Window forwarded to the sender (after clamping).
     pub rwnd_bytes: Option<u32>,
+    /// The window the host advertised.
     pub host_window_bytes: Option<u32>,
+    /// The window the controller wants.
     pub target_window_bytes: Option<u32>,
+    /// The controller's estimate of the sender's cwnd.
     pub cwnd_estimate_bytes: Option<u32>,
     /// Last analysis epoch of the controller.
     pub piv: Option<PivSummary>,
+    /// Rate at which the flow's data is acknowledged, bits per second.
     pub goodput_bps: f64,
+    /// Bytes acknowledged since the flow started.
     pub acked_bytes: u64,
     /// Round-trip time measured at the router.
     pub rtt_ms: Option<f64>,
@@ -215,11 +259,14 @@ pub struct FlowInfo {
     pub held: bool,
 }
 
+/// A controller's last analysis epoch (Vulture Alg. 2).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PivSummary {
     /// Sum of the epoch's packet inter-arrival variations, milliseconds (signed).
     pub sum_ms: f64,
+    /// Share of the epoch's variations that were positive.
     pub positive_ratio: f64,
+    /// Variations measured in the epoch.
     pub count: u32,
 }
 
@@ -227,7 +274,12 @@ pub struct PivSummary {
 #[derive(Debug)]
 pub enum QueryError {
     /// No daemon at the socket (or no permission).
-    Connect { socket: String, source: std::io::Error },
+    Connect {
+        /// The socket path tried.
+        socket: String,
+        /// What connect(2) said.
+        source: std::io::Error,
+    },
     /// The exchange broke off.
     Io(std::io::Error),
     /// The answer is not a response.
@@ -268,7 +320,7 @@ pub fn query(socket: &Path, request: &Request) -> Result<Response, QueryError> {
     Response::parse_line(&line).map_err(|e| QueryError::BadResponse(format!("{e}: {:?}", line.trim())))
 }
 
-/// `1.5 kB`, `64.0 kB`, `1.20 MB` (decimal units, as the README's kB).
+/// `1.5 kB`, `64.0 kB`, `1.20 MB` (decimal units).
 pub fn fmt_bytes(bytes: u64) -> String {
     let b = bytes as f64;
     if b < 1000.0 {
@@ -291,6 +343,7 @@ pub fn fmt_rate(bps: f64) -> String {
     }
 }
 
+/// Milliseconds with one decimal below 10 ms, none above.
 pub fn fmt_ms(ms: f64) -> String {
     if ms < 10.0 {
         format!("{ms:.1} ms")

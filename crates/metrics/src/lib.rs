@@ -95,6 +95,7 @@ pub struct SlipstreamCollector {
 }
 
 impl SlipstreamCollector {
+    /// A collector that renders whatever snapshot `shared` holds at scrape time.
     pub fn new(shared: SharedSnapshot) -> SlipstreamCollector {
         SlipstreamCollector { shared }
     }

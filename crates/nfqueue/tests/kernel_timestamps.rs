@@ -23,6 +23,10 @@
 //! stamp and the read: the error the daemon's RTT samples carry without the stamp.
 //!
 //! Needs root and iptables-legacy; without them the test says why and passes vacuously.
+#![allow(
+    unsafe_code,
+    reason = "setns into the test namespaces, geteuid, recv, thread CPU time"
+)]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};

@@ -266,6 +266,7 @@ pub struct Vulture {
 }
 
 impl Vulture {
+    /// A controller in warm-up (no window asked for yet), with the rule's parameters.
     pub fn new(config: VultureConfig) -> Self {
         Vulture {
             params: Params::new(&config),

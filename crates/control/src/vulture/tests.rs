@@ -246,7 +246,7 @@ mod sim {
     const HOST_WINDOW: u32 = 4 << 20;
     const RCV_TS_OFFSET: u32 = 7_000_000;
 
-    pub struct Config {
+    pub(super) struct Config {
         pub bottleneck_bps: u64,
         /// Sender pacing rate; 1 Gbit/s is an unpaced, ACK-clocked sender.
         pub pace_bps: u64,
@@ -260,7 +260,7 @@ mod sim {
 
     /// One epoch decision seen by the simulation.
     #[derive(Debug, Clone, Copy)]
-    pub struct Decision {
+    pub(super) struct Decision {
         pub at_us: u64,
         pub policy: WindowPolicy,
         pub epoch: EpochSummary,
@@ -286,7 +286,7 @@ mod sim {
         },
     }
 
-    pub struct Outcome {
+    pub(super) struct Outcome {
         pub decisions: Vec<Decision>,
         /// (arrival at the router, queueing delay) of every segment.
         pub queue: Vec<(u64, u64)>,
@@ -298,7 +298,7 @@ mod sim {
     }
 
     impl Outcome {
-        pub fn max_queue_after_us(&self, t: u64) -> u64 {
+        pub(super) fn max_queue_after_us(&self, t: u64) -> u64 {
             self.queue
                 .iter()
                 .filter(|&&(at, _)| at >= t)
@@ -308,7 +308,7 @@ mod sim {
         }
     }
 
-    pub fn run(cfg: Config) -> Outcome {
+    pub(super) fn run(cfg: Config) -> Outcome {
         let svc_us = WIRE_BYTES * 8 * 1_000_000 / cfg.bottleneck_bps;
         let gap_us = (WIRE_BYTES * 8 * 1_000_000 / cfg.pace_bps).max(1);
         let rtt = Some(Duration::from_micros(2 * PROP_US + svc_us));
