@@ -8,31 +8,50 @@ use crate::Backend;
 pub enum FirewallError {
     /// A program is missing.
     #[error("{program} not found: {hint}")]
-    NotFound { program: String, hint: String },
+    NotFound {
+        /// The program.
+        program: String,
+        /// Which package has it.
+        hint: String,
+    },
     /// A command exited with an error.
     #[error("`{command}` failed ({status}): {stderr}; check: {hint}")]
     Failed {
+        /// The command line.
         command: String,
+        /// Its exit status.
         status: String,
+        /// What it printed on stderr (with the failing input line, when it names one).
         stderr: String,
+        /// What to check (a kernel module, root, ...).
         hint: String,
     },
     /// A command could not be run at all.
     #[error("could not run `{command}`: {source}")]
     Io {
+        /// The command line.
         command: String,
+        /// Why it could not be started.
         #[source]
         source: std::io::Error,
     },
     /// The commands succeeded but the rules are not what was planned.
     #[error("{backend} rules not in place after install: {what}; check whether another program rewrote the mangle table meanwhile")]
-    Verify { backend: Backend, what: String },
+    Verify {
+        /// The backend the rules were installed with.
+        backend: Backend,
+        /// What is missing or different.
+        what: String,
+    },
     /// `firewall = "nftables"` was requested but nft cannot queue packets here.
     #[error(
         "nftables cannot queue packets on this system (`nft -c` rejected `queue num 0 bypass`: {stderr}); \
          check: modprobe nft_queue (OpenWrt: kmod-nft-queue), or set datapath.firewall = \"iptables\""
     )]
-    NftQueueUnsupported { stderr: String },
+    NftQueueUnsupported {
+        /// What `nft -c` said.
+        stderr: String,
+    },
     /// Several errors (teardown collects them all).
     #[error("{}", .0.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))]
     Several(Vec<FirewallError>),

@@ -55,6 +55,7 @@ impl Firewall {
         Ok(fw)
     }
 
+    /// The backend the rules were installed with.
     pub fn backend(&self) -> Backend {
         self.backend
     }

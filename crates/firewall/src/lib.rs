@@ -19,8 +19,8 @@
 //!   bits into the packet mark, which NFQUEUE hands to the daemon (see [`rule_number_from_mark`]),
 //!   so the daemon needs no conntrack lookups.
 //! * **Two queues.** Handshakes and ACKs (short packets) go to `ack_queue` with a full copy, since
-//!   the daemon rewrites their window; longer data packets go to `data_queue`, where the daemon
-//!   copies only headers. `--queue-bypass` lets traffic flow if the daemon is not running.
+//!   the daemon rewrites their window; longer data packets go to `data_queue`, copied as
+//!   `datapath.data_copy_bytes` says (whole by default). `--queue-bypass` lets traffic flow if the daemon is not running.
 //! * **The daemon owns its chains** (netavark / mullvad style): `SLIPSTREAM` and
 //!   `SLIPSTREAM_CLASSIFY` in table `mangle` (or `table inet slipstream` for nftables), plus one
 //!   jump from each hooked built-in chain. Nothing else is touched, so [`reset`] can delete

@@ -33,6 +33,7 @@ impl CommandRunner {
         )
     }
 
+    /// What every command is prefixed with (e.g. `ip netns exec NS`); empty on the host.
     pub fn prefix(&self) -> &[String] {
         &self.prefix
     }
