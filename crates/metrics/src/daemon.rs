@@ -10,7 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::{counter, counter_family, gauge};
+use crate::families::{counter, counter_family, gauge};
 
 /// The daemon's own counters, shared (in an `Arc`) with the collector.
 #[derive(Debug, Default)]
