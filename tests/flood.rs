@@ -92,7 +92,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use slipstream::{daemon_binary, require_netns};
+use slipstream::{require_netns, start_daemon};
 use slipstream_testbed::daemon::{metric_value, process_cpu_seconds, process_memory_kib, Daemon};
 use slipstream_testbed::{
     cmd, unique_prefix, workspace_binary, Ns, Testbed, TopologySpec, FLOOD_IF, FLOOD_SOURCES, HOST_IF,
@@ -302,14 +302,7 @@ fn flood_test(plan: &Plan) {
     let conntrack_max = ConntrackMax::ensure(plan.syns + 2 * plan.overload_syns);
     tb.start_iperf_server(BE_PORT).expect("iperf3 server");
     let log = dir.join("slipstreamd.log");
-    let daemon = Daemon::start(
-        &tb,
-        &daemon_binary(),
-        &config_path,
-        &config.metrics.listen.to_string(),
-        &log,
-    )
-    .expect("slipstreamd starts");
+    let daemon = start_daemon(&tb, &config_path, &config, &log);
     let pid = daemon.pid().expect("daemon running");
     std::thread::sleep(Duration::from_secs(1));
     let (base_rss, _) = process_memory_kib(pid).expect("daemon memory");
@@ -350,13 +343,9 @@ fn flood_test(plan: &Plan) {
     // ratio reached can fall short: up to three tries, each cap lowered by the shortfall.
     let mut capped = None;
     for _ in 0..3 {
-        let cap = match CpuCap::apply(pid, share) {
-            Ok(cap) => cap,
-            Err(why) => {
-                eprintln!("phase 4 skipped: no CPU cap for the daemon ({why})");
-                break;
-            }
-        };
+        // Without a CPU controller the overload phase cannot run: fail, not pass without it.
+        let cap = CpuCap::apply(pid, share)
+            .unwrap_or_else(|why| panic!("cannot cap the daemon's CPU for the overload phase: {why}"));
         let phase = run.flood(
             format!(
                 "overload at {CAP_OVERLOAD}x capacity, {} SYNs as fast as possible, daemon capped at \

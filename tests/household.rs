@@ -17,7 +17,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use slipstream::{daemon_binary, require_netns};
+use slipstream::{require_netns, start_daemon};
 use slipstream_testbed::daemon::{metric_value, Daemon};
 use slipstream_testbed::scenario::{
     background_vs_best_effort, host_fair_jain, host_ratio, jain_index, per_host_totals, resets_during,
@@ -41,14 +41,7 @@ fn start(spec: TopologySpec) -> (Testbed, Daemon) {
     let rtt = tb.assert_rtt_within(2.0).expect("100 ms RTT within 2 ms");
     eprintln!("testbed ping RTT: {rtt:.2} ms");
     let log = std::env::temp_dir().join(format!("slipstreamd-household-{}.log", std::process::id()));
-    let daemon = Daemon::start(
-        &tb,
-        &daemon_binary(),
-        &config_path(),
-        &config.metrics.listen.to_string(),
-        &log,
-    )
-    .expect("slipstreamd starts");
+    let daemon = start_daemon(&tb, &config_path(), &config, &log);
     (tb, daemon)
 }
 

@@ -4,14 +4,11 @@
 //! SIGHUP with a valid changed config (rules replaced in the firewall and shown by `status`, a
 //! restart-only setting kept and reported), SIGHUP with an invalid config (old rules kept, error
 //! shown), the watchdog re-applying flushed rules, the reload/watchdog metrics, and a clean
-//! SIGTERM (exit 0, rules removed, socket file gone). Skips when not root or tools are missing.
+//! SIGTERM (exit 0, rules removed, socket file gone). Ignored by default (needs root
+//! and the tools); run with --ignored.
 //!
 //! The `slipstream` CLI is another package's binary: it is taken from the same target directory,
 //! and built there first if missing.
-#![allow(
-    unsafe_code,
-    reason = "geteuid and kill for the root check and the signals sent to the daemon"
-)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -19,36 +16,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::sh;
+
+/// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    for p in [
+    common::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",
         "iperf3",
         "curl",
-    ] {
-        let found = std::env::var_os("PATH")
-            .map(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-            .unwrap_or(false);
-        if !found {
-            return Some(format!("{p} not found"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    ])
 }
 
 /// Two namespaces `<a>` (daemon, 10.199.0.1) and `<b>` (server, 10.199.0.2), deleted on drop.
@@ -305,8 +284,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     // SIGHUP with a valid, changed config: rules replaced (in the firewall too); the ack queue
     // change needs a restart and is kept.
     std::fs::write(&cfg, config(&socket, 9000, RULES_B)).unwrap();
-    // SAFETY: kill(2) on the daemon we spawned (`ip netns exec` execs it).
-    unsafe { libc::kill(pid, libc::SIGHUP) };
+    slipstream_testbed::cmd::signal(pid as u32, libc::SIGHUP);
     wait_until("the reload", &log, || status(&socket)["reloads_ok"] == 1);
     let s = status(&socket);
     let names = rule_names(&s);
@@ -337,8 +315,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
         ),
     )
     .unwrap();
-    // SAFETY: kill(2) takes plain integers; the pid is our child.
-    unsafe { libc::kill(pid, libc::SIGHUP) };
+    slipstream_testbed::cmd::signal(pid as u32, libc::SIGHUP);
     wait_until("the failed reload", &log, || {
         status(&socket)["reloads_failed"] == 1
     });
@@ -380,8 +357,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert!(metrics.contains("slipstream_config_last_reload_success_timestamp_seconds "));
 
     // SIGTERM: exit 0, rules and socket gone.
-    // SAFETY: kill(2) takes plain integers; the pid is our child.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    slipstream_testbed::cmd::signal(pid as u32, libc::SIGTERM);
     let mut child = daemon.0.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {

@@ -8,11 +8,7 @@
 //! the sets of `openwrt/files/slipstream.json` (what procd/ujail gives it on OpenWrt; nothing
 //! left to drop), and without CAP_SETPCAP (the bounding set cannot shrink: a loud warning, and
 //! the daemon runs on). Also: the shipped configs keep the metrics listener on loopback, and the
-//! control socket is mode 0600. Skips when not root or tools are missing.
-#![allow(
-    unsafe_code,
-    reason = "geteuid for the root check, kill for the signals sent to the daemon"
-)]
+//! control socket is mode 0600. Ignored by default (needs root and the tools); run with --ignored.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -20,44 +16,26 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// CAP_NET_ADMIN (12) and CAP_NET_RAW (13).
-const KEPT: u64 = 0x3000;
-/// CAP_SYS_ADMIN (21), CAP_NET_BIND_SERVICE (10).
-const SYS_ADMIN: u64 = 1 << 21;
-const NET_BIND_SERVICE: u64 = 1 << 10;
+mod common;
+use common::sh;
 
+/// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    for p in [
+    common::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",
         "iptables-legacy-save",
         "iperf3",
         "setpriv",
-    ] {
-        let found = std::env::var_os("PATH")
-            .map(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-            .unwrap_or(false);
-        if !found {
-            return Some(format!("{p} not found"));
-        }
-    }
-    None
+    ])
 }
 
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
+/// CAP_NET_ADMIN (12) and CAP_NET_RAW (13).
+const KEPT: u64 = 0x3000;
+/// CAP_SYS_ADMIN (21), CAP_NET_BIND_SERVICE (10).
+const SYS_ADMIN: u64 = 1 << 21;
+const NET_BIND_SERVICE: u64 = 1 << 10;
 
 /// Namespaces `<a>` (daemon, 10.198.0.1) and `<b>` (server, 10.198.0.2), deleted on drop.
 struct Pair {
@@ -376,8 +354,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
 
     // SIGHUP: the new rules are in the kernel.
     std::fs::write(&cfg, config(&socket, RULES_RELOADED)).unwrap();
-    // SAFETY: kill(2) on the daemon we spawned.
-    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    slipstream_testbed::cmd::signal(pid, libc::SIGHUP);
     wait_until("the reload", &log, || {
         status(&socket).is_some_and(|s| s["reloads_ok"] == 1)
     });
@@ -389,8 +366,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     assert_caps(pid, bounding, &log);
 
     // SIGTERM: exit 0, rules removed (one more firewall program), socket file gone.
-    // SAFETY: kill(2) takes plain integers; the pid is our child.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    slipstream_testbed::cmd::signal(pid, libc::SIGTERM);
     let mut child = daemon.0.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {

@@ -26,27 +26,12 @@ use std::time::{Duration, Instant};
 
 use window_updates::{WindowUpdateCounters, WindowUpdateSender};
 
-fn skip_reason() -> Option<&'static str> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root");
-    }
-    if Command::new("ip").arg("-V").output().is_err() {
-        return Some("`ip` not found");
-    }
-    None
-}
+mod common;
+use common::sh;
 
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run command");
-    assert!(
-        out.status.success(),
-        "command failed: {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+/// Why the test cannot run here, if it cannot.
+fn skip_reason() -> Option<String> {
+    common::missing_prerequisite(&["ip"])
 }
 
 /// Two namespaces joined by a veth pair (`a` 10.83.0.1 / fd83::1, `b` 10.83.0.2 / fd83::2),

@@ -30,7 +30,6 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::os::fd::AsRawFd;
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,33 +38,8 @@ use std::time::{Duration, SystemTime};
 
 use slipstream_nfqueue::{parse_packet_head, Datapath, QueueConfig, RxTimestamps};
 
-fn sh(args: &[&str]) {
-    let out = Command::new(args[0])
-        .args(&args[1..])
-        .output()
-        .expect("run command");
-    assert!(
-        out.status.success(),
-        "command failed: {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn enter_netns(name: &str) {
-    let file = std::fs::File::open(format!("/var/run/netns/{name}")).expect("open netns");
-    // SAFETY: setns on a valid namespace descriptor affects only the calling thread.
-    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {name}");
-}
-
-struct Namespaces(Vec<String>);
-impl Drop for Namespaces {
-    fn drop(&mut self) {
-        for ns in &self.0 {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
+mod common;
+use common::{enter_netns, sh, Namespaces};
 
 /// One queued packet: protocol, and the age of its kernel timestamp when read (ms; negative if
 /// in the future), or `None` if it had none.
