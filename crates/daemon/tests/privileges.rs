@@ -11,13 +11,18 @@
 //! control socket is mode 0600. Ignored by default (needs root and the tools); run with --ignored.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
 mod common;
-use common::sh;
+use common::{cli_binary, wait_until, Daemon, Pair};
+
+/// The daemon namespace's mangle table, as iptables-legacy-save prints it.
+fn mangle(pair: &Pair) -> String {
+    pair.run_a(&["iptables-legacy-save", "-t", "mangle"])
+}
 
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
@@ -37,95 +42,6 @@ const KEPT: u64 = 0x3000;
 const SYS_ADMIN: u64 = 1 << 21;
 const NET_BIND_SERVICE: u64 = 1 << 10;
 
-/// Namespaces `<a>` (daemon, 10.198.0.1) and `<b>` (server, 10.198.0.2), deleted on drop.
-struct Pair {
-    a: String,
-    b: String,
-}
-
-impl Pair {
-    fn create(tag: &str) -> Pair {
-        let pid = std::process::id();
-        let pair = Pair {
-            a: format!("sspriv{tag}a{pid}"),
-            b: format!("sspriv{tag}b{pid}"),
-        };
-        for ns in [&pair.a, &pair.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        sh(&[
-            "ip", "-n", &pair.a, "link", "add", "vA", "type", "veth", "peer", "name", "vB", "netns", &pair.b,
-        ]);
-        sh(&["ip", "-n", &pair.a, "addr", "add", "10.198.0.1/24", "dev", "vA"]);
-        sh(&["ip", "-n", &pair.b, "addr", "add", "10.198.0.2/24", "dev", "vB"]);
-        sh(&["ip", "-n", &pair.a, "link", "set", "vA", "up"]);
-        sh(&["ip", "-n", &pair.b, "link", "set", "vB", "up"]);
-        pair
-    }
-
-    fn exec(ns: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).args(args);
-        c
-    }
-
-    fn run_a(&self, args: &[&str]) -> String {
-        let out = Self::exec(&self.a, args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn mangle(&self) -> String {
-        self.run_a(&["iptables-legacy-save", "-t", "mangle"])
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-struct Daemon(Option<Child>);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The `slipstream` binary beside this test's target directory (built if missing).
-fn cli_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    let bin = dir.join("slipstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut c = Command::new(cargo);
-        c.args(["build", "-p", "slipstream-cli", "--bin", "slipstream"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        let status = c.status().expect("cargo build -p slipstream-cli");
-        assert!(status.success() && bin.exists(), "building {}", bin.display());
-    }
-    bin
-}
-
 fn status(socket: &Path) -> Option<Value> {
     let out = Command::new(cli_binary())
         .args(["status", "--json", "--socket"])
@@ -136,18 +52,6 @@ fn status(socket: &Path) -> Option<Value> {
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
-}
-
-fn wait_until(what: &str, log: &Path, mut pred: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !pred() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; daemon log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn repo_file(path: &str) -> PathBuf {
@@ -262,7 +166,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     let cfg = dir.join("slipstream.toml");
     let log = dir.join("daemon.log");
     std::fs::write(&cfg, config(&socket, RULES)).unwrap();
-    let pair = Pair::create(tag);
+    let pair = Pair::create(&format!("sspriv{tag}"), "10.198.0");
 
     let logfile = std::fs::File::create(&log).unwrap();
     let mut argv: Vec<&str> = launcher.iter().map(String::as_str).collect();
@@ -330,7 +234,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
 
     // The watchdog puts back a deleted rule, through iptables-legacy(-restore) subprocesses.
     let jump = "-A OUTPUT ! -o lo -p tcp -j SLIPSTREAM";
-    assert!(pair.mangle().contains(jump), "{}", pair.mangle());
+    assert!(mangle(&pair).contains(jump), "{}", mangle(&pair));
     pair.run_a(&[
         "iptables-legacy",
         "-w",
@@ -346,11 +250,11 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
         "-j",
         "SLIPSTREAM",
     ]);
-    assert!(!pair.mangle().contains(jump));
+    assert!(!mangle(&pair).contains(jump));
     wait_until("the watchdog", &log, || {
         status(&socket).is_some_and(|s| s["firewall"]["reapplied"] == 1)
     });
-    assert!(pair.mangle().contains(jump), "{}", pair.mangle());
+    assert!(mangle(&pair).contains(jump), "{}", mangle(&pair));
 
     // SIGHUP: the new rules are in the kernel.
     std::fs::write(&cfg, config(&socket, RULES_RELOADED)).unwrap();
@@ -361,7 +265,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     let s = status(&socket).unwrap();
     assert_eq!(s["reloads_failed"], 0, "{s:#}");
     assert_eq!(s["last_reload_error"], Value::Null, "{s:#}");
-    assert!(pair.mangle().contains("--dports 873"), "{}", pair.mangle());
+    assert!(mangle(&pair).contains("--dports 873"), "{}", mangle(&pair));
     // Nothing was regained on the way.
     assert_caps(pid, bounding, &log);
 
@@ -378,7 +282,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     };
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(code, Some(0), "{text}");
-    assert!(!pair.mangle().contains("SLIPSTREAM"), "{}", pair.mangle());
+    assert!(!mangle(&pair).contains("SLIPSTREAM"), "{}", mangle(&pair));
     assert!(!socket.exists(), "socket file left behind");
     assert!(!text.contains("ERROR"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
