@@ -115,7 +115,9 @@ fn per_packet(c: &mut Criterion) {
     let mut e = engine(16);
     open_flow(&mut e, 40000, Instant::ZERO);
     let mut data = packet(true, 40000, 5001, 101, 1000, 1448, false);
-    data.truncate(data.len() - 1448); // the data queue copies headers only
+    // The header-only copy (`data_copy_bytes = 128`, parse_headers); the default copies data
+    // packets whole.
+    data.truncate(data.len() - 1448);
     let mut ack = packet(false, 40000, 101, 5001, 20000, 0, false);
     let mut seq = 5001u32;
     let mut now_us = 1_000_000u64;
