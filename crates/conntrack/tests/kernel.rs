@@ -5,8 +5,8 @@
 //! scale); and a tuple with no entry.
 //!
 //! Needs root, `ip` and iptables-legacy (a rule with a conntrack match makes the namespace track
-//! connections) and `conntrack` for the flush; without them the test says why and passes
-//! vacuously.
+//! connections) and `conntrack` for the flush: ignored by default, run with --ignored; without
+//! them it fails saying why.
 #![allow(unsafe_code, reason = "geteuid for the root check")]
 
 use std::io::{Read, Write};

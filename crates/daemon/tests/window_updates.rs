@@ -4,7 +4,8 @@
 //! that each arrived byte for byte, checksums valid. For IPv6 this also shows that an
 //! `AF_INET6`/`IPPROTO_RAW` socket sends the header we give it instead of adding one.
 //!
-//! Needs root and `ip` (CI runs as root); without them each test says why and passes vacuously.
+//! Needs root and `ip` (CI runs as root): ignored by default, run with --ignored; without them
+//! each test fails saying why.
 //! Namespaces are `sswu<pid><tag>{a,b}`, deleted at the end, also after a failure.
 #![allow(
     unsafe_code,

@@ -22,7 +22,8 @@
 //! had waited p50 2.2-2.3 ms, p90 6.2-6.4 ms, p99 11-15 ms (once 155 ms) between the kernel's
 //! stamp and the read: the error the daemon's RTT samples carry without the stamp.
 //!
-//! Needs root and iptables-legacy; without them the test says why and passes vacuously.
+//! Needs root and iptables-legacy: ignored by default, run with --ignored; without them it fails
+//! saying why.
 #![allow(
     unsafe_code,
     reason = "setns into the test namespaces, geteuid, recv, thread CPU time"

@@ -4,7 +4,8 @@
 //! does, and checks on the receiving side (a second queue there) that the segments arrive with
 //! the rewritten window and that every byte arrives without a single retransmission.
 //!
-//! Needs root (CI runs as root); without it the test says why and passes vacuously.
+//! Needs root (CI runs as root): ignored by default, run with --ignored; without root it fails
+//! saying why.
 #![allow(unsafe_code, reason = "geteuid for the root check")]
 
 use std::io::{Read, Write};
