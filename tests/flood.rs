@@ -84,20 +84,28 @@
 //!
 //! Needs root and the release binaries (`slipstreamd`, `slipstream-delay`,
 //! `slipstream-synflood`; scripts/test.sh builds them and sets `SLIPSTREAMD_BIN`,
-//! `SLIPSTREAM_DELAY_BIN`, `SLIPSTREAM_SYNFLOOD_BIN`); a machine without namespaces fails unless
-//! SLIPSTREAM_SKIP_NETNS=1.
+//! `SLIPSTREAM_DELAY_BIN`, `SLIPSTREAM_SYNFLOOD_BIN`): ignored by default, run with `--ignored`
+//! (a machine without namespaces then fails).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use slipstream::{daemon_binary, netns_or_skip};
+use slipstream::{require_netns, start_daemon};
 use slipstream_testbed::daemon::{metric_value, process_cpu_seconds, process_memory_kib, Daemon};
 use slipstream_testbed::{
     cmd, unique_prefix, workspace_binary, Ns, Testbed, TopologySpec, FLOOD_IF, FLOOD_SOURCES, HOST_IF,
     ROUTER_FLOOD_IF,
 };
+
+#[path = "flood/counters.rs"]
+mod counters;
+use counters::*;
+
+#[path = "flood/limits.rs"]
+mod limits;
+use limits::*;
 
 const BE_PORT: u16 = 5201;
 /// The flooded port: `bittorrent-incoming` (local ports 6881-6999) classes it background.
@@ -156,383 +164,6 @@ fn config(dir: &Path) -> (PathBuf, slipstream_config::Config) {
     std::fs::write(&path, text).expect("write config");
     let config = slipstream_config::load(&path).expect("config is valid");
     (path, config)
-}
-
-/// The host's `nf_conntrack_max` (global: the router namespace cannot set it), raised for the
-/// test if needed and put back when dropped.
-struct ConntrackMax {
-    restore: Option<u64>,
-}
-
-const CONNTRACK_MAX: &str = "/proc/sys/net/netfilter/nf_conntrack_max";
-
-impl ConntrackMax {
-    /// Makes room for `entries` more conntrack entries in one namespace, plus 16 Ki (the
-    /// download's and anything else's).
-    fn ensure(entries: u64) -> ConntrackMax {
-        let current: u64 = std::fs::read_to_string(CONNTRACK_MAX)
-            .expect("nf_conntrack loaded (the router namespace uses it)")
-            .trim()
-            .parse()
-            .expect("a number");
-        let need = entries + 16_384;
-        if current >= need {
-            eprintln!(
-                "nf_conntrack_max {current} (host-wide) leaves room for {entries} flood entries: unchanged"
-            );
-            return ConntrackMax { restore: None };
-        }
-        std::fs::write(CONNTRACK_MAX, need.to_string()).expect("raise nf_conntrack_max");
-        eprintln!("nf_conntrack_max raised host-wide from {current} to {need} (restored at the end)");
-        ConntrackMax {
-            restore: Some(current),
-        }
-    }
-}
-
-impl Drop for ConntrackMax {
-    fn drop(&mut self) {
-        if let Some(v) = self.restore {
-            match std::fs::write(CONNTRACK_MAX, v.to_string()) {
-                Ok(()) => eprintln!("nf_conntrack_max restored to {v}"),
-                Err(e) => eprintln!("could not restore nf_conntrack_max to {v}: {e}"),
-            }
-        }
-    }
-}
-
-/// A CPU cap on a process: a cgroup of its own with `fraction` of one CPU per 10 ms period
-/// (cgroup v2 `cpu.max`, or v1 `cpu.cfs_quota_us`). Dropping it moves the process back and
-/// removes the cgroup.
-struct CpuCap {
-    dir: PathBuf,
-    origin: PathBuf,
-    pid: u32,
-}
-
-const CAP_PERIOD_US: u64 = 10_000;
-
-impl CpuCap {
-    fn apply(pid: u32, fraction: f64) -> Result<CpuCap, String> {
-        let quota = ((fraction * CAP_PERIOD_US as f64) as u64).max(1000);
-        let own = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).map_err(|e| e.to_string())?;
-        let name = format!("slipstream-flood-{}", std::process::id());
-        let v2_root = Path::new("/sys/fs/cgroup");
-        let v1_root = Path::new("/sys/fs/cgroup/cpu");
-        let (root, rel, limits): (&Path, &str, Vec<(&str, String)>) =
-            if v2_root.join("cgroup.controllers").is_file() {
-                let controllers =
-                    std::fs::read_to_string(v2_root.join("cgroup.controllers")).unwrap_or_default();
-                if !controllers.split_whitespace().any(|c| c == "cpu") {
-                    return Err("cgroup v2 without the cpu controller".into());
-                }
-                let _ = std::fs::write(v2_root.join("cgroup.subtree_control"), "+cpu");
-                let rel = own.lines().find_map(|l| l.strip_prefix("0::")).unwrap_or("/");
-                (
-                    v2_root,
-                    rel,
-                    vec![("cpu.max", format!("{quota} {CAP_PERIOD_US}"))],
-                )
-            } else if v1_root.join("cgroup.procs").is_file() {
-                let rel = own
-                    .lines()
-                    .find_map(|l| {
-                        let mut f = l.splitn(3, ':');
-                        let (_, controllers, path) = (f.next()?, f.next()?, f.next()?);
-                        controllers.split(',').any(|c| c == "cpu").then_some(path)
-                    })
-                    .unwrap_or("/");
-                (
-                    v1_root,
-                    rel,
-                    vec![
-                        ("cpu.cfs_period_us", CAP_PERIOD_US.to_string()),
-                        ("cpu.cfs_quota_us", quota.to_string()),
-                    ],
-                )
-            } else {
-                return Err("no cgroup CPU controller mounted".into());
-            };
-        let dir = root.join(&name);
-        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
-        let cap = CpuCap {
-            origin: root.join(rel.trim_start_matches('/')),
-            dir,
-            pid,
-        };
-        for (file, value) in limits {
-            std::fs::write(cap.dir.join(file), &value)
-                .map_err(|e| format!("{}/{file} = {value}: {e}", cap.dir.display()))?;
-        }
-        std::fs::write(cap.dir.join("cgroup.procs"), pid.to_string())
-            .map_err(|e| format!("moving {pid} into {}: {e}", cap.dir.display()))?;
-        Ok(cap)
-    }
-}
-
-impl Drop for CpuCap {
-    fn drop(&mut self) {
-        let _ = std::fs::write(self.origin.join("cgroup.procs"), self.pid.to_string());
-        for _ in 0..50 {
-            if std::fs::remove_dir(&self.dir).is_ok() || !self.dir.exists() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        eprintln!("could not remove cgroup {}", self.dir.display());
-    }
-}
-
-/// Counters read at the start and end of a phase.
-#[derive(Clone, Copy, Debug, Default)]
-struct Counters {
-    /// SYNs the LAN host's flood rule counted.
-    arrived: u64,
-    /// Packets that hit the SLIPSTREAM chain's NFQUEUE rules (IPv4).
-    hits: u64,
-    /// `slipstream_packets_total`: packets the daemon handled.
-    handled: f64,
-    /// `slipstream_nfqueue_packets_total` of the ACK queue: packets the kernel numbered for the
-    /// queue (a packet the daemon's socket had no room for is numbered, then accepted).
-    queued: f64,
-    /// Messages the router's netfilter netlink sockets (the daemon's) had no room for.
-    overruns: u64,
-    table_full: f64,
-    created: f64,
-    evicted: f64,
-    cpu_s: f64,
-    /// Drops on the flood's path: flood veth tx, router wan1 rx, router LAN port tx, LAN host rx,
-    /// and the host's softnet backlog drops (global).
-    path_drops: [u64; 5],
-}
-
-impl Counters {
-    fn delta(&self, before: &Counters) -> Counters {
-        let mut path_drops = [0; 5];
-        for (i, d) in path_drops.iter_mut().enumerate() {
-            *d = self.path_drops[i] - before.path_drops[i];
-        }
-        Counters {
-            arrived: self.arrived - before.arrived,
-            hits: self.hits - before.hits,
-            handled: self.handled - before.handled,
-            queued: self.queued - before.queued,
-            overruns: self.overruns - before.overruns,
-            table_full: self.table_full - before.table_full,
-            created: self.created - before.created,
-            evicted: self.evicted - before.evicted,
-            cpu_s: self.cpu_s - before.cpu_s,
-            path_drops,
-        }
-    }
-}
-
-fn if_stat(tb: &Testbed, ns: Ns, dev: &str, stat: &str) -> u64 {
-    let path = format!("/sys/class/net/{dev}/statistics/{stat}");
-    tb.run_in(ns, &["cat", &path])
-        .unwrap_or_else(|e| panic!("{path} in {}: {e:#}", tb.ns_name(ns)))
-        .trim()
-        .parse()
-        .expect("a counter")
-}
-
-/// Backlog drops of all CPUs (`/proc/net/softnet_stat`, second column, hex).
-fn softnet_drops() -> u64 {
-    std::fs::read_to_string("/proc/net/softnet_stat")
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
-        .sum()
-}
-
-/// Drops of the router's NETLINK_NETFILTER sockets (`/proc/net/netlink`: protocol 12, column
-/// Drops): messages the kernel had no room for in the receiver's socket buffer.
-fn netlink_overruns(tb: &Testbed) -> u64 {
-    let out = tb
-        .run_in(Ns::Router, &["cat", "/proc/net/netlink"])
-        .expect("/proc/net/netlink");
-    out.lines()
-        .skip(1)
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(1) == Some(&"12")).then(|| f.get(8)?.parse::<u64>().ok())?
-        })
-        .sum()
-}
-
-/// Packets of the NFQUEUE rules of the router's SLIPSTREAM chain (IPv4: the flood's family).
-fn queue_rule_hits(tb: &Testbed) -> u64 {
-    let out = tb
-        .run_in(
-            Ns::Router,
-            &["iptables-legacy", "-w", "-t", "mangle", "-vnxL", "SLIPSTREAM"],
-        )
-        .expect("SLIPSTREAM chain");
-    out.lines()
-        .filter_map(|l| {
-            let f: Vec<&str> = l.split_whitespace().collect();
-            (f.get(2) == Some(&"NFQUEUE")).then(|| f[0].parse::<u64>().ok())?
-        })
-        .sum()
-}
-
-fn arrived(tb: &Testbed) -> u64 {
-    let out = tb
-        .run_in(Ns::Client, &["iptables-legacy", "-w", "-vnxL", "INPUT"])
-        .expect("LAN host INPUT");
-    cmd::chain_jump_packets(&out, FLOOD_CHAIN).expect("the LAN host's flood rule")
-}
-
-fn metric(m: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
-    metric_value(m, name, labels).unwrap_or_else(|| panic!("metric {name}{labels:?} missing"))
-}
-
-fn read_counters(tb: &Testbed, daemon: &Daemon, pid: u32) -> Counters {
-    let m = daemon.scrape(tb).expect("metrics");
-    Counters {
-        arrived: arrived(tb),
-        hits: queue_rule_hits(tb),
-        handled: metric(&m, "slipstream_packets_total", &[]),
-        queued: metric(&m, "slipstream_nfqueue_packets_total", &[("queue", ACK_QUEUE)]),
-        overruns: netlink_overruns(tb),
-        table_full: metric(&m, "slipstream_packets_passed_total", &[("reason", "table_full")]),
-        created: metric(&m, "slipstream_flows_created_total", &[]),
-        evicted: metric(&m, "slipstream_flows_evicted_total", &[]),
-        cpu_s: process_cpu_seconds(pid).expect("daemon CPU time"),
-        path_drops: [
-            if_stat(tb, Ns::Flood, FLOOD_IF, "tx_dropped"),
-            if_stat(tb, Ns::Router, ROUTER_FLOOD_IF, "rx_dropped"),
-            if_stat(tb, Ns::Router, "lan1", "tx_dropped"),
-            if_stat(tb, Ns::Client, HOST_IF, "rx_dropped"),
-            softnet_drops(),
-        ],
-    }
-}
-
-/// Waits until the daemon has emptied its queue and its packet count stands still (the
-/// metrics are published every 0.5 s), at most 10 s.
-fn drain(tb: &Testbed, daemon: &Daemon) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let mut last = -1.0;
-    while Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(700));
-        let m = daemon.scrape(tb).unwrap_or_default();
-        let handled = metric_value(&m, "slipstream_packets_total", &[]).unwrap_or(-2.0);
-        let waiting = metric_value(&m, "slipstream_nfqueue_waiting_packets", &[("queue", ACK_QUEUE)]);
-        if waiting == Some(0.0) && handled == last {
-            return;
-        }
-        last = handled;
-    }
-    eprintln!("warning: the daemon's queue did not drain within 10 s");
-}
-
-/// Peaks sampled every second during a phase.
-#[derive(Clone, Copy, Debug, Default)]
-struct Peaks {
-    flows_active: f64,
-    flows_max: f64,
-    rss_kib: u64,
-    waiting: f64,
-    samples: u32,
-}
-
-/// One flood phase's figures.
-#[derive(Debug)]
-struct Phase {
-    name: String,
-    sent: u64,
-    /// The generator's own time for sending them, s.
-    secs: f64,
-    /// Seconds since the best-effort download started: flood start and end.
-    from: f64,
-    to: f64,
-    d: Counters,
-    peaks: Peaks,
-    /// Flows in the table after the phase.
-    active_after: f64,
-    /// VmRSS / VmHWM after the phase, KiB.
-    rss_kib: u64,
-    hwm_kib: u64,
-    /// Conntrack entries in the router after the phase.
-    conntrack: u64,
-}
-
-impl Phase {
-    fn offered_pps(&self) -> f64 {
-        self.sent as f64 / self.secs
-    }
-
-    fn served_pps(&self) -> f64 {
-        self.d.handled / self.secs
-    }
-
-    /// Packets the kernel accepted without the daemon: NFQUEUE rule hits minus handled.
-    fn bypassed(&self) -> f64 {
-        self.d.hits as f64 - self.d.handled
-    }
-
-    fn report(&self) -> String {
-        let d = &self.d;
-        format!(
-            "{}:\n  sent {} SYNs in {:.2} s ({:.0}/s offered), arrived {} at the LAN host ({} lost; \
-             path drops flood tx, wan1 rx, lan1 tx, LAN host rx, softnet: {:?})\n  NFQUEUE rule \
-             hits {}, handled by the daemon {:.0} ({:.0}/s, offered {:.2}x that), bypassed \
-             (fail-open) {:.0} = {:.2}%: {:.0} refused by the full queue, {:.0} for a full socket \
-             ({} netlink overruns), peak {:.0} waiting\n  flows created {:.0}, evicted {:.0}, \
-             refused (table_full) {:.0}; flows active peak {:.0} of max {:.0} ({} samples), {:.0} \
-             after\n  daemon RSS peak {} KiB, {} KiB after, HWM {} KiB; CPU {:.2} s ({:.1} us per \
-             handled packet); router conntrack entries {}",
-            self.name,
-            self.sent,
-            self.secs,
-            self.offered_pps(),
-            d.arrived,
-            self.sent as i64 - d.arrived as i64,
-            d.path_drops,
-            d.hits,
-            d.handled,
-            self.served_pps(),
-            self.offered_pps() / self.served_pps().max(1.0),
-            self.bypassed(),
-            100.0 * self.bypassed() / (d.hits as f64).max(1.0),
-            d.hits as f64 - d.queued,
-            d.queued - d.handled,
-            d.overruns,
-            self.peaks.waiting,
-            d.created,
-            d.evicted,
-            d.table_full,
-            self.peaks.flows_active,
-            self.peaks.flows_max,
-            self.peaks.samples,
-            self.active_after,
-            self.peaks.rss_kib,
-            self.rss_kib,
-            self.hwm_kib,
-            d.cpu_s,
-            1e6 * d.cpu_s / d.handled.max(1.0),
-            self.conntrack,
-        )
-    }
-}
-
-fn conntrack_count(tb: &Testbed) -> u64 {
-    tb.run_in(Ns::Router, &["cat", "/proc/sys/net/netfilter/nf_conntrack_count"])
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or(0)
-}
-
-/// The router's conntrack statistics summed over CPUs: (drop, early_drop, insert_failed).
-fn conntrack_drops(tb: &Testbed) -> (u64, u64, u64) {
-    let out = tb.run_in(Ns::Router, &["conntrack", "-S"]).unwrap_or_default();
-    let sum = |key: &str| -> u64 {
-        out.split_whitespace()
-            .filter_map(|kv| kv.strip_prefix(key)?.strip_prefix('=')?.parse::<u64>().ok())
-            .sum()
-    };
-    (sum("drop"), sum("early_drop"), sum("insert_failed"))
 }
 
 /// What a flood phase needs to know of the run.
@@ -631,9 +262,7 @@ impl Run<'_> {
 }
 
 fn flood_test(plan: &Plan) {
-    if !netns_or_skip() {
-        return;
-    }
+    require_netns();
     let bin = synflood_binary();
     assert!(
         bin.is_file(),
@@ -673,14 +302,7 @@ fn flood_test(plan: &Plan) {
     let conntrack_max = ConntrackMax::ensure(plan.syns + 2 * plan.overload_syns);
     tb.start_iperf_server(BE_PORT).expect("iperf3 server");
     let log = dir.join("slipstreamd.log");
-    let daemon = Daemon::start(
-        &tb,
-        &daemon_binary(),
-        &config_path,
-        &config.metrics.listen.to_string(),
-        &log,
-    )
-    .expect("slipstreamd starts");
+    let daemon = start_daemon(&tb, &config_path, &config, &log);
     let pid = daemon.pid().expect("daemon running");
     std::thread::sleep(Duration::from_secs(1));
     let (base_rss, _) = process_memory_kib(pid).expect("daemon memory");
@@ -721,13 +343,9 @@ fn flood_test(plan: &Plan) {
     // ratio reached can fall short: up to three tries, each cap lowered by the shortfall.
     let mut capped = None;
     for _ in 0..3 {
-        let cap = match CpuCap::apply(pid, share) {
-            Ok(cap) => cap,
-            Err(why) => {
-                eprintln!("phase 4 skipped: no CPU cap for the daemon ({why})");
-                break;
-            }
-        };
+        // Without a CPU controller the overload phase cannot run: fail, not pass without it.
+        let cap = CpuCap::apply(pid, share)
+            .unwrap_or_else(|why| panic!("cannot cap the daemon's CPU for the overload phase: {why}"));
         let phase = run.flood(
             format!(
                 "overload at {CAP_OVERLOAD}x capacity, {} SYNs as fast as possible, daemon capped at \
@@ -899,6 +517,7 @@ fn flood_test(plan: &Plan) {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn syn_flood_100k() {
     flood_test(&Plan {
         syns: 100_000,
@@ -909,7 +528,7 @@ fn syn_flood_100k() {
 }
 
 #[test]
-#[ignore = "1 000 000 spoofed flows at 20 000/s, then twice 500 000 as fast as possible, about 2.5 minutes: cargo test --test flood -- --ignored"]
+#[ignore = "1 000 000 spoofed flows at 20 000/s, then twice 500 000 as fast as possible, about 2.5 minutes: cargo test --test flood -- --ignored syn_flood_1m"]
 fn syn_flood_1m() {
     flood_test(&Plan {
         syns: 1_000_000,

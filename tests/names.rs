@@ -19,7 +19,7 @@ use std::net::IpAddr;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use slipstream::{daemon_binary, netns_or_skip};
+use slipstream::{daemon_binary, require_netns};
 use slipstream_inspect::{query, FlowInfo, Request, Response};
 use slipstream_testbed::daemon::{metric_value, Daemon};
 use slipstream_testbed::dnsmasq::{self, ResolvConf};
@@ -99,10 +99,9 @@ fn download(tb: &Testbed, server: u8, port: u16, secs: u32) -> f64 {
 }
 
 #[test]
+#[ignore = "needs root, network namespaces and dnsmasq: scripts/test.sh runs it (--include-ignored)"]
 fn rules_by_name_with_dnsmasq() {
-    if !netns_or_skip() {
-        return;
-    }
+    require_netns();
     if let Some(why) = dnsmasq::dnsmasq_missing() {
         panic!("cannot run: {why}");
     }

@@ -5,6 +5,7 @@
 //! tests use exactly what the targets run.
 
 pub mod encode;
+pub mod engine_input;
 pub mod engine_run;
 pub mod packet;
 pub mod scenarios;

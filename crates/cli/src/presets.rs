@@ -5,7 +5,7 @@ use std::fmt::Write;
 use std::process::ExitCode;
 
 /// Prints the list, or one preset in full; exit 1 for an unknown name.
-pub fn show(name: Option<&str>) -> ExitCode {
+pub(crate) fn show(name: Option<&str>) -> ExitCode {
     match name {
         None => {
             print!("{}", list(presets::all()));
@@ -28,7 +28,7 @@ pub fn show(name: Option<&str>) -> ExitCode {
 }
 
 /// One line per preset: name, number of patterns, description.
-pub fn list(all: &[Preset]) -> String {
+pub(crate) fn list(all: &[Preset]) -> String {
     let width = all.iter().map(|p| p.name.len()).max().unwrap_or(4).max(4);
     let mut s = format!("{:width$}  NAMES  DESCRIPTION\n", "NAME");
     for p in all {
@@ -39,7 +39,7 @@ pub fn list(all: &[Preset]) -> String {
 }
 
 /// A preset's patterns, sources and note.
-pub fn detail(p: &Preset) -> String {
+pub(crate) fn detail(p: &Preset) -> String {
     let mut s = format!("{}: {}\n\nnames:\n", p.name, p.description);
     for d in &p.domains {
         let _ = writeln!(s, "  {d}");

@@ -49,7 +49,7 @@ pub(crate) use validate::Validator;
 
 /// The queueing-delay guard of Slipstream's Vulture variant. Measured in the end-to-end testbed:
 /// 10 ms keeps best effort at 98.6% beside a background download while the background flow alone
-/// gets 92-94% of the link (20 ms let a slowly ramping best-effort flow lose more, see README).
+/// gets 92-94% of the link (20 ms let a slowly ramping best-effort flow lose more, see docs/vulture.md).
 pub const DEFAULT_QUEUE_DELAY_LIMIT: Duration = Duration::from_millis(10);
 
 /// What `controller = "vulture"` means: Slipstream's variant (measured better than the paper's

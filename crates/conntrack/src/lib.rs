@@ -23,6 +23,10 @@
 //! reverse. The kernel's lookup matches a tuple against both directions, so [`Conntrack::lookup`]
 //! asks for `a -> b`, then `b -> a`, and [`Entry::scales_of`] tells from the tuple that matched
 //! which endpoint sent in which direction.
+#![allow(
+    unsafe_code,
+    reason = "a netlink socket through libc: socket, setsockopt, sendto, recv"
+)]
 
 use std::io;
 use std::net::{IpAddr, SocketAddr};
@@ -60,7 +64,12 @@ const NLMSG_HDRLEN: usize = 16;
 pub enum Scales {
     /// Conntrack saw both SYNs: the shift each endpoint applies to the windows it sends
     /// (`a`, `b` as passed to [`Entry::scales_of`]; both 0 when either SYN lacked the option).
-    Known { a: u8, b: u8 },
+    Known {
+        /// The shift of the endpoint passed as `a`.
+        a: u8,
+        /// The shift of the endpoint passed as `b`.
+        b: u8,
+    },
     /// Conntrack picked the connection up mid-stream itself (after a flush, or loose pickup), or
     /// is still in the handshake: it knows no scale.
     Unknown,
@@ -71,10 +80,13 @@ pub enum Scales {
 pub struct TcpInfo {
     /// `TCP_CONNTRACK_*` (3: established).
     pub state: u8,
+    /// Window-scale shift the original direction's sender announced in its SYN.
     pub wscale_original: u8,
+    /// Window-scale shift the reply direction's sender announced in its SYN-ACK.
     pub wscale_reply: u8,
-    /// `IP_CT_TCP_FLAG_*` of each direction's sender.
+    /// `IP_CT_TCP_FLAG_*` of the original direction's sender.
     pub flags_original: u8,
+    /// `IP_CT_TCP_FLAG_*` of the reply direction's sender.
     pub flags_reply: u8,
 }
 
@@ -139,6 +151,7 @@ impl Entry {
 /// What a GET answered.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reply {
+    /// The kernel's entry for the tuple.
     Entry(Entry),
     /// No entry for the tuple (`ENOENT`).
     NotFound,

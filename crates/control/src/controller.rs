@@ -74,7 +74,9 @@ impl FlowContext {
 /// The TCP timestamp option of a segment (RFC 7323).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Timestamps {
+    /// The sender's timestamp value.
     pub tsval: u32,
+    /// The timestamp echo reply (the latest TSval the sender saw from its peer).
     pub tsecr: u32,
 }
 
@@ -149,6 +151,7 @@ pub enum ControllerMode {
 }
 
 impl ControllerMode {
+    /// Every mode, in the order metrics export them (each gets a series, zeros included).
     pub const ALL: [ControllerMode; 5] = [
         ControllerMode::Warmup,
         ControllerMode::Conservative,
@@ -194,6 +197,7 @@ pub enum WindowPolicy {
 }
 
 impl WindowPolicy {
+    /// Every policy, in the order metrics export them (each gets a series, zeros included).
     pub const ALL: [WindowPolicy; 6] = [
         WindowPolicy::Double,
         WindowPolicy::Increase,

@@ -18,6 +18,7 @@ pub struct FixedWindow {
 }
 
 impl FixedWindow {
+    /// A clamp that always asks for the configured window.
     pub fn new(config: FixedWindowConfig) -> Self {
         FixedWindow {
             window_bytes: config.window_bytes,

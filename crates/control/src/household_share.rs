@@ -22,10 +22,12 @@ impl HouseholdShare {
         self.held = held;
     }
 
+    /// Whether the flow waits for its turn (its right edge is held, not moved).
     pub fn is_held(&self) -> bool {
         self.held
     }
 
+    /// The window the household allocator last gave the flow; `None` before the first allocation.
     pub fn window(&self) -> Option<u32> {
         self.window
     }

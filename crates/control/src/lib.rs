@@ -31,6 +31,7 @@ pub enum ControllerConfig {
 }
 
 impl ControllerConfig {
+    /// A fresh controller for a new flow, as the rule's config asks.
     pub fn build(&self) -> AnyController {
         match self {
             ControllerConfig::Vulture(c) => AnyController::Vulture(Vulture::new(c.clone())),
@@ -55,19 +56,20 @@ impl ControllerConfig {
 }
 
 /// Closed dispatch over the controllers (smoltcp's `AnyController` pattern): a rule's config picks
-/// one of a known set, so an event is a `match` the compiler can inline rather than a vtable call,
-/// and the controller is stored inline where the engine keeps it, not in an allocation of its own.
-// Where that is: the engine keeps each flow's controller with its sender clock and household
-// state in a `FlowControl` that it boxes (`Option<Box<FlowControl>>`, one allocation per
-// controlled flow), so a flow-table entry stays small for the flows that have no controller
-// (bulk direction not known yet, not clamped). Inside that box the enum takes Vulture's size
-// (at most 536 bytes, see its size test) also for a FixedWindow or a household share; that is
-// memory per controlled flow only, and accepted for the inline dispatch.
+/// one of a known set, so an event is a `match` the compiler can inline rather than a vtable call.
+// Storage: the engine boxes each flow's controller together with its sender clock and household
+// state (`Option<Box<FlowControl>>` in `flow/mod.rs`, one allocation per controlled flow), so a
+// flow-table entry stays small for the many flows that never get a controller (bulk direction not
+// known yet, not clamped). Inside that box the enum takes Vulture's size (at most 536 bytes, see
+// its size test) also for a FixedWindow or a household share: memory per controlled flow only.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum AnyController {
+    /// Vulture's per-flow PIV control.
     Vulture(Vulture),
+    /// A constant clamp.
     FixedWindow(FixedWindow),
+    /// The flow's share of the household budget, set by the engine's allocator.
     Household(HouseholdShare),
 }
 

@@ -14,14 +14,17 @@ impl Instant {
     /// The origin of the caller's clock.
     pub const ZERO: Instant = Instant(0);
 
+    /// An instant `micros` microseconds after the caller's origin.
     pub const fn from_micros(micros: u64) -> Instant {
         Instant(micros)
     }
 
+    /// An instant `millis` milliseconds after the caller's origin.
     pub const fn from_millis(millis: u64) -> Instant {
         Instant(millis * 1000)
     }
 
+    /// Microseconds since the caller's origin.
     pub const fn as_micros(self) -> u64 {
         self.0
     }

@@ -58,6 +58,7 @@ impl TsClock {
             },
         }
     }
+    /// The estimated TSval rate, ticks per second.
     pub const fn hz(&self) -> u32 {
         self.ticks_per_second
     }
@@ -109,6 +110,7 @@ pub struct TsClockEstimator {
 }
 
 impl TsClockEstimator {
+    /// An estimator that has seen no samples yet.
     pub fn new() -> Self {
         Self::default()
     }

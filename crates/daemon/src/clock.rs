@@ -2,18 +2,18 @@
 
 use slipstream_control::Instant;
 
-pub struct MonotonicClock {
+pub(crate) struct MonotonicClock {
     origin: std::time::Instant,
 }
 
 impl MonotonicClock {
-    pub fn start() -> MonotonicClock {
+    pub(crate) fn start() -> MonotonicClock {
         MonotonicClock {
             origin: std::time::Instant::now(),
         }
     }
 
-    pub fn now(&self) -> Instant {
+    pub(crate) fn now(&self) -> Instant {
         Instant::from_micros(self.origin.elapsed().as_micros() as u64)
     }
 }

@@ -5,6 +5,10 @@
 //! snapshot of every flow (bounded by `limits.max_flows`) only when a client asks, so the packet
 //! path stays lock-free and the metrics snapshot stays small (top N). The rest of `status` is
 //! the control side's own state.
+#![allow(
+    unsafe_code,
+    reason = "umask(2) around the bind, so the socket is created 0600 with no window"
+)]
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -30,13 +34,13 @@ use crate::packet_loop::{PacketCommand, PacketView};
 /// How long a client may take to send its request, and the packet thread to answer.
 const TIMEOUT: Duration = Duration::from_secs(3);
 
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
 }
 
-pub fn unix_now_ms() -> u64 {
+pub(crate) fn unix_now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as u64)
@@ -44,7 +48,7 @@ pub fn unix_now_ms() -> u64 {
 
 /// The control side's view of itself, for `status`. Written by the main loop (reloads, watchdog).
 #[derive(Clone, Debug, Default)]
-pub struct ControlState {
+pub(crate) struct ControlState {
     pub config_path: String,
     pub loaded_unix: u64,
     pub last_reload_error: Option<String>,
@@ -63,7 +67,7 @@ pub struct ControlState {
 }
 
 /// Everything a connection handler needs.
-pub struct Control {
+pub(crate) struct Control {
     pub state: Mutex<ControlState>,
     pub counters: Arc<DaemonCounters>,
     pub started: std::time::Instant,
@@ -74,7 +78,7 @@ pub struct Control {
 }
 
 impl Control {
-    pub fn update(&self, f: impl FnOnce(&mut ControlState)) {
+    pub(crate) fn update(&self, f: impl FnOnce(&mut ControlState)) {
         f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
@@ -83,7 +87,7 @@ impl Control {
     }
 
     /// Sends a command to the packet thread; false if it is gone.
-    pub fn send(&self, command: PacketCommand) -> bool {
+    pub(crate) fn send(&self, command: PacketCommand) -> bool {
         self.packets
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -198,7 +202,7 @@ fn link_status(l: &LinkSnapshot) -> LinkStatus {
 }
 
 /// Every flow of the view, for `flows`.
-pub fn flow_list(view: &PacketView) -> FlowList {
+pub(crate) fn flow_list(view: &PacketView) -> FlowList {
     let s = &view.snapshot;
     FlowList {
         active: s.active_flows,
@@ -248,7 +252,7 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
 }
 
 /// The bound control socket; the file is removed on drop.
-pub struct ControlSocket {
+pub(crate) struct ControlSocket {
     pub listener: UnixListener,
     path: PathBuf,
 }
@@ -258,7 +262,7 @@ impl ControlSocket {
     /// stale socket file (never another kind of file). The socket is created under umask 0177, so
     /// it is never open to others, not even before the chmod; call it before other threads start
     /// (the umask is the process's).
-    pub fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
+    pub(crate) fn bind(path: &Path) -> anyhow::Result<ControlSocket> {
         match std::fs::symlink_metadata(path) {
             Ok(meta) if meta.file_type().is_socket() => {
                 if std::os::unix::net::UnixStream::connect(path).is_ok() {
@@ -284,6 +288,7 @@ impl ControlSocket {
         // SAFETY: umask(2) only swaps the process's file mode creation mask.
         let umask = unsafe { libc::umask(0o177) };
         let bound = UnixListener::bind(path);
+        // SAFETY: as above; puts the previous mask back.
         unsafe { libc::umask(umask) };
         let listener = bound.with_context(|| format!("binding the control socket {}", path.display()))?;
         let socket = ControlSocket {
@@ -305,7 +310,7 @@ impl Drop for ControlSocket {
 }
 
 /// Accepts connections until the future is dropped; each is served on its own task.
-pub async fn serve(listener: &UnixListener, control: Arc<Control>) -> io::Result<()> {
+pub(crate) async fn serve(listener: &UnixListener, control: Arc<Control>) -> io::Result<()> {
     loop {
         let (stream, _) = listener.accept().await?;
         let control = control.clone();

@@ -22,12 +22,12 @@ use slipstream_control::{Duration, Instant};
 
 /// Oldest stamp taken as the arrival time. A packet does not wait a second in the queue: an
 /// older stamp means the wall clock moved.
-pub const MAX_AGE: Duration = Duration::from_secs(1);
+pub(crate) const MAX_AGE: Duration = Duration::from_secs(1);
 
 /// The arrival time on the monotonic clock of a packet stamped `stamp` (wall clock), given the
 /// two clocks read together now. `None` if the stamp is in the future, older than [`MAX_AGE`],
 /// or from before the monotonic clock's origin.
-pub fn arrival(stamp: SystemTime, wall_now: SystemTime, mono_now: Instant) -> Option<Instant> {
+pub(crate) fn arrival(stamp: SystemTime, wall_now: SystemTime, mono_now: Instant) -> Option<Instant> {
     let age = wall_now.duration_since(stamp).ok()?;
     if age > MAX_AGE || age.as_micros() > u128::from(mono_now.as_micros()) {
         return None;

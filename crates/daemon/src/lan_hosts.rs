@@ -14,25 +14,25 @@ use std::net::IpAddr;
 
 /// Most hosts remembered; a household has far fewer. When full, new hosts are not learned (their
 /// updates go out as IP packets, as before).
-pub const MAX_LAN_HOSTS: usize = 4096;
+pub(crate) const MAX_LAN_HOSTS: usize = 4096;
 
 /// A LAN host's link: interface index and MAC address.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct LanLink {
+pub(crate) struct LanLink {
     pub ifindex: u32,
     pub mac: [u8; 6],
 }
 
 /// The LAN hosts seen so far, bounded.
 #[derive(Debug, Default)]
-pub struct LanHosts {
+pub(crate) struct LanHosts {
     hosts: HashMap<IpAddr, LanLink>,
 }
 
 impl LanHosts {
     /// A packet from `src` entered on `ifindex` with source MAC `hw` (NFQA_HWADDR); `hw` of any
     /// other length than six bytes (not Ethernet) teaches nothing.
-    pub fn learn(&mut self, src: IpAddr, ifindex: u32, hw: &[u8]) {
+    pub(crate) fn learn(&mut self, src: IpAddr, ifindex: u32, hw: &[u8]) {
         let Ok(mac) = <[u8; 6]>::try_from(hw) else {
             return;
         };
@@ -47,13 +47,13 @@ impl LanHosts {
         }
     }
 
-    pub fn get(&self, addr: &IpAddr) -> Option<LanLink> {
+    pub(crate) fn get(&self, addr: &IpAddr) -> Option<LanLink> {
         self.hosts.get(addr).copied()
     }
 }
 
 /// The source address of an IPv4 or IPv6 packet, if it has a whole enough header.
-pub fn source_address(packet: &[u8]) -> Option<IpAddr> {
+pub(crate) fn source_address(packet: &[u8]) -> Option<IpAddr> {
     match packet.first()? >> 4 {
         4 => {
             let src: [u8; 4] = packet.get(12..16)?.try_into().ok()?;

@@ -14,6 +14,10 @@
 //!   household's host itself: from the LAN; one with an input interface came from the peer.
 //! * `both`: as `forward` for packets with an input interface; the router's own packets say
 //!   nothing (its flows may go to the WAN or to a LAN host).
+#![allow(
+    unsafe_code,
+    reason = "if_indextoname(3) turns the kernel's interface index into a name"
+)]
 
 use std::ffi::CStr;
 use std::time::{Duration, Instant};
@@ -21,12 +25,12 @@ use std::time::{Duration, Instant};
 use slipstream_config::Hook;
 
 /// How long a resolved interface name is trusted.
-pub const CACHE_LIFETIME: Duration = Duration::from_secs(10);
+pub(crate) const CACHE_LIFETIME: Duration = Duration::from_secs(10);
 /// Most cached interfaces; a lookup that would exceed it drops the cache first.
 const CACHE_MAX: usize = 64;
 
 /// The LAN-side classifier of the packet thread.
-pub struct LanSide {
+pub(crate) struct LanSide {
     hook: Hook,
     lan_interfaces: Vec<String>,
     /// (ifindex, is LAN).
@@ -36,12 +40,12 @@ pub struct LanSide {
 }
 
 impl LanSide {
-    pub fn new(hook: Hook, lan_interfaces: Vec<String>) -> LanSide {
+    pub(crate) fn new(hook: Hook, lan_interfaces: Vec<String>) -> LanSide {
         LanSide::with_resolver(hook, lan_interfaces, interface_name)
     }
 
     /// With another way to name interfaces (tests).
-    pub fn with_resolver(
+    pub(crate) fn with_resolver(
         hook: Hook,
         lan_interfaces: Vec<String>,
         resolve: fn(u32) -> Option<String>,
@@ -56,14 +60,14 @@ impl LanSide {
     }
 
     /// A reload: new hook and interfaces.
-    pub fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>) {
+    pub(crate) fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>) {
         self.hook = hook;
         self.lan_interfaces = lan_interfaces;
         self.cache.clear();
     }
 
     /// Forgets resolved names older than [`CACHE_LIFETIME`]; call now and then (ticks).
-    pub fn expire(&mut self, now: Instant) {
+    pub(crate) fn expire(&mut self, now: Instant) {
         if now.saturating_duration_since(self.cached_since) >= CACHE_LIFETIME {
             self.cache.clear();
             self.cached_since = now;
@@ -72,7 +76,7 @@ impl LanSide {
 
     /// Whether a packet that entered on `indev` (0: none, locally generated) came from the LAN;
     /// `None` when that cannot be told.
-    pub fn classify(&mut self, indev: u32) -> Option<bool> {
+    pub(crate) fn classify(&mut self, indev: u32) -> Option<bool> {
         match (self.hook, indev) {
             (Hook::Local, 0) => Some(true),
             (Hook::Local, _) => Some(false),
@@ -97,7 +101,7 @@ impl LanSide {
 }
 
 /// iptables' interface match: `pattern` equals `name`, or ends in `+` and prefixes it.
-pub fn interface_matches(pattern: &str, name: &str) -> bool {
+pub(crate) fn interface_matches(pattern: &str, name: &str) -> bool {
     match pattern.strip_suffix('+') {
         Some(prefix) => name.starts_with(prefix),
         None => pattern == name,
@@ -105,7 +109,7 @@ pub fn interface_matches(pattern: &str, name: &str) -> bool {
 }
 
 /// The name of interface `ifindex` in the calling thread's network namespace.
-pub fn interface_name(ifindex: u32) -> Option<String> {
+pub(crate) fn interface_name(ifindex: u32) -> Option<String> {
     let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
     // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes (NUL included) into `buf`.
     let p = unsafe { libc::if_indextoname(ifindex, buf.as_mut_ptr()) };

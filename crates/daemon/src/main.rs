@@ -568,9 +568,11 @@ fn matched_by(config: &Config) -> std::collections::BTreeMap<String, String> {
 }
 
 /// Logs the packets handled and the CPU time the daemon used for them.
+#[allow(unsafe_code, reason = "getrusage(2) has no safe wrapper in libc")]
 fn report_cpu(totals: packet_loop::LoopTotals) {
-    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF has no other preconditions.
+    // SAFETY: rusage is plain data; zero is a valid value for every field.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF has no other preconditions.
     if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
         return;
     }

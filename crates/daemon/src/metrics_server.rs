@@ -13,7 +13,7 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tracing::debug;
 
-pub async fn serve(listener: TcpListener, registry: Arc<Registry>) -> std::io::Result<()> {
+pub(crate) async fn serve(listener: TcpListener, registry: Arc<Registry>) -> std::io::Result<()> {
     loop {
         let (stream, peer) = listener.accept().await?;
         let registry = registry.clone();

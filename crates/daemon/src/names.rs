@@ -19,7 +19,7 @@ use std::time::SystemTime;
 
 /// The dnsmasq snippet for `config` with the firewall `backend` (ipset for iptables, nftset
 /// for nftables); `None` if no rule has domains.
-pub fn dnsmasq_text(config: &Config, backend: Backend) -> Option<String> {
+pub(crate) fn dnsmasq_text(config: &Config, backend: Backend) -> Option<String> {
     let rules: Vec<RuleDomains> = config
         .rules
         .iter()
@@ -41,7 +41,7 @@ pub fn dnsmasq_text(config: &Config, backend: Backend) -> Option<String> {
 
 /// Writes (or, with no rule by domain, removes) the snippet at `names.dnsmasq_conf`. Returns
 /// whether the file changed: dnsmasq reads it only when it (re)starts.
-pub fn write_dnsmasq_conf(config: &Config, backend: Backend) -> io::Result<bool> {
+pub(crate) fn write_dnsmasq_conf(config: &Config, backend: Backend) -> io::Result<bool> {
     let Some(path) = &config.names.dnsmasq_conf else {
         return Ok(false);
     };
@@ -65,7 +65,7 @@ pub fn write_dnsmasq_conf(config: &Config, backend: Backend) -> io::Result<bool>
 }
 
 /// Removes the snippet this config wrote (clean shutdown: the sets it names are gone).
-pub fn remove_dnsmasq_conf(config: &Config) {
+pub(crate) fn remove_dnsmasq_conf(config: &Config) {
     if !config.rules.iter().any(|r| !r.domains.is_empty()) {
         return;
     }
@@ -77,7 +77,7 @@ pub fn remove_dnsmasq_conf(config: &Config) {
 }
 
 /// How a rule classes by name, for `slipstream flows` (`preset steam`, `host steam-deck`).
-pub fn matched_by(rule: &Rule) -> String {
+pub(crate) fn matched_by(rule: &Rule) -> String {
     let mut parts = Vec::new();
     if !rule.presets.is_empty() {
         parts.push(format!("preset {}", rule.presets.join("+")));
@@ -99,7 +99,7 @@ pub fn matched_by(rule: &Rule) -> String {
 
 /// The sets of rules by name with their entries now, for `slipstream status` (one `ipset list
 /// -t` / `nft -j list set` per set: a status request is rare and the sets are few).
-pub fn set_status(backend: Option<Backend>, sets: &[KernelSet]) -> Vec<NameSetStatus> {
+pub(crate) fn set_status(backend: Option<Backend>, sets: &[KernelSet]) -> Vec<NameSetStatus> {
     let Some(backend) = backend else {
         return Vec::new();
     };
@@ -116,14 +116,14 @@ pub fn set_status(backend: Option<Backend>, sets: &[KernelSet]) -> Vec<NameSetSt
 
 /// The lease files, watched by modification time and size (polled: simple, and the files are
 /// tiny; inotify would need a thread and gains nothing at a poll of seconds).
-pub struct LeaseWatch {
+pub(crate) struct LeaseWatch {
     files: Vec<PathBuf>,
     stamps: Vec<Option<(SystemTime, u64)>>,
     first: bool,
 }
 
 impl LeaseWatch {
-    pub fn new(files: &[PathBuf]) -> Self {
+    pub(crate) fn new(files: &[PathBuf]) -> Self {
         LeaseWatch {
             files: files.to_vec(),
             stamps: vec![None; files.len()],
@@ -138,7 +138,7 @@ impl LeaseWatch {
 
     /// Whether any file changed (appeared, went, was rewritten) since the last call; true the
     /// first time.
-    pub fn changed(&mut self) -> bool {
+    pub(crate) fn changed(&mut self) -> bool {
         let now: Vec<_> = self.files.iter().map(|f| Self::stamp(f)).collect();
         let changed = self.first || now != self.stamps;
         self.first = false;
@@ -147,7 +147,7 @@ impl LeaseWatch {
     }
 
     /// Every lease in the files (missing or unreadable files count as empty).
-    pub fn read(&self) -> Vec<Lease> {
+    pub(crate) fn read(&self) -> Vec<Lease> {
         self.files
             .iter()
             .filter_map(|f| std::fs::read_to_string(f).ok())
@@ -157,7 +157,7 @@ impl LeaseWatch {
 }
 
 /// The addresses each rule's `lan_hostnames` hold now.
-pub fn host_addrs(config: &Config, leases: &[Lease]) -> HostAddrs {
+pub(crate) fn host_addrs(config: &Config, leases: &[Lease]) -> HostAddrs {
     config
         .rules
         .iter()

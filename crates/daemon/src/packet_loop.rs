@@ -20,8 +20,8 @@ use std::time::SystemTime;
 use slipstream_config::Hook;
 use slipstream_control::Duration;
 use slipstream_engine::{
-    Copy, Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketMeta, ReconfigureSummary, Side,
-    Verdict,
+    Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketCopy, PacketMeta, ReconfigureSummary,
+    Side, Verdict,
 };
 use slipstream_firewall::rule_number_from_mark;
 use slipstream_metrics::SharedSnapshot;
@@ -45,9 +45,9 @@ const MAX_CONSECUTIVE_ERRORS: u32 = 1000;
 /// At 7-9 us per packet, verdict included (measured on the 2-core test VM,
 /// `crates/nfqueue/tests/kernel_timestamps.rs`), a batch takes about 2 ms: that is how late a
 /// tick or a window update can be.
-pub const BATCH: usize = 256;
+pub(crate) const BATCH: usize = 256;
 
-pub struct PacketLoop {
+pub(crate) struct PacketLoop {
     pub datapath: Datapath,
     pub engine: Engine,
     pub snapshot: SharedSnapshot,
@@ -66,7 +66,7 @@ pub struct PacketLoop {
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
-pub enum PacketCommand {
+pub(crate) enum PacketCommand {
     /// A reload: new rules and limits for the engine, the new number of per-flow series, and
     /// the hook and LAN interfaces the LAN side is told by.
     Reconfigure {
@@ -84,7 +84,7 @@ pub enum PacketCommand {
 }
 
 /// A snapshot for the control socket.
-pub struct PacketView {
+pub(crate) struct PacketView {
     pub snapshot: EngineSnapshot,
     /// `keys[i]` is the key of `snapshot.flows[i]`.
     pub keys: Vec<FlowKey>,
@@ -94,7 +94,7 @@ pub struct PacketView {
 
 /// What the loop did, reported at exit.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct LoopTotals {
+pub(crate) struct LoopTotals {
     pub packets: u64,
     pub rewritten: u64,
     pub window_updates_sent: u64,
@@ -126,7 +126,7 @@ fn drain_batch(limit: usize, mut next: impl FnMut() -> io::Result<bool>) -> (Bat
 }
 
 impl PacketLoop {
-    pub fn run(mut self) -> io::Result<LoopTotals> {
+    pub(crate) fn run(mut self) -> io::Result<LoopTotals> {
         let clock = MonotonicClock::start();
         let mut scratch = vec![0u8; 65536];
         let mut last_tick = clock.now();
@@ -308,11 +308,11 @@ impl PacketLoop {
 /// queue copies `data_copy_bytes`, which is the whole packet when it is that short or the range
 /// is raised. A whole packet may be handed back rewritten: in a flow with data both ways
 /// (BitTorrent) the receiver's ACKs carry data and go to the data queue.
-fn copy_of(kind: QueueKind, payload: &[u8]) -> Copy {
+fn copy_of(kind: QueueKind, payload: &[u8]) -> PacketCopy {
     match kind {
-        QueueKind::Ack => Copy::Full,
-        QueueKind::Data if slipstream_wire::is_complete(payload) => Copy::Full,
-        QueueKind::Data => Copy::HeaderOnly,
+        QueueKind::Ack => PacketCopy::Full,
+        QueueKind::Data if slipstream_wire::is_complete(payload) => PacketCopy::Full,
+        QueueKind::Data => PacketCopy::HeaderOnly,
     }
 }
 
@@ -334,9 +334,12 @@ mod tests {
     /// ACKs that carry data went out with the host's whole window).
     #[test]
     fn whole_packets_from_the_data_queue_may_be_rewritten() {
-        assert_eq!(copy_of(QueueKind::Data, &data_packet(1500)), Copy::Full);
-        assert_eq!(copy_of(QueueKind::Data, &data_packet(128)), Copy::HeaderOnly);
-        assert_eq!(copy_of(QueueKind::Ack, &data_packet(80)), Copy::Full);
+        assert_eq!(copy_of(QueueKind::Data, &data_packet(1500)), PacketCopy::Full);
+        assert_eq!(
+            copy_of(QueueKind::Data, &data_packet(128)),
+            PacketCopy::HeaderOnly
+        );
+        assert_eq!(copy_of(QueueKind::Ack, &data_packet(80)), PacketCopy::Full);
     }
 
     /// A queue holding `n` packets: `next` handles one per call.

@@ -28,17 +28,21 @@
 //! ambient capabilities) runs on and warns: it works as before, with more privilege than needed.
 //! Started by procd with `/etc/capabilities/slipstream.json` it already has just the two, and this
 //! finds nothing to drop.
+#![allow(
+    unsafe_code,
+    reason = "prctl(PR_SET_NO_NEW_PRIVS) has no safe wrapper in libc"
+)]
 
 use caps::{CapSet, Capability, CapsHashSet};
 use tracing::{info, warn};
 
 /// The capabilities the daemon keeps after setup.
-pub const KEPT: [Capability; 2] = [Capability::CAP_NET_ADMIN, Capability::CAP_NET_RAW];
+pub(crate) const KEPT: [Capability; 2] = [Capability::CAP_NET_ADMIN, Capability::CAP_NET_RAW];
 
 /// Drops every capability but [`KEPT`] from all five sets of the calling thread (call it before
 /// other threads start) and sets no_new_privs. Logs once what is kept; anything that could not be
 /// dropped is a warning, never an error.
-pub fn drop_privileges() {
+pub(crate) fn drop_privileges() {
     let problems = restrict(&KEPT);
     let status = std::fs::read_to_string("/proc/thread-self/status")
         .ok()

@@ -20,7 +20,7 @@ use slipstream_config::Config;
 use slipstream_engine::{EngineConfig, RuleSpec};
 
 /// The engine's part of a config.
-pub fn engine_config(config: &Config) -> EngineConfig {
+pub(crate) fn engine_config(config: &Config) -> EngineConfig {
     EngineConfig {
         rules: config
             .rules
@@ -40,7 +40,7 @@ pub fn engine_config(config: &Config) -> EngineConfig {
 
 /// The config to run after a reload: `new` with every setting that needs a restart kept at its
 /// `running` value, and one message per such setting that changed.
-pub fn effective_config(running: &Config, new: Config) -> (Config, Vec<String>) {
+pub(crate) fn effective_config(running: &Config, new: Config) -> (Config, Vec<String>) {
     let mut effective = new;
     let mut restart = Vec::new();
     macro_rules! keep {

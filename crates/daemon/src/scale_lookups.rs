@@ -24,7 +24,7 @@ const RECEIVE_TIMEOUT: Duration = Duration::from_millis(200);
 
 /// What conntrack said about a flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
+pub(crate) enum Outcome {
     /// The shifts of `key.endpoint(Side::Low)` and of the other endpoint.
     Scales { low: u8, high: u8 },
     /// The entry exists but conntrack itself picked the flow up mid-stream: no scale.
@@ -36,7 +36,7 @@ pub enum Outcome {
 }
 
 /// The packet thread's end of the worker.
-pub struct ScaleLookups {
+pub(crate) struct ScaleLookups {
     requests: SyncSender<FlowKey>,
     answers: Receiver<(FlowKey, Outcome)>,
     dropped: u64,
@@ -47,7 +47,7 @@ pub struct ScaleLookups {
 impl ScaleLookups {
     /// Starts the worker thread. If ctnetlink cannot be opened the worker says why once and
     /// ends; flows seen mid-stream then stay unclamped, as before the lookup existed.
-    pub fn start() -> std::io::Result<ScaleLookups> {
+    pub(crate) fn start() -> std::io::Result<ScaleLookups> {
         let (requests, queue) = mpsc::sync_channel::<FlowKey>(QUEUE);
         let (reply, answers) = mpsc::channel();
         std::thread::Builder::new()
@@ -62,7 +62,7 @@ impl ScaleLookups {
     }
 
     /// Asks for `key`'s scales; never blocks. False if the request was dropped.
-    pub fn request(&mut self, key: FlowKey) -> bool {
+    pub(crate) fn request(&mut self, key: FlowKey) -> bool {
         if self.disabled {
             return false;
         }
@@ -86,7 +86,7 @@ impl ScaleLookups {
     }
 
     /// The next answer, if one is waiting.
-    pub fn answer(&mut self) -> Option<(FlowKey, Outcome)> {
+    pub(crate) fn answer(&mut self) -> Option<(FlowKey, Outcome)> {
         match self.answers.try_recv() {
             Ok(answer) => Some(answer),
             Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => None,

@@ -21,6 +21,10 @@
 //! root. Without them the daemon runs on, warns once, and counts each update as failed. The
 //! sockets are non-blocking: a full send buffer costs an update (counted), never the packet
 //! thread's time.
+#![allow(
+    unsafe_code,
+    reason = "raw IP and packet sockets: socket, shutdown, sendto with sockaddr structs"
+)]
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
@@ -34,7 +38,7 @@ use crate::lan_hosts::{LanHosts, LanLink};
 
 /// Window updates sent and failed since start (readable from other threads).
 #[derive(Debug, Default)]
-pub struct WindowUpdateCounters {
+pub(crate) struct WindowUpdateCounters {
     pub sent: AtomicU64,
     /// Of `sent`, those sent as link-layer frames to a LAN host.
     pub sent_to_lan_link: AtomicU64,
@@ -43,19 +47,19 @@ pub struct WindowUpdateCounters {
 }
 
 impl WindowUpdateCounters {
-    pub fn sent(&self) -> u64 {
+    pub(crate) fn sent(&self) -> u64 {
         self.sent.load(Ordering::Relaxed)
     }
-    pub fn failed(&self) -> u64 {
+    pub(crate) fn failed(&self) -> u64 {
         self.failed.load(Ordering::Relaxed)
     }
-    pub fn sent_to_lan_link(&self) -> u64 {
+    pub(crate) fn sent_to_lan_link(&self) -> u64 {
         self.sent_to_lan_link.load(Ordering::Relaxed)
     }
 }
 
 /// The raw sockets window updates go out on.
-pub struct WindowUpdateSender {
+pub(crate) struct WindowUpdateSender {
     v4: Option<OwnedFd>,
     v6: Option<OwnedFd>,
     /// `AF_PACKET` datagram socket for updates to LAN hosts.
@@ -70,7 +74,7 @@ pub struct WindowUpdateSender {
 impl WindowUpdateSender {
     /// Opens both raw sockets; a family whose socket cannot be opened is warned about here and
     /// its updates are counted as failed.
-    pub fn open(counters: Arc<WindowUpdateCounters>) -> WindowUpdateSender {
+    pub(crate) fn open(counters: Arc<WindowUpdateCounters>) -> WindowUpdateSender {
         let open = |family: libc::c_int, name: &str| match raw_socket(family) {
             Ok(fd) => Some(fd),
             Err(e) => {
@@ -105,7 +109,7 @@ impl WindowUpdateSender {
 
     /// A sender without sockets: every update fails (for tests of the counting).
     #[cfg(test)]
-    pub fn closed(counters: Arc<WindowUpdateCounters>) -> WindowUpdateSender {
+    pub(crate) fn closed(counters: Arc<WindowUpdateCounters>) -> WindowUpdateSender {
         WindowUpdateSender {
             v4: None,
             v6: None,
@@ -116,18 +120,18 @@ impl WindowUpdateSender {
         }
     }
 
-    pub fn counters(&self) -> &Arc<WindowUpdateCounters> {
+    pub(crate) fn counters(&self) -> &Arc<WindowUpdateCounters> {
         &self.counters
     }
 
     /// A packet from LAN host `src` entered on `ifindex` with source MAC `hw`.
-    pub fn learn_lan_host(&mut self, src: IpAddr, ifindex: u32, hw: &[u8]) {
+    pub(crate) fn learn_lan_host(&mut self, src: IpAddr, ifindex: u32, hw: &[u8]) {
         self.lan_hosts.learn(src, ifindex, hw);
     }
 
     /// Sends one packet to its destination: a LAN host's link if it is a known LAN host, else
     /// routed by its address; counts the outcome.
-    pub fn send(&mut self, packet: &[u8]) -> io::Result<()> {
+    pub(crate) fn send(&mut self, packet: &[u8]) -> io::Result<()> {
         let result = self.try_send(packet);
         match &result {
             Ok(to_lan_link) => {

@@ -4,121 +4,30 @@
 //! SIGHUP with a valid changed config (rules replaced in the firewall and shown by `status`, a
 //! restart-only setting kept and reported), SIGHUP with an invalid config (old rules kept, error
 //! shown), the watchdog re-applying flushed rules, the reload/watchdog metrics, and a clean
-//! SIGTERM (exit 0, rules removed, socket file gone). Skips when not root or tools are missing.
+//! SIGTERM (exit 0, rules removed, socket file gone). Ignored by default (needs root
+//! and the tools); run with --ignored.
 //!
 //! The `slipstream` CLI is another package's binary: it is taken from the same target directory,
 //! and built there first if missing.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+mod common;
+use common::{cli_binary, wait_until, Daemon, Pair};
+
+/// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    for p in [
+    common::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",
         "iperf3",
         "curl",
-    ] {
-        let found = std::env::var_os("PATH")
-            .map(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-            .unwrap_or(false);
-        if !found {
-            return Some(format!("{p} not found"));
-        }
-    }
-    None
-}
-
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Two namespaces `<a>` (daemon, 10.199.0.1) and `<b>` (server, 10.199.0.2), deleted on drop.
-struct Pair {
-    a: String,
-    b: String,
-}
-
-impl Pair {
-    fn create() -> Pair {
-        let pid = std::process::id();
-        let pair = Pair {
-            a: format!("ssctla{pid}"),
-            b: format!("ssctlb{pid}"),
-        };
-        for ns in [&pair.a, &pair.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        sh(&[
-            "ip", "-n", &pair.a, "link", "add", "vA", "type", "veth", "peer", "name", "vB", "netns", &pair.b,
-        ]);
-        sh(&["ip", "-n", &pair.a, "addr", "add", "10.199.0.1/24", "dev", "vA"]);
-        sh(&["ip", "-n", &pair.b, "addr", "add", "10.199.0.2/24", "dev", "vB"]);
-        sh(&["ip", "-n", &pair.a, "link", "set", "vA", "up"]);
-        sh(&["ip", "-n", &pair.b, "link", "set", "vB", "up"]);
-        pair
-    }
-
-    fn exec(ns: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).args(args);
-        c
-    }
-
-    fn run_a(&self, args: &[&str]) -> String {
-        let out = Self::exec(&self.a, args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-/// The `slipstream` binary beside this test's target directory (built if missing).
-fn cli_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    let bin = dir.join("slipstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut c = Command::new(cargo);
-        c.args(["build", "-p", "slipstream-cli", "--bin", "slipstream"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        let status = c.status().expect("cargo build -p slipstream-cli");
-        assert!(status.success() && bin.exists(), "building {}", bin.display());
-    }
-    bin
+    ])
 }
 
 fn slipstream(socket: &Path, args: &[&str]) -> (i32, String, String) {
@@ -150,18 +59,6 @@ fn rule_names(status: &Value) -> Vec<String> {
         .collect()
 }
 
-fn wait_until(what: &str, log: &Path, mut pred: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(12);
-    while !pred() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; daemon log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
 fn config(socket: &Path, ack_queue: u16, rules: &str) -> String {
     format!(
         "[datapath]\nlan_interfaces = [\"vA\"]\nhook = \"local\"\nfirewall = \"iptables\"\nipv6 = false\n\
@@ -177,22 +74,11 @@ const RULES_B: &str = "[[rules]]\nname = \"backup\"\nremote_ports = [873]\n\
                        controller = { kind = \"fixed_window\", window_bytes = 65535 }\n\
                        [[rules]]\nname = \"bt\"\nremote_ports = [6881]\n";
 
-struct Daemon(Option<Child>);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn control_socket_reload_watchdog_and_clean_exit() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED control_socket_reload_watchdog_and_clean_exit: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     let cli = cli_binary();
     assert!(cli.exists());
@@ -204,7 +90,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     let log = dir.join("daemon.log");
     std::fs::write(&cfg, config(&socket, 8470, RULES_A)).unwrap();
 
-    let pair = Pair::create();
+    let pair = Pair::create("ssctl", "10.199.0");
     let logfile = std::fs::File::create(&log).unwrap();
     let child = Pair::exec(
         &pair.a,
@@ -301,8 +187,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     // SIGHUP with a valid, changed config: rules replaced (in the firewall too); the ack queue
     // change needs a restart and is kept.
     std::fs::write(&cfg, config(&socket, 9000, RULES_B)).unwrap();
-    // SAFETY: kill(2) on the daemon we spawned (`ip netns exec` execs it).
-    unsafe { libc::kill(pid, libc::SIGHUP) };
+    slipstream_testbed::cmd::signal(pid as u32, libc::SIGHUP);
     wait_until("the reload", &log, || status(&socket)["reloads_ok"] == 1);
     let s = status(&socket);
     let names = rule_names(&s);
@@ -333,7 +218,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
         ),
     )
     .unwrap();
-    unsafe { libc::kill(pid, libc::SIGHUP) };
+    slipstream_testbed::cmd::signal(pid as u32, libc::SIGHUP);
     wait_until("the failed reload", &log, || {
         status(&socket)["reloads_failed"] == 1
     });
@@ -375,7 +260,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert!(metrics.contains("slipstream_config_last_reload_success_timestamp_seconds "));
 
     // SIGTERM: exit 0, rules and socket gone.
-    unsafe { libc::kill(pid, libc::SIGTERM) };
+    slipstream_testbed::cmd::signal(pid as u32, libc::SIGTERM);
     let mut child = daemon.0.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {
@@ -404,10 +289,10 @@ fn control_socket_reload_watchdog_and_clean_exit() {
 /// A daemon killed with SIGKILL leaves its rules and socket file; `--cleanup` (which the OpenWrt
 /// init script runs on stop) removes both, and touches nothing while a daemon is running.
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn cleanup_removes_what_a_killed_daemon_left() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED cleanup_removes_what_a_killed_daemon_left: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     let dir = std::env::temp_dir().join(format!("ssd-cleanup-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -416,7 +301,7 @@ fn cleanup_removes_what_a_killed_daemon_left() {
     let cfg = dir.join("slipstream.toml");
     let log = dir.join("daemon.log");
     std::fs::write(&cfg, config(&socket, 8470, RULES_A)).unwrap();
-    let pair = Pair::create();
+    let pair = Pair::create("ssctl", "10.199.0");
     let logfile = std::fs::File::create(&log).unwrap();
     let daemon_bin = env!("CARGO_BIN_EXE_slipstreamd");
     let child = Pair::exec(&pair.a, &[daemon_bin, "--config", cfg.to_str().unwrap()])

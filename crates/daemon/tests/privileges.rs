@@ -8,141 +8,39 @@
 //! the sets of `openwrt/files/slipstream.json` (what procd/ujail gives it on OpenWrt; nothing
 //! left to drop), and without CAP_SETPCAP (the bounding set cannot shrink: a loud warning, and
 //! the daemon runs on). Also: the shipped configs keep the metrics listener on loopback, and the
-//! control socket is mode 0600. Skips when not root or tools are missing.
+//! control socket is mode 0600. Ignored by default (needs root and the tools); run with --ignored.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// CAP_NET_ADMIN (12) and CAP_NET_RAW (13).
-const KEPT: u64 = 0x3000;
-/// CAP_SYS_ADMIN (21), CAP_NET_BIND_SERVICE (10).
-const SYS_ADMIN: u64 = 1 << 21;
-const NET_BIND_SERVICE: u64 = 1 << 10;
+mod common;
+use common::{cli_binary, wait_until, Daemon, Pair};
 
+/// The daemon namespace's mangle table, as iptables-legacy-save prints it.
+fn mangle(pair: &Pair) -> String {
+    pair.run_a(&["iptables-legacy-save", "-t", "mangle"])
+}
+
+/// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root".into());
-    }
-    for p in [
+    common::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",
         "iptables-legacy-save",
         "iperf3",
         "setpriv",
-    ] {
-        let found = std::env::var_os("PATH")
-            .map(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
-            .unwrap_or(false);
-        if !found {
-            return Some(format!("{p} not found"));
-        }
-    }
-    None
+    ])
 }
 
-fn sh(args: &[&str]) -> String {
-    let out = Command::new(args[0]).args(&args[1..]).output().unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// Namespaces `<a>` (daemon, 10.198.0.1) and `<b>` (server, 10.198.0.2), deleted on drop.
-struct Pair {
-    a: String,
-    b: String,
-}
-
-impl Pair {
-    fn create(tag: &str) -> Pair {
-        let pid = std::process::id();
-        let pair = Pair {
-            a: format!("sspriv{tag}a{pid}"),
-            b: format!("sspriv{tag}b{pid}"),
-        };
-        for ns in [&pair.a, &pair.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        sh(&[
-            "ip", "-n", &pair.a, "link", "add", "vA", "type", "veth", "peer", "name", "vB", "netns", &pair.b,
-        ]);
-        sh(&["ip", "-n", &pair.a, "addr", "add", "10.198.0.1/24", "dev", "vA"]);
-        sh(&["ip", "-n", &pair.b, "addr", "add", "10.198.0.2/24", "dev", "vB"]);
-        sh(&["ip", "-n", &pair.a, "link", "set", "vA", "up"]);
-        sh(&["ip", "-n", &pair.b, "link", "set", "vB", "up"]);
-        pair
-    }
-
-    fn exec(ns: &str, args: &[&str]) -> Command {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", ns]).args(args);
-        c
-    }
-
-    fn run_a(&self, args: &[&str]) -> String {
-        let out = Self::exec(&self.a, args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "{args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    }
-
-    fn mangle(&self) -> String {
-        self.run_a(&["iptables-legacy-save", "-t", "mangle"])
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
-}
-
-struct Daemon(Option<Child>);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-/// The `slipstream` binary beside this test's target directory (built if missing).
-fn cli_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    let bin = dir.join("slipstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut c = Command::new(cargo);
-        c.args(["build", "-p", "slipstream-cli", "--bin", "slipstream"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        let status = c.status().expect("cargo build -p slipstream-cli");
-        assert!(status.success() && bin.exists(), "building {}", bin.display());
-    }
-    bin
-}
+/// CAP_NET_ADMIN (12) and CAP_NET_RAW (13).
+const KEPT: u64 = 0x3000;
+/// CAP_SYS_ADMIN (21), CAP_NET_BIND_SERVICE (10).
+const SYS_ADMIN: u64 = 1 << 21;
+const NET_BIND_SERVICE: u64 = 1 << 10;
 
 fn status(socket: &Path) -> Option<Value> {
     let out = Command::new(cli_binary())
@@ -154,18 +52,6 @@ fn status(socket: &Path) -> Option<Value> {
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
-}
-
-fn wait_until(what: &str, log: &Path, mut pred: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while !pred() {
-        assert!(
-            Instant::now() < deadline,
-            "timed out waiting for {what}; daemon log:\n{}",
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn repo_file(path: &str) -> PathBuf {
@@ -280,7 +166,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     let cfg = dir.join("slipstream.toml");
     let log = dir.join("daemon.log");
     std::fs::write(&cfg, config(&socket, RULES)).unwrap();
-    let pair = Pair::create(tag);
+    let pair = Pair::create(&format!("sspriv{tag}"), "10.198.0");
 
     let logfile = std::fs::File::create(&log).unwrap();
     let mut argv: Vec<&str> = launcher.iter().map(String::as_str).collect();
@@ -348,7 +234,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
 
     // The watchdog puts back a deleted rule, through iptables-legacy(-restore) subprocesses.
     let jump = "-A OUTPUT ! -o lo -p tcp -j SLIPSTREAM";
-    assert!(pair.mangle().contains(jump), "{}", pair.mangle());
+    assert!(mangle(&pair).contains(jump), "{}", mangle(&pair));
     pair.run_a(&[
         "iptables-legacy",
         "-w",
@@ -364,28 +250,27 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
         "-j",
         "SLIPSTREAM",
     ]);
-    assert!(!pair.mangle().contains(jump));
+    assert!(!mangle(&pair).contains(jump));
     wait_until("the watchdog", &log, || {
         status(&socket).is_some_and(|s| s["firewall"]["reapplied"] == 1)
     });
-    assert!(pair.mangle().contains(jump), "{}", pair.mangle());
+    assert!(mangle(&pair).contains(jump), "{}", mangle(&pair));
 
     // SIGHUP: the new rules are in the kernel.
     std::fs::write(&cfg, config(&socket, RULES_RELOADED)).unwrap();
-    // SAFETY: kill(2) on the daemon we spawned.
-    unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    slipstream_testbed::cmd::signal(pid, libc::SIGHUP);
     wait_until("the reload", &log, || {
         status(&socket).is_some_and(|s| s["reloads_ok"] == 1)
     });
     let s = status(&socket).unwrap();
     assert_eq!(s["reloads_failed"], 0, "{s:#}");
     assert_eq!(s["last_reload_error"], Value::Null, "{s:#}");
-    assert!(pair.mangle().contains("--dports 873"), "{}", pair.mangle());
+    assert!(mangle(&pair).contains("--dports 873"), "{}", mangle(&pair));
     // Nothing was regained on the way.
     assert_caps(pid, bounding, &log);
 
     // SIGTERM: exit 0, rules removed (one more firewall program), socket file gone.
-    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    slipstream_testbed::cmd::signal(pid, libc::SIGTERM);
     let mut child = daemon.0.take().unwrap();
     let deadline = Instant::now() + Duration::from_secs(10);
     let code = loop {
@@ -397,7 +282,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     };
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(code, Some(0), "{text}");
-    assert!(!pair.mangle().contains("SLIPSTREAM"), "{}", pair.mangle());
+    assert!(!mangle(&pair).contains("SLIPSTREAM"), "{}", mangle(&pair));
     assert!(!socket.exists(), "socket file left behind");
     assert!(!text.contains("ERROR"), "{text}");
     std::fs::remove_dir_all(&dir).ok();
@@ -418,10 +303,10 @@ fn json_caps(json: &Value, set: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn root_daemon_keeps_only_net_admin_and_net_raw() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED root_daemon_keeps_only_net_admin_and_net_raw: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     scenario(
         "root",
@@ -434,10 +319,10 @@ fn root_daemon_keeps_only_net_admin_and_net_raw() {
 /// What procd (through ujail) does with `procd_set_param capabilities` and `no_new_privs`,
 /// done by setpriv from the same JSON file: the daemon starts with only these sets and works.
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn daemon_runs_with_the_openwrt_capability_file() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED daemon_runs_with_the_openwrt_capability_file: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_file("openwrt/files/slipstream.json")).unwrap())
@@ -465,10 +350,10 @@ fn daemon_runs_with_the_openwrt_capability_file() {
 /// Without CAP_SETPCAP the bounding set cannot shrink: the daemon says so loudly and runs on,
 /// with the other sets reduced all the same.
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn daemon_that_cannot_drop_warns_and_runs_on() {
     if let Some(why) = skip_reason() {
-        eprintln!("SKIPPED daemon_that_cannot_drop_warns_and_runs_on: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
     let launcher: Vec<String> = [
         "setpriv",

@@ -3,6 +3,7 @@
 //!
 //! The flow is a steady download under the Vulture controller: each iteration patches the next
 //! sequence number and timestamps into a prebuilt packet, as a real stream would bring them.
+#![allow(unsafe_code, reason = "a counting global allocator measures memory per flow")]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -10,18 +11,21 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use criterion::{criterion_group, criterion_main, Criterion};
 use etherparse::{PacketBuilder, TcpOptionElement};
 use slipstream_control::{ControllerConfig, ControllerMode, Duration, FixedWindowConfig, Instant};
-use slipstream_engine::{Copy, Engine, EngineConfig, PacketMeta, RuleSpec};
+use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec};
 
 /// Counts live heap bytes, to measure memory per flow.
 struct Counting;
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+// SAFETY: every call is passed on to the system allocator unchanged; only a counter is added.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         LIVE.fetch_add(layout.size(), Ordering::Relaxed);
+        // SAFETY: the caller upholds alloc's contract, which System's is the same as.
         unsafe { System.alloc(layout) }
     }
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        // SAFETY: `ptr` came from System.alloc with this layout (alloc above).
         unsafe { System.dealloc(ptr, layout) }
     }
 }
@@ -84,7 +88,7 @@ fn engine_with(max_flows: usize, controller: ControllerConfig) -> Engine {
     })
 }
 
-fn meta(copy: Copy) -> PacketMeta {
+fn meta(copy: PacketCopy) -> PacketMeta {
     PacketMeta {
         rule: Some(1),
         copy,
@@ -98,12 +102,12 @@ fn open_flow(e: &mut Engine, client_port: u16, now: Instant) {
     e.handle_packet(
         now,
         &mut packet(false, client_port, 100, 0, 65535, 0, true),
-        meta(Copy::Full),
+        meta(PacketCopy::Full),
     );
     e.handle_packet(
         now,
         &mut packet(true, client_port, 5000, 101, 65535, 0, true),
-        meta(Copy::Full),
+        meta(PacketCopy::Full),
     );
 }
 
@@ -111,7 +115,9 @@ fn per_packet(c: &mut Criterion) {
     let mut e = engine(16);
     open_flow(&mut e, 40000, Instant::ZERO);
     let mut data = packet(true, 40000, 5001, 101, 1000, 1448, false);
-    data.truncate(data.len() - 1448); // the data queue copies headers only
+    // The header-only copy (`data_copy_bytes = 128`, parse_headers); the default copies data
+    // packets whole.
+    data.truncate(data.len() - 1448);
     let mut ack = packet(false, 40000, 101, 5001, 20000, 0, false);
     let mut seq = 5001u32;
     let mut now_us = 1_000_000u64;
@@ -127,13 +133,13 @@ fn per_packet(c: &mut Criterion) {
             set_u32(data, TCP + 22, ts);
             set_u32(data, TCP + 26, ts.wrapping_sub(100));
             seq = seq.wrapping_add(1448);
-            e.handle_packet(Instant::from_micros(now_us), data, meta(Copy::HeaderOnly))
+            e.handle_packet(Instant::from_micros(now_us), data, meta(PacketCopy::HeaderOnly))
         } else {
             set_u32(ack, TCP + 8, seq);
             // The host's window again (a rewrite of the previous round changed it in place).
             ack[TCP + 14..TCP + 16].copy_from_slice(&20000u16.to_be_bytes());
             set_u32(ack, TCP + 22, ts);
-            e.handle_packet(Instant::from_micros(now_us), ack, meta(Copy::Full))
+            e.handle_packet(Instant::from_micros(now_us), ack, meta(PacketCopy::Full))
         }
     };
     for i in 0..20_000u32 {
@@ -184,12 +190,12 @@ fn heap_per_flow(flows: usize) -> usize {
         for k in 0..4u32 {
             let mut d = packet(true, port, 5001 + k * 1448, 101, 1000, 1448, false);
             d.truncate(d.len() - 1448);
-            e.handle_packet(now, &mut d, meta(Copy::HeaderOnly));
+            e.handle_packet(now, &mut d, meta(PacketCopy::HeaderOnly));
         }
         e.handle_packet(
             now,
             &mut packet(false, port, 101, 7897, 20000, 0, false),
-            meta(Copy::Full),
+            meta(PacketCopy::Full),
         );
     }
     let after = LIVE.load(Ordering::Relaxed);

@@ -34,10 +34,10 @@
 
 use std::collections::VecDeque;
 
-use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_household::{HouseholdConfig, ShareSpec};
+use slipstream_control::{ControllerConfig, Instant};
 use slipstream_wire::{parse, parse_headers, rewrite_window, TcpPacketInfo};
 
+use crate::api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
 use crate::flow::{AckOutcome, Flow, FlowEvent};
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Admission, FlowTable, TableLimits};
@@ -51,68 +51,6 @@ const MAX_PENDING_EVENTS: usize = 1024;
 /// At most this many window updates wait for the shell; more are dropped (the flow's receiver
 /// or its sender's persist timer reopens it later).
 const MAX_PENDING_UPDATES: usize = 1024;
-
-/// A classification rule as the engine needs it: the kernel matched it, the engine runs its
-/// controller.
-#[derive(Clone, Debug, PartialEq)]
-pub struct RuleSpec {
-    pub name: String,
-    pub controller: ControllerConfig,
-    /// The rule's claim on the household budget (used by `ControllerConfig::Household` flows).
-    pub share: ShareSpec,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct EngineConfig {
-    /// Rules, numbered from 1 in this order (the number the kernel puts in the packet mark).
-    pub rules: Vec<RuleSpec>,
-    pub max_flows: usize,
-    pub idle_timeout: Duration,
-    pub evict_idle_after: Duration,
-    /// Household control: budget controller, slowdown, time-sharing turn.
-    pub household: HouseholdConfig,
-}
-
-/// How much of the packet the datapath handed over.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Copy {
-    /// The whole packet: it may be rewritten.
-    Full,
-    /// Only the first bytes (headers): observe only.
-    HeaderOnly,
-}
-
-/// What the datapath knows about a packet besides its bytes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PacketMeta {
-    /// 1-based number of the rule that classed the flow, from the packet mark.
-    pub rule: Option<u16>,
-    pub copy: Copy,
-    /// False when the kernel says the checksum is not final (GSO, checksum offload).
-    pub checksum_ready: bool,
-    /// The packet entered the router from a LAN interface (its sender is a LAN host); `None`
-    /// when the datapath cannot tell (the engine then takes the flow's lower address as the host).
-    pub from_lan: Option<bool>,
-    /// When the kernel received the packet, on the engine's clock, if the datapath knows;
-    /// measurements use it instead of the time the daemon read the packet.
-    pub arrival: Option<Instant>,
-}
-
-/// A window update the daemon must send itself: a copy of a flow's last forwarded ACK with a
-/// larger window (the flow's turn came while its receiver had nothing to acknowledge).
-/// `packet` is a whole IPv4 or IPv6 packet with valid checksums, from the receiver to the sender.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WindowUpdate {
-    pub packet: Vec<u8>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
-    /// Accept the packet as it came.
-    Accept,
-    /// Accept the packet with the modified bytes (the window field was lowered).
-    AcceptModified,
-}
 
 /// Per-rule monotonic counters.
 #[derive(Clone, Copy, Debug, Default)]
@@ -134,19 +72,7 @@ struct RuleClass {
 /// Most rule classes (configured and removed-with-flows) a flow's `u16` can name.
 const MAX_CLASSES: usize = u16::MAX as usize;
 
-/// What [`Engine::reconfigure`] did.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ReconfigureSummary {
-    /// Flows in the table, all of which were kept.
-    pub flows: usize,
-    /// Flows whose rule was removed (or renamed), released by this reconfiguration.
-    pub released: usize,
-    /// Rules of the new config that were not in the old one (by name).
-    pub rules_added: usize,
-    /// Rules of the old config that are not in the new one (by name).
-    pub rules_removed: usize,
-}
-
+/// The pure core: packets and time in, verdicts, events and window updates out; no I/O.
 pub struct Engine {
     /// Configured rules in config order (`classes[n - 1]` is rule number n), then removed rules
     /// that still have flows. A flow's `rule` is a 1-based index into this.
@@ -168,6 +94,7 @@ fn table_limits(config: &EngineConfig) -> TableLimits {
 }
 
 impl Engine {
+    /// An engine with an empty flow table.
     pub fn new(config: EngineConfig) -> Engine {
         let table = FlowTable::new(table_limits(&config));
         let household = Household::new(config.household.clone());
@@ -288,8 +215,8 @@ impl Engine {
     pub fn handle_packet(&mut self, now: Instant, packet: &mut [u8], meta: PacketMeta) -> Verdict {
         self.counters.packets += 1;
         let parsed = match meta.copy {
-            Copy::Full => parse(packet),
-            Copy::HeaderOnly => parse_headers(packet),
+            PacketCopy::Full => parse(packet),
+            PacketCopy::HeaderOnly => parse_headers(packet),
         };
         let info = match parsed {
             Ok(info) => info,
@@ -406,9 +333,9 @@ impl Engine {
         if flags.ack {
             let acked_before = flow.acked_bytes();
             let can_rewrite = match (meta.copy, meta.checksum_ready) {
-                (Copy::HeaderOnly, _) => Err(PassReason::HeaderOnly),
-                (Copy::Full, false) => Err(PassReason::ChecksumNotReady),
-                (Copy::Full, true) => Ok(()),
+                (PacketCopy::HeaderOnly, _) => Err(PassReason::HeaderOnly),
+                (PacketCopy::Full, false) => Err(PassReason::ChecksumNotReady),
+                (PacketCopy::Full, true) => Ok(()),
             };
             let rewritable = can_rewrite.is_ok();
             let household = matches!(
@@ -520,10 +447,12 @@ impl Engine {
         self.events.drain(..)
     }
 
+    /// Counters since start, for metrics.
     pub fn counters(&self) -> &EngineCounters {
         &self.counters
     }
 
+    /// Flows in the table now.
     pub fn active_flows(&self) -> usize {
         self.table.len()
     }

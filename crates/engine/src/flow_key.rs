@@ -6,16 +6,19 @@
 use std::net::{IpAddr, SocketAddr};
 
 /// One end of a connection as it appears on the wire.
-pub type Endpoint = SocketAddr;
+pub(crate) type Endpoint = SocketAddr;
 
 /// Which endpoint of a flow: `Low` is the smaller of the two socket addresses, `High` the other.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Side {
+    /// The endpoint with the smaller socket address.
     Low,
+    /// The endpoint with the larger socket address.
     High,
 }
 
 impl Side {
+    /// The flow's other endpoint.
     pub fn other(self) -> Side {
         match self {
             Side::Low => Side::High,
@@ -23,6 +26,7 @@ impl Side {
         }
     }
 
+    /// 0 for `Low`, 1 for `High`: the index of per-side arrays.
     pub fn index(self) -> usize {
         match self {
             Side::Low => 0,
@@ -50,6 +54,7 @@ impl FlowKey {
         }
     }
 
+    /// The socket address of one side.
     pub fn endpoint(&self, side: Side) -> Endpoint {
         match side {
             Side::Low => self.low,

@@ -24,7 +24,7 @@ use crate::flow_key::FlowKey;
 pub const CLOSE_LINGER: Duration = Duration::from_secs(2);
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct TableLimits {
+pub(crate) struct TableLimits {
     pub max_flows: usize,
     pub idle_timeout: Duration,
     pub evict_idle_after: Duration,
@@ -32,7 +32,7 @@ pub struct TableLimits {
 
 /// What happened when a flow was looked up for insertion.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Admission {
+pub(crate) enum Admission {
     Existing,
     Inserted { evicted: bool },
     Refused,
@@ -40,13 +40,13 @@ pub enum Admission {
 
 /// Counts of flows removed by [`FlowTable::expire`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Expired {
+pub(crate) struct Expired {
     pub idle: u64,
     pub closed: u64,
 }
 
 #[derive(Debug)]
-pub struct FlowTable {
+pub(crate) struct FlowTable {
     flows: HashMap<FlowKey, Flow>,
     limits: TableLimits,
     /// Eviction candidates (last packet, flow), oldest first; see the module docs.
@@ -60,7 +60,7 @@ const CANDIDATE_FRACTION: usize = 8;
 const MIN_CANDIDATES: usize = 16;
 
 impl FlowTable {
-    pub fn new(limits: TableLimits) -> FlowTable {
+    pub(crate) fn new(limits: TableLimits) -> FlowTable {
         FlowTable {
             flows: HashMap::with_capacity(limits.max_flows.min(4096)),
             limits,
@@ -69,40 +69,40 @@ impl FlowTable {
         }
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.flows.len()
     }
 
     #[cfg(test)]
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.flows.is_empty()
     }
 
-    pub fn limits(&self) -> TableLimits {
+    pub(crate) fn limits(&self) -> TableLimits {
         self.limits
     }
 
     /// New limits (a reload). Nothing is dropped here: a table over a lowered `max_flows` refuses
     /// new flows and [`FlowTable::shrink_to_limit`] evicts idle flows down to the bound.
-    pub fn set_limits(&mut self, limits: TableLimits) {
+    pub(crate) fn set_limits(&mut self, limits: TableLimits) {
         self.limits = limits;
     }
 
-    pub fn contains(&self, key: &FlowKey) -> bool {
+    pub(crate) fn contains(&self, key: &FlowKey) -> bool {
         self.flows.contains_key(key)
     }
 
-    pub fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
+    pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
         self.flows.get_mut(key)
     }
 
     /// Drops `key`'s entry (a connection replaced by a new one on the same 4-tuple).
-    pub fn remove(&mut self, key: &FlowKey) -> bool {
+    pub(crate) fn remove(&mut self, key: &FlowKey) -> bool {
         self.flows.remove(key).is_some()
     }
 
     /// Makes sure `key` has an entry, creating it with `make` if there is room.
-    pub fn admit(&mut self, key: FlowKey, now: Instant, make: impl FnOnce() -> Flow) -> Admission {
+    pub(crate) fn admit(&mut self, key: FlowKey, now: Instant, make: impl FnOnce() -> Flow) -> Admission {
         if self.flows.contains_key(&key) {
             return Admission::Existing;
         }
@@ -164,13 +164,13 @@ impl FlowTable {
 
     /// Flows looked at by eviction scans so far.
     #[cfg(test)]
-    pub fn scan_visits(&self) -> u64 {
+    pub(crate) fn scan_visits(&self) -> u64 {
         self.scan_visits
     }
 
     /// The engine's tick for every flow ([`Flow::on_tick`]: goodput meter, the controller's timer
     /// hook), then drops flows idle past the timeout and closed flows past their linger time.
-    pub fn expire(&mut self, now: Instant) -> Expired {
+    pub(crate) fn expire(&mut self, now: Instant) -> Expired {
         let mut expired = Expired::default();
         let idle_timeout = self.limits.idle_timeout;
         self.flows.retain(|_, flow| {
@@ -194,7 +194,7 @@ impl FlowTable {
     /// While the table holds more than `max_flows` (after the bound was lowered), evicts the
     /// longest-idle flows that have been idle at least `evict_idle_after`, down to the bound.
     /// Busy flows are never dropped. Returns how many were evicted.
-    pub fn shrink_to_limit(&mut self, now: Instant) -> u64 {
+    pub(crate) fn shrink_to_limit(&mut self, now: Instant) -> u64 {
         let excess = self.flows.len().saturating_sub(self.limits.max_flows);
         if excess == 0 {
             return 0;
@@ -215,11 +215,11 @@ impl FlowTable {
         evicted
     }
 
-    pub fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> {
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&FlowKey, &Flow)> {
         self.flows.iter()
     }
 
-    pub fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut Flow)> {
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut Flow)> {
         self.flows.iter_mut()
     }
 }

@@ -5,7 +5,7 @@ use slipstream_control::time::{Duration, Instant};
 const WINDOW: Duration = Duration::from_secs(1);
 
 #[derive(Clone, Copy, Debug, Default)]
-pub struct GoodputMeter {
+pub(crate) struct GoodputMeter {
     total_acked: u64,
     mark: Option<(Instant, u64)>,
     /// The rate over the last closed window; `None` until one closed.
@@ -13,14 +13,14 @@ pub struct GoodputMeter {
 }
 
 impl GoodputMeter {
-    pub fn on_acked(&mut self, now: Instant, bytes: u32) {
+    pub(crate) fn on_acked(&mut self, now: Instant, bytes: u32) {
         self.total_acked += u64::from(bytes);
         self.roll(now);
     }
 
     /// Closes the current window if it is over (also called from the timer, so an idle flow
     /// decays to zero).
-    pub fn roll(&mut self, now: Instant) {
+    pub(crate) fn roll(&mut self, now: Instant) {
         match self.mark {
             None => self.mark = Some((now, self.total_acked)),
             Some((start, at_start)) => {
@@ -35,16 +35,16 @@ impl GoodputMeter {
     }
 
     /// The rate over the last closed window, 0 until one closed.
-    pub fn bits_per_second(&self) -> f64 {
+    pub(crate) fn bits_per_second(&self) -> f64 {
         self.bits_per_second.unwrap_or(0.0)
     }
 
     /// The rate over the last closed window, `None` until one closed.
-    pub fn measured(&self) -> Option<f64> {
+    pub(crate) fn measured(&self) -> Option<f64> {
         self.bits_per_second
     }
 
-    pub fn total_acked(&self) -> u64 {
+    pub(crate) fn total_acked(&self) -> u64 {
         self.total_acked
     }
 }

@@ -25,7 +25,7 @@ const DEFAULT_RTT: Duration = Duration::from_millis(100);
 
 /// One access link's household state.
 #[derive(Clone, Debug)]
-pub struct Link {
+pub(crate) struct Link {
     direction: LinkDirection,
     pub delay: LinkDelay,
     slowdown: Slowdown,
@@ -69,7 +69,7 @@ impl Link {
 
 /// Both links and the scratch space of a round.
 #[derive(Clone, Debug)]
-pub struct Household {
+pub(crate) struct Household {
     config: HouseholdConfig,
     pub links: [Link; 2],
     demands: Vec<FlowDemand>,
@@ -78,7 +78,7 @@ pub struct Household {
 }
 
 impl Household {
-    pub fn new(config: HouseholdConfig) -> Household {
+    pub(crate) fn new(config: HouseholdConfig) -> Household {
         Household {
             links: [
                 Link::new(LinkDirection::Download, &config),
@@ -92,7 +92,7 @@ impl Household {
     }
 
     /// New settings (a reload): a new budget controller kind starts from the current budget.
-    pub fn reconfigure(&mut self, config: HouseholdConfig) {
+    pub(crate) fn reconfigure(&mut self, config: HouseholdConfig) {
         if config.budget != self.config.budget {
             for link in &mut self.links {
                 link.controller = config.budget.build(link.budget.unwrap_or(0));
@@ -103,22 +103,22 @@ impl Household {
     }
 
     /// Whether a round of some link is due (cheap; called per packet).
-    pub fn due(&self, now: Instant) -> bool {
+    pub(crate) fn due(&self, now: Instant) -> bool {
         self.links.iter().any(|l| l.next_round.is_none_or(|t| now >= t))
     }
 
-    pub fn snapshot(&self) -> Vec<LinkSnapshot> {
+    pub(crate) fn snapshot(&self) -> Vec<LinkSnapshot> {
         self.links.iter().map(|l| l.last.clone()).collect()
     }
 
     /// Whether link `which`'s round is due.
-    pub fn link_due(&self, which: usize, now: Instant) -> bool {
+    pub(crate) fn link_due(&self, which: usize, now: Instant) -> bool {
         self.links[which].next_round.is_none_or(|t| now >= t)
     }
 }
 
 /// One round of link `which` over the table's flows; window updates are pushed to `updates`.
-pub fn run_round<'f>(
+pub(crate) fn run_round<'f>(
     hh: &mut Household,
     which: usize,
     now: Instant,

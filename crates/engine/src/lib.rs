@@ -5,6 +5,7 @@
 //! (flow + controller) -> verdict and rewrite -> back to the datapath. Metrics read
 //! [`Engine::snapshot`].
 
+mod api;
 mod engine;
 mod flow;
 mod flow_key;
@@ -16,9 +17,8 @@ mod stats;
 mod tcp_state;
 pub mod window_clamp;
 
-pub use engine::{
-    Copy, Engine, EngineConfig, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate,
-};
+pub use api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
+pub use engine::Engine;
 pub use flow::FlowEvent;
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;

@@ -127,7 +127,7 @@ impl HalfPath {
 
 /// Router-measured RTT of one flow.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct RttEstimator {
+pub(crate) struct RttEstimator {
     far: HalfPath,
     near: HalfPath,
     /// The far half's probe is a released right edge (no timestamps), not a TSval.
@@ -137,7 +137,12 @@ pub struct RttEstimator {
 impl RttEstimator {
     /// The data receiver's ACK with timestamp `tsval` and cumulative `ack` is forwarded; returns
     /// a new near-half sample if it answers one.
-    pub fn on_ack_forwarded(&mut self, now: Instant, tsval: Option<u32>, ack: u32) -> Option<Duration> {
+    pub(crate) fn on_ack_forwarded(
+        &mut self,
+        now: Instant,
+        tsval: Option<u32>,
+        ack: u32,
+    ) -> Option<Duration> {
         if let Some(tsval) = tsval {
             self.far_by_release = false;
             self.far.start(tsval, now);
@@ -147,7 +152,7 @@ impl RttEstimator {
 
     /// The ACK forwarded now moved the advertised right edge beyond `previous_edge`: without
     /// timestamps, the far half is probed by the first data past that edge (see the module docs).
-    pub fn on_window_released(&mut self, now: Instant, previous_edge: u32, has_timestamps: bool) {
+    pub(crate) fn on_window_released(&mut self, now: Instant, previous_edge: u32, has_timestamps: bool) {
         if !has_timestamps {
             self.far_by_release = true;
             self.far.start(previous_edge, now);
@@ -156,7 +161,12 @@ impl RttEstimator {
 
     /// A data segment ending at `seq_end` (exclusive) with TSecr `tsecr` arrives from the sender;
     /// returns a new far-half sample if it answers one.
-    pub fn on_data_arrived(&mut self, now: Instant, tsecr: Option<u32>, seq_end: u32) -> Option<Duration> {
+    pub(crate) fn on_data_arrived(
+        &mut self,
+        now: Instant,
+        tsecr: Option<u32>,
+        seq_end: u32,
+    ) -> Option<Duration> {
         let sample = match tsecr {
             Some(tsecr) if !self.far_by_release => {
                 self.far.answer(now, |tsval| wrapping_diff(tsecr, tsval) >= 0)
@@ -170,7 +180,7 @@ impl RttEstimator {
 
     /// A far-half sample from the handshake (the SYN or SYN-ACK that crossed to the far end and
     /// the answer that came back), the flow's first.
-    pub fn on_handshake_far(&mut self, sample: Duration) {
+    pub(crate) fn on_handshake_far(&mut self, sample: Duration) {
         let us = sample.as_micros().min(u128::from(u32::MAX)) as u32;
         if self.far.smoothed_us.is_none() {
             self.far.record_recent(us);
@@ -180,12 +190,12 @@ impl RttEstimator {
     }
 
     /// Smoothed far and near halves.
-    pub fn halves(&self) -> (Option<Duration>, Option<Duration>) {
+    pub(crate) fn halves(&self) -> (Option<Duration>, Option<Duration>) {
         (self.far.smoothed(), self.near.smoothed())
     }
 
     /// Smoothed RTT (far + near half), once both halves have a sample.
-    pub fn rtt(&self) -> Option<Duration> {
+    pub(crate) fn rtt(&self) -> Option<Duration> {
         Some(self.far.smoothed()? + self.near.smoothed()?)
     }
 
@@ -193,7 +203,7 @@ impl RttEstimator {
     /// (An all-time minimum: a route change to a longer path would read as queueing; flows
     /// are rarely long enough for that to matter, and the error only makes a controller more
     /// cautious.)
-    pub fn base_rtt(&self) -> Option<Duration> {
+    pub(crate) fn base_rtt(&self) -> Option<Duration> {
         self.far.smoothed_us?;
         self.near.smoothed_us?;
         Some(Duration::from_micros(
@@ -203,7 +213,7 @@ impl RttEstimator {
 
     /// Queueing delay now: for each half, the smallest of its latest few samples over its
     /// smallest sample ever (a filtered value; one late sample does not move it).
-    pub fn queue_delay(&self) -> Option<Duration> {
+    pub(crate) fn queue_delay(&self) -> Option<Duration> {
         Some(self.far.excess()? + self.near.excess()?)
     }
 }

@@ -34,6 +34,7 @@ pub enum PassReason {
 }
 
 impl PassReason {
+    /// Every reason, in the order metrics export them (each gets a series, zeros included).
     pub const ALL: [PassReason; 11] = [
         PassReason::Malformed,
         PassReason::Unclassified,
@@ -48,6 +49,7 @@ impl PassReason {
         PassReason::RuleRemoved,
     ];
 
+    /// The metric label value.
     pub fn as_str(self) -> &'static str {
         match self {
             PassReason::Malformed => "malformed",
@@ -75,28 +77,39 @@ pub const PARSE_ERRORS: [ParseError; 7] = ParseError::ALL;
 /// Monotonic counters of the engine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EngineCounters {
+    /// Packets handed to the engine.
     pub packets: u64,
+    /// Packets forwarded with a lowered window.
     pub rewritten: u64,
     passed: [u64; PassReason::ALL.len()],
     malformed: [u64; PARSE_ERRORS.len()],
+    /// Flows added to the table.
     pub flows_created: u64,
+    /// Idle flows evicted to make room in a full table.
     pub flows_evicted: u64,
+    /// Flows removed after their idle timeout.
     pub flows_expired: u64,
+    /// Flows removed after FIN or RST.
     pub flows_closed: u64,
+    /// Background flows that negotiated no TCP timestamps.
     pub flows_without_timestamps: u64,
+    /// Flows first seen after their handshake (window scale unknown).
     pub flows_without_handshake: u64,
     /// Flows seen without their handshake whose window scales the shell found (conntrack).
     pub flows_recovered: u64,
     /// Flows replaced by a new connection on the same 4-tuple (a SYN with another ISN).
     pub flows_reopened: u64,
+    /// Flow events dropped because the event queue was full (the queue is bounded).
     pub events_dropped: u64,
 }
 
 impl EngineCounters {
+    /// Counts a packet passed unmodified, by why.
     pub fn count_pass(&mut self, reason: PassReason) {
         self.passed[reason.index()] += 1;
     }
 
+    /// Counts a packet that did not parse, by error (it is passed too).
     pub fn count_malformed(&mut self, error: ParseError) {
         self.count_pass(PassReason::Malformed);
         if let Some(i) = PARSE_ERRORS.iter().position(|e| *e == error) {
@@ -104,10 +117,12 @@ impl EngineCounters {
         }
     }
 
+    /// Packets passed unmodified for `reason`.
     pub fn passed(&self, reason: PassReason) -> u64 {
         self.passed[reason.index()]
     }
 
+    /// Packets that did not parse with `error`.
     pub fn malformed(&self, error: ParseError) -> u64 {
         PARSE_ERRORS
             .iter()
@@ -120,11 +135,17 @@ impl EngineCounters {
 /// Per-rule counters (monotonic) and gauges.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RuleSnapshot {
+    /// The rule's name (the metric label).
     pub name: String,
+    /// The controller kind (the metric label).
     pub controller: &'static str,
+    /// The rule's flows in the table now.
     pub active_flows: usize,
+    /// Flows the rule classed since start.
     pub flows_started: u64,
+    /// Bytes acknowledged by the receivers of the rule's flows (background goodput).
     pub acked_bytes: u64,
+    /// Packets of the rule's flows forwarded with a lowered window.
     pub rewritten: u64,
 }
 
@@ -141,11 +162,15 @@ pub struct FlowSnapshot {
     /// The controller's view of itself; `None` while the flow has no controller (bulk direction
     /// not known yet, a controller that needs timestamps on a flow without, a removed rule).
     pub controller: Option<ControllerStats>,
+    /// Round-trip time measured at the router, once measured.
     pub rtt: Option<Duration>,
+    /// Rate at which the flow's data is acknowledged.
     pub goodput_bits_per_second: f64,
+    /// Bytes acknowledged by the receiver since the flow started.
     pub acked_bytes: u64,
-    /// Window the host last advertised, and the one Slipstream forwarded, in bytes.
+    /// Window the host last advertised, in bytes.
     pub host_window: Option<u32>,
+    /// The window Slipstream last forwarded, in bytes.
     pub forwarded_window: Option<u32>,
     /// Why the flow is not clamped, if it is not.
     pub unclamped_reason: Option<PassReason>,
@@ -162,13 +187,17 @@ pub struct FlowSnapshot {
 /// uplink, each with its own budget.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LinkDirection {
+    /// The downlink: the LAN host receives the bulk data.
     Download,
+    /// The uplink: the LAN host sends the bulk data.
     Upload,
 }
 
 impl LinkDirection {
+    /// Both links, in the order metrics export them.
     pub const ALL: [LinkDirection; 2] = [LinkDirection::Download, LinkDirection::Upload];
 
+    /// The metric label value.
     pub fn as_str(self) -> &'static str {
         match self {
             LinkDirection::Download => "download",
@@ -176,6 +205,7 @@ impl LinkDirection {
         }
     }
 
+    /// 0 for download, 1 for upload: the index of per-link arrays.
     pub fn index(self) -> usize {
         match self {
             LinkDirection::Download => 0,
@@ -187,17 +217,21 @@ impl LinkDirection {
 /// One access link as household control sees it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LinkSnapshot {
+    /// Which link.
     pub direction: LinkDirection,
     /// Budget controller kind ("delay_target", ...) and what it is doing.
     pub controller: &'static str,
+    /// What the budget controller is doing.
     pub phase: BudgetPhase,
     /// Bytes all household-controlled background flows of the link may have in flight.
     pub budget_bytes: u64,
-    /// The shared queueing delay of the last round, and the link's base RTT.
+    /// The shared queueing delay of the last round.
     pub queue_delay: Option<Duration>,
+    /// The link's base (unloaded) round-trip time.
     pub base_rtt: Option<Duration>,
-    /// Household-controlled flows on the link, and how many of them wait for their turn.
+    /// Household-controlled flows on the link.
     pub flows: usize,
+    /// Of those, the flows waiting for their turn.
     pub held_flows: usize,
     /// Bytes in flight of those flows at the end of the last round.
     pub in_flight_bytes: u64,
@@ -212,8 +246,11 @@ pub struct LinkSnapshot {
 /// Everything the metrics endpoint renders, taken at one instant.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineSnapshot {
+    /// Counters since start.
     pub counters: EngineCounters,
+    /// Flows in the table.
     pub active_flows: usize,
+    /// Capacity of the table (`max_flows`).
     pub max_flows: usize,
     /// The configured rules in config order, then removed rules that still have flows.
     pub rules: Vec<RuleSnapshot>,

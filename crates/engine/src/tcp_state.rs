@@ -7,7 +7,7 @@ use slipstream_wire::TcpOptions;
 
 /// The options an endpoint put on its SYN (or SYN-ACK).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct SynOptions {
+pub(crate) struct SynOptions {
     pub mss: Option<u16>,
     pub window_scale: Option<u8>,
     pub sack_permitted: bool,
@@ -15,7 +15,7 @@ pub struct SynOptions {
 }
 
 impl SynOptions {
-    pub fn from_wire(options: &TcpOptions) -> SynOptions {
+    pub(crate) fn from_wire(options: &TcpOptions) -> SynOptions {
         SynOptions {
             mss: options.mss,
             // RFC 7323 2.3: a shift above 14 is used as 14.
@@ -28,7 +28,7 @@ impl SynOptions {
 
 /// One direction's TCP state, kept from the packets that endpoint sent.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct EndpointState {
+pub(crate) struct EndpointState {
     pub syn: Option<SynOptions>,
     /// The sequence number of this endpoint's SYN (its ISN): a SYN with another one on the same
     /// 4-tuple opens a new connection.
@@ -49,7 +49,7 @@ pub struct EndpointState {
 impl EndpointState {
     /// Records a data segment `[seq, seq + len)`; returns true if it starts below data already
     /// seen (a retransmission or a reordering).
-    pub fn on_data(&mut self, seq: u32, len: u32) -> bool {
+    pub(crate) fn on_data(&mut self, seq: u32, len: u32) -> bool {
         self.payload_bytes += u64::from(len);
         self.max_payload = self.max_payload.max(len);
         let end = seq.wrapping_add(len);
@@ -68,7 +68,7 @@ impl EndpointState {
     }
 
     /// Records a cumulative ACK; returns the bytes it newly acknowledges.
-    pub fn on_ack(&mut self, ack: u32) -> u32 {
+    pub(crate) fn on_ack(&mut self, ack: u32) -> u32 {
         match self.highest_ack {
             None => {
                 self.highest_ack = Some(ack);
@@ -87,7 +87,7 @@ impl EndpointState {
     }
 
     /// Records the right edge of a window forwarded for this endpoint.
-    pub fn on_window_forwarded(&mut self, edge: u32) {
+    pub(crate) fn on_window_forwarded(&mut self, edge: u32) {
         match self.advertised_edge {
             Some(prev) if wrapping_diff(edge, prev) <= 0 => {}
             _ => self.advertised_edge = Some(edge),
@@ -97,7 +97,7 @@ impl EndpointState {
 
 /// What the two SYNs of a connection agreed on (RFC 7323, RFC 2018).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Negotiated {
+pub(crate) struct Negotiated {
     /// Window scale shift each endpoint applies to the windows it sends, by endpoint index.
     pub window_scale: [u8; 2],
     pub timestamps: bool,
@@ -106,7 +106,7 @@ pub struct Negotiated {
 
 impl Negotiated {
     /// Both SYNs seen: scaling is on only if both offered it; timestamps only if both sent them.
-    pub fn from_syns(a: &SynOptions, b: &SynOptions) -> Negotiated {
+    pub(crate) fn from_syns(a: &SynOptions, b: &SynOptions) -> Negotiated {
         let scaling = a.window_scale.is_some() && b.window_scale.is_some();
         let shift = |s: &SynOptions| if scaling { s.window_scale.unwrap_or(0) } else { 0 };
         Negotiated {

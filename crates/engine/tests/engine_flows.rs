@@ -5,7 +5,7 @@ mod common;
 use common::*;
 use proptest::prelude::*;
 use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant};
-use slipstream_engine::{Copy, Engine, EngineConfig, FlowEvent, PassReason, RuleSpec, Verdict};
+use slipstream_engine::{Engine, EngineConfig, FlowEvent, PacketCopy, PassReason, RuleSpec, Verdict};
 use slipstream_wire::tcp_checksum_valid;
 
 fn engine_with_fixed(window_bytes: u32, max_flows: usize) -> Engine {
@@ -141,7 +141,7 @@ fn sender_side_and_header_only_packets_are_never_rewritten() {
         ts: Some((1110, 70100)),
         ..Default::default()
     });
-    let v = engine.handle_packet(ms(111), &mut bytes, meta(Copy::HeaderOnly));
+    let v = engine.handle_packet(ms(111), &mut bytes, meta(PacketCopy::HeaderOnly));
     assert_eq!(v, Verdict::Accept);
     assert_eq!(engine.counters().passed(PassReason::HeaderOnly), 1);
     // Nor can one whose checksum the kernel has not finished.
@@ -156,7 +156,7 @@ fn sender_side_and_header_only_packets_are_never_rewritten() {
         checksum_ready: false,
         from_lan: None,
         arrival: None,
-        ..meta(Copy::Full)
+        ..meta(PacketCopy::Full)
     };
     assert_eq!(engine.handle_packet(ms(112), &mut bytes, meta), Verdict::Accept);
     assert_eq!(engine.counters().passed(PassReason::ChecksumNotReady), 1);
@@ -253,7 +253,7 @@ fn malformed_and_unclassified_packets_pass_and_are_counted() {
     let mut engine = engine_with_fixed(1, 16);
     let mut junk = vec![0x45, 0, 0];
     assert_eq!(
-        engine.handle_packet(ms(0), &mut junk, meta(Copy::Full)),
+        engine.handle_packet(ms(0), &mut junk, meta(PacketCopy::Full)),
         Verdict::Accept
     );
     assert_eq!(junk, vec![0x45, 0, 0]);
@@ -261,12 +261,12 @@ fn malformed_and_unclassified_packets_pass_and_are_counted() {
     let mut bytes = build(Seg::default());
     let unmarked = slipstream_engine::PacketMeta {
         rule: None,
-        ..meta(Copy::Full)
+        ..meta(PacketCopy::Full)
     };
     assert_eq!(engine.handle_packet(ms(0), &mut bytes, unmarked), Verdict::Accept);
     let unknown_rule = slipstream_engine::PacketMeta {
         rule: Some(7),
-        ..meta(Copy::Full)
+        ..meta(PacketCopy::Full)
     };
     assert_eq!(
         engine.handle_packet(ms(0), &mut bytes, unknown_rule),
@@ -399,13 +399,13 @@ fn a_receiver_ack_carrying_data_is_clamped_when_copied_whole() {
         ..Default::default()
     };
     let mut bytes = build(seg(70_000, 1102));
-    let v = engine.handle_packet(ms(102), &mut bytes, meta(Copy::Full));
+    let v = engine.handle_packet(ms(102), &mut bytes, meta(PacketCopy::Full));
     assert_eq!(v, Verdict::AcceptModified);
     assert_eq!(window_field(&bytes), 157);
     assert!(tcp_checksum_valid(&bytes));
     let mut head = build(seg(71_000, 1103));
     head.truncate(head.len() - 300);
-    let v = engine.handle_packet(ms(103), &mut head, meta(Copy::HeaderOnly));
+    let v = engine.handle_packet(ms(103), &mut head, meta(PacketCopy::HeaderOnly));
     assert_eq!(v, Verdict::Accept);
     assert_eq!(engine.counters().passed(PassReason::HeaderOnly), 1);
 }
@@ -422,7 +422,7 @@ fn table_is_bounded_and_closed_flows_leave() {
     });
     other[20] = 0x9c; // client port 40001 instead of 40000 (bytes 20..22: TCP source port)
     other[21] = 0x41;
-    let v = engine.handle_packet(ms(200), &mut other, meta(Copy::Full));
+    let v = engine.handle_packet(ms(200), &mut other, meta(PacketCopy::Full));
     assert_eq!(v, Verdict::Accept);
     assert_eq!(engine.counters().passed(PassReason::TableFull), 1);
     assert_eq!(engine.active_flows(), 1);
@@ -493,7 +493,7 @@ fn syn_flood_cost_per_packet() {
         bytes[12..16].copy_from_slice(&[10, b, c, d]); // spoofed source address
                                                        // The IPv4 header checksum is stale now; the engine does not check it.
         let at = Instant::from_micros(u64::from(i) * 10);
-        engine.handle_packet(at, &mut bytes, meta(Copy::Full));
+        engine.handle_packet(at, &mut bytes, meta(PacketCopy::Full));
     }
     let per = start.elapsed().as_nanos() as f64 / f64::from(packets);
     eprintln!(

@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_engine::{Copy, Engine, EngineConfig, PacketMeta, RuleSpec, Verdict};
+use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec, Verdict};
 use slipstream_wire::tcp_checksum_valid;
 
 fn household_engine() -> Engine {
@@ -25,7 +25,7 @@ fn feed_lan(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
     let mut bytes = build(seg);
     let meta = PacketMeta {
         from_lan: Some(!seg.from_server),
-        ..meta(Copy::Full)
+        ..meta(PacketCopy::Full)
     };
     let v = engine.handle_packet(now, &mut bytes, meta);
     (v, bytes)

@@ -9,7 +9,7 @@ use std::collections::BinaryHeap;
 
 use etherparse::{PacketBuilder, TcpOptionElement};
 use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_engine::{Copy, Engine, EngineConfig, HouseholdConfig, PacketMeta, RuleSpec, ShareSpec};
+use slipstream_engine::{Engine, EngineConfig, HouseholdConfig, PacketCopy, PacketMeta, RuleSpec, ShareSpec};
 use slipstream_household::delay_target::DelayTargetConfig;
 use slipstream_household::{BudgetConfig, KeyBinarySearchConfig, KeyStochasticConfig};
 use slipstream_wire::parse;
@@ -181,10 +181,10 @@ impl Sim {
     }
 
     fn handle(&mut self, t: u64, bytes: &mut [u8], from_lan: bool, rule: u16) {
-        self.handle_copy(t, bytes, from_lan, rule, Copy::Full);
+        self.handle_copy(t, bytes, from_lan, rule, PacketCopy::Full);
     }
 
-    fn handle_copy(&mut self, t: u64, bytes: &mut [u8], from_lan: bool, rule: u16, copy: Copy) {
+    fn handle_copy(&mut self, t: u64, bytes: &mut [u8], from_lan: bool, rule: u16, copy: PacketCopy) {
         let meta = PacketMeta {
             rule: Some(rule),
             copy,
@@ -284,7 +284,7 @@ impl Sim {
                     let mut bytes = packet(true, &self.flows[flow], seq, 101, false, len);
                     bytes.truncate(bytes.len() - len as usize);
                     // The header-only copy still says the IP length of the whole segment.
-                    self.handle_copy(t, &mut bytes, false, rule, Copy::HeaderOnly);
+                    self.handle_copy(t, &mut bytes, false, rule, PacketCopy::HeaderOnly);
                     self.at(t + self.net.lan_delay, Event::DataAtHost { flow, seq, len });
                 }
                 Event::DataAtHost { flow, seq, len } => {

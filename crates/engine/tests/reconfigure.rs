@@ -7,7 +7,7 @@ mod common;
 use common::*;
 use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant};
 use slipstream_engine::{
-    Copy, Engine, EngineConfig, PacketMeta, PassReason, ReconfigureSummary, RuleSpec, Verdict,
+    Engine, EngineConfig, PacketCopy, PacketMeta, PassReason, ReconfigureSummary, RuleSpec, Verdict,
 };
 
 fn fixed(name: &str, window_bytes: u32) -> RuleSpec {
@@ -41,9 +41,9 @@ fn feed_as(engine: &mut Engine, now: Instant, seg: Seg, rule: u16, client_port: 
     bytes[at + 1] = port[1];
     let copy = if seg.payload > 0 {
         bytes.truncate(bytes.len() - seg.payload);
-        Copy::HeaderOnly
+        PacketCopy::HeaderOnly
     } else {
-        Copy::Full
+        PacketCopy::Full
     };
     let meta = PacketMeta {
         rule: Some(rule),

@@ -30,7 +30,7 @@ pub fn delete_transaction() -> String {
 }
 
 /// Text that atomically replaces any existing table with `ruleset`.
-pub fn replace_transaction(ruleset: &str) -> String {
+pub(crate) fn replace_transaction(ruleset: &str) -> String {
     format!("{}{ruleset}", delete_transaction())
 }
 
@@ -129,7 +129,7 @@ fn ifname(name: &str) -> String {
 
 /// The full `table inet slipstream { ... }` text for `config`; `set_declarations` declares the
 /// rules' address sets (see `sets.rs`) at the top of the table.
-pub fn ruleset(config: &Config, set_declarations: &str) -> String {
+pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
     let d = &config.datapath;
     let mask = d.mark_mask;
     let keep = !mask;

@@ -55,6 +55,7 @@ impl fmt::Display for OffloadSource {
 /// One sign that established flows bypass netfilter.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OffloadFinding {
+    /// Where the sign was found.
     pub source: OffloadSource,
     /// Hardware offloading (flows leave the CPU entirely), not only software.
     pub hardware: bool,

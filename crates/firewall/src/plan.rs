@@ -48,7 +48,9 @@ pub const MULTIPORT_MAX_SLOTS: usize = 15;
 /// IP family of an iptables ruleset.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IpFamily {
+    /// IPv4: `iptables-legacy`.
     V4,
+    /// IPv6: `ip6tables-legacy`.
     V6,
 }
 
@@ -61,6 +63,7 @@ impl IpFamily {
         }
     }
 
+    /// `iptables-legacy-restore` / `ip6tables-legacy-restore`.
     pub fn restore_program(self) -> &'static str {
         match self {
             IpFamily::V4 => "iptables-legacy-restore",
@@ -68,6 +71,7 @@ impl IpFamily {
         }
     }
 
+    /// `iptables-legacy-save` / `ip6tables-legacy-save`.
     pub fn save_program(self) -> &'static str {
         match self {
             IpFamily::V4 => "iptables-legacy-save",
@@ -86,12 +90,16 @@ impl IpFamily {
 /// One command to run: program, arguments, optional standard input.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PlannedCommand {
+    /// The program, found on `PATH`.
     pub program: String,
+    /// Its arguments.
     pub args: Vec<String>,
+    /// Fed to its standard input (a whole ruleset for `*-restore` and `nft -f -`).
     pub stdin: Option<String>,
 }
 
 impl PlannedCommand {
+    /// A command without standard input.
     pub fn new(program: &str, args: &[&str]) -> Self {
         PlannedCommand {
             program: program.to_owned(),
@@ -100,6 +108,7 @@ impl PlannedCommand {
         }
     }
 
+    /// The same command with `stdin` fed to it.
     pub fn with_stdin(mut self, stdin: String) -> Self {
         self.stdin = Some(stdin);
         self
@@ -123,6 +132,7 @@ impl fmt::Display for PlannedCommand {
 /// `COMMIT`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IptablesPlan {
+    /// The family these rules are for.
     pub family: IpFamily,
     /// `-I FORWARD 1 -p tcp -j SLIPSTREAM` etc.: the jumps from the built-in chains.
     pub hook_rules: Vec<String>,
@@ -190,6 +200,7 @@ impl IptablesPlan {
 /// Everything Slipstream installs for one config and backend. Pure data; see the crate docs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RulePlan {
+    /// The backend the plan is for.
     pub backend: Backend,
     /// iptables-legacy backend: IPv4, then IPv6 if enabled. Empty for nftables.
     pub iptables: Vec<IptablesPlan>,

@@ -33,6 +33,7 @@ impl CommandRunner {
         )
     }
 
+    /// What every command is prefixed with (e.g. `ip netns exec NS`); empty on the host.
     pub fn prefix(&self) -> &[String] {
         &self.prefix
     }
@@ -129,7 +130,7 @@ impl CommandRunner {
 
 /// `iptables-legacy-restore` -> `iptables-restore`, `ip6tables-legacy` -> `ip6tables`; `None` for
 /// any other program.
-pub fn plain_legacy_name(program: &str) -> Option<&'static str> {
+pub(crate) fn plain_legacy_name(program: &str) -> Option<&'static str> {
     Some(match program {
         "iptables-legacy" => "iptables",
         "iptables-legacy-save" => "iptables-save",

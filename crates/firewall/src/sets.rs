@@ -28,8 +28,11 @@ pub type KeptEntries = BTreeMap<String, Vec<(IpAddr, u64)>>;
 /// One set a config needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSet {
+    /// The set's name in the kernel (`ss_dst4_games`).
     pub name: String,
+    /// Address family of its entries.
     pub family: IpFamily,
+    /// Remote addresses (from DNS answers) or LAN hosts (from leases).
     pub kind: SetKind,
     /// The rule it belongs to.
     pub rule: String,
@@ -294,7 +297,7 @@ impl crate::Firewall {
         match self.create_sets_of(&sets) {
             Err(e) if take_over => {
                 tracing::info!(error = %e, "ipsets of an earlier run differ; clearing them first");
-                for e in crate::reset_backend(&self.runner, self.backend, self.ipv6) {
+                for e in crate::reset::reset_backend(&self.runner, self.backend, self.ipv6) {
                     tracing::debug!(error = %e, "clearing the earlier rules");
                 }
                 for e in destroy_ipsets_except(&self.runner, &[]) {

@@ -41,6 +41,7 @@ pub struct FlowDemand {
     pub host: u64,
     /// The rule's number (flows of one host and rule form a group).
     pub rule: u16,
+    /// The rule's weight, minimum rate and priority.
     pub share: ShareSpec,
     /// The flow's RTT (turns a minimum rate into a window).
     pub rtt: Duration,

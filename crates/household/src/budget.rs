@@ -209,8 +209,11 @@ impl BudgetConfig {
 /// Closed dispatch over the budget controllers (one per link, so size does not matter).
 #[derive(Clone, Debug)]
 pub enum AnyBudget {
+    /// Keeps the shared queueing delay near a target (LEDBAT's rule per round).
     DelayTarget(crate::delay_target::DelayTarget),
+    /// Key et al.'s binary search for the change point (Key et al. Sec. 4.1).
     KeyBinarySearch(crate::key_binary_search::KeyBinarySearch),
+    /// Key et al.'s stochastic approximation of the change point (Key et al. Sec. 4.2).
     KeyStochastic(crate::key_stochastic::KeyStochastic),
 }
 

@@ -49,6 +49,7 @@ pub struct DelayTargetConfig {
     pub gain: f64,
     /// Proportional rule: largest growth factor per round below half the target (>= 1).
     pub max_growth: f64,
+    /// Which step rule: proportional (default) or RFC 6817's per-ACK rule summed per round.
     pub variant: DelayTargetVariant,
 }
 
@@ -73,6 +74,7 @@ impl DelayTargetConfig {
         }
     }
 
+    /// Checks the ranges; the error names the field (config validation reports it).
     pub fn validate(&self) -> Result<(), String> {
         if self.target.is_zero() || self.target > Duration::from_secs(1) {
             return Err(format!(
@@ -142,6 +144,7 @@ const SHARE_TO_YIELD: f64 = 0.7;
 const RECOVERY_START_DIVISOR: f64 = 4.0;
 
 impl DelayTarget {
+    /// A controller starting from `initial` bytes of budget.
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
         DelayTarget {
             config,

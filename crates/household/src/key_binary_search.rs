@@ -159,6 +159,7 @@ pub struct KeyBinarySearch {
 }
 
 impl KeyBinarySearch {
+    /// A search starting from `initial` bytes of budget.
     pub fn new(config: KeyBinarySearchConfig, initial: u64) -> Self {
         let unit = u64::from(config.unit_bytes.max(1));
         let requested = (initial / unit).max(1);

@@ -98,6 +98,7 @@ pub struct KeyStochastic {
 }
 
 impl KeyStochastic {
+    /// An approximation starting from `initial` bytes of budget.
     pub fn new(config: KeyStochasticConfig, initial: u64) -> Self {
         KeyStochastic {
             estimate: RhoEstimate::new(config.delta, config.epsilon_prime_units),

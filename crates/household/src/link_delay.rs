@@ -190,6 +190,7 @@ impl Slowdown {
         }
     }
 
+    /// Whether a coordinated slowdown is in progress (base delays are being measured afresh).
     pub fn running(&self) -> bool {
         self.until.is_some()
     }

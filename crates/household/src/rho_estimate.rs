@@ -44,6 +44,7 @@ pub struct RhoEstimate {
 }
 
 impl RhoEstimate {
+    /// An estimate with no samples yet; `delta` and `epsilon_prime` as in eq. 25.
     pub fn new(delta: f64, epsilon_prime: f64) -> Self {
         RhoEstimate {
             delta,

@@ -1,4 +1,5 @@
 use super::*;
+use std::io::{BufRead, BufReader, Write};
 
 fn bulk() -> FlowInfo {
     FlowInfo {

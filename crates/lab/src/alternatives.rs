@@ -20,7 +20,7 @@
 //! a queue builds up, since its rate is N / RTT). That is the best a *static* window can do without
 //! knowing the load: a larger N leaves best effort less room when both are active, a smaller one
 //! wastes more of the idle link (at BDP / 2 the background flow alone reaches only ~50%). The
-//! README's fixed-window example (65 535 bytes, "about 5.2 Mbit/s at 100 ms RTT") is the same
+//! configuration guide's fixed-window example (docs/configuration.md: 65 535 bytes, "about 5.2 Mbit/s at 100 ms RTT") is the same
 //! operating point. `fixed-rwnd=N` sets N explicitly.
 //!
 //! **HTB** is what OpenWrt users do today (qos-scripts / SQM without cake): shape the *download*

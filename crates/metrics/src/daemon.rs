@@ -10,7 +10,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::{Registry, Unit};
 
-use crate::{counter, counter_family, gauge};
+use crate::families::{counter, counter_family, gauge};
 
 /// The daemon's own counters, shared (in an `Arc`) with the collector.
 #[derive(Debug, Default)]
@@ -33,10 +33,12 @@ impl DaemonCounters {
         self.last_reload_success_ms.store(unix_ms, Ordering::Relaxed);
     }
 
+    /// A reload that was refused (the previous config stays in force).
     pub fn reload_failed(&self) {
         self.reloads_failed.fetch_add(1, Ordering::Relaxed);
     }
 
+    /// The watchdog found the rules missing and put them back.
     pub fn firewall_reapplied(&self) {
         self.firewall_reapplied.fetch_add(1, Ordering::Relaxed);
     }
@@ -46,22 +48,27 @@ impl DaemonCounters {
         self.firewall_installed.store(installed, Ordering::Relaxed);
     }
 
+    /// Successful reloads (the start not counted).
     pub fn reloads_ok(&self) -> u64 {
         self.reloads_ok.load(Ordering::Relaxed)
     }
 
+    /// Refused reloads.
     pub fn reloads_failed(&self) -> u64 {
         self.reloads_failed.load(Ordering::Relaxed)
     }
 
+    /// Times the watchdog re-applied the rules.
     pub fn firewall_reapplied_count(&self) -> u64 {
         self.firewall_reapplied.load(Ordering::Relaxed)
     }
 
+    /// Unix time in milliseconds of the last successful load (the start counts).
     pub fn last_reload_success_ms(&self) -> u64 {
         self.last_reload_success_ms.load(Ordering::Relaxed)
     }
 
+    /// Whether the last check found the rules in place.
     pub fn firewall_installed(&self) -> bool {
         self.firewall_installed.load(Ordering::Relaxed)
     }

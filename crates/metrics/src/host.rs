@@ -102,6 +102,7 @@ pub fn read_queue_stats(queues: &[u16]) -> Vec<QueueStats> {
 /// Byte counters of one network interface.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct InterfaceBytes {
+    /// The interface's name (the metric label).
     pub interface: String,
     /// Bytes received on the interface (from the LAN, for a LAN interface).
     pub receive_bytes: u64,

@@ -23,6 +23,7 @@ use std::net::IpAddr;
 pub struct Lease {
     /// Lower case, as compared with `lan_hostnames`.
     pub hostname: String,
+    /// The address leased to it (IPv4, or IPv6 from DHCPv6).
     pub addr: IpAddr,
 }
 

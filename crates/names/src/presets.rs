@@ -15,7 +15,9 @@ pub const PRESETS_TOML: &str = include_str!("../presets.toml");
 pub struct Preset {
     /// What `preset = "..."` takes: lower case letters, digits and `_`.
     pub name: String,
+    /// One line for `slipstream presets`.
     pub description: String,
+    /// The names it classes, as a rule's `domains`.
     pub domains: Vec<DomainPattern>,
     /// Vendor documentation, public lists (with the file), or captures.
     pub sources: Vec<String>,

@@ -24,7 +24,9 @@ pub enum SetKind {
 /// IPv4 or IPv6.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Family {
+    /// IPv4 addresses.
     V4,
+    /// IPv6 addresses.
     V6,
 }
 
@@ -78,12 +80,17 @@ pub enum DnsmasqSets {
     /// `ipset=/<names>/<set4>,<set6>` (fw3 / iptables: kernel ipsets).
     Ipset,
     /// `nftset=/<names>/4#inet#<table>#<set4>,6#inet#<table>#<set6>` (fw4 / nftables).
-    Nftset { table: &'static str },
+    Nftset {
+        /// The nft table holding the sets (`slipstream`, family `inet`).
+        table: &'static str,
+    },
 }
 
 /// One rule's part of the dnsmasq snippet.
 pub struct RuleDomains<'a> {
+    /// The rule's name (its sets are named after it).
     pub rule: &'a str,
+    /// The rule's names, its presets' included.
     pub domains: &'a [DomainPattern],
 }
 

@@ -16,6 +16,10 @@
 //! before a queue reaches `max_len`, and a fail-open queue then lets packets pass unseen, so
 //! `max_len` would be a bound in name only (measured with a SYN flood: every bypassed packet was a
 //! socket overrun, none a full queue).
+#![allow(
+    unsafe_code,
+    reason = "the NFQUEUE socket's options (buffer size, poll) are set through libc"
+)]
 
 mod timestamps;
 
@@ -29,11 +33,13 @@ pub use timestamps::{parse_packet_head, PacketHead, RxTimestamps};
 /// Queue numbers and sizes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct QueueConfig {
+    /// Queue number of handshakes and ACKs (whole packets copied).
     pub ack_queue: u16,
+    /// Queue number of data packets.
     pub data_queue: u16,
     /// Packets the kernel holds per queue before failing open.
     pub max_len: u32,
-    /// Bytes of each data packet copied to user space (headers only).
+    /// Bytes of each data packet copied to user space (the default, 65535, copies it whole).
     pub data_copy_bytes: u16,
 }
 
@@ -53,7 +59,9 @@ pub fn receive_buffer_bytes(max_len: u32) -> usize {
 /// Which of the two queues a message came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueueKind {
+    /// The handshake and ACK queue.
     Ack,
+    /// The data queue.
     Data,
 }
 
@@ -156,6 +164,7 @@ impl Datapath {
         }
     }
 
+    /// Which queue a message came from, by its queue number.
     pub fn kind_of(&self, msg: &Message) -> QueueKind {
         if msg.get_queue_num() == self.config.data_queue {
             QueueKind::Data

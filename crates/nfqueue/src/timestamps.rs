@@ -30,6 +30,7 @@ pub struct RxTimestamps {
 }
 
 impl RxTimestamps {
+    /// Asks the kernel to timestamp received packets (queued packets then carry the time).
     pub fn enable() -> io::Result<RxTimestamps> {
         // SAFETY: socket has no memory preconditions; the result is checked before use.
         let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
@@ -59,17 +60,19 @@ impl RxTimestamps {
 /// What the head of a queued packet's netlink message says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacketHead {
+    /// The id the verdict must name.
     pub packet_id: u32,
+    /// When the kernel received the packet, if it stamped it.
     pub timestamp: Option<SystemTime>,
 }
 
 /// Bytes peeked per datagram: the attributes up to the timestamp (packet header, mark,
 /// priority, four interfaces, hardware address) end by byte 116.
-pub const PEEK_BYTES: usize = 256;
+pub(crate) const PEEK_BYTES: usize = 256;
 
 /// Copies the head of the next datagram on `fd` into `buf` without consuming it.
 /// `Ok(0)`: nothing waiting.
-pub fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn peek(fd: RawFd, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: recv writes at most `buf.len()` bytes into `buf`.
     let n = unsafe {
         libc::recv(

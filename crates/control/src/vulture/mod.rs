@@ -44,9 +44,9 @@
 //!
 //! # Memory
 //! A flow entry must stay under 1 KiB, so nothing here grows with the flow's rate: Alg. 1's packet
-//! queue is a 16-entry ring, Alg. 2-3 count instead of storing PIVs, Alg. 6's ack queue is a
-//! 24-entry ring, and the configuration is stored as microseconds. `size_of::<Vulture>()` is
-//! asserted in the tests.
+//! queue is a 16-entry ring (`PIV_RING`), Alg. 2-3 count instead of storing PIVs, Alg. 6's ack
+//! queue is a 16-entry ring (`ACK_RING`), and the configuration is stored as microseconds.
+//! `size_of::<Vulture>()` is asserted in the tests.
 
 mod cwnd_estimate;
 mod delay_guard;
@@ -266,6 +266,7 @@ pub struct Vulture {
 }
 
 impl Vulture {
+    /// A controller in warm-up (no window asked for yet), with the rule's parameters.
     pub fn new(config: VultureConfig) -> Self {
         Vulture {
             params: Params::new(&config),

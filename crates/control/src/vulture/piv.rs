@@ -29,7 +29,7 @@ use crate::ts_clock::TsClock;
 pub const PIV_RING: usize = 16;
 
 /// A silence after which queued segments are forgotten (well below the 2^31 µs wrap horizon).
-pub const STALE_GAP: Duration = Duration::from_secs(30 * 60);
+pub(super) const STALE_GAP: Duration = Duration::from_secs(30 * 60);
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 struct QueuedPacket {

@@ -11,7 +11,7 @@ use crate::window_clamp::{clamp_window, right_edge, ClampRequest};
 
 /// What household control keeps per flow besides its allocation.
 #[derive(Clone, Debug, Default)]
-pub struct HouseholdFlow {
+pub(crate) struct HouseholdFlow {
     /// The flow's base on its link.
     pub delay: FlowDelay,
     /// Time-sharing state (see `slipstream_household::allocator`).
@@ -38,7 +38,7 @@ pub(super) struct StoredAck {
 
 impl Flow {
     /// Household control's parts of the flow, if it is under household control.
-    pub fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
+    pub(crate) fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
         if self.released || self.closing_since.is_some() {
             return None;
         }
@@ -51,7 +51,7 @@ impl Flow {
 
     /// Bytes the receiver's forwarded windows still let the sender send or have in flight: the
     /// furthest right edge advertised less the receiver's highest ACK.
-    pub fn open_window(&self) -> u64 {
+    pub(crate) fn open_window(&self) -> u64 {
         let Some(sender) = self.bulk_sender else {
             return 0;
         };
@@ -63,7 +63,7 @@ impl Flow {
     }
 
     /// Keeps the receiver's pure ACK (as the host sent it) for a later window update.
-    pub fn store_ack(&mut self, side: Side, packet: &[u8], info: &TcpPacketInfo) {
+    pub(crate) fn store_ack(&mut self, side: Side, packet: &[u8], info: &TcpPacketInfo) {
         if self.bulk_sender != Some(side.other()) || info.payload_len > 0 {
             return;
         }
@@ -85,7 +85,7 @@ impl Flow {
 
     /// A window update opening the flow's window to `window` bytes beyond the receiver's last ACK,
     /// if that moves the right edge advertised to the sender; the edge is recorded as forwarded.
-    pub fn window_update(&mut self, now: Instant, window: u32) -> Option<Vec<u8>> {
+    pub(crate) fn window_update(&mut self, now: Instant, window: u32) -> Option<Vec<u8>> {
         let negotiated = self.negotiated?;
         let sender = self.bulk_sender?;
         let receiver = sender.other();

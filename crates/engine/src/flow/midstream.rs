@@ -28,7 +28,7 @@ impl Flow {
     /// The window scale shift each endpoint applies to the windows it sends, by [`Side`] index,
     /// learned outside the flow's packets. Returns false (and changes nothing) unless the flow
     /// was seen without its handshake, has no scales yet and is not released.
-    pub fn learn_window_scales(&mut self, scales: [u8; 2]) -> bool {
+    pub(crate) fn learn_window_scales(&mut self, scales: [u8; 2]) -> bool {
         if !self.handshake_missed
             || self.negotiated.is_some()
             || self.learned_scales.is_some()
@@ -43,7 +43,7 @@ impl Flow {
 
     /// Every non-SYN packet: completes a flow whose scales were learned, before the packet is
     /// tracked. May start the controller, which can produce an event.
-    pub fn resume_midstream(
+    pub(crate) fn resume_midstream(
         &mut self,
         info: &TcpPacketInfo,
         controller: &ControllerConfig,

@@ -17,7 +17,7 @@ use crate::window_clamp::{clamp_window, right_edge, ClampRequest};
 mod household;
 mod midstream;
 
-pub use household::HouseholdFlow;
+pub(crate) use household::HouseholdFlow;
 
 /// Payload bytes one side must have sent before it is taken as the bulk sender.
 const BULK_MIN_BYTES: u64 = 4096;
@@ -36,10 +36,20 @@ const TIMESTAMP_OPTION_BYTES: u32 = 12;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlowEvent {
     /// A background flow negotiated no TCP timestamps: its controller cannot work, it stays unclamped.
-    NoTimestamps { key: FlowKey, rule: u16 },
+    NoTimestamps {
+        /// The flow.
+        key: FlowKey,
+        /// The rule that classed it.
+        rule: u16,
+    },
     /// A flow was first seen after its handshake: its window scale is unknown, it stays unclamped
     /// until the shell finds the scales (`Engine::learn_window_scales`).
-    HandshakeMissed { key: FlowKey, rule: u16 },
+    HandshakeMissed {
+        /// The flow.
+        key: FlowKey,
+        /// The rule that classed it.
+        rule: u16,
+    },
 }
 
 /// The controller of a flow and the sender clock it needs.
@@ -53,7 +63,7 @@ struct FlowControl {
 
 /// What a data segment gave the engine.
 #[derive(Clone, Copy, Debug, Default)]
-pub struct DataOutcome {
+pub(crate) struct DataOutcome {
     pub event: Option<FlowEvent>,
     /// A new sample of the delay across the access link for household control: the one-way
     /// delay sender -> router where the sender's TSval clock is known (it leaves the ACK path,
@@ -68,7 +78,7 @@ const ONE_WAY_OFFSET_US: i64 = 10_000_000;
 
 /// What an ACK gave the engine.
 #[derive(Clone, Copy, Debug)]
-pub struct AckResult {
+pub(crate) struct AckResult {
     pub outcome: AckOutcome,
     /// A new near-half RTT sample (router -> receiver -> router).
     pub near_sample: Option<Duration>,
@@ -78,14 +88,14 @@ pub struct AckResult {
 
 /// What happened to an ACK of the flow.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum AckOutcome {
+pub(crate) enum AckOutcome {
     /// Forward with this window field instead of the host's.
     Rewrite(u16),
     Pass(PassReason),
 }
 
 #[derive(Clone, Debug)]
-pub struct Flow {
+pub(crate) struct Flow {
     pub rule: u16,
     pub last_seen: Instant,
     pub closing_since: Option<Instant>,
@@ -114,7 +124,7 @@ pub struct Flow {
 }
 
 impl Flow {
-    pub fn new(rule: u16, now: Instant) -> Flow {
+    pub(crate) fn new(rule: u16, now: Instant) -> Flow {
         Flow {
             rule,
             last_seen: now,
@@ -137,19 +147,19 @@ impl Flow {
     }
 
     /// A packet from `side` entered from the LAN (`Some(true)`) or from elsewhere.
-    pub fn note_lan_side(&mut self, side: Side, from_lan: Option<bool>) {
+    pub(crate) fn note_lan_side(&mut self, side: Side, from_lan: Option<bool>) {
         if self.lan_side.is_none() {
             self.lan_side = from_lan.map(|lan| if lan { side } else { side.other() });
         }
     }
 
     /// The LAN endpoint: the one a packet said, else the flow's lower address.
-    pub fn lan_side(&self) -> Side {
+    pub(crate) fn lan_side(&self) -> Side {
         self.lan_side.unwrap_or(Side::Low)
     }
 
     /// Which access link the flow loads: the uplink when its bulk sender is the LAN host.
-    pub fn link(&self) -> Option<LinkDirection> {
+    pub(crate) fn link(&self) -> Option<LinkDirection> {
         let sender = self.bulk_sender?;
         Some(if self.lan_side == Some(sender) {
             LinkDirection::Upload
@@ -159,12 +169,12 @@ impl Flow {
     }
 
     /// Two of the bulk sender's segments: the smallest window a flow with a turn gets.
-    pub fn floor(&self) -> u32 {
+    pub(crate) fn floor(&self) -> u32 {
         2 * self.sender_mss()
     }
 
     /// The router-measured RTT, or the half measured so far.
-    pub fn rtt_estimate(&self) -> Option<Duration> {
+    pub(crate) fn rtt_estimate(&self) -> Option<Duration> {
         self.rtt.rtt().or_else(|| {
             let (far, near) = self.rtt.halves();
             far.or(near)
@@ -173,18 +183,18 @@ impl Flow {
 
     /// Stops controlling the flow for good (its rule was removed): its ACKs pass unmodified from
     /// now on, which only lets the window grow back to the host's. The controller is freed.
-    pub fn release(&mut self) {
+    pub(crate) fn release(&mut self) {
         self.released = true;
         self.control = None;
         self.unclamped_reason = Some(PassReason::RuleRemoved);
     }
 
-    pub fn is_released(&self) -> bool {
+    pub(crate) fn is_released(&self) -> bool {
         self.released
     }
 
     /// A SYN or SYN-ACK from `side`. Returns true once both have been seen.
-    pub fn on_syn(&mut self, side: Side, now: Instant, info: &TcpPacketInfo) {
+    pub(crate) fn on_syn(&mut self, side: Side, now: Instant, info: &TcpPacketInfo) {
         // The handshake gives each half of the round trip once: SYN out, SYN-ACK back is the
         // half on the SYN-ACK's side; SYN-ACK out, the first ACK back the other half.
         if info.flags.ack {
@@ -208,7 +218,7 @@ impl Flow {
     /// rather than repeating the SYN this flow began with. A new connection must not inherit
     /// sequence state, right edges or controller state. A retransmitted SYN carries the same
     /// ISN; the first SYN of a simultaneous open comes from the other side and finds none yet.
-    pub fn is_reopened_by(&self, side: Side, seq: u32) -> bool {
+    pub(crate) fn is_reopened_by(&self, side: Side, seq: u32) -> bool {
         match self.ends[side.index()].syn_seq {
             Some(isn) => isn != seq,
             None => self.handshake_missed || self.negotiated.is_some() || self.closing_since.is_some(),
@@ -216,7 +226,7 @@ impl Flow {
     }
 
     /// The first ACK after a SYN-ACK from `side`'s peer ends the handshake's second half.
-    pub fn on_handshake_ack(&mut self, side: Side, now: Instant) {
+    pub(crate) fn on_handshake_ack(&mut self, side: Side, now: Instant) {
         if self.handshake_half[side.index()].is_none() && self.ends[side.index()].syn.is_some() {
             if let Some(synack_at) = self.syn_at[side.other().index()] {
                 self.handshake_half[side.index()] = Some(now.saturating_since(synack_at));
@@ -226,7 +236,7 @@ impl Flow {
 
     /// A non-SYN segment before the handshake completed: returns true the first time, so the
     /// caller can report the flow once.
-    pub fn note_missed_handshake(&mut self) -> bool {
+    pub(crate) fn note_missed_handshake(&mut self) -> bool {
         if self.negotiated.is_some() || self.handshake_missed {
             return false;
         }
@@ -235,7 +245,7 @@ impl Flow {
         true
     }
 
-    pub fn on_fin(&mut self, side: Side, now: Instant) {
+    pub(crate) fn on_fin(&mut self, side: Side, now: Instant) {
         self.ends[side.index()].fin_sent = true;
         if self.ends[0].fin_sent && self.ends[1].fin_sent && self.closing_since.is_none() {
             self.closing_since = Some(now);
@@ -244,7 +254,7 @@ impl Flow {
 
     /// A data segment from `side`. May pick the bulk direction and create the controller, which
     /// can produce an event.
-    pub fn on_data(
+    pub(crate) fn on_data(
         &mut self,
         side: Side,
         now: Instant,
@@ -294,7 +304,7 @@ impl Flow {
 
     /// Any segment with the ACK flag from `side`: returns what to do with its window field.
     /// `can_rewrite` is false when the packet cannot be handed back modified.
-    pub fn on_ack(
+    pub(crate) fn on_ack(
         &mut self,
         side: Side,
         now: Instant,
@@ -492,7 +502,7 @@ impl Flow {
 
     /// The engine's timer, for every flow in the table: lets the goodput meter see time pass when
     /// no ACKs come, and runs the controller's timer hook.
-    pub fn on_tick(&mut self, now: Instant) {
+    pub(crate) fn on_tick(&mut self, now: Instant) {
         self.goodput.roll(now);
         if self.control.is_some() {
             let ctx = self.context();
@@ -502,15 +512,15 @@ impl Flow {
         }
     }
 
-    pub fn goodput_bits_per_second(&self) -> f64 {
+    pub(crate) fn goodput_bits_per_second(&self) -> f64 {
         self.goodput.bits_per_second()
     }
 
-    pub fn acked_bytes(&self) -> u64 {
+    pub(crate) fn acked_bytes(&self) -> u64 {
         self.goodput.total_acked()
     }
 
-    pub fn snapshot(&self, key: &FlowKey) -> FlowSnapshot {
+    pub(crate) fn snapshot(&self, key: &FlowKey) -> FlowSnapshot {
         FlowSnapshot {
             rule: self.rule,
             sender: self.bulk_sender.map(|s| key.endpoint(s)),
@@ -536,107 +546,4 @@ impl Flow {
 }
 
 #[cfg(test)]
-mod tests {
-    use slipstream_control::FixedWindowConfig;
-    use slipstream_wire::{IpVersion, TcpFlags, TcpOptions};
-
-    use super::*;
-
-    const MSS: u16 = 1460;
-
-    fn segment(seq: u32, ack: u32, flags: TcpFlags, payload_len: u32, options: TcpOptions) -> TcpPacketInfo {
-        TcpPacketInfo {
-            ip_version: IpVersion::V4,
-            src: [0, 0, 0, 0].into(),
-            dst: [0, 0, 0, 0].into(),
-            dscp: 0,
-            src_port: 0,
-            dst_port: 0,
-            seq,
-            ack,
-            flags,
-            window: 65535,
-            payload_len,
-            options,
-            tcp_offset: 20,
-        }
-    }
-
-    /// A download under `config`: Low (the LAN client) receives from High. Returns the flow with
-    /// its controller, after `4 * MSS` bytes of data at time 0.
-    fn download(config: ControllerConfig) -> Flow {
-        let key = FlowKey::from_packet([10, 0, 0, 2].into(), 40000, [192, 0, 2, 1].into(), 80).0;
-        let t0 = Instant::ZERO;
-        let syn = TcpOptions {
-            mss: Some(MSS),
-            window_scale: Some(0),
-            ..TcpOptions::default()
-        };
-        let mut f = Flow::new(1, t0);
-        let flags = |ack| TcpFlags {
-            syn: true,
-            ack,
-            ..TcpFlags::default()
-        };
-        f.on_syn(Side::Low, t0, &segment(0, 0, flags(false), 0, syn));
-        f.on_syn(Side::High, t0, &segment(0, 1, flags(true), 0, syn));
-        let ack = TcpFlags {
-            ack: true,
-            ..TcpFlags::default()
-        };
-        for i in 0..4 {
-            let data = segment(
-                1 + i * u32::from(MSS),
-                1,
-                ack,
-                u32::from(MSS),
-                TcpOptions::default(),
-            );
-            f.on_data(Side::High, t0, &data, &config, key);
-        }
-        assert!(f.control.is_some(), "the download has its controller");
-        f
-    }
-
-    #[test]
-    fn context_carries_goodput_and_the_household_allocation() {
-        let mut f = download(ControllerConfig::Household);
-        let ctx = f.context();
-        assert_eq!(ctx.mss, u32::from(MSS));
-        assert_eq!(
-            ctx.allocation,
-            Some(2 * u32::from(MSS)),
-            "a new flow starts at its floor"
-        );
-        assert_eq!(ctx.goodput_bits_per_second, None, "no goodput window closed yet");
-        // 125 000 bytes acknowledged over one second: 1 Mbit/s.
-        let ack = TcpFlags {
-            ack: true,
-            ..TcpFlags::default()
-        };
-        for i in 0..=10u32 {
-            let info = segment(1, 1 + i * 12_500, ack, 0, TcpOptions::default());
-            f.on_ack(
-                Side::Low,
-                Instant::from_millis(u64::from(i) * 100),
-                &info,
-                Ok(()),
-                true,
-            );
-        }
-        let rate = f.context().goodput_bits_per_second.expect("one window closed");
-        assert!((rate - 1_000_000.0).abs() < 1.0, "{rate}");
-        // Held for its turn: the allocation the controller sees is 0.
-        f.household_mut().unwrap().1.set_allocation(Some(50_000), true);
-        assert_eq!(f.context().allocation, Some(0));
-        f.household_mut().unwrap().1.set_allocation(Some(50_000), false);
-        assert_eq!(f.context().allocation, Some(50_000));
-    }
-
-    #[test]
-    fn flows_without_household_control_have_no_allocation() {
-        let fixed = FixedWindowConfig { window_bytes: 64_000 };
-        let f = download(ControllerConfig::FixedWindow(fixed));
-        assert_eq!(f.context().allocation, None);
-    }
-}
+mod tests;

@@ -5,15 +5,15 @@
 
 use etherparse::{PacketBuilder, TcpOptionElement};
 use slipstream_control::Instant;
-use slipstream_engine::{Copy, Engine, PacketMeta, Verdict};
+use slipstream_engine::{Engine, PacketCopy, PacketMeta, Verdict};
 
-pub const CLIENT: [u8; 4] = [10, 0, 0, 2];
-pub const SERVER: [u8; 4] = [192, 0, 2, 1];
-pub const CLIENT_PORT: u16 = 40000;
-pub const SERVER_PORT: u16 = 6881;
+pub(crate) const CLIENT: [u8; 4] = [10, 0, 0, 2];
+pub(crate) const SERVER: [u8; 4] = [192, 0, 2, 1];
+pub(crate) const CLIENT_PORT: u16 = 40000;
+pub(crate) const SERVER_PORT: u16 = 6881;
 
 #[derive(Clone, Copy, Debug)]
-pub struct Seg {
+pub(crate) struct Seg {
     pub from_server: bool,
     pub seq: u32,
     pub ack: u32,
@@ -45,7 +45,7 @@ impl Default for Seg {
     }
 }
 
-pub fn build(seg: Seg) -> Vec<u8> {
+pub(crate) fn build(seg: Seg) -> Vec<u8> {
     let (src, dst, sp, dp) = if seg.from_server {
         (SERVER, CLIENT, SERVER_PORT, CLIENT_PORT)
     } else {
@@ -82,7 +82,7 @@ pub fn build(seg: Seg) -> Vec<u8> {
     out
 }
 
-pub fn meta(copy: Copy) -> PacketMeta {
+pub(crate) fn meta(copy: PacketCopy) -> PacketMeta {
     PacketMeta {
         rule: Some(1),
         copy,
@@ -94,14 +94,14 @@ pub fn meta(copy: Copy) -> PacketMeta {
 
 /// Feeds a packet as the datapath would: data segments with a header-only copy (payload cut
 /// off), everything else whole. Returns the verdict and the bytes after the engine.
-pub fn feed(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
+pub(crate) fn feed(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
     let mut bytes = build(seg);
     let copy = if seg.payload > 0 {
-        Copy::HeaderOnly
+        PacketCopy::HeaderOnly
     } else {
-        Copy::Full
+        PacketCopy::Full
     };
-    if copy == Copy::HeaderOnly {
+    if copy == PacketCopy::HeaderOnly {
         bytes.truncate(bytes.len() - seg.payload);
     }
     let v = engine.handle_packet(now, &mut bytes, meta(copy));
@@ -110,7 +110,7 @@ pub fn feed(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
 
 /// SYN (client) and SYN-ACK (server), both offering window scale 7, timestamps and MSS 1460;
 /// `timestamps = false` leaves the timestamp option off the client's SYN.
-pub fn handshake(engine: &mut Engine, now: Instant, timestamps: bool) {
+pub(crate) fn handshake(engine: &mut Engine, now: Instant, timestamps: bool) {
     let ts = timestamps.then_some((1000, 0));
     feed(
         engine,
@@ -141,6 +141,6 @@ pub fn handshake(engine: &mut Engine, now: Instant, timestamps: bool) {
 }
 
 /// The window field of a packet built by [`build`] (IPv4, no IP options).
-pub fn window_field(bytes: &[u8]) -> u16 {
+pub(crate) fn window_field(bytes: &[u8]) -> u16 {
     u16::from_be_bytes([bytes[20 + 14], bytes[20 + 15]])
 }

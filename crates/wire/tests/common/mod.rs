@@ -10,14 +10,14 @@ use etherparse::{
     TcpHeader,
 };
 
-pub const V4_SRC: [u8; 4] = [192, 168, 1, 10];
-pub const V4_DST: [u8; 4] = [93, 184, 216, 34];
-pub const V6_SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10];
-pub const V6_DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x22];
+pub(crate) const V4_SRC: [u8; 4] = [192, 168, 1, 10];
+pub(crate) const V4_DST: [u8; 4] = [93, 184, 216, 34];
+pub(crate) const V6_SRC: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x10];
+pub(crate) const V6_DST: [u8; 16] = [0x20, 0x01, 0x0d, 0xb8, 0xff, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x22];
 
 /// A TCP header with the given fields and raw options (length must be a
 /// multiple of 4, at most 40).
-pub fn tcp_header(
+pub(crate) fn tcp_header(
     src_port: u16,
     dst_port: u16,
     seq: u32,
@@ -34,14 +34,14 @@ pub fn tcp_header(
     tcp
 }
 
-pub fn v4_header(dscp: u8) -> Ipv4Header {
+pub(crate) fn v4_header(dscp: u8) -> Ipv4Header {
     let mut ip = Ipv4Header::new(0, 64, IpNumber::TCP, V4_SRC, V4_DST).unwrap();
     ip.dscp = IpDscp::try_new(dscp).unwrap();
     ip.dont_fragment = true;
     ip
 }
 
-pub fn v6_header(traffic_class: u8) -> Ipv6Header {
+pub(crate) fn v6_header(traffic_class: u8) -> Ipv6Header {
     Ipv6Header {
         traffic_class,
         hop_limit: 64,
@@ -53,14 +53,14 @@ pub fn v6_header(traffic_class: u8) -> Ipv6Header {
 
 /// Serialise IP headers + TCP header + payload; checksums are computed by
 /// etherparse.
-pub fn build(ip: IpHeaders, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn build(ip: IpHeaders, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
     let builder = PacketBuilder::ip(ip).tcp_header(tcp);
     let mut out = Vec::with_capacity(builder.size(payload.len()));
     builder.write(&mut out, payload).unwrap();
     out
 }
 
-pub fn v4_tcp(dscp: u8, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn v4_tcp(dscp: u8, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
     build(
         IpHeaders::Ipv4(v4_header(dscp), Ipv4Extensions::default()),
         tcp,
@@ -68,7 +68,7 @@ pub fn v4_tcp(dscp: u8, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
     )
 }
 
-pub fn v6_tcp(traffic_class: u8, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
+pub(crate) fn v6_tcp(traffic_class: u8, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
     build(
         IpHeaders::Ipv6(v6_header(traffic_class), Ipv6Extensions::default()),
         tcp,
@@ -78,7 +78,7 @@ pub fn v6_tcp(traffic_class: u8, tcp: TcpHeader, payload: &[u8]) -> Vec<u8> {
 
 /// A plain IPv4 data packet: 192.168.1.10:40000 -> 93.184.216.34:443,
 /// PSH|ACK, 100 bytes of payload.
-pub fn v4_data_packet() -> Vec<u8> {
+pub(crate) fn v4_data_packet() -> Vec<u8> {
     let mut tcp = tcp_header(
         40000,
         443,
@@ -93,7 +93,7 @@ pub fn v4_data_packet() -> Vec<u8> {
 }
 
 /// The same flow over IPv6 with 77 bytes (odd) of payload.
-pub fn v6_data_packet() -> Vec<u8> {
+pub(crate) fn v6_data_packet() -> Vec<u8> {
     let mut tcp = tcp_header(40000, 443, 1000, Some(2000), 501, &[]);
     tcp.psh = true;
     let payload: Vec<u8> = (0..77u8).collect();
@@ -101,7 +101,7 @@ pub fn v6_data_packet() -> Vec<u8> {
 }
 
 /// Recompute the IPv4 header checksum after a test edited the header.
-pub fn fix_ipv4_header_checksum(packet: &mut [u8]) {
+pub(crate) fn fix_ipv4_header_checksum(packet: &mut [u8]) {
     let ihl = usize::from(packet[0] & 0x0f) * 4;
     packet[10] = 0;
     packet[11] = 0;

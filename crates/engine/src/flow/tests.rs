@@ -1,0 +1,104 @@
+//! A flow's controller context: goodput and the household allocation reach the controller.
+
+use slipstream_control::FixedWindowConfig;
+use slipstream_wire::{IpVersion, TcpFlags, TcpOptions};
+
+use super::*;
+
+const MSS: u16 = 1460;
+
+fn segment(seq: u32, ack: u32, flags: TcpFlags, payload_len: u32, options: TcpOptions) -> TcpPacketInfo {
+    TcpPacketInfo {
+        ip_version: IpVersion::V4,
+        src: [0, 0, 0, 0].into(),
+        dst: [0, 0, 0, 0].into(),
+        dscp: 0,
+        src_port: 0,
+        dst_port: 0,
+        seq,
+        ack,
+        flags,
+        window: 65535,
+        payload_len,
+        options,
+        tcp_offset: 20,
+    }
+}
+
+/// A download under `config`: Low (the LAN client) receives from High. Returns the flow with
+/// its controller, after `4 * MSS` bytes of data at time 0.
+fn download(config: ControllerConfig) -> Flow {
+    let key = FlowKey::from_packet([10, 0, 0, 2].into(), 40000, [192, 0, 2, 1].into(), 80).0;
+    let t0 = Instant::ZERO;
+    let syn = TcpOptions {
+        mss: Some(MSS),
+        window_scale: Some(0),
+        ..TcpOptions::default()
+    };
+    let mut f = Flow::new(1, t0);
+    let flags = |ack| TcpFlags {
+        syn: true,
+        ack,
+        ..TcpFlags::default()
+    };
+    f.on_syn(Side::Low, t0, &segment(0, 0, flags(false), 0, syn));
+    f.on_syn(Side::High, t0, &segment(0, 1, flags(true), 0, syn));
+    let ack = TcpFlags {
+        ack: true,
+        ..TcpFlags::default()
+    };
+    for i in 0..4 {
+        let data = segment(
+            1 + i * u32::from(MSS),
+            1,
+            ack,
+            u32::from(MSS),
+            TcpOptions::default(),
+        );
+        f.on_data(Side::High, t0, &data, &config, key);
+    }
+    assert!(f.control.is_some(), "the download has its controller");
+    f
+}
+
+#[test]
+fn context_carries_goodput_and_the_household_allocation() {
+    let mut f = download(ControllerConfig::Household);
+    let ctx = f.context();
+    assert_eq!(ctx.mss, u32::from(MSS));
+    assert_eq!(
+        ctx.allocation,
+        Some(2 * u32::from(MSS)),
+        "a new flow starts at its floor"
+    );
+    assert_eq!(ctx.goodput_bits_per_second, None, "no goodput window closed yet");
+    // 125 000 bytes acknowledged over one second: 1 Mbit/s.
+    let ack = TcpFlags {
+        ack: true,
+        ..TcpFlags::default()
+    };
+    for i in 0..=10u32 {
+        let info = segment(1, 1 + i * 12_500, ack, 0, TcpOptions::default());
+        f.on_ack(
+            Side::Low,
+            Instant::from_millis(u64::from(i) * 100),
+            &info,
+            Ok(()),
+            true,
+        );
+    }
+    let rate = f.context().goodput_bits_per_second.expect("one window closed");
+    assert!((rate - 1_000_000.0).abs() < 1.0, "{rate}");
+    // Held for its turn: the allocation the controller sees is 0.
+    f.household_mut().unwrap().1.set_allocation(Some(50_000), true);
+    assert_eq!(f.context().allocation, Some(0));
+    f.household_mut().unwrap().1.set_allocation(Some(50_000), false);
+    assert_eq!(f.context().allocation, Some(50_000));
+}
+
+#[test]
+fn flows_without_household_control_have_no_allocation() {
+    let fixed = FixedWindowConfig { window_bytes: 64_000 };
+    let f = download(ControllerConfig::FixedWindow(fixed));
+    assert_eq!(f.context().allocation, None);
+}

@@ -1,0 +1,116 @@
+//! Household control's per-link figures as metric families.
+
+use std::fmt;
+
+use prometheus_client::encoding::DescriptorEncoder;
+use prometheus_client::registry::Unit;
+use slipstream_engine::{EngineSnapshot, LinkSnapshot};
+
+use crate::families::{counter_family, gauge_family};
+use crate::household_links;
+
+fn link_label(link: &LinkSnapshot) -> [(&'static str, &'static str); 1] {
+    [("link", link.direction.as_str())]
+}
+
+/// Household control, per access link (see [`household_links`] for which links).
+pub(crate) fn encode_links(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> Result<(), fmt::Error> {
+    let bytes = Unit::Bytes;
+    let seconds = Unit::Seconds;
+    let bytes_per_second = Unit::Other("bytes_per_second".to_owned());
+    let links: Vec<&LinkSnapshot> = household_links(s).collect();
+    gauge_family(
+        enc,
+        "household_budget",
+        "Bytes all household-controlled background flows of the link may have in flight; \
+         `controller` is the budget controller.",
+        Some(&bytes),
+        links.iter().map(|l| {
+            (
+                [("link", l.direction.as_str()), ("controller", l.controller)],
+                l.budget_bytes,
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "household_phase",
+        "Always 1; the labels give the budget controller and what it is doing (start, hold, probe, \
+         yield, slowdown, idle).",
+        None,
+        links.iter().map(|l| {
+            (
+                [
+                    ("link", l.direction.as_str()),
+                    ("controller", l.controller),
+                    ("phase", l.phase.as_str()),
+                ],
+                1u32,
+            )
+        }),
+    )?;
+    gauge_family(
+        enc,
+        "household_queue_delay",
+        "Queueing delay of the link shared by its household flows, last round.",
+        Some(&seconds),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.queue_delay?.as_secs_f64()))),
+    )?;
+    gauge_family(
+        enc,
+        "household_base_rtt",
+        "Base (unloaded) round-trip time of the link.",
+        Some(&seconds),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.base_rtt?.as_secs_f64()))),
+    )?;
+    gauge_family(
+        enc,
+        "household_flows",
+        "Household-controlled flows on the link.",
+        None,
+        links.iter().map(|l| (link_label(l), l.flows)),
+    )?;
+    gauge_family(
+        enc,
+        "household_held_flows",
+        "Household-controlled flows of the link waiting for their turn (budget below their floors).",
+        None,
+        links.iter().map(|l| (link_label(l), l.held_flows)),
+    )?;
+    gauge_family(
+        enc,
+        "household_in_flight",
+        "Bytes in flight of the link's household flows at the end of the last round.",
+        Some(&bytes),
+        links.iter().map(|l| (link_label(l), l.in_flight_bytes)),
+    )?;
+    gauge_family(
+        enc,
+        "household_goodput",
+        "Delivery rate of the link's household flows over the last round.",
+        Some(&bytes_per_second),
+        links
+            .iter()
+            .map(|l| (link_label(l), l.goodput_bits_per_second / 8.0)),
+    )?;
+    counter_family(
+        enc,
+        "household_slowdowns",
+        "Coordinated slowdowns of the link (budget held at its minimum so the queue drains and the \
+         base delays are measured afresh).",
+        None,
+        links.iter().map(|l| (link_label(l), l.slowdowns)),
+    )?;
+    counter_family(
+        enc,
+        "household_window_updates",
+        "Window updates the daemon was asked to send for held flows whose turn came.",
+        None,
+        links.iter().map(|l| (link_label(l), l.window_updates)),
+    )?;
+    Ok(())
+}
