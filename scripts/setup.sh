@@ -7,10 +7,12 @@ need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
-            shellcheck:shellcheck busybox:busybox; do
+            shellcheck:shellcheck busybox:busybox clang:clang; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done
+# The tc eBPF program (crates/ebpf) includes libbpf's bpf_helpers.h.
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing ${need_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
