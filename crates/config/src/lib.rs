@@ -30,10 +30,12 @@
 //! the firewall stores in the connection mark (see [`Datapath::mark_mask`]).
 
 mod controllers;
+mod datapath_engine;
 mod kinded;
 mod raw;
 pub mod uci;
 
+pub use datapath_engine::DatapathEngine;
 pub use uci::{parse_sections, parse_uci, UciEntry, UciSection, UciSyntaxError};
 
 use ipnet::IpNet;
@@ -213,6 +215,8 @@ pub struct Datapath {
     pub mark_mask: u32,
     /// Also handle IPv6 (default true).
     pub ipv6: bool,
+    /// Which datapath carries packets to the engine (`datapath_engine.rs`).
+    pub engine: DatapathEngine,
 }
 
 impl Datapath {
@@ -245,6 +249,7 @@ impl Default for Datapath {
             firewall: FirewallBackend::Auto,
             mark_mask: 0x00ff_0000,
             ipv6: true,
+            engine: DatapathEngine::default(),
         }
     }
 }
@@ -926,6 +931,8 @@ impl Validator<'_> {
             firewall,
             mark_mask,
             ipv6: raw.ipv6.unwrap_or(d.ipv6),
+            engine: DatapathEngine::parse(raw.engine.as_deref())
+                .map_err(|e| self.err("datapath.engine", e))?,
         })
     }
 

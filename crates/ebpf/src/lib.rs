@@ -153,11 +153,18 @@ impl TcDatapath {
             .map_err(|e| other("writing the flows map", e))
     }
 
-    /// Starts a flow afresh in both directions: reported, nothing lowered, no edge known.
-    pub fn start_flow(&mut self, key: &DirKey) -> io::Result<()> {
+    /// Starts a flow of `rule` afresh in both directions: reported, nothing lowered, no edge
+    /// known.
+    pub fn start_flow(&mut self, key: &DirKey, rule: u16) -> io::Result<()> {
         for dir in [*key, key.reversed()] {
             let _ = self.edges.remove(&dir);
-            self.set_flow(&dir, FlowCfg::default())?;
+            self.set_flow(
+                &dir,
+                FlowCfg {
+                    rule,
+                    ..FlowCfg::default()
+                },
+            )?;
         }
         Ok(())
     }

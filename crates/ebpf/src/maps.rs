@@ -71,7 +71,8 @@ pub struct FlowCfg {
     /// Window scale shift of the host sending in this direction.
     pub scale: u8,
     pub flags: u8,
-    pub pad: u16,
+    /// The flow's rule number, carried into its reports.
+    pub rule: u16,
 }
 
 // SAFETY: plain old data, no implicit padding (4 + 4 + 1 + 1 + 2 bytes).

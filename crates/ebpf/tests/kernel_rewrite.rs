@@ -95,7 +95,7 @@ fn clamp(target: u32, mss: u32, scale: u8, hold: bool) -> FlowCfg {
         mss,
         scale,
         flags: FLOW_CLAMP | if hold { FLOW_HOLD } else { 0 },
-        pad: 0,
+        rule: 1,
     }
 }
 
@@ -119,7 +119,7 @@ fn lowers_windows_as_the_engine_rules_say() {
                 for (host_field, target, mss) in
                     [(65535u16, 20_000u32, 1448u32), (4000, 1, 1220), (9, 1 << 20, 536)]
                 {
-                    dp.start_flow(&key).unwrap();
+                    dp.start_flow(&key, 1).unwrap();
                     dp.set_flow(&key, clamp(target, mss, scale, false)).unwrap();
                     let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
                     let frame = ack_frame(host, server, 5, ack, host_field, &payload);
@@ -160,7 +160,7 @@ fn never_moves_the_right_edge_left_across_the_wrap() {
     for v6 in [false, true] {
         let (host, server) = endpoints(v6);
         let key = DirKey::new(host, server).unwrap();
-        dp.start_flow(&key).unwrap();
+        dp.start_flow(&key, 1).unwrap();
         let scale = 7;
         // First ACK: a generous target, the edge lands 100 000 bytes past the ACK (rounded up).
         let ack1 = u32::MAX - 50_000;
@@ -214,7 +214,7 @@ fn passes_anything_unexpected_unmodified() {
         assert_eq!(out, frame, "{what}: unmodified");
     };
     same(&mut dp, &frame, "unknown flow");
-    dp.start_flow(&key).unwrap();
+    dp.start_flow(&key, 1).unwrap();
     same(&mut dp, &frame, "known flow, no clamp yet");
     dp.set_flow(&key.reversed(), clamp(1, 1448, 0, false)).unwrap();
     same(&mut dp, &frame, "clamp on the other direction only");
@@ -235,7 +235,7 @@ fn passes_anything_unexpected_unmodified() {
     // IPv6 with a hop-by-hop header in front of TCP.
     let (h6, s6) = endpoints(true);
     let k6 = DirKey::new(h6, s6).unwrap();
-    dp.start_flow(&k6).unwrap();
+    dp.start_flow(&k6, 1).unwrap();
     dp.set_flow(&k6, clamp(1, 1448, 0, false)).unwrap();
     let mut v6 = ack_frame(h6, s6, 5, 1000, 60_000, &[]);
     v6[14 + 6] = 0; // next header: hop-by-hop
@@ -261,7 +261,7 @@ fn reports_packets_before_rewriting_them() {
     let Some(mut dp) = datapath() else { return };
     let (host, server) = endpoints(false);
     let key = DirKey::new(host, server).unwrap();
-    dp.start_flow(&key).unwrap();
+    dp.start_flow(&key, 1).unwrap();
     dp.set_flow(&key, clamp(1, 1448, 0, false)).unwrap();
     while dp.next_event(|_| {}) {}
     let before = slipstream_ebpf::monotonic_ns();
@@ -272,6 +272,7 @@ fn reports_packets_before_rewriting_them() {
     let mut seen = Vec::new();
     while dp.next_event(|ev| {
         let ev = ev.expect("well-formed report");
+        assert_eq!(ev.rule, 1);
         seen.push((ev.ktime_ns, ev.egress, ev.head.to_vec()));
     }) {}
     assert_eq!(seen.len(), 2);

@@ -53,7 +53,8 @@ struct flow_cfg {
 	__u8 scale;
 	/* FLOW_CLAMP: lower ACK windows; FLOW_HOLD: household hold (no two-segment floor). */
 	__u8 flags;
-	__u16 pad;
+	/* The rule number the flow was classed with (for the daemon's reports). */
+	__u16 rule;
 };
 #define FLOW_CLAMP 1
 #define FLOW_HOLD 2
@@ -72,9 +73,9 @@ struct flow_edge {
 struct event {
 	__u64 ktime_ns;   /* bpf_ktime_get_ns(): CLOCK_MONOTONIC */
 	__u32 ifindex;
+	__u16 rule;       /* flow_cfg.rule */
 	__u8 egress;      /* 0: entered from the LAN (sent by a LAN host), 1: leaving to the LAN */
-	__u8 pad;
-	__u16 head_len;   /* bytes of head[] filled */
+	__u8 head_len;    /* bytes of head[] filled */
 	__u8 head[HEAD_BYTES];
 };
 
@@ -234,8 +235,8 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 			n = ip_len;
 		ev->ktime_ns = now;
 		ev->ifindex = skb->ifindex;
+		ev->rule = cfg->rule;
 		ev->egress = egress;
-		ev->pad = 0;
 		if (n >= 40 && n <= HEAD_BYTES &&
 		    bpf_skb_load_bytes(skb, l3, ev->head, n) == 0) {
 			ev->head_len = n;
