@@ -49,8 +49,8 @@ mod runner;
 
 pub use nft::{delete_transaction as nft_delete_transaction, QUEUE_PROBE as NFT_QUEUE_PROBE};
 pub use offload::{
-    detect_flow_offload, detect_flow_offload_at, offload_findings, OffloadFinding, OffloadSource,
-    FIREWALL_UCI_PATH, OFFLOAD_FIX,
+    blocking_findings, detect_flow_offload, detect_flow_offload_at, offload_findings, OffloadFinding,
+    OffloadSource, FIREWALL_UCI_PATH, OFFLOAD_FIX,
 };
 pub use plan::{
     multiport_chunks, plan, IpFamily, IptablesPlan, PlannedCommand, RulePlan, CLASSIFY_CHAIN, HOOK_CHAINS,
