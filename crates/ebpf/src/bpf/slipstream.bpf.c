@@ -240,6 +240,8 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 		if (n >= 40 && n <= HEAD_BYTES &&
 		    bpf_skb_load_bytes(skb, l3, ev->head, n) == 0) {
 			ev->head_len = n;
+			/* Default wakeup: only when the daemon has read everything before this
+			 * report, so a daemon working through a backlog is not woken. */
 			bpf_ringbuf_submit(ev, 0);
 			count(C_EVENTS);
 		} else {

@@ -28,6 +28,10 @@
 //!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
 //!   round (a round trip crosses the router twice: two queued packets).
 //!
+//! `--set cpu_rates=10,100,500,0` adds the daemon's CPU per Gbit/s as the download rate grows
+//! (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, in the notes
+//! and as runs `slipstreamd@<rate>` / `slipstreamd-ebpf@<rate>` in the results.
+//!
 //! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
 //! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
 //! ratios to `kernel` (and process CPU to `slipstreamd`'s) are taken within a round.
@@ -209,6 +213,11 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         add_ratios(&mut this_round);
         runs.extend(this_round);
     }
+    let mut rate_notes = Vec::new();
+    if let Some(list) = opts.extra.get("cpu_rates") {
+        let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
+        runs.extend(cpu_by_rate(&env, &rates, &mut rate_notes)?);
+    }
     let _ = std::fs::remove_dir_all(&work_dir);
     let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
     let report = ScenarioReport {
@@ -229,7 +238,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
              (rx of wan0 + br-lan)."
                 .into(),
             "--alternatives does not apply to this scenario.".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(rate_notes)
+        .collect(),
         ..Default::default()
     };
     let dir = ctx.run_dir(NAME, started)?;
@@ -427,6 +439,53 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
         notes,
         ..Default::default()
     })
+}
+
+/// The daemon's CPU per Gbit/s at each download rate (Mbit/s, 0 = unlimited), NFQUEUE then eBPF.
+fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> Result<Vec<RunResult>> {
+    let mut out = Vec::new();
+    for mode in [Mode::Slipstreamd, Mode::SlipstreamdEbpf] {
+        let (active, pid) = setup_mode(env, mode)?;
+        let pid = pid.with_context(|| format!("cannot find the {} process", mode.label()))?;
+        std::thread::sleep(Duration::from_millis(500));
+        for &rate in rates {
+            let secs = env.throughput_s.ceil() as u32;
+            let limit = format!("{rate}M");
+            let args: Vec<&str> = if rate > 0.0 {
+                vec!["-b", &limit]
+            } else {
+                Vec::new()
+            };
+            let c0 = process_cpu_seconds(pid)?;
+            let res = env
+                .tb
+                .run_download(LOAD_PORT, secs, &env.opts.cc, &args)?
+                .wait()?;
+            let cpu = process_cpu_seconds(pid)? - c0;
+            // CPU seconds per Gbit moved = cores busy at 1 Gbit/s.
+            let per_gbit = cpu / (res.goodput_mbps * f64::from(secs) / 1000.0).max(1e-9);
+            notes.push(format!(
+                "CPU by rate: {} asked {} Mbit/s, got {:.1} Mbit/s: {:.2} s CPU in {secs} s, {:.3} cores per Gbit/s",
+                mode.label(),
+                if rate > 0.0 { rate.to_string() } else { "max".into() },
+                res.goodput_mbps,
+                cpu,
+                per_gbit
+            ));
+            out.push(RunResult {
+                scenario: NAME.into(),
+                alternative: format!("{}@{rate}", mode.label()),
+                started_unix: now_unix(),
+                metrics: vec![
+                    Metric::new("goodput", units::MBPS, res.goodput_mbps).flow("load"),
+                    Metric::new("process_cpu_per_gbit", units::S, per_gbit),
+                ],
+                ..Default::default()
+            });
+        }
+        teardown_mode(env, active, notes)?;
+    }
+    Ok(out)
 }
 
 /// The daemon's last log line containing `needle`, from the needle on (its totals at exit).
