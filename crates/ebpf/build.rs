@@ -14,6 +14,7 @@ fn main() {
     println!("cargo:rerun-if-changed={source}");
     println!("cargo:rerun-if-env-changed=BPF_CLANG");
     println!("cargo:rerun-if-env-changed=BPF_CFLAGS");
+    println!("cargo:rerun-if-env-changed=BPF_STRIP");
     let out = PathBuf::from(std::env::var_os("OUT_DIR").expect("OUT_DIR")).join("slipstream.bpf.o");
     let clang = std::env::var("BPF_CLANG").unwrap_or_else(|_| "clang".to_owned());
     let mut cmd = Command::new(&clang);
@@ -33,6 +34,10 @@ fn main() {
         )
     });
     assert!(status.success(), "{clang} failed to build {source}");
+    // DWARF is not needed at run time (BTF, which the loader needs, stays): about half the
+    // object, which is embedded in the router binary. Skipped where llvm-strip is missing.
+    let strip = std::env::var("BPF_STRIP").unwrap_or_else(|_| "llvm-strip".to_owned());
+    let _ = Command::new(strip).arg("-g").arg(&out).status();
 }
 
 fn multiarch_include() -> Option<String> {
