@@ -17,10 +17,12 @@ apt_install() {
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
             shellcheck:shellcheck busybox:busybox ipset:ipset nft:nftables getent:libc-bin \
-            dnsmasq:dnsmasq-base; do
+            dnsmasq:dnsmasq-base clang:clang; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done
+# The tc eBPF program (crates/ebpf) includes libbpf's bpf_helpers.h.
+[ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing ${need_pkgs[*]}"
   apt_install "${need_pkgs[@]}"

@@ -19,8 +19,8 @@ export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
 # missing prerequisite fails the test. Measurements and long soaks stay out (--skip).
 cargo test --workspace --exclude slipstream -- --test-threads=1
 # The crates' namespace tests: firewall rules, NFQUEUE, conntrack, the daemon (control socket,
-# reload, privileges, window updates).
-cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -- \
+# reload, privileges, window updates), the tc eBPF program run by the kernel on crafted frames.
+cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf -- \
   --ignored --test-threads=1 --skip cost_of_timestamps_under_a_flood
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1

@@ -17,20 +17,51 @@ use slipstream_testbed::{netns_supported, Ns, Testbed, TopologySpec};
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn background_download_yields_to_best_effort() {
-    yields_to_best_effort(false);
+    yields_to_best_effort(false, "nfqueue");
 }
 
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn background_upload_yields_to_best_effort() {
-    yields_to_best_effort(true);
+    yields_to_best_effort(true, "nfqueue");
 }
 
-fn yields_to_best_effort(upload: bool) {
+/// The same bounds with the tc eBPF datapath (`datapath.engine = "ebpf"`): the kernel reports
+/// packets and lowers the windows, NFQUEUE carries only the handshakes.
+#[test]
+#[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
+fn background_download_yields_to_best_effort_ebpf() {
+    yields_to_best_effort(false, "ebpf");
+}
+
+#[test]
+#[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
+fn background_upload_yields_to_best_effort_ebpf() {
+    yields_to_best_effort(true, "ebpf");
+}
+
+/// The shipped config with `datapath.engine` set to `engine`, written next to the test's log.
+fn shipped_config_with_engine(engine: &str) -> std::path::PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/slipstream.toml");
+    let text = std::fs::read_to_string(&shipped).expect("read the shipped config");
+    let line = "engine = \"nfqueue\"";
+    assert!(text.contains(line), "the shipped config sets {line}");
+    let path = std::env::temp_dir().join(format!("slipstream-e2e-{engine}-{}.toml", std::process::id()));
+    // Its own control socket, so that runs beside another daemon (another checkout) do not collide.
+    let socket = format!("/tmp/slipstream-e2e-{engine}-{}.sock", std::process::id());
+    let text = text.replace(line, &format!("engine = \"{engine}\"")).replace(
+        "socket = \"/var/run/slipstream.sock\"",
+        &format!("socket = \"{socket}\""),
+    );
+    std::fs::write(&path, text).expect("write config");
+    path
+}
+
+fn yields_to_best_effort(upload: bool, engine: &str) {
     if let Err(why) = netns_supported() {
         panic!("cannot run here: {why}");
     }
-    let config_path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/slipstream.toml");
+    let config_path = shipped_config_with_engine(engine);
     let config = slipstream_config::load(&config_path).expect("the shipped config is valid");
 
     let tb = Testbed::build(TopologySpec::with_prefix(slipstream_testbed::unique_prefix(
@@ -49,7 +80,7 @@ fn yields_to_best_effort(upload: bool) {
         ..Params::default()
     };
     eprintln!(
-        "== background {} beside best effort",
+        "== background {} beside best effort, {engine} datapath",
         if upload { "upload" } else { "download" }
     );
     let report = background_vs_best_effort(&tb, &daemon, &params, |line| eprintln!("{line}"));

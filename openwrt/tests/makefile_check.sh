@@ -93,7 +93,7 @@ check "includes the feed's rust-package.mk" grep -q 'lang/rust/rust-package.mk' 
 # shellcheck disable=SC2016 # a literal make expression
 check "RustBinPackage call" grep -qxF '$(eval $(call RustBinPackage,slipstream))' openwrt/Makefile
 for k in kmod-nfnetlink-queue kmod-nft-queue kmod-nf-conntrack kmod-nf-conntrack-netlink kmod-nft-core kmod-ipt-nfqueue \
-         iptables-mod-nfqueue kmod-ipt-conntrack-extra kmod-ipt-ipopt; do
+         iptables-mod-nfqueue kmod-ipt-conntrack-extra kmod-ipt-ipopt kmod-sched-core kmod-sched-bpf; do
   check "DEPENDS names $k" grep -q "+\(PACKAGE_[a-z0-9]*:\)\?$k\b" openwrt/Makefile
 done
 # Recipe lines of a define must start with a tab (a space breaks the build in the SDK).

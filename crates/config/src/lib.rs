@@ -30,6 +30,7 @@
 //! the firewall stores in the connection mark (see [`Datapath::mark_mask`]).
 
 mod controllers;
+mod datapath_engine;
 mod kinded;
 mod raw;
 mod types;
@@ -37,6 +38,7 @@ pub mod uci;
 mod validate;
 mod values;
 
+pub use datapath_engine::DatapathEngine;
 pub use types::*;
 pub use uci::{parse_sections, parse_uci, UciEntry, UciSection, UciSyntaxError};
 pub use values::{parse_dscp, parse_rate, MacAddr, PortRange, DSCP_NAMES};

@@ -60,6 +60,7 @@ pub(crate) struct RawDatapath {
     pub firewall: Option<String>,
     pub mark_mask: Option<i64>,
     pub ipv6: Option<bool>,
+    pub engine: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]

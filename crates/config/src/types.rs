@@ -1,6 +1,7 @@
 //! The validated configuration: what the daemon, the firewall and the CLI read.
 
 use crate::values::{MacAddr, PortRange};
+use crate::DatapathEngine;
 use ipnet::IpNet;
 use slipstream_control::ControllerConfig;
 use slipstream_household::{HouseholdConfig, ShareSpec};
@@ -80,6 +81,8 @@ pub struct Datapath {
     pub mark_mask: u32,
     /// Also handle IPv6 (default true).
     pub ipv6: bool,
+    /// Which datapath carries packets to the engine (`datapath_engine.rs`).
+    pub engine: DatapathEngine,
 }
 
 impl Datapath {
@@ -112,6 +115,7 @@ impl Default for Datapath {
             firewall: FirewallBackend::Auto,
             mark_mask: 0x00ff_0000,
             ipv6: true,
+            engine: DatapathEngine::default(),
         }
     }
 }

@@ -303,6 +303,7 @@ fn bad_configs_name_the_field() {
         (format!("{rule}controller = {{ kind = \"vulture\", bogus = 1 }}\n"), "rules[0].controller.bogus", "unknown parameter; vulture takes variant, queue_delay_limit, psi"),
         (format!("[datapath]\nack_queue = 5\ndata_queue = 5\n{rule}"), "datapath.data_queue", "must differ"),
         (format!("[datapath]\nack_queue = 70000\n{rule}"), "datapath.ack_queue", "out of range"),
+        (format!("[datapath]\nengine = \"xdp\"\n{rule}"), "datapath.engine", "unknown engine \"xdp\""),
         (format!("[datapath]\nmark_mask = 0xf0f000\n{rule}"), "datapath.mark_mask", "contiguous"),
         (format!("[datapath]\nmark_mask = 0xf0\n{rule}"), "datapath.mark_mask", "at least 8 bits"),
         (format!("[datapath]\ndata_copy_bytes = 60\n{rule}"), "datapath.data_copy_bytes", "100..="),

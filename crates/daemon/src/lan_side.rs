@@ -109,6 +109,20 @@ pub(crate) fn interface_matches(pattern: &str, name: &str) -> bool {
 }
 
 /// The name of interface `ifindex` in the calling thread's network namespace.
+/// The present interfaces the patterns name (`/sys/class/net`), sorted; for attaching the tc
+/// programs (interfaces that appear later are not covered until a restart).
+pub(crate) fn devices(patterns: &[String]) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| entry.file_name().into_string().ok())
+        .filter(|name| patterns.iter().any(|p| interface_matches(p, name)))
+        .collect();
+    names.sort();
+    names
+}
+
 pub(crate) fn interface_name(ifindex: u32) -> Option<String> {
     let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
     // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes (NUL included) into `buf`.

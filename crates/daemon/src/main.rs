@@ -15,6 +15,7 @@
 
 mod clock;
 mod control_socket;
+mod kernel_side;
 mod kernel_time;
 mod lan_hosts;
 mod lan_side;
@@ -136,18 +137,34 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
+    let mut config = config;
     if config.datapath.hook.forward() && !cli.allow_flow_offload {
+        use slipstream_config::DatapathEngine;
         let findings = slipstream_firewall::detect_flow_offload(&slipstream_firewall::CommandRunner::host());
-        if !findings.is_empty() {
-            for finding in &findings {
+        // Software offloading leaves the tc hooks in the path (docs/flow-offload.md): the eBPF
+        // datapath works with it, NFQUEUE does not; "auto" then needs eBPF.
+        let ebpf_possible = config.datapath.engine != DatapathEngine::Nfqueue;
+        let blocking = slipstream_firewall::blocking_findings(&findings, ebpf_possible);
+        if !blocking.is_empty() {
+            for finding in &blocking {
                 error!("{finding}");
             }
             error!(
-                "not starting: flow offloading makes established flows skip netfilter, so background flows \
-                 could not be slowed down. Turn it off: {}",
-                slipstream_firewall::OFFLOAD_FIX
+                "not starting: flow offloading makes established flows skip {}, so background flows \
+                 could not be slowed down. Turn it off: {}{}",
+                if ebpf_possible { "the CPU" } else { "netfilter" },
+                slipstream_firewall::OFFLOAD_FIX,
+                if ebpf_possible {
+                    ""
+                } else {
+                    " (software offloading alone works with datapath.engine = \"ebpf\")"
+                }
             );
             return ExitCode::from(3);
+        }
+        if !findings.is_empty() && config.datapath.engine == DatapathEngine::Auto {
+            info!("software flow offloading is on: using the eBPF datapath, which sees offloaded flows");
+            config.datapath.engine = DatapathEngine::Ebpf;
         }
     }
     match run(path, config) {
@@ -197,10 +214,58 @@ fn cleanup(config: &Config) -> ExitCode {
     }
 }
 
+/// Loads the tc programs and attaches them to the LAN interfaces when `datapath.engine` asks
+/// for them ("ebpf": a failure stops the start; "auto": falls back to NFQUEUE), and records the
+/// datapath in use in `config`, which the firewall rules follow.
+fn open_kernel_datapath(config: &mut Config) -> anyhow::Result<Option<slipstream_ebpf::TcDatapath>> {
+    use slipstream_config::DatapathEngine;
+    let wanted = config.datapath.engine;
+    if wanted == DatapathEngine::Nfqueue {
+        return Ok(None);
+    }
+    let loaded = if config.datapath.hook.forward() {
+        load_tc(config)
+    } else {
+        Err(anyhow::anyhow!(
+            "the tc programs work on the LAN interfaces, so only with hook \"forward\" or \"both\""
+        ))
+    };
+    match loaded {
+        Ok(tc) => {
+            info!("eBPF datapath: tc programs on {}", tc.attached().join(", "));
+            config.datapath.engine = DatapathEngine::Ebpf;
+            Ok(Some(tc))
+        }
+        Err(e) if wanted == DatapathEngine::Auto => {
+            warn!("eBPF datapath unavailable ({e:#}): using NFQUEUE");
+            config.datapath.engine = DatapathEngine::Nfqueue;
+            Ok(None)
+        }
+        Err(e) => Err(e.context("setting up the eBPF datapath (datapath.engine = \"ebpf\")")),
+    }
+}
+
+fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
+    let mut tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
+        max_flows: u32::try_from(config.limits.max_flows).unwrap_or(u32::MAX),
+        ..slipstream_ebpf::TcConfig::default()
+    })?;
+    let devices = lan_side::devices(&config.datapath.lan_interfaces);
+    anyhow::ensure!(
+        !devices.is_empty(),
+        "no LAN interface present ({:?})",
+        config.datapath.lan_interfaces
+    );
+    for device in devices {
+        tc.attach(&device)?;
+    }
+    Ok(tc)
+}
+
 /// How often the firewall watchdog checks that the rules are still installed.
 const WATCHDOG_INTERVAL: Duration = Duration::from_secs(5);
 
-fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
+fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let mut datapath = Datapath::open(QueueConfig {
         ack_queue: config.datapath.ack_queue,
@@ -218,6 +283,8 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     if let Err(e) = datapath.enable_timestamps() {
         warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
     }
+    // Loaded and attached while the daemon still has CAP_BPF/CAP_SYS_ADMIN; decides the rules.
+    let tc = open_kernel_datapath(&mut config)?;
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
     let window_updates = WindowUpdateSender::open(window_update_counters.clone());
@@ -257,6 +324,7 @@ fn run(config_path: PathBuf, config: Config) -> anyhow::Result<()> {
     let (commands_tx, commands_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
     let packet_loop = PacketLoop {
+        kernel: tc.map(|tc| kernel_side::KernelSide::new(tc, config.limits.max_flows)),
         datapath,
         engine: Engine::new(reload::engine_config(&config)),
         snapshot: snapshot.clone(),

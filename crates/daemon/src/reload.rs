@@ -16,7 +16,7 @@
 //!
 //! `enabled = false` in a reloaded file stops the daemon cleanly, as at start.
 
-use slipstream_config::Config;
+use slipstream_config::{Config, DatapathEngine};
 use slipstream_engine::{EngineConfig, RuleSpec};
 
 /// The engine's part of a config.
@@ -63,6 +63,15 @@ pub(crate) fn effective_config(running: &Config, new: Config) -> (Config, Vec<St
     keep!(datapath.data_copy_bytes, "datapath.data_copy_bytes");
     keep!(datapath.firewall, "datapath.firewall");
     keep!(datapath.mark_mask, "datapath.mark_mask");
+    // `running` holds the datapath in use ("auto" resolved at start); "auto" keeps it.
+    if effective.datapath.engine == DatapathEngine::Auto {
+        effective.datapath.engine = running.datapath.engine;
+    }
+    keep!(datapath.engine, "datapath.engine");
+    if running.datapath.engine == DatapathEngine::Ebpf {
+        // The tc programs stay on the interfaces they were attached to at start.
+        keep!(datapath.lan_interfaces, "datapath.lan_interfaces (eBPF datapath)");
+    }
     keep!(metrics.listen, "metrics.listen");
     keep!(control.socket, "control.socket");
     // An ipset's default timeout is fixed when it is created.

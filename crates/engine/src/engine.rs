@@ -38,7 +38,7 @@ use slipstream_control::{ControllerConfig, Instant};
 use slipstream_wire::{parse, parse_headers, rewrite_window, TcpPacketInfo};
 
 use crate::api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
-use crate::flow::{AckOutcome, Flow, FlowEvent};
+use crate::flow::{AckOutcome, Flow, FlowEvent, KernelClamp};
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Admission, FlowTable, TableLimits};
 use crate::household::{run_round, Household};
@@ -392,6 +392,12 @@ impl Engine {
             .is_some_and(|flow| flow.learn_window_scales([low, high]));
         self.counters.flows_recovered += u64::from(learned);
         learned
+    }
+
+    /// Where a kernel datapath should aim the flow's receiver's ACKs (see [`KernelClamp`]);
+    /// `None` for unknown flows and flows that may not be lowered.
+    pub fn kernel_clamp(&self, key: &FlowKey) -> Option<KernelClamp> {
+        self.table.get(key).and_then(Flow::kernel_clamp)
     }
 
     /// Runs the household rounds that are due (see `household`).

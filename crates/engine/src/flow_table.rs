@@ -92,6 +92,10 @@ impl FlowTable {
         self.flows.contains_key(key)
     }
 
+    pub(crate) fn get(&self, key: &FlowKey) -> Option<&Flow> {
+        self.flows.get(key)
+    }
+
     pub(crate) fn get_mut(&mut self, key: &FlowKey) -> Option<&mut Flow> {
         self.flows.get_mut(key)
     }

@@ -19,7 +19,7 @@ pub mod window_clamp;
 
 pub use api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
 pub use engine::Engine;
-pub use flow::FlowEvent;
+pub use flow::{FlowEvent, KernelClamp};
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
 pub use slipstream_household::{BudgetPhase, HouseholdConfig, ShareSpec};

@@ -55,8 +55,8 @@ pub use error::FirewallError;
 pub use firewall::Firewall;
 pub use nft::{delete_transaction as nft_delete_transaction, QUEUE_PROBE as NFT_QUEUE_PROBE};
 pub use offload::{
-    detect_flow_offload, detect_flow_offload_at, offload_findings, OffloadFinding, OffloadSource,
-    FIREWALL_UCI_PATH, OFFLOAD_FIX,
+    blocking_findings, detect_flow_offload, detect_flow_offload_at, offload_findings, OffloadFinding,
+    OffloadSource, FIREWALL_UCI_PATH, OFFLOAD_FIX,
 };
 pub use plan::{
     multiport_chunks, plan, plan_keeping, plan_with_hosts, IpFamily, IptablesPlan, PlannedCommand, RulePlan,

@@ -20,7 +20,7 @@
 
 use crate::plan::NFT_TABLE;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
-use slipstream_config::{Config, PortRange, Rule};
+use slipstream_config::{Config, DatapathEngine, PortRange, Rule};
 use slipstream_names::sets::{set_name, Family, SetKind};
 use std::fmt::Write;
 
@@ -215,20 +215,25 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
             "\t\tct mark and {mask:#x} == {value:#x} meta mark set meta mark and {keep:#x} or {value:#x}"
         );
     }
-    let _ = writeln!(
-        s,
-        "\t\tmeta nfproto ipv4 meta length <= {} queue num {} bypass",
-        d.ack_max_len, d.ack_queue
-    );
-    if d.ipv6 {
+    if d.engine == DatapathEngine::Ebpf {
+        // The tc programs see every other packet; only handshakes reach the daemon here.
+        let _ = writeln!(s, "\t\ttcp flags & syn == syn queue num {} bypass", d.ack_queue);
+    } else {
         let _ = writeln!(
             s,
-            "\t\tmeta nfproto ipv6 meta length <= {} queue num {} bypass",
-            d.ack_max_len_v6(),
-            d.ack_queue
+            "\t\tmeta nfproto ipv4 meta length <= {} queue num {} bypass",
+            d.ack_max_len, d.ack_queue
         );
+        if d.ipv6 {
+            let _ = writeln!(
+                s,
+                "\t\tmeta nfproto ipv6 meta length <= {} queue num {} bypass",
+                d.ack_max_len_v6(),
+                d.ack_queue
+            );
+        }
+        let _ = writeln!(s, "\t\tqueue num {} bypass", d.data_queue);
     }
-    let _ = writeln!(s, "\t\tqueue num {} bypass", d.data_queue);
     let _ = writeln!(s, "\t}}");
     s.push_str("}\n");
     s

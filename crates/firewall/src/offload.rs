@@ -16,6 +16,12 @@
 //! packets with options (`nft_flow_offload_eval` in `net/netfilter/nft_flow_offload.c`): nothing a
 //! ruleset could set for chosen flows without side effects. So the fix is to turn offloading off.
 //!
+//! The eBPF datapath (`datapath.engine = "ebpf"`) still sees software-offloaded flows: its tc
+//! programs run on the LAN devices' ingress, before the flowtable's netdev ingress hook, and on
+//! their egress, which the flowtable's transmit reaches through `dev_queue_xmit`; the handshakes
+//! it learns flows from are never offloaded. Hardware offload takes flows off the CPU entirely
+//! and stays refused ([`blocking_findings`]; kernel references in docs/flow-offload.md).
+//!
 //! The detection is pure ([`offload_findings`] on the texts) with a thin runner
 //! ([`detect_flow_offload`]) that reads the files and runs the listing commands.
 
@@ -226,6 +232,13 @@ fn iptables_findings(text: &str) -> Vec<OffloadFinding> {
         .collect()
 }
 
+/// The findings that stop the daemon from starting: with the NFQUEUE datapath every one; with
+/// the eBPF datapath (`ebpf`) only hardware offload, since software-offloaded packets still
+/// pass the tc hooks on the LAN devices.
+pub fn blocking_findings(findings: &[OffloadFinding], ebpf: bool) -> Vec<&OffloadFinding> {
+    findings.iter().filter(|f| !ebpf || f.hardware).collect()
+}
+
 /// Reads `/etc/config/firewall` (if present) and runs `nft list ruleset` and `iptables-legacy-save`
 /// (if installed) through `runner`, and returns what [`offload_findings`] makes of them. Missing
 /// files and programs, and failing commands, are skipped (logged at debug level).
@@ -252,6 +265,20 @@ pub fn detect_flow_offload_at(runner: &CommandRunner, firewall_uci: &Path) -> Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_ebpf_datapath_is_stopped_only_by_hardware_offload() {
+        let finding = |hardware| OffloadFinding {
+            source: OffloadSource::FirewallUci,
+            hardware,
+            what: String::new(),
+            fix: String::new(),
+        };
+        let both = [finding(false), finding(true)];
+        assert_eq!(blocking_findings(&both, false).len(), 2);
+        assert_eq!(blocking_findings(&both, true), [&both[1]]);
+        assert!(blocking_findings(&both[..1], true).is_empty());
+    }
 
     /// /etc/config/firewall as OpenWrt ships it, with software offloading switched on in LuCI.
     const FIREWALL_UCI: &str = "

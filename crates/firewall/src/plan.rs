@@ -30,7 +30,7 @@ use crate::nft;
 use crate::sets::{self, HostAddrs, KeptEntries, KernelSet};
 use crate::Backend;
 use ipnet::IpNet;
-use slipstream_config::{Config, Datapath, Hook, MacAddr, PortRange, Rule};
+use slipstream_config::{Config, Datapath, DatapathEngine, Hook, MacAddr, PortRange, Rule};
 use std::fmt;
 
 /// The chain every hooked packet jumps to: classifies unclassed flows, restores the rule number
@@ -422,15 +422,26 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
         hook_rules.push(format!("-I INPUT 1 ! -i lo -p tcp -j {MAIN_CHAIN}"));
     }
 
-    let main_rules = vec![
+    let mut main_rules = vec![
         format!("-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {unclassed} -j {CLASSIFY_CHAIN}"),
         format!("-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"),
-        format!(
+    ];
+    if d.engine == DatapathEngine::Ebpf {
+        // The tc programs see every other packet; only handshakes reach the daemon here.
+        main_rules.push(format!(
+            "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {classed} -j NFQUEUE --queue-num {} --queue-bypass",
+            d.ack_queue
+        ));
+    } else {
+        main_rules.push(format!(
             "-A {MAIN_CHAIN} {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
             d.ack_queue
-        ),
-        format!("-A {MAIN_CHAIN} {classed} -j NFQUEUE --queue-num {} --queue-bypass", d.data_queue),
-    ];
+        ));
+        main_rules.push(format!(
+            "-A {MAIN_CHAIN} {classed} -j NFQUEUE --queue-num {} --queue-bypass",
+            d.data_queue
+        ));
+    }
 
     let directions = iptables_directions(d);
     let mut classify_rules = Vec::new();

@@ -401,3 +401,23 @@ fn classify_only_on_syn() {
         ["meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 == 0x0 jump classify_forward"]
     );
 }
+
+/// With the eBPF datapath only handshakes are queued (the tc programs see the rest): one SYN
+/// rule to the ACK queue, no length split, no data queue, in both backends.
+#[test]
+fn ebpf_datapath_queues_only_handshakes() {
+    let config = parse(&format!("[datapath]\nengine = \"ebpf\"\n{TWO_RULES}"), "t").unwrap();
+    let p = plan(&config, Backend::IptablesLegacy);
+    let v4 = p.iptables[0].restore_input();
+    let queued: Vec<&str> = lines(&v4).into_iter().filter(|l| l.contains("NFQUEUE")).collect();
+    assert_eq!(
+        queued,
+        ["-A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8470 --queue-bypass"]
+    );
+    let nft = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
+    let queued: Vec<&str> = lines(&nft)
+        .into_iter()
+        .filter(|l| l.contains("queue num"))
+        .collect();
+    assert_eq!(queued, ["tcp flags & syn == syn queue num 8470 bypass"]);
+}

@@ -182,6 +182,7 @@ impl Reader<'_> {
         d.firewall = self.string(&o, "firewall", "datapath.firewall");
         d.mark_mask = self.int(&o, "mark_mask", "datapath.mark_mask")?;
         d.ipv6 = self.bool(&o, "ipv6", "datapath.ipv6")?;
+        d.engine = self.string(&o, "engine", "datapath.engine");
         raw.metrics.listen = self.string(&o, "metrics_listen", "metrics.listen");
         raw.metrics.top_flows = self.int(&o, "top_flows", "metrics.top_flows")?;
         raw.limits.max_flows = self.int(&o, "max_flows", "limits.max_flows")?;

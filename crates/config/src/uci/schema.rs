@@ -18,6 +18,7 @@ pub const MAIN_OPTIONS: &[&str] = &[
     "firewall",
     "mark_mask",
     "ipv6",
+    "engine",
     "metrics_listen",
     "top_flows",
     "max_flows",

@@ -6,7 +6,7 @@ mod rule;
 
 use crate::raw::{self, RawConfig};
 use crate::types::*;
-use crate::{uci, ConfigError, Format, MAX_RULES};
+use crate::{uci, ConfigError, DatapathEngine, Format, MAX_RULES};
 use slipstream_household::HouseholdConfig;
 use std::collections::HashSet;
 use std::path::PathBuf;
@@ -292,6 +292,8 @@ impl Validator<'_> {
             firewall,
             mark_mask,
             ipv6: raw.ipv6.unwrap_or(d.ipv6),
+            engine: DatapathEngine::parse(raw.engine.as_deref())
+                .map_err(|e| self.err("datapath.engine", e))?,
         })
     }
 

@@ -15,9 +15,11 @@ use crate::tcp_state::{EndpointState, Negotiated, SynOptions};
 use crate::window_clamp::{clamp_window, right_edge, ClampRequest};
 
 mod household;
+mod kernel;
 mod midstream;
 
 pub(crate) use household::HouseholdFlow;
+pub use kernel::KernelClamp;
 
 /// Payload bytes one side must have sent before it is taken as the bulk sender.
 const BULK_MIN_BYTES: u64 = 4096;
@@ -121,6 +123,8 @@ pub(crate) struct Flow {
     /// handshake measured for each side.
     syn_at: [Option<Instant>; 2],
     handshake_half: [Option<Duration>; 2],
+    /// The controller's last target for the receiver's ACKs (bytes, held), for kernel datapaths.
+    last_target: Option<(u32, bool)>,
 }
 
 impl Flow {
@@ -143,6 +147,7 @@ impl Flow {
             lan_side: None,
             syn_at: [None; 2],
             handshake_half: [None; 2],
+            last_target: None,
         }
     }
 
@@ -384,6 +389,7 @@ impl Flow {
             }
             None => None,
         };
+        self.last_target = target.map(|t| (t, hold));
         let receiver = &mut self.ends[side.index()];
         let outcome = match (target, can_rewrite) {
             (None, _) => AckOutcome::Pass(self.unclamped_reason.unwrap_or(PassReason::NoTarget)),

@@ -4,6 +4,9 @@
 //! 2. `nfq-accept`: the same queues and firewall rules as `slipstreamd` for the same config
 //!    (`src/bin/nfq-accept.rs`), every packet accepted unchanged with no processing;
 //! 3. `slipstreamd`: the daemon, Vulture (Slipstream's variant), rule on the test ports.
+//! 4. `slipstreamd-ebpf`: the same daemon and config with `datapath.engine = "ebpf"`: tc
+//!    programs on the router's LAN interface report packets and lower windows in the kernel,
+//!    NFQUEUE carries only handshakes (issue 11).
 //!
 //! Topology: the testbed with **no bottleneck and no delay element** (its tbf shapers are
 //! removed after the build, so veth forwarding is all that is left; the delay element would
@@ -25,9 +28,14 @@
 //!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
 //!   round (a round trip crosses the router twice: two queued packets).
 //!
-//! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd;
-//! then reversed), so slow drifts of the machine do not favour one mode; ratios to `kernel`
-//! are taken within a round. `--alternatives` does not apply (the three modes are fixed).
+//! `--set cpu_rates=10,100,500,0` adds the daemon's CPU per Gbit/s as the download rate grows
+//! (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, in the notes
+//! and as runs `slipstreamd@<rate>` / `slipstreamd-ebpf@<rate>` in the results.
+//!
+//! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
+//! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
+//! ratios to `kernel` (and process CPU to `slipstreamd`'s) are taken within a round.
+//! `--alternatives` does not apply (the modes are fixed).
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
@@ -35,12 +43,12 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
 
-use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, METRICS_ADDR};
 use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::probe::quantile;
 use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
-use slipstream_testbed::daemon::process_cpu_seconds;
+use slipstream_testbed::daemon::{process_cpu_seconds, Daemon};
 
 const NAME: &str = "datapath";
 const LOAD_PORT: u16 = 6881;
@@ -49,22 +57,29 @@ const MSS: &str = "536";
 /// Microseconds (probe RTTs; not in `units`, which has no sub-millisecond unit).
 const US: Unit = Unit::Us;
 
-/// The three ways of forwarding.
+/// The ways of forwarding.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Kernel,
     NfqAccept,
     Slipstreamd,
+    SlipstreamdEbpf,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 3] = [Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd];
+    pub const ALL: [Mode; 4] = [
+        Mode::Kernel,
+        Mode::NfqAccept,
+        Mode::Slipstreamd,
+        Mode::SlipstreamdEbpf,
+    ];
 
     pub fn label(self) -> &'static str {
         match self {
             Mode::Kernel => "kernel",
             Mode::NfqAccept => "nfq-accept",
             Mode::Slipstreamd => "slipstreamd",
+            Mode::SlipstreamdEbpf => "slipstreamd-ebpf",
         }
     }
 }
@@ -108,6 +123,7 @@ enum Active {
     Kernel,
     Nfq(Helper),
     Daemon(ActiveAlternative),
+    Ebpf(Daemon),
 }
 
 struct Env<'a> {
@@ -197,11 +213,16 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         add_ratios(&mut this_round);
         runs.extend(this_round);
     }
+    let mut rate_notes = Vec::new();
+    if let Some(list) = opts.extra.get("cpu_rates") {
+        let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
+        runs.extend(cpu_by_rate(&env, &rates, &mut rate_notes)?);
+    }
     let _ = std::fs::remove_dir_all(&work_dir);
     let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
     let report = ScenarioReport {
         scenario: NAME.into(),
-        title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd".into(),
+        title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd (NFQUEUE, eBPF)".into(),
         started_unix: started,
         table: table(columns, &runs),
         runs,
@@ -217,7 +238,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
              (rx of wan0 + br-lan)."
                 .into(),
             "--alternatives does not apply to this scenario.".into(),
-        ],
+        ]
+        .into_iter()
+        .chain(rate_notes)
+        .collect(),
         ..Default::default()
     };
     let dir = ctx.run_dir(NAME, started)?;
@@ -247,6 +271,28 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
             let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), "slipstreamd");
             (Active::Daemon(a), pid)
         }
+        Mode::SlipstreamdEbpf => {
+            // Slipstream's own config with the eBPF datapath chosen.
+            let dir = &env.alt_env.work_dir;
+            let text = Alternative::Slipstream
+                .daemon_config(&env.alt_env, &dir.join("slipstreamd-ebpf.sock"))
+                .expect("slipstream runs a daemon")
+                .replacen(
+                    "hook = \"forward\"\n",
+                    "hook = \"forward\"\nengine = \"ebpf\"\n",
+                    1,
+                );
+            let config = dir.join("slipstreamd-ebpf.toml");
+            std::fs::write(&config, text)?;
+            let log = dir.join("slipstreamd-ebpf.log");
+            let d = Daemon::start(env.tb, &env.alt_env.daemon_bin, &config, METRICS_ADDR, &log)
+                .context("starting slipstreamd with the eBPF datapath")?;
+            if !d.log().contains("eBPF datapath: tc programs on") {
+                bail!("slipstreamd did not start the eBPF datapath:\n{}", d.log());
+            }
+            let pid = d.pid();
+            (Active::Ebpf(d), pid)
+        }
     })
 }
 
@@ -260,6 +306,15 @@ fn teardown_mode(env: &Env, active: Active, notes: &mut Vec<String>) -> Result<(
             }
         }
         Active::Daemon(a) => notes.extend(a.teardown(env.tb)?),
+        Active::Ebpf(d) => {
+            let log = d.log();
+            let status = d.stop()?;
+            if !status.success() {
+                bail!("slipstreamd (eBPF) exited with {status}:\n{log}");
+            }
+            let report = d_log_line(&log, "eBPF datapath: ");
+            notes.extend(report);
+        }
     }
     Ok(())
 }
@@ -385,8 +440,78 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     })
 }
 
-/// Adds `pps_ratio` and `probe_rtt_added_p50` (vs the round's kernel run) to each run.
+/// The daemon's CPU per Gbit/s at each download rate (Mbit/s, 0 = unlimited), NFQUEUE then eBPF.
+fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> Result<Vec<RunResult>> {
+    let mut out = Vec::new();
+    for mode in [Mode::Slipstreamd, Mode::SlipstreamdEbpf] {
+        let (active, pid) = setup_mode(env, mode)?;
+        let pid = pid.with_context(|| format!("cannot find the {} process", mode.label()))?;
+        std::thread::sleep(Duration::from_millis(500));
+        for &rate in rates {
+            let secs = env.throughput_s.ceil() as u32;
+            let limit = format!("{rate}M");
+            let args: Vec<&str> = if rate > 0.0 {
+                vec!["-b", &limit]
+            } else {
+                Vec::new()
+            };
+            let c0 = process_cpu_seconds(pid)?;
+            let res = env
+                .tb
+                .run_download(LOAD_PORT, secs, &env.opts.cc, &args)?
+                .wait()?;
+            let cpu = process_cpu_seconds(pid)? - c0;
+            // CPU seconds per Gbit moved = cores busy at 1 Gbit/s.
+            let per_gbit = cpu / (res.goodput_mbps * f64::from(secs) / 1000.0).max(1e-9);
+            notes.push(format!(
+                "CPU by rate: {} asked {} Mbit/s, got {:.1} Mbit/s: {:.2} s CPU in {secs} s, {:.3} cores per Gbit/s",
+                mode.label(),
+                if rate > 0.0 { rate.to_string() } else { "max".into() },
+                res.goodput_mbps,
+                cpu,
+                per_gbit
+            ));
+            out.push(RunResult {
+                scenario: NAME.into(),
+                alternative: format!("{}@{rate}", mode.label()),
+                started_unix: now_unix(),
+                metrics: vec![
+                    Metric::new("goodput", Unit::Mbps, res.goodput_mbps).flow("load"),
+                    Metric::new("process_cpu_per_gbit", Unit::S, per_gbit),
+                ],
+                ..Default::default()
+            });
+        }
+        teardown_mode(env, active, notes)?;
+    }
+    Ok(out)
+}
+
+/// The daemon's last log line containing `needle`, from the needle on (its totals at exit).
+fn d_log_line(log: &str, needle: &str) -> Option<String> {
+    let line = log
+        .lines()
+        .rev()
+        .find(|l| l.contains(needle) && l.contains("reported"))?;
+    line.find(needle).map(|i| line[i..].to_string())
+}
+
+/// Adds `pps_ratio` and `probe_rtt_added_p50` (vs the round's kernel run) to each run, and
+/// `process_cpu_vs_nfqueue` (process CPU per packet over the round's NFQUEUE `slipstreamd`'s).
 pub fn add_ratios(round: &mut [RunResult]) {
+    let nfqueue_cpu = round
+        .iter()
+        .find(|r| r.alternative == Mode::Slipstreamd.label())
+        .and_then(|r| r.metric("process_cpu_per_mpkt", Some("throughput")));
+    if let Some(base) = nfqueue_cpu {
+        for r in round.iter_mut() {
+            if let Some(cpu) = r.metric("process_cpu_per_mpkt", Some("throughput")) {
+                r.metrics.push(
+                    Metric::new("process_cpu_vs_nfqueue", Unit::Ratio, cpu / base).period("throughput"),
+                );
+            }
+        }
+    }
     let kernel = round
         .iter()
         .find(|r| r.alternative == Mode::Kernel.label())
@@ -409,7 +534,7 @@ pub fn add_ratios(round: &mut [RunResult]) {
 fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
     let refs: Vec<&RunResult> = runs.iter().collect();
     let mut t = Table::new(columns);
-    let rows: [(&str, Unit, &str, &str); 12] = [
+    let rows: [(&str, Unit, &str, &str); 13] = [
         (
             "Packets/s through the router (MSS 536, unlimited)",
             Unit::PacketsPerS,
@@ -432,6 +557,12 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
             "User-space process CPU per million packets",
             Unit::S,
             "process_cpu_per_mpkt",
+            "throughput",
+        ),
+        (
+            "Process CPU relative to slipstreamd with NFQUEUE (same round)",
+            Unit::Ratio,
+            "process_cpu_vs_nfqueue",
             "throughput",
         ),
         (
@@ -497,11 +628,21 @@ mod tests {
     fn orders_alternate() {
         assert_eq!(
             round_order(0),
-            vec![Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd]
+            vec![
+                Mode::Kernel,
+                Mode::NfqAccept,
+                Mode::Slipstreamd,
+                Mode::SlipstreamdEbpf
+            ]
         );
         assert_eq!(
             round_order(1),
-            vec![Mode::Slipstreamd, Mode::NfqAccept, Mode::Kernel]
+            vec![
+                Mode::SlipstreamdEbpf,
+                Mode::Slipstreamd,
+                Mode::NfqAccept,
+                Mode::Kernel
+            ]
         );
     }
 
@@ -525,7 +666,22 @@ mod tests {
             ..Default::default()
         };
         let mut r = vec![run("slipstreamd", 50.0, 0.3), run("kernel", 100.0, 0.1)];
+        r[0].metrics
+            .push(Metric::new("process_cpu_per_mpkt", Unit::S, 12.0).period("throughput"));
+        let mut ebpf = run("slipstreamd-ebpf", 95.0, 0.12);
+        ebpf.metrics
+            .push(Metric::new("process_cpu_per_mpkt", Unit::S, 0.75).period("throughput"));
+        r.push(ebpf);
         add_ratios(&mut r);
+        assert_eq!(r[2].metric("pps_ratio", Some("throughput")), Some(0.95));
+        assert_eq!(
+            r[2].metric("process_cpu_vs_nfqueue", Some("throughput")),
+            Some(0.0625)
+        );
+        assert_eq!(
+            r[0].metric("process_cpu_vs_nfqueue", Some("throughput")),
+            Some(1.0)
+        );
         assert_eq!(r[0].metric("pps_ratio", Some("throughput")), Some(0.5));
         assert!((r[0].metric("probe_rtt_added_p50", Some("latency")).unwrap() - 0.2).abs() < 1e-12);
         assert_eq!(r[1].metric("pps_ratio", Some("throughput")), Some(1.0));
