@@ -92,7 +92,11 @@ if [ -f crates/cli/Cargo.toml ]; then
 fi
 start=$SECONDS
 step "building ${bins[*]} for $TARGET (release)"
-cargo-zigbuild zigbuild --release --locked "${pkgs[@]}" --target "$TARGET" -Zbuild-std=std,panic_abort
+# The router binary is built with whole-program LTO and one codegen unit (the workspace's release
+# profile uses thin LTO and 4 units for build time): about a tenth smaller, which keeps slipstreamd
+# under its 4 MB budget with the eBPF loader and rules by name (4.15 MB with the profile as is).
+CARGO_PROFILE_RELEASE_LTO=fat CARGO_PROFILE_RELEASE_CODEGEN_UNITS=1 \
+  cargo-zigbuild zigbuild --release --locked "${pkgs[@]}" --target "$TARGET" -Zbuild-std=std,panic_abort
 step "release build took $((SECONDS - start)) s"
 
 dist="$CARGO_TARGET_DIR/dist"
