@@ -13,13 +13,16 @@
 //!   queue is `(B - BDP) / C` with the background alone, so each round removes `GAIN` of the
 //!   budget's distance from `BDP + TARGET * C` whatever the BDP: it converges in a few rounds at
 //!   any rate and RTT, and beside best effort it yields the queue's bytes, not the background's
-//!   small share of them. Well below the target (under a quarter of it for two rounds) the budget may grow
-//!   geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay exit). A freed
-//!   link is taken back in about four RTTs: after a long yield (five rounds above the target)
-//!   the second round with an empty queue restarts the budget at a quarter of the operating point
-//!   before the yield (CUBIC's W_max) and doubles it up to that point; above twice the target the budget shrinks by `2 * TARGET / queuing_delay` per round
-//!   (halving at four times it, as a loss would make a TCP sender do), because beside best effort
-//!   the background's own rate R is too small for the proportional step to yield in time.
+//!   small share of them. Well below the target (under a quarter of it for two rounds) the
+//!   budget may grow geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay
+//!   exit). A freed link is taken back in about four RTTs: after a long yield (five rounds above
+//!   the target) the second round with an empty queue restarts the budget at a quarter of the
+//!   operating point before the yield (CUBIC's W_max) and doubles it up to that point. Above
+//!   twice the target the budget shrinks by `2 * TARGET / queuing_delay` per round (halving at
+//!   four times it, as a loss would make a TCP sender do), because beside best effort the
+//!   background's own rate R is too small for the proportional step to yield in time; and above
+//!   the target for two rounds while delivering under 0.7 of the link's rate C, it shrinks to
+//!   its share R / C (someone else holds the rest of the link and wants more).
 //!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
