@@ -200,10 +200,6 @@ impl Paper {
     pub fn note(text: &str, source: &str) -> Paper {
         Paper::new(text, None, source)
     }
-    /// One number for a bar: the target's midpoint.
-    pub fn midpoint(&self) -> Option<f64> {
-        self.target.map(|t| (t.lo + t.hi) / 2.0)
-    }
 }
 
 /// Topology and run parameters of one [`RunResult`].

@@ -1,6 +1,6 @@
 //! The figures of a scenario, built from its [`ScenarioReport`] like the Vulture paper's
 //! (Sec. 0.4, Figs. 11-20): goodput head to head with the background flow upside down, windows,
-//! PIV sums, RTT, CDFs of per-request times, and bars of the summary table.
+//! PIV sums, RTT and CDFs of per-request times. The summary table itself is the page's table.
 //!
 //! Series are picked by name and role (see [`crate::result`]); whatever is missing becomes a
 //! panel with a note, or no figure at all when no alternative has it. Nothing here panics on
@@ -10,12 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use anyhow::Result;
 
-use super::bars::{render_bars, Bars};
 use super::plot::{
     self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
 };
 use super::subcases::{groups, phase_markers};
-use super::summary_bars::table_bar_plots;
 use crate::result::{Role, RunResult, ScenarioReport, Series, Unit};
 
 /// One rendered figure of a scenario.
@@ -28,16 +26,7 @@ pub struct Plot {
     /// The SVG document.
     pub svg: String,
     /// What was drawn (for tests of the plotted values).
-    pub data: PlotData,
-}
-
-/// The model a plot was rendered from.
-#[derive(Debug, Clone)]
-pub enum PlotData {
-    /// Lines in stacked panels.
-    Figure(Figure),
-    /// Grouped bars.
-    Bars(Bars),
+    pub figure: Figure,
 }
 
 impl Plot {
@@ -47,17 +36,7 @@ impl Plot {
             file,
             title,
             svg: render_figure(&fig)?,
-            data: PlotData::Figure(fig),
-        })
-    }
-
-    /// `bars` rendered.
-    pub fn bars(file: String, title: String, bars: Bars) -> Result<Plot> {
-        Ok(Plot {
-            file,
-            title,
-            svg: render_bars(&bars)?,
-            data: PlotData::Bars(bars),
+            figure: fig,
         })
     }
 }
@@ -591,6 +570,5 @@ pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     plots.extend(rtt_plots(report)?);
     plots.extend(cdf_plots(report)?);
     plots.extend(xy_plots(report)?);
-    plots.extend(table_bar_plots(report)?);
     Ok(plots)
 }

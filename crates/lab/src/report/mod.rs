@@ -13,14 +13,12 @@
 //! build nor the rendering needs font files, freetype or fontconfig. Missing series never fail a
 //! report: their panel carries a note, or the plot is left out.
 
-pub mod bars;
 pub mod figures;
 pub mod markdown;
 pub mod page;
 pub mod plot;
 pub mod subcases;
 pub mod summary;
-pub mod summary_bars;
 
 use std::path::{Path, PathBuf};
 

@@ -195,23 +195,19 @@ pub fn negate(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     points.iter().map(|(x, y)| (*x, -*y)).collect()
 }
 
-/// A range that contains `lo..hi`, is never empty, and has a little headroom.
-pub(super) fn pad_range(lo: f64, hi: f64, include_zero: bool) -> (f64, f64) {
-    let (mut lo, mut hi) = if lo.is_finite() && hi.is_finite() && lo <= hi {
-        (lo, hi)
+/// A range that contains `lo..hi` and zero, is never empty, and has a little headroom.
+pub(super) fn pad_range(lo: f64, hi: f64) -> (f64, f64) {
+    let (lo, hi) = if lo.is_finite() && hi.is_finite() && lo <= hi {
+        (lo.min(0.0), hi.max(0.0))
     } else {
         (0.0, 1.0)
     };
-    if include_zero {
-        lo = lo.min(0.0);
-        hi = hi.max(0.0);
-    }
     if hi - lo < 1e-12 {
         let d = if lo.abs() > 1e-12 { lo.abs() * 0.1 } else { 1.0 };
         return (lo - d, hi + d);
     }
     let pad = (hi - lo) * 0.05;
-    (if lo < 0.0 || !include_zero { lo - pad } else { lo }, hi + pad)
+    (if lo < 0.0 { lo - pad } else { lo }, hi + pad)
 }
 
 pub(super) fn x_extent(panels: &[Panel]) -> (f64, f64) {
@@ -260,7 +256,7 @@ pub(super) fn y_extent(panel: &Panel) -> (f64, f64) {
             hi = hi.max(m.at);
         }
     }
-    pad_range(lo, hi, true)
+    pad_range(lo, hi)
 }
 
 /// A tick label: few digits, no trailing zeros.
@@ -295,18 +291,11 @@ pub(super) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
     anyhow!("plot: {e}")
 }
 
-/// What a legend entry shows.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum Swatch {
-    Line(LineKind),
-    Box,
-}
-
 #[derive(Debug, Clone, PartialEq)]
 pub(super) struct LegendEntry {
     pub(super) label: String,
     pub(super) color: usize,
-    pub(super) swatch: Swatch,
+    pub(super) kind: LineKind,
 }
 
 /// Estimated width of a legend entry in pixels (the SVG backend cannot measure text).
@@ -348,12 +337,8 @@ where
         for e in row {
             let c = color(e.color);
             let style = ShapeStyle::from(&c).stroke_width(2);
-            match e.swatch {
-                Swatch::Box => {
-                    area.draw(&Rectangle::new([(x + 4, y - 6), (x + 26, y + 6)], c.filled()))
-                        .map_err(err)?;
-                }
-                Swatch::Line(LineKind::Filled) => {
+            match e.kind {
+                LineKind::Filled => {
                     area.draw(&Rectangle::new(
                         [(x + 2, y), (x + 28, y + 7)],
                         c.mix(0.25).filled(),
@@ -362,13 +347,13 @@ where
                     area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style))
                         .map_err(err)?;
                 }
-                Swatch::Line(LineKind::Dashed) => {
+                LineKind::Dashed => {
                     for s in [2, 12, 22] {
                         area.draw(&PathElement::new(vec![(x + s, y), (x + s + 6, y)], style))
                             .map_err(err)?;
                     }
                 }
-                Swatch::Line(LineKind::Solid) => {
+                LineKind::Solid => {
                     area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style))
                         .map_err(err)?;
                 }
@@ -432,7 +417,7 @@ pub(super) fn render_linear(fig: &Figure) -> Result<String> {
         let e = LegendEntry {
             label: l.label.clone(),
             color: l.color,
-            swatch: Swatch::Line(l.kind),
+            kind: l.kind,
         };
         if !l.points.is_empty() && !entries.contains(&e) {
             entries.push(e);

@@ -1,7 +1,6 @@
 //! Tests of the SVG primitives (and helpers the report tests share).
 
 use super::*;
-use crate::report::bars::{render_bars, BarGroup, Bars};
 
 /// A tiny well-formedness check: one `<svg` root, every tag closed in order, no stray `<`.
 pub(crate) fn assert_svg(svg: &str) {
@@ -123,40 +122,6 @@ fn degenerate_inputs_do_not_panic() {
     fig.panels.push(p);
     assert_svg(&render_figure(&fig).unwrap());
     assert_svg(&render_figure(&Figure::new("empty", "x")).unwrap());
-    assert_svg(&render_bars(&Bars::new("b", "y")).unwrap());
-}
-
-#[test]
-fn bars_render() {
-    let mut b = Bars::new("Jain's index", "index");
-    b.categories = vec!["2".into(), "4".into(), "8".into()];
-    b.groups.push(BarGroup {
-        label: "slipstream".into(),
-        color: 0,
-        values: vec![Some(0.97), None, Some(0.9)],
-    });
-    b.groups.push(BarGroup {
-        label: "paper".into(),
-        color: PAPER_COLOR,
-        values: vec![Some(0.96), Some(0.99), Some(0.98)],
-    });
-    b.value_range = Some((0.0, 1.1));
-    b.refs.push(Marker::new(1.0, Some("perfect".into())));
-    let svg = render_bars(&b).unwrap();
-    assert_svg(&svg);
-    let texts = svg_texts(&svg);
-    for needle in [
-        "Jain's index",
-        "slipstream",
-        "paper",
-        "2",
-        "8",
-        "perfect",
-        "index",
-        "n/a",
-    ] {
-        assert!(texts.iter().any(|t| t == needle), "missing {needle} in {texts:?}");
-    }
 }
 
 #[test]
