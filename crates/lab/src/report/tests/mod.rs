@@ -45,7 +45,12 @@ fn every_kind_renders_well_formed_plots() {
         let plots = scenario_plots(&rep).unwrap();
         // datapath has only its table (no series); every other kind has figures.
         let has_series = rep.runs.iter().any(|r| !r.series.is_empty());
-        assert_eq!(!plots.is_empty(), has_series, "{}: plots without series or none with", rep.scenario);
+        assert_eq!(
+            !plots.is_empty(),
+            has_series,
+            "{}: plots without series or none with",
+            rep.scenario
+        );
         for p in &plots {
             assert!(p.file.ends_with(".svg") && !p.file.contains('/'), "{}", p.file);
             assert_svg(&p.svg);
