@@ -7,7 +7,7 @@
 //! Needs root, `ip` and iptables-legacy (a rule with a conntrack match makes the namespace track
 //! connections) and `conntrack` for the flush: ignored by default, run with --ignored; without
 //! them it fails saying why.
-#![allow(unsafe_code, reason = "geteuid for the root check")]
+#![allow(unsafe_code, reason = "TCP_INFO and a socket with a small receive buffer")]
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -34,13 +34,7 @@ impl Drop for Netns {
 }
 
 fn enter(name: &str) {
-    let file = std::fs::File::open(format!("/var/run/netns/{name}")).expect("open netns");
-    assert_eq!(
-        // SAFETY: setns on a valid namespace descriptor; affects only the calling thread.
-        unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) },
-        0,
-        "setns"
-    );
+    slipstream_testbed::enter_netns(name).expect("enter the namespace");
 }
 
 /// (own shift, peer's shift) from TCP_INFO.
@@ -100,9 +94,8 @@ fn small_buffer_client(to: SocketAddr) -> TcpStream {
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn window_scales_from_the_kernel() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || !run(&["ip", "-V"]) || !run(&["iptables-legacy", "-V"]) {
-        panic!("cannot run here: needs root, ip and iptables-legacy");
+    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
+        panic!("cannot run here: {why}");
     }
     let name = format!("slipct{}", std::process::id());
     assert!(run(&["ip", "netns", "add", &name]), "ip netns add");

@@ -21,7 +21,7 @@ use common::{cli_binary, wait_until, Daemon, Pair};
 
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    common::missing_prerequisite(&[
+    slipstream_testbed::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",

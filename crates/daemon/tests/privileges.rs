@@ -26,7 +26,7 @@ fn mangle(pair: &Pair) -> String {
 
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    common::missing_prerequisite(&[
+    slipstream_testbed::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",

@@ -7,10 +7,7 @@
 //! Needs root and `ip` (CI runs as root): ignored by default, run with --ignored; without them
 //! each test fails saying why.
 //! Namespaces are `sswu<pid><tag>{a,b}`, deleted at the end, also after a failure.
-#![allow(
-    unsafe_code,
-    reason = "setns, geteuid, and a packet socket that captures the updates"
-)]
+#![allow(unsafe_code, reason = "a packet socket that captures the updates")]
 
 #[allow(dead_code)]
 #[path = "../src/lan_hosts.rs"]
@@ -32,7 +29,7 @@ use common::sh;
 
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
-    common::missing_prerequisite(&["ip"])
+    slipstream_testbed::missing_prerequisite(&["ip"])
 }
 
 /// Two namespaces joined by a veth pair (`a` 10.83.0.1 / fd83::1, `b` 10.83.0.2 / fd83::2),
@@ -90,13 +87,6 @@ impl Drop for Pair {
             let _ = Command::new("ip").args(["netns", "del", ns]).output();
         }
     }
-}
-
-fn enter_netns(name: &str) {
-    let file = std::fs::File::open(format!("/var/run/netns/{name}")).expect("open netns");
-    // SAFETY: setns on a valid namespace descriptor affects only the calling thread.
-    let rc = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-    assert_eq!(rc, 0, "setns {name}");
 }
 
 /// A window update as the engine makes them: an ACK without payload, window 0x7fff, with the
@@ -240,7 +230,7 @@ fn send_across_with(
     let (b, b_dev) = (pair.b.clone(), pair.b_dev.clone());
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let receiver = std::thread::spawn(move || {
-        enter_netns(&b);
+        slipstream_testbed::enter_netns(&b).expect("enter the namespace");
         let fd = packet_socket(&b_dev);
         ready_tx.send(()).unwrap();
         capture(&fd)
@@ -250,7 +240,7 @@ fn send_across_with(
     let counters = Arc::new(WindowUpdateCounters::default());
     let sender_counters = counters.clone();
     std::thread::spawn(move || {
-        enter_netns(&a);
+        slipstream_testbed::enter_netns(&a).expect("enter the namespace");
         let mut sender = WindowUpdateSender::open(sender_counters);
         prepare(&mut sender);
         sender.send(&packet).expect("window update sent");
@@ -321,7 +311,7 @@ fn a_malformed_update_is_counted_not_sent() {
     let counters = Arc::new(WindowUpdateCounters::default());
     let c = counters.clone();
     std::thread::spawn(move || {
-        enter_netns(&a);
+        slipstream_testbed::enter_netns(&a).expect("enter the namespace");
         let mut sender = WindowUpdateSender::open(c);
         assert!(sender.send(&packet).is_err());
     })

@@ -20,9 +20,8 @@ const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
 const TC_ACT_OK: u32 = 0;
 
 fn datapath() -> Option<TcDatapath> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        panic!("cannot run here: needs root (BPF_PROG_TEST_RUN of a tc program)");
+    if let Some(why) = slipstream_testbed::missing_prerequisite(&[]) {
+        panic!("cannot run here: {why} (BPF_PROG_TEST_RUN of a tc program)");
     }
     let mut dp = TcDatapath::load(TcConfig {
         max_flows: 64,

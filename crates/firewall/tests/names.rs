@@ -11,19 +11,8 @@ use slipstream_firewall::{plan_with_hosts, Backend, CommandRunner, Firewall, Hos
 use std::process::Command;
 
 fn skip_reason(tools: &[&str]) -> Option<String> {
-    let root = std::fs::read_to_string("/proc/self/status")
-        .map(|s| {
-            s.lines()
-                .any(|l| l.starts_with("Uid:") && l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false);
-    if !root {
-        return Some("not root".into());
-    }
-    tools
-        .iter()
-        .find(|t| Command::new(t).arg("--version").output().is_err())
-        .map(|t| format!("{t} not found (apt-get install ipset nftables)"))
+    slipstream_testbed::missing_prerequisite(tools)
+        .map(|why| format!("{why} (apt-get install ipset nftables)"))
 }
 
 struct Netns(String);

@@ -24,14 +24,10 @@
 //!
 //! Needs root and iptables-legacy: ignored by default, run with --ignored; without them it fails
 //! saying why.
-#![allow(
-    unsafe_code,
-    reason = "setns into the test namespaces, geteuid, recv, thread CPU time"
-)]
+#![allow(unsafe_code, reason = "recv, thread CPU time")]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
@@ -187,9 +183,8 @@ fn topology(tag: &str) -> (Namespaces, [String; 3]) {
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn forwarded_packets_carry_kernel_timestamps_while_a_socket_asks_for_them() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("iptables-legacy").arg("-V").output().is_err() {
-        panic!("cannot run here: needs root and iptables-legacy");
+    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
+        panic!("cannot run here: {why}");
     }
     let (_cleanup, [a, r, b]) = topology("t");
     let queue_rule = |ns: &str, chain: &str, queue: &str| {
@@ -294,9 +289,8 @@ fn thread_cpu_seconds() -> f64 {
 #[test]
 #[ignore = "measurement; run with --ignored --nocapture (release build)"]
 fn cost_of_timestamps_under_a_flood() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("iptables-legacy").arg("-V").output().is_err() {
-        panic!("cannot run here: needs root and iptables-legacy");
+    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
+        panic!("cannot run here: {why}");
     }
     let (_cleanup, [a, r, _b]) = topology("m");
     sh(&[

@@ -6,11 +6,9 @@
 //!
 //! Needs root (CI runs as root): ignored by default, run with --ignored; without root it fails
 //! saying why.
-#![allow(unsafe_code, reason = "geteuid for the root check")]
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -23,9 +21,8 @@ use common::{enter_netns, sh, Namespaces};
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn rewritten_odd_length_segments_are_delivered() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 || Command::new("iptables-legacy").arg("-V").output().is_err() {
-        panic!("cannot run here: needs root and iptables-legacy");
+    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
+        panic!("cannot run here: {why}");
     }
     let pid = std::process::id();
     let (a, b) = (format!("ssodda{pid}"), format!("ssoddb{pid}"));

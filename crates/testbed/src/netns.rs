@@ -78,20 +78,49 @@ pub(crate) fn binary_near(exe: &std::path::Path, name: &str) -> PathBuf {
 /// Checks whether this process can build testbeds (root, `ip netns` usable, tools present).
 /// Returns `Err(reason)` otherwise, for tests that skip themselves.
 pub fn netns_supported() -> std::result::Result<(), String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Err("not running as root".into());
+    let tools = [
+        "ip",
+        "tc",
+        "ethtool",
+        "sysctl",
+        "iptables-legacy",
+        "ping",
+        "iperf3",
+    ];
+    if let Some(why) = missing_prerequisite(&tools) {
+        return Err(why);
     }
     if let Err(e) = list_netns() {
         return Err(format!("`ip netns` unusable: {e:#}"));
     }
-    for tool in ["tc", "ethtool", "sysctl", "iptables-legacy", "ping", "iperf3"] {
-        let found = std::env::var_os("PATH")
-            .map(|p| std::env::split_paths(&p).any(|d| d.join(tool).is_file()))
-            .unwrap_or(false);
-        if !found {
-            return Err(format!("`{tool}` not found in PATH"));
-        }
+    Ok(())
+}
+
+/// Why a namespace test cannot run here, if it cannot: not root, or one of `programs` is not in
+/// `PATH`. The one root-and-tools check every crate's kernel tests use.
+pub fn missing_prerequisite(programs: &[&str]) -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    let in_path = |p: &&str| {
+        std::env::var_os("PATH").is_some_and(|path| std::env::split_paths(&path).any(|d| d.join(p).is_file()))
+    };
+    programs
+        .iter()
+        .find(|p| !in_path(p))
+        .map(|p| format!("`{p}` not found in PATH"))
+}
+
+/// Moves the calling thread (only it: setns(2) is per thread) into the named network namespace
+/// `name`, as `ip netns add` made it (`/var/run/netns/<name>`).
+pub fn enter_netns(name: &str) -> Result<()> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::File::open(format!("/var/run/netns/{name}"))
+        .map_err(|e| anyhow::anyhow!("opening namespace {name}: {e}"))?;
+    // SAFETY: setns on a valid namespace descriptor affects only the calling thread.
+    if unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) } != 0 {
+        bail!("setns {name}: {}", std::io::Error::last_os_error());
     }
     Ok(())
 }

@@ -7,17 +7,6 @@
 use slipstream_firewall::{CommandRunner, PlannedCommand};
 use std::process::Command;
 
-fn is_root() -> bool {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("Uid:"))
-                .map(|l| l.split_whitespace().nth(1) == Some("0"))
-        })
-        .unwrap_or(false)
-}
-
 /// Whether `program -V` runs.
 pub(crate) fn have(program: &str) -> bool {
     Command::new(program).arg("-V").output().is_ok()
@@ -25,18 +14,12 @@ pub(crate) fn have(program: &str) -> bool {
 
 /// Why the test cannot run here, if it cannot: not root, or an iptables-legacy tool missing.
 pub(crate) fn skip_reason() -> Option<String> {
-    if !is_root() {
-        return Some("not root".into());
-    }
-    [
+    slipstream_testbed::missing_prerequisite(&[
         "ip",
         "iptables-legacy",
         "iptables-legacy-restore",
         "ip6tables-legacy",
-    ]
-    .into_iter()
-    .find(|p| !have(p))
-    .map(|p| format!("{p} not found"))
+    ])
 }
 
 /// A network namespace deleted on drop.
