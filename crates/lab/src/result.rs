@@ -575,84 +575,17 @@ pub fn now_unix() -> f64 {
         .unwrap_or(0.0)
 }
 
+/// RFC 3339 in UTC, to the second, for a Unix time (`2023-11-14T22:13:20Z`; humantime).
+pub fn rfc3339(unix: f64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs_f64(unix.max(0.0).floor());
+    humantime::format_rfc3339_seconds(t).to_string()
+}
+
 /// `YYYYMMDDTHHMMSSZ` (UTC) for a Unix time: the run directory name.
 pub fn timestamp_dirname(unix: f64) -> String {
-    let secs = unix.max(0.0) as i64;
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil-from-days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
+    rfc3339(unix).replace(['-', ':'], "")
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps() {
-        assert_eq!(timestamp_dirname(0.0), "19700101T000000Z");
-        assert_eq!(timestamp_dirname(1_700_000_000.0), "20231114T221320Z");
-        assert_eq!(timestamp_dirname(951_782_400.0), "20000229T000000Z");
-    }
-
-    #[test]
-    fn table_aggregates_per_alternative() {
-        let run = |alt: &str, v: f64| RunResult {
-            scenario: "x".into(),
-            alternative: alt.into(),
-            metrics: vec![Metric::new("g", Unit::Mbps, v).period("bg-active")],
-            ..Default::default()
-        };
-        let runs = [run("a", 1.0), run("a", 3.0), run("b", 5.0)];
-        let refs: Vec<&RunResult> = runs.iter().collect();
-        let mut t = Table::new(vec!["a".into(), "b".into(), "c".into()]);
-        t.add_metric_row(
-            "G",
-            Unit::Mbps,
-            &refs,
-            "g",
-            Some("bg-active"),
-            Some(Paper::about(5.98, 2, "Sec. 0.4.3")),
-        );
-        let mut spec = Table::new(t.columns.clone());
-        spec.add_rows(
-            &refs,
-            [RowSpec::new("G", Unit::Mbps, "g")
-                .period("bg-active")
-                .paper(Paper::about(5.98, 2, "Sec. 0.4.3"))],
-        );
-        assert_eq!(spec, t);
-        let r = &t.rows[0];
-        assert_eq!(r.values, vec![Some(2.0), Some(5.0), None]);
-        assert!((r.spread[0].unwrap() - 2f64.sqrt()).abs() < 1e-9);
-        assert_eq!(r.spread[1], None);
-        assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
-        let key = r.key.as_ref().unwrap();
-        assert_eq!(
-            (key.name.as_str(), key.period.as_deref()),
-            ("g", Some("bg-active"))
-        );
-        let rep = ScenarioReport {
-            scenario: "x".into(),
-            runs: runs.to_vec(),
-            table: t,
-            ..Default::default()
-        };
-        let back = ScenarioReport::from_json(&rep.to_json().unwrap()).unwrap();
-        assert_eq!(back, rep);
-        assert_eq!(back.runs_of("a").count(), 2);
-    }
-}
+#[path = "result_tests.rs"]
+mod tests;

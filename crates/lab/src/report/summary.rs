@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::figures::{alternatives, Plot};
 use super::plot::tick;
 use super::subcases::{subcase_keys, subcase_label};
-use crate::result::{timestamp_dirname, Paper, Row, RunResult, ScenarioReport, Unit};
+use crate::result::{rfc3339, Paper, Row, RunResult, ScenarioReport, Unit};
 
 /// At most this many notes are kept; the rest are counted in a last note.
 const MAX_NOTES: usize = 20;
@@ -192,15 +192,8 @@ pub fn repeats(report: &ScenarioReport) -> u32 {
 
 /// `2023-11-14 22:13 UTC` for a Unix time.
 pub fn date(unix: f64) -> String {
-    let t = timestamp_dirname(unix);
-    format!(
-        "{}-{}-{} {}:{} UTC",
-        &t[0..4],
-        &t[4..6],
-        &t[6..8],
-        &t[9..11],
-        &t[11..13]
-    )
+    let t = rfc3339(unix);
+    format!("{} {} UTC", &t[..10], &t[11..16])
 }
 
 /// Distinct non-empty values joined by " / ", or "–".

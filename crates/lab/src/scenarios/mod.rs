@@ -354,39 +354,4 @@ pub fn status_line(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn options() {
-        let o = ScenarioOptions::default();
-        assert_eq!(o.bdp_bytes(), 125_000);
-        assert_eq!(o.queue_packets(), 83);
-        assert_eq!(o.scaled(90.0, 5.0), 90.0);
-        let o = ScenarioOptions {
-            duration_scale: 0.01,
-            ..o
-        };
-        assert_eq!(o.scaled(90.0, 5.0), 5.0);
-        for name in ALL.iter().chain(&["smoke"]) {
-            assert!(lookup(name).is_some(), "{name}");
-        }
-        assert!(lookup("nope").is_none());
-    }
-
-    #[test]
-    fn status_format() {
-        assert_eq!(
-            status_line(
-                "cbr",
-                1,
-                5,
-                "slipstream",
-                34.2,
-                90.0,
-                &[("BE", Some(5.94)), ("BG", Some(0.4))]
-            ),
-            "[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s"
-        );
-    }
-}
+mod tests;

@@ -234,35 +234,5 @@ pub fn pid_in_netns(ns: &str, comm: &str) -> Option<u32> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn machine_cpu() {
-        let t = "cpu  100 10 50 1000 5 2 8 0 0 0\ncpu0 50 5 25 500 2 1 4 0 0 0\n";
-        let c = parse_machine_cpu(t, 100.0).unwrap();
-        assert_eq!(c.user, 1.1);
-        assert_eq!(c.system, 0.5);
-        assert_eq!(c.softirq, 0.08);
-        assert_eq!(c.idle, 10.05);
-        assert!((c.busy - 1.7).abs() < 1e-12);
-        let later = MachineCpu { busy: 2.0, ..c };
-        assert!((later.since(&c).busy - 0.3).abs() < 1e-12);
-        assert!(MachineCpu::read().is_some());
-    }
-
-    #[test]
-    fn helper_ready_and_output() {
-        let mut c = Command::new("sh");
-        c.args(["-c", "echo ready; read x < /dev/null; echo one; echo two"]);
-        let h = Helper::spawn_ready(c, Duration::from_secs(5)).unwrap();
-        assert_eq!(h.wait(Duration::from_secs(5)).unwrap(), vec!["one", "two"]);
-        let mut c = Command::new("sh");
-        c.args(["-c", "echo nope"]);
-        assert!(Helper::spawn_ready(c, Duration::from_secs(5)).is_err());
-        let mut c = Command::new("sh");
-        c.args(["-c", "echo ready; exit 3"]);
-        let h = Helper::spawn_ready(c, Duration::from_secs(5)).unwrap();
-        assert!(h.wait(Duration::from_secs(5)).is_err());
-    }
-}
+#[path = "procs_tests.rs"]
+mod tests;

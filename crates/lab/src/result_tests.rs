@@ -1,0 +1,58 @@
+//! Tests of `result`.
+
+use super::*;
+
+#[test]
+fn timestamps() {
+    assert_eq!(timestamp_dirname(0.0), "19700101T000000Z");
+    assert_eq!(timestamp_dirname(1_700_000_000.0), "20231114T221320Z");
+    assert_eq!(timestamp_dirname(951_782_400.0), "20000229T000000Z");
+}
+
+#[test]
+fn table_aggregates_per_alternative() {
+    let run = |alt: &str, v: f64| RunResult {
+        scenario: "x".into(),
+        alternative: alt.into(),
+        metrics: vec![Metric::new("g", Unit::Mbps, v).period("bg-active")],
+        ..Default::default()
+    };
+    let runs = [run("a", 1.0), run("a", 3.0), run("b", 5.0)];
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(vec!["a".into(), "b".into(), "c".into()]);
+    t.add_metric_row(
+        "G",
+        Unit::Mbps,
+        &refs,
+        "g",
+        Some("bg-active"),
+        Some(Paper::about(5.98, 2, "Sec. 0.4.3")),
+    );
+    let mut spec = Table::new(t.columns.clone());
+    spec.add_rows(
+        &refs,
+        [RowSpec::new("G", Unit::Mbps, "g")
+            .period("bg-active")
+            .paper(Paper::about(5.98, 2, "Sec. 0.4.3"))],
+    );
+    assert_eq!(spec, t);
+    let r = &t.rows[0];
+    assert_eq!(r.values, vec![Some(2.0), Some(5.0), None]);
+    assert!((r.spread[0].unwrap() - 2f64.sqrt()).abs() < 1e-9);
+    assert_eq!(r.spread[1], None);
+    assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
+    let key = r.key.as_ref().unwrap();
+    assert_eq!(
+        (key.name.as_str(), key.period.as_deref()),
+        ("g", Some("bg-active"))
+    );
+    let rep = ScenarioReport {
+        scenario: "x".into(),
+        runs: runs.to_vec(),
+        table: t,
+        ..Default::default()
+    };
+    let back = ScenarioReport::from_json(&rep.to_json().unwrap()).unwrap();
+    assert_eq!(back, rep);
+    assert_eq!(back.runs_of("a").count(), 2);
+}
