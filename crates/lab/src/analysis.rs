@@ -28,12 +28,7 @@ pub use slipstream_testbed::scenario::jain_index;
 
 /// Mean of the values of `points` with `t0 <= t < t1`.
 pub fn mean_between(points: &[(f64, f64)], t0: f64, t1: f64) -> Option<f64> {
-    mean(
-        points
-            .iter()
-            .filter(|(t, _)| *t >= t0 && *t < t1)
-            .map(|(_, v)| *v),
-    )
+    mean(points.iter().filter(|(t, _)| *t >= t0 && *t < t1).map(|(_, v)| *v))
 }
 
 /// First time `t >= from` at which the moving average of `points` over `window_s` (the samples
@@ -67,10 +62,7 @@ pub fn sum_series(series: &[&[(f64, f64)]], tolerance_s: f64) -> Vec<(f64, f64)>
     first
         .iter()
         .map(|&(t, v)| {
-            let others: f64 = series[1..]
-                .iter()
-                .map(|s| nearest(s, t, tolerance_s).unwrap_or(0.0))
-                .sum();
+            let others: f64 = series[1..].iter().map(|s| nearest(s, t, tolerance_s).unwrap_or(0.0)).sum();
             (t, v + others)
         })
         .collect()
@@ -97,12 +89,7 @@ pub fn pair_series(estimate: &[(f64, f64)], truth: &[(f64, f64)], tolerance_s: f
 
 /// Mean absolute relative error `mean(|e - r| / r)` over `(estimate, truth)` pairs.
 pub fn mean_abs_rel_error(pairs: &[(f64, f64)]) -> Option<f64> {
-    mean(
-        pairs
-            .iter()
-            .filter(|(_, r)| *r > 0.0)
-            .map(|(e, r)| (e - r).abs() / r),
-    )
+    mean(pairs.iter().filter(|(_, r)| *r > 0.0).map(|(e, r)| (e - r).abs() / r))
 }
 
 /// Mean relative bias `mean((e - r) / r)` (negative = underestimate).

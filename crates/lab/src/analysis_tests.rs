@@ -26,9 +26,7 @@ fn jain() {
 #[test]
 fn time_to_ninety_percent() {
     // Ramps 0, 1, 2, ... Mbit/s every 0.1 s from t = 5; threshold 9 (90% of 10).
-    let pts: Vec<(f64, f64)> = (0..200)
-        .map(|i| (i as f64 * 0.1, (i as f64 - 50.0).max(0.0)))
-        .collect();
+    let pts: Vec<(f64, f64)> = (0..200).map(|i| (i as f64 * 0.1, (i as f64 - 50.0).max(0.0))).collect();
     // Single samples: 9 at i = 59 -> t = 5.9; measured from t = 5 -> 0.9 s.
     let t = time_to_reach(&pts, 5.0, 9.0, 0.0).unwrap();
     assert!((t - 0.9).abs() < 1e-9, "{t}");

@@ -25,10 +25,7 @@ use slipstream_lab::scenarios::{self, LabContext, ScenarioOptions, LAB_PREFIX};
 use slipstream_lab::Alternative;
 
 #[derive(Parser, Debug)]
-#[command(
-    name = "slipstream-lab",
-    about = "Slipstream's evaluation lab (network namespaces; needs root)"
-)]
+#[command(name = "slipstream-lab", about = "Slipstream's evaluation lab (network namespaces; needs root)")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -195,21 +192,13 @@ fn options(a: &RunArgs, names: &[&str]) -> Result<ScenarioOptions> {
             bail!("--up-delay must be between 0 and --rtt ({} ms)", a.rtt);
         }
     }
-    let mut valid: Vec<&str> = names
-        .iter()
-        .flat_map(|n| scenarios::set_keys(n))
-        .copied()
-        .collect();
+    let mut valid: Vec<&str> = names.iter().flat_map(|n| scenarios::set_keys(n)).copied().collect();
     valid.sort_unstable();
     valid.dedup();
     let mut extra = BTreeMap::new();
     for (k, v) in &a.set {
         if !valid.contains(&k.as_str()) {
-            let list = if valid.is_empty() {
-                "none".to_string()
-            } else {
-                valid.join(", ")
-            };
+            let list = if valid.is_empty() { "none".to_string() } else { valid.join(", ") };
             bail!("--set {k}: unknown key for {} (valid: {list})", names.join(", "));
         }
         extra.insert(k.clone(), v.clone());
@@ -221,16 +210,8 @@ fn options(a: &RunArgs, names: &[&str]) -> Result<ScenarioOptions> {
         rate_mbit: a.rate,
         rtt_ms: a.rtt,
         up_delay_ms: a.up_delay,
-        queue_bytes: a
-            .queue_packets
-            .map(|n| n * slipstream_testbed::cmd::FRAME_BYTES)
-            .or(a.queue_bytes),
-        cc: a
-            .cc
-            .to_possible_value()
-            .expect("no skipped variants")
-            .get_name()
-            .to_string(),
+        queue_bytes: a.queue_packets.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES).or(a.queue_bytes),
+        cc: a.cc.to_possible_value().expect("no skipped variants").get_name().to_string(),
         extra,
         ..ScenarioOptions::default()
     })
@@ -252,10 +233,7 @@ fn cleanup() -> Result<()> {
             }
         }
     }
-    println!(
-        "cleanup: {} namespace(s), {sockets} stale socket(s) removed",
-        removed.len()
-    );
+    println!("cleanup: {} namespace(s), {sockets} stale socket(s) removed", removed.len());
     Ok(())
 }
 

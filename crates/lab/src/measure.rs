@@ -58,17 +58,12 @@ impl SsSocket {
 
     /// The larger byte counter (sent-and-acked or received): the socket's progress either way.
     pub fn bytes(&self) -> u64 {
-        self.bytes_acked
-            .unwrap_or(0)
-            .max(self.bytes_received.unwrap_or(0))
+        self.bytes_acked.unwrap_or(0).max(self.bytes_received.unwrap_or(0))
     }
 }
 
 fn port_of(endpoint: &str) -> u16 {
-    endpoint
-        .rsplit_once(':')
-        .and_then(|(_, p)| p.parse().ok())
-        .unwrap_or(0)
+    endpoint.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
 /// Parses `ss -tinH` (no header, with or without the State column): a socket line with the two
@@ -88,11 +83,7 @@ pub fn parse_ss(text: &str) -> Vec<SsSocket> {
             let (Some(local), Some(peer)) = (toks.get(start + 2), toks.get(start + 3)) else {
                 continue;
             };
-            out.push(SsSocket {
-                local_port: port_of(local),
-                peer_port: port_of(peer),
-                ..Default::default()
-            });
+            out.push(SsSocket { local_port: port_of(local), peer_port: port_of(peer), ..Default::default() });
             continue;
         }
         let Some(s) = out.last_mut() else { continue };
@@ -191,12 +182,7 @@ pub fn iperf_goodput_series(r: &IperfResult, offset_s: f64) -> Vec<(f64, f64)> {
     r.intervals
         .iter()
         .filter(|iv| !iv.omitted && iv.end > iv.start)
-        .map(|iv| {
-            (
-                offset_s + (iv.start + iv.end) / 2.0,
-                iv.bytes as f64 * 8.0 / (iv.end - iv.start) / 1e6,
-            )
-        })
+        .map(|iv| (offset_s + (iv.start + iv.end) / 2.0, iv.bytes as f64 * 8.0 / (iv.end - iv.start) / 1e6))
         .collect()
 }
 

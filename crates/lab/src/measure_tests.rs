@@ -10,10 +10,7 @@ fn ping_lines() {
         parse_ping_line("[1700000000.5] 64 bytes from 10.77.1.2: icmp_seq=2 ttl=62 time=100 ms"),
         Some((1_700_000_000.5, 100.0, 2))
     );
-    assert_eq!(
-        parse_ping_line("PING 10.77.1.2 (10.77.1.2) 56(84) bytes of data."),
-        None
-    );
+    assert_eq!(parse_ping_line("PING 10.77.1.2 (10.77.1.2) 56(84) bytes of data."), None);
     assert_eq!(
         parse_ping_line("[1700000000.1] From 10.77.2.1 icmp_seq=3 Destination Host Unreachable"),
         None
@@ -45,10 +42,7 @@ fn ss_sockets() {
     // Without the State column (`state established` filter) and with IPv6 endpoints.
     let v6 = "0 0 [fd77:1::2]:5201 [fd77:3::2]:40000\n\t reno cwnd:7 mss:1428 rtt:100.5/1 bytes_acked:10\n";
     let s = parse_ss(v6);
-    assert_eq!(
-        (s[0].local_port, s[0].peer_port, s[0].cwnd),
-        (5201, 40000, Some(7))
-    );
+    assert_eq!((s[0].local_port, s[0].peer_port, s[0].cwnd), (5201, 40000, Some(7)));
     assert!(parse_ss("").is_empty());
 }
 
@@ -99,11 +93,7 @@ fn goodput_points_sit_at_interval_midpoints() {
     };
     let r = IperfResult {
         goodput_mbps: 0.0,
-        intervals: vec![
-            iv(0.0, 0.1, 0, true),
-            iv(0.1, 0.2, 125_000, false),
-            iv(0.2, 0.25, 0, false),
-        ],
+        intervals: vec![iv(0.0, 0.1, 0, true), iv(0.1, 0.2, 125_000, false), iv(0.2, 0.25, 0, false)],
         local_port: None,
         remote_port: None,
         retransmits: None,

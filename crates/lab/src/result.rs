@@ -137,27 +137,15 @@ pub struct Target {
 impl Target {
     /// About `v`.
     pub const fn about(v: f64) -> Target {
-        Target {
-            bound: Bound::About,
-            lo: v,
-            hi: v,
-        }
+        Target { bound: Bound::About, lo: v, hi: v }
     }
     /// At most `v`.
     pub const fn at_most(v: f64) -> Target {
-        Target {
-            bound: Bound::AtMost,
-            lo: v,
-            hi: v,
-        }
+        Target { bound: Bound::AtMost, lo: v, hi: v }
     }
     /// At least `v`.
     pub const fn at_least(v: f64) -> Target {
-        Target {
-            bound: Bound::AtLeast,
-            lo: v,
-            hi: v,
-        }
+        Target { bound: Bound::AtLeast, lo: v, hi: v }
     }
 }
 
@@ -176,11 +164,7 @@ pub struct Paper {
 impl Paper {
     /// A paper figure shown as `shown`.
     pub fn new(shown: impl Into<String>, target: Option<Target>, source: &str) -> Paper {
-        Paper {
-            shown: shown.into(),
-            target,
-            source: source.into(),
-        }
+        Paper { shown: shown.into(), target, source: source.into() }
     }
     /// About `v`, shown with `decimals` decimals.
     pub fn about(v: f64, decimals: usize, source: &str) -> Paper {
@@ -278,12 +262,7 @@ impl Series {
 
     /// Mean of the values with `t0 <= t < t1` (time-unweighted), `None` if there are none.
     pub fn mean_between(&self, t0: f64, t1: f64) -> Option<f64> {
-        crate::analysis::mean(
-            self.points
-                .iter()
-                .filter(|(t, _)| *t >= t0 && *t < t1)
-                .map(|(_, v)| *v),
-        )
+        crate::analysis::mean(self.points.iter().filter(|(t, _)| *t >= t0 && *t < t1).map(|(_, v)| *v))
     }
 }
 
@@ -308,13 +287,7 @@ pub struct Metric {
 impl Metric {
     /// A metric over the whole run.
     pub fn new(name: &str, unit: Unit, value: f64) -> Metric {
-        Metric {
-            name: name.into(),
-            unit,
-            value,
-            period: None,
-            flow: None,
-        }
+        Metric { name: name.into(), unit, value, period: None, flow: None }
     }
 
     /// Restricted to `period`.
@@ -368,22 +341,15 @@ pub struct FlowSpan {
 impl RunResult {
     /// The spans of flow `flow`, in start order.
     pub fn spans(&self, flow: &str) -> Vec<(f64, f64)> {
-        let mut v: Vec<(f64, f64)> = self
-            .flow_spans
-            .iter()
-            .filter(|s| s.flow == flow)
-            .map(|s| (s.start_s, s.end_s))
-            .collect();
+        let mut v: Vec<(f64, f64)> =
+            self.flow_spans.iter().filter(|s| s.flow == flow).map(|s| (s.start_s, s.end_s)).collect();
         v.sort_by(|a, b| a.0.total_cmp(&b.0));
         v
     }
 
     /// The value of metric `name` for `period` (`None` = whole run), first match.
     pub fn metric(&self, name: &str, period: Option<&str>) -> Option<f64> {
-        self.metrics
-            .iter()
-            .find(|m| m.name == name && m.period.as_deref() == period)
-            .map(|m| m.value)
+        self.metrics.iter().find(|m| m.name == name && m.period.as_deref() == period).map(|m| m.value)
     }
 
     /// The series `name` of flow `flow`.
@@ -448,13 +414,7 @@ pub struct RowSpec {
 impl RowSpec {
     /// The row `label` (in `unit`) of metric `name`, whole run, no paper figure.
     pub fn new(label: impl Into<String>, unit: Unit, name: impl Into<String>) -> RowSpec {
-        RowSpec {
-            label: label.into(),
-            unit,
-            name: name.into(),
-            period: None,
-            paper: None,
-        }
+        RowSpec { label: label.into(), unit, name: name.into(), period: None, paper: None }
     }
 
     /// The metric's period.
@@ -480,10 +440,7 @@ impl Table {
 
     /// An empty table with these alternative columns.
     pub fn new(columns: Vec<String>) -> Table {
-        Table {
-            columns,
-            rows: Vec::new(),
-        }
+        Table { columns, rows: Vec::new() }
     }
 
     /// Adds a row aggregating metric `name`/`period` of `runs` per column (mean and standard
@@ -507,11 +464,7 @@ impl Table {
                 .filter(|v| v.is_finite())
                 .collect();
             values.push(crate::analysis::mean(v.iter().copied()));
-            spread.push(if v.len() > 1 {
-                crate::analysis::std_dev(&v)
-            } else {
-                None
-            });
+            spread.push(if v.len() > 1 { crate::analysis::std_dev(&v) } else { None });
         }
         self.rows.push(Row {
             metric: label.into(),
@@ -519,10 +472,7 @@ impl Table {
             values,
             spread,
             paper,
-            key: Some(MetricKey {
-                name: name.into(),
-                period: period.map(str::to_string),
-            }),
+            key: Some(MetricKey { name: name.into(), period: period.map(str::to_string) }),
         });
     }
 }
@@ -569,10 +519,7 @@ impl ScenarioReport {
 
 /// Current time as Unix seconds.
 pub fn now_unix() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// RFC 3339 in UTC, to the second, for a Unix time (`2023-11-14T22:13:20Z`; humantime).

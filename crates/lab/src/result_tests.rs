@@ -31,9 +31,7 @@ fn table_aggregates_per_alternative() {
     let mut spec = Table::new(t.columns.clone());
     spec.add_rows(
         &refs,
-        [RowSpec::new("G", Unit::Mbps, "g")
-            .period("bg-active")
-            .paper(Paper::about(5.98, 2, "Sec. 0.4.3"))],
+        [RowSpec::new("G", Unit::Mbps, "g").period("bg-active").paper(Paper::about(5.98, 2, "Sec. 0.4.3"))],
     );
     assert_eq!(spec, t);
     let r = &t.rows[0];
@@ -42,16 +40,8 @@ fn table_aggregates_per_alternative() {
     assert_eq!(r.spread[1], None);
     assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
     let key = r.key.as_ref().unwrap();
-    assert_eq!(
-        (key.name.as_str(), key.period.as_deref()),
-        ("g", Some("bg-active"))
-    );
-    let rep = ScenarioReport {
-        scenario: "x".into(),
-        runs: runs.to_vec(),
-        table: t,
-        ..Default::default()
-    };
+    assert_eq!((key.name.as_str(), key.period.as_deref()), ("g", Some("bg-active")));
+    let rep = ScenarioReport { scenario: "x".into(), runs: runs.to_vec(), table: t, ..Default::default() };
     let back = ScenarioReport::from_json(&rep.to_json().unwrap()).unwrap();
     assert_eq!(back, rep);
     assert_eq!(back.runs_of("a").count(), 2);

@@ -95,11 +95,7 @@ impl SizeDist {
                 hi = mid;
             }
         }
-        Ok(SizeDist {
-            scale: 0.5 * (lo + hi),
-            shape,
-            cap,
-        })
+        Ok(SizeDist { scale: 0.5 * (lo + hi), shape, cap })
     }
 
     /// The analytic mean of the clamped distribution (before rounding up to whole bytes).
@@ -158,10 +154,7 @@ impl WebModel {
             bail!("a page needs at least one object");
         }
         if self.sizes.cap as u64 > MAX_OBJECT_BYTES {
-            bail!(
-                "size cap {} exceeds the server's {MAX_OBJECT_BYTES}",
-                self.sizes.cap
-            );
+            bail!("size cap {} exceeds the server's {MAX_OBJECT_BYTES}", self.sizes.cap);
         }
         Ok(())
     }
@@ -218,15 +211,9 @@ impl SessionPlan {
             if i > 0 {
                 t += self.gap.sample(&mut self.rng);
             }
-            objects.push(PlannedObject {
-                offset_s: t,
-                size: self.model.sizes.sample(&mut self.rng),
-            });
+            objects.push(PlannedObject { offset_s: t, size: self.model.sizes.sample(&mut self.rng) });
         }
-        PlannedPage {
-            objects,
-            think_s: self.think.sample(&mut self.rng),
-        }
+        PlannedPage { objects, think_s: self.think.sample(&mut self.rng) }
     }
 }
 
@@ -268,10 +255,7 @@ pub fn parse_request(line: &str) -> Result<u64> {
     let Some(n) = line.strip_prefix("GET ") else {
         bail!("request must be `GET <size>`, got {line:?}");
     };
-    let n: u64 = n
-        .trim()
-        .parse()
-        .with_context(|| format!("bad size in {line:?}"))?;
+    let n: u64 = n.trim().parse().with_context(|| format!("bad size in {line:?}"))?;
     if n > MAX_OBJECT_BYTES {
         bail!("size {n} exceeds {MAX_OBJECT_BYTES}");
     }
@@ -351,11 +335,7 @@ pub struct ClientConfig {
 /// `deadline` bounds the whole fetch.
 pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option<f64>, Result<(f64, u64)>) {
     let t0 = Instant::now();
-    let left = |now: Instant| {
-        deadline
-            .saturating_duration_since(now)
-            .max(Duration::from_millis(1))
-    };
+    let left = |now: Instant| deadline.saturating_duration_since(now).max(Duration::from_millis(1));
     let stream = match TcpStream::connect_timeout(&server, left(t0)) {
         Ok(s) => s,
         Err(e) => return (None, Err(e).context("connect")),
@@ -364,9 +344,7 @@ pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option
     let result = (|| -> Result<(f64, u64)> {
         let mut stream = stream;
         stream.set_nodelay(true).ok();
-        stream
-            .write_all(request_line(size).as_bytes())
-            .context("send request")?;
+        stream.write_all(request_line(size).as_bytes()).context("send request")?;
         let mut buf = vec![0u8; 64 * 1024];
         let mut got = 0u64;
         while got < size {
@@ -380,10 +358,7 @@ pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option
                 Ok(0) => bail!("connection closed after {got} of {size} bytes"),
                 Ok(n) => got += n as u64,
                 Err(e)
-                    if matches!(
-                        e.kind(),
-                        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                    ) =>
+                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
                 {
                     continue
                 }

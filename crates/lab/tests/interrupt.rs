@@ -32,11 +32,7 @@ fn marked_processes(mark: &str) -> Vec<u32> {
 }
 
 fn namespaces_with(prefix: &str) -> Vec<String> {
-    slipstream_testbed::list_netns()
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with(prefix))
-        .collect()
+    slipstream_testbed::list_netns().unwrap().into_iter().filter(|n| n.starts_with(prefix)).collect()
 }
 
 #[test]
@@ -53,10 +49,8 @@ fn sigint_mid_run_tears_everything_down() {
             return;
         }
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos();
+    let nanos =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default().as_nanos();
     let mark = format!("{}-{nanos}", std::process::id());
     let out = std::env::temp_dir().join(format!("slipstream-lab-interrupt-{}", std::process::id()));
     let rules_before = root_mangle_rules();
@@ -75,10 +69,7 @@ fn sigint_mid_run_tears_everything_down() {
     // Wait until the run is under way: namespaces built and the daemon running in them.
     let started = Instant::now();
     loop {
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "the run did not get under way within 60 s"
-        );
+        assert!(started.elapsed() < Duration::from_secs(60), "the run did not get under way within 60 s");
         assert!(child.try_wait().unwrap().is_none(), "slipstream-lab ended early");
         let running = marked_processes(&mark);
         let daemon_up = running.iter().any(|pid| {
@@ -118,22 +109,10 @@ fn sigint_mid_run_tears_everything_down() {
     let left = marked_processes(&mark);
     let names: Vec<String> = left
         .iter()
-        .map(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/cmdline"))
-                .unwrap_or_default()
-                .replace('\0', " ")
-        })
+        .map(|p| std::fs::read_to_string(format!("/proc/{p}/cmdline")).unwrap_or_default().replace('\0', " "))
         .collect();
     assert!(left.is_empty(), "processes left behind: {names:?}");
-    assert!(
-        namespaces_with(&prefix).is_empty(),
-        "namespaces left: {:?}",
-        namespaces_with(&prefix)
-    );
-    assert_eq!(
-        root_mangle_rules(),
-        rules_before,
-        "root namespace mangle rules changed"
-    );
+    assert!(namespaces_with(&prefix).is_empty(), "namespaces left: {:?}", namespaces_with(&prefix));
+    assert_eq!(root_mangle_rules(), rules_before, "root namespace mangle rules changed");
     let _ = std::fs::remove_dir_all(&out);
 }

@@ -39,10 +39,7 @@ fn smoke_scenario_runs_and_cleans_up() {
     let mut ctx = LabContext::new(&out);
     for bin in [&ctx.daemon_bin, &ctx.delay_bin] {
         if !bin.is_file() {
-            eprintln!(
-                "skipped: {} not built (cargo build --workspace --bins)",
-                bin.display()
-            );
+            eprintln!("skipped: {} not built (cargo build --workspace --bins)", bin.display());
             return;
         }
     }
@@ -61,20 +58,11 @@ fn smoke_scenario_runs_and_cleans_up() {
     assert_eq!(report.runs.len(), 4, "2 alternatives x (alone + cbr)");
     for r in &report.runs {
         let g = r.series("goodput", "bg").expect("bg goodput series");
-        assert!(
-            g.points.len() > 10,
-            "{} {}: {} points",
-            r.scenario,
-            r.alternative,
-            g.points.len()
-        );
+        assert!(g.points.len() > 10, "{} {}: {} points", r.scenario, r.alternative, g.points.len());
         assert!(r.series("rtt", "ping").is_some_and(|s| !s.points.is_empty()));
         assert!(r.params.measured_rtt_ms.is_some_and(|v| (v - 100.0).abs() <= 2.0));
     }
-    assert!(report
-        .runs
-        .iter()
-        .any(|r| r.alternative == "slipstream" && r.series("rwnd", "bg").is_some()));
+    assert!(report.runs.iter().any(|r| r.alternative == "slipstream" && r.series("rwnd", "bg").is_some()));
 
     // Results written.
     for scenario in ["smoke", "smoke-cbr"] {
@@ -88,21 +76,12 @@ fn smoke_scenario_runs_and_cleans_up() {
 
     // Nothing left behind.
     let prefix = format!("{}{}x", scenarios::LAB_PREFIX, std::process::id());
-    let left: Vec<String> = slipstream_testbed::list_netns()
-        .unwrap()
-        .into_iter()
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
+    let left: Vec<String> =
+        slipstream_testbed::list_netns().unwrap().into_iter().filter(|n| n.starts_with(&prefix)).collect();
     assert!(left.is_empty(), "namespaces left: {left:?}");
-    let ours: Vec<String> = delay_element_namespaces()
-        .into_iter()
-        .filter(|n| n.starts_with(&prefix))
-        .collect();
+    let ours: Vec<String> =
+        delay_element_namespaces().into_iter().filter(|n| n.starts_with(&prefix)).collect();
     assert!(ours.is_empty(), "delay elements left in {ours:?}");
-    assert_eq!(
-        root_mangle_rules(),
-        rules_before,
-        "root namespace mangle rules changed"
-    );
+    assert_eq!(root_mangle_rules(), rules_before, "root namespace mangle rules changed");
     let _ = std::fs::remove_dir_all(&out);
 }

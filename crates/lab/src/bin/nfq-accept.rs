@@ -77,10 +77,7 @@ fn main() -> Result<()> {
     })();
     let removed = firewall.remove();
     let (user_s, system_s) = cpu_seconds();
-    println!(
-        "{}",
-        serde_json::json!({ "packets": packets, "user_s": user_s, "system_s": system_s })
-    );
+    println!("{}", serde_json::json!({ "packets": packets, "user_s": user_s, "system_s": system_s }));
     result?;
     removed.context("removing firewall rules")?;
     Ok(())

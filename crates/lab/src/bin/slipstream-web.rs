@@ -96,13 +96,7 @@ fn main() -> Result<()> {
             ready();
             web::serve(l, Arc::new(AtomicBool::new(false)))
         }
-        Cmd::Client {
-            server,
-            duration,
-            grace,
-            seed,
-            sessions,
-        } => {
+        Cmd::Client { server, duration, grace, seed, sessions } => {
             let cfg = ClientConfig {
                 server,
                 model: WebModel::key2004(),
@@ -121,17 +115,9 @@ fn main() -> Result<()> {
             eprintln!("slipstream-web client: {ok} objects fetched, {failed} failed");
             Ok(())
         }
-        Cmd::UdpSend {
-            dst,
-            rate_mbit,
-            period,
-            duration,
-        } => {
-            let wave = udp::SquareWave {
-                rate_bps: rate_mbit * 1e6,
-                period_s: period,
-                payload: udp::MAX_PAYLOAD,
-            };
+        Cmd::UdpSend { dst, rate_mbit, period, duration } => {
+            let wave =
+                udp::SquareWave { rate_bps: rate_mbit * 1e6, period_s: period, payload: udp::MAX_PAYLOAD };
             let n = udp::send_square_wave(dst, &wave, secs(duration))?;
             eprintln!("slipstream-web udp-send: {n} datagrams");
             Ok(())
@@ -143,11 +129,7 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&bins)?);
             Ok(())
         }
-        Cmd::Probe {
-            server,
-            count,
-            interval_ms,
-        } => {
+        Cmd::Probe { server, count, interval_ms } => {
             let rtts = probe::tcp_rtt_probe(server, 64, count, Duration::from_millis(interval_ms))?;
             println!("{}", serde_json::json!({ "rtts_s": rtts }));
             Ok(())

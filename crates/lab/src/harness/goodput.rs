@@ -62,10 +62,7 @@ pub(super) fn add_goodput_series(
                 end_s: b.0 + half(last),
             });
         }
-        let existing = result
-            .series
-            .iter_mut()
-            .find(|s| s.name == "goodput" && s.flow == f.spec.label);
+        let existing = result.series.iter_mut().find(|s| s.name == "goodput" && s.flow == f.spec.label);
         match existing {
             Some(s) => s.points.extend(pts),
             None => result.series.push(

@@ -100,10 +100,7 @@ impl<'a> Run<'a> {
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
-            format!(
-                "delay accuracy check (rate {} Mbit/s, RTT {} ms)",
-                opts.rate_mbit, opts.rtt_ms
-            )
+            format!("delay accuracy check (rate {} Mbit/s, RTT {} ms)", opts.rate_mbit, opts.rtt_ms)
         })?;
         let cc = setup.cc.clone().unwrap_or_else(|| opts.cc.clone());
         let params = RunParams {
@@ -204,12 +201,7 @@ impl<'a> Run<'a> {
             .tb()
             .run_iperf(spec.ends, spec.port, secs, &cc, download, &extra)
             .with_context(|| format!("starting flow {}", spec.label))?;
-        self.flows.push(FlowRun {
-            spec,
-            offset_s,
-            run: Some(run),
-            result: None,
-        });
+        self.flows.push(FlowRun { spec, offset_s, run: Some(run), result: None });
         Ok(())
     }
 
@@ -224,10 +216,10 @@ impl<'a> Run<'a> {
                     // A flow that could not even connect (a SYN starved behind 60 others in a
                     // low-priority class) is a measured outcome, not a broken run: it got no
                     // goodput. Recorded; the run fails only if no flow got through at all.
-                    Err(e) => self.result.notes.push(format!(
-                        "flow {} (port {}) failed: {e:#}",
-                        f.spec.label, f.spec.port
-                    )),
+                    Err(e) => self
+                        .result
+                        .notes
+                        .push(format!("flow {} (port {}) failed: {e:#}", f.spec.label, f.spec.port)),
                 }
             }
         }
@@ -293,11 +285,7 @@ impl<'a> Run<'a> {
         }
         let failed = self.flows.iter().filter(|f| f.result.is_none()).count();
         if failed > 0 {
-            self.result.metrics.push(crate::result::Metric::new(
-                "flows_failed",
-                Unit::Count,
-                failed as f64,
-            ));
+            self.result.metrics.push(crate::result::Metric::new("flows_failed", Unit::Count, failed as f64));
         }
         self.collect_samples();
         let tb = self.tb.take().expect("testbed present");
@@ -320,26 +308,14 @@ impl<'a> Run<'a> {
     /// Stops the samplers and turns their samples into the result's series.
     fn collect_samples(&mut self) {
         let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
-        let daemon = self
-            .daemon
-            .take()
-            .map(daemon::DaemonSampler::finish)
-            .unwrap_or_default();
+        let daemon = self.daemon.take().map(daemon::DaemonSampler::finish).unwrap_or_default();
         let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
-        self.result
-            .series
-            .extend(self.ping.take().and_then(ping::PingSampler::finish));
+        self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
         // One entry per flow label: its role, port and direction.
         let mut seen: Vec<&str> = Vec::new();
         for f in &self.flows {
-            let FlowSpec {
-                label,
-                role,
-                port,
-                direction,
-                ..
-            } = &f.spec;
+            let FlowSpec { label, role, port, direction, .. } = &f.spec;
             if seen.contains(&label.as_str()) {
                 continue;
             }
@@ -374,11 +350,8 @@ pub fn run_all<C>(
                 let mut run = Run::start(ctx, opts, s)
                     .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
                 body(&mut run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
-                let r = run
-                    .finish()
-                    .with_context(|| format!("finishing run {index}/{count} ({alt})"))?;
-                ctx.progress
-                    .log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
+                let r = run.finish().with_context(|| format!("finishing run {index}/{count} ({alt})"))?;
+                ctx.progress.log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
                 out.push(r);
             }
         }

@@ -26,10 +26,7 @@ impl Poller {
         what: &str,
         mut on_line: impl FnMut(&str) + Send + 'static,
     ) -> Result<Poller> {
-        command
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null());
+        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
         let mut child = command.spawn().with_context(|| format!("starting {what}"))?;
         let out = child.stdout.take().expect("piped");
         let reader = std::thread::spawn(move || {
@@ -37,10 +34,7 @@ impl Poller {
                 on_line(&line);
             }
         });
-        Ok(Poller {
-            child,
-            reader: Some(reader),
-        })
+        Ok(Poller { child, reader: Some(reader) })
     }
 
     /// Runs `command` in `ns` every [`POLL_INTERVAL_S`] (one shell loop, not a process per

@@ -57,10 +57,7 @@ impl FlowSpec {
 
     /// A bulk upload.
     pub fn upload(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
-        FlowSpec {
-            direction: Direction::Upload,
-            ..FlowSpec::download(label, role, port, seconds)
-        }
+        FlowSpec { direction: Direction::Upload, ..FlowSpec::download(label, role, port, seconds) }
     }
 
     /// Between LAN host `client` and server `server` (1-based numbers).

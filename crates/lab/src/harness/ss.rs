@@ -45,10 +45,7 @@ impl SsSampler {
             return None;
         }
         let sum = |v: &[SsSocket]| -> f64 {
-            v.iter()
-                .filter(|x| x.local_port == port)
-                .map(|x| x.bytes() as f64)
-                .sum()
+            v.iter().filter(|x| x.local_port == port).map(|x| x.bytes() as f64).sum()
         };
         let ((t0, a), (t1, b)) = (&s[n - 2], &s[n - 1]);
         let (ba, bb) = (sum(a), sum(b));

@@ -32,12 +32,7 @@ pub struct Plot {
 impl Plot {
     /// `fig` rendered.
     pub fn figure(file: String, title: String, fig: Figure) -> Result<Plot> {
-        Ok(Plot {
-            file,
-            title,
-            svg: render_figure(&fig)?,
-            figure: fig,
-        })
+        Ok(Plot { file, title, svg: render_figure(&fig)?, figure: fig })
     }
 }
 
@@ -70,12 +65,7 @@ pub fn alt_color(index: usize) -> usize {
 /// The alternatives of a report in table order, then any that only appear in runs.
 pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
-    for a in report
-        .table
-        .columns
-        .iter()
-        .chain(report.runs.iter().map(|r| &r.alternative))
-    {
+    for a in report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)) {
         if !out.contains(a) {
             out.push(a.clone());
         }
@@ -129,10 +119,7 @@ fn with_subcase(title: &str, subcase: &str) -> String {
 }
 
 fn series_named<'a>(run: &'a RunResult, name: &str) -> Vec<&'a Series> {
-    run.series
-        .iter()
-        .filter(|s| s.name == name && !s.points.is_empty())
-        .collect()
+    run.series.iter().filter(|s| s.name == name && !s.points.is_empty()).collect()
 }
 
 fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
@@ -155,10 +142,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             continue;
         }
         let title = with_subcase(
-            &format!(
-                "{}: goodput (best effort up, background upside down)",
-                report.scenario
-            ),
+            &format!("{}: goodput (best effort up, background upside down)", report.scenario),
             &subcase,
         );
         let mut fig = Figure::new(&title, "time (s)");
@@ -174,34 +158,17 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             };
             let mut goodput = series_named(run, names::GOODPUT);
             goodput.extend(series_named(run, names::UDP_RATE));
-            let be: Vec<&Series> = goodput
-                .iter()
-                .copied()
-                .filter(|s| s.role == Role::BestEffort)
-                .collect();
-            let bg: Vec<&Series> = goodput
-                .iter()
-                .copied()
-                .filter(|s| s.role == Role::Background)
-                .collect();
+            let be: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::BestEffort).collect();
+            let bg: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::Background).collect();
             if be.is_empty() && bg.is_empty() {
                 panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
                 fig.panels.push(panel);
                 continue;
             }
             for (i, s) in be.iter().enumerate() {
-                let kind = if be.len() == 1 {
-                    LineKind::Filled
-                } else {
-                    LineKind::Solid
-                };
+                let kind = if be.len() == 1 { LineKind::Filled } else { LineKind::Solid };
                 let color = if i == 0 { BE_COLOR } else { alt_color(2 + i) };
-                panel.lines.push(Line::new(
-                    format!("best effort ({})", s.flow),
-                    &s.points,
-                    color,
-                    kind,
-                ));
+                panel.lines.push(Line::new(format!("best effort ({})", s.flow), &s.points, color, kind));
             }
             if bg.len() > MAX_BG_LINES {
                 let refs: Vec<&[(f64, f64)]> = bg.iter().map(|s| s.points.as_slice()).collect();
@@ -214,11 +181,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 ));
             } else {
                 for (i, s) in bg.iter().enumerate() {
-                    let kind = if bg.len() == 1 {
-                        LineKind::Filled
-                    } else {
-                        LineKind::Solid
-                    };
+                    let kind = if bg.len() == 1 { LineKind::Filled } else { LineKind::Solid };
                     let color = if i == 0 { BG_COLOR } else { alt_color(1 + i) };
                     panel.lines.push(Line::new(
                         format!("background ({})", s.flow),
@@ -228,10 +191,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                     ));
                 }
             }
-            if let Some(a) = series_named(run, names::AVAILABLE)
-                .into_iter()
-                .find(|s| s.role == Role::Link)
-            {
+            if let Some(a) = series_named(run, names::AVAILABLE).into_iter().find(|s| s.role == Role::Link) {
                 panel.lines.push(Line::new(
                     "available to background",
                     &negate(&a.points),
@@ -241,10 +201,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
             let rate = run.params.rate_mbit;
             if rate.is_finite() && rate > 0.0 {
-                panel.hlines.push(Marker::new(
-                    rate,
-                    Some(format!("link {} Mbit/s", plot::tick(rate))),
-                ));
+                panel.hlines.push(Marker::new(rate, Some(format!("link {} Mbit/s", plot::tick(rate)))));
                 panel.hlines.push(Marker::new(-rate, None));
                 extent = extent.max(rate);
             }
@@ -277,9 +234,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
     for (subcase, runs) in groups(report) {
-        let has_any = runs
-            .values()
-            .any(|r| wanted.iter().any(|(n, ..)| !series_named(r, n).is_empty()));
+        let has_any = runs.values().any(|r| wanted.iter().any(|(n, ..)| !series_named(r, n).is_empty()));
         if !has_any {
             continue;
         }
@@ -294,17 +249,11 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 continue;
             };
             // The background flow's windows; other flows' only if no flow is background.
-            let all: Vec<&Series> = run
-                .series
-                .iter()
-                .filter(|s| wanted.iter().any(|(n, ..)| s.name == *n))
-                .collect();
+            let all: Vec<&Series> =
+                run.series.iter().filter(|s| wanted.iter().any(|(n, ..)| s.name == *n)).collect();
             let flows: BTreeSet<&str> = {
-                let bg: BTreeSet<&str> = all
-                    .iter()
-                    .filter(|s| s.role == Role::Background)
-                    .map(|s| s.flow.as_str())
-                    .collect();
+                let bg: BTreeSet<&str> =
+                    all.iter().filter(|s| s.role == Role::Background).map(|s| s.flow.as_str()).collect();
                 if bg.is_empty() {
                     all.iter().map(|s| s.flow.as_str()).collect()
                 } else {
@@ -316,21 +265,14 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 for (name, label, color, kind) in wanted {
                     if let Some(s) = all.iter().find(|s| s.name == name && s.flow == *flow) {
                         let (factor, _) = window_scale(s.unit);
-                        let label = if many {
-                            format!("{label}, {flow}")
-                        } else {
-                            label.to_string()
-                        };
-                        panel
-                            .lines
-                            .push(Line::new(label, &scaled(&s.points, factor), color, kind));
+                        let label = if many { format!("{label}, {flow}") } else { label.to_string() };
+                        panel.lines.push(Line::new(label, &scaled(&s.points, factor), color, kind));
                     }
                 }
             }
             if !panel.has_data() {
-                panel.note = Some(format!(
-                    "{alt}: no window series (no daemon estimate, sender not sampled)"
-                ));
+                panel.note =
+                    Some(format!("{alt}: no window series (no daemon estimate, sender not sampled)"));
             }
             panel.vlines = phase_markers(run);
             fig.panels.push(panel);
@@ -365,14 +307,7 @@ pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
 /// RTT over time seen by best effort (ping probe or best-effort flow), one panel per
 /// alternative (Vulture Fig. 16).
 pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    single_series_plots(
-        report,
-        names::RTT,
-        "RTT seen by best effort",
-        "RTT (ms)",
-        "rtt",
-        None,
-    )
+    single_series_plots(report, names::RTT, "RTT seen by best effort", "RTT (ms)", "rtt", None)
 }
 
 fn to_ms(unit: Unit) -> f64 {
@@ -412,18 +347,11 @@ fn single_series_plots(
                 if found.iter().any(|s| s.role == role) {
                     found.retain(|s| s.role == role);
                 }
-            } else if found
-                .iter()
-                .any(|s| s.role == Role::Probe || s.role == Role::BestEffort)
-            {
+            } else if found.iter().any(|s| s.role == Role::Probe || s.role == Role::BestEffort) {
                 found.retain(|s| s.role == Role::Probe || s.role == Role::BestEffort);
             }
             for (i, s) in found.iter().take(8).enumerate() {
-                let color = if s.role == Role::Background {
-                    BG_COLOR
-                } else {
-                    alt_color(i)
-                };
+                let color = if s.role == Role::Background { BG_COLOR } else { alt_color(i) };
                 panel.lines.push(Line::new(
                     format!("{} ({})", s.flow, s.role.label()),
                     &scaled(&s.points, to_ms(s.unit)),
@@ -476,12 +404,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 .collect();
             if !values.is_empty() {
                 let label = format!("{alt} (n = {})", values.len());
-                panel.lines.push(Line::new(
-                    label,
-                    &plot::cdf_points(&values),
-                    alt_color(i),
-                    LineKind::Solid,
-                ));
+                panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
             }
         }
         let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
@@ -531,25 +454,15 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                     }
                     let mut pts = s.points.clone();
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    let label = if subcase.is_empty() {
-                        alt.clone()
-                    } else {
-                        format!("{alt} ({subcase})")
-                    };
+                    let label = if subcase.is_empty() { alt.clone() } else { format!("{alt} ({subcase})") };
                     if panel.lines.len() < 12 {
-                        panel
-                            .lines
-                            .push(Line::new(label, &pts, alt_color(ai), LineKind::Solid));
+                        panel.lines.push(Line::new(label, &pts, alt_color(ai), LineKind::Solid));
                     }
                 }
             }
         }
         panel.note = Some(format!("no {name} points"));
-        let xs: Vec<f64> = panel
-            .lines
-            .iter()
-            .flat_map(|l| l.points.iter().map(|p| p.0))
-            .collect();
+        let xs: Vec<f64> = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();
         let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let title = format!("{}: {}", report.scenario, name.replace('_', " "));

@@ -122,18 +122,8 @@ pub struct Difference {
 /// Whether larger is better for a row (`None`: can't tell, e.g. a share).
 pub fn higher_is_better(row: &SummaryRow) -> Option<bool> {
     let m = row.metric.to_lowercase();
-    let lower_words = [
-        "rtt", "delay", "latency", "response", "time", "loss", "drop", "queue", "error",
-    ];
-    let higher_words = [
-        "goodput",
-        "utiliz",
-        "utilis",
-        "jain",
-        "fairness",
-        "throughput",
-        "correlation",
-    ];
+    let lower_words = ["rtt", "delay", "latency", "response", "time", "loss", "drop", "queue", "error"];
+    let higher_words = ["goodput", "utiliz", "utilis", "jain", "fairness", "throughput", "correlation"];
     if higher_words.iter().any(|w| m.contains(w)) && !m.contains("time") {
         return Some(true);
     }
@@ -148,11 +138,7 @@ pub fn higher_is_better(row: &SummaryRow) -> Option<bool> {
 /// unclear, off by more than 10%.
 pub fn differences(summary: &Summary) -> Vec<Difference> {
     let mut out = Vec::new();
-    let slipstream = summary
-        .columns
-        .iter()
-        .enumerate()
-        .filter(|(_, c)| c.starts_with("slipstream"));
+    let slipstream = summary.columns.iter().enumerate().filter(|(_, c)| c.starts_with("slipstream"));
     let slipstream: Vec<(usize, &String)> = slipstream.collect();
     for row in &summary.rows {
         let Some(paper) = &row.paper else { continue };
@@ -200,11 +186,7 @@ pub fn differences_rows(diffs: &[Difference], with_scenario: bool) -> Vec<String
                 Some(v) => with_unit(v, d.unit),
                 None => MISSING.into(),
             };
-            let scenario = if with_scenario {
-                format!("| {} ", d.scenario)
-            } else {
-                String::new()
-            };
+            let scenario = if with_scenario { format!("| {} ", d.scenario) } else { String::new() };
             format!(
                 "{scenario}| {} | {} | {measured} | {} | {} |",
                 d.metric.replace('|', "\\|"),

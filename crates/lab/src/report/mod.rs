@@ -107,11 +107,8 @@ pub fn latest_runs(results_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
         Err(e) => return Err(e).with_context(|| format!("reading {}", results_dir.display())),
     };
-    let mut scenario_dirs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.is_dir())
-        .collect();
+    let mut scenario_dirs: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
     scenario_dirs.sort();
     for sdir in scenario_dirs {
         let Some(name) = sdir.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
@@ -179,10 +176,7 @@ pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
     let mut broken: Vec<String> = Vec::new();
     for (name, run_dir) in latest_runs(results_dir)? {
         if let Err(e) = publish_run(&lab_dir, results_dir, &run_dir) {
-            broken.push(format!(
-                "{name}: {} could not be reported: {e:#}",
-                run_dir.display()
-            ));
+            broken.push(format!("{name}: {} could not be reported: {e:#}", run_dir.display()));
         }
     }
     let mut summaries: Vec<Summary> = Vec::new();

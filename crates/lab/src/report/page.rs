@@ -7,11 +7,7 @@ use super::summary::{Summary, SummaryRow};
 /// Scenario order on the page: the lab's order (`all`), then `smoke`, then anything else
 /// alphabetically.
 pub fn order_key(name: &str) -> (usize, String) {
-    let pos = crate::scenarios::ALL
-        .iter()
-        .chain(&["smoke"])
-        .position(|n| *n == name)
-        .unwrap_or(usize::MAX);
+    let pos = crate::scenarios::ALL.iter().chain(&["smoke"]).position(|n| *n == name).unwrap_or(usize::MAX);
     (pos, name.to_string())
 }
 
@@ -39,42 +35,15 @@ const TESTBED: &str = "Network namespaces on one Linux host (`crates/testbed`): 
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
 /// how costly).
 const HEADLINE: [(&str, &[&str]); 11] = [
-    (
-        "alone",
-        &[
-            "utilization, whole run",
-            "utilization, stable (2nd half)",
-            "ping RTT beside BG, stable",
-        ],
-    ),
-    (
-        "cbr",
-        &[
-            "BE goodput, BG active",
-            "BE RTT (ping), BG active",
-            "BG use of spare capacity",
-        ],
-    ),
-    (
-        "cwnd",
-        &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"],
-    ),
+    ("alone", &["utilization, whole run", "utilization, stable (2nd half)", "ping RTT beside BG, stable"]),
+    ("cbr", &["BE goodput, BG active", "BE RTT (ping), BG active", "BG use of spare capacity"]),
+    ("cwnd", &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"]),
     (
         "onoff",
-        &[
-            "T = 5 s: BE on: BE BW share",
-            "T = 5 s: BE off: LBE BW util.",
-            "T = 30 s: BE off: LBE BW util.",
-        ],
+        &["T = 5 s: BE on: BE BW share", "T = 5 s: BE off: LBE BW util.", "T = 30 s: BE off: LBE BW util."],
     ),
     ("fairness", &["N = 8: Jain's index", "N = 64: Jain's index"]),
-    (
-        "udp-square",
-        &[
-            "BG usage / available, on/off = 5 s",
-            "BG usage / available, on/off = 50 s",
-        ],
-    ),
+    ("udp-square", &["BG usage / available, on/off = 5 s", "BG usage / available, on/off = 50 s"]),
     (
         "web",
         &[
@@ -82,10 +51,7 @@ const HEADLINE: [(&str, &[&str]); 11] = [
             "BG share of the link while web runs",
         ],
     ),
-    (
-        "no-timestamps",
-        &["N = 1: BE kept beside BG", "N = 1: BG alone / BE alone"],
-    ),
+    ("no-timestamps", &["N = 1: BE kept beside BG", "N = 1: BG alone / BE alone"]),
     (
         "many-flows",
         &[
@@ -95,13 +61,7 @@ const HEADLINE: [(&str, &[&str]); 11] = [
             "N = 64 over 4 hosts: Jain's index (host-fair), BG alone",
         ],
     ),
-    (
-        "weights",
-        &[
-            "weights 1:3: w3 / w1 goodput, BG alone",
-            "min_rate 2mbit: BG goodput beside BE",
-        ],
-    ),
+    ("weights", &["weights 1:3: w3 / w1 goodput, BG alone", "min_rate 2mbit: BG goodput beside BE"]),
     (
         "datapath",
         &[
@@ -125,11 +85,7 @@ pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
     if !named.is_empty() {
         return named;
     }
-    rows.iter()
-        .find(|r| r.paper.is_some())
-        .or_else(|| rows.first())
-        .into_iter()
-        .collect()
+    rows.iter().find(|r| r.paper.is_some()).or_else(|| rows.first()).into_iter().collect()
 }
 
 /// A headline table: its header (names and alignment lines) and rows, each with its scenario.
@@ -224,10 +180,7 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     // Headline tables: the scenarios that compare alternatives in one table (a column per
     // alternative); a scenario with columns of its own (datapath's modes) in a table of its own.
     s.push_str("## Headline\n\n");
-    let labels: Vec<String> = crate::alternatives::Alternative::ALL
-        .iter()
-        .map(|a| a.label())
-        .collect();
+    let labels: Vec<String> = crate::alternatives::Alternative::ALL.iter().map(|a| a.label()).collect();
     let compares = |r: &Summary| r.columns.iter().any(|c| labels.contains(c));
     let mut tables: Vec<HeadlineTable> = Vec::new();
     let with_alternatives: Vec<&Summary> = summaries.iter().filter(|r| compares(r)).collect();
@@ -247,10 +200,8 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     }
 
     // Differences from the paper, all scenarios.
-    let differences: Vec<String> = summaries
-        .iter()
-        .flat_map(|r| markdown::differences_rows(&markdown::differences(r), true))
-        .collect();
+    let differences: Vec<String> =
+        summaries.iter().flat_map(|r| markdown::differences_rows(&markdown::differences(r), true)).collect();
     s.push_str("## Not reached / differs from paper\n\n");
     if differences.is_empty() {
         s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");

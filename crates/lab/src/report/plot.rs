@@ -72,12 +72,7 @@ pub struct Line {
 impl Line {
     /// A line over the finite points of `points`.
     pub fn new(label: impl Into<String>, points: &[(f64, f64)], color: usize, kind: LineKind) -> Self {
-        Line {
-            label: label.into(),
-            points: finite(points),
-            color,
-            kind,
-        }
+        Line { label: label.into(), points: finite(points), color, kind }
     }
 }
 
@@ -121,11 +116,7 @@ pub struct Panel {
 impl Panel {
     /// An empty panel.
     pub fn new(title: impl Into<String>, y_label: impl Into<String>) -> Self {
-        Panel {
-            title: title.into(),
-            y_label: y_label.into(),
-            ..Panel::default()
-        }
+        Panel { title: title.into(), y_label: y_label.into(), ..Panel::default() }
     }
 
     /// Whether any line has a point to draw.
@@ -170,11 +161,7 @@ impl Figure {
 
 /// The finite points of `points`, in their order.
 pub fn finite(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    points
-        .iter()
-        .copied()
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
-        .collect()
+    points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect()
 }
 
 /// Points of an empirical CDF of `values` (x = value, y = fraction ≤ x, 0..=1), as a staircase.
@@ -197,11 +184,8 @@ pub fn negate(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 
 /// A range that contains `lo..hi` and zero, is never empty, and has a little headroom.
 pub(super) fn pad_range(lo: f64, hi: f64) -> (f64, f64) {
-    let (lo, hi) = if lo.is_finite() && hi.is_finite() && lo <= hi {
-        (lo.min(0.0), hi.max(0.0))
-    } else {
-        (0.0, 1.0)
-    };
+    let (lo, hi) =
+        if lo.is_finite() && hi.is_finite() && lo <= hi { (lo.min(0.0), hi.max(0.0)) } else { (0.0, 1.0) };
     if hi - lo < 1e-12 {
         let d = if lo.abs() > 1e-12 { lo.abs() * 0.1 } else { 1.0 };
         return (lo - d, hi + d);
@@ -339,27 +323,20 @@ where
             let style = ShapeStyle::from(&c).stroke_width(2);
             match e.kind {
                 LineKind::Filled => {
-                    area.draw(&Rectangle::new(
-                        [(x + 2, y), (x + 28, y + 7)],
-                        c.mix(0.25).filled(),
-                    ))
-                    .map_err(err)?;
-                    area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style))
+                    area.draw(&Rectangle::new([(x + 2, y), (x + 28, y + 7)], c.mix(0.25).filled()))
                         .map_err(err)?;
+                    area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style)).map_err(err)?;
                 }
                 LineKind::Dashed => {
                     for s in [2, 12, 22] {
-                        area.draw(&PathElement::new(vec![(x + s, y), (x + s + 6, y)], style))
-                            .map_err(err)?;
+                        area.draw(&PathElement::new(vec![(x + s, y), (x + s + 6, y)], style)).map_err(err)?;
                     }
                 }
                 LineKind::Solid => {
-                    area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style))
-                        .map_err(err)?;
+                    area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style)).map_err(err)?;
                 }
             }
-            area.draw(&Text::new(e.label.clone(), (x + 36, y), text.clone()))
-                .map_err(err)?;
+            area.draw(&Text::new(e.label.clone(), (x + 36, y), text.clone())).map_err(err)?;
             x += entry_width(e);
         }
     }
@@ -386,12 +363,7 @@ pub(super) fn log_x(fig: &Figure) -> Figure {
     let lg = |x: f64| if x > 0.0 { x.log10() } else { f64::NAN };
     for p in &mut f.panels {
         for l in &mut p.lines {
-            l.points = l
-                .points
-                .iter()
-                .map(|(x, y)| (lg(*x), *y))
-                .filter(|(x, _)| x.is_finite())
-                .collect();
+            l.points = l.points.iter().map(|(x, y)| (lg(*x), *y)).filter(|(x, _)| x.is_finite()).collect();
         }
         for m in &mut p.vlines {
             m.at = lg(m.at);
@@ -414,11 +386,7 @@ pub(super) fn render_linear(fig: &Figure) -> Result<String> {
     let width = fig.width.max(300);
     let mut entries: Vec<LegendEntry> = Vec::new();
     for l in fig.panels.iter().flat_map(|p| p.lines.iter()) {
-        let e = LegendEntry {
-            label: l.label.clone(),
-            color: l.color,
-            kind: l.kind,
-        };
+        let e = LegendEntry { label: l.label.clone(), color: l.color, kind: l.kind };
         if !l.points.is_empty() && !entries.contains(&e) {
             entries.push(e);
         }
@@ -429,13 +397,7 @@ pub(super) fn render_linear(fig: &Figure) -> Result<String> {
     let heights: Vec<u32> = fig
         .panels
         .iter()
-        .map(|p| {
-            if p.has_data() {
-                fig.panel_height.max(120)
-            } else {
-                NOTE_HEIGHT
-            }
-        })
+        .map(|p| if p.has_data() { fig.panel_height.max(120) } else { NOTE_HEIGHT })
         .collect();
     let body_h = heights.iter().sum::<u32>().max(NOTE_HEIGHT);
     let height = title_h + legend_h + body_h;
@@ -443,9 +405,7 @@ pub(super) fn render_linear(fig: &Figure) -> Result<String> {
     {
         let root = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let body = root
-            .titled(&fig.title, (FONT, 24).into_font().color(&BLACK))
-            .map_err(err)?;
+        let body = root.titled(&fig.title, (FONT, 24).into_font().color(&BLACK)).map_err(err)?;
         let (legend, mut rest) = body.split_vertically(legend_h);
         draw_legend(&legend, &rows)?;
         if fig.panels.is_empty() {
@@ -475,11 +435,9 @@ where
         ShapeStyle::from(&RGBColor(190, 190, 190)).stroke_width(1),
     ))
     .map_err(err)?;
-    let style = TextStyle::from((FONT, 16).into_font())
-        .color(&GREY)
-        .pos(Pos::new(HPos::Center, VPos::Center));
-    area.draw(&Text::new(text.to_string(), (w as i32 / 2, h as i32 / 2), style))
-        .map_err(err)?;
+    let style =
+        TextStyle::from((FONT, 16).into_font()).color(&GREY).pos(Pos::new(HPos::Center, VPos::Center));
+    area.draw(&Text::new(text.to_string(), (w as i32 / 2, h as i32 / 2), style)).map_err(err)?;
     Ok(())
 }
 
@@ -529,32 +487,22 @@ where
         .draw()
         .map_err(err)?;
 
-    let marker_text = |h: HPos, v: VPos| {
-        TextStyle::from((FONT, 14).into_font())
-            .color(&GREY)
-            .pos(Pos::new(h, v))
-    };
+    let marker_text =
+        |h: HPos, v: VPos| TextStyle::from((FONT, 14).into_font()).color(&GREY).pos(Pos::new(h, v));
     let dashed = ShapeStyle::from(&GREY).stroke_width(1);
     for m in panel.hlines.iter().filter(|m| m.at.is_finite()) {
         let pts = vec![(x_lo, m.at), (x_hi, m.at)];
-        chart
-            .draw_series(DashedLineSeries::new(pts, 6, 4, dashed))
-            .map_err(err)?;
+        chart.draw_series(DashedLineSeries::new(pts, 6, 4, dashed)).map_err(err)?;
         if let Some(label) = &m.label {
             let v = if m.at >= 0.0 { VPos::Bottom } else { VPos::Top };
             let style = marker_text(HPos::Left, v);
             let x = x_lo + (x_hi - x_lo) * 0.005;
-            chart
-                .plotting_area()
-                .draw(&Text::new(label.clone(), (x, m.at), style))
-                .map_err(err)?;
+            chart.plotting_area().draw(&Text::new(label.clone(), (x, m.at), style)).map_err(err)?;
         }
     }
     for m in panel.vlines.iter().filter(|m| m.at.is_finite()) {
         let pts = vec![(m.at, y_lo), (m.at, y_hi)];
-        chart
-            .draw_series(DashedLineSeries::new(pts, 6, 4, dashed))
-            .map_err(err)?;
+        chart.draw_series(DashedLineSeries::new(pts, 6, 4, dashed)).map_err(err)?;
         if let Some(label) = &m.label {
             // Right of the line, or left of it near the right edge.
             let (h, text) = if m.at > x_lo + (x_hi - x_lo) * 0.85 {
@@ -575,14 +523,10 @@ where
         let style = ShapeStyle::from(&c).stroke_width(2);
         match line.kind {
             LineKind::Solid => {
-                chart
-                    .draw_series(LineSeries::new(line.points.clone(), style))
-                    .map_err(err)?;
+                chart.draw_series(LineSeries::new(line.points.clone(), style)).map_err(err)?;
             }
             LineKind::Dashed => {
-                chart
-                    .draw_series(DashedLineSeries::new(line.points.clone(), 8, 5, style))
-                    .map_err(err)?;
+                chart.draw_series(DashedLineSeries::new(line.points.clone(), 8, 5, style)).map_err(err)?;
             }
             LineKind::Filled => {
                 let base = 0.0f64.clamp(y_lo, y_hi);

@@ -11,14 +11,8 @@ pub(crate) fn assert_svg(svg: &str) {
         let _ = std::fs::write(format!("{dir}/{t}-{n}.svg"), svg);
     }
     let s = svg.trim_start();
-    let s = s
-        .strip_prefix("<?xml")
-        .map_or(s, |rest| rest.split_once("?>").expect("xml decl").1.trim_start());
-    assert!(
-        s.starts_with("<svg"),
-        "does not start with <svg: {}",
-        &s[..s.len().min(80)]
-    );
+    let s = s.strip_prefix("<?xml").map_or(s, |rest| rest.split_once("?>").expect("xml decl").1.trim_start());
+    assert!(s.starts_with("<svg"), "does not start with <svg: {}", &s[..s.len().min(80)]);
     let mut stack: Vec<String> = Vec::new();
     let mut rest = s;
     while let Some(i) = rest.find('<') {
@@ -27,9 +21,7 @@ pub(crate) fn assert_svg(svg: &str) {
         let tag = &after[..end];
         assert!(!tag.contains('<'), "'<' inside a tag: {tag}");
         if let Some(name) = tag.strip_prefix('/') {
-            let open = stack
-                .pop()
-                .unwrap_or_else(|| panic!("close </{name}> without open"));
+            let open = stack.pop().unwrap_or_else(|| panic!("close </{name}> without open"));
             assert_eq!(open, name.trim(), "mismatched tags");
         } else if !tag.ends_with('/') && !tag.starts_with('!') && !tag.starts_with('?') {
             let name = tag.split_whitespace().next().unwrap_or("").to_string();
@@ -58,9 +50,7 @@ pub(crate) fn svg_texts(svg: &str) -> Vec<String> {
 }
 
 fn square(lo: f64, hi: f64) -> Vec<(f64, f64)> {
-    (0..180)
-        .map(|t| (t as f64, if (t / 30) % 2 == 0 { hi } else { lo }))
-        .collect()
+    (0..180).map(|t| (t as f64, if (t / 30) % 2 == 0 { hi } else { lo })).collect()
 }
 
 #[test]
@@ -68,18 +58,8 @@ fn figure_renders_titles_legend_and_units() {
     let mut fig = Figure::new("Goodput & <friends>", "time (s)");
     let mut p = Panel::new("slipstream", "goodput (Mbit/s)");
     p.mirrored = true;
-    p.lines.push(Line::new(
-        "best-effort",
-        &square(1.0, 6.0),
-        BE_COLOR,
-        LineKind::Filled,
-    ));
-    p.lines.push(Line::new(
-        "background",
-        &negate(&square(8.0, 3.0)),
-        BG_COLOR,
-        LineKind::Filled,
-    ));
+    p.lines.push(Line::new("best-effort", &square(1.0, 6.0), BE_COLOR, LineKind::Filled));
+    p.lines.push(Line::new("background", &negate(&square(8.0, 3.0)), BG_COLOR, LineKind::Filled));
     p.hlines.push(Marker::new(9.41, Some("link 9.41".into())));
     p.hlines.push(Marker::new(-9.41, None));
     p.vlines.push(Marker::new(45.0, Some("LBE on".into())));
@@ -101,10 +81,7 @@ fn figure_renders_titles_legend_and_units() {
         assert!(svg.contains(needle), "missing {needle}");
     }
     // Mirrored ticks: no negative tick labels.
-    assert!(
-        svg_texts(&svg).iter().all(|t| !t.starts_with('-')),
-        "negative tick label in mirrored panel"
-    );
+    assert!(svg_texts(&svg).iter().all(|t| !t.starts_with('-')), "negative tick label in mirrored panel");
 }
 
 #[test]
@@ -112,12 +89,7 @@ fn degenerate_inputs_do_not_panic() {
     let mut fig = Figure::new("t", "x");
     let mut p = Panel::new("p", "y");
     p.lines.push(Line::new("one", &[(1.0, 1.0)], 0, LineKind::Solid));
-    p.lines.push(Line::new(
-        "nan",
-        &[(f64::NAN, 1.0), (2.0, f64::INFINITY)],
-        1,
-        LineKind::Dashed,
-    ));
+    p.lines.push(Line::new("nan", &[(f64::NAN, 1.0), (2.0, f64::INFINITY)], 1, LineKind::Dashed));
     p.y_range = Some((5.0, 5.0));
     fig.panels.push(p);
     assert_svg(&render_figure(&fig).unwrap());

@@ -44,13 +44,7 @@ pub(super) fn varying_keys(report: &ScenarioReport) -> Vec<String> {
     let n = report.runs.len();
     seen.into_iter()
         .filter(|(k, vals)| {
-            vals.len() > 1
-                || report
-                    .runs
-                    .iter()
-                    .filter(|r| r.params.extra.contains_key(*k))
-                    .count()
-                    < n
+            vals.len() > 1 || report.runs.iter().filter(|r| r.params.extra.contains_key(*k)).count() < n
         })
         .map(|(k, _)| k.to_string())
         .collect()
@@ -102,9 +96,7 @@ pub fn phase_markers(run: &RunResult) -> Vec<Marker> {
     out.retain(|(t, _)| t.is_finite() && *t > 0.0);
     out.sort_by(|a, b| a.0.total_cmp(&b.0));
     out.dedup_by(|a, b| (a.0 - b.0).abs() < 1e-9);
-    out.into_iter()
-        .map(|(t, l)| Marker::new(t, (!l.is_empty()).then_some(l)))
-        .collect()
+    out.into_iter().map(|(t, l)| Marker::new(t, (!l.is_empty()).then_some(l))).collect()
 }
 
 /// Runs grouped by sub-case (in first-seen order), each with the first repeat of every

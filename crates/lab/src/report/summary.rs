@@ -97,24 +97,14 @@ impl Summary {
         }
         Summary {
             scenario: report.scenario.clone(),
-            title: if report.title.is_empty() {
-                report.scenario.clone()
-            } else {
-                report.title.clone()
-            },
+            title: if report.title.is_empty() { report.scenario.clone() } else { report.title.clone() },
             how_measured: how_measured(report),
             alternatives: alternatives(report),
             columns: t.columns.clone(),
             rows,
             repeats: repeats(report),
             notes,
-            plots: plots
-                .iter()
-                .map(|p| PlotRef {
-                    file: p.file.clone(),
-                    title: p.title.clone(),
-                })
-                .collect(),
+            plots: plots.iter().map(|p| PlotRef { file: p.file.clone(), title: p.title.clone() }).collect(),
             run: run.to_string(),
         }
     }
@@ -161,11 +151,7 @@ pub fn repeat_values(report: &ScenarioReport, row: &Row, col: usize) -> Option<V
 /// standard deviation when the repeats cannot be found), `None` when not measured.
 pub fn cell(report: &ScenarioReport, row: &Row, col: usize) -> Option<Cell> {
     let mean = row.values.get(col).copied().flatten().filter(|v| v.is_finite())?;
-    let mut c = Cell {
-        mean,
-        range: None,
-        sd: None,
-    };
+    let mut c = Cell { mean, range: None, sd: None };
     if let Some(vals) = repeat_values(report, row, col).filter(|v| v.len() > 1) {
         let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
         let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -231,15 +217,9 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     } else {
         runs.iter().map(|r| r.started_unix).fold(f64::INFINITY, f64::min)
     };
-    let date = if started.is_finite() && started > 0.0 {
-        date(started)
-    } else {
-        super::markdown::MISSING.into()
-    };
-    let rate = distinct(
-        runs.iter()
-            .map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))),
-    );
+    let date =
+        if started.is_finite() && started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
+    let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
     let measured: Vec<f64> = runs.iter().filter_map(|r| r.params.measured_rtt_ms).collect();
     let rtt = if measured.len() > 1 {
@@ -257,20 +237,15 @@ pub fn how_measured(report: &ScenarioReport) -> String {
             None => format!("{} ms", tick(r.params.rtt_ms)),
         }))
     };
-    let queue = distinct(runs.iter().map(|r| {
-        format!(
-            "{} bytes ({:.0} packets)",
-            r.params.queue_bytes, r.params.queue_packets
-        )
-    }));
+    let queue = distinct(
+        runs.iter()
+            .map(|r| format!("{} bytes ({:.0} packets)", r.params.queue_bytes, r.params.queue_packets)),
+    );
     let duration = distinct(runs.iter().map(|r| format!("{} s", tick(r.params.duration_s))));
     let kernel = distinct(runs.iter().filter_map(kernel));
     let cc = distinct(runs.iter().map(|r| r.params.cc.clone()));
-    let command = if report.command.is_empty() {
-        String::new()
-    } else {
-        format!(" Command: `{}`.", report.command)
-    };
+    let command =
+        if report.command.is_empty() { String::new() } else { format!(" Command: `{}`.", report.command) };
     // A scenario without a bottleneck (datapath) has no rate, RTT or queue to speak of.
     let link = if !runs.is_empty() && runs.iter().all(|r| r.params.rate_mbit <= 0.0) {
         "no bottleneck, no delay element".to_string()

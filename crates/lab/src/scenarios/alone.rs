@@ -26,9 +26,7 @@ pub struct AloneTimes {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let times = AloneTimes {
-        duration: opts.scaled(90.0, 6.0),
-    };
+    let times = AloneTimes { duration: opts.scaled(90.0, 6.0) };
     run_with(ctx, opts, "alone", times)
 }
 
@@ -41,13 +39,8 @@ pub fn run_with(
 ) -> Result<ScenarioReport> {
     let started = crate::result::now_unix();
     let dir = ctx.run_dir(name, started)?;
-    let runs = run_all(
-        ctx,
-        opts,
-        &[times],
-        |t, alt| RunSetup::new(name, alt, t.duration, dir.clone()),
-        body,
-    )?;
+    let runs =
+        run_all(ctx, opts, &[times], |t, alt| RunSetup::new(name, alt, t.duration, dir.clone()), body)?;
     let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, times)).collect();
     let report = ScenarioReport {
         scenario: name.into(),
@@ -82,10 +75,7 @@ pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
     if let Some(s) = r.series("goodput", "bg") {
         // The flow's data span; points sit at interval midpoints, inside it.
         let (start, end) = span.unwrap_or_else(|| {
-            (
-                s.points.first().map_or(0.0, |p| p.0 - 0.05),
-                s.points.last().map_or(0.0, |p| p.0 + 0.05),
-            )
+            (s.points.first().map_or(0.0, |p| p.0 - 0.05), s.points.last().map_or(0.0, |p| p.0 + 0.05))
         });
         if let Some(g) = analysis::mean_between(&s.points, start, end) {
             m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
@@ -93,19 +83,12 @@ pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
         }
         let half = start + (end - start) / 2.0;
         if let Some(g) = analysis::mean_between(&s.points, half, end) {
-            m.push(
-                Metric::new("bg_goodput", Unit::Mbps, g)
-                    .flow("bg")
-                    .period("stable"),
-            );
+            m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("stable"));
             m.push(Metric::new("utilization", Unit::Ratio, g / max).period("stable"));
         }
         match analysis::time_to_reach(&s.points, start, 0.9 * max, 1.0) {
             Some(tt) => m.push(Metric::new("time_to_90pct", Unit::S, tt)),
-            None => r.notes.push(format!(
-                "never reached 90% of {max:.2} Mbit/s within {:.0} s",
-                t.duration
-            )),
+            None => r.notes.push(format!("never reached 90% of {max:.2} Mbit/s within {:.0} s", t.duration)),
         }
         if let Some(p) = r.series("rtt", "ping") {
             if let Some(v) = analysis::mean_between(&p.points, half, end) {

@@ -29,10 +29,7 @@ pub struct CbrTimes {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let t = CbrTimes {
-        third: opts.scaled(30.0, 4.0),
-        be_mbit: opts.extra_or("be_mbit", 6.0)?,
-    };
+    let t = CbrTimes { third: opts.scaled(30.0, 4.0), be_mbit: opts.extra_or("be_mbit", 6.0)? };
     run_with(ctx, opts, "cbr", t)
 }
 
@@ -126,11 +123,7 @@ pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
     }
     let (_, a, b) = periods[1];
     if let Some(bg) = r.series("goodput", "bg").and_then(|s| s.mean_between(a, b)) {
-        m.push(
-            Metric::new("bg_goodput", Unit::Mbps, bg)
-                .period("bg-active")
-                .flow("bg"),
-        );
+        m.push(Metric::new("bg_goodput", Unit::Mbps, bg).period("bg-active").flow("bg"));
         if let Some(be) = be_active {
             let spare = (max - be).max(1e-9);
             m.push(Metric::new("spare_use", Unit::Ratio, bg / spare).period("bg-active"));

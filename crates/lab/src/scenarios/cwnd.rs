@@ -33,13 +33,7 @@ pub struct CwndCase {
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string())?;
     let duration = opts.scaled(60.0, 8.0);
-    let cases: Vec<CwndCase> = ccs
-        .split(',')
-        .map(|c| CwndCase {
-            cc: c.trim().into(),
-            duration,
-        })
-        .collect();
+    let cases: Vec<CwndCase> = ccs.split(',').map(|c| CwndCase { cc: c.trim().into(), duration }).collect();
     let mut sub = opts.clone();
     sub.alternatives.retain(|a| a.uses_daemon());
     if sub.alternatives.is_empty() {
@@ -71,27 +65,15 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                     .paper(Paper::note("small underestimate (figure only)", src)),
                 RowSpec::new(format!("{}: cwnd estimate bias", c.cc), Unit::Ratio, "cwnd_bias")
                     .paper(Paper::new("< 0", Some(Target::at_most(0.0)), src)),
-                RowSpec::new(
-                    format!("{}: cwnd estimate correlation", c.cc),
-                    Unit::Ratio,
-                    "cwnd_corr",
-                )
-                .paper(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
-                RowSpec::new(
-                    format!("{}: estimate vs in-flight MARE", c.cc),
-                    Unit::Ratio,
-                    "inflight_mare",
-                ),
+                RowSpec::new(format!("{}: cwnd estimate correlation", c.cc), Unit::Ratio, "cwnd_corr")
+                    .paper(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
+                RowSpec::new(format!("{}: estimate vs in-flight MARE", c.cc), Unit::Ratio, "inflight_mare"),
                 RowSpec::new(
                     format!("{}: estimate vs in-flight correlation", c.cc),
                     Unit::Ratio,
                     "inflight_corr",
                 ),
-                RowSpec::new(
-                    format!("{}: rwnd vs cwnd correlation", c.cc),
-                    Unit::Ratio,
-                    "rwnd_corr",
-                ),
+                RowSpec::new(format!("{}: rwnd vs cwnd correlation", c.cc), Unit::Ratio, "rwnd_corr"),
                 RowSpec::new(format!("{}: BG goodput", c.cc), Unit::Mbps, "bg_goodput"),
             ],
         );
@@ -122,10 +104,7 @@ fn body(run: &mut Run, c: &CwndCase) -> Result<()> {
 
 /// Adds the error/correlation metrics.
 pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let real = r
-        .series("cwnd", "bg")
-        .map(|s| s.points.clone())
-        .unwrap_or_default();
+    let real = r.series("cwnd", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let mut m = Vec::new();
     if let Some(est) = r.series("cwnd_estimate", "bg") {
         let pairs = analysis::pair_series(&est.points, &real, 0.1);
@@ -140,10 +119,7 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
         }
         m.push(Metric::new("cwnd_pairs", Unit::Count, pairs.len() as f64).flow("bg"));
         // Against the bytes in flight (a clamped sender's cwnd can exceed what it may send).
-        let flight = r
-            .series("inflight", "bg")
-            .map(|s| s.points.clone())
-            .unwrap_or_default();
+        let flight = r.series("inflight", "bg").map(|s| s.points.clone()).unwrap_or_default();
         let pairs = analysis::pair_series(&est.points, &flight, 0.1);
         if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
             m.push(Metric::new("inflight_mare", Unit::Ratio, v).flow("bg"));
@@ -160,10 +136,7 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
             m.push(Metric::new("rwnd_corr", Unit::Ratio, v).flow("bg"));
         }
     }
-    if let Some(g) = r
-        .series("goodput", "bg")
-        .and_then(|s| analysis::mean(s.points.iter().map(|p| p.1)))
-    {
+    if let Some(g) = r.series("goodput", "bg").and_then(|s| analysis::mean(s.points.iter().map(|p| p.1))) {
         m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
     }
     r.metrics.extend(m);

@@ -92,10 +92,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             .iter()
             .filter(|r| r.params.extra.get("flows").and_then(|v| v.as_u64()) == Some(c.flows as u64))
             .collect();
-        let paper = PAPER_TABLE2
-            .iter()
-            .find(|p| p.0 == c.flows)
-            .map(|p| Paper::about(p.1, 2, "Vulture Table 2"));
+        let paper =
+            PAPER_TABLE2.iter().find(|p| p.0 == c.flows).map(|p| Paper::about(p.1, 2, "Vulture Table 2"));
         table.add_metric_row(
             &format!("N = {}: Jain's index", c.flows),
             Unit::Ratio,
@@ -112,15 +110,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             None,
             None,
         );
-        if refs
-            .iter()
-            .any(|r| r.metric("flows_failed", None).is_some_and(|n| n > 0.0))
-        {
+        if refs.iter().any(|r| r.metric("flows_failed", None).is_some_and(|n| n > 0.0)) {
             table.add_metric_row(
-                &format!(
-                    "N = {}: flows that could not connect (count as 0 goodput)",
-                    c.flows
-                ),
+                &format!("N = {}: flows that could not connect (count as 0 goodput)", c.flows),
                 Unit::Count,
                 &refs,
                 "flows_failed",
@@ -160,34 +152,19 @@ fn body(run: &mut Run, c: &FairCase) -> Result<()> {
 /// Adds Jain's index over the measurement window.
 pub fn with_metrics(mut r: RunResult) -> RunResult {
     let n = r.params.extra.get("flows").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
-    let stagger = r
-        .params
-        .extra
-        .get("stagger_s")
-        .and_then(|v| v.as_f64())
-        .unwrap_or(0.0);
+    let stagger = r.params.extra.get("stagger_s").and_then(|v| v.as_f64()).unwrap_or(0.0);
     let from = stagger * n.saturating_sub(1) as f64 + 1.0;
     let to = r.params.duration_s;
     let goodputs: Vec<f64> = (0..n)
-        .map(|i| {
-            r.series("goodput", &format!("bg{i}"))
-                .and_then(|s| s.mean_between(from, to))
-                .unwrap_or(0.0)
-        })
+        .map(|i| r.series("goodput", &format!("bg{i}")).and_then(|s| s.mean_between(from, to)).unwrap_or(0.0))
         .collect();
     for (i, g) in goodputs.iter().enumerate() {
-        r.metrics.push(
-            Metric::new("bg_goodput", Unit::Mbps, *g)
-                .flow(&format!("bg{i}"))
-                .period("measure"),
-        );
+        r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, *g).flow(&format!("bg{i}")).period("measure"));
     }
     if let Some(j) = analysis::jain_index(&goodputs) {
-        r.metrics
-            .push(Metric::new("jain_index", Unit::Ratio, j).period("measure"));
+        r.metrics.push(Metric::new("jain_index", Unit::Ratio, j).period("measure"));
         r.metrics.push(Metric::new("jain_index", Unit::Ratio, j));
     }
-    r.metrics
-        .push(Metric::new("bg_total_goodput", Unit::Mbps, goodputs.iter().sum()));
+    r.metrics.push(Metric::new("bg_total_goodput", Unit::Mbps, goodputs.iter().sum()));
     r
 }

@@ -34,6 +34,9 @@ pub mod phases;
 pub mod smoke;
 pub mod weights;
 
+// Left as the workspace formats it until wt-datapath's changes to it have landed; then drop
+// this attribute and run `cargo fmt` (crates/lab/rustfmt.toml).
+#[rustfmt::skip]
 pub mod datapath;
 pub mod udp_square;
 pub mod web;
@@ -75,10 +78,7 @@ pub fn default_alternatives(name: &str) -> Vec<Alternative> {
     if HOUSEHOLD.contains(&name) {
         HOUSEHOLD_ALTERNATIVES.to_vec()
     } else {
-        Alternative::ALL
-            .into_iter()
-            .filter(|a| !matches!(a, Alternative::Household(_)))
-            .collect()
+        Alternative::ALL.into_iter().filter(|a| !matches!(a, Alternative::Household(_))).collect()
     }
 }
 
@@ -179,15 +179,12 @@ impl ScenarioOptions {
 
     /// The queue limit used, bytes.
     pub fn effective_queue_bytes(&self) -> u64 {
-        self.queue_bytes
-            .unwrap_or_else(|| self.bdp_bytes())
-            .max(2 * slipstream_testbed::cmd::FRAME_BYTES)
+        self.queue_bytes.unwrap_or_else(|| self.bdp_bytes()).max(2 * slipstream_testbed::cmd::FRAME_BYTES)
     }
 
     /// The queue limit in full-size frames (rounded up).
     pub fn queue_packets(&self) -> u64 {
-        self.effective_queue_bytes()
-            .div_ceil(slipstream_testbed::cmd::FRAME_BYTES)
+        self.effective_queue_bytes().div_ceil(slipstream_testbed::cmd::FRAME_BYTES)
     }
 
     /// Labels of the alternatives, in order.
@@ -200,9 +197,7 @@ impl ScenarioOptions {
     pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
         match self.extra.get(key) {
             None => Ok(default),
-            Some(v) => v
-                .parse()
-                .map_err(|_| anyhow::anyhow!("--set {key}={v}: not a valid value")),
+            Some(v) => v.parse().map_err(|_| anyhow::anyhow!("--set {key}={v}: not a valid value")),
         }
     }
 }
@@ -273,8 +268,7 @@ impl LabContext {
             report.command.clone_from(&self.command_line);
         }
         crate::report::write_scenario_outputs(dir, &report)?;
-        self.progress
-            .log(&format!("[{}] wrote {}", report.scenario, json.display()));
+        self.progress.log(&format!("[{}] wrote {}", report.scenario, json.display()));
         Ok(json)
     }
 }
@@ -289,10 +283,7 @@ pub struct Progress {
 
 impl Default for Progress {
     fn default() -> Self {
-        Progress {
-            tty: std::io::stderr().is_terminal(),
-            last: Mutex::new(None),
-        }
+        Progress { tty: std::io::stderr().is_terminal(), last: Mutex::new(None) }
     }
 }
 
@@ -311,11 +302,7 @@ impl Progress {
     pub fn status(&self, line: &str) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
         let now = Instant::now();
-        let every = if self.tty {
-            Duration::from_millis(200)
-        } else {
-            Duration::from_secs(5)
-        };
+        let every = if self.tty { Duration::from_millis(200) } else { Duration::from_secs(5) };
         if last.is_some_and(|l| now - l < every) {
             return;
         }
@@ -340,10 +327,8 @@ pub fn status_line(
     total: f64,
     rates: &[(&str, Option<f64>)],
 ) -> String {
-    let mut s = format!(
-        "[{scenario}] alternative {}/{alt_count} {alt}  t={t:.0}/{total:.0} s",
-        alt_index + 1
-    );
+    let mut s =
+        format!("[{scenario}] alternative {}/{alt_count} {alt}  t={t:.0}/{total:.0} s", alt_index + 1);
     for (label, v) in rates {
         match v {
             Some(v) => s.push_str(&format!("  {label} {:.1} Mbit/s", v.max(0.0) + 0.0)),

@@ -45,10 +45,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let cases: Vec<OnOffCase> = list
         .split(',')
         .filter_map(|t| t.trim().parse::<f64>().ok())
-        .map(|t| OnOffCase {
-            period: t,
-            duration: opts.scaled(60f64.max(4.0 * t), 4.0 * t),
-        })
+        .map(|t| OnOffCase { period: t, duration: opts.scaled(60f64.max(4.0 * t), 4.0 * t) })
         .collect();
     let started = crate::result::now_unix();
     let dir = ctx.run_dir("onoff", started)?;
@@ -144,9 +141,7 @@ pub fn windows_from_spans(spans: &[(f64, f64)], period: f64, duration: f64) -> (
     let on: Windows = spans.to_vec();
     let mut off = Windows::new();
     for (i, &(start, end)) in spans.iter().enumerate() {
-        let next = spans
-            .get(i + 1)
-            .map_or((start + 2.0 * period).min(duration), |n| n.0);
+        let next = spans.get(i + 1).map_or((start + 2.0 * period).min(duration), |n| n.0);
         if next - end >= period / 2.0 {
             off.push((end, next));
         }
@@ -165,10 +160,7 @@ pub fn table1(
 ) -> Option<(f64, f64, f64)> {
     let g_bg_off = analysis::mean(off.iter().filter_map(|(a, z)| analysis::mean_between(bg, *a, *z)))?;
     let g_bg_on = analysis::mean(on.iter().filter_map(|(a, z)| analysis::mean_between(bg, *a, *z)))?;
-    let g_be_on = analysis::mean(
-        on.iter()
-            .map(|(a, z)| analysis::mean_between(be, *a, *z).unwrap_or(0.0)),
-    )?;
+    let g_be_on = analysis::mean(on.iter().map(|(a, z)| analysis::mean_between(be, *a, *z).unwrap_or(0.0)))?;
     let total = g_be_on + g_bg_on;
     if total <= 0.0 {
         return None;
@@ -178,21 +170,10 @@ pub fn table1(
 
 /// Adds the Table 1 metrics.
 pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let period = r
-        .params
-        .extra
-        .get("on_off_T_s")
-        .and_then(|v| v.as_f64())
-        .unwrap_or(1.0);
+    let period = r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()).unwrap_or(1.0);
     let b = max_goodput_mbit(r.params.rate_mbit);
-    let be = r
-        .series("goodput", "be")
-        .map(|s| s.points.clone())
-        .unwrap_or_default();
-    let bg = r
-        .series("goodput", "bg")
-        .map(|s| s.points.clone())
-        .unwrap_or_default();
+    let be = r.series("goodput", "be").map(|s| s.points.clone()).unwrap_or_default();
+    let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let spans = r.spans("be");
     let (on, off) = if spans.is_empty() {
         windows(period, r.params.duration_s)
@@ -200,12 +181,9 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
         windows_from_spans(&spans, period, r.params.duration_s)
     };
     if let Some((u, sb, sl)) = table1(&be, &bg, &on, &off, b) {
-        r.metrics
-            .push(Metric::new("lbe_util_off", Unit::Ratio, u).period("off"));
-        r.metrics
-            .push(Metric::new("be_share_on", Unit::Ratio, sb).period("on"));
-        r.metrics
-            .push(Metric::new("lbe_share_on", Unit::Ratio, sl).period("on"));
+        r.metrics.push(Metric::new("lbe_util_off", Unit::Ratio, u).period("off"));
+        r.metrics.push(Metric::new("be_share_on", Unit::Ratio, sb).period("on"));
+        r.metrics.push(Metric::new("lbe_share_on", Unit::Ratio, sl).period("on"));
     } else {
         r.notes.push("not enough samples for Table 1's quantities".into());
     }

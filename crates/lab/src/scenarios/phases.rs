@@ -68,11 +68,7 @@ impl Mix {
         let flows = (0..n)
             .map(|i| BgFlow {
                 label: format!("bg{i}"),
-                host: if i == 0 || hosts == 1 {
-                    1
-                } else {
-                    2 + ((i - 1) % usize::from(hosts - 1)) as u8
-                },
+                host: if i == 0 || hosts == 1 { 1 } else { 2 + ((i - 1) % usize::from(hosts - 1)) as u8 },
                 port: BG_PORT + i as u16,
             })
             .collect();
@@ -94,11 +90,7 @@ impl Mix {
     /// The measured part of each period `(name, from, to)`.
     pub fn periods(&self) -> [(&'static str, f64, f64); 3] {
         let (p, skip) = (self.phase, (self.phase / 3.0).min(10.0));
-        [
-            ("be-alone", skip, p),
-            ("bg-alone", p + skip, 2.0 * p),
-            ("together", 2.0 * p + skip, 3.0 * p),
-        ]
+        [("be-alone", skip, p), ("bg-alone", p + skip, 2.0 * p), ("together", 2.0 * p + skip, 3.0 * p)]
     }
 
     /// LAN host of each background flow.
@@ -146,9 +138,7 @@ fn body(run: &mut Run, m: &Mix) -> Result<()> {
 
 /// Mean goodput of flow `label` over `[a, b)`; 0 for a flow without a series (it never connected).
 pub fn goodput(r: &RunResult, label: &str, a: f64, b: f64) -> f64 {
-    r.series("goodput", label)
-        .and_then(|s| s.mean_between(a, b))
-        .unwrap_or(0.0)
+    r.series("goodput", label).and_then(|s| s.mean_between(a, b)).unwrap_or(0.0)
 }
 
 /// Adds the metrics of the module docs.
@@ -160,11 +150,7 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
         let bg: Vec<f64> = m.flows.iter().map(|f| goodput(&r, &f.label, a, b)).collect();
         out.push(Metric::new("bg_goodput", Unit::Mbps, bg.iter().sum()).period(period));
         if period != "bg-alone" {
-            out.push(
-                Metric::new("be_goodput", Unit::Mbps, be[i])
-                    .period(period)
-                    .flow("be"),
-            );
+            out.push(Metric::new("be_goodput", Unit::Mbps, be[i]).period(period).flow("be"));
         }
         let ping = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b));
         if let Some(v) = ping {
@@ -174,11 +160,7 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
             continue;
         }
         for (f, g) in m.flows.iter().zip(&bg) {
-            out.push(
-                Metric::new("bg_goodput", Unit::Mbps, *g)
-                    .period(period)
-                    .flow(&f.label),
-            );
+            out.push(Metric::new("bg_goodput", Unit::Mbps, *g).period(period).flow(&f.label));
         }
         if be[0] > 0.0 {
             out.push(Metric::new("bg_fill", Unit::Ratio, bg.iter().sum::<f64>() / be[0]).period(period));
@@ -204,28 +186,10 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
 
 /// Rows a table gets for every mix: `(label, unit, metric, period, target)`.
 const COMMON_ROWS: [(&str, Unit, &str, &str, Option<Target>); 5] = [
-    (
-        "BE kept beside BG",
-        Unit::Ratio,
-        "be_kept",
-        "together",
-        Some(Target::at_least(0.93)),
-    ),
-    (
-        "BG alone / BE alone",
-        Unit::Ratio,
-        "bg_fill",
-        "bg-alone",
-        Some(Target::at_least(0.97)),
-    ),
+    ("BE kept beside BG", Unit::Ratio, "be_kept", "together", Some(Target::at_least(0.93))),
+    ("BG alone / BE alone", Unit::Ratio, "bg_fill", "bg-alone", Some(Target::at_least(0.97))),
     ("ping added by BG alone", Unit::Ms, "bg_delay", "bg-alone", None),
-    (
-        "Jain's index (host-fair), BG alone",
-        Unit::Ratio,
-        "jain_index",
-        "bg-alone",
-        None,
-    ),
+    ("Jain's index (host-fair), BG alone", Unit::Ratio, "jain_index", "bg-alone", None),
     (
         "host share ratio (max/min), BG alone",
         Unit::Ratio,
@@ -259,10 +223,7 @@ pub struct Extras {
 
 impl Extras {
     /// Nothing beyond the common metrics and rows.
-    pub const NONE: Extras = Extras {
-        metrics: |_, _| {},
-        rows: |_, _, _| {},
-    };
+    pub const NONE: Extras = Extras { metrics: |_, _| {}, rows: |_, _, _| {} };
 }
 
 /// Runs every alternative on every mix (a fresh testbed each), adds the metrics and writes the
@@ -277,27 +238,12 @@ pub fn run_mixes(
 ) -> Result<ScenarioReport> {
     let started = crate::result::now_unix();
     let dir = ctx.run_dir(scenario, started)?;
-    let runs = run_all(
-        ctx,
-        opts,
-        mixes,
-        |m, alt| m.setup(scenario, alt, dir.clone()),
-        body,
-    )?;
-    let case_of = |r: &RunResult| {
-        r.params
-            .extra
-            .get("case")
-            .and_then(|v| v.as_str())
-            .map(str::to_string)
-    };
+    let runs = run_all(ctx, opts, mixes, |m, alt| m.setup(scenario, alt, dir.clone()), body)?;
+    let case_of = |r: &RunResult| r.params.extra.get("case").and_then(|v| v.as_str()).map(str::to_string);
     let runs: Vec<RunResult> = runs
         .into_iter()
         .map(|r| {
-            let m = mixes
-                .iter()
-                .find(|m| case_of(&r).as_deref() == Some(&m.case))
-                .expect("own case");
+            let m = mixes.iter().find(|m| case_of(&r).as_deref() == Some(&m.case)).expect("own case");
             let mut r = with_metrics(r, m);
             (extras.metrics)(&mut r, m);
             r
@@ -305,10 +251,7 @@ pub fn run_mixes(
         .collect();
     let mut table = Table::new(opts.alternative_labels());
     for m in mixes {
-        let refs: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| case_of(r).as_deref() == Some(&m.case))
-            .collect();
+        let refs: Vec<&RunResult> = runs.iter().filter(|r| case_of(r).as_deref() == Some(&m.case)).collect();
         for row in COMMON_ROWS {
             add_row(&mut table, &refs, &m.case, row);
         }

@@ -17,32 +17,15 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ..opts.clone()
     };
     let a = alone::run_with(ctx, &opts, "smoke", alone::AloneTimes { duration: 8.0 })?;
-    let c = cbr::run_with(
-        ctx,
-        &opts,
-        "smoke-cbr",
-        cbr::CbrTimes {
-            third: 4.0,
-            be_mbit: 6.0,
-        },
-    )?;
+    let c = cbr::run_with(ctx, &opts, "smoke-cbr", cbr::CbrTimes { third: 4.0, be_mbit: 6.0 })?;
     for r in a.runs.iter().chain(&c.runs) {
         for (name, flow) in [("goodput", "bg"), ("rtt", "ping"), ("cwnd", "bg")] {
             let n = r.series(name, flow).map_or(0, |s| s.points.len());
-            ensure!(
-                n > 0,
-                "{} / {}: series {name} of {flow} is empty",
-                r.scenario,
-                r.alternative
-            );
+            ensure!(n > 0, "{} / {}: series {name} of {flow} is empty", r.scenario, r.alternative);
         }
         if r.alternative == "slipstream" {
             let n = r.series("rwnd", "bg").map_or(0, |s| s.points.len());
-            ensure!(
-                n > 0,
-                "{}: no daemon rwnd samples of the background flow",
-                r.scenario
-            );
+            ensure!(n > 0, "{}: no daemon rwnd samples of the background flow", r.scenario);
         }
     }
     let left: Vec<String> = slipstream_testbed::list_netns()?

@@ -8,10 +8,7 @@ fn options() {
     assert_eq!(o.bdp_bytes(), 125_000);
     assert_eq!(o.queue_packets(), 83);
     assert_eq!(o.scaled(90.0, 5.0), 90.0);
-    let o = ScenarioOptions {
-        duration_scale: 0.01,
-        ..o
-    };
+    let o = ScenarioOptions { duration_scale: 0.01, ..o };
     assert_eq!(o.scaled(90.0, 5.0), 5.0);
     for name in ALL.iter().chain(&["smoke"]) {
         assert!(lookup(name).is_some(), "{name}");
@@ -22,15 +19,7 @@ fn options() {
 #[test]
 fn status_format() {
     assert_eq!(
-        status_line(
-            "cbr",
-            1,
-            5,
-            "slipstream",
-            34.2,
-            90.0,
-            &[("BE", Some(5.94)), ("BG", Some(0.4))]
-        ),
+        status_line("cbr", 1, 5, "slipstream", 34.2, 90.0, &[("BE", Some(5.94)), ("BG", Some(0.4))]),
         "[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s"
     );
 }

@@ -100,10 +100,7 @@ pub struct Usage {
 /// Available capacity series: `ceiling × (1 − udp(t) / rate)`, at least 0.
 pub fn available_series(udp_wire: &[(f64, f64)], rate_mbit: f64) -> Vec<(f64, f64)> {
     let ceiling = analysis::max_goodput_mbit(rate_mbit);
-    udp_wire
-        .iter()
-        .map(|&(t, u)| (t, (ceiling * (1.0 - u / rate_mbit)).max(0.0)))
-        .collect()
+    udp_wire.iter().map(|&(t, u)| (t, (ceiling * (1.0 - u / rate_mbit)).max(0.0))).collect()
 }
 
 /// Usage over the wave `[t_udp, t_udp + d]`. `bg`, `available` and `udp_wire` are series of
@@ -157,11 +154,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let mut index = 0;
     for &period in &periods {
         let d = wave_seconds(opts, period);
-        let wave = SquareWave {
-            rate_bps: udp_mbit * 1e6,
-            period_s: period,
-            payload: udp::MAX_PAYLOAD,
-        };
+        let wave = SquareWave { rate_bps: udp_mbit * 1e6, period_s: period, payload: udp::MAX_PAYLOAD };
         wave.validate()?;
         for repeat in 0..opts.repeats.max(1) {
             for &alt in &opts.alternatives {
@@ -181,12 +174,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 let r = one_run(ctx, opts, setup, &web_bin, &wave, warm, d).with_context(|| what.clone())?;
                 ctx.progress.log(&format!(
                     "[{NAME}] {what}: background {:.2} Mbit/s of {:.2} available = {:.2}",
-                    r.metric(&format!("bg_goodput_T{}", period_label(period)), None)
-                        .unwrap_or(f64::NAN),
-                    r.metric(&format!("available_T{}", period_label(period)), None)
-                        .unwrap_or(f64::NAN),
-                    r.metric(&format!("bg_usage_norm_T{}", period_label(period)), None)
-                        .unwrap_or(f64::NAN),
+                    r.metric(&format!("bg_goodput_T{}", period_label(period)), None).unwrap_or(f64::NAN),
+                    r.metric(&format!("available_T{}", period_label(period)), None).unwrap_or(f64::NAN),
+                    r.metric(&format!("bg_usage_norm_T{}", period_label(period)), None).unwrap_or(f64::NAN),
                 ));
                 runs.push(r);
             }
@@ -262,10 +252,7 @@ fn one_run(
         .map(|(t, v)| (t_sink + t + BIN_S / 2.0, v))
         .collect();
     let available = available_series(&udp_wire, opts.rate_mbit);
-    let bg = r
-        .series("goodput", "bg")
-        .map(|s| s.points.clone())
-        .unwrap_or_default();
+    let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let u = usage(&bg, &available, &udp_wire, wave, t_udp, d);
     let planned = wave.send_times(d).count() as f64;
     let received: u64 = bins.iter().map(|b| b.packets).sum();
@@ -277,13 +264,10 @@ fn one_run(
         Metric::new(&format!("bg_usage_norm_off_T{tl}"), Unit::Ratio, u.normalized_off).period("off"),
         Metric::new(&format!("bg_goodput_T{tl}"), Unit::Mbps, u.bg_mbps).flow("bg"),
         Metric::new(&format!("available_T{tl}"), Unit::Mbps, u.available_mbps),
-        Metric::new(&format!("udp_on_rate_T{tl}"), Unit::Mbps, u.udp_on_mbps)
-            .period("on")
-            .flow("udp"),
+        Metric::new(&format!("udp_on_rate_T{tl}"), Unit::Mbps, u.udp_on_mbps).period("on").flow("udp"),
         Metric::new(&format!("udp_loss_T{tl}"), Unit::Ratio, loss).flow("udp"),
     ]);
-    r.series
-        .push(Series::new("udp_rate", Unit::Mbps, "udp", Role::BestEffort, "sink").with_points(udp_wire));
+    r.series.push(Series::new("udp_rate", Unit::Mbps, "udp", Role::BestEffort, "sink").with_points(udp_wire));
     r.series
         .push(Series::new("available", Unit::Mbps, "link", Role::Link, "computed").with_points(available));
     r.notes.push(format!(
@@ -298,12 +282,8 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     const SRC: &str = "Key et al. Sec. 5.2 (Fig. 7 text)";
     for &p in periods {
         let tl = period_label(p);
-        let paper = (p == 50.0).then(|| {
-            Paper::note(
-                "~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)",
-                SRC,
-            )
-        });
+        let paper = (p == 50.0)
+            .then(|| Paper::note("~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)", SRC));
         t.add_metric_row(
             &format!("BG usage / available, on/off = {tl} s"),
             Unit::Ratio,

@@ -4,10 +4,7 @@ use super::*;
 
 #[test]
 fn period_sets() {
-    let mut o = ScenarioOptions {
-        duration_scale: 0.25,
-        ..Default::default()
-    };
+    let mut o = ScenarioOptions { duration_scale: 0.25, ..Default::default() };
     assert_eq!(periods(&o).unwrap(), vec![1.0, 5.0, 15.0]);
     assert_eq!(wave_seconds(&o, 1.0), 10.0);
     assert_eq!(wave_seconds(&o, 15.0), 60.0);
@@ -28,33 +25,21 @@ fn period_sets() {
 fn usage_of_a_perfect_follower() {
     // 10 Mbit/s link, UDP 6.7 on in [0,1), off in [1,2), ... from t_udp = 5; the background
     // flow takes exactly what is left.
-    let wave = SquareWave {
-        rate_bps: 6.7e6,
-        period_s: 1.0,
-        payload: udp::MAX_PAYLOAD,
-    };
+    let wave = SquareWave { rate_bps: 6.7e6, period_s: 1.0, payload: udp::MAX_PAYLOAD };
     let (t_udp, d) = (5.0, 4.0);
     let udp_at = |t: f64| if wave.is_on(t - t_udp) { 6.7 } else { 0.0 };
     // Interval midpoints.
     let pts = |step: f64| -> Vec<f64> {
-        (0..((d + 6.0) / step) as usize)
-            .map(|i| (i as f64 + 0.5) * step)
-            .collect()
+        (0..((d + 6.0) / step) as usize).map(|i| (i as f64 + 0.5) * step).collect()
     };
     let udp_wire: Vec<(f64, f64)> = pts(BIN_S).iter().map(|&t| (t, udp_at(t))).collect();
     let avail = available_series(&udp_wire, 10.0);
     let ceiling = analysis::max_goodput_mbit(10.0);
-    let bg: Vec<(f64, f64)> = pts(0.1)
-        .iter()
-        .map(|&t| (t, ceiling * (1.0 - udp_at(t) / 10.0)))
-        .collect();
+    let bg: Vec<(f64, f64)> = pts(0.1).iter().map(|&t| (t, ceiling * (1.0 - udp_at(t) / 10.0))).collect();
     let u = usage(&bg, &avail, &udp_wire, &wave, t_udp, d);
     assert!((u.normalized - 1.0).abs() < 1e-9, "{u:?}");
     assert!((u.normalized_on - 1.0).abs() < 1e-9 && (u.normalized_off - 1.0).abs() < 1e-9);
-    assert!(
-        (u.available_mbps - ceiling * (1.0 - 6.7 / 20.0)).abs() < 1e-6,
-        "{u:?}"
-    );
+    assert!((u.available_mbps - ceiling * (1.0 - 6.7 / 20.0)).abs() < 1e-6, "{u:?}");
     assert!((u.udp_on_mbps - 6.7).abs() < 1e-9);
     // A flow at half of that everywhere uses half.
     let half: Vec<(f64, f64)> = bg.iter().map(|&(t, v)| (t, v / 2.0)).collect();

@@ -120,12 +120,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 servers: 2,
                 clients: 2,
                 ping: false,
-                ..RunSetup::new(
-                    NAME,
-                    alt.unwrap_or(Alternative::NoControl),
-                    warm + d,
-                    work_dir.clone(),
-                )
+                ..RunSetup::new(NAME, alt.unwrap_or(Alternative::NoControl), warm + d, work_dir.clone())
             }
             .param("sessions", sessions)
             .param("seed", seed)
@@ -142,18 +137,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             let base_ref = baseline.as_ref().map(|(b, m)| (b.as_slice(), *m));
             r.metrics.extend(web_metrics(&records, base_ref));
             if alt.is_none() {
-                baseline = Some((
-                    web::bucket_stats(&records, &edges()),
-                    web::mean_response(&records),
-                ));
+                baseline = Some((web::bucket_stats(&records, &edges()), web::mean_response(&records)));
                 r.metrics.retain(|m| !m.name.starts_with("web_rt_norm"));
             }
             ctx.progress.log(&format!(
                 "[{NAME}] {what}: {} objects, mean response {:.0} ms{}",
                 r.metric("web_objects", None).unwrap_or(0.0),
                 r.metric("web_rt_mean", None).unwrap_or(f64::NAN),
-                r.metric("web_rt_norm", None)
-                    .map_or(String::new(), |n| format!(" ({n:.2} x web-only)"))
+                r.metric("web_rt_norm", None).map_or(String::new(), |n| format!(" ({n:.2} x web-only)"))
             ));
             runs.push(r);
         }
@@ -213,24 +204,14 @@ fn one_run(
         Duration::from_secs(5),
     )?;
     if background {
-        run.start_flow(FlowSpec::download(
-            "bg",
-            Role::Background,
-            BG_PORT,
-            warm + d + 2.0,
-        ))?;
+        run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, warm + d + 2.0))?;
         run.wait_until(warm)?;
     }
     let t_web = run.t();
     let target = format!("{}:{WEB_PORT}", run.tb().server_addr_of(WEB_HOST, false));
     let client_args =
         format!("client --server {target} --duration {d} --grace 15 --sessions {sessions} --seed {seed}");
-    let client = Helper::spawn(helper_command(
-        run.tb(),
-        Ns::client(WEB_HOST),
-        web_bin,
-        &client_args,
-    ))?;
+    let client = Helper::spawn(helper_command(run.tb(), Ns::client(WEB_HOST), web_bin, &client_args))?;
     run.wait_until(t_web + d)?;
     let lines = client.wait(Duration::from_secs(30)).context("web client")?;
     let records = web::parse_records(&lines.join("\n"))?;
@@ -238,28 +219,17 @@ fn one_run(
     drop(server);
     let mut r = run.finish()?;
     if background {
-        let bg = r
-            .series("goodput", "bg")
-            .map(|s| s.points.clone())
-            .unwrap_or_default();
+        let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
         let during = analysis::mean_between(&bg, t_web, t_end.min(t_web + d));
         if let Some(g) = during {
-            r.metrics
-                .push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("web"));
-            r.metrics.push(
-                Metric::new("bg_share", Unit::Ratio, g / opts.rate_mbit)
-                    .flow("bg")
-                    .period("web"),
-            );
+            r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("web"));
+            r.metrics.push(Metric::new("bg_share", Unit::Ratio, g / opts.rate_mbit).flow("bg").period("web"));
         }
     }
-    let mut pts: Vec<(f64, f64)> = records
-        .iter()
-        .filter_map(|o| o.response_s.map(|rt| (t_web + o.start_s, rt * 1000.0)))
-        .collect();
+    let mut pts: Vec<(f64, f64)> =
+        records.iter().filter_map(|o| o.response_s.map(|rt| (t_web + o.start_s, rt * 1000.0))).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-    r.series
-        .push(Series::new("web_response", Unit::Ms, "web", Role::BestEffort, "client").with_points(pts));
+    r.series.push(Series::new("web_response", Unit::Ms, "web", Role::BestEffort, "client").with_points(pts));
     let by_size: Vec<(f64, f64)> = web::bucket_stats(&records, &edges())
         .iter()
         .filter(|b| b.count > 0)

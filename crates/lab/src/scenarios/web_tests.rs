@@ -21,10 +21,7 @@ fn rec(size: u64, rt: f64) -> ObjectRecord {
 fn labels_and_metrics() {
     let b = web::bucket_stats(&[], &edges());
     let labels: Vec<String> = b.iter().map(bucket_label).collect();
-    assert_eq!(
-        labels,
-        vec!["<4k", "4-8k", "8-16k", "16-32k", "32-64k", "64-128k", "128-256k", "256k+"]
-    );
+    assert_eq!(labels, vec!["<4k", "4-8k", "8-16k", "16-32k", "32-64k", "64-128k", "128-256k", "256k+"]);
     let base = [rec(3000, 0.2), rec(5000, 0.4)];
     let with = [rec(3000, 0.3), rec(5000, 0.4), rec(6000, 0.4)];
     let bs = web::bucket_stats(&base, &edges());
@@ -44,10 +41,7 @@ fn labels_and_metrics() {
 fn normalised_by_the_plain_tcp_run_of_the_same_repeat() {
     let run = |alt: &str, repeat: u32, mean: f64| RunResult {
         alternative: alt.into(),
-        params: crate::result::RunParams {
-            repeat,
-            ..Default::default()
-        },
+        params: crate::result::RunParams { repeat, ..Default::default() },
         metrics: vec![
             Metric::new("web_rt_mean", Unit::Ms, mean),
             Metric::new("web_rt_mean_<4k", Unit::Ms, mean / 2.0),

@@ -17,11 +17,7 @@ use crate::harness::BG_PORT;
 use crate::result::{Metric, RunResult, ScenarioReport, Table, Target, Unit};
 
 fn rule(name: &str, port: u16, key: &str, value: &str) -> LabRule {
-    LabRule {
-        name: name.into(),
-        ports: vec![port],
-        share: vec![(key.into(), value.into())],
-    }
+    LabRule { name: name.into(), ports: vec![port], share: vec![(key.into(), value.into())] }
 }
 
 /// Runs the scenario.
@@ -30,10 +26,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     for (f, name) in weights.flows.iter_mut().zip(["w1", "w3"]) {
         f.label = name.into();
     }
-    weights.rules = vec![
-        rule("w1", BG_PORT, "weight", "1"),
-        rule("w3", BG_PORT + 1, "weight", "3"),
-    ];
+    weights.rules = vec![rule("w1", BG_PORT, "weight", "1"), rule("w3", BG_PORT + 1, "weight", "3")];
     let mut min_rate = Mix::spread("min_rate 2mbit", 1, 1, opts);
     min_rate.rules = vec![rule("min-rate", BG_PORT, "min_rate", "\"2mbit\"")];
     let title = format!(
@@ -55,22 +48,12 @@ fn metrics(r: &mut RunResult, m: &Mix) {
 }
 
 fn rows(table: &mut Table, runs: &[&RunResult], m: &Mix) {
-    let ratio = (
-        "w3 / w1 goodput, BG alone",
-        Unit::Ratio,
-        "weight_ratio",
-        "bg-alone",
-        Some(Target::about(3.0)),
-    );
+    let ratio =
+        ("w3 / w1 goodput, BG alone", Unit::Ratio, "weight_ratio", "bg-alone", Some(Target::about(3.0)));
     add_row(table, runs, &m.case, ratio);
     if m.case.starts_with("min_rate") {
-        let kept = (
-            "BG goodput beside BE",
-            Unit::Mbps,
-            "bg_goodput",
-            "together",
-            Some(Target::at_least(2.0)),
-        );
+        let kept =
+            ("BG goodput beside BE", Unit::Mbps, "bg_goodput", "together", Some(Target::at_least(2.0)));
         add_row(table, runs, &m.case, kept);
     }
 }

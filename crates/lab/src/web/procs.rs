@@ -31,9 +31,8 @@ pub fn helper_command(
     bin: &Path,
     args: &str,
 ) -> Command {
-    let argv: Vec<&std::ffi::OsStr> = std::iter::once(bin.as_os_str())
-        .chain(args.split_whitespace().map(std::ffi::OsStr::new))
-        .collect();
+    let argv: Vec<&std::ffi::OsStr> =
+        std::iter::once(bin.as_os_str()).chain(args.split_whitespace().map(std::ffi::OsStr::new)).collect();
     tb.exec(ns, &argv)
 }
 
@@ -50,9 +49,7 @@ impl Helper {
     /// Spawns `c` (stdin null, stdout and stderr piped).
     pub fn spawn(mut c: Command) -> Result<Helper> {
         let description = slipstream_testbed::cmd::describe(&c);
-        c.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        c.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped());
         let mut child = c.spawn().with_context(|| format!("spawning `{description}`"))?;
         let out = child.stdout.take().expect("piped");
         let mut err = child.stderr.take().expect("piped");
@@ -69,12 +66,7 @@ impl Helper {
             let _ = err.read_to_string(&mut s);
             s
         }));
-        Ok(Helper {
-            child: Some(child),
-            lines,
-            stderr,
-            description,
-        })
+        Ok(Helper { child: Some(child), lines, stderr, description })
     }
 
     /// Spawns and waits (up to `timeout`) for the first stdout line to be `ready`.

@@ -24,14 +24,8 @@ fn size_sample_mean_matches() {
     let samples: Vec<u64> = (0..n).map(|_| d.sample(&mut rng)).collect();
     let mean = samples.iter().sum::<u64>() as f64 / n as f64;
     // sd of the clamped distribution is ~45 kB: the standard error is ~70 B (0.6%).
-    assert!(
-        (mean / d.mean() - 1.0).abs() < 0.03,
-        "sample mean {mean}, want {}",
-        d.mean()
-    );
-    assert!(samples
-        .iter()
-        .all(|&s| s as f64 >= d.scale.floor() && s as f64 <= d.cap));
+    assert!((mean / d.mean() - 1.0).abs() < 0.03, "sample mean {mean}, want {}", d.mean());
+    assert!(samples.iter().all(|&s| s as f64 >= d.scale.floor() && s as f64 <= d.cap));
     // Tail: P(X > 10·scale) = 10^-1.2 ≈ 6.3%.
     let tail = samples.iter().filter(|&&s| s as f64 > 10.0 * d.scale).count() as f64 / n as f64;
     assert!((tail - 0.063).abs() < 0.005, "{tail}");
@@ -44,15 +38,11 @@ fn think_and_gap_means_match() {
     let pages: Vec<PlannedPage> = (0..20_000).map(|_| plan.next_page()).collect();
     let think = pages.iter().map(|p| p.think_s).sum::<f64>() / pages.len() as f64;
     assert!((think - 1.0).abs() < 0.03, "{think}");
-    let gaps: Vec<f64> = pages
-        .iter()
-        .flat_map(|p| p.objects.windows(2).map(|w| w[1].offset_s - w[0].offset_s))
-        .collect();
+    let gaps: Vec<f64> =
+        pages.iter().flat_map(|p| p.objects.windows(2).map(|w| w[1].offset_s - w[0].offset_s)).collect();
     let gap = gaps.iter().sum::<f64>() / gaps.len() as f64;
     assert!((gap - 0.001).abs() < 0.00003, "{gap}");
-    assert!(pages
-        .iter()
-        .all(|p| p.objects.len() == 10 && p.objects[0].offset_s == 0.0));
+    assert!(pages.iter().all(|p| p.objects.len() == 10 && p.objects[0].offset_s == 0.0));
 }
 
 #[test]
@@ -127,10 +117,7 @@ fn protocol_over_loopback() {
 #[test]
 fn client_runs_pages_over_loopback() {
     let (addr, stop, h) = loopback_server();
-    let model = WebModel {
-        think_mean_s: 0.05,
-        ..WebModel::key2004()
-    };
+    let model = WebModel { think_mean_s: 0.05, ..WebModel::key2004() };
     let cfg = ClientConfig {
         server: addr,
         model,
@@ -154,12 +141,7 @@ fn client_runs_pages_over_loopback() {
     // The sizes are the planned ones, page by page, for each session.
     for session in 0..2 {
         let mut plan = SessionPlan::new(model, 9, session);
-        let pages = recs
-            .iter()
-            .filter(|r| r.session == session)
-            .map(|r| r.page)
-            .max()
-            .unwrap();
+        let pages = recs.iter().filter(|r| r.session == session).map(|r| r.page).max().unwrap();
         for page in 0..=pages {
             let planned = plan.next_page();
             let mut got: Vec<_> = recs
@@ -168,12 +150,7 @@ fn client_runs_pages_over_loopback() {
                 .map(|r| (r.object, r.size))
                 .collect();
             got.sort();
-            let want: Vec<_> = planned
-                .objects
-                .iter()
-                .enumerate()
-                .map(|(i, o)| (i as u32, o.size))
-                .collect();
+            let want: Vec<_> = planned.objects.iter().enumerate().map(|(i, o)| (i as u32, o.size)).collect();
             assert_eq!(got, want, "session {session} page {page}");
         }
     }
@@ -208,13 +185,7 @@ fn buckets() {
     let mut failed = rec(1500, 9.0);
     failed.error = Some("x".into());
     failed.response_s = None;
-    let recs = [
-        rec(10, 0.1),
-        rec(1000, 0.2),
-        rec(1999, 0.4),
-        rec(5000, 1.0),
-        failed,
-    ];
+    let recs = [rec(10, 0.1), rec(1000, 0.2), rec(1999, 0.4), rec(5000, 1.0), failed];
     let b = bucket_stats(&recs, &edges);
     assert_eq!(b.len(), 4);
     assert_eq!((b[0].count, b[0].mean_s), (1, 0.1));

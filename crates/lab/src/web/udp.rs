@@ -81,14 +81,9 @@ impl SquareWave {
 /// Sends the wave to `dst` for `duration`. Returns the datagrams sent.
 pub fn send_square_wave(dst: SocketAddr, wave: &SquareWave, duration: Duration) -> Result<u64> {
     wave.validate()?;
-    let bind: SocketAddr = if dst.is_ipv4() {
-        "0.0.0.0:0".parse()?
-    } else {
-        "[::]:0".parse()?
-    };
+    let bind: SocketAddr = if dst.is_ipv4() { "0.0.0.0:0".parse()? } else { "[::]:0".parse()? };
     let sock = UdpSocket::bind(bind).context("binding the UDP sender")?;
-    sock.connect(dst)
-        .with_context(|| format!("connecting the UDP sender to {dst}"))?;
+    sock.connect(dst).with_context(|| format!("connecting the UDP sender to {dst}"))?;
     let mut payload = vec![0u8; wave.payload];
     let start = Instant::now();
     let mut sent = 0u64;
@@ -122,13 +117,8 @@ pub struct SinkBin {
 pub fn run_sink(sock: &UdpSocket, duration: Duration, bin: Duration) -> Result<Vec<SinkBin>> {
     let start = Instant::now();
     let nbins = (duration.as_secs_f64() / bin.as_secs_f64()).ceil() as usize;
-    let mut bins: Vec<SinkBin> = (0..nbins)
-        .map(|i| SinkBin {
-            t: i as f64 * bin.as_secs_f64(),
-            bytes: 0,
-            packets: 0,
-        })
-        .collect();
+    let mut bins: Vec<SinkBin> =
+        (0..nbins).map(|i| SinkBin { t: i as f64 * bin.as_secs_f64(), bytes: 0, packets: 0 }).collect();
     let mut buf = vec![0u8; 65_536];
     loop {
         let elapsed = start.elapsed();
@@ -144,11 +134,7 @@ pub fn run_sink(sock: &UdpSocket, duration: Duration, bin: Duration) -> Result<V
                     b.packets += 1;
                 }
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
             Err(e) => return Err(e).context("receiving"),
         }
     }
@@ -159,9 +145,7 @@ pub fn run_sink(sock: &UdpSocket, duration: Duration, bin: Duration) -> Result<V
 /// `payload`-byte datagrams (what the bottleneck carried).
 pub fn wire_rate_series(bins: &[SinkBin], bin_s: f64, payload: usize) -> Vec<(f64, f64)> {
     let scale = (payload as u64 + UDP_FRAME_OVERHEAD) as f64 / payload as f64;
-    bins.iter()
-        .map(|b| (b.t, b.bytes as f64 * scale * 8.0 / bin_s / 1e6))
-        .collect()
+    bins.iter().map(|b| (b.t, b.bytes as f64 * scale * 8.0 / bin_s / 1e6)).collect()
 }
 
 #[cfg(test)]

@@ -3,11 +3,7 @@
 use super::*;
 
 fn wave(period_s: f64) -> SquareWave {
-    SquareWave {
-        rate_bps: 6.7e6,
-        period_s,
-        payload: MAX_PAYLOAD,
-    }
+    SquareWave { rate_bps: 6.7e6, period_s, payload: MAX_PAYLOAD }
 }
 
 #[test]
@@ -32,18 +28,7 @@ fn schedule() {
 
 #[test]
 fn rate_series() {
-    let bins = [
-        SinkBin {
-            t: 0.0,
-            bytes: 1472 * 10,
-            packets: 10,
-        },
-        SinkBin {
-            t: 0.1,
-            bytes: 0,
-            packets: 0,
-        },
-    ];
+    let bins = [SinkBin { t: 0.0, bytes: 1472 * 10, packets: 10 }, SinkBin { t: 0.1, bytes: 0, packets: 0 }];
     let s = wire_rate_series(&bins, 0.1, 1472);
     assert!((s[0].1 - 1514.0 * 10.0 * 8.0 / 0.1 / 1e6).abs() < 1e-9);
     assert_eq!(s[1], (0.1, 0.0));
@@ -53,11 +38,7 @@ fn rate_series() {
 fn wave_over_loopback() {
     let sink = UdpSocket::bind("127.0.0.1:0").unwrap();
     let dst = sink.local_addr().unwrap();
-    let w = SquareWave {
-        rate_bps: 2e6,
-        period_s: 0.2,
-        payload: 1000,
-    };
+    let w = SquareWave { rate_bps: 2e6, period_s: 0.2, payload: 1000 };
     let h =
         std::thread::spawn(move || run_sink(&sink, Duration::from_millis(900), Duration::from_millis(100)));
     let sent = send_square_wave(dst, &w, Duration::from_millis(800)).unwrap();

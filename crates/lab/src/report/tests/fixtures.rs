@@ -46,10 +46,7 @@ pub(super) fn params(repeat: u32, extra: BTreeMap<String, serde_json::Value>) ->
 }
 
 pub(super) fn phases() -> BTreeMap<String, serde_json::Value> {
-    BTreeMap::from([
-        ("bg_start_s".to_string(), json!(45.0)),
-        ("bg_stop_s".to_string(), json!(135.0)),
-    ])
+    BTreeMap::from([("bg_start_s".to_string(), json!(45.0)), ("bg_stop_s".to_string(), json!(135.0))])
 }
 
 pub(super) fn active(t: f64) -> bool {
@@ -140,42 +137,26 @@ pub(super) fn cbr() -> ScenarioReport {
                     5.98 + wobble(t, 3.0)
                 }
             };
-            r.series
-                .push(series("goodput", Unit::Mbps, "be", Role::BestEffort, |t| {
-                    Some(be(t))
-                }));
-            r.series
-                .push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| {
-                    Some(bg(t))
-                }));
-            r.series
-                .push(series("goodput", Unit::Mbps, "rev", Role::Reverse, |_| Some(6.0)));
-            r.series
-                .push(series("rtt", Unit::Ms, "ping", Role::Probe, move |t| {
-                    Some(if active(t) {
-                        104.0 + 60.0 * (1.0 - y) + 10.0 * wobble(t, 4.0)
-                    } else {
-                        104.0
-                    })
-                }));
+            r.series.push(series("goodput", Unit::Mbps, "be", Role::BestEffort, |t| Some(be(t))));
+            r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| Some(bg(t))));
+            r.series.push(series("goodput", Unit::Mbps, "rev", Role::Reverse, |_| Some(6.0)));
+            r.series.push(series("rtt", Unit::Ms, "ping", Role::Probe, move |t| {
+                Some(if active(t) { 104.0 + 60.0 * (1.0 - y) + 10.0 * wobble(t, 4.0) } else { 104.0 })
+            }));
             if alt.starts_with("slipstream") {
-                r.series
-                    .push(series("piv_sum", Unit::S, "bg", Role::Background, move |t| {
-                        active(t).then(|| (0.004 + 0.003 * wobble(t, 5.0)).max(0.0))
-                    }));
+                r.series.push(series("piv_sum", Unit::S, "bg", Role::Background, move |t| {
+                    active(t).then(|| (0.004 + 0.003 * wobble(t, 5.0)).max(0.0))
+                }));
             }
             let k = repeat as f64 * 0.04;
-            r.metrics
-                .push(Metric::new("be_goodput", Unit::Mbps, 5.97 + k).period("before"));
+            r.metrics.push(Metric::new("be_goodput", Unit::Mbps, 5.97 + k).period("before"));
             r.metrics
                 .push(Metric::new("be_goodput", Unit::Mbps, 6.0 - 1.5 * (1.0 - y) + k).period("bg-active"));
             r.metrics.push(
                 Metric::new("bg_goodput", Unit::Mbps, 3.4 * y + 5.0 * (1.0 - y) - k).period("bg-active"),
             );
-            r.metrics
-                .push(Metric::new("be_rtt", Unit::Ms, 104.0 + 60.0 * (1.0 - y) + k).period("bg-active"));
-            r.metrics
-                .push(Metric::new("utilization", Unit::Ratio, 0.83 * y + k).period("bg-active"));
+            r.metrics.push(Metric::new("be_rtt", Unit::Ms, 104.0 + 60.0 * (1.0 - y) + k).period("bg-active"));
+            r.metrics.push(Metric::new("utilization", Unit::Ratio, 0.83 * y + k).period("bg-active"));
             runs.push(r);
         }
     }
@@ -184,36 +165,11 @@ pub(super) fn cbr() -> ScenarioReport {
         "CBR best effort + background flow (Vulture Sec. 0.4.3)",
         runs,
         &[
-            (
-                "BE goodput, background active",
-                Unit::Mbps,
-                "be_goodput/bg-active",
-                Some("5.98"),
-            ),
-            (
-                "BE goodput, before",
-                Unit::Mbps,
-                "be_goodput/before",
-                Some("5.97"),
-            ),
-            (
-                "BG goodput, background active",
-                Unit::Mbps,
-                "bg_goodput/bg-active",
-                Some("2.84"),
-            ),
-            (
-                "BE RTT, background active",
-                Unit::Ms,
-                "be_rtt/bg-active",
-                Some("146"),
-            ),
-            (
-                "Utilization of spare bandwidth",
-                Unit::Ratio,
-                "utilization/bg-active",
-                Some("0.83"),
-            ),
+            ("BE goodput, background active", Unit::Mbps, "be_goodput/bg-active", Some("5.98")),
+            ("BE goodput, before", Unit::Mbps, "be_goodput/before", Some("5.97")),
+            ("BG goodput, background active", Unit::Mbps, "bg_goodput/bg-active", Some("2.84")),
+            ("BE RTT, background active", Unit::Ms, "be_rtt/bg-active", Some("146")),
+            ("Utilization of spare bandwidth", Unit::Ratio, "utilization/bg-active", Some("0.83")),
         ],
     )
 }
@@ -224,19 +180,12 @@ pub(super) fn alone() -> ScenarioReport {
     for alt in ALTS {
         let y = yield_of(alt);
         let mut r = run("alone", alt, 0, phases());
-        r.series
-            .push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
-                let dip = if active(t) {
-                    4.0 * y * (-(t - 45.0) / 8.0).exp()
-                } else {
-                    0.0
-                };
-                Some((9.4 - dip + wobble(t, 1.0)).clamp(0.0, 9.56))
-            }));
-        r.metrics
-            .push(Metric::new("utilization", Unit::Ratio, 0.9 + 0.09 * (1.0 - y)).period("stable"));
-        r.metrics
-            .push(Metric::new("utilization", Unit::Ratio, 0.93 - 0.2 * y).period("bg-active"));
+        r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
+            let dip = if active(t) { 4.0 * y * (-(t - 45.0) / 8.0).exp() } else { 0.0 };
+            Some((9.4 - dip + wobble(t, 1.0)).clamp(0.0, 9.56))
+        }));
+        r.metrics.push(Metric::new("utilization", Unit::Ratio, 0.9 + 0.09 * (1.0 - y)).period("stable"));
+        r.metrics.push(Metric::new("utilization", Unit::Ratio, 0.93 - 0.2 * y).period("bg-active"));
         runs.push(r);
     }
     report(
@@ -244,18 +193,8 @@ pub(super) fn alone() -> ScenarioReport {
         "One flow, BE then background then BE (Vulture Sec. 0.4.4)",
         runs,
         &[
-            (
-                "Utilization, stable background period",
-                Unit::Ratio,
-                "utilization/stable",
-                Some("0.99"),
-            ),
-            (
-                "Utilization, whole background period",
-                Unit::Ratio,
-                "utilization/bg-active",
-                Some("0.93"),
-            ),
+            ("Utilization, stable background period", Unit::Ratio, "utilization/stable", Some("0.99")),
+            ("Utilization, whole background period", Unit::Ratio, "utilization/bg-active", Some("0.93")),
         ],
     )
 }
@@ -266,32 +205,19 @@ pub(super) fn cwnd() -> ScenarioReport {
     for alt in ALTS {
         let mut r = run("cwnd", alt, 0, phases());
         let saw = |t: f64| 40_000.0 + 80_000.0 * ((t % 12.0) / 12.0);
-        r.series
-            .push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| {
-                Some(9.3 + wobble(t, 1.0))
-            }));
+        r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| Some(9.3 + wobble(t, 1.0))));
         if alt != "htb-90" {
-            r.series
-                .push(series("cwnd", Unit::Bytes, "bg", Role::Background, move |t| {
-                    Some(saw(t))
-                }));
+            r.series.push(series("cwnd", Unit::Bytes, "bg", Role::Background, move |t| Some(saw(t))));
         }
         if alt.starts_with("slipstream") {
-            r.series.push(series(
-                "cwnd_estimate",
-                Unit::Bytes,
-                "bg",
-                Role::Background,
-                move |t| Some(saw(t) * 0.92),
-            ));
-            r.series
-                .push(series("rwnd", Unit::Bytes, "bg", Role::Background, move |t| {
-                    active(t).then_some(30_000.0 + 600.0 * (t - 45.0))
-                }));
-            r.metrics
-                .push(Metric::new("cwnd_estimate_error", Unit::Ratio, 0.08));
-            r.metrics
-                .push(Metric::new("cwnd_estimate_correlation", Unit::Ratio, 0.97));
+            r.series.push(series("cwnd_estimate", Unit::Bytes, "bg", Role::Background, move |t| {
+                Some(saw(t) * 0.92)
+            }));
+            r.series.push(series("rwnd", Unit::Bytes, "bg", Role::Background, move |t| {
+                active(t).then_some(30_000.0 + 600.0 * (t - 45.0))
+            }));
+            r.metrics.push(Metric::new("cwnd_estimate_error", Unit::Ratio, 0.08));
+            r.metrics.push(Metric::new("cwnd_estimate_correlation", Unit::Ratio, 0.97));
         }
         runs.push(r);
     }
@@ -306,25 +232,14 @@ pub(super) fn cwnd() -> ScenarioReport {
                 "cwnd_estimate_correlation",
                 Some("consistent (Fig. 11)"),
             ),
-            (
-                "Cwnd estimate mean abs. error",
-                Unit::Ratio,
-                "cwnd_estimate_error",
-                None,
-            ),
+            ("Cwnd estimate mean abs. error", Unit::Ratio, "cwnd_estimate_error", None),
         ],
     )
 }
 
 /// onoff: sub-cases on/off period T (Vulture Table 1).
 pub(super) fn onoff() -> ScenarioReport {
-    let paper = [
-        (1, 0.15, 0.89),
-        (3, 0.2, 0.88),
-        (5, 0.25, 0.86),
-        (10, 0.33, 0.86),
-        (30, 0.56, 0.77),
-    ];
+    let paper = [(1, 0.15, 0.89), (3, 0.2, 0.88), (5, 0.25, 0.86), (10, 0.33, 0.86), (30, 0.56, 0.77)];
     let mut runs = Vec::new();
     let mut rows: Vec<(String, Unit, String, Option<String>)> = Vec::new();
     for (t_s, util, share) in paper {
@@ -333,18 +248,12 @@ pub(super) fn onoff() -> ScenarioReport {
             let extra = BTreeMap::from([("on_off_T_s".to_string(), json!(t_s))]);
             let mut r = run("onoff", alt, 0, extra);
             let on = move |t: f64| ((t / t_s as f64) as u64) & 1 == 0;
-            r.series
-                .push(series("goodput", Unit::Mbps, "be", Role::BestEffort, move |t| {
-                    Some(if on(t) { 9.4 * (0.5 + 0.45 * y) } else { 0.0 })
-                }));
-            r.series
-                .push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
-                    Some(if on(t) {
-                        9.4 * (0.5 - 0.45 * y)
-                    } else {
-                        9.0 * (0.3 + 0.5 * (t_s as f64 / 30.0))
-                    })
-                }));
+            r.series.push(series("goodput", Unit::Mbps, "be", Role::BestEffort, move |t| {
+                Some(if on(t) { 9.4 * (0.5 + 0.45 * y) } else { 0.0 })
+            }));
+            r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
+                Some(if on(t) { 9.4 * (0.5 - 0.45 * y) } else { 9.0 * (0.3 + 0.5 * (t_s as f64 / 30.0)) })
+            }));
             r.metrics.push(
                 Metric::new(&format!("bg_util_T{t_s}"), Unit::Ratio, util * (1.0 + 0.3 * y)).period("off"),
             );
@@ -366,16 +275,9 @@ pub(super) fn onoff() -> ScenarioReport {
             Some(format!("{share:.2}")),
         ));
     }
-    let rows: Vec<(&str, Unit, &str, Option<&str>)> = rows
-        .iter()
-        .map(|(a, b, c, d)| (a.as_str(), *b, c.as_str(), d.as_deref()))
-        .collect();
-    report(
-        "onoff",
-        "On/off best effort + background (Vulture Sec. 0.4.4, Table 1)",
-        runs,
-        &rows,
-    )
+    let rows: Vec<(&str, Unit, &str, Option<&str>)> =
+        rows.iter().map(|(a, b, c, d)| (a.as_str(), *b, c.as_str(), d.as_deref())).collect();
+    report("onoff", "On/off best effort + background (Vulture Sec. 0.4.4, Table 1)", runs, &rows)
 }
 
 /// fairness: N background flows with staggered starts (Vulture Table 2, Fig. 20).
@@ -388,20 +290,10 @@ pub(super) fn fairness() -> ScenarioReport {
             let mut r = run("fairness", alt, 0, extra);
             for i in 0..n {
                 let start = i as f64 * 20.0 * 4.0 / n as f64;
-                r.series.push(series(
-                    "goodput",
-                    Unit::Mbps,
-                    &format!("bg{i}"),
-                    Role::Background,
-                    move |t| {
-                        let active = (0..n).filter(|j| t >= *j as f64 * 80.0 / n as f64).count().max(1);
-                        Some(if t >= start {
-                            9.4 / active as f64 + wobble(t, i as f64) * 0.5
-                        } else {
-                            0.0
-                        })
-                    },
-                ));
+                r.series.push(series("goodput", Unit::Mbps, &format!("bg{i}"), Role::Background, move |t| {
+                    let active = (0..n).filter(|j| t >= *j as f64 * 80.0 / n as f64).count().max(1);
+                    Some(if t >= start { 9.4 / active as f64 + wobble(t, i as f64) * 0.5 } else { 0.0 })
+                }));
             }
             r.metrics.push(Metric::new(
                 &format!("jain_{n}"),
@@ -410,22 +302,11 @@ pub(super) fn fairness() -> ScenarioReport {
             ));
             runs.push(r);
         }
-        rows.push((
-            format!("Jain's index, {n} flows"),
-            format!("jain_{n}"),
-            Some(format!("{paper:.2}")),
-        ));
+        rows.push((format!("Jain's index, {n} flows"), format!("jain_{n}"), Some(format!("{paper:.2}"))));
     }
-    let rows: Vec<(&str, Unit, &str, Option<&str>)> = rows
-        .iter()
-        .map(|(a, c, d)| (a.as_str(), Unit::Ratio, c.as_str(), d.as_deref()))
-        .collect();
-    report(
-        "fairness",
-        "Fairness among background flows (Vulture Sec. 0.4.6)",
-        runs,
-        &rows,
-    )
+    let rows: Vec<(&str, Unit, &str, Option<&str>)> =
+        rows.iter().map(|(a, c, d)| (a.as_str(), Unit::Ratio, c.as_str(), d.as_deref())).collect();
+    report("fairness", "Fairness among background flows (Vulture Sec. 0.4.6)", runs, &rows)
 }
 
 /// udp-square: a UDP best-effort square wave and a background flow; one alternative lacks data.
@@ -436,29 +317,17 @@ pub(super) fn udp_square() -> ScenarioReport {
         let mut r = run("udp-square", alt, 0, BTreeMap::new());
         if alt != "htb-90" {
             let on = |t: f64| ((t / 10.0) as u64) & 1 == 0;
-            r.series.push(series(
-                "udp_rate",
-                Unit::Mbps,
-                "udp",
-                Role::BestEffort,
-                move |t| Some(if on(t) { 8.0 } else { 0.0 }),
-            ));
-            r.series
-                .push(series("available", Unit::Mbps, "link", Role::Link, move |t| {
-                    Some(if on(t) { 1.4 } else { 9.4 })
-                }));
-            r.series
-                .push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
-                    Some(if on(t) {
-                        (1.4 + 3.0 * (1.0 - y)).min(9.4)
-                    } else {
-                        9.0
-                    })
-                }));
-            r.metrics
-                .push(Metric::new("udp_loss", Unit::Percent, 2.0 + 20.0 * (1.0 - y)).period("on"));
-            r.metrics
-                .push(Metric::new("time_to_yield", Unit::S, 0.3 + 5.0 * (1.0 - y)));
+            r.series.push(series("udp_rate", Unit::Mbps, "udp", Role::BestEffort, move |t| {
+                Some(if on(t) { 8.0 } else { 0.0 })
+            }));
+            r.series.push(series("available", Unit::Mbps, "link", Role::Link, move |t| {
+                Some(if on(t) { 1.4 } else { 9.4 })
+            }));
+            r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
+                Some(if on(t) { (1.4 + 3.0 * (1.0 - y)).min(9.4) } else { 9.0 })
+            }));
+            r.metrics.push(Metric::new("udp_loss", Unit::Percent, 2.0 + 20.0 * (1.0 - y)).period("on"));
+            r.metrics.push(Metric::new("time_to_yield", Unit::S, 0.3 + 5.0 * (1.0 - y)));
         } else {
             r.notes.push("iperf3 UDP server failed to start".into());
         }
@@ -482,23 +351,12 @@ pub(super) fn web() -> ScenarioReport {
     for alt in ALTS {
         let y = yield_of(alt);
         let mut r = run("web", alt, 0, BTreeMap::new());
-        r.series.push(series(
-            "web_response",
-            Unit::Ms,
-            "web",
-            Role::BestEffort,
-            move |t| {
-                Some(210.0 + 40.0 * wobble(t, 1.0).abs() * 10.0 + 300.0 * (1.0 - y) * ((t * 3.1).sin() + 1.0))
-            },
-        ));
-        r.series
-            .push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| {
-                Some(8.0 + wobble(t, 2.0))
-            }));
-        let by_size: Vec<(f64, f64)> = [1e3, 1e4, 1e5, 1e6]
-            .iter()
-            .map(|x| (*x, 200.0 + x / 2e3 * (2.0 - y)))
-            .collect();
+        r.series.push(series("web_response", Unit::Ms, "web", Role::BestEffort, move |t| {
+            Some(210.0 + 40.0 * wobble(t, 1.0).abs() * 10.0 + 300.0 * (1.0 - y) * ((t * 3.1).sin() + 1.0))
+        }));
+        r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, |t| Some(8.0 + wobble(t, 2.0))));
+        let by_size: Vec<(f64, f64)> =
+            [1e3, 1e4, 1e5, 1e6].iter().map(|x| (*x, 200.0 + x / 2e3 * (2.0 - y))).collect();
         r.series.push(
             Series::new("web_rt_by_size", Unit::Ms, "web", Role::BestEffort, "client")
                 .over("object size bytes")
@@ -518,10 +376,8 @@ pub(super) fn web() -> ScenarioReport {
         .enumerate()
         .map(|(i, b)| (format!("Normalized response time, {b}"), format!("norm_rt_{i}")))
         .collect();
-    let rows: Vec<(&str, Unit, &str, Option<&str>)> = rows
-        .iter()
-        .map(|(a, k)| (a.as_str(), Unit::Ratio, k.as_str(), None))
-        .collect();
+    let rows: Vec<(&str, Unit, &str, Option<&str>)> =
+        rows.iter().map(|(a, k)| (a.as_str(), Unit::Ratio, k.as_str(), None)).collect();
     report("web", "Web browsing next to a background download", runs, &rows)
 }
 
@@ -534,11 +390,7 @@ pub(super) fn datapath() -> ScenarioReport {
         r.params.rate_mbit = 0.0;
         r.params.rtt_ms = 0.0;
         r.params.measured_rtt_ms = None;
-        r.metrics.push(Metric::new(
-            "latency_p99",
-            Unit::Us,
-            if alt == "slipstream" { 38.0 } else { 4.0 },
-        ));
+        r.metrics.push(Metric::new("latency_p99", Unit::Us, if alt == "slipstream" { 38.0 } else { 4.0 }));
         r.metrics.push(Metric::new(
             "max_pps",
             Unit::Count,
@@ -571,43 +423,21 @@ pub(super) fn household(scenario: &str) -> ScenarioReport {
     let mut runs = Vec::new();
     for alt in ALTS {
         let y = yield_of(alt);
-        let mut r = run(
-            scenario,
-            alt,
-            0,
-            BTreeMap::from([("case".into(), json!("N = 2"))]),
-        );
+        let mut r = run(scenario, alt, 0, BTreeMap::from([("case".into(), json!("N = 2"))]));
         let be =
             move |t: f64| (t < third || t >= 2.0 * third).then_some(9.5 * if t < third { 1.0 } else { y });
         let bg = move |t: f64| (t >= third).then_some(9.4 * if t < 2.0 * third { 1.0 } else { 1.0 - y });
-        r.series
-            .push(series("goodput", Unit::Mbps, "be", Role::BestEffort, be));
-        r.series
-            .push(series("goodput", Unit::Mbps, "bg0", Role::Background, bg));
-        r.metrics
-            .push(Metric::new("be_kept", Unit::Ratio, y).period("together"));
+        r.series.push(series("goodput", Unit::Mbps, "be", Role::BestEffort, be));
+        r.series.push(series("goodput", Unit::Mbps, "bg0", Role::Background, bg));
+        r.metrics.push(Metric::new("be_kept", Unit::Ratio, y).period("together"));
         runs.push(r);
     }
-    let row = (
-        "N = 2: BE kept beside BG",
-        Unit::Ratio,
-        "be_kept/together",
-        Some("≥ 0.93"),
-    );
+    let row = ("N = 2: BE kept beside BG", Unit::Ratio, "be_kept/together", Some("≥ 0.93"));
     report(scenario, "household control (synthetic)", runs, &[row])
 }
 
 pub(super) fn all_kinds() -> Vec<ScenarioReport> {
-    let mut kinds = vec![
-        alone(),
-        cbr(),
-        cwnd(),
-        onoff(),
-        fairness(),
-        udp_square(),
-        web(),
-        datapath(),
-    ];
+    let mut kinds = vec![alone(), cbr(), cwnd(), onoff(), fairness(), udp_square(), web(), datapath()];
     kinds.extend(crate::scenarios::HOUSEHOLD.map(household));
     kinds
 }

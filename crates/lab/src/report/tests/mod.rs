@@ -21,21 +21,16 @@ fn temp_dir(name: &str) -> PathBuf {
 }
 
 fn plot<'a>(plots: &'a [Plot], file: &str) -> &'a Plot {
-    plots.iter().find(|p| p.file == file).unwrap_or_else(|| {
-        panic!(
-            "no {file} in {:?}",
-            plots.iter().map(|p| &p.file).collect::<Vec<_>>()
-        )
-    })
+    plots
+        .iter()
+        .find(|p| p.file == file)
+        .unwrap_or_else(|| panic!("no {file} in {:?}", plots.iter().map(|p| &p.file).collect::<Vec<_>>()))
 }
 
 fn assert_texts(svg: &str, needles: &[&str]) {
     let texts = svg_texts(svg);
     for n in needles {
-        assert!(
-            texts.iter().any(|t| t.contains(n)),
-            "no text containing {n:?} in {texts:?}"
-        );
+        assert!(texts.iter().any(|t| t.contains(n)), "no text containing {n:?} in {texts:?}");
     }
 }
 
@@ -45,12 +40,7 @@ fn every_kind_renders_well_formed_plots() {
         let plots = scenario_plots(&rep).unwrap();
         // datapath has only its table (no series); every other kind has figures.
         let has_series = rep.runs.iter().any(|r| !r.series.is_empty());
-        assert_eq!(
-            !plots.is_empty(),
-            has_series,
-            "{}: plots without series or none with",
-            rep.scenario
-        );
+        assert_eq!(!plots.is_empty(), has_series, "{}: plots without series or none with", rep.scenario);
         for p in &plots {
             assert!(p.file.ends_with(".svg") && !p.file.contains('/'), "{}", p.file);
             assert_svg(&p.svg);
@@ -94,13 +84,7 @@ fn windows_and_missing_series() {
     let w = plot(&plots, "windows.svg");
     assert_texts(
         &w.svg,
-        &[
-            "window (kB)",
-            "rwnd (advertised)",
-            "cwnd estimate",
-            "cwnd (sender)",
-            "htb-90: no window series",
-        ],
+        &["window (kB)", "rwnd (advertised)", "cwnd estimate", "cwnd (sender)", "htb-90: no window series"],
     );
     // No PIV series anywhere: no PIV plot.
     assert!(plots.iter().all(|p| p.file != "piv.svg"));
@@ -124,10 +108,7 @@ fn subcases_get_one_goodput_plot_each() {
     }
     let f = scenario_plots(&fairness()).unwrap();
     assert_texts(&plot(&f, "goodput-flows-4.svg").svg, &["background (bg3)"]);
-    assert_texts(
-        &plot(&f, "goodput-flows-16.svg").svg,
-        &["background, 16 flows together"],
-    );
+    assert_texts(&plot(&f, "goodput-flows-16.svg").svg, &["background, 16 flows together"]);
 }
 
 #[test]
@@ -135,23 +116,14 @@ fn web_gets_a_cdf() {
     let plots = scenario_plots(&web()).unwrap();
     let c = plot(&plots, "cdf-web-response.svg");
     let xy = plot(&plots, "xy-web-rt-by-size.svg");
-    assert_texts(
-        &xy.svg,
-        &["object size bytes", "web rt by size (ms)", "1k", "1M", "htb-90"],
-    );
+    assert_texts(&xy.svg, &["object size bytes", "web rt by size (ms)", "1k", "1M", "htb-90"]);
     assert!(plots.iter().all(|p| !p.file.starts_with("cdf-web-rt")));
-    assert_texts(
-        &c.svg,
-        &["fraction of samples", "web response (ms)", "slipstream (n = 360)"],
-    );
+    assert_texts(&c.svg, &["fraction of samples", "web response (ms)", "slipstream (n = 360)"]);
 }
 
 #[test]
 fn empty_report_does_not_panic() {
-    let rep = ScenarioReport {
-        scenario: "empty".into(),
-        ..Default::default()
-    };
+    let rep = ScenarioReport { scenario: "empty".into(), ..Default::default() };
     assert!(scenario_plots(&rep).unwrap().is_empty());
     let md = scenario_markdown(&Summary::of(&rep, &[], ""));
     assert!(md.contains("No summary rows"), "{md}");
@@ -168,29 +140,17 @@ fn markdown_table_with_repeats_and_paper() {
         "{md}"
     );
     // Mean and min–max over the two repeats, Mbit/s with 2 decimals.
-    assert!(
-        md.contains("| BE goodput, before | Mbit/s | 5.99 (5.97–6.01) |"),
-        "{md}"
-    );
+    assert!(md.contains("| BE goodput, before | Mbit/s | 5.99 (5.97–6.01) |"), "{md}");
     assert!(md.contains("| 5.98 (Vulture Sec. 0.4) |"), "{md}");
     // ms without decimals above 100.
-    assert!(
-        md.contains("| BE RTT, background active | ms | 164 (164–164) |"),
-        "{md}"
-    );
+    assert!(md.contains("| BE RTT, background active | ms | 164 (164–164) |"), "{md}");
     assert!(md.contains("How measured: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms (measured 100.4–100.6 ms), queue 125000 bytes (83 packets); 180 s per run, 2 repeat(s) per alternative; kernel –; sender cc cubic."), "{md}");
-    assert!(
-        md.contains("![cbr: goodput (best effort up, background upside down)](goodput.svg)"),
-        "{md}"
-    );
+    assert!(md.contains("![cbr: goodput (best effort up, background upside down)](goodput.svg)"), "{md}");
     assert!(md.contains("Cells: mean over repeats (min–max)."));
     // Slipstream's BG goodput (3.23 + 0.02) is above the paper's 2.84: better, not listed;
     // slipstream-paper's BE goodput (5.78) is worse than 5.98 by 3%: within tolerance.
     let diffs = markdown::differences(&rep);
-    assert!(
-        diffs.iter().all(|d| d.metric != "BG goodput, background active"),
-        "{diffs:?}"
-    );
+    assert!(diffs.iter().all(|d| d.metric != "BG goodput, background active"), "{diffs:?}");
     // Utilization 0.81 vs 0.83 for slipstream: within 0.02; 0.73 for slipstream-paper: worse.
     assert!(
         diffs.iter().any(|d| d.metric == "Utilization of spare bandwidth"
@@ -200,10 +160,7 @@ fn markdown_table_with_repeats_and_paper() {
     );
     assert!(md.contains("## Not reached / differs from paper"), "{md}");
     let u = scenario_markdown(&Summary::of(&udp_square(), &[], ""));
-    assert!(
-        u.contains("| UDP loss, UDP on | % | 22.0 | 3.0 | 5.0 | – | – |"),
-        "{u}"
-    );
+    assert!(u.contains("| UDP loss, UDP on | % | 22.0 | 3.0 | 5.0 | – | – |"), "{u}");
     assert!(u.contains("- htb-90: iperf3 UDP server failed to start"), "{u}");
 }
 
@@ -226,47 +183,20 @@ fn min_max_per_subcase() {
     }
     let mut table = Table::new(vec!["slipstream".into()]);
     for n in [2, 4] {
-        let refs: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| r.params.extra["flows"] == json!(n))
-            .collect();
-        table.add_metric_row(
-            &format!("N = {n}: Jain's index"),
-            Unit::Ratio,
-            &refs,
-            "jain_index",
-            None,
-            None,
-        );
+        let refs: Vec<&RunResult> = runs.iter().filter(|r| r.params.extra["flows"] == json!(n)).collect();
+        table.add_metric_row(&format!("N = {n}: Jain's index"), Unit::Ratio, &refs, "jain_index", None, None);
     }
-    let rep = ScenarioReport {
-        scenario: "fairness".into(),
-        runs,
-        table,
-        ..Default::default()
-    };
+    let rep = ScenarioReport { scenario: "fairness".into(), runs, table, ..Default::default() };
     let md = markdown::table(&Summary::of(&rep, &[], ""));
-    assert!(
-        md.contains("| N = 2: Jain's index | ratio | 0.920 (0.900–0.940) | – |"),
-        "{md}"
-    );
-    assert!(
-        md.contains("| N = 4: Jain's index | ratio | 0.980 (0.970–0.990) | – |"),
-        "{md}"
-    );
+    assert!(md.contains("| N = 2: Jain's index | ratio | 0.920 (0.900–0.940) | – |"), "{md}");
+    assert!(md.contains("| N = 4: Jain's index | ratio | 0.980 (0.970–0.990) | – |"), "{md}");
     assert_eq!(summary::repeats(&rep), 2);
 }
 
 #[test]
 fn differences_cover_missing_and_direction() {
     let mut rep = Summary::of(&alone(), &[], "");
-    let cell = |mean| {
-        Some(summary::Cell {
-            mean,
-            range: None,
-            sd: None,
-        })
-    };
+    let cell = |mean| Some(summary::Cell { mean, range: None, sd: None });
     rep.rows.push(summary::SummaryRow {
         metric: "Time to 90% of the link".into(),
         unit: Unit::S,
@@ -280,11 +210,7 @@ fn differences_cover_missing_and_direction() {
             && d.verdict == "worse (higher)"),
         "{d:?}"
     );
-    assert!(
-        d.iter()
-            .any(|d| d.alternative == "slipstream-paper" && d.verdict == "not measured"),
-        "{d:?}"
-    );
+    assert!(d.iter().any(|d| d.alternative == "slipstream-paper" && d.verdict == "not measured"), "{d:?}");
     assert!(d.iter().all(|d| d.alternative.starts_with("slipstream")));
 }
 
@@ -293,10 +219,7 @@ fn write_outputs_into_run_dir() {
     let dir = temp_dir("outputs");
     let rep = cbr();
     let written = write_scenario_outputs(&dir.join("cbr/20231114T221320Z"), &rep).unwrap();
-    assert!(
-        written[0].ends_with("result.json") && written[1].ends_with("table.md"),
-        "{written:?}"
-    );
+    assert!(written[0].ends_with("result.json") && written[1].ends_with("table.md"), "{written:?}");
     let back = ScenarioReport::from_json(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
     assert_eq!(back.runs.len(), rep.runs.len());
     if let Some(k) = running_kernel() {
@@ -349,17 +272,11 @@ fn gather_takes_latest_run_of_each_scenario() {
         page.contains("- **datapath**: 2023-11-14 22:13 UTC; no bottleneck, no delay element;"),
         "{page}"
     );
-    assert!(
-        page.contains("- **cbr**: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms"),
-        "{page}"
-    );
+    assert!(page.contains("- **cbr**: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms"), "{page}");
     assert!(!page.contains("nothing"), "{page}");
     // Scenarios in lab order, each with its table and plots.
     assert_sections_in_lab_order(&page);
-    assert!(
-        page.contains("| [cbr](#cbr) | BE goodput, background active | Mbit/s |"),
-        "{page}"
-    );
+    assert!(page.contains("| [cbr](#cbr) | BE goodput, background active | Mbit/s |"), "{page}");
     assert!(
         page.contains("| [datapath](#datapath) | Added latency, p99 | us | 4.0 | 38.0 | – | – | – |"),
         "{page}"
@@ -397,10 +314,7 @@ fn assert_linked_svgs_exist(page: &str, docs: &std::path::Path) {
 
 /// Every scenario of the lab has a section on `page`, in the lab's order.
 fn assert_sections_in_lab_order(page: &str) {
-    let pos = |s: &str| {
-        page.find(&format!("<a id=\"{s}\">"))
-            .unwrap_or_else(|| panic!("no section {s}"))
-    };
+    let pos = |s: &str| page.find(&format!("<a id=\"{s}\">")).unwrap_or_else(|| panic!("no section {s}"));
     for w in crate::scenarios::ALL.windows(2) {
         assert!(pos(w[0]) < pos(w[1]), "{w:?} out of order");
     }
@@ -427,9 +341,7 @@ fn gather_keeps_committed_summaries_of_scenarios_without_a_run() {
     let page = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
     assert!(page.contains("NEW CBR RUN"), "{page}");
     assert_sections_in_lab_order(&page);
-    for line in before
-        .lines()
-        .filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
+    for line in before.lines().filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
     {
         assert!(page.contains(line), "lost {line}");
     }
@@ -457,9 +369,7 @@ fn gather_without_results_or_summaries_says_so() {
 #[test]
 #[ignore = "writes plots for a person to look at; checks nothing the other tests do not"]
 fn dump_synthetic_reports() {
-    let dir = std::env::var("SLIPSTREAM_REPORT_DUMP")
-        .map(PathBuf::from)
-        .unwrap_or_else(|_| temp_dir("dump"));
+    let dir = std::env::var("SLIPSTREAM_REPORT_DUMP").map(PathBuf::from).unwrap_or_else(|_| temp_dir("dump"));
     eprintln!("writing under {}", dir.display());
     for rep in all_kinds() {
         let run_dir = dir.join("results").join(&rep.scenario).join("20231114T221320Z");
@@ -485,16 +395,10 @@ fn subcases_are_named_by_their_independent_keys() {
         ..Default::default()
     };
     assert_eq!(subcases::subcase_keys(&r), vec!["flows".to_string()]);
-    assert_eq!(
-        subcases::subcase_label(&r.runs[1], &subcases::subcase_keys(&r)),
-        "flows=8"
-    );
+    assert_eq!(subcases::subcase_label(&r.runs[1], &subcases::subcase_keys(&r)), "flows=8");
     // A second independent dimension stays.
     r.runs.push(case(2, 2, 20.0, "reno"));
-    assert_eq!(
-        subcases::subcase_keys(&r),
-        vec!["cc".to_string(), "flows".to_string()]
-    );
+    assert_eq!(subcases::subcase_keys(&r), vec!["cc".to_string(), "flows".to_string()]);
 }
 
 /// The goodput figure draws each alternative's measured series: best effort as measured,
@@ -507,11 +411,7 @@ fn goodput_plot_draws_the_measured_series() {
     let panels: Vec<&str> = fig.panels.iter().map(|p| p.title.as_str()).collect();
     assert_eq!(panels, ALTS);
     for alt in ALTS {
-        let run = rep
-            .runs
-            .iter()
-            .find(|r| r.alternative == alt && r.params.repeat == 0)
-            .unwrap();
+        let run = rep.runs.iter().find(|r| r.alternative == alt && r.params.repeat == 0).unwrap();
         let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
         assert!(panel.mirrored);
         let line = |label: &str| &panel.lines.iter().find(|l| l.label == label).unwrap().points;
