@@ -126,101 +126,109 @@ fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
     points.iter().map(|(t, v)| (*t, v * factor)).collect()
 }
 
-/// At most this many background flows are drawn one by one; more are drawn as their total.
-const MAX_BG_LINES: usize = 8;
-
-/// Goodput over time, one panel per alternative: best effort up, background upside down, the
-/// bottleneck rate as dashed lines at ±rate (Vulture Figs. 14, 15, 17, 18, 20).
-pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+/// One figure over time per sub-case in which some run has a series of `names`, one panel per
+/// alternative: `fill` draws a run's panel (phase markers are added), an alternative without a
+/// run for the case gets a note; `finish` sees the whole figure before it is rendered.
+fn time_figures(
+    report: &ScenarioReport,
+    names: &[&str],
+    (base, what, y_label): (&str, &str, &str),
+    mut fill: impl FnMut(&str, &RunResult, &mut Panel),
+    finish: impl Fn(&mut Figure),
+) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
     for (subcase, runs) in groups(report) {
-        let has_any = runs.values().any(|r| {
-            !series_named(r, names::GOODPUT).is_empty() || !series_named(r, names::UDP_RATE).is_empty()
-        });
-        if !has_any {
+        if !runs.values().any(|r| names.iter().any(|n| !series_named(r, n).is_empty())) {
             continue;
         }
-        let title = with_subcase(
-            &format!("{}: goodput (best effort up, background upside down)", report.scenario),
-            &subcase,
-        );
+        let title = with_subcase(&format!("{}: {what}", report.scenario), &subcase);
         let mut fig = Figure::new(&title, "time (s)");
-        fig.x_range = time_range(&runs, &[names::GOODPUT, names::UDP_RATE]);
-        let mut extent: f64 = 0.0;
+        fig.x_range = time_range(&runs, names);
         for alt in &alts {
-            let mut panel = Panel::new(alt.clone(), "goodput (Mbit/s)");
-            panel.mirrored = true;
-            let Some(run) = runs.get(alt) else {
-                panel.note = Some(format!("{alt}: no run for this case"));
-                fig.panels.push(panel);
-                continue;
-            };
-            let mut goodput = series_named(run, names::GOODPUT);
-            goodput.extend(series_named(run, names::UDP_RATE));
-            let be: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::BestEffort).collect();
-            let bg: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::Background).collect();
-            if be.is_empty() && bg.is_empty() {
-                panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
-                fig.panels.push(panel);
-                continue;
-            }
-            for (i, s) in be.iter().enumerate() {
-                let kind = if be.len() == 1 { LineKind::Filled } else { LineKind::Solid };
-                let color = if i == 0 { BE_COLOR } else { alt_color(2 + i) };
-                panel.lines.push(Line::new(format!("best effort ({})", s.flow), &s.points, color, kind));
-            }
-            if bg.len() > MAX_BG_LINES {
-                let refs: Vec<&[(f64, f64)]> = bg.iter().map(|s| s.points.as_slice()).collect();
-                let total = crate::analysis::sum_series(&refs, 0.06);
-                panel.lines.push(Line::new(
-                    format!("background, {} flows together", bg.len()),
-                    &negate(&total),
-                    BG_COLOR,
-                    LineKind::Filled,
-                ));
-            } else {
-                for (i, s) in bg.iter().enumerate() {
-                    let kind = if bg.len() == 1 { LineKind::Filled } else { LineKind::Solid };
-                    let color = if i == 0 { BG_COLOR } else { alt_color(1 + i) };
-                    panel.lines.push(Line::new(
-                        format!("background ({})", s.flow),
-                        &negate(&s.points),
-                        color,
-                        kind,
-                    ));
-                }
-            }
-            if let Some(a) = series_named(run, names::AVAILABLE).into_iter().find(|s| s.role == Role::Link) {
-                panel.lines.push(Line::new(
-                    "available to background",
-                    &negate(&a.points),
-                    PAPER_COLOR,
-                    LineKind::Dashed,
-                ));
-            }
-            let rate = run.params.rate_mbit;
-            if rate.is_finite() && rate > 0.0 {
-                panel.hlines.push(Marker::new(rate, Some(format!("link {} Mbit/s", plot::tick(rate)))));
-                panel.hlines.push(Marker::new(-rate, None));
-                extent = extent.max(rate);
-            }
-            panel.vlines = phase_markers(run);
-            for l in &panel.lines {
-                for (_, y) in &l.points {
-                    extent = extent.max(y.abs());
+            let mut panel = Panel::new(alt.clone(), y_label);
+            match runs.get(alt) {
+                None => panel.note = Some(format!("{alt}: no run for this case")),
+                Some(run) => {
+                    fill(alt, run, &mut panel);
+                    panel.vlines = phase_markers(run);
                 }
             }
             fig.panels.push(panel);
         }
+        finish(&mut fig);
+        plots.push(Plot::figure(file_name(base, &subcase), title, fig)?);
+    }
+    Ok(plots)
+}
+
+/// At most this many background flows are drawn one by one; more are drawn as their total.
+const MAX_BG_LINES: usize = 8;
+
+/// Goodput over time, one panel per alternative: best effort up, background upside down, the
+/// bottleneck rate as dashed lines at ±rate, one y range for all panels (Vulture Figs. 14, 15,
+/// 17, 18, 20).
+pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
+    let what = ("goodput", "goodput (best effort up, background upside down)", "goodput (Mbit/s)");
+    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+        panel.mirrored = true;
+        let mut goodput = series_named(run, names::GOODPUT);
+        goodput.extend(series_named(run, names::UDP_RATE));
+        let be: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::BestEffort).collect();
+        let bg: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::Background).collect();
+        if be.is_empty() && bg.is_empty() {
+            panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
+            return;
+        }
+        for (i, s) in be.iter().enumerate() {
+            let kind = if be.len() == 1 { LineKind::Filled } else { LineKind::Solid };
+            let color = if i == 0 { BE_COLOR } else { alt_color(2 + i) };
+            panel.lines.push(Line::new(format!("best effort ({})", s.flow), &s.points, color, kind));
+        }
+        if bg.len() > MAX_BG_LINES {
+            let refs: Vec<&[(f64, f64)]> = bg.iter().map(|s| s.points.as_slice()).collect();
+            let total = crate::analysis::sum_series(&refs, 0.06);
+            let label = format!("background, {} flows together", bg.len());
+            panel.lines.push(Line::new(label, &negate(&total), BG_COLOR, LineKind::Filled));
+        } else {
+            for (i, s) in bg.iter().enumerate() {
+                let kind = if bg.len() == 1 { LineKind::Filled } else { LineKind::Solid };
+                let color = if i == 0 { BG_COLOR } else { alt_color(1 + i) };
+                panel.lines.push(Line::new(
+                    format!("background ({})", s.flow),
+                    &negate(&s.points),
+                    color,
+                    kind,
+                ));
+            }
+        }
+        if let Some(a) = series_named(run, names::AVAILABLE).into_iter().find(|s| s.role == Role::Link) {
+            let line =
+                Line::new("available to background", &negate(&a.points), PAPER_COLOR, LineKind::Dashed);
+            panel.lines.push(line);
+        }
+        let rate = run.params.rate_mbit;
+        if rate.is_finite() && rate > 0.0 {
+            panel.hlines.push(Marker::new(rate, Some(format!("link {} Mbit/s", plot::tick(rate)))));
+            panel.hlines.push(Marker::new(-rate, None));
+        }
+    };
+    // One symmetric y range over every panel's lines and rate markers.
+    let finish = |fig: &mut Figure| {
+        let ys = fig.panels.iter().flat_map(|p| {
+            p.lines
+                .iter()
+                .flat_map(|l| l.points.iter().map(|(_, y)| y.abs()))
+                .chain(p.hlines.iter().map(|m| m.at.abs()))
+        });
+        let extent = ys.fold(0.0f64, f64::max);
         if extent > 0.0 {
             for p in &mut fig.panels {
                 p.y_range = Some((-extent * 1.08, extent * 1.08));
             }
         }
-        plots.push(Plot::figure(file_name("goodput", &subcase), title, fig)?);
-    }
-    Ok(plots)
+    };
+    time_figures(report, &[names::GOODPUT, names::UDP_RATE], what, fill, finish)
 }
 
 /// Windows over time, one panel per alternative: the advertised rwnd, the cwnd estimate (dashed)
@@ -231,83 +239,42 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         (names::CWND_ESTIMATE, "cwnd estimate", 2, LineKind::Dashed),
         (names::CWND, "cwnd (sender)", 0, LineKind::Solid),
     ];
-    let alts = alternatives(report);
-    let mut plots = Vec::new();
-    for (subcase, runs) in groups(report) {
-        let has_any = runs.values().any(|r| wanted.iter().any(|(n, ..)| !series_named(r, n).is_empty()));
-        if !has_any {
-            continue;
-        }
-        let title = with_subcase(&format!("{}: rwnd and cwnd estimate", report.scenario), &subcase);
-        let mut fig = Figure::new(&title, "time (s)");
-        fig.x_range = time_range(&runs, &[names::RWND, names::CWND_ESTIMATE, names::CWND]);
-        for alt in &alts {
-            let mut panel = Panel::new(alt.clone(), "window (kB)");
-            let Some(run) = runs.get(alt) else {
-                panel.note = Some(format!("{alt}: no run for this case"));
-                fig.panels.push(panel);
-                continue;
-            };
-            // The background flow's windows; other flows' only if no flow is background.
-            let all: Vec<&Series> =
-                run.series.iter().filter(|s| wanted.iter().any(|(n, ..)| s.name == *n)).collect();
-            let flows: BTreeSet<&str> = {
-                let bg: BTreeSet<&str> =
-                    all.iter().filter(|s| s.role == Role::Background).map(|s| s.flow.as_str()).collect();
-                if bg.is_empty() {
-                    all.iter().map(|s| s.flow.as_str()).collect()
-                } else {
-                    bg
-                }
-            };
-            let many = flows.len() > 1;
-            for flow in flows.iter().take(4) {
-                for (name, label, color, kind) in wanted {
-                    if let Some(s) = all.iter().find(|s| s.name == name && s.flow == *flow) {
-                        let (factor, _) = window_scale(s.unit);
-                        let label = if many { format!("{label}, {flow}") } else { label.to_string() };
-                        panel.lines.push(Line::new(label, &scaled(&s.points, factor), color, kind));
-                    }
+    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+        // The background flow's windows; other flows' only if no flow is background.
+        let all: Vec<&Series> =
+            run.series.iter().filter(|s| wanted.iter().any(|(n, ..)| s.name == *n)).collect();
+        let bg: BTreeSet<&str> =
+            all.iter().filter(|s| s.role == Role::Background).map(|s| s.flow.as_str()).collect();
+        let flows = if bg.is_empty() { all.iter().map(|s| s.flow.as_str()).collect() } else { bg };
+        let many = flows.len() > 1;
+        for flow in flows.iter().take(4) {
+            for (name, label, color, kind) in wanted {
+                if let Some(s) = all.iter().find(|s| s.name == name && s.flow == *flow) {
+                    let factor = if s.unit == Unit::Bytes { 1e-3 } else { 1.0 };
+                    let label = if many { format!("{label}, {flow}") } else { label.to_string() };
+                    panel.lines.push(Line::new(label, &scaled(&s.points, factor), color, kind));
                 }
             }
-            if !panel.has_data() {
-                panel.note =
-                    Some(format!("{alt}: no window series (no daemon estimate, sender not sampled)"));
-            }
-            panel.vlines = phase_markers(run);
-            fig.panels.push(panel);
         }
-        plots.push(Plot::figure(file_name("windows", &subcase), title, fig)?);
-    }
-    Ok(plots)
-}
-
-/// (factor to kB, whether it was converted).
-fn window_scale(unit: Unit) -> (f64, bool) {
-    if unit == Unit::Bytes {
-        (1e-3, true)
-    } else {
-        (1.0, false)
-    }
+        if !panel.has_data() {
+            panel.note = Some(format!("{alt}: no window series (no daemon estimate, sender not sampled)"));
+        }
+    };
+    let names = wanted.map(|w| w.0);
+    time_figures(report, &names, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill, |_| {})
 }
 
 /// PIV sums per epoch over time (the daemon's `slipstream_flow_piv_sum_seconds`), in ms, one
 /// panel per alternative (Vulture Figs. 6, 7).
 pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    single_series_plots(
-        report,
-        names::PIV_SUM,
-        "PIV sum per epoch",
-        "PIV sum (ms)",
-        "piv",
-        Some(Role::Background),
-    )
+    let what = ("piv", "PIV sum per epoch", "PIV sum (ms)");
+    single_series_plots(report, names::PIV_SUM, what, Some(Role::Background))
 }
 
 /// RTT over time seen by best effort (ping probe or best-effort flow), one panel per
 /// alternative (Vulture Fig. 16).
 pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    single_series_plots(report, names::RTT, "RTT seen by best effort", "RTT (ms)", "rtt", None)
+    single_series_plots(report, names::RTT, ("rtt", "RTT seen by best effort", "RTT (ms)"), None)
 }
 
 fn to_ms(unit: Unit) -> f64 {
@@ -318,56 +285,33 @@ fn to_ms(unit: Unit) -> f64 {
     }
 }
 
+/// Series `name` in ms, of `prefer_role`'s flows where a run has them (without one: of the
+/// probe and best-effort flows where it has them), at most 8 per panel.
 fn single_series_plots(
     report: &ScenarioReport,
     name: &str,
-    what: &str,
-    y_label: &str,
-    base: &str,
+    what: (&str, &str, &str),
     prefer_role: Option<Role>,
 ) -> Result<Vec<Plot>> {
-    let alts = alternatives(report);
-    let mut plots = Vec::new();
-    for (subcase, runs) in groups(report) {
-        if !runs.values().any(|r| !series_named(r, name).is_empty()) {
-            continue;
+    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+        let mut found = series_named(run, name);
+        let preferred = |s: &&Series| match prefer_role {
+            Some(role) => s.role == role,
+            None => s.role == Role::Probe || s.role == Role::BestEffort,
+        };
+        if found.iter().any(preferred) {
+            found.retain(preferred);
         }
-        let title = with_subcase(&format!("{}: {what}", report.scenario), &subcase);
-        let mut fig = Figure::new(&title, "time (s)");
-        fig.x_range = time_range(&runs, &[name]);
-        for alt in &alts {
-            let mut panel = Panel::new(alt.clone(), y_label);
-            let Some(run) = runs.get(alt) else {
-                panel.note = Some(format!("{alt}: no run for this case"));
-                fig.panels.push(panel);
-                continue;
-            };
-            let mut found = series_named(run, name);
-            if let Some(role) = prefer_role {
-                if found.iter().any(|s| s.role == role) {
-                    found.retain(|s| s.role == role);
-                }
-            } else if found.iter().any(|s| s.role == Role::Probe || s.role == Role::BestEffort) {
-                found.retain(|s| s.role == Role::Probe || s.role == Role::BestEffort);
-            }
-            for (i, s) in found.iter().take(8).enumerate() {
-                let color = if s.role == Role::Background { BG_COLOR } else { alt_color(i) };
-                panel.lines.push(Line::new(
-                    format!("{} ({})", s.flow, s.role.label()),
-                    &scaled(&s.points, to_ms(s.unit)),
-                    color,
-                    LineKind::Solid,
-                ));
-            }
-            if !panel.has_data() {
-                panel.note = Some(format!("{alt}: no {name} series"));
-            }
-            panel.vlines = phase_markers(run);
-            fig.panels.push(panel);
+        for (i, s) in found.iter().take(8).enumerate() {
+            let color = if s.role == Role::Background { BG_COLOR } else { alt_color(i) };
+            let label = format!("{} ({})", s.flow, s.role.label());
+            panel.lines.push(Line::new(label, &scaled(&s.points, to_ms(s.unit)), color, LineKind::Solid));
         }
-        plots.push(Plot::figure(file_name(base, &subcase), title, fig)?);
-    }
-    Ok(plots)
+        if !panel.has_data() {
+            panel.note = Some(format!("{alt}: no {name} series"));
+        }
+    };
+    time_figures(report, &[name], what, fill, |_| {})
 }
 
 /// Whether a series holds per-item samples whose distribution matters (web response times,
