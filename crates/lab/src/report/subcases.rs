@@ -7,7 +7,7 @@ use super::plot::Marker;
 use crate::result::{RunResult, ScenarioReport};
 
 /// The `params.extra` keys whose values differ between runs: the sub-case dimensions (on/off
-/// period, flow count, ...). `kernel` and phase descriptions are never sub-cases, nor is a key
+/// period, flow count, ...). `kernel` and the phases are never sub-cases, nor is a key
 /// whose value follows from the keys before it (fairness: `hosts` and `stagger_s` follow from
 /// `flows`), so labels and file names name each sub-case once.
 pub fn subcase_keys(report: &ScenarioReport) -> Vec<String> {
@@ -35,7 +35,7 @@ pub(super) fn varying_keys(report: &ScenarioReport) -> Vec<String> {
     let mut seen: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for r in &report.runs {
         for (k, v) in &r.params.extra {
-            if k == "kernel" || k == "phases" || is_phase_key(k) {
+            if k == "kernel" || k == "phases" {
                 continue;
             }
             seen.entry(k).or_default().insert(v.to_string());
@@ -65,38 +65,19 @@ pub(super) fn json_plain(v: &serde_json::Value) -> String {
     }
 }
 
-pub(super) fn is_phase_key(k: &str) -> bool {
-    k.ends_with("_start_s") || k.ends_with("_stop_s") || k.ends_with("_end_s")
-}
-
-/// Phase boundaries of a run, as vertical markers: `extra["phases"]` (an array of objects with
-/// `name` and `start_s`/`end_s`, or `t0`/`t1`) or numeric `*_start_s` / `*_stop_s` / `*_end_s`
-/// keys. Boundaries at t = 0 and duplicates are dropped.
+/// Phase boundaries of a run, as vertical markers: `extra["phases"]`, an array of objects with
+/// `name` and `start_s` (the first phase's start, t = 0, is not marked).
 pub fn phase_markers(run: &RunResult) -> Vec<Marker> {
-    let mut out: Vec<(f64, String)> = Vec::new();
-    if let Some(serde_json::Value::Array(phases)) = run.params.extra.get("phases") {
-        for (i, p) in phases.iter().enumerate() {
-            let start = p.get("start_s").or_else(|| p.get("t0")).and_then(|v| v.as_f64());
-            let name = p.get("name").and_then(|v| v.as_str()).unwrap_or("");
-            if let Some(t) = start {
-                if i > 0 {
-                    out.push((t, name.to_string()));
-                }
-            }
-        }
-    }
-    for (k, v) in &run.params.extra {
-        if is_phase_key(k) {
-            if let Some(t) = v.as_f64() {
-                let label = k.trim_end_matches("_s").replace('_', " ");
-                out.push((t, label));
-            }
-        }
-    }
-    out.retain(|(t, _)| t.is_finite() && *t > 0.0);
-    out.sort_by(|a, b| a.0.total_cmp(&b.0));
-    out.dedup_by(|a, b| (a.0 - b.0).abs() < 1e-9);
-    out.into_iter().map(|(t, l)| Marker::new(t, (!l.is_empty()).then_some(l))).collect()
+    let Some(serde_json::Value::Array(phases)) = run.params.extra.get("phases") else {
+        return Vec::new();
+    };
+    let start = |p: &serde_json::Value| p.get("start_s").and_then(serde_json::Value::as_f64);
+    let name = |p: &serde_json::Value| p.get("name").and_then(|v| v.as_str()).map(str::to_string);
+    phases
+        .iter()
+        .filter(|p| start(p).is_some_and(|t| t.is_finite() && t > 0.0))
+        .map(|p| Marker::new(start(p).unwrap_or(0.0), name(p)))
+        .collect()
 }
 
 /// Runs grouped by sub-case (in first-seen order), each with the first repeat of every

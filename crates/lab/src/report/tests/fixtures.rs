@@ -46,7 +46,12 @@ pub(super) fn params(repeat: u32, extra: BTreeMap<String, serde_json::Value>) ->
 }
 
 pub(super) fn phases() -> BTreeMap<String, serde_json::Value> {
-    BTreeMap::from([("bg_start_s".to_string(), json!(45.0)), ("bg_stop_s".to_string(), json!(135.0))])
+    let phases = json!([
+        {"name": "before", "start_s": 0.0},
+        {"name": "bg start", "start_s": 45.0},
+        {"name": "bg stop", "start_s": 135.0},
+    ]);
+    BTreeMap::from([("phases".to_string(), phases)])
 }
 
 pub(super) fn active(t: f64) -> bool {
