@@ -20,54 +20,36 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use slipstream_lab::scenarios::{self, LabContext, ScenarioOptions, LAB_PREFIX};
+use clap::{Args, FromArgMatches, ValueEnum};
+use slipstream_lab::scenarios::{self, LabContext, Scenario, ScenarioOptions, LAB_PREFIX};
 use slipstream_lab::Alternative;
 
-#[derive(Parser, Debug)]
-#[command(name = "slipstream-lab", about = "Slipstream's evaluation lab (network namespaces; needs root)")]
-struct Cli {
-    #[command(subcommand)]
-    command: Command,
+/// The command line: a subcommand per scenario (its help from [`scenarios::SCENARIOS`]) and
+/// `all`, each with [`RunArgs`]; `report`; `cleanup`.
+fn cli() -> clap::Command {
+    let run = |name: &'static str, about: &'static str| {
+        RunArgs::augment_args(clap::Command::new(name).about(about))
+    };
+    let report = "Publishes the latest run of each scenario under --out into docs/lab/ and renders \
+                  docs/lab/README.md from the committed summaries";
+    clap::Command::new("slipstream-lab")
+        .about("Slipstream's evaluation lab (network namespaces; needs root)")
+        .subcommand_required(true)
+        .subcommands(scenarios::SCENARIOS.iter().map(|s| run(s.name, s.about)))
+        .subcommand(run("all", "Every scenario but smoke, in the order above."))
+        .subcommand(ReportArgs::augment_args(clap::Command::new("report").about(report)))
+        .subcommand(
+            clap::Command::new("cleanup")
+                .about("Removes stale lab namespaces (any process's), their processes and control sockets."),
+        )
 }
 
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// One background download alone (Vulture Sec. 0.4.4, Fig. 17).
-    Alone(RunArgs),
-    /// A 6 Mbit/s best-effort download, a background one joining for the middle third (Fig. 15).
-    Cbr(RunArgs),
-    /// The daemon's cwnd estimate against the sender's (Figs. 11-12).
-    Cwnd(RunArgs),
-    /// An on/off best-effort download beside a background one (Table 1).
-    Onoff(RunArgs),
-    /// N background flows with staggered starts (Table 2).
-    Fairness(RunArgs),
-    /// A UDP square wave beside a background flow (Key et al. Sec. 5.2).
-    UdpSquare(RunArgs),
-    /// Web browsing beside a background download (Key et al. Sec. 5.3).
-    Web(RunArgs),
-    /// What forwarding through NFQUEUE costs the router.
-    Datapath(RunArgs),
-    /// Household control: LAN hosts without TCP timestamps.
-    NoTimestamps(RunArgs),
-    /// Household control: many background flows of several hosts.
-    ManyFlows(RunArgs),
-    /// Household control: per-rule weights and minimum rates.
-    Weights(RunArgs),
-    /// A short alone and cbr (CI).
-    Smoke(RunArgs),
-    /// Every scenario but smoke, in the order above.
-    All(RunArgs),
-    /// Publishes the latest run of each scenario under --out into docs/lab/ and renders
-    /// docs/lab/README.md from the committed summaries.
-    Report {
-        /// Results directory.
-        #[arg(long, default_value = "lab-results")]
-        out: PathBuf,
-    },
-    /// Removes stale lab namespaces (any process's), their processes and control sockets.
-    Cleanup,
+/// `report`'s arguments.
+#[derive(Args, Debug)]
+struct ReportArgs {
+    /// Results directory.
+    #[arg(long, default_value = "lab-results")]
+    out: PathBuf,
 }
 
 /// Sender congestion control.
@@ -131,29 +113,6 @@ fn parse_key_value(kv: &str) -> Result<(String, String)> {
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
-impl Command {
-    /// The scenarios to run and their arguments (`None` for report and cleanup).
-    fn scenarios(&self) -> Option<(Vec<&'static str>, &RunArgs)> {
-        let (name, args) = match self {
-            Command::Alone(a) => ("alone", a),
-            Command::Cbr(a) => ("cbr", a),
-            Command::Cwnd(a) => ("cwnd", a),
-            Command::Onoff(a) => ("onoff", a),
-            Command::Fairness(a) => ("fairness", a),
-            Command::UdpSquare(a) => ("udp-square", a),
-            Command::Web(a) => ("web", a),
-            Command::Datapath(a) => ("datapath", a),
-            Command::NoTimestamps(a) => ("no-timestamps", a),
-            Command::ManyFlows(a) => ("many-flows", a),
-            Command::Weights(a) => ("weights", a),
-            Command::Smoke(a) => ("smoke", a),
-            Command::All(a) => return Some((scenarios::ALL.to_vec(), a)),
-            Command::Report { .. } | Command::Cleanup => return None,
-        };
-        Some((vec![name], args))
-    }
-}
-
 /// SIGINT/SIGTERM: a thread waits for the first one (signal-hook's iterator; the lab is
 /// synchronous, so no async runtime), sets `flag`, and tears down itself if the scenario has not
 /// within 15 s.
@@ -175,9 +134,9 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
-/// The options of a run of `names`: checks the numbers and that every `--set` key is one of
+/// The options of a run of `chosen`: checks the numbers and that every `--set` key is one of
 /// theirs.
-fn options(a: &RunArgs, names: &[&str]) -> Result<ScenarioOptions> {
+fn options(a: &RunArgs, chosen: &[&Scenario]) -> Result<ScenarioOptions> {
     if !(a.scale > 0.0 && a.scale.is_finite()) {
         bail!("--scale must be positive");
     }
@@ -192,13 +151,14 @@ fn options(a: &RunArgs, names: &[&str]) -> Result<ScenarioOptions> {
             bail!("--up-delay must be between 0 and --rtt ({} ms)", a.rtt);
         }
     }
-    let mut valid: Vec<&str> = names.iter().flat_map(|n| scenarios::set_keys(n)).copied().collect();
+    let mut valid: Vec<&str> = chosen.iter().flat_map(|s| s.set_keys).copied().collect();
     valid.sort_unstable();
     valid.dedup();
     let mut extra = BTreeMap::new();
     for (k, v) in &a.set {
         if !valid.contains(&k.as_str()) {
             let list = if valid.is_empty() { "none".to_string() } else { valid.join(", ") };
+            let names: Vec<&str> = chosen.iter().map(|s| s.name).collect();
             bail!("--set {k}: unknown key for {} (valid: {list})", names.join(", "));
         }
         extra.insert(k.clone(), v.clone());
@@ -246,24 +206,27 @@ fn command_line() -> String {
 }
 
 fn main() {
-    let cli = Cli::parse();
-    if let Err(e) = real_main(cli.command) {
+    if let Err(e) = real_main(&cli().get_matches()) {
         eprintln!("slipstream-lab: error: {e:#}");
         std::process::exit(1);
     }
 }
 
-fn real_main(command: Command) -> Result<()> {
-    let (names, args) = match &command {
-        Command::Cleanup => return cleanup(),
-        Command::Report { out } => {
-            let readme = slipstream_lab::report::gather(out, std::path::Path::new("docs"))?;
+fn real_main(matches: &clap::ArgMatches) -> Result<()> {
+    let (name, sub) = matches.subcommand().expect("a subcommand is required");
+    let chosen: Vec<&Scenario> = match name {
+        "cleanup" => return cleanup(),
+        "report" => {
+            let out = ReportArgs::from_arg_matches(sub)?.out;
+            let readme = slipstream_lab::report::gather(&out, std::path::Path::new("docs"))?;
             println!("wrote {}", readme.display());
             return Ok(());
         }
-        other => other.scenarios().expect("a scenario command"),
+        "all" => scenarios::all().collect(),
+        name => vec![scenarios::lookup(name).expect("every other subcommand is a scenario")],
     };
-    let opts = options(args, &names)?;
+    let args = RunArgs::from_arg_matches(sub)?;
+    let opts = options(&args, &chosen)?;
     let mut ctx = LabContext::new(&args.out);
     ctx.command_line = command_line();
     if let Err(why) = slipstream_testbed::netns_supported() {
@@ -271,24 +234,13 @@ fn real_main(command: Command) -> Result<()> {
     }
     install_signal_handlers(Arc::clone(&ctx.interrupted))?;
     let mut failed = Vec::new();
-    for name in names {
-        let run = scenarios::lookup(name).expect("every command names a scenario");
-        let opts = ScenarioOptions {
-            alternatives: args
-                .alternatives
-                .as_ref()
-                .map(|a| a.0.clone())
-                .unwrap_or_else(|| scenarios::default_alternatives(name)),
-            ..opts.clone()
-        };
-        match run(&ctx, &opts) {
+    for scenario in chosen {
+        let name = scenario.name;
+        let alternatives = args.alternatives.as_ref().map(|a| a.0.clone());
+        let alternatives = alternatives.unwrap_or_else(|| scenarios::default_alternatives(scenario));
+        let opts = ScenarioOptions { alternatives, ..opts.clone() };
+        match (scenario.run)(&ctx, &opts) {
             Ok(report) => {
-                // Every scenario writes its results; should one not have, do it here rather
-                // than lose the run.
-                let dir = ctx.run_dir(&report.scenario, report.started_unix)?;
-                if !dir.join(slipstream_lab::report::RESULT_JSON).is_file() {
-                    ctx.write_report(&dir, &report)?;
-                }
                 eprintln!();
                 let summary = slipstream_lab::report::Summary::of(&report, &[], "");
                 println!("{}", slipstream_lab::report::markdown::table(&summary));

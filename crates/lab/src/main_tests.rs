@@ -3,23 +3,35 @@
 use super::*;
 
 fn run_args(args: &[&str]) -> RunArgs {
-    let cli = Cli::try_parse_from(args).unwrap();
-    match cli.command {
-        Command::UdpSquare(a) => a,
-        _ => panic!("not udp-square"),
-    }
+    let matches = cli().try_get_matches_from(args).unwrap();
+    let (name, sub) = matches.subcommand().unwrap();
+    assert_eq!(name, "udp-square");
+    RunArgs::from_arg_matches(sub).unwrap()
 }
 
 #[test]
 fn set_keys_are_checked_against_the_scenario() {
     let ok = run_args(&["lab", "udp-square", "--set", "periods=1,5", "--cc", "reno"]);
-    let opts = options(&ok, &["udp-square"]).unwrap();
+    let opts = options(&ok, &[scenarios::lookup("udp-square").unwrap()]).unwrap();
     assert_eq!(opts.extra["periods"], "1,5");
     assert_eq!(opts.cc, "reno");
     let typo = run_args(&["lab", "udp-square", "--set", "period=1,5"]);
-    let err = options(&typo, &["udp-square"]).unwrap_err().to_string();
+    let err = options(&typo, &[scenarios::lookup("udp-square").unwrap()]).unwrap_err().to_string();
     assert!(err.contains("--set period: unknown key"), "{err}");
     assert!(err.contains("valid: periods, udp_mbit"), "{err}");
-    assert!(Cli::try_parse_from(["lab", "udp-square", "--set", "novalue"]).is_err());
-    assert!(Cli::try_parse_from(["lab", "udp-square", "--repeats", "0"]).is_err());
+    assert!(cli().try_get_matches_from(["lab", "udp-square", "--set", "novalue"]).is_err());
+    assert!(cli().try_get_matches_from(["lab", "udp-square", "--repeats", "0"]).is_err());
+}
+
+#[test]
+fn every_scenario_all_report_and_cleanup_are_subcommands() {
+    cli().debug_assert();
+    for s in &scenarios::SCENARIOS {
+        assert!(cli().try_get_matches_from(["lab", s.name, "--scale", "0.1"]).is_ok(), "{}", s.name);
+    }
+    let m = cli().try_get_matches_from(["lab", "report", "--out", "x"]).unwrap();
+    assert_eq!(ReportArgs::from_arg_matches(m.subcommand().unwrap().1).unwrap().out, PathBuf::from("x"));
+    assert!(cli().try_get_matches_from(["lab", "cleanup"]).is_ok());
+    assert!(cli().try_get_matches_from(["lab", "nope"]).is_err());
+    assert!(cli().try_get_matches_from(["lab"]).is_err());
 }

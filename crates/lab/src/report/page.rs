@@ -7,7 +7,7 @@ use super::summary::{Summary, SummaryRow};
 /// Scenario order on the page: the lab's order (`all`), then `smoke`, then anything else
 /// alphabetically.
 pub fn order_key(name: &str) -> (usize, String) {
-    let pos = crate::scenarios::ALL.iter().chain(&["smoke"]).position(|n| *n == name).unwrap_or(usize::MAX);
+    let pos = crate::scenarios::SCENARIOS.iter().position(|s| s.name == name).unwrap_or(usize::MAX);
     (pos, name.to_string())
 }
 

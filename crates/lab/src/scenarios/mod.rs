@@ -44,24 +44,107 @@ pub mod web;
 /// The signature every scenario implements.
 pub type ScenarioFn = fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>;
 
-/// Scenario names, in the order `all` runs them (`smoke` is not part of `all`).
-pub const ALL: [&str; 11] = [
-    "alone",
-    "cbr",
-    "cwnd",
-    "onoff",
-    "fairness",
-    "udp-square",
-    "web",
-    "datapath",
-    "no-timestamps",
-    "many-flows",
-    "weights",
+/// A scenario: its command name, what it runs (its `--help` line), its runner, the `--set` keys
+/// it reads, and whether it judges household control (then, without `--alternatives`, it
+/// compares [`HOUSEHOLD_ALTERNATIVES`]).
+#[derive(Debug)]
+pub struct Scenario {
+    /// Command-line name, e.g. "udp-square".
+    pub name: &'static str,
+    /// One line for `--help`.
+    pub about: &'static str,
+    /// The runner.
+    pub run: ScenarioFn,
+    /// The `--set` keys it reads (any other is an error).
+    pub set_keys: &'static [&'static str],
+    /// A scenario of household control.
+    pub household: bool,
+}
+
+const fn scenario(
+    name: &'static str,
+    run: ScenarioFn,
+    set_keys: &'static [&'static str],
+    about: &'static str,
+) -> Scenario {
+    Scenario { name, about, run, set_keys, household: false }
+}
+
+const fn household(
+    name: &'static str,
+    run: ScenarioFn,
+    set_keys: &'static [&'static str],
+    about: &'static str,
+) -> Scenario {
+    Scenario { household: true, ..scenario(name, run, set_keys, about) }
+}
+
+/// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
+/// not part of `all`.
+pub static SCENARIOS: [Scenario; 12] = [
+    scenario("alone", alone::run, &[], "One background download alone (Vulture Sec. 0.4.4, Fig. 17)."),
+    scenario(
+        "cbr",
+        cbr::run,
+        &["be_mbit"],
+        "A 6 Mbit/s best-effort download, a background one joining for the middle third (Fig. 15).",
+    ),
+    scenario(
+        "cwnd",
+        cwnd::run,
+        &["cwnd_ccs"],
+        "The daemon's cwnd estimate against the sender's (Figs. 11-12).",
+    ),
+    scenario(
+        "onoff",
+        onoff::run,
+        &["onoff_periods"],
+        "An on/off best-effort download beside a background one (Table 1).",
+    ),
+    scenario(
+        "fairness",
+        fairness::run,
+        &["fairness_flows", "fairness_hosts"],
+        "N background flows with staggered starts (Table 2).",
+    ),
+    scenario(
+        "udp-square",
+        udp_square::run,
+        &["periods", "udp_mbit"],
+        "A UDP square wave beside a background flow (Key et al. Sec. 5.2).",
+    ),
+    scenario(
+        "web",
+        web::run,
+        &["sessions", "seed"],
+        "Web browsing beside a background download (Key et al. Sec. 5.3).",
+    ),
+    scenario("datapath", datapath::run, &["load_mbit"], "What forwarding through NFQUEUE costs the router."),
+    household(
+        "no-timestamps",
+        no_timestamps::run,
+        &["flows"],
+        "Household control: LAN hosts without TCP timestamps.",
+    ),
+    household(
+        "many-flows",
+        many_flows::run,
+        &["flows", "hosts"],
+        "Household control: many background flows of several hosts.",
+    ),
+    household("weights", weights::run, &[], "Household control: per-rule weights and minimum rates."),
+    scenario("smoke", smoke::run, &[], "A short alone and cbr (CI)."),
 ];
 
-/// Scenarios of household control: without `--alternatives` they compare
-/// [`HOUSEHOLD_ALTERNATIVES`].
-pub const HOUSEHOLD: [&str; 3] = ["no-timestamps", "many-flows", "weights"];
+/// The scenarios `all` runs: every one but `smoke`, in order.
+pub fn all() -> impl Iterator<Item = &'static Scenario> {
+    SCENARIOS.iter().filter(|s| s.name != "smoke")
+}
+
+/// The scenario named `name` (command-line spelling, e.g. "udp-square").
+pub fn lookup(name: &str) -> Option<&'static Scenario> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
 
 /// What household control is compared with: nothing, the shaping OpenWrt users do today,
 /// Slipstream's per-flow Vulture, and household control itself.
@@ -72,48 +155,13 @@ pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] = [
     Alternative::Household(HouseholdBudget::Default),
 ];
 
-/// The alternatives scenario `name` compares unless `--alternatives` says otherwise: every one but
-/// `household` for the paper's scenarios, [`HOUSEHOLD_ALTERNATIVES`] for [`HOUSEHOLD`]'s.
-pub fn default_alternatives(name: &str) -> Vec<Alternative> {
-    if HOUSEHOLD.contains(&name) {
+/// The alternatives `scenario` compares unless `--alternatives` says otherwise: every one but
+/// `household` for the paper's scenarios, [`HOUSEHOLD_ALTERNATIVES`] for household control's.
+pub fn default_alternatives(scenario: &Scenario) -> Vec<Alternative> {
+    if scenario.household {
         HOUSEHOLD_ALTERNATIVES.to_vec()
     } else {
         Alternative::ALL.into_iter().filter(|a| !matches!(a, Alternative::Household(_))).collect()
-    }
-}
-
-/// The runner of scenario `name` (command-line spelling, e.g. "udp-square").
-pub fn lookup(name: &str) -> Option<ScenarioFn> {
-    Some(match name {
-        "alone" => alone::run,
-        "cbr" => cbr::run,
-        "cwnd" => cwnd::run,
-        "onoff" => onoff::run,
-        "fairness" => fairness::run,
-        "smoke" => smoke::run,
-        "web" => web::run,
-        "udp-square" => udp_square::run,
-        "datapath" => datapath::run,
-        "no-timestamps" => no_timestamps::run,
-        "many-flows" => many_flows::run,
-        "weights" => weights::run,
-        _ => return None,
-    })
-}
-
-/// The `--set` keys scenario `name` reads.
-pub fn set_keys(name: &str) -> &'static [&'static str] {
-    match name {
-        "cbr" => &["be_mbit"],
-        "cwnd" => &["cwnd_ccs"],
-        "onoff" => &["onoff_periods"],
-        "fairness" => &["fairness_flows", "fairness_hosts"],
-        "udp-square" => &["periods", "udp_mbit"],
-        "web" => &["sessions", "seed"],
-        "datapath" => &["load_mbit"],
-        "no-timestamps" => &["flows"],
-        "many-flows" => &["flows", "hosts"],
-        _ => &[],
     }
 }
 

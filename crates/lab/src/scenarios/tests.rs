@@ -10,10 +10,14 @@ fn options() {
     assert_eq!(o.scaled(90.0, 5.0), 90.0);
     let o = ScenarioOptions { duration_scale: 0.01, ..o };
     assert_eq!(o.scaled(90.0, 5.0), 5.0);
-    for name in ALL.iter().chain(&["smoke"]) {
-        assert!(lookup(name).is_some(), "{name}");
-    }
+    let names: Vec<&str> = all().map(|s| s.name).collect();
+    assert_eq!(names.len(), 11);
+    assert!(!names.contains(&"smoke") && lookup("smoke").is_some());
+    assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods", "udp_mbit"][..]));
     assert!(lookup("nope").is_none());
+    let households: Vec<&str> = SCENARIOS.iter().filter(|s| s.household).map(|s| s.name).collect();
+    assert_eq!(households, ["no-timestamps", "many-flows", "weights"]);
+    assert_eq!(default_alternatives(&SCENARIOS[9]), HOUSEHOLD_ALTERNATIVES);
 }
 
 #[test]
