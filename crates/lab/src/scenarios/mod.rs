@@ -119,7 +119,12 @@ pub static SCENARIOS: [Scenario; 12] = [
         &["sessions", "seed"],
         "Web browsing beside a background download (Key et al. Sec. 5.3).",
     ),
-    scenario("datapath", datapath::run, &["load_mbit"], "What forwarding through NFQUEUE costs the router."),
+    scenario(
+        "datapath",
+        datapath::run,
+        &["load_mbit", "cpu_rates"],
+        "What forwarding through NFQUEUE costs the router.",
+    ),
     household(
         "no-timestamps",
         no_timestamps::run,
