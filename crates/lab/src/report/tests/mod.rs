@@ -427,3 +427,42 @@ fn goodput_plot_draws_the_measured_series() {
         assert!(marks.contains(&10.0) && marks.contains(&-10.0), "{marks:?}");
     }
 }
+
+/// The window, PIV and RTT figures draw each run's own series, in kB and ms, with the phase
+/// boundaries marked; an alternative without the series gets a note instead of lines.
+#[test]
+fn window_piv_and_rtt_plots_draw_the_measured_series() {
+    let kb = |p: &[(f64, f64)]| p.iter().map(|(t, v)| (*t, v * 1e-3)).collect::<Vec<_>>();
+    let ms = |p: &[(f64, f64)]| p.iter().map(|(t, v)| (*t, v * 1e3)).collect::<Vec<_>>();
+    let rep = cwnd();
+    let plots = scenario_plots(&rep).unwrap();
+    let fig = &plot(&plots, "windows.svg").figure;
+    for alt in ALTS {
+        let run = rep.runs.iter().find(|r| r.alternative == alt).unwrap();
+        let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
+        let line = |label: &str| panel.lines.iter().find(|l| l.label == label).map(|l| &l.points);
+        for (name, label) in
+            [("rwnd", "rwnd (advertised)"), ("cwnd_estimate", "cwnd estimate"), ("cwnd", "cwnd (sender)")]
+        {
+            let want = run.series(name, "bg").map(|s| kb(&s.points));
+            assert_eq!(line(label), want.as_ref(), "{alt}: {name}");
+        }
+        assert_eq!(panel.note.is_some(), panel.lines.is_empty(), "{alt}");
+        let marks: Vec<f64> = panel.vlines.iter().map(|m| m.at).collect();
+        assert_eq!(marks, [45.0, 135.0], "{alt}");
+    }
+    let rep = cbr();
+    let plots = scenario_plots(&rep).unwrap();
+    let (piv, rtt) = (&plot(&plots, "piv.svg").figure, &plot(&plots, "rtt.svg").figure);
+    for alt in ALTS {
+        let run = rep.runs.iter().find(|r| r.alternative == alt && r.params.repeat == 0).unwrap();
+        let lines = |fig: &plot::Figure| fig.panels.iter().find(|p| p.title == alt).unwrap().lines.clone();
+        let rtt_lines = lines(rtt);
+        assert_eq!(rtt_lines.len(), 1, "{alt}");
+        assert_eq!(rtt_lines[0].points, run.series("rtt", "ping").unwrap().points, "{alt}");
+        let piv_lines: Vec<Vec<(f64, f64)>> = lines(piv).into_iter().map(|l| l.points).collect();
+        let want: Vec<Vec<(f64, f64)>> =
+            run.series("piv_sum", "bg").map(|s| ms(&s.points)).into_iter().collect();
+        assert_eq!(piv_lines, want, "{alt}");
+    }
+}
