@@ -431,6 +431,13 @@ impl RowSpec {
 }
 
 impl Table {
+    /// A table over `columns` with `rows` aggregated from `runs`.
+    pub fn of(columns: Vec<String>, runs: &[RunResult], rows: impl IntoIterator<Item = RowSpec>) -> Table {
+        let mut t = Table::new(columns);
+        t.add_rows(&runs.iter().collect::<Vec<_>>(), rows);
+        t
+    }
+
     /// [`add_metric_row`](Self::add_metric_row) for each of `rows`.
     pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {
         for r in rows {

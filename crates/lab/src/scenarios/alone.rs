@@ -101,25 +101,19 @@ pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
 }
 
 fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
-    let refs: Vec<&RunResult> = runs.iter().collect();
-    let mut t = Table::new(opts.alternative_labels());
     let src = "Vulture Sec. 0.4.4, Fig. 17";
-    t.add_rows(
-        &refs,
-        [
-            RowSpec::new("BG goodput, whole run", Unit::Mbps, "bg_goodput").paper(Paper::about(8.76, 2, src)),
-            RowSpec::new("utilization, whole run", Unit::Ratio, "utilization")
-                .paper(Paper::about(0.93, 2, src)),
-            RowSpec::new("utilization, stable (2nd half)", Unit::Ratio, "utilization")
-                .period("stable")
-                .paper(Paper::about(0.99, 2, src)),
-            RowSpec::new("time to 90% of link", Unit::S, "time_to_90pct").paper(Paper::new(
-                "≈20 (regained after the BE → LBE switch, not from a cold start)",
-                Some(Target::about(20.0)),
-                src,
-            )),
-            RowSpec::new("ping RTT beside BG, stable", Unit::Ms, "be_rtt").period("stable"),
-        ],
-    );
-    t
+    let rows = [
+        RowSpec::new("BG goodput, whole run", Unit::Mbps, "bg_goodput").paper(Paper::about(8.76, 2, src)),
+        RowSpec::new("utilization, whole run", Unit::Ratio, "utilization").paper(Paper::about(0.93, 2, src)),
+        RowSpec::new("utilization, stable (2nd half)", Unit::Ratio, "utilization")
+            .period("stable")
+            .paper(Paper::about(0.99, 2, src)),
+        RowSpec::new("time to 90% of link", Unit::S, "time_to_90pct").paper(Paper::new(
+            "≈20 (regained after the BE → LBE switch, not from a cold start)",
+            Some(Target::about(20.0)),
+            src,
+        )),
+        RowSpec::new("ping RTT beside BG, stable", Unit::Ms, "be_rtt").period("stable"),
+    ];
+    Table::of(opts.alternative_labels(), runs, rows)
 }

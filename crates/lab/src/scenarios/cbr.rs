@@ -134,41 +134,20 @@ pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
 }
 
 fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
-    let refs: Vec<&RunResult> = runs.iter().collect();
-    let mut t = Table::new(opts.alternative_labels());
-    let g = "Vulture Sec. 0.4.3, Fig. 15";
-    let d = "Vulture Sec. 0.4.3, Fig. 16";
-    t.add_rows(
-        &refs,
-        [
-            RowSpec::new("BE goodput, before", Unit::Mbps, "be_goodput")
-                .period("before")
-                .paper(Paper::about(5.97, 2, g)),
-            RowSpec::new("BE goodput, BG active", Unit::Mbps, "be_goodput")
-                .period("bg-active")
-                .paper(Paper::about(5.98, 2, g)),
-            RowSpec::new("BE goodput, after", Unit::Mbps, "be_goodput")
-                .period("after")
-                .paper(Paper::about(5.97, 2, g)),
-            RowSpec::new("BE RTT (ping), before", Unit::Ms, "be_rtt")
-                .period("before")
-                .paper(Paper::about(104.0, 0, d)),
-            RowSpec::new("BE RTT (ping), BG active", Unit::Ms, "be_rtt")
-                .period("bg-active")
-                .paper(Paper::about(146.0, 0, d)),
-            RowSpec::new("BE RTT (ping), after", Unit::Ms, "be_rtt")
-                .period("after")
-                .paper(Paper::about(104.0, 0, d)),
-            RowSpec::new("BE sender sRTT, BG active", Unit::Ms, "be_srtt")
-                .period("bg-active")
-                .paper(Paper::about(146.0, 0, d)),
-            RowSpec::new("BG goodput, BG active", Unit::Mbps, "bg_goodput")
-                .period("bg-active")
-                .paper(Paper::about(2.84, 2, g)),
-            RowSpec::new("BG use of spare capacity", Unit::Ratio, "spare_use")
-                .period("bg-active")
-                .paper(Paper::about(0.83, 2, g)),
-        ],
-    );
-    t
+    let (g, d) = ("Vulture Sec. 0.4.3, Fig. 15", "Vulture Sec. 0.4.3, Fig. 16");
+    let rows = [
+        ("BE goodput, before", Unit::Mbps, "be_goodput", "before", 5.97, 2, g),
+        ("BE goodput, BG active", Unit::Mbps, "be_goodput", "bg-active", 5.98, 2, g),
+        ("BE goodput, after", Unit::Mbps, "be_goodput", "after", 5.97, 2, g),
+        ("BE RTT (ping), before", Unit::Ms, "be_rtt", "before", 104.0, 0, d),
+        ("BE RTT (ping), BG active", Unit::Ms, "be_rtt", "bg-active", 146.0, 0, d),
+        ("BE RTT (ping), after", Unit::Ms, "be_rtt", "after", 104.0, 0, d),
+        ("BE sender sRTT, BG active", Unit::Ms, "be_srtt", "bg-active", 146.0, 0, d),
+        ("BG goodput, BG active", Unit::Mbps, "bg_goodput", "bg-active", 2.84, 2, g),
+        ("BG use of spare capacity", Unit::Ratio, "spare_use", "bg-active", 0.83, 2, g),
+    ];
+    let rows = rows.map(|(label, unit, name, period, v, decimals, src)| {
+        RowSpec::new(label, unit, name).period(period).paper(Paper::about(v, decimals, src))
+    });
+    Table::of(opts.alternative_labels(), runs, rows)
 }

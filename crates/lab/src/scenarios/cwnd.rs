@@ -54,29 +54,27 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         body,
     )?;
     let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
+    let src = "Vulture Sec. 0.4.2, Figs. 11-12";
     let mut table = Table::new(sub.alternative_labels());
     for c in &cases {
-        let refs: Vec<&RunResult> = runs.iter().filter(|r| r.params.cc == c.cc).collect();
-        let src = "Vulture Sec. 0.4.2, Figs. 11-12";
-        table.add_rows(
-            &refs,
-            [
-                RowSpec::new(format!("{}: cwnd estimate MARE", c.cc), Unit::Ratio, "cwnd_mare")
-                    .paper(Paper::note("small underestimate (figure only)", src)),
-                RowSpec::new(format!("{}: cwnd estimate bias", c.cc), Unit::Ratio, "cwnd_bias")
-                    .paper(Paper::new("< 0", Some(Target::at_most(0.0)), src)),
-                RowSpec::new(format!("{}: cwnd estimate correlation", c.cc), Unit::Ratio, "cwnd_corr")
-                    .paper(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
-                RowSpec::new(format!("{}: estimate vs in-flight MARE", c.cc), Unit::Ratio, "inflight_mare"),
-                RowSpec::new(
-                    format!("{}: estimate vs in-flight correlation", c.cc),
-                    Unit::Ratio,
-                    "inflight_corr",
-                ),
-                RowSpec::new(format!("{}: rwnd vs cwnd correlation", c.cc), Unit::Ratio, "rwnd_corr"),
-                RowSpec::new(format!("{}: BG goodput", c.cc), Unit::Mbps, "bg_goodput"),
-            ],
-        );
+        let rows = [
+            ("cwnd estimate MARE", "cwnd_mare", Some(Paper::note("small underestimate (figure only)", src))),
+            ("cwnd estimate bias", "cwnd_bias", Some(Paper::new("< 0", Some(Target::at_most(0.0)), src))),
+            (
+                "cwnd estimate correlation",
+                "cwnd_corr",
+                Some(Paper::new("≈1 (tracks changes)", Some(Target::about(1.0)), src)),
+            ),
+            ("estimate vs in-flight MARE", "inflight_mare", None),
+            ("estimate vs in-flight correlation", "inflight_corr", None),
+            ("rwnd vs cwnd correlation", "rwnd_corr", None),
+            ("BG goodput", "bg_goodput", None),
+        ];
+        let rows = rows.map(|(label, name, paper)| {
+            let unit = if name == "bg_goodput" { Unit::Mbps } else { Unit::Ratio };
+            RowSpec::new(format!("{}: {label}", c.cc), unit, name).paper(paper)
+        });
+        table.add_rows(&runs.iter().filter(|r| r.params.cc == c.cc).collect::<Vec<_>>(), rows);
     }
     let mut notes = Vec::new();
     if sub.alternatives.len() < opts.alternatives.len() {

@@ -15,7 +15,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// Paper Table 2: N → Jain's index.
 pub const PAPER_TABLE2: [(usize, f64); 5] = [(2, 0.96), (4, 0.99), (8, 0.98), (16, 0.99), (64, 0.99)];
@@ -88,38 +88,21 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let mut table = Table::new(opts.alternative_labels());
     for c in &cases {
+        let n = c.flows;
         let refs: Vec<&RunResult> = runs
             .iter()
-            .filter(|r| r.params.extra.get("flows").and_then(|v| v.as_u64()) == Some(c.flows as u64))
+            .filter(|r| r.params.extra.get("flows").and_then(|v| v.as_u64()) == Some(n as u64))
             .collect();
-        let paper =
-            PAPER_TABLE2.iter().find(|p| p.0 == c.flows).map(|p| Paper::about(p.1, 2, "Vulture Table 2"));
-        table.add_metric_row(
-            &format!("N = {}: Jain's index", c.flows),
-            Unit::Ratio,
-            &refs,
-            "jain_index",
-            None,
-            paper,
-        );
-        table.add_metric_row(
-            &format!("N = {}: total BG goodput", c.flows),
-            Unit::Mbps,
-            &refs,
-            "bg_total_goodput",
-            None,
-            None,
-        );
+        let paper = PAPER_TABLE2.iter().find(|p| p.0 == n).map(|p| Paper::about(p.1, 2, "Vulture Table 2"));
+        let mut rows = vec![
+            RowSpec::new(format!("N = {n}: Jain's index"), Unit::Ratio, "jain_index").paper(paper),
+            RowSpec::new(format!("N = {n}: total BG goodput"), Unit::Mbps, "bg_total_goodput"),
+        ];
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some_and(|n| n > 0.0)) {
-            table.add_metric_row(
-                &format!("N = {}: flows that could not connect (count as 0 goodput)", c.flows),
-                Unit::Count,
-                &refs,
-                "flows_failed",
-                None,
-                None,
-            );
+            let label = format!("N = {n}: flows that could not connect (count as 0 goodput)");
+            rows.push(RowSpec::new(label, Unit::Count, "flows_failed"));
         }
+        table.add_rows(&refs, rows);
     }
     let report = ScenarioReport {
         scenario: "fairness".into(),

@@ -19,7 +19,7 @@ use anyhow::Result;
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// One case.
 #[derive(Debug, Clone, Copy)]
@@ -62,28 +62,27 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     )?;
     let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let mut table = Table::new(opts.alternative_labels());
-    let src = "Vulture Table 1";
     for c in &cases {
+        let t_s = Some(c.period);
         let refs: Vec<&RunResult> = runs
             .iter()
-            .filter(|r| r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()) == Some(c.period))
+            .filter(|r| r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()) == t_s)
             .collect();
         let paper = PAPER_TABLE1.iter().find(|p| p.0 == c.period);
-        for (label, key, period, idx) in [
-            ("BE off: LBE BW util.", "lbe_util_off", "off", 0),
-            ("BE on: BE BW share", "be_share_on", "on", 1),
-            ("BE on: LBE BW share", "lbe_share_on", "on", 2),
-        ] {
-            let p = paper.map(|p| Paper::about([p.1, p.2, p.3][idx], 2, src));
-            table.add_metric_row(
-                &format!("T = {} s: {label}", c.period),
-                Unit::Ratio,
-                &refs,
-                key,
-                Some(period),
-                p,
-            );
-        }
+        let rows = [
+            ("BE off: LBE BW util.", "lbe_util_off", "off", paper.map(|p| p.1)),
+            ("BE on: BE BW share", "be_share_on", "on", paper.map(|p| p.2)),
+            ("BE on: LBE BW share", "lbe_share_on", "on", paper.map(|p| p.3)),
+        ];
+        table.add_rows(
+            &refs,
+            rows.map(|(label, key, period, paper)| {
+                let paper = paper.map(|v| Paper::about(v, 2, "Vulture Table 1"));
+                RowSpec::new(format!("T = {} s: {label}", c.period), Unit::Ratio, key)
+                    .period(period)
+                    .paper(paper)
+            }),
+        );
     }
     let report = ScenarioReport {
         scenario: "onoff".into(),

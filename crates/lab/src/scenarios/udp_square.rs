@@ -34,7 +34,7 @@ use slipstream_testbed::Ns;
 
 use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
-use crate::result::{now_unix, Metric, Paper, Role, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::procs::{helper_binary, helper_command, Helper};
 use crate::web::udp::{self, SinkBin, SquareWave};
@@ -277,61 +277,35 @@ fn one_run(
 }
 
 fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
-    let refs: Vec<&RunResult> = runs.iter().collect();
-    let mut t = Table::new(opts.alternative_labels());
-    const SRC: &str = "Key et al. Sec. 5.2 (Fig. 7 text)";
-    for &p in periods {
-        let tl = period_label(p);
-        let paper = (p == 50.0)
-            .then(|| Paper::note("~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)", SRC));
-        t.add_metric_row(
-            &format!("BG usage / available, on/off = {tl} s"),
-            Unit::Ratio,
-            &refs,
-            &format!("bg_usage_norm_T{tl}"),
-            None,
-            paper,
-        );
+    let paper = Paper::note(
+        "~0.9 binary search, ~0.7 stoch. approx. (control interval 0.2 s)",
+        "Key et al. Sec. 5.2 (Fig. 7 text)",
+    );
+    // Row groups, each over every period: (label, unit, metric name before `_T<period>`, period).
+    type Row = (&'static str, Unit, &'static str, Option<&'static str>);
+    let groups: [&[Row]; 3] = [
+        &[("BG usage / available", Unit::Ratio, "bg_usage_norm", None)],
+        &[
+            ("BG usage / available in on periods", Unit::Ratio, "bg_usage_norm_on", Some("on")),
+            ("BG usage / available in off periods", Unit::Ratio, "bg_usage_norm_off", Some("off")),
+        ],
+        &[("BG goodput", Unit::Mbps, "bg_goodput", None), ("UDP loss", Unit::Ratio, "udp_loss", None)],
+    ];
+    let mut rows = Vec::new();
+    for group in groups {
+        for &p in periods {
+            let tl = period_label(p);
+            for &(label, unit, name, period) in group {
+                let mut row =
+                    RowSpec::new(format!("{label}, on/off = {tl} s"), unit, format!("{name}_T{tl}"));
+                if let Some(period) = period {
+                    row = row.period(period);
+                }
+                rows.push(row.paper((name == "bg_usage_norm" && p == 50.0).then(|| paper.clone())));
+            }
+        }
     }
-    for &p in periods {
-        let tl = period_label(p);
-        t.add_metric_row(
-            &format!("BG usage / available in on periods, on/off = {tl} s"),
-            Unit::Ratio,
-            &refs,
-            &format!("bg_usage_norm_on_T{tl}"),
-            Some("on"),
-            None,
-        );
-        t.add_metric_row(
-            &format!("BG usage / available in off periods, on/off = {tl} s"),
-            Unit::Ratio,
-            &refs,
-            &format!("bg_usage_norm_off_T{tl}"),
-            Some("off"),
-            None,
-        );
-    }
-    for &p in periods {
-        let tl = period_label(p);
-        t.add_metric_row(
-            &format!("BG goodput, on/off = {tl} s"),
-            Unit::Mbps,
-            &refs,
-            &format!("bg_goodput_T{tl}"),
-            None,
-            None,
-        );
-        t.add_metric_row(
-            &format!("UDP loss, on/off = {tl} s"),
-            Unit::Ratio,
-            &refs,
-            &format!("udp_loss_T{tl}"),
-            None,
-            None,
-        );
-    }
-    t
+    Table::of(opts.alternative_labels(), runs, rows)
 }
 
 #[cfg(test)]
