@@ -30,9 +30,7 @@ pub fn parse_ping_line(line: &str) -> Option<(f64, f64, u32)> {
 /// One TCP socket from `ss -tinH`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct SsSocket {
-    /// Local port.
     pub local_port: u16,
-    /// Peer port.
     pub peer_port: u16,
     /// Congestion window in segments.
     pub cwnd: Option<u64>,

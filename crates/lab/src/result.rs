@@ -128,22 +128,17 @@ pub enum Bound {
 pub struct Target {
     /// How it bounds ours.
     pub bound: Bound,
-    /// Low end.
     pub lo: f64,
-    /// High end.
     pub hi: f64,
 }
 
 impl Target {
-    /// About `v`.
     pub const fn about(v: f64) -> Target {
         Target { bound: Bound::About, lo: v, hi: v }
     }
-    /// At most `v`.
     pub const fn at_most(v: f64) -> Target {
         Target { bound: Bound::AtMost, lo: v, hi: v }
     }
-    /// At least `v`.
     pub const fn at_least(v: f64) -> Target {
         Target { bound: Bound::AtLeast, lo: v, hi: v }
     }
@@ -221,7 +216,6 @@ pub struct Series {
     pub unit: Unit,
     /// Which flow: a short label unique within the run ("be", "bg", "bg3", "rev", "ping").
     pub flow: String,
-    /// The flow's role.
     pub role: Role,
     /// Where it was measured: "receiver", "sender-ss", "daemon", "ping", ...
     #[serde(default)]
@@ -254,7 +248,6 @@ impl Series {
         self
     }
 
-    /// With these points.
     pub fn with_points(mut self, points: Vec<(f64, f64)>) -> Series {
         self.points = points;
         self
@@ -271,9 +264,7 @@ impl Series {
 pub struct Metric {
     /// Name, e.g. `be_goodput`, `utilization_stable`, `time_to_90pct`, `jain_index`.
     pub name: String,
-    /// Unit.
     pub unit: Unit,
-    /// The value.
     pub value: f64,
     /// The period it covers, if not the whole run: e.g. "before", "bg-active", "after",
     /// "on", "off", "stable".
@@ -290,13 +281,11 @@ impl Metric {
         Metric { name: name.into(), unit, value, period: None, flow: None }
     }
 
-    /// Restricted to `period`.
     pub fn period(mut self, period: &str) -> Metric {
         self.period = Some(period.into());
         self
     }
 
-    /// About `flow`.
     pub fn flow(mut self, flow: &str) -> Metric {
         self.flow = Some(flow.into());
         self
@@ -312,11 +301,8 @@ pub struct RunResult {
     pub alternative: String,
     /// Wall-clock start, Unix seconds.
     pub started_unix: f64,
-    /// Parameters.
     pub params: RunParams,
-    /// Time series.
     pub series: Vec<Series>,
-    /// Scalar results.
     pub metrics: Vec<Metric>,
     /// Free-text notes (warnings, what was skipped).
     #[serde(default)]
@@ -330,7 +316,6 @@ pub struct RunResult {
 /// end of its last, s since the run's t = 0.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct FlowSpan {
-    /// Flow label.
     pub flow: String,
     /// Start, s.
     pub start_s: f64,
@@ -363,7 +348,6 @@ impl RunResult {
 pub struct Row {
     /// Human-readable metric name, e.g. "BE goodput, background active".
     pub metric: String,
-    /// Unit.
     pub unit: Unit,
     /// One value per entry of [`Table::columns`] (mean over repeats); `None` = not measured.
     pub values: Vec<Option<f64>>,
@@ -381,7 +365,6 @@ pub struct Row {
 /// Which metric a [`Row`] aggregates: its name and period.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MetricKey {
-    /// [`Metric::name`].
     pub name: String,
     /// [`Metric::period`].
     #[serde(default)]
@@ -396,7 +379,6 @@ pub struct MetricKey {
 pub struct Table {
     /// Column headers: alternative labels, in run order.
     pub columns: Vec<String>,
-    /// Rows.
     pub rows: Vec<Row>,
 }
 
@@ -417,13 +399,11 @@ impl RowSpec {
         RowSpec { label: label.into(), unit, name: name.into(), period: None, paper: None }
     }
 
-    /// The metric's period.
     pub fn period(mut self, period: &str) -> RowSpec {
         self.period = Some(period.into());
         self
     }
 
-    /// The paper's figure.
     pub fn paper(mut self, paper: impl Into<Option<Paper>>) -> RowSpec {
         self.paper = paper.into();
         self
@@ -497,7 +477,6 @@ pub struct ScenarioReport {
     pub started_unix: f64,
     /// Every run (alternative × repeat × sub-case).
     pub runs: Vec<RunResult>,
-    /// The summary table.
     pub table: Table,
     /// Free-text notes (deviations from the paper setup, caveats).
     #[serde(default)]
@@ -513,7 +492,6 @@ impl ScenarioReport {
         self.runs.iter().filter(move |r| r.alternative == label)
     }
 
-    /// Pretty JSON.
     pub fn to_json(&self) -> anyhow::Result<String> {
         Ok(serde_json::to_string_pretty(self)?)
     }

@@ -116,7 +116,6 @@ impl SizeDist {
 pub struct WebModel {
     /// Objects per page (Key et al.: 10).
     pub objects: u32,
-    /// Object sizes.
     pub sizes: SizeDist,
     /// Mean think time between a page's completion and the next page, seconds (exponential).
     pub think_mean_s: f64,
@@ -139,7 +138,6 @@ impl WebModel {
         }
     }
 
-    /// Checks the parameters.
     pub fn validate(&self) -> Result<()> {
         if !(self.think_mean_s > 0.0 && self.think_mean_s.is_finite()) {
             bail!("think time mean must be > 0, got {}", self.think_mean_s);
@@ -202,7 +200,6 @@ impl SessionPlan {
         }
     }
 
-    /// The next page.
     pub fn next_page(&mut self) -> PlannedPage {
         let k = self.model.objects;
         let mut t = 0.0;

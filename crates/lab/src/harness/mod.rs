@@ -171,7 +171,6 @@ impl<'a> Run<'a> {
         Ok(run)
     }
 
-    /// The testbed.
     pub fn tb(&self) -> &Testbed {
         self.tb.as_ref().expect("testbed present until finish")
     }

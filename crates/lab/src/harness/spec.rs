@@ -24,12 +24,10 @@ pub struct FlowSpec {
     /// Label, unique per flow within the run ("be", "bg", "bg3"); repeated starts with the same
     /// label (on/off periods) append to the same series.
     pub label: String,
-    /// Role.
     pub role: Role,
     /// Server port (an iperf3 server listens there; background ports must be in
     /// [`RunSetup::background_ports`]).
     pub port: u16,
-    /// Direction.
     pub direction: Direction,
     /// Length in seconds (iperf3 takes whole seconds; rounded up, at least 1).
     pub seconds: f64,
@@ -76,15 +74,12 @@ impl FlowSpec {
 /// What one run needs.
 #[derive(Debug, Clone)]
 pub struct RunSetup {
-    /// Scenario name.
     pub scenario: String,
-    /// The alternative.
     pub alternative: Alternative,
     /// Its index among the invocation's runs and how many there are (for the progress line).
     pub index: usize,
     /// Number of runs of this invocation.
     pub count: usize,
-    /// Repeat index.
     pub repeat: u32,
     /// Planned length, s.
     pub duration_s: f64,

@@ -23,7 +23,6 @@ pub struct Plot {
     pub file: String,
     /// What it shows (used as the link text / alt text).
     pub title: String,
-    /// The SVG document.
     pub svg: String,
     /// What was drawn (for tests of the plotted values).
     pub figure: Figure,

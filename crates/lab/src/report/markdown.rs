@@ -103,17 +103,13 @@ pub fn table(summary: &Summary) -> String {
 /// How Slipstream's figure compares with the paper's, for one row and one column.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Difference {
-    /// The scenario.
     pub scenario: String,
-    /// The row's metric.
     pub metric: String,
-    /// The unit.
     pub unit: Unit,
     /// The column (alternative) compared.
     pub alternative: String,
     /// Measured value, `None` if not measured.
     pub measured: Option<f64>,
-    /// The paper cell.
     pub paper: String,
     /// What went wrong: "not measured", "worse (lower)", "worse (higher)", "differs".
     pub verdict: &'static str,

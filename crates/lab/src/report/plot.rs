@@ -99,7 +99,6 @@ pub struct Panel {
     pub title: String,
     /// Y axis description, with unit.
     pub y_label: String,
-    /// The lines.
     pub lines: Vec<Line>,
     /// Dashed horizontal lines, e.g. the link capacity.
     pub hlines: Vec<Marker>,

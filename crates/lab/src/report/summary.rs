@@ -28,7 +28,6 @@ pub struct Summary {
     pub alternatives: Vec<String>,
     /// Table columns (alternatives, or datapath's modes).
     pub columns: Vec<String>,
-    /// Table rows.
     pub rows: Vec<SummaryRow>,
     /// Repeats per alternative (cells are means over them when more than one).
     pub repeats: u32,
@@ -43,13 +42,10 @@ pub struct Summary {
 /// One table row.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SummaryRow {
-    /// Metric label.
     pub metric: String,
-    /// Unit.
     pub unit: Unit,
     /// One cell per column; `None` = not measured.
     pub cells: Vec<Option<Cell>>,
-    /// The paper's figure.
     pub paper: Option<Paper>,
 }
 
@@ -109,7 +105,6 @@ impl Summary {
         }
     }
 
-    /// Pretty JSON.
     pub fn to_json(&self) -> anyhow::Result<String> {
         Ok(serde_json::to_string_pretty(self)? + "\n")
     }

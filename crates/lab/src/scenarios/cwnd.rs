@@ -23,7 +23,6 @@ use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Tab
 /// One case.
 #[derive(Debug, Clone)]
 pub struct CwndCase {
-    /// Congestion control.
     pub cc: String,
     /// Run length, s.
     pub duration: f64,

@@ -23,7 +23,6 @@ pub const PAPER_TABLE2: [(usize, f64); 5] = [(2, 0.96), (4, 0.99), (8, 0.98), (1
 /// One case.
 #[derive(Debug, Clone, Copy)]
 pub struct FairCase {
-    /// Number of flows.
     pub flows: usize,
     /// Gap between starts, s.
     pub stagger: f64,

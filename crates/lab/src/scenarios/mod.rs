@@ -53,7 +53,6 @@ pub struct Scenario {
     pub name: &'static str,
     /// One line for `--help`.
     pub about: &'static str,
-    /// The runner.
     pub run: ScenarioFn,
     /// The `--set` keys it reads (any other is an error).
     pub set_keys: &'static [&'static str],
@@ -269,7 +268,6 @@ pub struct LabContext {
     /// Namespace-name prefix base of every testbed the lab builds (`slipstream-lab cleanup`
     /// removes namespaces starting with it).
     pub prefix_base: String,
-    /// Progress output.
     pub progress: Progress,
     /// Set by the SIGINT/SIGTERM handler: scenarios stop at the next check.
     pub interrupted: Arc<AtomicBool>,

@@ -47,7 +47,6 @@ pub struct BgFlow {
 pub struct Mix {
     /// Sub-case name, the prefix of its table rows ("N = 16, 4 hosts").
     pub case: String,
-    /// The background downloads.
     pub flows: Vec<BgFlow>,
     /// LAN host of the best-effort download (a host of its own: another household member).
     pub be_host: u8,

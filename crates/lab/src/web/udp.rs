@@ -33,7 +33,6 @@ pub struct SquareWave {
 }
 
 impl SquareWave {
-    /// Checks the parameters.
     pub fn validate(&self) -> Result<()> {
         if !(self.rate_bps > 0.0 && self.rate_bps.is_finite()) {
             bail!("rate must be positive, got {}", self.rate_bps);
