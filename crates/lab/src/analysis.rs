@@ -12,16 +12,6 @@ pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| sum / n as f64)
 }
 
-/// Sample standard deviation (n - 1); `None` for fewer than two values.
-pub fn std_dev(values: &[f64]) -> Option<f64> {
-    if values.len() < 2 {
-        return None;
-    }
-    let m = mean(values.iter().copied())?;
-    let ss: f64 = values.iter().map(|v| (v - m) * (v - m)).sum();
-    Some((ss / (values.len() - 1) as f64).sqrt())
-}
-
 /// Jain's fairness index `(Σx)² / (n · Σx²)` (Vulture Sec. 0.4.6); `None` for no flows or all
 /// zero. The testbed's, which the end-to-end tests use too.
 pub use slipstream_testbed::scenario::jain_index;

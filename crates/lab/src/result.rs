@@ -11,8 +11,7 @@
 //!   about every 100 ms, time in seconds since the run's own t = 0) and its scalar results
 //!   ([`Metric`], optionally restricted to a named period such as `"bg-active"`).
 //!
-//! Units, roles, paper figures and row keys are typed ([`Unit`], [`Role`], [`Paper`],
-//! [`MetricKey`]), not strings parsed back later. Raw results written before they were (issue 14)
+//! Units, roles and paper figures are typed ([`Unit`], [`Role`], [`Paper`]), not strings parsed back later. Raw results written before they were (issue 14)
 //! no longer parse; what the page keeps of each scenario is its committed summary
 //! (`crate::report::summary`), converted once. From here on, fields are only added (with
 //! `#[serde(default)]`).
@@ -351,24 +350,11 @@ pub struct Row {
     pub unit: Unit,
     /// One value per entry of [`Table::columns`] (mean over repeats); `None` = not measured.
     pub values: Vec<Option<f64>>,
-    /// Standard deviation over repeats, same indexing as `values` (empty or `None` with one
-    /// repeat).
+    /// Lowest and highest repeat behind each value, same indexing (`None` with one repeat).
     #[serde(default)]
-    pub spread: Vec<Option<f64>>,
+    pub range: Vec<Option<(f64, f64)>>,
     /// The paper's figure, `None` if it reports none.
     pub paper: Option<Paper>,
-    /// The metric of [`RunResult::metrics`] this row aggregates.
-    #[serde(default)]
-    pub key: Option<MetricKey>,
-}
-
-/// Which metric a [`Row`] aggregates: its name and period.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MetricKey {
-    pub name: String,
-    /// [`Metric::period`].
-    #[serde(default)]
-    pub period: Option<String>,
 }
 
 /// The summary table of a scenario: alternatives side by side, plus the paper's values.
@@ -430,8 +416,8 @@ impl Table {
         Table { columns, rows: Vec::new() }
     }
 
-    /// Adds a row aggregating metric `name`/`period` of `runs` per column (mean and standard
-    /// deviation over the runs of that alternative that have it).
+    /// Adds a row aggregating metric `name`/`period` of `runs` per column (mean and range over
+    /// the runs of that alternative that have it).
     pub fn add_metric_row(
         &mut self,
         label: &str,
@@ -441,8 +427,7 @@ impl Table {
         period: Option<&str>,
         paper: Option<Paper>,
     ) {
-        let mut values = Vec::new();
-        let mut spread = Vec::new();
+        let (mut values, mut range) = (Vec::new(), Vec::new());
         for col in &self.columns {
             let v: Vec<f64> = runs
                 .iter()
@@ -451,16 +436,11 @@ impl Table {
                 .filter(|v| v.is_finite())
                 .collect();
             values.push(crate::analysis::mean(v.iter().copied()));
-            spread.push(if v.len() > 1 { crate::analysis::std_dev(&v) } else { None });
+            let (lo, hi) =
+                v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| (l.min(*x), h.max(*x)));
+            range.push((v.len() > 1).then_some((lo, hi)));
         }
-        self.rows.push(Row {
-            metric: label.into(),
-            unit,
-            values,
-            spread,
-            paper,
-            key: Some(MetricKey { name: name.into(), period: period.map(str::to_string) }),
-        });
+        self.rows.push(Row { metric: label.into(), unit, values, range, paper });
     }
 }
 

@@ -47,16 +47,15 @@ pub fn with_unit(v: f64, unit: Unit) -> String {
     }
 }
 
-/// One table cell: "mean", "mean (min–max)", "mean ± sd", or [`MISSING`].
+/// One table cell: "mean", "mean (min–max)", or [`MISSING`].
 pub fn cell_text(cell: Option<&Cell>, unit: Unit) -> String {
     let Some(c) = cell else {
         return MISSING.into();
     };
     let mean = fmt_value(c.mean, unit);
-    match (c.range, c.sd) {
-        (Some((lo, hi)), _) => format!("{mean} ({}–{})", fmt_value(lo, unit), fmt_value(hi, unit)),
-        (None, Some(sd)) => format!("{mean} ± {}", fmt_value(sd, unit)),
-        (None, None) => mean,
+    match c.range {
+        Some((lo, hi)) => format!("{mean} ({}–{})", fmt_value(lo, unit), fmt_value(hi, unit)),
+        None => mean,
     }
 }
 

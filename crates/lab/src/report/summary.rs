@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::figures::{alternatives, Plot};
 use super::plot::tick;
 use super::subcases::{subcase_keys, subcase_label};
-use crate::result::{rfc3339, Paper, Row, RunResult, ScenarioReport, Unit};
+use crate::result::{rfc3339, Paper, RunResult, ScenarioReport, Unit};
 
 /// At most this many notes are kept; the rest are counted in a last note.
 const MAX_NOTES: usize = 20;
@@ -49,7 +49,7 @@ pub struct SummaryRow {
     pub paper: Option<Paper>,
 }
 
-/// One table cell: the mean over repeats, with their range (or standard deviation).
+/// One table cell: the mean over repeats, with their range.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Cell {
     /// Mean over repeats.
@@ -57,9 +57,6 @@ pub struct Cell {
     /// Lowest and highest repeat, when there are several.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub range: Option<(f64, f64)>,
-    /// Standard deviation, when repeats cannot be told apart by sub-case.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sd: Option<f64>,
 }
 
 /// A plot file beside the summary.
@@ -81,7 +78,12 @@ impl Summary {
             .map(|row| SummaryRow {
                 metric: row.metric.clone(),
                 unit: row.unit,
-                cells: (0..t.columns.len()).map(|i| cell(report, row, i)).collect(),
+                cells: (0..t.columns.len())
+                    .map(|i| {
+                        let mean = row.values.get(i).copied().flatten().filter(|v| v.is_finite())?;
+                        Some(Cell { mean, range: row.range.get(i).copied().flatten() })
+                    })
+                    .collect(),
                 paper: row.paper.clone(),
             })
             .collect();
@@ -113,48 +115,6 @@ impl Summary {
     pub fn from_json(text: &str) -> anyhow::Result<Summary> {
         Ok(serde_json::from_str(text)?)
     }
-}
-
-/// The per-repeat values behind cell `col` of `row`: the row's metric in the runs of that
-/// alternative, taken from all of them or from the one sub-case (on/off period, flow count, ...)
-/// whose mean is the cell's value. `None` if no such set is found.
-pub fn repeat_values(report: &ScenarioReport, row: &Row, col: usize) -> Option<Vec<f64>> {
-    let key = row.key.as_ref()?;
-    let alt = report.table.columns.get(col)?;
-    let mean = row.values.get(col).copied().flatten()?;
-    let (name, period) = (key.name.as_str(), key.period.as_deref());
-    let keys = subcase_keys(report);
-    let mut sets: Vec<(String, Vec<f64>)> = vec![(String::from("\u{0}all"), Vec::new())];
-    for r in report.runs_of(alt) {
-        let Some(v) = r.metric(name, period).filter(|v| v.is_finite()) else {
-            continue;
-        };
-        sets[0].1.push(v);
-        let label = subcase_label(r, &keys);
-        match sets.iter_mut().skip(1).find(|(l, _)| *l == label) {
-            Some((_, vals)) => vals.push(v),
-            None => sets.push((label, vec![v])),
-        }
-    }
-    sets.into_iter().map(|(_, v)| v).find(|v| {
-        crate::analysis::mean(v.iter().copied())
-            .is_some_and(|m| (m - mean).abs() <= 1e-9 * mean.abs().max(1.0))
-    })
-}
-
-/// Cell `col` of `row`: the mean, with min–max over repeats when there are several (the
-/// standard deviation when the repeats cannot be found), `None` when not measured.
-pub fn cell(report: &ScenarioReport, row: &Row, col: usize) -> Option<Cell> {
-    let mean = row.values.get(col).copied().flatten().filter(|v| v.is_finite())?;
-    let mut c = Cell { mean, range: None, sd: None };
-    if let Some(vals) = repeat_values(report, row, col).filter(|v| v.len() > 1) {
-        let lo = vals.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = vals.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-        c.range = Some((lo, hi));
-    } else {
-        c.sd = row.spread.get(col).copied().flatten().filter(|v| v.is_finite());
-    }
-    Some(c)
 }
 
 /// Repeats per alternative (the largest count over alternatives and sub-cases).

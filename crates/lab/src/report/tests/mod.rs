@@ -196,7 +196,7 @@ fn min_max_per_subcase() {
 #[test]
 fn differences_cover_missing_and_direction() {
     let mut rep = Summary::of(&alone(), &[], "");
-    let cell = |mean| Some(summary::Cell { mean, range: None, sd: None });
+    let cell = |mean| Some(summary::Cell { mean, range: None });
     rep.rows.push(summary::SummaryRow {
         metric: "Time to 90% of the link".into(),
         unit: Unit::S,
