@@ -471,15 +471,6 @@ impl ScenarioReport {
     pub fn runs_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a RunResult> + 'a {
         self.runs.iter().filter(move |r| r.alternative == label)
     }
-
-    pub fn to_json(&self) -> anyhow::Result<String> {
-        Ok(serde_json::to_string_pretty(self)?)
-    }
-
-    /// Parses a `result.json`.
-    pub fn from_json(text: &str) -> anyhow::Result<ScenarioReport> {
-        Ok(serde_json::from_str(text)?)
-    }
 }
 
 /// Current time as Unix seconds.

@@ -39,7 +39,7 @@ fn table_aggregates_per_alternative() {
     assert_eq!(r.range, vec![Some((1.0, 3.0)), None, None]);
     assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
     let rep = ScenarioReport { scenario: "x".into(), runs: runs.to_vec(), table: t, ..Default::default() };
-    let back = ScenarioReport::from_json(&rep.to_json().unwrap()).unwrap();
+    let back = serde_json::from_str::<ScenarioReport>(&serde_json::to_string(&rep).unwrap()).unwrap();
     assert_eq!(back, rep);
     assert_eq!(back.runs_of("a").count(), 2);
 }

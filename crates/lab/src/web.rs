@@ -515,17 +515,12 @@ pub fn bucket_stats(records: &[ObjectRecord], edges: &[u64]) -> Vec<BucketStat> 
         .map(|(i, &lo)| {
             let v = &mut times[i];
             v.sort_by(f64::total_cmp);
-            let (mean_s, median_s) = if v.is_empty() {
-                (f64::NAN, f64::NAN)
-            } else {
-                (v.iter().sum::<f64>() / v.len() as f64, v[v.len() / 2])
-            };
             BucketStat {
                 lo,
                 hi: edges.get(i + 1).copied().unwrap_or(u64::MAX),
                 count: v.len() as u64,
-                mean_s,
-                median_s,
+                mean_s: crate::analysis::mean(v.iter().copied()).unwrap_or(f64::NAN),
+                median_s: v.get(v.len() / 2).copied().unwrap_or(f64::NAN),
             }
         })
         .collect()
@@ -533,12 +528,7 @@ pub fn bucket_stats(records: &[ObjectRecord], edges: &[u64]) -> Vec<BucketStat> 
 
 /// Mean response time of all completed objects, s (NaN if none).
 pub fn mean_response(records: &[ObjectRecord]) -> f64 {
-    let v: Vec<f64> = records.iter().filter_map(|r| r.response_s).collect();
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v.iter().sum::<f64>() / v.len() as f64
-    }
+    crate::analysis::mean(records.iter().filter_map(|r| r.response_s)).unwrap_or(f64::NAN)
 }
 
 #[cfg(test)]

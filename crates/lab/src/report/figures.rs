@@ -35,26 +35,6 @@ impl Plot {
     }
 }
 
-/// Series names these figures look for.
-pub mod names {
-    /// Goodput at the receiver, Mbit/s.
-    pub const GOODPUT: &str = "goodput";
-    /// Real congestion window at the sender (`ss -tin`).
-    pub const CWND: &str = "cwnd";
-    /// The daemon's estimate of the sender's congestion window.
-    pub const CWND_ESTIMATE: &str = "cwnd_estimate";
-    /// The receive window the daemon advertises.
-    pub const RWND: &str = "rwnd";
-    /// Sum of PIVs per epoch (`slipstream_flow_piv_sum_seconds`).
-    pub const PIV_SUM: &str = "piv_sum";
-    /// Round-trip time (ping probe or `ss`).
-    pub const RTT: &str = "rtt";
-    /// Rate of a UDP best-effort flow at the receiver, Mbit/s.
-    pub const UDP_RATE: &str = "udp_rate";
-    /// Capacity left to background traffic (role `link`), Mbit/s.
-    pub const AVAILABLE: &str = "available";
-}
-
 /// Alternative colours: the palette without the paper's grey.
 pub fn alt_color(index: usize) -> usize {
     const ALT: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 8, 9];
@@ -171,8 +151,8 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let what = ("goodput", "goodput (best effort up, background upside down)", "goodput (Mbit/s)");
     let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
         panel.mirrored = true;
-        let mut goodput = series_named(run, names::GOODPUT);
-        goodput.extend(series_named(run, names::UDP_RATE));
+        let mut goodput = series_named(run, "goodput");
+        goodput.extend(series_named(run, "udp_rate"));
         let be: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::BestEffort).collect();
         let bg: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::Background).collect();
         if be.is_empty() && bg.is_empty() {
@@ -201,7 +181,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 ));
             }
         }
-        if let Some(a) = series_named(run, names::AVAILABLE).into_iter().find(|s| s.role == Role::Link) {
+        if let Some(a) = series_named(run, "available").into_iter().find(|s| s.role == Role::Link) {
             let line =
                 Line::new("available to background", &negate(&a.points), PAPER_COLOR, LineKind::Dashed);
             panel.lines.push(line);
@@ -227,16 +207,16 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
         }
     };
-    time_figures(report, &[names::GOODPUT, names::UDP_RATE], what, fill, finish)
+    time_figures(report, &["goodput", "udp_rate"], what, fill, finish)
 }
 
 /// Windows over time, one panel per alternative: the advertised rwnd, the cwnd estimate (dashed)
 /// and, when the sender was sampled, the real cwnd (Vulture Figs. 11-13).
 pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let wanted = [
-        (names::RWND, "rwnd (advertised)", 3usize, LineKind::Solid),
-        (names::CWND_ESTIMATE, "cwnd estimate", 2, LineKind::Dashed),
-        (names::CWND, "cwnd (sender)", 0, LineKind::Solid),
+        ("rwnd", "rwnd (advertised)", 3usize, LineKind::Solid),
+        ("cwnd_estimate", "cwnd estimate", 2, LineKind::Dashed),
+        ("cwnd", "cwnd (sender)", 0, LineKind::Solid),
     ];
     let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
         // The background flow's windows; other flows' only if no flow is background.
@@ -267,13 +247,13 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
 /// panel per alternative (Vulture Figs. 6, 7).
 pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let what = ("piv", "PIV sum per epoch", "PIV sum (ms)");
-    single_series_plots(report, names::PIV_SUM, what, Some(Role::Background))
+    single_series_plots(report, "piv_sum", what, Some(Role::Background))
 }
 
 /// RTT over time seen by best effort (ping probe or best-effort flow), one panel per
 /// alternative (Vulture Fig. 16).
 pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    single_series_plots(report, names::RTT, ("rtt", "RTT seen by best effort", "RTT (ms)"), None)
+    single_series_plots(report, "rtt", ("rtt", "RTT seen by best effort", "RTT (ms)"), None)
 }
 
 fn to_ms(unit: Unit) -> f64 {

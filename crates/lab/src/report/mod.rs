@@ -76,7 +76,8 @@ pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec
     }
     let mut written = Vec::new();
     let json = dir.join(RESULT_JSON);
-    std::fs::write(&json, report.to_json()?).with_context(|| format!("writing {}", json.display()))?;
+    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
+        .with_context(|| format!("writing {}", json.display()))?;
     written.push(json);
     let (plots, problem) = match scenario_plots(&report) {
         Ok(p) => (p, None),
@@ -134,7 +135,7 @@ pub fn latest_runs(results_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
 fn publish_run(lab_dir: &Path, results_dir: &Path, run_dir: &Path) -> Result<()> {
     let path = run_dir.join(RESULT_JSON);
     let text = std::fs::read_to_string(&path)?;
-    let report = ScenarioReport::from_json(&text)?;
+    let report: ScenarioReport = serde_json::from_str(&text)?;
     let out = lab_dir.join(&report.scenario);
     let run = run_dir.strip_prefix(results_dir).unwrap_or(run_dir);
     let run = run.display().to_string();
@@ -155,14 +156,14 @@ fn publish_run(lab_dir: &Path, results_dir: &Path, run_dir: &Path) -> Result<()>
         std::fs::write(&f, &p.svg).with_context(|| format!("writing {}", f.display()))?;
     }
     let summary = Summary::of(&report, &plots, &run);
-    std::fs::write(out.join(RESULT_JSON), summary.to_json()?)?;
+    std::fs::write(out.join(RESULT_JSON), serde_json::to_string_pretty(&summary)? + "\n")?;
     Ok(())
 }
 
 fn load_summary(dir: &Path) -> Result<Summary> {
     let path = dir.join(RESULT_JSON);
     let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    Summary::from_json(&text).with_context(|| format!("parsing {}", path.display()))
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
 }
 
 /// `slipstream-lab report`: publishes the latest run of each scenario under `results_dir` (if

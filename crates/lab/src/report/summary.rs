@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::figures::{alternatives, Plot};
 use super::plot::tick;
 use super::subcases::{subcase_keys, subcase_label};
-use crate::result::{rfc3339, Paper, RunResult, ScenarioReport, Unit};
+use crate::result::{rfc3339, Paper, ScenarioReport, Unit};
 
 /// At most this many notes are kept; the rest are counted in a last note.
 const MAX_NOTES: usize = 20;
@@ -106,15 +106,6 @@ impl Summary {
             run: run.to_string(),
         }
     }
-
-    pub fn to_json(&self) -> anyhow::Result<String> {
-        Ok(serde_json::to_string_pretty(self)? + "\n")
-    }
-
-    /// Parses a summary `result.json`.
-    pub fn from_json(text: &str) -> anyhow::Result<Summary> {
-        Ok(serde_json::from_str(text)?)
-    }
 }
 
 /// Repeats per alternative (the largest count over alternatives and sub-cases).
@@ -153,17 +144,6 @@ fn distinct<T: ToString>(values: impl Iterator<Item = T>) -> String {
     }
 }
 
-/// The kernel a run was measured on: `params.extra["kernel"]`, else a note mentioning it.
-pub fn kernel(run: &RunResult) -> Option<String> {
-    if let Some(k) = run.params.extra.get("kernel").and_then(|v| v.as_str()) {
-        return Some(k.to_string());
-    }
-    run.notes
-        .iter()
-        .find_map(|n| n.strip_prefix("kernel ").or_else(|| n.strip_prefix("kernel: ")))
-        .map(|k| k.trim().to_string())
-}
-
 /// The "how measured" sentence: date, rate, RTT, queue, duration, repeats, kernel, cc.
 pub fn how_measured(report: &ScenarioReport) -> String {
     let runs = &report.runs;
@@ -197,7 +177,7 @@ pub fn how_measured(report: &ScenarioReport) -> String {
             .map(|r| format!("{} bytes ({:.0} packets)", r.params.queue_bytes, r.params.queue_packets)),
     );
     let duration = distinct(runs.iter().map(|r| format!("{} s", tick(r.params.duration_s))));
-    let kernel = distinct(runs.iter().filter_map(kernel));
+    let kernel = distinct(runs.iter().filter_map(|r| r.params.extra.get("kernel")?.as_str()));
     let cc = distinct(runs.iter().map(|r| r.params.cc.clone()));
     let command =
         if report.command.is_empty() { String::new() } else { format!(" Command: `{}`.", report.command) };
@@ -218,7 +198,7 @@ pub fn how_measured(report: &ScenarioReport) -> String {
 pub fn notes(report: &ScenarioReport) -> Vec<String> {
     let mut out: Vec<String> = report.notes.clone();
     for r in &report.runs {
-        for n in r.notes.iter().filter(|n| !n.starts_with("kernel")) {
+        for n in &r.notes {
             let line = format!("{}: {n}", r.alternative);
             if !out.contains(&line) {
                 out.push(line);

@@ -17,36 +17,27 @@ use crate::analysis::{self, max_goodput_mbit};
 use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
-/// Phase lengths of one run.
-#[derive(Debug, Clone, Copy)]
-pub struct AloneTimes {
-    /// Run length, s.
-    pub duration: f64,
-}
-
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let times = AloneTimes { duration: opts.scaled(90.0, 6.0) };
-    run_with(ctx, opts, "alone", times)
+    run_with(ctx, opts, "alone", opts.scaled(90.0, 6.0))
 }
 
-/// Runs `alone` with explicit times (also used by `smoke`).
+/// Runs `alone` for `duration` seconds (also used by `smoke`).
 pub fn run_with(
     ctx: &LabContext,
     opts: &ScenarioOptions,
     name: &str,
-    times: AloneTimes,
+    duration: f64,
 ) -> Result<ScenarioReport> {
     let started = crate::result::now_unix();
     let dir = ctx.run_dir(name, started)?;
-    let runs =
-        run_all(ctx, opts, &[times], |t, alt| RunSetup::new(name, alt, t.duration, dir.clone()), body)?;
-    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, times)).collect();
+    let runs = run_all(ctx, opts, &[duration], |&d, alt| RunSetup::new(name, alt, d, dir.clone()), body)?;
+    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, duration)).collect();
     let report = ScenarioReport {
         scenario: name.into(),
         title: format!(
             "{name}: one background download alone, {:.0} s, {} Mbit/s, {} ms RTT",
-            times.duration, opts.rate_mbit, opts.rtt_ms
+            duration, opts.rate_mbit, opts.rtt_ms
         ),
         started_unix: started,
         table: table(opts, &runs),
@@ -61,14 +52,14 @@ pub fn run_with(
     finish_report(ctx, &dir, report)
 }
 
-fn body(run: &mut Run, t: &AloneTimes) -> Result<()> {
-    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, t.duration))?;
-    run.wait_until(t.duration)?;
+fn body(run: &mut Run, &duration: &f64) -> Result<()> {
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, duration))?;
+    run.wait_until(duration)?;
     Ok(())
 }
 
 /// Adds the scenario's metrics to a finished run.
-pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
+pub fn with_metrics(mut r: RunResult, duration: f64) -> RunResult {
     let max = max_goodput_mbit(r.params.rate_mbit);
     let mut m = Vec::new();
     let span = r.spans("bg").first().copied();
@@ -88,7 +79,7 @@ pub fn with_metrics(mut r: RunResult, t: AloneTimes) -> RunResult {
         }
         match analysis::time_to_reach(&s.points, start, 0.9 * max, 1.0) {
             Some(tt) => m.push(Metric::new("time_to_90pct", Unit::S, tt)),
-            None => r.notes.push(format!("never reached 90% of {max:.2} Mbit/s within {:.0} s", t.duration)),
+            None => r.notes.push(format!("never reached 90% of {max:.2} Mbit/s within {duration:.0} s")),
         }
         if let Some(p) = r.series("rtt", "ping") {
             if let Some(v) = analysis::mean_between(&p.points, half, end) {

@@ -16,7 +16,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         repeats: 1,
         ..opts.clone()
     };
-    let a = alone::run_with(ctx, &opts, "smoke", alone::AloneTimes { duration: 8.0 })?;
+    let a = alone::run_with(ctx, &opts, "smoke", 8.0)?;
     let c = cbr::run_with(ctx, &opts, "smoke-cbr", cbr::CbrTimes { third: 4.0, be_mbit: 6.0 })?;
     for r in a.runs.iter().chain(&c.runs) {
         for (name, flow) in [("goodput", "bg"), ("rtt", "ping"), ("cwnd", "bg")] {

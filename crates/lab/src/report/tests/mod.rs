@@ -220,7 +220,8 @@ fn write_outputs_into_run_dir() {
     let rep = cbr();
     let written = write_scenario_outputs(&dir.join("cbr/20231114T221320Z"), &rep).unwrap();
     assert!(written[0].ends_with("result.json") && written[1].ends_with("table.md"), "{written:?}");
-    let back = ScenarioReport::from_json(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
+    let back =
+        serde_json::from_str::<ScenarioReport>(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
     assert_eq!(back.runs.len(), rep.runs.len());
     if let Some(k) = running_kernel() {
         assert_eq!(back.runs[0].params.extra.get("kernel"), Some(&json!(k)));
