@@ -51,12 +51,11 @@ impl FairCase {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let list: String = opts.extra_or("fairness_flows", "2,4,8,16,64".to_string())?;
+    let flows = super::phases::counts(opts, "fairness_flows", "2,4,8,16,64")?;
+    let list = flows.iter().map(usize::to_string).collect::<Vec<_>>().join(",");
     let hosts: u8 = opts.extra_or("fairness_hosts", 4u8)?.clamp(1, 16);
-    let cases: Vec<FairCase> = list
-        .split(',')
-        .filter_map(|n| n.trim().parse::<usize>().ok())
-        .filter(|n| *n >= 1 && *n <= 100)
+    let cases: Vec<FairCase> = flows
+        .into_iter()
         .map(|n| FairCase {
             flows: n,
             stagger: opts.scaled(20f64.min(60.0 / (n.max(2) - 1) as f64), 0.2),

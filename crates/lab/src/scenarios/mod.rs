@@ -244,6 +244,15 @@ impl ScenarioOptions {
         self.alternatives.iter().map(Alternative::label).collect()
     }
 
+    /// The comma-separated `--set` list `key` (or `default`), each entry parsed; an entry that
+    /// does not parse is an error.
+    pub fn list<T: std::str::FromStr>(&self, key: &str, default: &str) -> Result<Vec<T>> {
+        let list = self.extra.get(key).map_or(default, String::as_str);
+        let parse =
+            |v: &str| v.trim().parse().map_err(|_| anyhow::anyhow!("--set {key}={list}: bad entry {v:?}"));
+        list.split(',').map(parse).collect()
+    }
+
     /// The `--set` option `key` parsed, or `default` when not given; a value that does not
     /// parse is an error.
     pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {

@@ -41,10 +41,10 @@ pub const PAPER_TABLE1: [(f64, f64, f64, f64); 5] = [
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let list: String = opts.extra_or("onoff_periods", "1,3,5,10,30".to_string())?;
-    let cases: Vec<OnOffCase> = list
-        .split(',')
-        .filter_map(|t| t.trim().parse::<f64>().ok())
+    let periods: Vec<f64> = opts.list("onoff_periods", "1,3,5,10,30")?;
+    let list = periods.iter().map(f64::to_string).collect::<Vec<_>>().join(",");
+    let cases: Vec<OnOffCase> = periods
+        .into_iter()
         .map(|t| OnOffCase { period: t, duration: opts.scaled(60f64.max(4.0 * t), 4.0 * t) })
         .collect();
     let started = crate::result::now_unix();

@@ -278,13 +278,11 @@ pub fn run_mixes(
 
 /// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.
 pub fn counts(opts: &ScenarioOptions, key: &str, default: &str) -> Result<Vec<usize>> {
-    let list = opts.extra_or(key, default.to_string())?;
-    list.split(',')
-        .map(|n| match n.trim().parse::<usize>() {
-            Ok(n) if (1..=100).contains(&n) => Ok(n),
-            _ => bail!("--set {key}={list}: {n:?} is not a count from 1 to 100"),
-        })
-        .collect()
+    let list: Vec<usize> = opts.list(key, default)?;
+    if let Some(n) = list.iter().find(|n| !(1..=100).contains(*n)) {
+        bail!("--set {key}: {n} is not a count from 1 to 100");
+    }
+    Ok(list)
 }
 
 #[cfg(test)]

@@ -46,14 +46,10 @@ const BIN_S: f64 = 0.1;
 
 /// The on/off periods to run (see the module docs).
 pub fn periods(opts: &ScenarioOptions) -> Result<Vec<f64>> {
-    if let Some(list) = opts.extra.get("periods") {
-        let v: Vec<f64> = list
-            .split(',')
-            .map(|s| s.trim().parse::<f64>())
-            .collect::<Result<_, _>>()
-            .with_context(|| format!("bad --set periods={list}"))?;
-        if v.is_empty() || v.iter().any(|t| t.is_nan() || *t <= 0.0) {
-            anyhow::bail!("--set periods needs positive seconds, got {list}");
+    if opts.extra.contains_key("periods") {
+        let v: Vec<f64> = opts.list("periods", "")?;
+        if v.iter().any(|t| t.is_nan() || *t <= 0.0) {
+            anyhow::bail!("--set periods needs positive seconds, got {v:?}");
         }
         return Ok(v);
     }
