@@ -42,13 +42,10 @@ pub enum Unit {
     #[default]
     #[serde(rename = "ratio")]
     Ratio,
-    /// Percent.
     #[serde(rename = "%")]
     Percent,
-    /// Packets.
     #[serde(rename = "packets")]
     Packets,
-    /// Packets per second.
     #[serde(rename = "packets/s")]
     PacketsPerS,
     /// A plain count or code (e.g. the daemon's mode as a number).
@@ -56,27 +53,11 @@ pub enum Unit {
     Count,
 }
 
-impl Unit {
-    /// The symbol as printed in tables and axis labels.
-    pub fn symbol(self) -> &'static str {
-        match self {
-            Unit::Mbps => "Mbit/s",
-            Unit::Ms => "ms",
-            Unit::Us => "us",
-            Unit::S => "s",
-            Unit::Bytes => "bytes",
-            Unit::Ratio => "ratio",
-            Unit::Percent => "%",
-            Unit::Packets => "packets",
-            Unit::PacketsPerS => "packets/s",
-            Unit::Count => "count",
-        }
-    }
-}
-
+/// The symbol (its serde name), as printed in tables and axis labels.
 impl std::fmt::Display for Unit {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.symbol())
+        let symbol = serde_json::to_value(self).map_err(|_| std::fmt::Error)?;
+        f.write_str(symbol.as_str().unwrap_or_default())
     }
 }
 
@@ -97,16 +78,11 @@ pub enum Role {
     Link,
 }
 
-impl Role {
-    /// As a legend says it: "best effort", "background", ...
-    pub fn label(self) -> &'static str {
-        match self {
-            Role::BestEffort => "best effort",
-            Role::Background => "background",
-            Role::Reverse => "reverse",
-            Role::Probe => "probe",
-            Role::Link => "link",
-        }
+/// As a legend says it: "best effort", "background", ... (its serde name, spaced).
+impl std::fmt::Display for Role {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = serde_json::to_value(self).map_err(|_| std::fmt::Error)?;
+        f.write_str(&name.as_str().unwrap_or_default().replace('_', " "))
     }
 }
 

@@ -10,6 +10,16 @@ fn timestamps() {
 }
 
 #[test]
+fn units_and_roles_print_as_their_serde_names() {
+    assert_eq!(
+        (Unit::Mbps.to_string(), Unit::PacketsPerS.to_string()),
+        ("Mbit/s".into(), "packets/s".into())
+    );
+    assert_eq!(serde_json::to_string(&Unit::Percent).unwrap(), "\"%\"");
+    assert_eq!((Role::BestEffort.to_string(), Role::Link.to_string()), ("best effort".into(), "link".into()));
+}
+
+#[test]
 fn table_aggregates_per_alternative() {
     let run = |alt: &str, v: f64| RunResult {
         scenario: "x".into(),

@@ -283,7 +283,7 @@ fn single_series_plots(
         }
         for (i, s) in found.iter().take(8).enumerate() {
             let color = if s.role == Role::Background { BG_COLOR } else { alt_color(i) };
-            let label = format!("{} ({})", s.flow, s.role.label());
+            let label = format!("{} ({})", s.flow, s.role);
             panel.lines.push(Line::new(label, &scaled(&s.points, to_ms(s.unit)), color, LineKind::Solid));
         }
         if !panel.has_data() {
