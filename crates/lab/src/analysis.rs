@@ -12,6 +12,12 @@ pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
     (n > 0).then(|| sum / n as f64)
 }
 
+/// Smallest and largest of the finite `values`; `None` if there are none.
+pub fn min_max(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
+    let finite = values.into_iter().filter(|v| v.is_finite());
+    finite.fold(None, |acc, v| Some(acc.map_or((v, v), |(lo, hi): (f64, f64)| (lo.min(v), hi.max(v)))))
+}
+
 /// Jain's fairness index `(Σx)² / (n · Σx²)` (Vulture Sec. 0.4.6); `None` for no flows or all
 /// zero. The testbed's, which the end-to-end tests use too.
 pub use slipstream_testbed::scenario::jain_index;

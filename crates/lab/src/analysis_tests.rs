@@ -6,6 +6,8 @@ use super::*;
 fn means() {
     assert_eq!(mean([1.0, 2.0, 3.0]), Some(2.0));
     assert_eq!(mean(std::iter::empty()), None);
+    assert_eq!(min_max([3.0, f64::NAN, -1.0, 2.0]), Some((-1.0, 3.0)));
+    assert_eq!(min_max([f64::INFINITY]), None);
 }
 
 #[test]

@@ -412,9 +412,7 @@ impl Table {
                 .filter(|v| v.is_finite())
                 .collect();
             values.push(crate::analysis::mean(v.iter().copied()));
-            let (lo, hi) =
-                v.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), x| (l.min(*x), h.max(*x)));
-            range.push((v.len() > 1).then_some((lo, hi)));
+            range.push(crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1));
         }
         self.rows.push(Row { metric: label.into(), unit, values, range, paper });
     }

@@ -385,12 +385,11 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
         }
         panel.note = Some(format!("no {name} points"));
-        let xs: Vec<f64> = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).collect();
-        let lo = xs.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let xs = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
+        let log_x = crate::analysis::min_max(xs).is_some_and(|(lo, hi)| lo > 0.0 && hi / lo > 100.0);
         let title = format!("{}: {}", report.scenario, name.replace('_', " "));
         let mut fig = Figure::new(&title, x_label);
-        fig.log_x = lo > 0.0 && hi / lo > 100.0;
+        fig.log_x = log_x;
         fig.panel_height = 420;
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);

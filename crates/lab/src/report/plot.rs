@@ -194,29 +194,14 @@ pub(super) fn pad_range(lo: f64, hi: f64) -> (f64, f64) {
 }
 
 pub(super) fn x_extent(panels: &[Panel]) -> (f64, f64) {
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
-    for p in panels {
-        for l in &p.lines {
-            for (x, _) in &l.points {
-                lo = lo.min(*x);
-                hi = hi.max(*x);
-            }
-        }
-        for m in &p.vlines {
-            if m.at.is_finite() {
-                lo = lo.min(m.at);
-                hi = hi.max(m.at);
-            }
-        }
+    let xs = panels.iter().flat_map(|p| {
+        p.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).chain(p.vlines.iter().map(|m| m.at))
+    });
+    match crate::analysis::min_max(xs) {
+        None => (0.0, 1.0),
+        Some((lo, hi)) if hi - lo < 1e-12 => (lo - 0.5, hi + 0.5),
+        Some(range) => range,
     }
-    if !lo.is_finite() || !hi.is_finite() {
-        return (0.0, 1.0);
-    }
-    if hi - lo < 1e-12 {
-        return (lo - 0.5, hi + 0.5);
-    }
-    (lo, hi)
 }
 
 pub(super) fn y_extent(panel: &Panel) -> (f64, f64) {
@@ -225,20 +210,12 @@ pub(super) fn y_extent(panel: &Panel) -> (f64, f64) {
             return (lo, hi);
         }
     }
-    let mut lo = f64::INFINITY;
-    let mut hi = f64::NEG_INFINITY;
-    for l in &panel.lines {
-        for (_, y) in &l.points {
-            lo = lo.min(*y);
-            hi = hi.max(*y);
-        }
-    }
-    for m in &panel.hlines {
-        if m.at.is_finite() {
-            lo = lo.min(m.at);
-            hi = hi.max(m.at);
-        }
-    }
+    let ys = panel
+        .lines
+        .iter()
+        .flat_map(|l| l.points.iter().map(|p| p.1))
+        .chain(panel.hlines.iter().map(|m| m.at));
+    let (lo, hi) = crate::analysis::min_max(ys).unwrap_or((f64::NAN, f64::NAN));
     pad_range(lo, hi)
 }
 

@@ -157,10 +157,10 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
     let measured: Vec<f64> = runs.iter().filter_map(|r| r.params.measured_rtt_ms).collect();
-    let rtt = if measured.len() > 1 {
-        // Several measurements: show their range instead of listing each.
-        let lo = measured.iter().copied().fold(f64::INFINITY, f64::min);
-        let hi = measured.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    // Several measurements: show their range instead of listing each.
+    let rtt = if let Some((lo, hi)) =
+        crate::analysis::min_max(measured.iter().copied()).filter(|_| measured.len() > 1)
+    {
         if hi - lo < 0.05 {
             format!("{set} (measured {lo:.1} ms)")
         } else {
