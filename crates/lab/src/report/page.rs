@@ -88,74 +88,45 @@ pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
     rows.iter().find(|r| r.paper.is_some()).or_else(|| rows.first()).into_iter().collect()
 }
 
-/// A headline table: its header (names and alignment lines) and rows, each with its scenario.
-struct HeadlineTable {
-    header: String,
-    rows: Vec<(String, String)>,
-}
-
-impl HeadlineTable {
-    /// One table over `reports`, a column per alternative any of them has.
-    fn over(reports: &[&Summary]) -> Self {
-        let mut cols: Vec<String> = Vec::new();
-        for r in reports {
-            for c in &r.columns {
-                if !cols.contains(c) {
-                    cols.push(c.clone());
-                }
-            }
+/// A headline table over `reports` (in page order), a column per alternative any of them has,
+/// followed by a blank line.
+fn headline_table(reports: &[&Summary]) -> String {
+    let mut cols: Vec<&String> = Vec::new();
+    for c in reports.iter().flat_map(|r| &r.columns) {
+        if !cols.contains(&c) {
+            cols.push(c);
         }
-        let mut header = String::from("| scenario | metric | unit |");
-        for c in &cols {
-            header.push_str(&format!(" {c} |"));
-        }
-        header.push_str(" paper |\n|---|---|---|");
-        header.push_str(&"---:|".repeat(cols.len()));
-        header.push_str("---|");
-        let mut rows = Vec::new();
-        for r in reports {
-            let chosen = headline_rows(r);
-            if chosen.is_empty() {
-                let mut line = format!("| [{0}](#{0}) | _no table_ | |", r.scenario);
-                for _ in &cols {
-                    line.push_str(" – |");
-                }
-                line.push_str(" – |");
-                rows.push((r.scenario.clone(), line));
-            }
-            for row in chosen {
-                let mut line = format!(
-                    "| [{0}](#{0}) | {1} | {2} |",
-                    r.scenario,
-                    row.metric.replace('|', "\\|"),
-                    row.unit
-                );
-                for c in &cols {
-                    let cell = r.columns.iter().position(|x| x == c);
-                    let cell = cell.and_then(|i| row.cells.get(i).copied().flatten());
-                    let cell = markdown::cell_text(cell.as_ref(), row.unit);
-                    line.push_str(&format!(" {cell} |"));
-                }
-                let paper = markdown::paper_cell(row.paper.as_ref());
-                line.push_str(&format!(" {} |", paper.replace('|', "\\|")));
-                rows.push((r.scenario.clone(), line));
-            }
-        }
-        HeadlineTable { header, rows }
     }
-
-    /// The table in Markdown, rows in the lab's scenario order, followed by a blank line.
-    fn render(mut self) -> String {
-        self.rows.sort_by_key(|(scenario, _)| order_key(scenario));
-        let mut s = self.header;
-        s.push('\n');
-        for (_, row) in self.rows {
-            s.push_str(&row);
-            s.push('\n');
-        }
-        s.push('\n');
-        s
+    let mut s = String::from("| scenario | metric | unit |");
+    for c in &cols {
+        s.push_str(&format!(" {c} |"));
     }
+    s.push_str(" paper |\n|---|---|---|");
+    s.push_str(&"---:|".repeat(cols.len()));
+    s.push_str("---|\n");
+    for r in reports {
+        let chosen = headline_rows(r);
+        if chosen.is_empty() {
+            s.push_str(&format!(
+                "| [{0}](#{0}) | _no table_ | |{1} – |\n",
+                r.scenario,
+                " – |".repeat(cols.len())
+            ));
+        }
+        for row in chosen {
+            let metric = row.metric.replace('|', "\\|");
+            s.push_str(&format!("| [{0}](#{0}) | {metric} | {1} |", r.scenario, row.unit));
+            for c in &cols {
+                let cell = r.columns.iter().position(|x| x == *c);
+                let cell = cell.and_then(|i| row.cells.get(i).copied().flatten());
+                s.push_str(&format!(" {} |", markdown::cell_text(cell.as_ref(), row.unit)));
+            }
+            let paper = markdown::paper_cell(row.paper.as_ref());
+            s.push_str(&format!(" {} |\n", paper.replace('|', "\\|")));
+        }
+    }
+    s.push('\n');
+    s
 }
 
 /// The page over `summaries` (in page order); `broken` lists results that could not be read.
@@ -182,21 +153,19 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     s.push_str("## Headline\n\n");
     let labels: Vec<String> = crate::alternatives::Alternative::ALL.iter().map(|a| a.label()).collect();
     let compares = |r: &Summary| r.columns.iter().any(|c| labels.contains(c));
-    let mut tables: Vec<HeadlineTable> = Vec::new();
+    let mut tables: Vec<Vec<&Summary>> = Vec::new();
     let with_alternatives: Vec<&Summary> = summaries.iter().filter(|r| compares(r)).collect();
     if !with_alternatives.is_empty() {
-        tables.push(HeadlineTable::over(&with_alternatives));
+        tables.push(with_alternatives);
     }
-    for r in summaries.iter().filter(|r| !compares(r)) {
-        tables.push(HeadlineTable::over(&[r]));
-    }
+    tables.extend(summaries.iter().filter(|r| !compares(r)).map(|r| vec![r]));
     if tables.is_empty() {
         s.push_str("_No runs found._\n\n");
     }
     // Tables in the order of their first scenario.
-    tables.sort_by_key(|t| t.rows.iter().map(|(scenario, _)| order_key(scenario)).min());
+    tables.sort_by_key(|t| order_key(&t[0].scenario));
     for t in tables {
-        s.push_str(&t.render());
+        s.push_str(&headline_table(&t));
     }
 
     // Differences from the paper, all scenarios.
