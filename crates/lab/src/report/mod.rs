@@ -98,36 +98,24 @@ pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec
     Ok(written)
 }
 
+/// The entries of `dir`, sorted (none if it cannot be read).
+fn entries(dir: &Path) -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> =
+        std::fs::read_dir(dir).into_iter().flatten().flatten().map(|e| e.path()).collect();
+    v.sort();
+    v
+}
+
 /// The latest run directory of each scenario under `results_dir`
 /// (`<results_dir>/<scenario>/<timestamp>/result.json`; timestamps sort by time), by scenario
 /// name. A missing `results_dir` has none.
-pub fn latest_runs(results_dir: &Path) -> Result<Vec<(String, PathBuf)>> {
-    let mut out = Vec::new();
-    let entries = match std::fs::read_dir(results_dir) {
-        Ok(e) => e,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(out),
-        Err(e) => return Err(e).with_context(|| format!("reading {}", results_dir.display())),
+pub fn latest_runs(results_dir: &Path) -> Vec<(String, PathBuf)> {
+    let scenario_dirs = entries(results_dir).into_iter().filter(|p| p.is_dir());
+    let latest = |sdir: PathBuf| {
+        let run = entries(&sdir).into_iter().rfind(|p| p.join(RESULT_JSON).is_file())?;
+        Some((sdir.file_name()?.to_str()?.to_string(), run))
     };
-    let mut scenario_dirs: Vec<PathBuf> =
-        entries.filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.is_dir()).collect();
-    scenario_dirs.sort();
-    for sdir in scenario_dirs {
-        let Some(name) = sdir.file_name().and_then(|n| n.to_str()).map(str::to_string) else {
-            continue;
-        };
-        let Ok(runs) = std::fs::read_dir(&sdir) else {
-            continue;
-        };
-        let latest = runs
-            .filter_map(|e| e.ok())
-            .map(|e| e.path())
-            .filter(|p| p.join(RESULT_JSON).is_file())
-            .max_by(|a, b| a.file_name().cmp(&b.file_name()));
-        if let Some(run) = latest {
-            out.push((name, run));
-        }
-    }
-    Ok(out)
+    scenario_dirs.filter_map(latest).collect()
 }
 
 /// Renders `run_dir`'s report into `lab_dir/<scenario>/`: its plots (replacing the SVGs there)
@@ -146,10 +134,8 @@ fn publish_run(lab_dir: &Path, results_dir: &Path, run_dir: &Path) -> Result<()>
     }
     let plots = scenario_plots(&report).context("rendering plots")?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    for e in std::fs::read_dir(&out)?.filter_map(|e| e.ok()) {
-        if e.path().extension().is_some_and(|x| x == "svg") {
-            std::fs::remove_file(e.path())?;
-        }
+    for svg in entries(&out).into_iter().filter(|p| p.extension().is_some_and(|x| x == "svg")) {
+        std::fs::remove_file(svg)?;
     }
     for p in &plots {
         let f = out.join(&p.file);
@@ -175,19 +161,13 @@ pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
     let lab_dir = docs_dir.join("lab");
     std::fs::create_dir_all(&lab_dir).with_context(|| format!("creating {}", lab_dir.display()))?;
     let mut broken: Vec<String> = Vec::new();
-    for (name, run_dir) in latest_runs(results_dir)? {
+    for (name, run_dir) in latest_runs(results_dir) {
         if let Err(e) = publish_run(&lab_dir, results_dir, &run_dir) {
             broken.push(format!("{name}: {} could not be reported: {e:#}", run_dir.display()));
         }
     }
     let mut summaries: Vec<Summary> = Vec::new();
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&lab_dir)?
-        .filter_map(|e| e.ok())
-        .map(|e| e.path())
-        .filter(|p| p.join(RESULT_JSON).is_file())
-        .collect();
-    dirs.sort();
-    for dir in dirs {
+    for dir in entries(&lab_dir).into_iter().filter(|p| p.join(RESULT_JSON).is_file()) {
         match load_summary(&dir) {
             Ok(s) => summaries.push(s),
             Err(e) => broken.push(format!("{e:#}")),
