@@ -137,31 +137,6 @@ impl WebModel {
             parallel: 4,
         }
     }
-
-    pub fn validate(&self) -> Result<()> {
-        if !(self.think_mean_s > 0.0 && self.think_mean_s.is_finite()) {
-            bail!("think time mean must be > 0, got {}", self.think_mean_s);
-        }
-        if !(self.inter_object_mean_s > 0.0 && self.inter_object_mean_s.is_finite()) {
-            bail!("inter-object mean must be > 0, got {}", self.inter_object_mean_s);
-        }
-        if self.parallel == 0 {
-            bail!("parallel connections must be >= 1");
-        }
-        if self.objects == 0 {
-            bail!("a page needs at least one object");
-        }
-        if self.sizes.cap as u64 > MAX_OBJECT_BYTES {
-            bail!("size cap {} exceeds the server's {MAX_OBJECT_BYTES}", self.sizes.cap);
-        }
-        Ok(())
-    }
-}
-
-impl Default for WebModel {
-    fn default() -> Self {
-        WebModel::key2004()
-    }
 }
 
 /// One object of a planned page.
@@ -195,8 +170,8 @@ impl SessionPlan {
         SessionPlan {
             rng: StdRng::seed_from_u64(stream),
             model,
-            think: Exp::new(1.0 / model.think_mean_s).expect("validated"),
-            gap: Exp::new(1.0 / model.inter_object_mean_s).expect("validated"),
+            think: Exp::new(1.0 / model.think_mean_s).expect("a positive mean think time"),
+            gap: Exp::new(1.0 / model.inter_object_mean_s).expect("a positive mean gap"),
         }
     }
 
@@ -370,7 +345,6 @@ pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option
 /// Runs the sessions; calls `sink` with each record as it completes (from the calling thread).
 /// Returns the number of records.
 pub fn run_client(cfg: &ClientConfig, mut sink: impl FnMut(&ObjectRecord) -> Result<()>) -> Result<u64> {
-    cfg.model.validate()?;
     let started = Instant::now();
     let stop_pages = started + cfg.duration;
     let hard_deadline = stop_pages + cfg.grace;
