@@ -66,6 +66,8 @@ pub fn scenario_markdown(summary: &Summary) -> String {
 pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut report = report.clone();
+    // JSON has no NaN: serde_json would write null, which does not read back as a number.
+    report.runs.iter_mut().for_each(|r| r.metrics.retain(|m| m.value.is_finite()));
     if let Some(k) = running_kernel() {
         for r in &mut report.runs {
             r.params

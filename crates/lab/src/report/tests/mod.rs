@@ -217,12 +217,16 @@ fn differences_cover_missing_and_direction() {
 #[test]
 fn write_outputs_into_run_dir() {
     let dir = temp_dir("outputs");
-    let rep = cbr();
+    let mut rep = cbr();
+    // A metric that could not be computed (web: an empty size bucket) is left out, not written
+    // as a JSON null that cannot be read back.
+    rep.runs[0].metrics.push(Metric::new("nan", Unit::Ms, f64::NAN));
     let written = write_scenario_outputs(&dir.join("cbr/20231114T221320Z"), &rep).unwrap();
     assert!(written[0].ends_with("result.json") && written[1].ends_with("table.md"), "{written:?}");
     let back =
         serde_json::from_str::<ScenarioReport>(&std::fs::read_to_string(&written[0]).unwrap()).unwrap();
     assert_eq!(back.runs.len(), rep.runs.len());
+    assert_eq!(back.runs[0].metric("nan", None), None);
     if let Some(k) = running_kernel() {
         assert_eq!(back.runs[0].params.extra.get("kernel"), Some(&json!(k)));
         let md = std::fs::read_to_string(&written[1]).unwrap();
