@@ -147,6 +147,16 @@ impl KernelSide {
             let wanted = engine.kernel_clamp(&key).and_then(|c| map_entry(&key, c, rule));
             let result = match (wanted, self.written.get(&key)) {
                 (Some((dir, cfg)), Some((old_dir, old))) if dir == *old_dir && cfg == *old => Ok(()),
+                (Some((dir, cfg)), Some((old_dir, old))) if dir != *old_dir => {
+                    // The receiver changed (a household flow's LAN host was held to an initial
+                    // window, then turned out to be the sender): its ACKs pass as it wrote them.
+                    let released = FlowCfg { flags: 0, ..*old };
+                    let old_dir = *old_dir;
+                    self.written.insert(key, (dir, cfg));
+                    self.tc
+                        .set_flow(&old_dir, released)
+                        .and(self.tc.set_flow(&dir, cfg))
+                }
                 (Some((dir, cfg)), _) => {
                     self.written.insert(key, (dir, cfg));
                     self.tc.set_flow(&dir, cfg)

@@ -120,10 +120,6 @@ impl WindowUpdateSender {
         }
     }
 
-    pub(crate) fn counters(&self) -> &Arc<WindowUpdateCounters> {
-        &self.counters
-    }
-
     /// A packet from LAN host `src` entered on `ifindex` with source MAC `hw`.
     pub(crate) fn learn_lan_host(&mut self, src: IpAddr, ifindex: u32, hw: &[u8]) {
         self.lan_hosts.learn(src, ifindex, hw);

@@ -397,7 +397,9 @@ impl Engine {
     /// Where a kernel datapath should aim the flow's receiver's ACKs (see [`KernelClamp`]);
     /// `None` for unknown flows and flows that may not be lowered.
     pub fn kernel_clamp(&self, key: &FlowKey) -> Option<KernelClamp> {
-        self.table.get(key).and_then(Flow::kernel_clamp)
+        let flow = self.table.get(key)?;
+        let class = self.classes.get(usize::from(flow.rule).wrapping_sub(1))?;
+        flow.kernel_clamp(matches!(class.spec.controller, ControllerConfig::Household))
     }
 
     /// Runs the household rounds that are due (see `household`).
@@ -425,9 +427,9 @@ impl Engine {
                 );
             }
         }
-        for packet in updates {
+        for update in updates {
             if self.window_updates.len() < MAX_PENDING_UPDATES {
-                self.window_updates.push(WindowUpdate { packet });
+                self.window_updates.push(update);
             }
         }
     }
