@@ -229,7 +229,12 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let tc = datapath::setup::open_kernel_datapath(&mut config)?;
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
-    let window_updates = WindowUpdateSender::open(window_update_counters.clone());
+    let mut window_updates = WindowUpdateSender::open(window_update_counters.clone());
+    if tc.is_some() {
+        if let Err(e) = window_updates.mark_link_frames(slipstream_ebpf::OWN_MARK) {
+            warn!("cannot mark the daemon's window updates to LAN hosts ({e}): the tc program will report them too");
+        }
+    }
     // The metrics listener and the control socket are bound now too, so that every socket that
     // needs a privilege exists before the privileges go (`privileges`); no thread runs yet, and
     // every thread started later inherits the reduced capability sets.
@@ -286,7 +291,11 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     };
     let packet_thread = match tc {
         Some(tc) => {
-            let kernel = kernel_side::KernelSide::new(tc, config.limits.max_flows);
+            let kernel = kernel_side::KernelSide::new(
+                tc,
+                config.limits.max_flows,
+                config.datapath.lan_interfaces.clone(),
+            );
             spawn_packet_thread(
                 packet_loop.map_datapath(|nfq| EbpfDatapath::new(nfq, kernel)),
                 done_tx,

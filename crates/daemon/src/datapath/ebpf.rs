@@ -30,7 +30,12 @@ pub(crate) struct EbpfDatapath {
     kernel: KernelSide,
     /// The last batch had reports: pause before waiting again.
     reports_came: bool,
+    /// Ticks since start: new LAN interfaces are looked for every [`INTERFACE_TICKS`].
+    ticks: u32,
 }
+
+/// Ticks (250 ms) between two looks for LAN interfaces that appeared.
+const INTERFACE_TICKS: u32 = 4;
 
 impl EbpfDatapath {
     pub(crate) fn new(nfq: NfqueueDatapath, kernel: KernelSide) -> EbpfDatapath {
@@ -38,6 +43,7 @@ impl EbpfDatapath {
             nfq,
             kernel,
             reports_came: false,
+            ticks: 0,
         }
     }
 }
@@ -55,9 +61,11 @@ impl Datapath for EbpfDatapath {
     fn receive(&mut self, engine: &mut Engine, clock: &MonotonicClock, scratch: &mut [u8]) -> Received {
         let kernel = &mut self.kernel;
         // Before the SYN's verdict: the flow's next packets meet the kernel's map entry.
-        let queued = self.nfq.receive_with(engine, clock, scratch, |_, packet, rule| {
-            kernel.on_handshake(packet, rule)
-        });
+        let queued = self
+            .nfq
+            .receive_with(engine, clock, scratch, |engine, packet, rule| {
+                kernel.on_handshake(engine, packet, rule)
+            });
         let (reports, _) = drain_batch(KERNEL_BATCH, || Ok(kernel.handle_one(engine, clock, scratch)));
         self.reports_came = reports.handled > 0;
         Received {
@@ -71,16 +79,23 @@ impl Datapath for EbpfDatapath {
         self.kernel.sync(engine);
     }
 
-    fn send_window_update(&mut self, _engine: &Engine, update: &WindowUpdate) {
+    fn send_window_update(&mut self, engine: &Engine, update: &WindowUpdate) {
+        // Recorded first: the update may pass the program itself (to a LAN host's link).
+        self.kernel.on_window_update(engine, update);
         self.nfq.send(&update.packet);
     }
 
     fn on_tick(&mut self) {
         self.nfq.on_tick();
         self.kernel.heartbeat();
+        self.ticks = self.ticks.wrapping_add(1);
+        if self.ticks.is_multiple_of(INTERFACE_TICKS) {
+            self.kernel.attach_new_interfaces();
+        }
     }
 
     fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>) {
+        self.kernel.reconfigure(lan_interfaces.clone());
         self.nfq.reconfigure(hook, lan_interfaces);
     }
 
