@@ -2,6 +2,8 @@
 //! receiver's window scale, the sender's MSS and the controller's target. The kernel applies the
 //! same safety rules as `window_clamp` to every ACK itself; the engine only says where to aim.
 
+use slipstream_control::AnyController;
+
 use super::{Flow, INITIAL_WINDOW_SEGMENTS};
 use crate::flow_key::Side;
 
@@ -44,13 +46,20 @@ impl Flow {
             });
         };
         let receiver = sender.other();
-        let target = self.last_target.filter(|_| self.control.is_some());
+        // A household flow's target is its allocation now (what its next ACK would be given,
+        // `HouseholdShare::on_ack`): a round that just gave a held flow its turn, or a flow whose
+        // receiver has not ACKed since its direction became known, is written as it stands.
+        let (target_bytes, hold) = match self.control.as_ref().map(|c| &c.controller) {
+            Some(AnyController::Household(share)) => (share.target(), share.is_held()),
+            Some(_) => (self.last_target.map(|(bytes, _)| bytes), false),
+            None => (None, false),
+        };
         Some(KernelClamp {
             receiver,
             scale: negotiated.window_scale[receiver.index()],
             mss: self.sender_mss(),
-            target_bytes: target.map(|(bytes, _)| bytes),
-            hold: target.is_some_and(|(_, hold)| hold),
+            target_bytes,
+            hold,
         })
     }
 }
