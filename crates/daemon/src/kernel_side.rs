@@ -46,6 +46,8 @@ pub(crate) struct KernelSide {
     written: HashMap<FlowKey, (DirKey, FlowCfg)>,
     /// Bound on `written` (it is cleared past it; the next syncs write again).
     max_written: usize,
+    /// `Engine::household_rounds` at the last sync.
+    rounds_seen: u64,
     /// `datapath.lan_interfaces`: interfaces that match and appear later are attached too.
     lan_interfaces: Vec<String>,
     /// The interfaces the programs are attached to, with their index then (an interface
@@ -67,6 +69,7 @@ impl KernelSide {
             touched: HashSet::new(),
             written: HashMap::new(),
             max_written: max_flows.saturating_mul(2).max(1024),
+            rounds_seen: 0,
             lan_interfaces,
             attached,
             warned: false,
@@ -228,10 +231,16 @@ impl KernelSide {
         })
     }
 
-    /// Writes the engine's targets for the flows touched since the last call (only changes).
+    /// Writes the engine's targets for the flows touched since the last call, and for every
+    /// flow in the map after a household round (only changes are written).
     pub(crate) fn sync(&mut self, engine: &Engine) {
         if self.written.len() > self.max_written {
             self.written.clear();
+        }
+        if engine.household_rounds() != self.rounds_seen {
+            self.rounds_seen = engine.household_rounds();
+            let all = self.written.iter().map(|(key, (_, cfg))| (*key, cfg.rule));
+            self.touched.extend(all);
         }
         let touched: Vec<(FlowKey, u16)> = self.touched.drain().collect();
         for (key, rule) in touched {

@@ -83,6 +83,8 @@ pub struct Engine {
     events: VecDeque<(FlowEvent, Instant)>,
     window_updates: Vec<WindowUpdate>,
     household: Household,
+    /// Household rounds run since start (each may change any household flow's allocation).
+    household_rounds: u64,
 }
 
 fn table_limits(config: &EngineConfig) -> TableLimits {
@@ -114,6 +116,7 @@ impl Engine {
             counters: EngineCounters::default(),
             events: VecDeque::new(),
             window_updates: Vec::new(),
+            household_rounds: 0,
             household,
         }
     }
@@ -402,6 +405,13 @@ impl Engine {
         flow.kernel_clamp(matches!(class.spec.controller, ControllerConfig::Household))
     }
 
+    /// Household rounds run since start. A kernel datapath re-reads [`Engine::kernel_clamp`] of
+    /// its household flows when this moves: a round may hold a flow or give it its turn before
+    /// the flow's next ACK.
+    pub fn household_rounds(&self) -> u64 {
+        self.household_rounds
+    }
+
     /// Runs the household rounds that are due (see `household`).
     fn run_household(&mut self, now: Instant) {
         if !self.household.due(now) {
@@ -417,6 +427,7 @@ impl Engine {
         let mut updates = Vec::new();
         for which in 0..LinkDirection::ALL.len() {
             if self.household.link_due(which, now) {
+                self.household_rounds += 1;
                 run_round(
                     &mut self.household,
                     which,
