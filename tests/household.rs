@@ -32,13 +32,10 @@ const BE_PORT: u16 = 5201;
 /// Server port of the first background download; the rule covers 6881-6999.
 const BG_PORT: u16 = 6881;
 
-/// tests/configs/household.toml with `datapath.engine = engine`: the file itself for NFQUEUE (its
-/// default), else a copy beside the test's log with its own control socket.
+/// A copy of tests/configs/household.toml with `datapath.engine = engine` and a control socket
+/// of its own (the file's fixed path collides with a household test run from another checkout).
 fn config_path(engine: &str) -> PathBuf {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/household.toml");
-    if engine == "nfqueue" {
-        return shipped;
-    }
     let text = std::fs::read_to_string(&shipped).expect("read tests/configs/household.toml");
     let socket = "socket = \"/tmp/slipstream-household-test.sock\"";
     assert!(text.contains(socket) && text.contains("[datapath]\n"));
