@@ -25,7 +25,8 @@ cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack 
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
 # Household control end to end: a LAN host without TCP timestamps, and 16 background flows of two
-# hosts beside best effort (goodput shares, per-host split, no connection failures).
+# hosts beside best effort (goodput shares, per-host split, no connection failures); the 16 flows
+# and the time-shared uploads also on the eBPF datapath.
 cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1
 # Restart without loss: kill -9 of the daemon under a background and a best-effort download, a
 # few times (SLIPSTREAM_SOAK_CYCLES, default 3; the 100-cycle soak kill_and_restart_100_times is

@@ -10,6 +10,8 @@
 //! * `uploads_behind_nat_take_turns`: 48 uploads through a masquerading router, more than the
 //!   budget has floors for: held flows' window updates reach their LAN hosts.
 //!
+//! The last two also run on the tc eBPF datapath (`_ebpf`, `datapath.engine = "ebpf"`).
+//!
 //! Every flow must connect and no TCP reset may cross the link while the flows run. Needs root
 //! and the binaries built (`cargo build --release --workspace --bins`; scripts/test.sh does).
 //! Ignored by default, run with `--ignored` (a machine without namespaces then fails).
@@ -30,18 +32,35 @@ const BE_PORT: u16 = 5201;
 /// Server port of the first background download; the rule covers 6881-6999.
 const BG_PORT: u16 = 6881;
 
-fn config_path() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/household.toml")
+/// A copy of tests/configs/household.toml with `datapath.engine = engine` and a control socket
+/// of its own (the file's fixed path collides with a household test run from another checkout).
+fn config_path(engine: &str) -> PathBuf {
+    let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/household.toml");
+    let text = std::fs::read_to_string(&shipped).expect("read tests/configs/household.toml");
+    let socket = "socket = \"/tmp/slipstream-household-test.sock\"";
+    assert!(text.contains(socket) && text.contains("[datapath]\n"));
+    let pid = std::process::id();
+    let text = text
+        .replace("[datapath]\n", &format!("[datapath]\nengine = \"{engine}\"\n"))
+        .replace(
+            socket,
+            &format!("socket = \"/tmp/slipstream-household-{engine}-{pid}.sock\""),
+        );
+    let path = std::env::temp_dir().join(format!("slipstream-household-{engine}-{pid}.toml"));
+    std::fs::write(&path, text).expect("write config");
+    path
 }
 
-/// Builds the testbed (checking its RTT) and starts the daemon with the household config.
-fn start(spec: TopologySpec) -> (Testbed, Daemon) {
-    let config = slipstream_config::load(&config_path()).expect("tests/configs/household.toml is valid");
+/// Builds the testbed (checking its RTT) and starts the daemon with the household config on
+/// the `engine` datapath.
+fn start(spec: TopologySpec, engine: &str) -> (Testbed, Daemon) {
+    let path = config_path(engine);
+    let config = slipstream_config::load(&path).expect("the household config is valid");
     let tb = Testbed::build(spec).expect("testbed");
     let rtt = tb.assert_rtt_within(2.0).expect("100 ms RTT within 2 ms");
-    eprintln!("testbed ping RTT: {rtt:.2} ms");
+    eprintln!("testbed ping RTT: {rtt:.2} ms; {engine} datapath");
     let log = std::env::temp_dir().join(format!("slipstreamd-household-{}.log", std::process::id()));
-    let daemon = start_daemon(&tb, &config_path(), &config, &log);
+    let daemon = start_daemon(&tb, &path, &config, &log);
     (tb, daemon)
 }
 
@@ -89,7 +108,7 @@ fn rewritten(metrics: &str) -> f64 {
 fn download_without_timestamps_yields() {
     require_netns();
     let spec = TopologySpec::with_prefix(unique_prefix("sshhts")).with_timestamps_off([1]);
-    let (tb, daemon) = start(spec);
+    let (tb, daemon) = start(spec, "nfqueue");
     // The testbed's own test shows the effect (no timestamp option on the wire); here the switch.
     let ts = tb.run_in(Ns::Client, &["sysctl", "-n", "net.ipv4.tcp_timestamps"]);
     assert_eq!(ts.expect("sysctl").trim(), "0", "LAN host's TCP timestamps");
@@ -158,13 +177,25 @@ const BG_MEASURE_SECS: f64 = 15.0;
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn sixteen_background_flows_yield() {
+    sixteen_background_flows("nfqueue");
+}
+
+/// The same with the tc eBPF datapath: the kernel lowers the windows, including each LAN host's
+/// early clamp before its flow's direction is known.
+#[test]
+#[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
+fn sixteen_background_flows_yield_ebpf() {
+    sixteen_background_flows("ebpf");
+}
+
+fn sixteen_background_flows(engine: &str) {
     require_netns();
     // Hosts 1 and 2 run background flows (1 and 15), host 3 the best-effort download.
     let spec = TopologySpec {
         clients: 3,
         ..TopologySpec::with_prefix(unique_prefix("sshh16"))
     };
-    let (tb, daemon) = start(spec);
+    let (tb, daemon) = start(spec, engine);
     let hosts: Vec<u8> = std::iter::once(1).chain(std::iter::repeat_n(2, 15)).collect();
     let bg: Vec<(u8, u16)> = hosts.iter().zip(BG_PORT..).map(|(&h, port)| (h, port)).collect();
     for port in bg.iter().map(|f| f.1).chain([BE_PORT]) {
@@ -279,6 +310,19 @@ fn sixteen_background_flows_yield() {
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn uploads_behind_nat_take_turns() {
+    uploads_behind_nat("nfqueue");
+}
+
+/// The same with the tc eBPF datapath: the right edge of each window update the daemon sends
+/// goes into the kernel's map, and the update itself (a frame to the LAN host) passes the
+/// program untouched.
+#[test]
+#[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
+fn uploads_behind_nat_take_turns_ebpf() {
+    uploads_behind_nat("ebpf");
+}
+
+fn uploads_behind_nat(engine: &str) {
     const FLOWS: u16 = 48;
     const SECS: u32 = 30;
     require_netns();
@@ -286,7 +330,7 @@ fn uploads_behind_nat_take_turns() {
         clients: 2,
         ..TopologySpec::with_prefix(unique_prefix("sshup"))
     };
-    let (tb, daemon) = start(spec);
+    let (tb, daemon) = start(spec, engine);
     tb.masquerade().expect("masquerade on the router's WAN side");
     let conntrack_stats = |tb: &Testbed| -> (u64, u64) {
         let out = tb.run_in(Ns::Router, &["conntrack", "-S"]).unwrap_or_default();

@@ -125,12 +125,21 @@ check "params set inside the instance" test \
 # --- The capability file the instance names ----------------------------------------------------
 # ujail's format (OCI process.capabilities): five lists of names; a set left out means "all".
 CAPS=openwrt/files/slipstream.json
-caps_set() { grep -qx "	\"$1\": \\[ \"CAP_NET_ADMIN\", \"CAP_NET_RAW\" \\],\\{0,1\\}" "$CAPS"; }
-for set in bounding effective permitted inheritable ambient; do
-  check "$CAPS: $set is CAP_NET_ADMIN and CAP_NET_RAW" caps_set "$set"
+# At start: CAP_BPF and CAP_PERFMON to load the tc programs (datapath.engine "ebpf"/"auto"),
+# CAP_SETPCAP to shrink the bounding set; the daemon drops all three once set up and keeps
+# CAP_NET_ADMIN and CAP_NET_RAW, the only two its children (the firewall programs) inherit.
+START='[ "CAP_NET_ADMIN", "CAP_NET_RAW", "CAP_BPF", "CAP_PERFMON", "CAP_SETPCAP" ]'
+KEPT='[ "CAP_NET_ADMIN", "CAP_NET_RAW" ]'
+caps_set() { grep -qxF "	\"$1\": $2," "$CAPS" || grep -qxF "	\"$1\": $2" "$CAPS"; }
+for set in bounding effective permitted; do
+  check "$CAPS: $set is NET_ADMIN, NET_RAW, BPF, PERFMON, SETPCAP" caps_set "$set" "$START"
 done
-check "$CAPS: no other capability" test "$(grep -o 'CAP_[A-Z_]*' "$CAPS" | sort -u | tr '\n' ' ')" = \
-  "CAP_NET_ADMIN CAP_NET_RAW "
+for set in inheritable ambient; do
+  check "$CAPS: $set is CAP_NET_ADMIN and CAP_NET_RAW" caps_set "$set" "$KEPT"
+done
+check "$CAPS: no other capability (no CAP_SYS_ADMIN)" test \
+  "$(grep -o 'CAP_[A-Z_]*' "$CAPS" | sort -u | tr '\n' ' ')" = \
+  "CAP_BPF CAP_NET_ADMIN CAP_NET_RAW CAP_PERFMON CAP_SETPCAP "
 check "$CAPS: five sets, nothing else" test "$(grep -c '^	"[a-z]*": \[' "$CAPS")" -eq 5
 if command -v python3 >/dev/null 2>&1; then
   check "$CAPS: valid JSON" python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$CAPS"

@@ -10,9 +10,12 @@
 //! get the controller's target written to the map ([`KernelSide::sync`]), and the kernel lowers
 //! each following ACK itself, with the same safety rules.
 //!
-//! Not carried over yet: the household controller's early clamp of a LAN host's window before
-//! the flow's direction is known, and the right edge of the window updates the daemon sends
-//! (household time-sharing) is not known to the kernel.
+//! Household control needs two more things of the kernel. Until a household flow's bulk
+//! direction is known its LAN host is held to an initial window: the engine gives that clamp
+//! too ([`Engine::kernel_clamp`]), written as soon as the SYN-ACK has shown the window scales,
+//! before its verdict. And a held flow whose turn comes gets a window update the daemon sends
+//! itself: its right edge goes into the flow's map entry first ([`KernelSide::on_window_update`]),
+//! where the program counts it as advertised, so no later ACK goes left of it.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -20,12 +23,15 @@ use std::os::fd::RawFd;
 use std::time::Duration as StdDuration;
 
 use slipstream_control::Instant;
-use slipstream_ebpf::{monotonic_ns, Counters, DirKey, FlowCfg, TcDatapath, FLOW_CLAMP, FLOW_HOLD};
-use slipstream_engine::{Engine, FlowKey, KernelClamp, PacketCopy, PacketMeta};
+use slipstream_ebpf::{
+    monotonic_ns, Counters, DirKey, FlowCfg, TcDatapath, FLOW_CLAMP, FLOW_HOLD, FLOW_SENT_EDGE,
+};
+use slipstream_engine::{Engine, FlowKey, KernelClamp, PacketCopy, PacketMeta, WindowUpdate};
 use slipstream_wire::{is_complete, parse_headers};
-use tracing::warn;
+use tracing::{info, warn};
 
 use crate::clock::MonotonicClock;
+use crate::lan_side;
 
 /// How long the kernel acts on one heartbeat; renewed every tick (250 ms).
 pub(crate) const HEARTBEAT: StdDuration = StdDuration::from_secs(2);
@@ -40,19 +46,63 @@ pub(crate) struct KernelSide {
     written: HashMap<FlowKey, (DirKey, FlowCfg)>,
     /// Bound on `written` (it is cleared past it; the next syncs write again).
     max_written: usize,
+    /// `Engine::household_rounds` at the last sync.
+    rounds_seen: u64,
+    /// `datapath.lan_interfaces`: interfaces that match and appear later are attached too.
+    lan_interfaces: Vec<String>,
+    /// The interfaces the programs are attached to, with their index then (an interface
+    /// deleted and created again under its name has a new index and needs a new attachment).
+    attached: HashMap<String, u32>,
     warned: bool,
 }
 
 impl KernelSide {
-    pub(crate) fn new(tc: TcDatapath, max_flows: usize) -> KernelSide {
+    pub(crate) fn new(tc: TcDatapath, max_flows: usize, lan_interfaces: Vec<String>) -> KernelSide {
+        let attached = tc
+            .attached()
+            .iter()
+            .map(|name| (name.clone(), lan_side::interface_index(name)))
+            .collect();
         KernelSide {
             tc,
             origin_ns: monotonic_ns(),
             touched: HashSet::new(),
             written: HashMap::new(),
             max_written: max_flows.saturating_mul(2).max(1024),
+            rounds_seen: 0,
+            lan_interfaces,
+            attached,
             warned: false,
         }
+    }
+
+    /// Attaches the programs to the LAN interfaces that appeared since the last look (a bridge
+    /// or VLAN created after the daemon started, a Wi-Fi interface brought up later). Polled
+    /// from the tick rather than told by rtnetlink: a readdir of `/sys/class/net` a second is
+    /// cheap, and a poll cannot miss a notification (netlink sockets drop them on overrun).
+    pub(crate) fn attach_new_interfaces(&mut self) {
+        for name in lan_side::devices(&self.lan_interfaces) {
+            let index = lan_side::interface_index(&name);
+            if index == 0 || self.attached.get(&name) == Some(&index) {
+                continue;
+            }
+            match self.tc.attach(&name) {
+                Ok(()) => {
+                    info!("eBPF datapath: tc programs attached to {name}, which appeared after start");
+                    self.attached.insert(name, index);
+                }
+                Err(e) => {
+                    // Tried again at the next look; logged once per interface index.
+                    warn!("eBPF datapath: attaching to {name}, which appeared after start: {e}");
+                    self.attached.insert(name, index);
+                }
+            }
+        }
+    }
+
+    /// A reload: the LAN interface patterns (attached interfaces stay attached).
+    pub(crate) fn reconfigure(&mut self, lan_interfaces: Vec<String>) {
+        self.lan_interfaces = lan_interfaces;
     }
 
     /// Reads report times on `clock` (the packet thread's).
@@ -77,21 +127,65 @@ impl KernelSide {
     }
 
     /// A packet the engine just saw through NFQUEUE: a classed SYN (not a SYN-ACK) starts its
-    /// flow in the kernel's map (afresh: a reused port forgets the old connection's edge).
-    pub(crate) fn on_handshake(&mut self, packet: &[u8], rule: Option<u16>) {
+    /// flow in the kernel's map (afresh: a reused port forgets the old connection's edge); a
+    /// SYN-ACK completes the handshake, after which the engine may want a household LAN host's
+    /// early clamp in the kernel before its first ACK.
+    pub(crate) fn on_handshake(&mut self, engine: &Engine, packet: &[u8], rule: Option<u16>) {
         let Some(rule) = rule.filter(|r| *r >= 1) else {
             return;
         };
         let Ok(info) = parse_headers(packet) else { return };
-        if !info.flags.syn || info.flags.ack || info.flags.rst {
+        if !info.flags.syn || info.flags.rst {
+            return;
+        }
+        let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
+        if info.flags.ack {
+            self.sync_flow(engine, key, rule);
             return;
         }
         let src = std::net::SocketAddr::new(info.src, info.src_port);
         let dst = std::net::SocketAddr::new(info.dst, info.dst_port);
         let Some(dir) = DirKey::new(src, dst) else { return };
-        let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
         self.written.remove(&key);
         if let Err(e) = self.tc.start_flow(&dir, rule) {
+            self.warn(&e);
+        }
+    }
+
+    /// A window update the engine made (before the daemon sends it): its right edge goes into
+    /// the map entry of its direction, with the flow's target as the engine has it now (the flow
+    /// is no longer held), so that the program lowers no later ACK left of the edge, and leaves
+    /// the update itself as it is should it pass the program.
+    pub(crate) fn on_window_update(&mut self, engine: &Engine, update: &WindowUpdate) {
+        let Ok(info) = parse_headers(&update.packet) else {
+            return;
+        };
+        let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
+        let Some(rule) = self.written.get(&key).map(|(_, cfg)| cfg.rule) else {
+            // Never written: the program lowers nothing of this flow, so no edge can go left.
+            return;
+        };
+        let src = std::net::SocketAddr::new(info.src, info.src_port);
+        let dst = std::net::SocketAddr::new(info.dst, info.dst_port);
+        let Some(dir) = DirKey::new(src, dst) else { return };
+        let base = engine
+            .kernel_clamp(&key)
+            .and_then(|c| map_entry(&key, c, rule))
+            .filter(|(d, _)| *d == dir)
+            .map_or(
+                FlowCfg {
+                    rule,
+                    ..FlowCfg::default()
+                },
+                |(_, cfg)| cfg,
+            );
+        let cfg = FlowCfg {
+            flags: base.flags | FLOW_SENT_EDGE,
+            sent_edge: update.right_edge,
+            ..base
+        };
+        self.written.insert(key, (dir, cfg));
+        if let Err(e) = self.tc.set_flow(&dir, cfg) {
             self.warn(&e);
         }
     }
@@ -137,32 +231,71 @@ impl KernelSide {
         })
     }
 
-    /// Writes the engine's targets for the flows touched since the last call (only changes).
+    /// Writes the engine's targets for the flows touched since the last call, and for every
+    /// flow in the map after a household round (only changes are written).
     pub(crate) fn sync(&mut self, engine: &Engine) {
         if self.written.len() > self.max_written {
             self.written.clear();
         }
+        if engine.household_rounds() != self.rounds_seen {
+            self.rounds_seen = engine.household_rounds();
+            let all = self.written.iter().map(|(key, (_, cfg))| (*key, cfg.rule));
+            self.touched.extend(all);
+        }
         let touched: Vec<(FlowKey, u16)> = self.touched.drain().collect();
         for (key, rule) in touched {
-            let wanted = engine.kernel_clamp(&key).and_then(|c| map_entry(&key, c, rule));
-            let result = match (wanted, self.written.get(&key)) {
-                (Some((dir, cfg)), Some((old_dir, old))) if dir == *old_dir && cfg == *old => Ok(()),
-                (Some((dir, cfg)), _) => {
-                    self.written.insert(key, (dir, cfg));
-                    self.tc.set_flow(&dir, cfg)
-                }
-                // Nothing to lower any more (released rule): the ACKs pass as the host wrote them.
-                (None, Some((dir, old))) if old.flags != 0 => {
-                    let (dir, cfg) = (*dir, FlowCfg { flags: 0, ..*old });
-                    self.written.insert(key, (dir, cfg));
-                    self.tc.set_flow(&dir, cfg)
-                }
-                (None, _) => Ok(()),
-            };
-            if let Err(e) = result {
-                self.warn(&e);
+            self.sync_flow(engine, key, rule);
+        }
+    }
+
+    /// Writes the engine's target for one flow if it changed.
+    fn sync_flow(&mut self, engine: &Engine, key: FlowKey, rule: u16) {
+        let mut wanted = engine.kernel_clamp(&key).and_then(|c| map_entry(&key, c, rule));
+        let old = self.written.get(&key).copied();
+        // The edge of the daemon's own window update stays in the entry until the program's
+        // edge has caught up with it (the program folds it in at the next ACK).
+        if let (Some((dir, cfg)), Some((old_dir, old))) = (wanted.as_mut(), old) {
+            if *dir == old_dir && old.flags & FLOW_SENT_EDGE != 0 && !self.caught_up(dir, old.sent_edge) {
+                cfg.flags |= FLOW_SENT_EDGE;
+                cfg.sent_edge = old.sent_edge;
             }
         }
+        let result = match (wanted, old) {
+            (Some((dir, cfg)), Some((old_dir, old))) if dir == old_dir && cfg == old => Ok(()),
+            (Some((dir, cfg)), Some((old_dir, old))) if dir != old_dir => {
+                // The receiver changed (a household flow's LAN host was held to an initial
+                // window, then turned out to be the sender): its ACKs pass as it wrote them.
+                let released = FlowCfg { flags: 0, ..old };
+                self.written.insert(key, (dir, cfg));
+                self.tc
+                    .set_flow(&old_dir, released)
+                    .and(self.tc.set_flow(&dir, cfg))
+            }
+            (Some((dir, cfg)), _) => {
+                self.written.insert(key, (dir, cfg));
+                self.tc.set_flow(&dir, cfg)
+            }
+            // Nothing to lower any more (released rule): the ACKs pass as the host wrote them.
+            (None, Some((dir, old))) if old.flags & FLOW_CLAMP != 0 => {
+                let cfg = FlowCfg {
+                    flags: old.flags & FLOW_SENT_EDGE,
+                    ..old
+                };
+                self.written.insert(key, (dir, cfg));
+                self.tc.set_flow(&dir, cfg)
+            }
+            (None, _) => Ok(()),
+        };
+        if let Err(e) = result {
+            self.warn(&e);
+        }
+    }
+
+    /// Whether the program's own edge in `dir` reached `sent`.
+    fn caught_up(&self, dir: &DirKey, sent: u32) -> bool {
+        self.tc
+            .edge(dir)
+            .is_some_and(|edge| slipstream_control::time::wrapping_diff(edge, sent) >= 0)
     }
 
     fn warn(&mut self, e: &io::Error) {
@@ -189,6 +322,7 @@ fn map_entry(key: &FlowKey, clamp: KernelClamp, rule: u16) -> Option<(DirKey, Fl
             scale: clamp.scale,
             flags,
             rule,
+            sent_edge: 0,
         },
     ))
 }

@@ -108,9 +108,8 @@ pub(crate) fn interface_matches(pattern: &str, name: &str) -> bool {
     }
 }
 
-/// The name of interface `ifindex` in the calling thread's network namespace.
 /// The present interfaces the patterns name (`/sys/class/net`), sorted; for attaching the tc
-/// programs (interfaces that appear later are not covered until a restart).
+/// programs (the eBPF datapath looks again every second for interfaces that appear later).
 pub(crate) fn devices(patterns: &[String]) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir("/sys/class/net")
         .into_iter()
@@ -123,6 +122,7 @@ pub(crate) fn devices(patterns: &[String]) -> Vec<String> {
     names
 }
 
+/// The name of interface `ifindex` in the calling thread's network namespace.
 pub(crate) fn interface_name(ifindex: u32) -> Option<String> {
     let mut buf = [0 as libc::c_char; libc::IF_NAMESIZE];
     // SAFETY: if_indextoname writes at most IF_NAMESIZE bytes (NUL included) into `buf`.
@@ -133,6 +133,15 @@ pub(crate) fn interface_name(ifindex: u32) -> Option<String> {
     // SAFETY: on success `buf` holds a NUL-terminated name.
     let name = unsafe { CStr::from_ptr(buf.as_ptr()) };
     Some(name.to_string_lossy().into_owned())
+}
+
+/// The index of interface `name` in the calling thread's network namespace (0: none).
+pub(crate) fn interface_index(name: &str) -> u32 {
+    let Ok(name) = std::ffi::CString::new(name) else {
+        return 0;
+    };
+    // SAFETY: a NUL-terminated string that lives through the call.
+    unsafe { libc::if_nametoindex(name.as_ptr()) }
 }
 
 #[cfg(test)]

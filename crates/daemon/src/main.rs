@@ -14,7 +14,9 @@
 //!   (`slipstream_config_reloads_total`, `slipstream_firewall_reapplied_total` count both).
 
 mod clock;
+mod control_side;
 mod control_socket;
+mod datapath;
 mod kernel_side;
 mod kernel_time;
 mod lan_hosts;
@@ -39,12 +41,15 @@ use slipstream_config::Config;
 use slipstream_engine::Engine;
 use slipstream_firewall::{detect_backend, Firewall};
 use slipstream_metrics::{read_interface_bytes, read_queue_stats, DaemonCounters, HostStats, SharedSnapshot};
-use slipstream_nfqueue::{Datapath, QueueConfig};
 use tracing::{error, info, warn};
 
+use crate::control_side::{matched_by, write_dnsmasq_conf, Daemon, Reloaded};
 use crate::control_socket::{unix_now, unix_now_ms, Control, ControlSocket, ControlState};
+use crate::datapath::ebpf::EbpfDatapath;
+use crate::datapath::nfqueue::NfqueueDatapath;
+use crate::datapath::Datapath;
 use crate::lan_side::LanSide;
-use crate::packet_loop::{PacketCommand, PacketLoop};
+use crate::packet_loop::PacketLoop;
 use crate::window_updates::{WindowUpdateCounters, WindowUpdateSender};
 
 /// Makes the background TCP flows of a home network less-than-best-effort by clamping the
@@ -214,80 +219,22 @@ fn cleanup(config: &Config) -> ExitCode {
     }
 }
 
-/// Loads the tc programs and attaches them to the LAN interfaces when `datapath.engine` asks
-/// for them ("ebpf": a failure stops the start; "auto": falls back to NFQUEUE), and records the
-/// datapath in use in `config`, which the firewall rules follow.
-fn open_kernel_datapath(config: &mut Config) -> anyhow::Result<Option<slipstream_ebpf::TcDatapath>> {
-    use slipstream_config::DatapathEngine;
-    let wanted = config.datapath.engine;
-    if wanted == DatapathEngine::Nfqueue {
-        return Ok(None);
-    }
-    let loaded = if config.datapath.hook.forward() {
-        load_tc(config)
-    } else {
-        Err(anyhow::anyhow!(
-            "the tc programs work on the LAN interfaces, so only with hook \"forward\" or \"both\""
-        ))
-    };
-    match loaded {
-        Ok(tc) => {
-            info!("eBPF datapath: tc programs on {}", tc.attached().join(", "));
-            config.datapath.engine = DatapathEngine::Ebpf;
-            Ok(Some(tc))
-        }
-        Err(e) if wanted == DatapathEngine::Auto => {
-            warn!("eBPF datapath unavailable ({e:#}): using NFQUEUE");
-            config.datapath.engine = DatapathEngine::Nfqueue;
-            Ok(None)
-        }
-        Err(e) => Err(e.context("setting up the eBPF datapath (datapath.engine = \"ebpf\")")),
-    }
-}
-
-fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
-    let mut tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
-        max_flows: u32::try_from(config.limits.max_flows).unwrap_or(u32::MAX),
-        ..slipstream_ebpf::TcConfig::default()
-    })?;
-    let devices = lan_side::devices(&config.datapath.lan_interfaces);
-    anyhow::ensure!(
-        !devices.is_empty(),
-        "no LAN interface present ({:?})",
-        config.datapath.lan_interfaces
-    );
-    for device in devices {
-        tc.attach(&device)?;
-    }
-    Ok(tc)
-}
-
 /// How often the firewall watchdog checks that the rules are still installed.
 const WATCHDOG_INTERVAL: Duration = Duration::from_secs(5);
 
 fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let mut datapath = Datapath::open(QueueConfig {
-        ack_queue: config.datapath.ack_queue,
-        data_queue: config.datapath.data_queue,
-        max_len: config.datapath.queue_max_len,
-        data_copy_bytes: config.datapath.data_copy_bytes,
-    })
-    .context("setting up NFQUEUE")?;
-    info!(
-        "NFQUEUE socket receive buffer: {} KiB (both queues full: {} packets each)",
-        datapath.receive_buffer() / 1024,
-        config.datapath.queue_max_len
-    );
-    // Arrival times from the kernel instead of when the packet thread read the packet.
-    if let Err(e) = datapath.enable_timestamps() {
-        warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
-    }
+    let queues = datapath::setup::open_queues(&config)?;
     // Loaded and attached while the daemon still has CAP_BPF/CAP_SYS_ADMIN; decides the rules.
-    let tc = open_kernel_datapath(&mut config)?;
+    let tc = datapath::setup::open_kernel_datapath(&mut config)?;
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
-    let window_updates = WindowUpdateSender::open(window_update_counters.clone());
+    let mut window_updates = WindowUpdateSender::open(window_update_counters.clone());
+    if tc.is_some() {
+        if let Err(e) = window_updates.mark_link_frames(slipstream_ebpf::OWN_MARK) {
+            warn!("cannot mark the daemon's window updates to LAN hosts ({e}): the tc program will report them too");
+        }
+    }
     // The metrics listener and the control socket are bound now too, so that every socket that
     // needs a privilege exists before the privileges go (`privileges`); no thread runs yet, and
     // every thread started later inherits the reduced capability sets.
@@ -323,29 +270,39 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let datapath_errors = Arc::new(AtomicU64::new(0));
     let (commands_tx, commands_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let nfqueue = NfqueueDatapath::new(
+        queues,
+        config.datapath.mark_mask,
+        LanSide::new(config.datapath.hook, config.datapath.lan_interfaces.clone()),
+        window_updates,
+    );
     let packet_loop = PacketLoop {
-        kernel: tc.map(|tc| kernel_side::KernelSide::new(tc, config.limits.max_flows)),
-        datapath,
+        datapath: nfqueue,
         engine: Engine::new(reload::engine_config(&config)),
         snapshot: snapshot.clone(),
         stop: stop.clone(),
-        mark_mask: config.datapath.mark_mask,
         top_flows: config.metrics.top_flows,
         commands: commands_rx,
         errors: datapath_errors.clone(),
-        window_updates,
-        lan_side: LanSide::new(config.datapath.hook, config.datapath.lan_interfaces.clone()),
+        window_updates: window_update_counters,
         scale_lookups: scale_lookups::ScaleLookups::start()
             .map_err(|e| warn!("no conntrack lookup thread ({e}): flows seen mid-stream stay unclamped"))
             .ok(),
     };
-    let packet_thread = std::thread::Builder::new()
-        .name("packets".into())
-        .spawn(move || {
-            let result = packet_loop.run();
-            let _ = done_tx.send(());
-            result
-        })?;
+    let packet_thread = match tc {
+        Some(tc) => {
+            let kernel = kernel_side::KernelSide::new(
+                tc,
+                config.limits.max_flows,
+                config.datapath.lan_interfaces.clone(),
+            );
+            spawn_packet_thread(
+                packet_loop.map_datapath(|nfq| EbpfDatapath::new(nfq, kernel)),
+                done_tx,
+            )?
+        }
+        None => spawn_packet_thread(packet_loop, done_tx)?,
+    };
 
     let lan_interfaces = Arc::new(Mutex::new(config.datapath.lan_interfaces.clone()));
     let mut registry = slipstream_metrics::registry(snapshot.clone());
@@ -442,197 +399,16 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     served.and(looped).and(removed)
 }
 
-/// The control side's state: the config in force and the installed rules.
-struct Daemon {
-    config_path: PathBuf,
-    /// The config in force (settings that need a restart keep their start values).
-    running: Config,
-    firewall: Firewall,
-    control: Arc<Control>,
-    counters: Arc<DaemonCounters>,
-    lan_interfaces: Arc<Mutex<Vec<String>>>,
-    /// The DHCP lease files of `lan_hostnames`.
-    leases: names::LeaseWatch,
-}
-
-#[derive(Debug, PartialEq, Eq)]
-enum Reloaded {
-    Applied,
-    Failed,
-    Disabled,
-}
-
-impl Daemon {
-    /// SIGHUP: re-reads the config file. Invalid, or the firewall refuses the new rules: the old
-    /// config stays in force (rules and engine), the error is logged, counted and shown by
-    /// `slipstream status`. Valid: firewall rules replaced in one transaction, then the engine
-    /// reconfigured (flows kept; see `reload` and `Engine::reconfigure`).
-    async fn reload(&mut self) -> Reloaded {
-        let path = self.config_path.clone();
-        info!("SIGHUP: reloading {}", path.display());
-        let new = match slipstream_config::load(&path) {
-            Ok(new) => new,
-            Err(e) => {
-                self.reload_failed(format!("{e}"));
-                return Reloaded::Failed;
-            }
-        };
-        if !new.enabled {
-            info!("{}: enabled = false; shutting down", path.display());
-            return Reloaded::Disabled;
-        }
-        let (effective, restart_needed) = reload::effective_config(&self.running, new);
-        for r in &restart_needed {
-            warn!("{r}");
-        }
-        if let Err(e) = self.firewall.replace(&effective) {
-            let installed = self.firewall.check().unwrap_or(false);
-            self.counters.set_firewall_installed(installed);
-            self.control.update(|s| {
-                s.firewall_installed = installed;
-                s.firewall_last_error = Some(e.to_string());
-            });
-            self.reload_failed(format!("replacing the firewall rules: {e}"));
-            return Reloaded::Failed;
-        }
-        let (reply, summary) = tokio::sync::oneshot::channel();
-        let sent = self.control.send(PacketCommand::Reconfigure {
-            engine: reload::engine_config(&effective),
-            top_flows: effective.metrics.top_flows,
-            hook: effective.datapath.hook,
-            lan_interfaces: effective.datapath.lan_interfaces.clone(),
-            reply,
-        });
-        let summary = if sent {
-            tokio::time::timeout(std::time::Duration::from_secs(5), summary)
-                .await
-                .ok()
-                .and_then(Result::ok)
-        } else {
-            None
-        };
-        match summary {
-            Some(s) => info!(
-                "config reloaded: {} rules ({} added, {} removed); {} flows kept, {} of them released (rule removed)",
-                effective.rules.len(),
-                s.rules_added,
-                s.rules_removed,
-                s.flows,
-                s.released
-            ),
-            None => warn!("config reloaded, but the packet thread did not confirm the new rules"),
-        }
-        *self.lan_interfaces.lock().unwrap_or_else(PoisonError::into_inner) =
-            effective.datapath.lan_interfaces.clone();
-        write_dnsmasq_conf(&effective, self.firewall.backend());
-        let by = matched_by(&effective);
-        let sets = self.firewall.plan().sets.clone();
-        self.control.update(|s| {
-            s.matched_by = by;
-            s.name_sets = sets;
-        });
-        self.leases = names::LeaseWatch::new(&effective.names.dhcp_leases);
-        self.running = effective;
-        self.refresh_hosts();
-        self.counters.config_loaded(unix_now_ms(), false);
-        self.counters.set_firewall_installed(true);
-        self.control.update(|s| {
-            s.loaded_unix = unix_now();
-            s.last_reload_error = None;
-            s.restart_needed = restart_needed;
-            s.firewall_installed = true;
-            s.firewall_last_check_unix = Some(unix_now());
-            s.firewall_last_error = None;
-        });
-        Reloaded::Applied
-    }
-
-    /// Every `names.lease_poll`, and after a reload: if a lease file changed, the host sets of
-    /// `lan_hostnames` rules get the addresses leased now (rules untouched).
-    fn refresh_hosts(&mut self) {
-        if !self.running.rules.iter().any(|r| !r.lan_hostnames.is_empty()) || !self.leases.changed() {
-            return;
-        }
-        let hosts = names::host_addrs(&self.running, &self.leases.read());
-        match self.firewall.set_hosts(hosts) {
-            Ok(true) => {
-                for (rule, addrs) in self.firewall.hosts() {
-                    let list: Vec<String> = addrs.iter().map(ToString::to_string).collect();
-                    info!("rule {rule:?}: named LAN hosts now at [{}]", list.join(", "));
-                }
-            }
-            Ok(false) => {}
-            Err(e) => warn!("updating the host sets of lan_hostnames rules: {e}"),
-        }
-    }
-
-    fn reload_failed(&self, message: String) {
-        error!("config reload failed, the previous config stays in force: {message}");
-        self.counters.reload_failed();
-        self.control.update(|s| s.last_reload_error = Some(message));
-    }
-
-    /// Every few seconds: are the rules still installed? If not, re-apply them.
-    fn watchdog(&mut self) {
-        let result = self.firewall.ensure_installed();
-        let now = unix_now();
-        match result {
-            Ok(reapplied) => {
-                if reapplied {
-                    warn!("firewall watchdog: rules were missing and have been re-applied");
-                    self.counters.firewall_reapplied();
-                }
-                self.counters.set_firewall_installed(true);
-                self.control.update(|s| {
-                    s.firewall_installed = true;
-                    s.firewall_last_check_unix = Some(now);
-                    if reapplied {
-                        s.firewall_last_error = None;
-                    }
-                });
-            }
-            Err(e) => {
-                error!("firewall watchdog: {e}");
-                let installed = self.firewall.check().unwrap_or(false);
-                self.counters.set_firewall_installed(installed);
-                self.control.update(|s| {
-                    s.firewall_installed = installed;
-                    s.firewall_last_check_unix = Some(now);
-                    s.firewall_last_error = Some(e.to_string());
-                });
-            }
-        }
-    }
-}
-
-/// Writes the dnsmasq snippet of the rules by name; dnsmasq reads it when it restarts (the
-/// OpenWrt init script does that). A failure is logged: rules by port still work without it.
-fn write_dnsmasq_conf(config: &Config, backend: slipstream_firewall::Backend) {
-    match names::write_dnsmasq_conf(config, backend) {
-        Ok(true) => info!(
-            "dnsmasq snippet {} updated: dnsmasq applies it when restarted",
-            config
-                .names
-                .dnsmasq_conf
-                .as_deref()
-                .unwrap_or(std::path::Path::new("-"))
-                .display()
-        ),
-        Ok(false) => {}
-        Err(e) => {
-            warn!("writing the dnsmasq snippet: {e}; rules by domain match only what dnsmasq is told by hand")
-        }
-    }
-}
-
-/// How each rule classes by name, for `slipstream flows`.
-fn matched_by(config: &Config) -> std::collections::BTreeMap<String, String> {
-    config
-        .rules
-        .iter()
-        .map(|r| (r.name.clone(), names::matched_by(r)))
-        .filter(|(_, by)| !by.is_empty())
-        .collect()
+/// Runs `packet_loop` on its own thread; `done` fires when it ends.
+fn spawn_packet_thread<D: Datapath + Send + 'static>(
+    packet_loop: PacketLoop<D>,
+    done: tokio::sync::oneshot::Sender<()>,
+) -> std::io::Result<std::thread::JoinHandle<std::io::Result<packet_loop::LoopTotals>>> {
+    std::thread::Builder::new().name("packets".into()).spawn(move || {
+        let result = packet_loop.run();
+        let _ = done.send(());
+        result
+    })
 }
 
 /// Logs the packets handled and the CPU time the daemon used for them.

@@ -1,4 +1,5 @@
-//! The packet thread: NFQUEUE messages in, engine verdicts out, timers and snapshots on the side.
+//! The packet thread: packets in through a [`Datapath`], the engine's decisions out through it,
+//! timers and snapshots on the side. One loop for both datapaths (NFQUEUE and eBPF).
 //!
 //! It owns the engine (single-threaded, no locks on the per-packet path) and publishes a snapshot
 //! for the metrics endpoint twice a second. The control side reaches the engine only through
@@ -6,7 +7,7 @@
 //! every 100 ms): a reload hands it its new rules, and `slipstream status` / `slipstream flows`
 //! ask it for a snapshot of every flow, built only when asked.
 //!
-//! Each iteration handles at most [`BATCH`] packets, then runs the timers, takes the engine's
+//! Each iteration handles at most a batch of packets (`Datapath::receive`), then runs the timers, takes the engine's
 //! events (flows seen mid-stream go to the conntrack lookups, `scale_lookups`), sends the window
 //! updates the engine asked for (`window_updates`) and answers commands: under a steady stream
 //! the queue never empties, and draining it first would starve all three.
@@ -15,67 +16,38 @@ use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use slipstream_config::Hook;
 use slipstream_control::Duration;
-use slipstream_engine::{
-    Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, PacketCopy, PacketMeta, ReconfigureSummary,
-    Side, Verdict,
-};
-use slipstream_firewall::rule_number_from_mark;
+use slipstream_engine::{Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, ReconfigureSummary, Side};
 use slipstream_metrics::SharedSnapshot;
-use slipstream_nfqueue::{Datapath, QueueKind};
 use tracing::{info, warn};
 
 use crate::clock::MonotonicClock;
-use crate::kernel_side::KernelSide;
-use crate::kernel_time;
-use crate::lan_hosts::source_address;
-use crate::lan_side::LanSide;
+use crate::datapath::Datapath;
 use crate::scale_lookups::{Outcome, ScaleLookups};
-use crate::window_updates::WindowUpdateSender;
+use crate::window_updates::WindowUpdateCounters;
 
 const TICK: Duration = Duration::from_millis(250);
 const PUBLISH: Duration = Duration::from_millis(500);
 const POLL_TIMEOUT_MS: i32 = 100;
-/// Pause after a batch of kernel reports before looking again (eBPF datapath). The ring buffer
-/// wakes its reader only once it has read everything, so without a pause the daemon caught up
-/// after every few reports and was woken for the next one; most of its CPU went to wakeups
-/// (lab datapath scenario: 1.9 s per million packets with a wakeup per report, 0.5 s with a
-/// millisecond between looks). Reports carry their kernel time, so the pause does not bias
-/// measurements; window targets reach the kernel at most a millisecond later.
-const KERNEL_PAUSE: std::time::Duration = std::time::Duration::from_millis(1);
 /// Consecutive datapath errors after which the loop gives up (traffic keeps flowing: the queues
 /// fail open and the rules bypass when nobody listens).
 const MAX_CONSECUTIVE_ERRORS: u32 = 1000;
-/// Packets handled per iteration before timers, window updates and commands get their turn.
-/// At 7-9 us per packet, verdict included (measured on the 2-core test VM,
-/// `crates/nfqueue/tests/kernel_timestamps.rs`), a batch takes about 2 ms: that is how late a
-/// tick or a window update can be.
-pub(crate) const BATCH: usize = 256;
-/// Kernel reports handled per iteration (eBPF datapath): each costs about a microsecond, so a
-/// batch takes about as long as an NFQUEUE one.
-pub(crate) const KERNEL_BATCH: usize = 2048;
-
-pub(crate) struct PacketLoop {
-    pub datapath: Datapath,
+pub(crate) struct PacketLoop<D> {
+    /// How packets reach the engine (NFQUEUE, or eBPF with NFQUEUE for handshakes).
+    pub datapath: D,
     pub engine: Engine,
     pub snapshot: SharedSnapshot,
     pub stop: Arc<AtomicBool>,
-    pub mark_mask: u32,
     pub top_flows: usize,
     pub commands: Receiver<PacketCommand>,
     /// Datapath errors since start (receive or verdict failures), for `slipstream status`.
     pub errors: Arc<AtomicU64>,
-    /// Raw sockets for the engine's window updates (and their counters).
-    pub window_updates: WindowUpdateSender,
-    /// Tells packets from the LAN by their input interface.
-    pub lan_side: LanSide,
+    /// The window updates sent and failed (the datapath sends them).
+    pub window_updates: Arc<WindowUpdateCounters>,
     /// Window scales of flows seen without their handshake, from conntrack (`None`: no lookups).
     pub scale_lookups: Option<ScaleLookups>,
-    /// The eBPF datapath (`None`: every packet comes through NFQUEUE).
-    pub kernel: Option<KernelSide>,
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
@@ -116,29 +88,22 @@ pub(crate) struct LoopTotals {
     pub window_updates_failed: u64,
 }
 
-/// What one batch of packets did.
-#[derive(Debug, PartialEq, Eq)]
-struct Batch {
-    handled: usize,
-    /// The batch stopped at its limit: more packets may be waiting, so do not wait for them.
-    full: bool,
-}
-
-/// Handles packets with `next` until it reports the queue empty (`Ok(false)`), fails, or
-/// `limit` packets were handled.
-fn drain_batch(limit: usize, mut next: impl FnMut() -> io::Result<bool>) -> (Batch, Option<io::Error>) {
-    let mut handled = 0;
-    while handled < limit {
-        match next() {
-            Ok(true) => handled += 1,
-            Ok(false) => return (Batch { handled, full: false }, None),
-            Err(e) => return (Batch { handled, full: false }, Some(e)),
+impl<D: Datapath> PacketLoop<D> {
+    /// The same loop over another datapath (the eBPF one wraps the NFQUEUE one).
+    pub(crate) fn map_datapath<E>(self, f: impl FnOnce(D) -> E) -> PacketLoop<E> {
+        PacketLoop {
+            datapath: f(self.datapath),
+            engine: self.engine,
+            snapshot: self.snapshot,
+            stop: self.stop,
+            top_flows: self.top_flows,
+            commands: self.commands,
+            errors: self.errors,
+            window_updates: self.window_updates,
+            scale_lookups: self.scale_lookups,
         }
     }
-    (Batch { handled, full: true }, None)
-}
 
-impl PacketLoop {
     pub(crate) fn run(mut self) -> io::Result<LoopTotals> {
         let clock = MonotonicClock::start();
         let mut scratch = vec![0u8; 65536];
@@ -146,33 +111,21 @@ impl PacketLoop {
         let mut last_publish = clock.now();
         let mut errors = 0u32;
         let mut more_waiting = false;
-        let mut reports_came = false;
-        if let Some(kernel) = self.kernel.as_mut() {
-            kernel.align_clock(&clock);
-            kernel.heartbeat();
-        }
+        self.datapath.start(&clock);
         while !self.stop.load(Ordering::Relaxed) {
             if !more_waiting {
-                if reports_came {
-                    std::thread::sleep(KERNEL_PAUSE);
+                if let Some(pause) = self.datapath.pause() {
+                    std::thread::sleep(pause);
                 }
-                self.wait_readable()?;
+                wait_readable(self.datapath.fds())?;
             }
-            let (batch, error) = drain_batch(BATCH, || self.handle_one(&clock, &mut scratch));
-            more_waiting = batch.full;
-            if let Some(kernel) = self.kernel.as_mut() {
-                let engine = &mut self.engine;
-                let (reports, _) = drain_batch(KERNEL_BATCH, || {
-                    Ok(kernel.handle_one(engine, &clock, &mut scratch))
-                });
-                kernel.sync(engine);
-                more_waiting |= reports.full;
-                reports_came = reports.handled > 0;
-            }
-            if batch.handled > 0 {
+            let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
+            self.datapath.apply(&self.engine);
+            more_waiting = received.full;
+            if received.handled > 0 {
                 errors = 0;
             }
-            if let Some(e) = error {
+            if let Some(e) = received.error {
                 errors += 1;
                 self.errors.fetch_add(1, Ordering::Relaxed);
                 warn!("datapath error: {e}");
@@ -184,10 +137,7 @@ impl PacketLoop {
             if now.saturating_since(last_tick) >= TICK {
                 self.engine.on_tick(now);
                 last_tick = now;
-                if let Some(kernel) = self.kernel.as_mut() {
-                    kernel.heartbeat();
-                }
-                self.lan_side.expire(std::time::Instant::now());
+                self.datapath.on_tick();
             }
             // Every batch, not only at ticks: after a restart under load each running flow
             // reports its missed handshake at once, and the engine keeps a bounded queue.
@@ -199,15 +149,9 @@ impl PacketLoop {
                 last_publish = now;
             }
         }
-        if let Some(kernel) = &self.kernel {
-            let k = kernel.counters();
-            info!(
-                "eBPF datapath: {} packets reported, {} windows lowered in the kernel, {} not reported (ring buffer full), {} passed without a daemon heartbeat",
-                k.events, k.rewritten, k.ringbuf_full, k.no_daemon
-            );
-        }
+        self.datapath.log_totals();
         let counters = self.engine.counters();
-        let updates = self.window_updates.counters();
+        let updates = &self.window_updates;
         Ok(LoopTotals {
             packets: counters.packets,
             rewritten: counters.rewritten,
@@ -217,36 +161,12 @@ impl PacketLoop {
         })
     }
 
-    /// Waits until NFQUEUE or the kernel's ring buffer has something, or the poll timeout.
-    #[allow(
-        unsafe_code,
-        reason = "poll(2) on two descriptors has no safe wrapper in libc"
-    )]
-    fn wait_readable(&self) -> io::Result<()> {
-        let Some(kernel) = &self.kernel else {
-            return self.datapath.wait_readable(POLL_TIMEOUT_MS).map(|_| ());
-        };
-        let mut fds = [self.datapath.fd(), kernel.fd()].map(|fd| libc::pollfd {
-            fd,
-            events: libc::POLLIN,
-            revents: 0,
-        });
-        // SAFETY: two valid pollfds for the duration of the call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), 2, POLL_TIMEOUT_MS) };
-        if n < 0 {
-            let err = io::Error::last_os_error();
-            if err.kind() != io::ErrorKind::Interrupted {
-                return Err(err);
-            }
-        }
-        Ok(())
-    }
-
     /// Sends what the engine asked for since the last call; failures are counted (and the
     /// first one logged) by the sender.
     fn send_window_updates(&mut self) {
-        for update in self.engine.drain_window_updates() {
-            let _ = self.window_updates.send(&update.packet);
+        let updates: Vec<_> = self.engine.drain_window_updates().collect();
+        for update in &updates {
+            self.datapath.send_window_update(&self.engine, update);
         }
     }
 
@@ -288,7 +208,7 @@ impl PacketLoop {
                 }) => {
                     let summary = self.engine.reconfigure(engine);
                     self.top_flows = top_flows;
-                    self.lan_side.reconfigure(hook, lan_interfaces);
+                    self.datapath.reconfigure(hook, lan_interfaces);
                     reconfigured = true;
                     let _ = reply.send(summary);
                 }
@@ -303,48 +223,6 @@ impl PacketLoop {
                 Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return reconfigured,
             }
         }
-    }
-
-    /// Handles one queued packet; `Ok(false)` when none was waiting.
-    fn handle_one(&mut self, clock: &MonotonicClock, scratch: &mut [u8]) -> io::Result<bool> {
-        let Some((mut msg, stamp)) = self.datapath.try_recv_timed()? else {
-            return Ok(false);
-        };
-        let now = clock.now();
-        let arrival = stamp.and_then(|stamp| kernel_time::arrival(stamp, SystemTime::now(), now));
-        let copy = copy_of(self.datapath.kind_of(&msg), msg.get_payload());
-        let meta = PacketMeta {
-            rule: rule_number_from_mark(msg.get_nfmark(), self.mark_mask),
-            copy,
-            checksum_ready: msg.is_checksum_ready(),
-            from_lan: self.lan_side.classify(msg.get_indev()),
-            arrival,
-        };
-        if meta.from_lan == Some(true) {
-            if let (Some(src), Some(hw)) = (source_address(msg.get_payload()), msg.get_hw_addr()) {
-                self.window_updates.learn_lan_host(src, msg.get_indev(), hw);
-            }
-        }
-        // The engine works on a copy: asking nfq for the payload mutably would send it back
-        // even when unchanged.
-        let payload = msg.get_payload();
-        let len = payload.len().min(scratch.len());
-        scratch[..len].copy_from_slice(&payload[..len]);
-        let verdict = if len == payload.len() {
-            self.engine.handle_packet(now, &mut scratch[..len], meta)
-        } else {
-            Verdict::Accept
-        };
-        if verdict == Verdict::AcceptModified {
-            msg.get_payload_mut().copy_from_slice(&scratch[..len]);
-        }
-        // Before the verdict: the flow's next packets meet the kernel's map entry.
-        if let Some(kernel) = self.kernel.as_mut() {
-            kernel.on_handshake(msg.get_payload(), meta.rule);
-        }
-        msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
-        self.datapath.verdict(msg)?;
-        Ok(true)
     }
 
     fn log_events(&mut self) {
@@ -373,119 +251,25 @@ impl PacketLoop {
     }
 }
 
-/// How much of a queued packet the daemon holds: the ACK queue copies whole packets; the data
-/// queue copies `data_copy_bytes`, which is the whole packet when it is that short or the range
-/// is raised. A whole packet may be handed back rewritten: in a flow with data both ways
-/// (BitTorrent) the receiver's ACKs carry data and go to the data queue.
-fn copy_of(kind: QueueKind, payload: &[u8]) -> PacketCopy {
-    match kind {
-        QueueKind::Ack => PacketCopy::Full,
-        QueueKind::Data if slipstream_wire::is_complete(payload) => PacketCopy::Full,
-        QueueKind::Data => PacketCopy::HeaderOnly,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A 1500-byte IPv4 packet as the data queue hands it over with a copy range of `copy`.
-    fn data_packet(copy: usize) -> Vec<u8> {
-        let mut packet = vec![0u8; 1500];
-        packet[0] = 0x45;
-        packet[2..4].copy_from_slice(&1500u16.to_be_bytes());
-        packet.truncate(copy);
-        packet
-    }
-
-    /// A data-carrying ACK copied whole from the data queue can be rewritten; a header-only copy
-    /// cannot (every data-queue packet was header-only before, so a two-way flow's receiver
-    /// ACKs that carry data went out with the host's whole window).
-    #[test]
-    fn whole_packets_from_the_data_queue_may_be_rewritten() {
-        assert_eq!(copy_of(QueueKind::Data, &data_packet(1500)), PacketCopy::Full);
-        assert_eq!(
-            copy_of(QueueKind::Data, &data_packet(128)),
-            PacketCopy::HeaderOnly
-        );
-        assert_eq!(copy_of(QueueKind::Ack, &data_packet(80)), PacketCopy::Full);
-    }
-
-    /// A queue holding `n` packets: `next` handles one per call.
-    fn queue(n: usize) -> impl FnMut() -> io::Result<bool> {
-        let mut left = n;
-        move || {
-            if left == 0 {
-                return Ok(false);
-            }
-            left -= 1;
-            Ok(true)
+/// Waits until a datapath descriptor is readable, or the poll timeout.
+#[allow(
+    unsafe_code,
+    reason = "poll(2) on the datapath's descriptors has no safe wrapper in libc"
+)]
+fn wait_readable(fds: [Option<std::os::fd::RawFd>; 2]) -> io::Result<()> {
+    // poll(2) skips entries with a negative descriptor.
+    let mut polled = fds.map(|fd| libc::pollfd {
+        fd: fd.unwrap_or(-1),
+        events: libc::POLLIN,
+        revents: 0,
+    });
+    // SAFETY: two valid pollfds for the duration of the call.
+    let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, POLL_TIMEOUT_MS) };
+    if n < 0 {
+        let err = io::Error::last_os_error();
+        if err.kind() != io::ErrorKind::Interrupted {
+            return Err(err);
         }
     }
-
-    #[test]
-    fn a_short_queue_is_drained_in_one_batch() {
-        let (batch, error) = drain_batch(BATCH, queue(10));
-        assert_eq!(
-            batch,
-            Batch {
-                handled: 10,
-                full: false
-            }
-        );
-        assert!(error.is_none());
-    }
-
-    #[test]
-    fn a_long_queue_is_handled_in_bounded_batches() {
-        let mut next = queue(BATCH * 2 + 5);
-        let mut batches = Vec::new();
-        loop {
-            let (batch, _) = drain_batch(BATCH, &mut next);
-            let full = batch.full;
-            batches.push(batch.handled);
-            if !full {
-                break;
-            }
-        }
-        assert_eq!(batches, [BATCH, BATCH, 5]);
-    }
-
-    #[test]
-    fn an_error_ends_the_batch() {
-        let mut calls = 0;
-        let (batch, error) = drain_batch(BATCH, || {
-            calls += 1;
-            if calls == 4 {
-                Err(io::Error::other("verdict failed"))
-            } else {
-                Ok(true)
-            }
-        });
-        assert_eq!(
-            batch,
-            Batch {
-                handled: 3,
-                full: false
-            }
-        );
-        assert_eq!(error.unwrap().to_string(), "verdict failed");
-    }
-
-    #[test]
-    fn a_full_batch_stops_exactly_at_its_limit() {
-        let mut calls = 0;
-        let (batch, _) = drain_batch(3, || {
-            calls += 1;
-            Ok(true)
-        });
-        assert_eq!(
-            batch,
-            Batch {
-                handled: 3,
-                full: true
-            }
-        );
-        assert_eq!(calls, 3, "no packet is taken from the queue beyond the limit");
-    }
+    Ok(())
 }

@@ -26,8 +26,11 @@
 //!
 //! A daemon that cannot drop (no CAP_SETPCAP to shrink the bounding set, an old kernel without
 //! ambient capabilities) runs on and warns: it works as before, with more privilege than needed.
-//! Started by procd with `/etc/capabilities/slipstream.json` it already has just the two, and this
-//! finds nothing to drop.
+//! Started by procd with `/etc/capabilities/slipstream.json` it has the two, and for setup
+//! CAP_BPF and CAP_PERFMON (loading the eBPF datapath: maps, BTF and the verifier, which refuses
+//! the program without CAP_PERFMON) and CAP_SETPCAP (to shrink the bounding set here); those
+//! three go. Attaching the programs to interfaces that appear later needs only CAP_NET_ADMIN
+//! (TCX links and netlink filters alike), and the loaded maps are used through their descriptors.
 #![allow(
     unsafe_code,
     reason = "prctl(PR_SET_NO_NEW_PRIVS) has no safe wrapper in libc"

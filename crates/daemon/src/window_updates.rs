@@ -120,8 +120,27 @@ impl WindowUpdateSender {
         }
     }
 
-    pub(crate) fn counters(&self) -> &Arc<WindowUpdateCounters> {
-        &self.counters
+    /// Marks the frames sent to LAN hosts with `mark` (SO_MARK, needs CAP_NET_ADMIN): the eBPF
+    /// datapath's program passes them untouched and unreported (`slipstream_ebpf::OWN_MARK`).
+    /// Only link frames: they skip routing and netfilter, where a mark could mean something else.
+    pub(crate) fn mark_link_frames(&mut self, mark: u32) -> io::Result<()> {
+        let Some(fd) = self.link.as_ref() else {
+            return Ok(());
+        };
+        // SAFETY: a valid socket and a c_uint option value that lives through the call.
+        let r = unsafe {
+            libc::setsockopt(
+                fd.as_raw_fd(),
+                libc::SOL_SOCKET,
+                libc::SO_MARK,
+                (&mark as *const u32).cast(),
+                std::mem::size_of::<u32>() as libc::socklen_t,
+            )
+        };
+        if r < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(())
     }
 
     /// A packet from LAN host `src` entered on `ifindex` with source MAC `hw`.

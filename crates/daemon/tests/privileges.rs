@@ -5,8 +5,8 @@
 //! datapath errors, the watchdog puts back a deleted rule, a SIGHUP reload replaces the rules, and
 //! SIGTERM removes them (all through firewall programs that inherit the two capabilities as
 //! ambient ones). Three starts: by root with every capability (the daemon drops the rest), with
-//! the sets of `openwrt/files/slipstream.json` (what procd/ujail gives it on OpenWrt; nothing
-//! left to drop), and without CAP_SETPCAP (the bounding set cannot shrink: a loud warning, and
+//! the sets of `openwrt/files/slipstream.json` (what procd/ujail gives it on OpenWrt: CAP_BPF,
+//! CAP_PERFMON and CAP_SETPCAP to drop; also with the eBPF datapath), and without CAP_SETPCAP (the bounding set cannot shrink: a loud warning, and
 //! the daemon runs on). Also: the shipped configs keep the metrics listener on loopback, and the
 //! control socket is mode 0600. Ignored by default (needs root and the tools); run with --ignored.
 
@@ -324,13 +324,33 @@ fn daemon_runs_with_the_openwrt_capability_file() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
+    scenario(
+        "ujail",
+        &ujail_launcher(),
+        KEPT,
+        "privileges: keeping CAP_NET_ADMIN, CAP_NET_RAW (effective, permitted, inheritable, ambient and bounding sets)",
+    );
+}
+
+/// setpriv doing what ujail does with `openwrt/files/slipstream.json`: as root the daemon is
+/// permitted its bounding set; the inheritable and ambient sets are the file's. Checks the sets
+/// first: CAP_BPF and CAP_PERFMON (the tc programs), CAP_SETPCAP (to shrink the bounding set)
+/// only at start, never inherited; no CAP_SYS_ADMIN.
+fn ujail_launcher() -> Vec<String> {
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(repo_file("openwrt/files/slipstream.json")).unwrap())
             .unwrap();
-    for set in ["bounding", "effective", "permitted", "inheritable", "ambient"] {
+    for set in ["bounding", "effective", "permitted"] {
+        assert_eq!(
+            json_caps(&json, set),
+            "+net_admin,+net_raw,+bpf,+perfmon,+setpcap",
+            "{set}"
+        );
+    }
+    for set in ["inheritable", "ambient"] {
         assert_eq!(json_caps(&json, set), "+net_admin,+net_raw", "{set}");
     }
-    let launcher: Vec<String> = [
+    [
         "setpriv".to_owned(),
         format!("--bounding-set=-all,{}", json_caps(&json, "bounding")),
         format!("--inh-caps=-all,{}", json_caps(&json, "inheritable")),
@@ -338,13 +358,69 @@ fn daemon_runs_with_the_openwrt_capability_file() {
         "--no-new-privs".to_owned(),
         "--".to_owned(),
     ]
-    .into();
-    scenario(
-        "ujail",
-        &launcher,
-        KEPT,
-        "privileges: keeping CAP_NET_ADMIN, CAP_NET_RAW (effective, permitted, inheritable, ambient and bounding sets)",
+    .into()
+}
+
+/// The eBPF datapath under the OpenWrt capability file: the tc programs load and attach with
+/// CAP_BPF, CAP_PERFMON and CAP_NET_ADMIN (measured: without CAP_PERFMON the verifier refuses
+/// the program with EACCES; CAP_SYS_ADMIN is not needed), then the daemon keeps only
+/// CAP_NET_ADMIN and CAP_NET_RAW in every set of every thread.
+#[test]
+#[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
+fn ebpf_datapath_loads_with_the_openwrt_capability_file() {
+    if let Some(why) = skip_reason() {
+        panic!("cannot run here: {why}");
+    }
+    let dir = std::env::temp_dir().join(format!("ssd-priv-ebpf-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let socket = dir.join("slipstream.sock");
+    let cfg = dir.join("slipstream.toml");
+    let log = dir.join("daemon.log");
+    std::fs::write(
+        &cfg,
+        config(&socket, RULES).replace("hook = \"local\"", "hook = \"forward\"\nengine = \"ebpf\""),
+    )
+    .unwrap();
+    let pair = Pair::create("ssprivebpf", "10.198.1");
+    let logfile = std::fs::File::create(&log).unwrap();
+    let mut argv: Vec<String> = ujail_launcher();
+    argv.extend([
+        env!("CARGO_BIN_EXE_slipstreamd").to_owned(),
+        "--config".to_owned(),
+        cfg.display().to_string(),
+    ]);
+    let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
+    let child = Pair::exec(&pair.a, &argv)
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(logfile.try_clone().unwrap())
+        .stderr(logfile)
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut daemon = Daemon(Some(child));
+    wait_until("the control socket", &log, || status(&socket).is_some());
+    assert_caps(pid, KEPT, &log);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("eBPF datapath: tc programs on vA"), "{text}");
+    assert!(
+        text.contains("privileges: keeping CAP_NET_ADMIN, CAP_NET_RAW (effective, permitted, inheritable, ambient and bounding sets); every other capability dropped"),
+        "{text}"
     );
+    slipstream_testbed::cmd::signal(pid, libc::SIGTERM);
+    let mut child = daemon.0.take().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let code = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status.code();
+        }
+        assert!(Instant::now() < deadline, "no exit after SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    assert_eq!(code, Some(0), "{text}");
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 /// Without CAP_SETPCAP the bounding set cannot shrink: the daemon says so loudly and runs on,

@@ -25,7 +25,9 @@ use aya::programs::{TestRun, TestRunOptions};
 use aya::{Ebpf, EbpfLoader};
 
 pub use event::{Event, EVENT_BYTES, HEAD_BYTES};
-pub use maps::{Control, Counters, DirKey, FlowCfg, EDGE_KNOWN, FLOW_CLAMP, FLOW_HOLD};
+pub use maps::{
+    Control, Counters, DirKey, FlowCfg, EDGE_KNOWN, FLOW_CLAMP, FLOW_HOLD, FLOW_SENT_EDGE, OWN_MARK,
+};
 
 /// The program, built by build.rs.
 static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/slipstream.bpf.o"));
@@ -123,7 +125,9 @@ impl TcDatapath {
                 .attach(interface, hook)
                 .map_err(|e| other(&format!("attaching {name} to {interface}"), e))?;
         }
-        self.attached.push(interface.to_owned());
+        if !self.attached.iter().any(|a| a == interface) {
+            self.attached.push(interface.to_owned());
+        }
         Ok(())
     }
 
@@ -232,6 +236,22 @@ impl TcDatapath {
         out.truncate(result.data_size_out as usize);
         Ok((result.return_value, out))
     }
+}
+
+/// Names of the programs TCX runs at `hook` of `interface` (kernels 6.6+; the kernel keeps the
+/// first 15 bytes of a name), in the calling thread's network namespace. For tests and
+/// diagnostics: which interfaces the daemon's programs are on.
+pub fn tcx_programs(interface: &str, hook: Hook) -> io::Result<Vec<String>> {
+    let attach = match hook {
+        Hook::Ingress => TcAttachType::Ingress,
+        Hook::Egress => TcAttachType::Egress,
+    };
+    let (_, programs) =
+        SchedClassifier::query_tcx(interface, attach).map_err(|e| other("querying TCX", e))?;
+    Ok(programs
+        .iter()
+        .map(|p| p.name_as_str().unwrap_or_default().to_owned())
+        .collect())
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> io::Result<&'a mut SchedClassifier> {

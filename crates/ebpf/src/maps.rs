@@ -59,6 +59,12 @@ fn v4(octets: [u8; 4]) -> [u8; 16] {
 pub const FLOW_CLAMP: u8 = 1;
 /// Household hold: no two-segment floor (`FLOW_HOLD`).
 pub const FLOW_HOLD: u8 = 2;
+/// [`FlowCfg::sent_edge`] holds the right edge of the daemon's own window update (`FLOW_SENT_EDGE`).
+pub const FLOW_SENT_EDGE: u8 = 4;
+
+/// `skb->mark` of the frames the daemon sends itself (`OWN_MARK`): the program passes them
+/// untouched and unreported. Set with SO_MARK on the socket they go out on.
+pub const OWN_MARK: u32 = 0x536c_7053;
 
 /// What the program does with one direction's packets (`struct flow_cfg`).
 #[repr(C)]
@@ -73,9 +79,12 @@ pub struct FlowCfg {
     pub flags: u8,
     /// The flow's rule number, carried into its reports.
     pub rule: u16,
+    /// The right edge of a window update the daemon sent in this direction (with
+    /// [`FLOW_SENT_EDGE`]): no later ACK goes left of it.
+    pub sent_edge: u32,
 }
 
-// SAFETY: plain old data, no implicit padding (4 + 4 + 1 + 1 + 2 bytes).
+// SAFETY: plain old data, no implicit padding (4 + 4 + 1 + 1 + 2 + 4 bytes).
 unsafe impl aya::Pod for FlowCfg {}
 
 /// The daemon's heartbeat (`struct control`).

@@ -12,7 +12,7 @@ use std::net::{IpAddr, SocketAddr};
 use std::time::Duration;
 
 use etherparse::{NetSlice, PacketBuilder, SlicedPacket, TcpOptionElement, TransportSlice};
-use slipstream_ebpf::{DirKey, FlowCfg, Hook, TcConfig, TcDatapath, FLOW_CLAMP, FLOW_HOLD};
+use slipstream_ebpf::{DirKey, FlowCfg, Hook, TcConfig, TcDatapath, FLOW_CLAMP, FLOW_HOLD, FLOW_SENT_EDGE};
 use slipstream_engine::window_clamp::{clamp_window, ClampRequest};
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
@@ -94,6 +94,7 @@ fn clamp(target: u32, mss: u32, scale: u8, hold: bool) -> FlowCfg {
         scale,
         flags: FLOW_CLAMP | if hold { FLOW_HOLD } else { 0 },
         rule: 1,
+        sent_edge: 0,
     }
 }
 
@@ -196,6 +197,66 @@ fn never_moves_the_right_edge_left_across_the_wrap() {
             .test_run(Hook::Ingress, &ack_frame(host, server, 1, ack3, 60_000, &[]))
             .unwrap();
         assert_eq!(window_of(&out), 0, "held with nothing left open");
+    }
+}
+
+/// A window update the daemon sent itself (a held household flow's turn) advertised an edge
+/// the program never saw: once the daemon records it in the flow's map entry, the next ACK,
+/// held again, keeps it (no shrink), and the program folds it into its own edge.
+#[test]
+#[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
+fn the_edge_of_the_daemons_window_update_counts_as_advertised() {
+    let Some(mut dp) = datapath() else { return };
+    for v6 in [false, true] {
+        let (host, server) = endpoints(v6);
+        let key = DirKey::new(host, server).unwrap();
+        dp.start_flow(&key, 1).unwrap();
+        let scale = 7;
+        // Across the wrap: the first ACK leaves the edge 12 800 bytes past it.
+        let ack1 = u32::MAX - 5_000;
+        dp.set_flow(&key, clamp(12_800, 1448, scale, false)).unwrap();
+        let (_, out) = dp
+            .test_run(Hook::Ingress, &ack_frame(host, server, 1, ack1, 60_000, &[]))
+            .unwrap();
+        assert_eq!(window_of(&out), 100);
+        let edge1 = ack1.wrapping_add(12_800);
+        // The daemon's update opened 64 000 bytes past ack1; the flow is held again after it.
+        let sent = ack1.wrapping_add(500 << scale);
+        let held = FlowCfg {
+            flags: FLOW_CLAMP | FLOW_HOLD | FLOW_SENT_EDGE,
+            sent_edge: sent,
+            ..clamp(0, 1448, scale, true)
+        };
+        dp.set_flow(&key, held).unwrap();
+        let ack2 = ack1.wrapping_add(10_000);
+        let (_, out) = dp
+            .test_run(Hook::Ingress, &ack_frame(host, server, 1, ack2, 60_000, &[]))
+            .unwrap();
+        let field = window_of(&out);
+        assert_eq!(
+            u32::from(field),
+            sent.wrapping_sub(ack2).div_ceil(1 << scale),
+            "held, the window reaches exactly the daemon's edge (not the program's {edge1})"
+        );
+        // Rounded up to the scale unit, the edge the program keeps now covers the sent one.
+        assert_eq!(
+            dp.edge(&key),
+            Some(ack2.wrapping_add(u32::from(field) << scale)),
+            "the sent edge folded into the program's"
+        );
+        // Without the record, the same held ACK would have gone back to the program's edge.
+        dp.start_flow(&key, 1).unwrap();
+        dp.set_flow(&key, clamp(12_800, 1448, scale, false)).unwrap();
+        dp.test_run(Hook::Ingress, &ack_frame(host, server, 1, ack1, 60_000, &[]))
+            .unwrap();
+        dp.set_flow(&key, clamp(0, 1448, scale, true)).unwrap();
+        let (_, out) = dp
+            .test_run(Hook::Ingress, &ack_frame(host, server, 1, ack2, 60_000, &[]))
+            .unwrap();
+        assert_eq!(
+            u32::from(window_of(&out)),
+            edge1.wrapping_sub(ack2).div_ceil(1 << scale)
+        );
     }
 }
 

@@ -64,6 +64,9 @@ pub struct PacketMeta {
 pub struct WindowUpdate {
     /// The packet to send.
     pub packet: Vec<u8>,
+    /// The right edge it advertises (its ACK plus its scaled window): a datapath that lowers
+    /// windows in the kernel must not let a later ACK of the flow go left of it.
+    pub right_edge: u32,
 }
 
 /// What the datapath does with a packet.

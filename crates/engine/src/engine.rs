@@ -83,6 +83,8 @@ pub struct Engine {
     events: VecDeque<(FlowEvent, Instant)>,
     window_updates: Vec<WindowUpdate>,
     household: Household,
+    /// Household rounds run since start (each may change any household flow's allocation).
+    household_rounds: u64,
 }
 
 fn table_limits(config: &EngineConfig) -> TableLimits {
@@ -114,6 +116,7 @@ impl Engine {
             counters: EngineCounters::default(),
             events: VecDeque::new(),
             window_updates: Vec::new(),
+            household_rounds: 0,
             household,
         }
     }
@@ -397,7 +400,16 @@ impl Engine {
     /// Where a kernel datapath should aim the flow's receiver's ACKs (see [`KernelClamp`]);
     /// `None` for unknown flows and flows that may not be lowered.
     pub fn kernel_clamp(&self, key: &FlowKey) -> Option<KernelClamp> {
-        self.table.get(key).and_then(Flow::kernel_clamp)
+        let flow = self.table.get(key)?;
+        let class = self.classes.get(usize::from(flow.rule).wrapping_sub(1))?;
+        flow.kernel_clamp(matches!(class.spec.controller, ControllerConfig::Household))
+    }
+
+    /// Household rounds run since start. A kernel datapath re-reads [`Engine::kernel_clamp`] of
+    /// its household flows when this moves: a round may hold a flow or give it its turn before
+    /// the flow's next ACK.
+    pub fn household_rounds(&self) -> u64 {
+        self.household_rounds
     }
 
     /// Runs the household rounds that are due (see `household`).
@@ -415,6 +427,7 @@ impl Engine {
         let mut updates = Vec::new();
         for which in 0..LinkDirection::ALL.len() {
             if self.household.link_due(which, now) {
+                self.household_rounds += 1;
                 run_round(
                     &mut self.household,
                     which,
@@ -425,9 +438,9 @@ impl Engine {
                 );
             }
         }
-        for packet in updates {
+        for update in updates {
             if self.window_updates.len() < MAX_PENDING_UPDATES {
-                self.window_updates.push(WindowUpdate { packet });
+                self.window_updates.push(update);
             }
         }
     }

@@ -13,6 +13,7 @@ use slipstream_household::{
     LinkRound, ShareSpec,
 };
 
+use crate::api::WindowUpdate;
 use crate::flow::Flow;
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, LinkSnapshot};
@@ -124,7 +125,7 @@ pub(crate) fn run_round<'f>(
     now: Instant,
     flows: impl Iterator<Item = (&'f FlowKey, &'f mut Flow)>,
     shares: &dyn Fn(u16) -> ShareSpec,
-    updates: &mut Vec<Vec<u8>>,
+    updates: &mut Vec<WindowUpdate>,
 ) {
     let Household {
         config,
@@ -257,8 +258,8 @@ pub(crate) fn run_round<'f>(
             held += 1;
         }
         if let (true, Some(w)) = (was_held, window) {
-            if let Some(packet) = flow.window_update(now, w) {
-                updates.push(packet);
+            if let Some(update) = flow.window_update(now, w) {
+                updates.push(update);
                 link.last.window_updates += 1;
             }
         }

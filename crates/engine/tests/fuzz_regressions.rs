@@ -4,7 +4,7 @@ mod common;
 
 use common::*;
 use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec, Verdict};
+use slipstream_engine::{Engine, EngineConfig, RuleSpec, Verdict};
 use slipstream_wire::tcp_checksum_valid;
 
 fn household_engine() -> Engine {
@@ -19,16 +19,6 @@ fn household_engine() -> Engine {
         evict_idle_after: Duration::from_secs(10),
         household: Default::default(),
     })
-}
-
-fn feed_lan(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
-    let mut bytes = build(seg);
-    let meta = PacketMeta {
-        from_lan: Some(!seg.from_server),
-        ..meta(PacketCopy::Full)
-    };
-    let v = engine.handle_packet(now, &mut bytes, meta);
-    (v, bytes)
 }
 
 /// A LAN host announcing MSS 0 (which Linux reads as no MSS option at all) made the initial

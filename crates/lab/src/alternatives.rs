@@ -6,6 +6,7 @@
 //! | `no-control`       | nothing: background and best effort compete as plain TCP            |
 //! | `slipstream`       | `slipstreamd`, rule on the background port(s), Vulture (our variant) |
 //! | `slipstream-paper` | the same with `variant = "paper"` (Vulture exactly as Li & Welzl)   |
+//! | `slipstream-ebpf`  | `slipstream` on the tc eBPF datapath (`datapath.engine = "ebpf"`)   |
 //! | `fixed-rwnd[=N]`   | `slipstreamd` with `controller = { kind = "fixed_window", window_bytes = N }` |
 //! | `htb-90`, `htb-95` | no daemon; HTB download shaping on `br-lan` egress at 90/95% of the bottleneck |
 //! | `household`        | `slipstreamd`, `controller = "household"`: one budget per link for all background flows |
@@ -53,6 +54,8 @@ pub enum Alternative {
     Slipstream,
     /// `slipstreamd`, Vulture with `variant = "paper"`.
     SlipstreamPaper,
+    /// `slipstreamd`, Vulture (Slipstream's variant) on the tc eBPF datapath.
+    SlipstreamEbpf,
     /// `slipstreamd` with a fixed window; `None` = BDP / 2 (see the module docs).
     FixedRwnd(Option<u64>),
     /// HTB shaping of the download on `br-lan` at `percent` % of the bottleneck rate.
@@ -128,6 +131,7 @@ impl Alternative {
             Alternative::NoControl => "no-control".into(),
             Alternative::Slipstream => "slipstream".into(),
             Alternative::SlipstreamPaper => "slipstream-paper".into(),
+            Alternative::SlipstreamEbpf => "slipstream-ebpf".into(),
             Alternative::FixedRwnd(None) => "fixed-rwnd".into(),
             Alternative::FixedRwnd(Some(n)) => format!("fixed-rwnd={n}"),
             Alternative::HtbShaping { percent } => format!("htb-{percent}"),
@@ -141,6 +145,7 @@ impl Alternative {
             self,
             Alternative::Slipstream
                 | Alternative::SlipstreamPaper
+                | Alternative::SlipstreamEbpf
                 | Alternative::FixedRwnd(_)
                 | Alternative::Household(_)
         )
@@ -171,7 +176,9 @@ impl Alternative {
     /// The daemon's TOML config for this alternative, or `None` if it runs no daemon.
     pub fn daemon_config(&self, env: &AltEnv, control_socket: &Path) -> Option<String> {
         let controller = match self {
-            Alternative::Slipstream => r#"{ kind = "vulture", variant = "slipstream" }"#.to_string(),
+            Alternative::Slipstream | Alternative::SlipstreamEbpf => {
+                r#"{ kind = "vulture", variant = "slipstream" }"#.to_string()
+            }
             Alternative::SlipstreamPaper => r#"{ kind = "vulture", variant = "paper" }"#.to_string(),
             Alternative::FixedRwnd(_) => format!(
                 r#"{{ kind = "fixed_window", window_bytes = {} }}"#,
@@ -185,13 +192,19 @@ impl Alternative {
              enabled = true\n\n\
              [datapath]\n\
              lan_interfaces = [\"{lan}\"]\n\
-             hook = \"forward\"\n\n\
+             hook = \"forward\"\n\
+             engine = \"{engine}\"\n\n\
              [metrics]\n\
              listen = \"{metrics}\"\n\
              top_flows = 128\n\n\
              [control]\n\
              socket = \"{sock}\"\n",
             label = self.label(),
+            engine = if *self == Alternative::SlipstreamEbpf {
+                "ebpf"
+            } else {
+                "nfqueue"
+            },
             lan = ROUTER_LAN_IF,
             metrics = METRICS_ADDR,
             sock = control_socket.display(),
@@ -414,6 +427,7 @@ impl FromStr for Alternative {
             "no-control" | "none" => Alternative::NoControl,
             "slipstream" => Alternative::Slipstream,
             "slipstream-paper" | "paper" => Alternative::SlipstreamPaper,
+            "slipstream-ebpf" => Alternative::SlipstreamEbpf,
             "fixed-rwnd" => Alternative::FixedRwnd(None),
             _ if HouseholdBudget::ALL.iter().any(|b| b.label() == s) => {
                 let b = HouseholdBudget::ALL.into_iter().find(|b| b.label() == s);

@@ -43,6 +43,19 @@ pub struct QueueConfig {
     pub data_copy_bytes: u16,
 }
 
+impl QueueConfig {
+    /// The queues a config's `[datapath]` section asks for (what `slipstreamd` and the lab's
+    /// `nfq-accept` bind).
+    pub fn from_config(datapath: &slipstream_config::Datapath) -> QueueConfig {
+        QueueConfig {
+            ack_queue: datapath.ack_queue,
+            data_queue: datapath.data_queue,
+            max_len: datapath.queue_max_len,
+            data_copy_bytes: datapath.data_copy_bytes,
+        }
+    }
+}
+
 /// Kernel memory one queued packet takes in the socket's receive buffer: the netlink message
 /// with a full-size packet, counted at its buffer's true size (about 2 KiB for a 1500-byte packet).
 const BYTES_PER_QUEUED_PACKET: usize = 2048;

@@ -51,13 +51,24 @@ struct flow_cfg {
 	__u32 mss;
 	/* Window-scale shift of the host sending in this direction (RFC 7323). */
 	__u8 scale;
-	/* FLOW_CLAMP: lower ACK windows; FLOW_HOLD: household hold (no two-segment floor). */
+	/* FLOW_CLAMP: lower ACK windows; FLOW_HOLD: household hold (no two-segment floor);
+	 * FLOW_SENT_EDGE: sent_edge holds the right edge of a window update the daemon sent. */
 	__u8 flags;
 	/* The rule number the flow was classed with (for the daemon's reports). */
 	__u16 rule;
+	/* The right edge the daemon's own window update advertised in this direction (household
+	 * time-sharing): counts as advertised, so no later ACK goes left of it. The daemon clears
+	 * it once `edges` has caught up with it. */
+	__u32 sent_edge;
 };
 #define FLOW_CLAMP 1
 #define FLOW_HOLD 2
+#define FLOW_SENT_EDGE 4
+
+/* skb->mark of the frames the daemon sends itself (window updates to LAN hosts, on a packet
+ * socket with SO_MARK): passed untouched and unreported, so the engine does not take them for
+ * the host's ACKs. Keep in sync with OWN_MARK in src/maps.rs. */
+#define OWN_MARK 0x536c7053 /* "SlpS" */
 
 /* The furthest right edge advertised in one direction; written by this program only, with
  * compare-and-swap (bpf_spin_lock is not allowed in LRU maps): bit 32 says the edge is known,
@@ -172,7 +183,7 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 	__u32 l3 = sizeof(struct ethhdr), l4, ip_len;
 	struct tcphdr *tcp;
 
-	if ((void *)(eth + 1) > data_end)
+	if ((void *)(eth + 1) > data_end || skb->mark == OWN_MARK)
 		return TC_ACT_OK;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
@@ -269,12 +280,20 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 		__u64 seen = e->word;
 		int known = (seen & EDGE_KNOWN) != 0;
 		__u32 edge = (__u32)seen;
+		/* The edge of the daemon's own window update counts as advertised. */
+		if ((cfg->flags & FLOW_SENT_EDGE) && (!known || seq_diff(cfg->sent_edge, edge) > 0)) {
+			edge = cfg->sent_edge;
+			known = 1;
+		}
 		field = host_field;
 		if (cfg->flags & FLOW_CLAMP)
 			field = clamp_field(host_field, scale, ack, edge, known, cfg->target_bytes,
 					    cfg->mss, cfg->flags & FLOW_HOLD);
 		__u32 new_edge = ack + ((__u32)field << scale);
-		if (known && seq_diff(new_edge, edge) <= 0) {
+		/* Keep the furthest edge (the sent one, folded in, lets the daemon forget it). */
+		if (known && seq_diff(new_edge, edge) < 0)
+			new_edge = edge;
+		if ((seen & EDGE_KNOWN) && seq_diff(new_edge, (__u32)seen) <= 0) {
 			stored = 1;
 			break;
 		}

@@ -6,6 +6,7 @@ use slipstream_household::link_delay::FlowDelay;
 use slipstream_wire::{rewrite_window, TcpPacketInfo};
 
 use super::Flow;
+use crate::api::WindowUpdate;
 use crate::flow_key::Side;
 use crate::window_clamp::{clamp_window, right_edge, ClampRequest};
 
@@ -85,7 +86,7 @@ impl Flow {
 
     /// A window update opening the flow's window to `window` bytes beyond the receiver's last ACK,
     /// if that moves the right edge advertised to the sender; the edge is recorded as forwarded.
-    pub(crate) fn window_update(&mut self, now: Instant, window: u32) -> Option<Vec<u8>> {
+    pub(crate) fn window_update(&mut self, now: Instant, window: u32) -> Option<WindowUpdate> {
         let negotiated = self.negotiated?;
         let sender = self.bulk_sender?;
         let receiver = sender.other();
@@ -114,6 +115,9 @@ impl Flow {
         rewrite_window(&mut packet, stored.tcp_offset, field).ok()?;
         self.ends[receiver.index()].on_window_forwarded(edge);
         self.rtt.on_window_released(now, previous, negotiated.timestamps);
-        Some(packet)
+        Some(WindowUpdate {
+            packet,
+            right_edge: edge,
+        })
     }
 }

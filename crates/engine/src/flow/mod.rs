@@ -338,14 +338,7 @@ impl Flow {
             let early =
                 household && self.bulk_sender.is_none() && self.lan_side == Some(side) && can_rewrite.is_ok();
             if early {
-                // As in `sender_mss`: an MSS too small to be real (0 is "none" to Linux) would
-                // make this initial window zero (found by fuzzing).
-                let mss = self.ends[side.index()]
-                    .syn
-                    .and_then(|s| s.mss)
-                    .map(u32::from)
-                    .filter(|&mss| mss > TIMESTAMP_OPTION_BYTES + 64)
-                    .unwrap_or(DEFAULT_MSS);
+                let mss = self.early_mss(side);
                 field = clamp_window(ClampRequest {
                     host_field: info.window,
                     scale,
@@ -429,6 +422,18 @@ impl Flow {
             near_sample,
             acked,
         }
+    }
+
+    /// The segment size a household flow's LAN host (`side`) announced, for its early clamp.
+    /// As in `sender_mss`: an MSS too small to be real (0 is "none" to Linux) would make the
+    /// initial window zero (found by fuzzing).
+    fn early_mss(&self, side: Side) -> u32 {
+        self.ends[side.index()]
+            .syn
+            .and_then(|s| s.mss)
+            .map(u32::from)
+            .filter(|&mss| mss > TIMESTAMP_OPTION_BYTES + 64)
+            .unwrap_or(DEFAULT_MSS)
     }
 
     fn update_bulk_sender(&mut self, controller: &ControllerConfig, key: FlowKey) -> Option<FlowEvent> {

@@ -92,6 +92,17 @@ pub(crate) fn meta(copy: PacketCopy) -> PacketMeta {
     }
 }
 
+/// Feeds a whole packet, telling the engine which side is the LAN (the client).
+pub(crate) fn feed_lan(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {
+    let mut bytes = build(seg);
+    let meta = PacketMeta {
+        from_lan: Some(!seg.from_server),
+        ..meta(PacketCopy::Full)
+    };
+    let v = engine.handle_packet(now, &mut bytes, meta);
+    (v, bytes)
+}
+
 /// Feeds a packet as the datapath would: data segments with a header-only copy (payload cut
 /// off), everything else whole. Returns the verdict and the bytes after the engine.
 pub(crate) fn feed(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec<u8>) {

@@ -35,6 +35,33 @@ fn labels_round_trip() {
         ]
     );
     assert!(Alternative::parse_list(",").is_err());
+    assert_eq!(
+        "slipstream-ebpf".parse::<Alternative>().unwrap().label(),
+        "slipstream-ebpf"
+    );
+}
+
+/// `slipstream-ebpf` is `slipstream` on the eBPF datapath, nothing else changed.
+#[test]
+fn slipstream_ebpf_differs_only_in_the_datapath() {
+    let dir = std::env::temp_dir().join(format!("lab-alt-ebpf-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let load = |a: Alternative| {
+        let text = a.daemon_config(&env(), Path::new("/tmp/s.sock")).unwrap();
+        let p = dir.join(format!("{a}.toml"));
+        std::fs::write(&p, &text).unwrap();
+        slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"))
+    };
+    let mut ebpf = load(Alternative::SlipstreamEbpf);
+    let nfqueue = load(Alternative::Slipstream);
+    assert_eq!(ebpf.datapath.engine, slipstream_config::DatapathEngine::Ebpf);
+    assert_eq!(
+        nfqueue.datapath.engine,
+        slipstream_config::DatapathEngine::Nfqueue
+    );
+    ebpf.datapath.engine = nfqueue.datapath.engine;
+    assert_eq!(ebpf, nfqueue);
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -53,13 +53,8 @@ fn main() -> Result<()> {
     for sig in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
         signal_hook::flag::register(sig, Arc::clone(&stop))?;
     }
-    let mut datapath = Datapath::open(QueueConfig {
-        ack_queue: config.datapath.ack_queue,
-        data_queue: config.datapath.data_queue,
-        max_len: config.datapath.queue_max_len,
-        data_copy_bytes: config.datapath.data_copy_bytes,
-    })
-    .context("setting up NFQUEUE")?;
+    let mut datapath =
+        Datapath::open(QueueConfig::from_config(&config.datapath)).context("setting up NFQUEUE")?;
     let backend = detect_backend(config.datapath.firewall).context("choosing a firewall backend")?;
     let firewall = Firewall::install(&config, backend).context("installing firewall rules")?;
     println!("ready");

@@ -274,14 +274,9 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
         Mode::SlipstreamdEbpf => {
             // Slipstream's own config with the eBPF datapath chosen.
             let dir = &env.alt_env.work_dir;
-            let text = Alternative::Slipstream
+            let text = Alternative::SlipstreamEbpf
                 .daemon_config(&env.alt_env, &dir.join("slipstreamd-ebpf.sock"))
-                .expect("slipstream runs a daemon")
-                .replacen(
-                    "hook = \"forward\"\n",
-                    "hook = \"forward\"\nengine = \"ebpf\"\n",
-                    1,
-                );
+                .expect("slipstream-ebpf runs a daemon");
             let config = dir.join("slipstreamd-ebpf.toml");
             std::fs::write(&config, text)?;
             let log = dir.join("slipstreamd-ebpf.log");

@@ -1,0 +1,75 @@
+//! Opening the datapaths at start, while the daemon still has every privilege: the NFQUEUE
+//! queues (both datapaths: the eBPF one takes handshakes through them) and, when
+//! `datapath.engine` asks for them, the tc programs on the LAN interfaces.
+
+use anyhow::Context;
+use slipstream_config::{Config, DatapathEngine};
+use slipstream_nfqueue::QueueConfig;
+use tracing::{info, warn};
+
+use crate::lan_side;
+
+/// Binds the NFQUEUE queues with kernel timestamps where the kernel gives them.
+pub(crate) fn open_queues(config: &Config) -> anyhow::Result<slipstream_nfqueue::Datapath> {
+    let mut queues = slipstream_nfqueue::Datapath::open(QueueConfig::from_config(&config.datapath))
+        .context("setting up NFQUEUE")?;
+    info!(
+        "NFQUEUE socket receive buffer: {} KiB (both queues full: {} packets each)",
+        queues.receive_buffer() / 1024,
+        config.datapath.queue_max_len
+    );
+    // Arrival times from the kernel instead of when the packet thread read the packet.
+    if let Err(e) = queues.enable_timestamps() {
+        warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
+    }
+    Ok(queues)
+}
+
+/// Loads the tc programs and attaches them to the LAN interfaces when `datapath.engine` asks
+/// for them ("ebpf": a failure stops the start; "auto": falls back to NFQUEUE), and records the
+/// datapath in use in `config`, which the firewall rules follow.
+pub(crate) fn open_kernel_datapath(
+    config: &mut Config,
+) -> anyhow::Result<Option<slipstream_ebpf::TcDatapath>> {
+    let wanted = config.datapath.engine;
+    if wanted == DatapathEngine::Nfqueue {
+        return Ok(None);
+    }
+    let loaded = if config.datapath.hook.forward() {
+        load_tc(config)
+    } else {
+        Err(anyhow::anyhow!(
+            "the tc programs work on the LAN interfaces, so only with hook \"forward\" or \"both\""
+        ))
+    };
+    match loaded {
+        Ok(tc) => {
+            info!("eBPF datapath: tc programs on {}", tc.attached().join(", "));
+            config.datapath.engine = DatapathEngine::Ebpf;
+            Ok(Some(tc))
+        }
+        Err(e) if wanted == DatapathEngine::Auto => {
+            warn!("eBPF datapath unavailable ({e:#}): using NFQUEUE");
+            config.datapath.engine = DatapathEngine::Nfqueue;
+            Ok(None)
+        }
+        Err(e) => Err(e.context("setting up the eBPF datapath (datapath.engine = \"ebpf\")")),
+    }
+}
+
+fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
+    let mut tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
+        max_flows: u32::try_from(config.limits.max_flows).unwrap_or(u32::MAX),
+        ..slipstream_ebpf::TcConfig::default()
+    })?;
+    let devices = lan_side::devices(&config.datapath.lan_interfaces);
+    anyhow::ensure!(
+        !devices.is_empty(),
+        "no LAN interface present ({:?})",
+        config.datapath.lan_interfaces
+    );
+    for device in devices {
+        tc.attach(&device)?;
+    }
+    Ok(tc)
+}
