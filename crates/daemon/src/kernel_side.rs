@@ -36,6 +36,9 @@ pub(crate) struct KernelSide {
     origin_ns: u64,
     /// Flows whose receiver ACKed since the last sync, with their rule.
     touched: HashSet<(FlowKey, u16)>,
+    /// The last entry put into `touched`: reports come in runs of one flow, so most need no
+    /// hashing (cleared with `touched`).
+    last_touched: Option<(FlowKey, u16)>,
     /// What the map holds for each flow's ACK direction, so only changes are written.
     written: HashMap<FlowKey, (DirKey, FlowCfg)>,
     /// Bound on `written` (it is cleared past it; the next syncs write again).
@@ -49,6 +52,7 @@ impl KernelSide {
             tc,
             origin_ns: monotonic_ns(),
             touched: HashSet::new(),
+            last_touched: None,
             written: HashMap::new(),
             max_written: max_flows.saturating_mul(2).max(1024),
             warned: false,
@@ -106,6 +110,7 @@ impl KernelSide {
         let now = clock.now();
         let origin_ns = self.origin_ns;
         let touched = &mut self.touched;
+        let last_touched = &mut self.last_touched;
         self.tc.next_event(|event| {
             let Some(event) = event else { return };
             let n = event.head.len().min(scratch.len());
@@ -130,7 +135,10 @@ impl KernelSide {
             if let Ok(info) = parse_headers(head) {
                 if info.flags.ack {
                     let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
-                    touched.insert((key, event.rule));
+                    if *last_touched != Some((key, event.rule)) {
+                        touched.insert((key, event.rule));
+                        *last_touched = Some((key, event.rule));
+                    }
                 }
             }
             engine.handle_packet(now, head, meta);
@@ -142,6 +150,7 @@ impl KernelSide {
         if self.written.len() > self.max_written {
             self.written.clear();
         }
+        self.last_touched = None;
         let touched: Vec<(FlowKey, u16)> = self.touched.drain().collect();
         for (key, rule) in touched {
             let wanted = engine.kernel_clamp(&key).and_then(|c| map_entry(&key, c, rule));

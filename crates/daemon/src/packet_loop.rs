@@ -158,7 +158,10 @@ impl PacketLoop {
                 }
                 self.wait_readable()?;
             }
-            let (batch, error) = drain_batch(BATCH, || self.handle_one(&clock, &mut scratch));
+            let (batch, mut error) = drain_batch(BATCH, || self.handle_one(&clock, &mut scratch));
+            if let Err(e) = self.datapath.flush_accepts() {
+                error.get_or_insert(e);
+            }
             more_waiting = batch.full;
             if let Some(kernel) = self.kernel.as_mut() {
                 let engine = &mut self.engine;
@@ -342,8 +345,13 @@ impl PacketLoop {
         if let Some(kernel) = self.kernel.as_mut() {
             kernel.on_handshake(msg.get_payload(), meta.rule);
         }
-        msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
-        self.datapath.verdict(msg)?;
+        if verdict == Verdict::AcceptModified {
+            msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
+            self.datapath.verdict(msg)?;
+        } else {
+            // Unchanged packets are accepted together after the batch (one message per queue).
+            self.datapath.accept_later(msg)?;
+        }
         Ok(true)
     }
 

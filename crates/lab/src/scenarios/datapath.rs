@@ -30,7 +30,12 @@
 //!
 //! `--set cpu_rates=10,100,500,0` adds the daemon's CPU per Gbit/s as the download rate grows
 //! (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, in the notes
-//! and as runs `slipstreamd@<rate>` / `slipstreamd-ebpf@<rate>` in the results.
+//! and plotted from the runs `nfqueue-by-rate` / `ebpf-by-rate` (`datapath/rates.rs`).
+//!
+//! `--set base_bin=PATH` adds `slipstreamd-base` and `slipstreamd-ebpf-base`, the same modes
+//! run from an earlier `slipstreamd` build, to every round: before/after side by side.
+//! `--set modes=slipstreamd-ebpf,...` runs only the listed modes (and `kernel`), e.g. while
+//! profiling one of them.
 //!
 //! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
 //! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
@@ -46,6 +51,8 @@ use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, METRICS_ADDR};
 use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
+
+mod rates;
 use crate::web::probe::quantile;
 use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
 use slipstream_testbed::daemon::{process_cpu_seconds, Daemon};
@@ -64,6 +71,10 @@ pub enum Mode {
     NfqAccept,
     Slipstreamd,
     SlipstreamdEbpf,
+    /// `slipstreamd` / `slipstreamd-ebpf` run from `--set base_bin=` (an earlier build), in the
+    /// same rounds: before/after side by side.
+    SlipstreamdBase,
+    SlipstreamdEbpfBase,
 }
 
 impl Mode {
@@ -73,6 +84,8 @@ impl Mode {
         Mode::Slipstreamd,
         Mode::SlipstreamdEbpf,
     ];
+    /// The modes `base_bin` adds.
+    pub const BASE: [Mode; 2] = [Mode::SlipstreamdBase, Mode::SlipstreamdEbpfBase];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -80,13 +93,43 @@ impl Mode {
             Mode::NfqAccept => "nfq-accept",
             Mode::Slipstreamd => "slipstreamd",
             Mode::SlipstreamdEbpf => "slipstreamd-ebpf",
+            Mode::SlipstreamdBase => "slipstreamd-base",
+            Mode::SlipstreamdEbpfBase => "slipstreamd-ebpf-base",
         }
+    }
+
+    fn base(self) -> bool {
+        Mode::BASE.contains(&self)
     }
 }
 
+/// The modes of a run: every one (with the base modes when `base_bin` is set), or the labels
+/// `--set modes=` lists (`kernel` is always first: ratios are taken to it).
+pub fn modes(opts: &ScenarioOptions) -> Result<Vec<Mode>> {
+    let mut all = Mode::ALL.to_vec();
+    if opts.extra.contains_key("base_bin") {
+        all.extend(Mode::BASE);
+    }
+    let Some(list) = opts.extra.get("modes") else {
+        return Ok(all);
+    };
+    let mut out = vec![Mode::Kernel];
+    for label in list.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        let mode = all
+            .iter()
+            .copied()
+            .find(|m| m.label() == label)
+            .with_context(|| format!("--set modes: no mode {label} (base modes need base_bin)"))?;
+        if !out.contains(&mode) {
+            out.push(mode);
+        }
+    }
+    Ok(out)
+}
+
 /// The mode order of round `round`: forward on even rounds, reversed on odd ones.
-pub fn round_order(round: u32) -> Vec<Mode> {
-    let mut v = Mode::ALL.to_vec();
+pub fn round_order(modes: &[Mode], round: u32) -> Vec<Mode> {
+    let mut v = modes.to_vec();
     if round % 2 == 1 {
         v.reverse();
     }
@@ -136,6 +179,19 @@ struct Env<'a> {
     throughput_s: f64,
     latency_s: f64,
     load_mbit: f64,
+    /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
+    base_bin: Option<std::path::PathBuf>,
+}
+
+impl Env<'_> {
+    /// The daemon binary and settings of a `slipstreamd` mode.
+    fn alt_env(&self, mode: Mode) -> AltEnv {
+        let mut env = self.alt_env.clone();
+        if let (true, Some(bin)) = (mode.base(), &self.base_bin) {
+            env.daemon_bin = bin.clone();
+        }
+        env
+    }
 }
 
 /// Runs the scenario.
@@ -190,12 +246,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
         load_mbit: opts.extra_or("load_mbit", 20.0)?,
+        base_bin: opts.extra.get("base_bin").map(std::path::PathBuf::from),
     };
+    let modes = modes(opts)?;
     let rounds = opts.repeats.max(2);
     let mut runs: Vec<RunResult> = Vec::new();
     for round in 0..rounds {
         let mut this_round = Vec::new();
-        for (i, mode) in round_order(round).into_iter().enumerate() {
+        for (i, mode) in round_order(&modes, round).into_iter().enumerate() {
             ctx.check_interrupted()?;
             let r = measure(&env, mode, round, i)
                 .with_context(|| format!("round {}/{rounds}, {}", round + 1, mode.label()))?;
@@ -216,10 +274,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let mut rate_notes = Vec::new();
     if let Some(list) = opts.extra.get("cpu_rates") {
         let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
-        runs.extend(cpu_by_rate(&env, &rates, &mut rate_notes)?);
+        runs.extend(rates::cpu_by_rate(&env, &rates, &mut rate_notes)?);
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
+    let columns: Vec<String> = modes.iter().map(|m| m.label().to_string()).collect();
     let report = ScenarioReport {
         scenario: NAME.into(),
         title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd (NFQUEUE, eBPF)".into(),
@@ -266,16 +324,25 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
             let pid = h.pid();
             (Active::Nfq(h), pid)
         }
-        Mode::Slipstreamd => {
-            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env)?;
-            let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), "slipstreamd");
+        Mode::Slipstreamd | Mode::SlipstreamdBase => {
+            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env(mode))?;
+            let name = env
+                .alt_env(mode)
+                .daemon_bin
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned());
+            let pid = pid_in_netns(
+                &env.tb.ns_name(Ns::Router),
+                name.as_deref().unwrap_or("slipstreamd"),
+            );
             (Active::Daemon(a), pid)
         }
-        Mode::SlipstreamdEbpf => {
+        Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase => {
             // Slipstream's own config with the eBPF datapath chosen.
-            let dir = &env.alt_env.work_dir;
+            let alt_env = env.alt_env(mode);
+            let dir = &alt_env.work_dir;
             let text = Alternative::Slipstream
-                .daemon_config(&env.alt_env, &dir.join("slipstreamd-ebpf.sock"))
+                .daemon_config(&alt_env, &dir.join("slipstreamd-ebpf.sock"))
                 .expect("slipstream runs a daemon")
                 .replacen(
                     "hook = \"forward\"\n",
@@ -285,7 +352,7 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
             let config = dir.join("slipstreamd-ebpf.toml");
             std::fs::write(&config, text)?;
             let log = dir.join("slipstreamd-ebpf.log");
-            let d = Daemon::start(env.tb, &env.alt_env.daemon_bin, &config, METRICS_ADDR, &log)
+            let d = Daemon::start(env.tb, &alt_env.daemon_bin, &config, METRICS_ADDR, &log)
                 .context("starting slipstreamd with the eBPF datapath")?;
             if !d.log().contains("eBPF datapath: tc programs on") {
                 bail!("slipstreamd did not start the eBPF datapath:\n{}", d.log());
@@ -440,53 +507,6 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     })
 }
 
-/// The daemon's CPU per Gbit/s at each download rate (Mbit/s, 0 = unlimited), NFQUEUE then eBPF.
-fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> Result<Vec<RunResult>> {
-    let mut out = Vec::new();
-    for mode in [Mode::Slipstreamd, Mode::SlipstreamdEbpf] {
-        let (active, pid) = setup_mode(env, mode)?;
-        let pid = pid.with_context(|| format!("cannot find the {} process", mode.label()))?;
-        std::thread::sleep(Duration::from_millis(500));
-        for &rate in rates {
-            let secs = env.throughput_s.ceil() as u32;
-            let limit = format!("{rate}M");
-            let args: Vec<&str> = if rate > 0.0 {
-                vec!["-b", &limit]
-            } else {
-                Vec::new()
-            };
-            let c0 = process_cpu_seconds(pid)?;
-            let res = env
-                .tb
-                .run_download(LOAD_PORT, secs, &env.opts.cc, &args)?
-                .wait()?;
-            let cpu = process_cpu_seconds(pid)? - c0;
-            // CPU seconds per Gbit moved = cores busy at 1 Gbit/s.
-            let per_gbit = cpu / (res.goodput_mbps * f64::from(secs) / 1000.0).max(1e-9);
-            notes.push(format!(
-                "CPU by rate: {} asked {} Mbit/s, got {:.1} Mbit/s: {:.2} s CPU in {secs} s, {:.3} cores per Gbit/s",
-                mode.label(),
-                if rate > 0.0 { rate.to_string() } else { "max".into() },
-                res.goodput_mbps,
-                cpu,
-                per_gbit
-            ));
-            out.push(RunResult {
-                scenario: NAME.into(),
-                alternative: format!("{}@{rate}", mode.label()),
-                started_unix: now_unix(),
-                metrics: vec![
-                    Metric::new("goodput", Unit::Mbps, res.goodput_mbps).flow("load"),
-                    Metric::new("process_cpu_per_gbit", Unit::S, per_gbit),
-                ],
-                ..Default::default()
-            });
-        }
-        teardown_mode(env, active, notes)?;
-    }
-    Ok(out)
-}
-
 /// The daemon's last log line containing `needle`, from the needle on (its totals at exit).
 fn d_log_line(log: &str, needle: &str) -> Option<String> {
     let line = log
@@ -627,7 +647,7 @@ mod tests {
     #[test]
     fn orders_alternate() {
         assert_eq!(
-            round_order(0),
+            round_order(&Mode::ALL, 0),
             vec![
                 Mode::Kernel,
                 Mode::NfqAccept,
@@ -636,7 +656,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            round_order(1),
+            round_order(&Mode::ALL, 1),
             vec![
                 Mode::SlipstreamdEbpf,
                 Mode::Slipstreamd,
