@@ -298,6 +298,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             "--alternatives does not apply to this scenario.".into(),
         ]
         .into_iter()
+        .chain(env.base_bin.iter().map(|b| {
+            format!(
+                "slipstreamd-base and slipstreamd-ebpf-base: the same modes run from an earlier build ({}), side by side.",
+                b.display()
+            )
+        }))
         .chain(rate_notes)
         .collect(),
         ..Default::default()
