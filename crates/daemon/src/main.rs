@@ -279,12 +279,17 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
         datapath.receive_buffer() / 1024,
         config.datapath.queue_max_len
     );
-    // Arrival times from the kernel instead of when the packet thread read the packet.
-    if let Err(e) = datapath.enable_timestamps() {
-        warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
-    }
     // Loaded and attached while the daemon still has CAP_BPF/CAP_SYS_ADMIN; decides the rules.
     let tc = open_kernel_datapath(&mut config)?;
+    // Arrival times from the kernel instead of when the packet thread read the packet. Not
+    // with the eBPF datapath: its reports carry the kernel's time, NFQUEUE brings only
+    // handshakes (read at once), and stamping is host-wide, a clock read for every packet
+    // every interface receives.
+    if tc.is_none() {
+        if let Err(e) = datapath.enable_timestamps() {
+            warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
+        }
+    }
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
     let window_updates = WindowUpdateSender::open(window_update_counters.clone());

@@ -32,6 +32,10 @@
 //! (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, in the notes
 //! and plotted from the runs `nfqueue-by-rate` / `ebpf-by-rate` (`datapath/rates.rs`).
 //!
+//! `--set nat=1` makes the router masquerade (conntrack and NAT for every packet in every mode,
+//! as on a home router); without it the kernel mode forwards with no conntrack at all while the
+//! daemon's connmark rules turn conntrack on in theirs.
+//!
 //! `--set base_bin=PATH` adds `slipstreamd-base` and `slipstreamd-ebpf-base`, the same modes
 //! run from an earlier `slipstreamd` build, to every round: before/after side by side.
 //! `--set modes=slipstreamd-ebpf,...` runs only the listed modes (and `kernel`), e.g. while
@@ -215,6 +219,13 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         tb.run_in(ns, &["tc", "qdisc", "del", "dev", dev, "root"])
             .context("removing the tbf shaper")?;
     }
+    // `--set nat=1`: the router masquerades its WAN side, as every home router does, so
+    // conntrack tracks every packet in every mode, the kernel's included (without it only the
+    // modes whose firewall rules use conntrack marks pay for conntrack).
+    let nat = opts.extra_or("nat", 0u8)? != 0;
+    if nat {
+        tb.masquerade().context("masquerading on the router's WAN side")?;
+    }
     tb.start_iperf_server(LOAD_PORT)?;
     let web = web_bin.to_string_lossy().into_owned();
     let listen = format!("0.0.0.0:{PROBE_PORT}");
@@ -298,6 +309,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             "--alternatives does not apply to this scenario.".into(),
         ]
         .into_iter()
+        .chain(nat.then(|| {
+            "nat=1: the router masquerades its WAN side (conntrack and NAT on every packet, in every mode, kernel included).".to_string()
+        }))
         .chain(env.base_bin.iter().map(|b| {
             format!(
                 "slipstreamd-base and slipstreamd-ebpf-base: the same modes run from an earlier build ({}), side by side.",

@@ -110,7 +110,7 @@ pub fn set_keys(name: &str) -> &'static [&'static str] {
         "fairness" => &["fairness_flows", "fairness_hosts"],
         "udp-square" => &["periods", "udp_mbit"],
         "web" => &["sessions", "seed"],
-        "datapath" => &["load_mbit", "cpu_rates", "base_bin", "modes"],
+        "datapath" => &["load_mbit", "cpu_rates", "base_bin", "modes", "nat"],
         "no-timestamps" => &["flows"],
         "many-flows" => &["flows", "hosts"],
         _ => &[],
