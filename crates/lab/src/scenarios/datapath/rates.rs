@@ -79,14 +79,18 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
         )
         .with_points(points);
         series.x = Some(X_MEANING.into());
-        out.push(RunResult {
+        let mut run = RunResult {
             scenario: NAME.into(),
             alternative: curve_label(mode).into(),
             started_unix: now_unix(),
             series: vec![series],
             metrics,
             ..Default::default()
-        });
+        };
+        // One download per rate, back to back.
+        run.params.duration_s = env.throughput_s.ceil() * rates.len() as f64;
+        run.params.cc = env.opts.cc.clone();
+        out.push(run);
     }
     Ok(out)
 }
