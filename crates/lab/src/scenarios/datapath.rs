@@ -53,13 +53,15 @@ use anyhow::{bail, Context, Result};
 use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, METRICS_ADDR};
-use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 
 mod rates;
+mod table;
 use crate::web::probe::quantile;
 use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
 use slipstream_testbed::daemon::{process_cpu_seconds, Daemon};
+use table::table;
 
 const NAME: &str = "datapath";
 const LOAD_PORT: u16 = 6881;
@@ -571,95 +573,6 @@ pub fn add_ratios(round: &mut [RunResult]) {
     }
 }
 
-fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
-    let refs: Vec<&RunResult> = runs.iter().collect();
-    let mut t = Table::new(columns);
-    let rows: [(&str, Unit, &str, &str); 13] = [
-        (
-            "Packets/s through the router (MSS 536, unlimited)",
-            Unit::PacketsPerS,
-            "pps",
-            "throughput",
-        ),
-        (
-            "Packets/s relative to kernel forwarding (same round)",
-            Unit::Ratio,
-            "pps_ratio",
-            "throughput",
-        ),
-        (
-            "Load goodput (MSS 536, unlimited)",
-            Unit::Mbps,
-            "goodput",
-            "throughput",
-        ),
-        (
-            "User-space process CPU per million packets",
-            Unit::S,
-            "process_cpu_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Process CPU relative to slipstreamd with NFQUEUE (same round)",
-            Unit::Ratio,
-            "process_cpu_vs_nfqueue",
-            "throughput",
-        ),
-        (
-            "Machine busy CPU per million packets (2 cores)",
-            Unit::S,
-            "machine_busy_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Machine system CPU per million packets",
-            Unit::S,
-            "machine_system_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Machine softirq CPU per million packets",
-            Unit::S,
-            "machine_softirq_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Machine user CPU per million packets",
-            Unit::S,
-            "machine_user_per_mpkt",
-            "throughput",
-        ),
-        (
-            "TCP probe RTT median under fixed load",
-            US,
-            "probe_rtt_p50",
-            "latency",
-        ),
-        (
-            "TCP probe RTT p99 under fixed load",
-            US,
-            "probe_rtt_p99",
-            "latency",
-        ),
-        (
-            "Probe RTT median added vs kernel (2 queued packets)",
-            US,
-            "probe_rtt_added_p50",
-            "latency",
-        ),
-        (
-            "Load goodput during the probe",
-            Unit::Mbps,
-            "loaded_goodput",
-            "latency",
-        ),
-    ];
-    for (label, unit, name, period) in rows {
-        t.add_metric_row(label, unit, &refs, name, Some(period), None);
-    }
-    t
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -684,6 +597,22 @@ mod tests {
                 Mode::Kernel
             ]
         );
+    }
+
+    #[test]
+    fn modes_from_the_options() {
+        let mut opts = ScenarioOptions::default();
+        assert_eq!(modes(&opts).unwrap(), Mode::ALL.to_vec());
+        opts.extra.insert("base_bin".into(), "/tmp/old".into());
+        assert_eq!(modes(&opts).unwrap().len(), 6);
+        opts.extra
+            .insert("modes".into(), "slipstreamd-ebpf-base, slipstreamd-ebpf".into());
+        assert_eq!(
+            modes(&opts).unwrap(),
+            vec![Mode::Kernel, Mode::SlipstreamdEbpfBase, Mode::SlipstreamdEbpf]
+        );
+        opts.extra.remove("base_bin");
+        assert!(modes(&opts).is_err(), "base modes need base_bin");
     }
 
     #[test]
