@@ -224,9 +224,12 @@ const WATCHDOG_INTERVAL: Duration = Duration::from_secs(5);
 
 fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
-    let queues = datapath::setup::open_queues(&config)?;
+    let mut queues = datapath::setup::open_queues(&config)?;
     // Loaded and attached while the daemon still has CAP_BPF/CAP_SYS_ADMIN; decides the rules.
     let tc = datapath::setup::open_kernel_datapath(&mut config)?;
+    if tc.is_none() {
+        datapath::setup::enable_timestamps(&mut queues);
+    }
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
     let mut window_updates = WindowUpdateSender::open(window_update_counters.clone());

@@ -30,7 +30,7 @@ use crate::window_updates::WindowUpdateCounters;
 
 const TICK: Duration = Duration::from_millis(250);
 const PUBLISH: Duration = Duration::from_millis(500);
-const POLL_TIMEOUT_MS: i32 = 100;
+const POLL_TIMEOUT: Duration = Duration::from_millis(100);
 /// Consecutive datapath errors after which the loop gives up (traffic keeps flowing: the queues
 /// fail open and the rules bypass when nobody listens).
 const MAX_CONSECUTIVE_ERRORS: u32 = 1000;
@@ -115,9 +115,10 @@ impl<D: Datapath> PacketLoop<D> {
         while !self.stop.load(Ordering::Relaxed) {
             if !more_waiting {
                 if let Some(pause) = self.datapath.pause() {
-                    std::thread::sleep(pause);
+                    // Handshakes still end the pause at once: they wait in NFQUEUE for it.
+                    wait_readable([self.datapath.fds()[0], None], pause)?;
                 }
-                wait_readable(self.datapath.fds())?;
+                wait_readable(self.datapath.fds(), POLL_TIMEOUT)?;
             }
             let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
             self.datapath.apply(&self.engine);
@@ -256,7 +257,8 @@ impl<D: Datapath> PacketLoop<D> {
     unsafe_code,
     reason = "poll(2) on the datapath's descriptors has no safe wrapper in libc"
 )]
-fn wait_readable(fds: [Option<std::os::fd::RawFd>; 2]) -> io::Result<()> {
+fn wait_readable(fds: [Option<std::os::fd::RawFd>; 2], timeout: Duration) -> io::Result<()> {
+    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
     // poll(2) skips entries with a negative descriptor.
     let mut polled = fds.map(|fd| libc::pollfd {
         fd: fd.unwrap_or(-1),
@@ -264,7 +266,7 @@ fn wait_readable(fds: [Option<std::os::fd::RawFd>; 2]) -> io::Result<()> {
         revents: 0,
     });
     // SAFETY: two valid pollfds for the duration of the call.
-    let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, POLL_TIMEOUT_MS) };
+    let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, timeout_ms) };
     if n < 0 {
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {

@@ -15,8 +15,8 @@ pub struct Event<'a> {
     pub rule: u16,
     /// Leaving towards the LAN (its receiver is a LAN host); else it entered from the LAN.
     pub egress: bool,
-    /// The packet from its IP header on: whole if it is at most [`HEAD_BYTES`] long, else its
-    /// first [`HEAD_BYTES`] (the IP length field still gives the full length).
+    /// The packet's IP and TCP headers: a pure ACK whole, a data segment without its payload
+    /// (the IP length field still gives the full length); at most [`HEAD_BYTES`].
     pub head: &'a [u8],
 }
 

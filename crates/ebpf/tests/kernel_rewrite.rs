@@ -317,7 +317,7 @@ fn passes_anything_unexpected_unmodified() {
 }
 
 /// Each packet of a known flow is reported once with its kernel time, direction and headers as
-/// they came (before the rewrite).
+/// they came (before the rewrite); a data segment's payload is not copied.
 #[test]
 #[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
 fn reports_packets_before_rewriting_them() {
@@ -345,11 +345,13 @@ fn reports_packets_before_rewriting_them() {
     assert!(!seen[0].1, "entered from the LAN");
     assert_eq!(seen[0].2, ack[14..], "a pure ACK whole, with the host's window");
     assert!(seen[1].1, "left towards the LAN");
-    assert_eq!(seen[1].2.len(), slipstream_ebpf::HEAD_BYTES);
+    // IPv4 header (20 bytes here) and the TCP header (data offset, in 32-bit words).
+    let headers = 20 + usize::from(data[14 + 20 + 12] >> 4) * 4;
+    assert!(headers < slipstream_ebpf::HEAD_BYTES);
     assert_eq!(
         seen[1].2,
-        data[14..14 + slipstream_ebpf::HEAD_BYTES],
-        "a data segment's head"
+        data[14..14 + headers],
+        "a data segment's headers, without its payload"
     );
     let counters = dp.counters();
     assert_eq!((counters.events, counters.rewritten), (2, 1));

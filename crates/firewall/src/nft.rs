@@ -186,9 +186,15 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
             s,
             "\t\t{skip_lo}{v4only}meta l4proto tcp tcp flags & syn == syn ct mark and {mask:#x} == 0x0 jump classify_{hook}"
         );
+        // eBPF datapath: only handshakes are queued, the rest need not enter `enqueue`.
+        let syn = if d.engine == DatapathEngine::Ebpf {
+            "tcp flags & syn == syn "
+        } else {
+            ""
+        };
         let _ = writeln!(
             s,
-            "\t\t{skip_lo}{v4only}meta l4proto tcp ct mark and {mask:#x} != 0x0 jump enqueue"
+            "\t\t{skip_lo}{v4only}meta l4proto tcp {syn}ct mark and {mask:#x} != 0x0 jump enqueue"
         );
         let _ = writeln!(s, "\t}}\n");
         let _ = writeln!(s, "\tchain classify_{hook} {{");

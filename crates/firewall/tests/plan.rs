@@ -420,4 +420,15 @@ fn ebpf_datapath_queues_only_handshakes() {
         .filter(|l| l.contains("queue num"))
         .collect();
     assert_eq!(queued, ["tcp flags & syn == syn queue num 8470 bypass"]);
+    // Only handshakes enter the chains at all.
+    let jumps: Vec<&str> = lines(&v4).into_iter().filter(|l| l.starts_with("-I ")).collect();
+    assert_eq!(
+        jumps,
+        ["-I FORWARD 1 -p tcp -m tcp --tcp-flags SYN SYN -j SLIPSTREAM"]
+    );
+    assert!(
+        lines(&nft)
+            .contains(&"meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 != 0x0 jump enqueue"),
+        "{nft}"
+    );
 }

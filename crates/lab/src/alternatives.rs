@@ -153,12 +153,8 @@ impl Alternative {
 
     /// Parses a comma-separated list ("no-control,slipstream,htb-90").
     pub fn parse_list(s: &str) -> Result<Vec<Alternative>> {
-        let v: Vec<Alternative> = s
-            .split(',')
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .map(str::parse)
-            .collect::<Result<_>>()?;
+        let v: Vec<Alternative> =
+            s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect::<Result<_>>()?;
         if v.is_empty() {
             bail!("no alternatives given");
         }
@@ -200,11 +196,7 @@ impl Alternative {
              [control]\n\
              socket = \"{sock}\"\n",
             label = self.label(),
-            engine = if *self == Alternative::SlipstreamEbpf {
-                "ebpf"
-            } else {
-                "nfqueue"
-            },
+            engine = if *self == Alternative::SlipstreamEbpf { "ebpf" } else { "nfqueue" },
             lan = ROUTER_LAN_IF,
             metrics = METRICS_ADDR,
             sock = control_socket.display(),
@@ -238,11 +230,7 @@ impl Alternative {
         let bg_rate = (shaped / 20).max(8_000);
         let be_rate = shaped.saturating_sub(bg_rate).max(8_000);
         let limit = env.queue_packets.max(2);
-        let words = |line: String| {
-            line.split_whitespace()
-                .map(str::to_string)
-                .collect::<Vec<String>>()
-        };
+        let words = |line: String| line.split_whitespace().map(str::to_string).collect::<Vec<String>>();
         let class = |parent: &str, id: &str, rate: u64, extra: &str| {
             words(format!(
                 "class add dev {dev} parent {parent} classid {id} htb rate {rate}bit ceil {shaped}bit {extra}"
@@ -253,12 +241,8 @@ impl Alternative {
             class("1:", "1:1", shaped, ""),
             class("1:1", "1:10", be_rate, "prio 0 quantum 1514"),
             class("1:1", "1:20", bg_rate, "prio 7 quantum 1514"),
-            words(format!(
-                "qdisc add dev {dev} parent 1:10 handle 10: pfifo limit {limit}"
-            )),
-            words(format!(
-                "qdisc add dev {dev} parent 1:20 handle 20: pfifo limit {limit}"
-            )),
+            words(format!("qdisc add dev {dev} parent 1:10 handle 10: pfifo limit {limit}")),
+            words(format!("qdisc add dev {dev} parent 1:20 handle 20: pfifo limit {limit}")),
         ];
         for p in &env.background_ports {
             for (proto, prio, m) in [("ip", 1, "ip"), ("ipv6", 2, "ip6")] {
@@ -391,12 +375,8 @@ impl ActiveAlternative {
             if !status.success() {
                 bail!("slipstreamd exited with {status}:\n{log}");
             }
-            let rules = tb
-                .run_in(Ns::Router, &["iptables-legacy-save", "-t", "mangle"])
-                .unwrap_or_default();
-            let nft = tb
-                .run_in(Ns::Router, &["nft", "list", "ruleset"])
-                .unwrap_or_default();
+            let rules = tb.run_in(Ns::Router, &["iptables-legacy-save", "-t", "mangle"]).unwrap_or_default();
+            let nft = tb.run_in(Ns::Router, &["nft", "list", "ruleset"]).unwrap_or_default();
             if rules.contains("SLIPSTREAM") || nft.contains("slipstream") {
                 bail!("slipstreamd left firewall rules behind");
             }

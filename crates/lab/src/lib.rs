@@ -12,9 +12,6 @@
 //! * [`measure`]: pure parsers (iperf3 intervals, ping lines, `ss -tin`, daemon metrics).
 //! * [`analysis`]: pure computations (Jain's index, utilization, time to 90%, errors).
 
-// Formatted as the workspace does until the other helpers' changes to it have landed; then
-// drop this attribute and run `cargo fmt` (crates/lab/rustfmt.toml).
-#[rustfmt::skip]
 pub mod alternatives;
 pub mod analysis;
 pub mod harness;

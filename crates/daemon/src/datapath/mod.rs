@@ -53,7 +53,8 @@ pub(crate) trait Datapath {
     fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>);
 
     /// How long to pause before waiting again after a batch that was not full (the ring buffer
-    /// wakes its reader per report; see `packet_loop::KERNEL_PAUSE`).
+    /// wakes its reader per report; see `ebpf::KERNEL_PAUSE`). The loop waits on the first of
+    /// [`Datapath::fds`] meanwhile, so a handshake ends the pause.
     fn pause(&self) -> Option<std::time::Duration> {
         None
     }

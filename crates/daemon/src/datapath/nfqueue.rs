@@ -57,9 +57,12 @@ impl NfqueueDatapath {
         scratch: &mut [u8],
         mut before_verdict: impl FnMut(&Engine, &[u8], Option<u16>),
     ) -> Received {
-        let (batch, error) = drain_batch(BATCH, || {
+        let (batch, mut error) = drain_batch(BATCH, || {
             self.handle_one(engine, clock, scratch, &mut before_verdict)
         });
+        if let Err(e) = self.queues.flush_accepts() {
+            error.get_or_insert(e);
+        }
         Received {
             handled: batch.handled,
             full: batch.full,
@@ -107,8 +110,13 @@ impl NfqueueDatapath {
             msg.get_payload_mut().copy_from_slice(&scratch[..len]);
         }
         before_verdict(engine, msg.get_payload(), meta.rule);
-        msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
-        self.queues.verdict(msg)?;
+        if verdict == Verdict::AcceptModified {
+            msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
+            self.queues.verdict(msg)?;
+        } else {
+            // Unchanged packets are accepted together after the batch (one message per queue).
+            self.queues.accept_later(msg)?;
+        }
         Ok(true)
     }
 

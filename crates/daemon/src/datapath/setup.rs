@@ -9,20 +9,26 @@ use tracing::{info, warn};
 
 use crate::lan_side;
 
-/// Binds the NFQUEUE queues with kernel timestamps where the kernel gives them.
+/// Binds the NFQUEUE queues.
 pub(crate) fn open_queues(config: &Config) -> anyhow::Result<slipstream_nfqueue::Datapath> {
-    let mut queues = slipstream_nfqueue::Datapath::open(QueueConfig::from_config(&config.datapath))
+    let queues = slipstream_nfqueue::Datapath::open(QueueConfig::from_config(&config.datapath))
         .context("setting up NFQUEUE")?;
     info!(
         "NFQUEUE socket receive buffer: {} KiB (both queues full: {} packets each)",
         queues.receive_buffer() / 1024,
         config.datapath.queue_max_len
     );
-    // Arrival times from the kernel instead of when the packet thread read the packet.
+    Ok(queues)
+}
+
+/// Arrival times from the kernel instead of when the packet thread read the packet. Only with
+/// the NFQUEUE datapath: the eBPF datapath's reports carry the kernel's time, its queues bring
+/// only handshakes (read at once), and stamping is host-wide, a clock read for every packet
+/// every interface receives.
+pub(crate) fn enable_timestamps(queues: &mut slipstream_nfqueue::Datapath) {
     if let Err(e) = queues.enable_timestamps() {
         warn!("kernel packet timestamps unavailable ({e}): packets count as arriving when read");
     }
-    Ok(queues)
 }
 
 /// Loads the tc programs and attaches them to the LAN interfaces when `datapath.engine` asks

@@ -4,8 +4,9 @@
  *
  * For every TCP packet of a flow the daemon put in `flows` (a background flow whose handshake it
  * classed), the program
- *   1. reports the packet's IP and TCP headers and the kernel time to the daemon (`events`, a
- *      ring buffer): the engine in user space measures from them, as it does from NFQUEUE;
+ *   1. reports the packet's IP and TCP headers (no payload) and the kernel time to the daemon
+ *      (`events`, a ring buffer): the engine in user space measures from them, as it does from
+ *      NFQUEUE;
  *   2. lowers the window of the receiver's ACKs to the target the daemon wrote in `flows`, with
  *      the same safety rules as crates/engine/src/window_clamp.rs (never raise the host's window,
  *      never move the right edge left, at least two segments, window-scale rounding up), and
@@ -242,8 +243,13 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 	if (ev) {
 		__u32 avail = skb->len - l3;
 		__u32 n = avail < HEAD_BYTES ? avail : HEAD_BYTES;
+		/* A data segment's IP and TCP headers are all the engine reads of it: its payload is
+		 * not copied (a pure ACK, headers only, is copied whole as before). */
+		__u32 headers = l4 - l3 + tcp->doff * 4;
 		if (ip_len < n)
 			n = ip_len;
+		if (headers < n)
+			n = headers;
 		ev->ktime_ns = now;
 		ev->ifindex = skb->ifindex;
 		ev->rule = cfg->rule;

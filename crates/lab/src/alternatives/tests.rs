@@ -19,26 +19,16 @@ fn labels_round_trip() {
     for a in Alternative::ALL {
         assert_eq!(a.label().parse::<Alternative>().unwrap(), a);
     }
-    assert_eq!(
-        "fixed-rwnd=65535".parse::<Alternative>().unwrap(),
-        Alternative::FixedRwnd(Some(65535))
-    );
+    assert_eq!("fixed-rwnd=65535".parse::<Alternative>().unwrap(), Alternative::FixedRwnd(Some(65535)));
     assert_eq!(Alternative::FixedRwnd(Some(65535)).label(), "fixed-rwnd=65535");
     assert!("htb-0".parse::<Alternative>().is_err());
     assert!("cake".parse::<Alternative>().is_err());
     assert_eq!(
         Alternative::parse_list("no-control, slipstream,htb-90").unwrap(),
-        vec![
-            Alternative::NoControl,
-            Alternative::Slipstream,
-            Alternative::HtbShaping { percent: 90 }
-        ]
+        vec![Alternative::NoControl, Alternative::Slipstream, Alternative::HtbShaping { percent: 90 }]
     );
     assert!(Alternative::parse_list(",").is_err());
-    assert_eq!(
-        "slipstream-ebpf".parse::<Alternative>().unwrap().label(),
-        "slipstream-ebpf"
-    );
+    assert_eq!("slipstream-ebpf".parse::<Alternative>().unwrap().label(), "slipstream-ebpf");
 }
 
 /// `slipstream-ebpf` is `slipstream` on the eBPF datapath, nothing else changed.
@@ -55,10 +45,7 @@ fn slipstream_ebpf_differs_only_in_the_datapath() {
     let mut ebpf = load(Alternative::SlipstreamEbpf);
     let nfqueue = load(Alternative::Slipstream);
     assert_eq!(ebpf.datapath.engine, slipstream_config::DatapathEngine::Ebpf);
-    assert_eq!(
-        nfqueue.datapath.engine,
-        slipstream_config::DatapathEngine::Nfqueue
-    );
+    assert_eq!(nfqueue.datapath.engine, slipstream_config::DatapathEngine::Nfqueue);
     ebpf.datapath.engine = nfqueue.datapath.engine;
     assert_eq!(ebpf, nfqueue);
     std::fs::remove_dir_all(&dir).ok();
@@ -81,11 +68,7 @@ fn configs_validate() {
     // Rules with shares: written for household only, and valid there.
     let shared = AltEnv {
         rules: vec![
-            LabRule {
-                name: "w3".into(),
-                ports: vec![6881],
-                share: vec![("weight".into(), "3".into())],
-            },
+            LabRule { name: "w3".into(), ports: vec![6881], share: vec![("weight".into(), "3".into())] },
             LabRule {
                 name: "min".into(),
                 ports: vec![6882],
@@ -118,9 +101,7 @@ fn configs_validate() {
             assert_eq!(a.label().parse::<Alternative>().ok(), Some(*a));
         }
     }
-    let fixed = Alternative::FixedRwnd(None)
-        .daemon_config(&env(), Path::new("/s"))
-        .unwrap();
+    let fixed = Alternative::FixedRwnd(None).daemon_config(&env(), Path::new("/s")).unwrap();
     assert!(fixed.contains("window_bytes = 62500"), "{fixed}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -131,26 +112,10 @@ fn htb_tree() {
     let cmds = Alternative::HtbShaping { percent: 90 }.htb_commands(&env(), "br-lan");
     let text: Vec<String> = cmds.iter().map(|c| c.join(" ")).collect();
     assert_eq!(text[0], "qdisc replace dev br-lan root handle 1: htb default 10");
-    assert!(
-        text[1].ends_with("rate 9000000bit ceil 9000000bit"),
-        "{}",
-        text[1]
-    );
-    assert!(
-        text[2].contains("classid 1:10 htb rate 8550000bit ceil 9000000bit prio 0"),
-        "{}",
-        text[2]
-    );
-    assert!(
-        text[3].contains("classid 1:20 htb rate 450000bit ceil 9000000bit prio 7"),
-        "{}",
-        text[3]
-    );
+    assert!(text[1].ends_with("rate 9000000bit ceil 9000000bit"), "{}", text[1]);
+    assert!(text[2].contains("classid 1:10 htb rate 8550000bit ceil 9000000bit prio 0"), "{}", text[2]);
+    assert!(text[3].contains("classid 1:20 htb rate 450000bit ceil 9000000bit prio 7"), "{}", text[3]);
     assert!(text[4].ends_with("pfifo limit 83"));
-    assert!(
-        text[6].contains("match ip sport 6881 0xffff flowid 1:20"),
-        "{}",
-        text[6]
-    );
+    assert!(text[6].contains("match ip sport 6881 0xffff flowid 1:20"), "{}", text[6]);
     assert_eq!(cmds.len(), 6 + 2 * 2);
 }

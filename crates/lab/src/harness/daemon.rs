@@ -43,10 +43,7 @@ impl DaemonSampler {
             }
             samples
         });
-        DaemonSampler {
-            stop,
-            thread: Some(thread),
-        }
+        DaemonSampler { stop, thread: Some(thread) }
     }
 
     /// Stops querying; the samples.
@@ -64,10 +61,7 @@ impl Drop for DaemonSampler {
 
 /// Port of an `addr:port` endpoint (0 if none).
 fn port_of(endpoint: Option<&String>) -> u16 {
-    endpoint
-        .and_then(|e| e.rsplit_once(':'))
-        .and_then(|(_, p)| p.parse().ok())
-        .unwrap_or(0)
+    endpoint.and_then(|e| e.rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
 /// Numeric code of a controller mode for plotting: conservative 0, aggressive 1, other 2.
@@ -125,18 +119,11 @@ mod tests {
             rwnd_bytes: Some(rwnd),
             acked_bytes: acked,
             rtt_ms: Some(101.5),
-            piv: Some(slipstream_inspect::PivSummary {
-                sum_ms: -1.5,
-                positive_ratio: 0.5,
-                count: 10,
-            }),
+            piv: Some(slipstream_inspect::PivSummary { sum_ms: -1.5, positive_ratio: 0.5, count: 10 }),
             ..Default::default()
         };
         let samples = vec![
-            (
-                0.1,
-                vec![flow("10.0.0.2:6881", 10, 1000), flow("10.0.0.2:6881", 99, 2000)],
-            ),
+            (0.1, vec![flow("10.0.0.2:6881", 10, 1000), flow("10.0.0.2:6881", 99, 2000)]),
             (0.2, vec![flow("10.0.0.2:5201", 99, 3000)]),
         ];
         let series = flow_series(&samples, "bg", Role::Background, 6881);

@@ -9,9 +9,6 @@
 //! Drop order makes an error anywhere (or Ctrl-C) clean: samplers are stopped, the daemon is
 //! killed, then the testbed is torn down (namespaces with everything in them).
 
-// Formatted as the workspace does until the other helpers' changes to it have landed; then
-// drop this attribute and run `cargo fmt` (crates/lab/rustfmt.toml).
-#[rustfmt::skip]
 pub mod daemon;
 pub mod goodput;
 pub mod ping;

@@ -30,7 +30,16 @@
 //!
 //! `--set cpu_rates=10,100,500,0` adds the daemon's CPU per Gbit/s as the download rate grows
 //! (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, in the notes
-//! and as runs `slipstreamd@<rate>` / `slipstreamd-ebpf@<rate>` in the results.
+//! and plotted from the runs `nfqueue-by-rate` / `ebpf-by-rate` (`datapath/rates.rs`).
+//!
+//! `--set nat=1` makes the router masquerade (conntrack and NAT for every packet in every mode,
+//! as on a home router); without it the kernel mode forwards with no conntrack at all while the
+//! daemon's connmark rules turn conntrack on in theirs.
+//!
+//! `--set base_bin=PATH` adds `slipstreamd-base` and `slipstreamd-ebpf-base`, the same modes
+//! run from an earlier `slipstreamd` build, to every round: before/after side by side.
+//! `--set modes=slipstreamd-ebpf,...` runs only the listed modes (and `kernel`), e.g. while
+//! profiling one of them.
 //!
 //! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
 //! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
@@ -44,11 +53,15 @@ use anyhow::{bail, Context, Result};
 use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, METRICS_ADDR};
-use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
+
+mod rates;
+mod table;
 use crate::web::probe::quantile;
 use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
 use slipstream_testbed::daemon::{process_cpu_seconds, Daemon};
+use table::table;
 
 const NAME: &str = "datapath";
 const LOAD_PORT: u16 = 6881;
@@ -64,15 +77,16 @@ pub enum Mode {
     NfqAccept,
     Slipstreamd,
     SlipstreamdEbpf,
+    /// `slipstreamd` / `slipstreamd-ebpf` run from `--set base_bin=` (an earlier build), in the
+    /// same rounds: before/after side by side.
+    SlipstreamdBase,
+    SlipstreamdEbpfBase,
 }
 
 impl Mode {
-    pub const ALL: [Mode; 4] = [
-        Mode::Kernel,
-        Mode::NfqAccept,
-        Mode::Slipstreamd,
-        Mode::SlipstreamdEbpf,
-    ];
+    pub const ALL: [Mode; 4] = [Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd, Mode::SlipstreamdEbpf];
+    /// The modes `base_bin` adds.
+    pub const BASE: [Mode; 2] = [Mode::SlipstreamdBase, Mode::SlipstreamdEbpfBase];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -80,13 +94,43 @@ impl Mode {
             Mode::NfqAccept => "nfq-accept",
             Mode::Slipstreamd => "slipstreamd",
             Mode::SlipstreamdEbpf => "slipstreamd-ebpf",
+            Mode::SlipstreamdBase => "slipstreamd-base",
+            Mode::SlipstreamdEbpfBase => "slipstreamd-ebpf-base",
         }
+    }
+
+    fn base(self) -> bool {
+        Mode::BASE.contains(&self)
     }
 }
 
+/// The modes of a run: every one (with the base modes when `base_bin` is set), or the labels
+/// `--set modes=` lists (`kernel` is always first: ratios are taken to it).
+pub fn modes(opts: &ScenarioOptions) -> Result<Vec<Mode>> {
+    let mut all = Mode::ALL.to_vec();
+    if opts.extra.contains_key("base_bin") {
+        all.extend(Mode::BASE);
+    }
+    let Some(list) = opts.extra.get("modes") else {
+        return Ok(all);
+    };
+    let mut out = vec![Mode::Kernel];
+    for label in list.split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        let mode = all
+            .iter()
+            .copied()
+            .find(|m| m.label() == label)
+            .with_context(|| format!("--set modes: no mode {label} (base modes need base_bin)"))?;
+        if !out.contains(&mode) {
+            out.push(mode);
+        }
+    }
+    Ok(out)
+}
+
 /// The mode order of round `round`: forward on even rounds, reversed on odd ones.
-pub fn round_order(round: u32) -> Vec<Mode> {
-    let mut v = Mode::ALL.to_vec();
+pub fn round_order(modes: &[Mode], round: u32) -> Vec<Mode> {
+    let mut v = modes.to_vec();
     if round % 2 == 1 {
         v.reverse();
     }
@@ -100,10 +144,7 @@ pub fn rx_packets(ip_json: &str, ifaces: &[&str]) -> Result<u64> {
     for name in ifaces {
         let dev = v
             .as_array()
-            .and_then(|a| {
-                a.iter()
-                    .find(|d| d.get("ifname").and_then(|n| n.as_str()) == Some(name))
-            })
+            .and_then(|a| a.iter().find(|d| d.get("ifname").and_then(|n| n.as_str()) == Some(name)))
             .with_context(|| format!("no interface {name} in ip output"))?;
         sum += dev
             .pointer("/stats64/rx/packets")
@@ -136,6 +177,19 @@ struct Env<'a> {
     throughput_s: f64,
     latency_s: f64,
     load_mbit: f64,
+    /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
+    base_bin: Option<std::path::PathBuf>,
+}
+
+impl Env<'_> {
+    /// The daemon binary and settings of a `slipstreamd` mode.
+    fn alt_env(&self, mode: Mode) -> AltEnv {
+        let mut env = self.alt_env.clone();
+        if let (true, Some(bin)) = (mode.base(), &self.base_bin) {
+            env.daemon_bin = bin.clone();
+        }
+        env
+    }
 }
 
 /// Runs the scenario.
@@ -156,8 +210,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     };
     let tb = Testbed::build(spec).context("building the topology")?;
     for (ns, dev) in [(Ns::Isp, ISP_DOWN_IF), (Ns::Router, ROUTER_WAN_IF)] {
-        tb.run_in(ns, &["tc", "qdisc", "del", "dev", dev, "root"])
-            .context("removing the tbf shaper")?;
+        tb.run_in(ns, &["tc", "qdisc", "del", "dev", dev, "root"]).context("removing the tbf shaper")?;
+    }
+    // `--set nat=1`: the router masquerades its WAN side, as every home router does, so
+    // conntrack tracks every packet in every mode, the kernel's included (without it only the
+    // modes whose firewall rules use conntrack marks pay for conntrack).
+    let nat = opts.extra_or("nat", 0u8)? != 0;
+    if nat {
+        tb.masquerade().context("masquerading on the router's WAN side")?;
     }
     tb.start_iperf_server(LOAD_PORT)?;
     let web = web_bin.to_string_lossy().into_owned();
@@ -190,12 +250,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
         load_mbit: opts.extra_or("load_mbit", 20.0)?,
+        base_bin: opts.extra.get("base_bin").map(std::path::PathBuf::from),
     };
+    let modes = modes(opts)?;
     let rounds = opts.repeats.max(2);
     let mut runs: Vec<RunResult> = Vec::new();
     for round in 0..rounds {
         let mut this_round = Vec::new();
-        for (i, mode) in round_order(round).into_iter().enumerate() {
+        for (i, mode) in round_order(&modes, round).into_iter().enumerate() {
             ctx.check_interrupted()?;
             let r = measure(&env, mode, round, i)
                 .with_context(|| format!("round {}/{rounds}, {}", round + 1, mode.label()))?;
@@ -216,10 +278,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let mut rate_notes = Vec::new();
     if let Some(list) = opts.extra.get("cpu_rates") {
         let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
-        runs.extend(cpu_by_rate(&env, &rates, &mut rate_notes)?);
+        runs.extend(rates::cpu_by_rate(&env, &rates, &mut rate_notes)?);
     }
     let _ = std::fs::remove_dir_all(&work_dir);
-    let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
+    let columns: Vec<String> = modes.iter().map(|m| m.label().to_string()).collect();
     let report = ScenarioReport {
         scenario: NAME.into(),
         title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd (NFQUEUE, eBPF)".into(),
@@ -240,6 +302,15 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             "--alternatives does not apply to this scenario.".into(),
         ]
         .into_iter()
+        .chain(nat.then(|| {
+            "nat=1: the router masquerades its WAN side (conntrack and NAT on every packet, in every mode, kernel included).".to_string()
+        }))
+        .chain(env.base_bin.iter().map(|b| {
+            format!(
+                "slipstreamd-base and slipstreamd-ebpf-base: the same modes run from an earlier build ({}), side by side.",
+                b.display()
+            )
+        }))
         .chain(rate_notes)
         .collect(),
         ..Default::default()
@@ -255,32 +326,30 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
             let h = Helper::spawn_ready(
                 env.tb.exec(
                     Ns::Router,
-                    &[
-                        env.nfq_bin.as_os_str(),
-                        "--config".as_ref(),
-                        env.nfq_config.as_os_str(),
-                    ],
+                    &[env.nfq_bin.as_os_str(), "--config".as_ref(), env.nfq_config.as_os_str()],
                 ),
                 Duration::from_secs(10),
             )?;
             let pid = h.pid();
             (Active::Nfq(h), pid)
         }
-        Mode::Slipstreamd => {
-            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env)?;
-            let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), "slipstreamd");
+        Mode::Slipstreamd | Mode::SlipstreamdBase => {
+            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env(mode))?;
+            let name = env.alt_env(mode).daemon_bin.file_name().map(|n| n.to_string_lossy().into_owned());
+            let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), name.as_deref().unwrap_or("slipstreamd"));
             (Active::Daemon(a), pid)
         }
-        Mode::SlipstreamdEbpf => {
+        Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase => {
             // Slipstream's own config with the eBPF datapath chosen.
-            let dir = &env.alt_env.work_dir;
+            let alt_env = env.alt_env(mode);
+            let dir = &alt_env.work_dir;
             let text = Alternative::SlipstreamEbpf
-                .daemon_config(&env.alt_env, &dir.join("slipstreamd-ebpf.sock"))
+                .daemon_config(&alt_env, &dir.join("slipstreamd-ebpf.sock"))
                 .expect("slipstream-ebpf runs a daemon");
             let config = dir.join("slipstreamd-ebpf.toml");
             std::fs::write(&config, text)?;
             let log = dir.join("slipstreamd-ebpf.log");
-            let d = Daemon::start(env.tb, &env.alt_env.daemon_bin, &config, METRICS_ADDR, &log)
+            let d = Daemon::start(env.tb, &alt_env.daemon_bin, &config, METRICS_ADDR, &log)
                 .context("starting slipstreamd with the eBPF datapath")?;
             if !d.log().contains("eBPF datapath: tc programs on") {
                 bail!("slipstreamd did not start the eBPF datapath:\n{}", d.log());
@@ -360,20 +429,9 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     let count = (lsecs * 100).to_string();
     let probe = Helper::spawn(tb.exec(
         Ns::Client,
-        &[
-            env.web_bin.as_str(),
-            "probe",
-            "--server",
-            &server,
-            "--count",
-            &count,
-            "--interval-ms",
-            "10",
-        ],
+        &[env.web_bin.as_str(), "probe", "--server", &server, "--count", &count, "--interval-ms", "10"],
     ))?;
-    let lines = probe
-        .wait(Duration::from_secs(u64::from(lsecs) + 30))
-        .context("probe")?;
+    let lines = probe.wait(Duration::from_secs(u64::from(lsecs) + 30)).context("probe")?;
     let loaded = bg.wait()?;
     let v: serde_json::Value = serde_json::from_str(lines.last().map(String::as_str).unwrap_or("{}"))?;
     let rtts: Vec<f64> = v
@@ -389,11 +447,8 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     extra.insert("mss".to_string(), serde_json::json!(536));
     extra.insert("load_mbit".to_string(), serde_json::json!(env.load_mbit));
     let rtt_us = |q: f64| quantile(&rtts, q) * 1e6;
-    let probe_pts: Vec<(f64, f64)> = rtts
-        .iter()
-        .enumerate()
-        .map(|(i, r)| (1.0 + i as f64 * 0.01, r * 1e6))
-        .collect();
+    let probe_pts: Vec<(f64, f64)> =
+        rtts.iter().enumerate().map(|(i, r)| (1.0 + i as f64 * 0.01, r * 1e6)).collect();
     Ok(RunResult {
         scenario: NAME.into(),
         alternative: mode.label().into(),
@@ -410,13 +465,11 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
             extra,
         },
         series: vec![
-            Series::new("probe_rtt", US, "probe", Role::Probe, "slipstream-web probe").with_points(probe_pts),
+            Series::new("probe_rtt", US, "probe", Role::Probe, "slipstream-web probe").with_points(probe_pts)
         ],
         metrics: vec![
             Metric::new("pps", Unit::PacketsPerS, packets / dt).period("throughput"),
-            Metric::new("goodput", Unit::Mbps, res.goodput_mbps)
-                .period("throughput")
-                .flow("load"),
+            Metric::new("goodput", Unit::Mbps, res.goodput_mbps).period("throughput").flow("load"),
             Metric::new("packets", Unit::Packets, packets).period("throughput"),
             Metric::new("process_cpu_per_mpkt", Unit::S, per_m(proc_cpu)).period("throughput"),
             Metric::new("machine_busy_per_mpkt", Unit::S, per_m(machine.busy)).period("throughput"),
@@ -426,68 +479,16 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
             Metric::new("probe_rtt_p50", US, rtt_us(0.5)).period("latency"),
             Metric::new("probe_rtt_p90", US, rtt_us(0.9)).period("latency"),
             Metric::new("probe_rtt_p99", US, rtt_us(0.99)).period("latency"),
-            Metric::new("loaded_goodput", Unit::Mbps, loaded.goodput_mbps)
-                .period("latency")
-                .flow("load"),
+            Metric::new("loaded_goodput", Unit::Mbps, loaded.goodput_mbps).period("latency").flow("load"),
         ],
         notes,
         ..Default::default()
     })
 }
 
-/// The daemon's CPU per Gbit/s at each download rate (Mbit/s, 0 = unlimited), NFQUEUE then eBPF.
-fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> Result<Vec<RunResult>> {
-    let mut out = Vec::new();
-    for mode in [Mode::Slipstreamd, Mode::SlipstreamdEbpf] {
-        let (active, pid) = setup_mode(env, mode)?;
-        let pid = pid.with_context(|| format!("cannot find the {} process", mode.label()))?;
-        std::thread::sleep(Duration::from_millis(500));
-        for &rate in rates {
-            let secs = env.throughput_s.ceil() as u32;
-            let limit = format!("{rate}M");
-            let args: Vec<&str> = if rate > 0.0 {
-                vec!["-b", &limit]
-            } else {
-                Vec::new()
-            };
-            let c0 = process_cpu_seconds(pid)?;
-            let res = env
-                .tb
-                .run_download(LOAD_PORT, secs, &env.opts.cc, &args)?
-                .wait()?;
-            let cpu = process_cpu_seconds(pid)? - c0;
-            // CPU seconds per Gbit moved = cores busy at 1 Gbit/s.
-            let per_gbit = cpu / (res.goodput_mbps * f64::from(secs) / 1000.0).max(1e-9);
-            notes.push(format!(
-                "CPU by rate: {} asked {} Mbit/s, got {:.1} Mbit/s: {:.2} s CPU in {secs} s, {:.3} cores per Gbit/s",
-                mode.label(),
-                if rate > 0.0 { rate.to_string() } else { "max".into() },
-                res.goodput_mbps,
-                cpu,
-                per_gbit
-            ));
-            out.push(RunResult {
-                scenario: NAME.into(),
-                alternative: format!("{}@{rate}", mode.label()),
-                started_unix: now_unix(),
-                metrics: vec![
-                    Metric::new("goodput", Unit::Mbps, res.goodput_mbps).flow("load"),
-                    Metric::new("process_cpu_per_gbit", Unit::S, per_gbit),
-                ],
-                ..Default::default()
-            });
-        }
-        teardown_mode(env, active, notes)?;
-    }
-    Ok(out)
-}
-
 /// The daemon's last log line containing `needle`, from the needle on (its totals at exit).
 fn d_log_line(log: &str, needle: &str) -> Option<String> {
-    let line = log
-        .lines()
-        .rev()
-        .find(|l| l.contains(needle) && l.contains("reported"))?;
+    let line = log.lines().rev().find(|l| l.contains(needle) && l.contains("reported"))?;
     line.find(needle).map(|i| line[i..].to_string())
 }
 
@@ -507,10 +508,7 @@ pub fn add_ratios(round: &mut [RunResult]) {
             }
         }
     }
-    let kernel = round
-        .iter()
-        .find(|r| r.alternative == Mode::Kernel.label())
-        .cloned();
+    let kernel = round.iter().find(|r| r.alternative == Mode::Kernel.label()).cloned();
     let Some(k) = kernel else { return };
     let (kp, kr) = (
         k.metric("pps", Some("throughput")).unwrap_or(f64::NAN),
@@ -519,100 +517,9 @@ pub fn add_ratios(round: &mut [RunResult]) {
     for r in round.iter_mut() {
         let pps = r.metric("pps", Some("throughput")).unwrap_or(f64::NAN);
         let rtt = r.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN);
-        r.metrics
-            .push(Metric::new("pps_ratio", Unit::Ratio, pps / kp).period("throughput"));
-        r.metrics
-            .push(Metric::new("probe_rtt_added_p50", US, rtt - kr).period("latency"));
+        r.metrics.push(Metric::new("pps_ratio", Unit::Ratio, pps / kp).period("throughput"));
+        r.metrics.push(Metric::new("probe_rtt_added_p50", US, rtt - kr).period("latency"));
     }
-}
-
-fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
-    let refs: Vec<&RunResult> = runs.iter().collect();
-    let mut t = Table::new(columns);
-    let rows: [(&str, Unit, &str, &str); 13] = [
-        (
-            "Packets/s through the router (MSS 536, unlimited)",
-            Unit::PacketsPerS,
-            "pps",
-            "throughput",
-        ),
-        (
-            "Packets/s relative to kernel forwarding (same round)",
-            Unit::Ratio,
-            "pps_ratio",
-            "throughput",
-        ),
-        (
-            "Load goodput (MSS 536, unlimited)",
-            Unit::Mbps,
-            "goodput",
-            "throughput",
-        ),
-        (
-            "User-space process CPU per million packets",
-            Unit::S,
-            "process_cpu_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Process CPU relative to slipstreamd with NFQUEUE (same round)",
-            Unit::Ratio,
-            "process_cpu_vs_nfqueue",
-            "throughput",
-        ),
-        (
-            "Machine busy CPU per million packets (2 cores)",
-            Unit::S,
-            "machine_busy_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Machine system CPU per million packets",
-            Unit::S,
-            "machine_system_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Machine softirq CPU per million packets",
-            Unit::S,
-            "machine_softirq_per_mpkt",
-            "throughput",
-        ),
-        (
-            "Machine user CPU per million packets",
-            Unit::S,
-            "machine_user_per_mpkt",
-            "throughput",
-        ),
-        (
-            "TCP probe RTT median under fixed load",
-            US,
-            "probe_rtt_p50",
-            "latency",
-        ),
-        (
-            "TCP probe RTT p99 under fixed load",
-            US,
-            "probe_rtt_p99",
-            "latency",
-        ),
-        (
-            "Probe RTT median added vs kernel (2 queued packets)",
-            US,
-            "probe_rtt_added_p50",
-            "latency",
-        ),
-        (
-            "Load goodput during the probe",
-            Unit::Mbps,
-            "loaded_goodput",
-            "latency",
-        ),
-    ];
-    for (label, unit, name, period) in rows {
-        t.add_metric_row(label, unit, &refs, name, Some(period), None);
-    }
-    t
 }
 
 #[cfg(test)]
@@ -622,23 +529,28 @@ mod tests {
     #[test]
     fn orders_alternate() {
         assert_eq!(
-            round_order(0),
-            vec![
-                Mode::Kernel,
-                Mode::NfqAccept,
-                Mode::Slipstreamd,
-                Mode::SlipstreamdEbpf
-            ]
+            round_order(&Mode::ALL, 0),
+            vec![Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd, Mode::SlipstreamdEbpf]
         );
         assert_eq!(
-            round_order(1),
-            vec![
-                Mode::SlipstreamdEbpf,
-                Mode::Slipstreamd,
-                Mode::NfqAccept,
-                Mode::Kernel
-            ]
+            round_order(&Mode::ALL, 1),
+            vec![Mode::SlipstreamdEbpf, Mode::Slipstreamd, Mode::NfqAccept, Mode::Kernel]
         );
+    }
+
+    #[test]
+    fn modes_from_the_options() {
+        let mut opts = ScenarioOptions::default();
+        assert_eq!(modes(&opts).unwrap(), Mode::ALL.to_vec());
+        opts.extra.insert("base_bin".into(), "/tmp/old".into());
+        assert_eq!(modes(&opts).unwrap().len(), 6);
+        opts.extra.insert("modes".into(), "slipstreamd-ebpf-base, slipstreamd-ebpf".into());
+        assert_eq!(
+            modes(&opts).unwrap(),
+            vec![Mode::Kernel, Mode::SlipstreamdEbpfBase, Mode::SlipstreamdEbpf]
+        );
+        opts.extra.remove("base_bin");
+        assert!(modes(&opts).is_err(), "base modes need base_bin");
     }
 
     #[test]
@@ -661,22 +573,14 @@ mod tests {
             ..Default::default()
         };
         let mut r = vec![run("slipstreamd", 50.0, 0.3), run("kernel", 100.0, 0.1)];
-        r[0].metrics
-            .push(Metric::new("process_cpu_per_mpkt", Unit::S, 12.0).period("throughput"));
+        r[0].metrics.push(Metric::new("process_cpu_per_mpkt", Unit::S, 12.0).period("throughput"));
         let mut ebpf = run("slipstreamd-ebpf", 95.0, 0.12);
-        ebpf.metrics
-            .push(Metric::new("process_cpu_per_mpkt", Unit::S, 0.75).period("throughput"));
+        ebpf.metrics.push(Metric::new("process_cpu_per_mpkt", Unit::S, 0.75).period("throughput"));
         r.push(ebpf);
         add_ratios(&mut r);
         assert_eq!(r[2].metric("pps_ratio", Some("throughput")), Some(0.95));
-        assert_eq!(
-            r[2].metric("process_cpu_vs_nfqueue", Some("throughput")),
-            Some(0.0625)
-        );
-        assert_eq!(
-            r[0].metric("process_cpu_vs_nfqueue", Some("throughput")),
-            Some(1.0)
-        );
+        assert_eq!(r[2].metric("process_cpu_vs_nfqueue", Some("throughput")), Some(0.0625));
+        assert_eq!(r[0].metric("process_cpu_vs_nfqueue", Some("throughput")), Some(1.0));
         assert_eq!(r[0].metric("pps_ratio", Some("throughput")), Some(0.5));
         assert!((r[0].metric("probe_rtt_added_p50", Some("latency")).unwrap() - 0.2).abs() < 1e-12);
         assert_eq!(r[1].metric("pps_ratio", Some("throughput")), Some(1.0));

@@ -34,9 +34,6 @@ pub mod phases;
 pub mod smoke;
 pub mod weights;
 
-// Left as the workspace formats it until wt-datapath's changes to it have landed; then drop
-// this attribute and run `cargo fmt` (crates/lab/rustfmt.toml).
-#[rustfmt::skip]
 pub mod datapath;
 pub mod udp_square;
 pub mod web;
@@ -121,7 +118,7 @@ pub static SCENARIOS: [Scenario; 12] = [
     scenario(
         "datapath",
         datapath::run,
-        &["load_mbit", "cpu_rates"],
+        &["load_mbit", "cpu_rates", "base_bin", "modes", "nat"],
         "What forwarding through NFQUEUE costs the router.",
     ),
     household(

@@ -1,0 +1,33 @@
+//! The datapath scenario's summary table: one row per metric, one column per mode.
+
+use super::US;
+use crate::result::{RunResult, Table, Unit};
+
+pub(super) fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(columns);
+    let rows: [(&str, Unit, &str, &str); 13] = [
+        ("Packets/s through the router (MSS 536, unlimited)", Unit::PacketsPerS, "pps", "throughput"),
+        ("Packets/s relative to kernel forwarding (same round)", Unit::Ratio, "pps_ratio", "throughput"),
+        ("Load goodput (MSS 536, unlimited)", Unit::Mbps, "goodput", "throughput"),
+        ("User-space process CPU per million packets", Unit::S, "process_cpu_per_mpkt", "throughput"),
+        (
+            "Process CPU relative to slipstreamd with NFQUEUE (same round)",
+            Unit::Ratio,
+            "process_cpu_vs_nfqueue",
+            "throughput",
+        ),
+        ("Machine busy CPU per million packets (2 cores)", Unit::S, "machine_busy_per_mpkt", "throughput"),
+        ("Machine system CPU per million packets", Unit::S, "machine_system_per_mpkt", "throughput"),
+        ("Machine softirq CPU per million packets", Unit::S, "machine_softirq_per_mpkt", "throughput"),
+        ("Machine user CPU per million packets", Unit::S, "machine_user_per_mpkt", "throughput"),
+        ("TCP probe RTT median under fixed load", US, "probe_rtt_p50", "latency"),
+        ("TCP probe RTT p99 under fixed load", US, "probe_rtt_p99", "latency"),
+        ("Probe RTT median added vs kernel (2 queued packets)", US, "probe_rtt_added_p50", "latency"),
+        ("Load goodput during the probe", Unit::Mbps, "loaded_goodput", "latency"),
+    ];
+    for (label, unit, name, period) in rows {
+        t.add_metric_row(label, unit, &refs, name, Some(period), None);
+    }
+    t
+}
