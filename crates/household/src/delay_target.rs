@@ -189,9 +189,22 @@ impl DelayTarget {
             {
                 EarlyStep::Inactive => return None,
                 EarlyStep::Hold(budget) => (budget, BudgetPhase::Yield),
-                // Back to the operating point before the SYN; as a recovery, so that the engine
-                // lifts the demands the hold made small.
-                EarlyStep::Restore(budget) => (budget, BudgetPhase::Recover),
+                // Nobody came: back towards the operating point before the SYN as after a long
+                // yield (half of it now, doubling while the queue stays empty), so that a
+                // newcomer whose queue is late meets half the background, not all of it; as a
+                // recovery, so that the engine lifts the demands the hold made small.
+                EarlyStep::Restore(from) => {
+                    self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
+                    let budget =
+                        ((self.ceiling as f64 / RECOVERY_START_DIVISOR) as u64).max(round.budget_in_force);
+                    self.settling = false;
+                    self.low_rounds = LOW_ROUNDS_TO_PROBE;
+                    self.high_rounds = 0;
+                    self.previous = PreviousRound::default();
+                    self.phase = BudgetPhase::Recover;
+                    self.budget = budget;
+                    return Some(budget);
+                }
                 EarlyStep::Queued { from } => {
                     // Best effort is here: the usual yield runs from the floors. When it leaves,
                     // recover towards the operating point before the SYN (as after a long yield).
@@ -545,6 +558,22 @@ mod tests {
         assert_eq!(step(2_896, 0), (8_688, "hold"));
         assert_eq!(step(8_688, 0), (58_438, "recover"));
         assert_eq!(step(58_438, 0), (116_875, "recover"));
+    }
+
+    #[test]
+    fn a_syn_without_a_queue_recovers_from_half_the_operating_point() {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+        c.on_competitor(Instant::from_millis(1000));
+        let mut step = |budget: u64, queue: u64| {
+            let next = c.on_round(&round(budget, Some(queue), budget, budget));
+            (next, c.stats().phase.as_str())
+        };
+        for _ in 0..crate::early_yield::HOLD_ROUNDS {
+            assert_eq!(step(100_000, 2).1, "yield");
+        }
+        // No queue showed: half of 85% of 100 kB, then (the queue still empty) 85 kB.
+        assert_eq!(step(2_896, 0), (42_500, "recover"));
+        assert_eq!(step(42_500, 0), (85_000, "recover"));
     }
 
     #[test]

@@ -12,15 +12,18 @@
 //! competitor; QUIC opens none, so the queue-based yield stays the backstop.
 //!
 //! A false alarm (a short request, a connection that sends little) costs the background
-//! [`HOLD_ROUNDS`] rounds at its floors: if no queue above the target showed by then, the
-//! budget goes straight back to where it was. If one showed, the controller's own yield takes
-//! over with its quick recovery armed to the operating point before the SYN.
+//! [`HOLD_ROUNDS`] rounds at its floors and two to come back: if no queue above the target
+//! showed by then, the controller recovers to where it was (from half of it, doubling). If one
+//! showed, the controller's own yield takes over with the same recovery armed for when best
+//! effort leaves.
 
-/// Rounds (about base RTTs) the budget stays at the floors after a competitor's SYN unless a
-/// queue shows: the newcomer's data arrives about two RTTs after its SYN and its slow start
-/// fills the link about four after that (an initial window of 10 segments doubling to a 125 kB
-/// BDP), so six rounds see a bulk download's queue and few short requests outlast them.
-pub const HOLD_ROUNDS: u32 = 6;
+/// Rounds (about RTTs) the budget stays at the floors after a competitor's SYN unless a queue
+/// shows: the newcomer's data arrives one to two RTTs after its SYN, its slow start fills the
+/// link three to four after that (an initial window of 10 segments doubling to an 83-packet
+/// BDP), and the queue reads above the target a round later (its samples waited in it). With
+/// six, the lab's on-off run saw holds end just before the queue showed, and the background
+/// came back into best effort's overflow.
+pub const HOLD_ROUNDS: u32 = 10;
 /// The early yield's budget is at most this fraction of the one in force: with many flows whose
 /// floors alone exceed the BDP, still a deep cut (the allocator time-shares below the floors).
 const DEPTH_DIVISOR: u64 = 8;
