@@ -13,7 +13,7 @@
 //!
 //! A false alarm (a short request, a connection that sends little) costs the background
 //! [`HOLD_ROUNDS`] rounds at its floors and two to come back: if no queue above the target
-//! showed by then, the controller recovers to where it was (from half of it, doubling). If one
+//! showed by then, the controller recovers to where it was (from a quarter of it, doubling). If one
 //! showed, the controller's own yield takes over with the same recovery armed for when best
 //! effort leaves.
 
