@@ -179,6 +179,7 @@ pub(crate) struct DelayTargetParams {
     target: Option<String>,
     gain: Option<f64>,
     max_growth: Option<f64>,
+    early_yield: Option<bool>,
 }
 
 impl Kind for DelayTargetParams {
@@ -207,6 +208,7 @@ impl Kind for DelayTargetParams {
             gain: self.gain.unwrap_or(d.gain),
             max_growth: self.max_growth.unwrap_or(d.max_growth),
             variant: d.variant,
+            early_yield: self.early_yield.unwrap_or(d.early_yield),
         };
         v.checked(p, field_names::<Self>(), c.validate())?;
         Ok(BudgetConfig::DelayTarget(c))
@@ -333,6 +335,7 @@ mod tests {
                 "target",
                 "gain",
                 "max_growth",
+                "early_yield",
                 "interval",
                 "unit_bytes",
                 "epsilon_units",

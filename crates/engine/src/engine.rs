@@ -229,6 +229,11 @@ impl Engine {
             }
         };
         let Some(rule) = meta.rule.filter(|r| *r >= 1) else {
+            if info.flags.syn && !info.flags.ack {
+                // An ordinary flow opens (the firewall queues these SYNs only for household
+                // control): best effort is about to start.
+                self.household.on_competitor(now);
+            }
             self.counters.count_pass(PassReason::Unclassified);
             return Verdict::Accept;
         };

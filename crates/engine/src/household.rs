@@ -112,6 +112,16 @@ impl Household {
         self.links.iter().map(|l| l.last.clone()).collect()
     }
 
+    /// A flow that is no household flow opened: each link with household flows hears of it (the
+    /// SYN does not say which way its data will flow).
+    pub(crate) fn on_competitor(&mut self, now: Instant) {
+        for link in &mut self.links {
+            if link.last.flows > 0 {
+                link.controller.on_competitor(now);
+            }
+        }
+    }
+
     /// Whether link `which`'s round is due.
     pub(crate) fn link_due(&self, which: usize, now: Instant) -> bool {
         self.links[which].next_round.is_none_or(|t| now >= t)

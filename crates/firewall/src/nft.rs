@@ -186,6 +186,15 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
             s,
             "\t\t{skip_lo}{v4only}meta l4proto tcp tcp flags & syn == syn ct mark and {mask:#x} == 0x0 jump classify_{hook}"
         );
+        if crate::plan::household_in_use(config) {
+            // As with iptables (see `plan::household_in_use`): a best-effort flow's opening SYN.
+            let _ = writeln!(
+                s,
+                "\t\t{skip_lo}{v4only}meta l4proto tcp tcp flags & (syn | ack) == syn ct mark and {mask:#x} == 0x0 limit rate {}/second queue num {} bypass",
+                crate::plan::COMPETITOR_SYNS_PER_SECOND,
+                d.ack_queue
+            );
+        }
         // eBPF datapath: only handshakes are queued, the rest need not enter `enqueue`.
         let syn = if d.engine == DatapathEngine::Ebpf {
             "tcp flags & syn == syn "

@@ -401,6 +401,18 @@ fn any_or_each<T: Clone>(items: Vec<T>) -> Vec<Option<T>> {
     }
 }
 
+/// Most opening SYNs of unclassed flows per second sent to the daemon (the rest pass the queue):
+/// household control only needs to learn that someone starts a flow, and a SYN flood through
+/// the router must not load the daemon.
+pub(crate) const COMPETITOR_SYNS_PER_SECOND: u32 = 20;
+
+/// Whether some rule hands its flows to household control: then the opening SYNs of unclassed
+/// flows (best effort starting) are queued too, rate-limited (see
+/// [`COMPETITOR_SYNS_PER_SECOND`]); the daemon passes them unchanged.
+pub(crate) fn household_in_use(config: &Config) -> bool {
+    config.rules.iter().any(|r| r.controller.kind() == "household")
+}
+
 fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     let d = &config.datapath;
     let mask = d.mark_mask;
@@ -430,10 +442,20 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
         hook_rules.push(format!("-I INPUT 1 ! -i lo {tcp} -j {MAIN_CHAIN}"));
     }
 
-    let mut main_rules = vec![
-        format!("-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {unclassed} -j {CLASSIFY_CHAIN}"),
-        format!("-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"),
-    ];
+    let mut main_rules = vec![format!(
+        "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {unclassed} -j {CLASSIFY_CHAIN}"
+    )];
+    if household_in_use(config) {
+        // Still unclassed after the classify chain: the opening SYN of an ordinary flow, queued
+        // (rate-limited) so that household control yields before its slow start arrives.
+        main_rules.push(format!(
+            "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN,ACK SYN {unclassed} -m limit --limit {COMPETITOR_SYNS_PER_SECOND}/sec -j NFQUEUE --queue-num {} --queue-bypass",
+            d.ack_queue
+        ));
+    }
+    main_rules.push(format!(
+        "-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"
+    ));
     if d.engine == DatapathEngine::Ebpf {
         // The tc programs see every other packet; only handshakes reach the daemon here.
         main_rules.push(format!(

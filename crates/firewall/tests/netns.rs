@@ -65,9 +65,10 @@ fn install_reinstall_remove_in_netns() {
     let dump = ns.run("iptables-legacy-save", &["-t", "mangle"]);
     assert_eq!(count(&dump, "-A FORWARD -p tcp -j SLIPSTREAM"), 1, "{dump}");
     let listed = ns.run("iptables-legacy", &["-t", "mangle", "-S", "SLIPSTREAM"]);
+    // Classify jump, unclassed SYNs for household control, restore-mark, two queues.
     assert_eq!(
         listed.lines().filter(|l| l.starts_with("-A ")).count(),
-        4,
+        5,
         "{listed}"
     );
     std::mem::forget(fw);
@@ -417,10 +418,21 @@ fn forwarded_flow_is_classed_and_queued() {
         );
         let counts: Vec<u64> = out
             .lines()
-            .filter(|l| l.contains("NFQUEUE"))
+            .filter(|l| l.contains("NFQUEUE") && !l.contains("limit:"))
             .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
             .collect();
         (counts[0], counts[1])
+    };
+    // Opening SYNs of unclassed flows queued (household control hears best effort start).
+    let syns_queued = || -> u64 {
+        let out = rtr.run(
+            "iptables-legacy",
+            &["-w", "-t", "mangle", "-L", "SLIPSTREAM", "-v", "-n", "-x"],
+        );
+        out.lines()
+            .find(|l| l.contains("NFQUEUE") && l.contains("limit:"))
+            .map(|l| l.split_whitespace().next().unwrap().parse().unwrap())
+            .unwrap_or_else(|| panic!("no rule queueing unclassed SYNs:\n{out}"))
     };
 
     // packet counts of the jump to the classify chain, and of the FORWARD hook
@@ -451,6 +463,10 @@ fn forwarded_flow_is_classed_and_queued() {
 
     transfer("5201");
     assert_eq!(queued(), (0, 0), "a flow matching no rule must not be queued");
+    // ... but its opening SYNs are, for household control: iperf3's two connections (a
+    // retransmitted SYN may add one), never a SYN-ACK or any later packet.
+    let syns = syns_queued();
+    assert!((2..=4).contains(&syns), "{syns} unclassed SYNs queued");
     let hooked = counter("FORWARD", "SLIPSTREAM");
     let classify_walks = counter("SLIPSTREAM", "SLIPSTREAM_CLASSIFY");
     // iperf3 opens two connections: 2 SYNs + 2 SYN-ACKs (a retransmitted SYN may add one).

@@ -39,6 +39,7 @@ fn router_mode_two_rules() {
         :SLIPSTREAM - [0:0]
         :SLIPSTREAM_CLASSIFY - [0:0]
         -A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY
+        -A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN,ACK SYN -m connmark --mark 0x0/0xff0000 -m limit --limit 20/sec -j NFQUEUE --queue-num 8470 --queue-bypass
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j CONNMARK --restore-mark --nfmask 0xff0000 --ctmask 0xff0000
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -m length --length 0:128 -j NFQUEUE --queue-num 8470 --queue-bypass
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8471 --queue-bypass
@@ -60,6 +61,7 @@ fn router_mode_two_rules() {
         :SLIPSTREAM - [0:0]
         :SLIPSTREAM_CLASSIFY - [0:0]
         -A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark --mark 0x0/0xff0000 -j SLIPSTREAM_CLASSIFY
+        -A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN,ACK SYN -m connmark --mark 0x0/0xff0000 -m limit --limit 20/sec -j NFQUEUE --queue-num 8470 --queue-bypass
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j CONNMARK --restore-mark --nfmask 0xff0000 --ctmask 0xff0000
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -m length --length 0:148 -j NFQUEUE --queue-num 8470 --queue-bypass
         -A SLIPSTREAM -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8471 --queue-bypass
@@ -187,7 +189,8 @@ fn mask_shift() {
     let p = plan(&parse(text, "t").unwrap(), Backend::IptablesLegacy);
     let v4 = &p.iptables[0];
     assert!(v4.main_rules[0].contains("--mark 0x0/0xff "));
-    assert!(v4.main_rules[1].contains("--nfmask 0xff --ctmask 0xff"));
+    assert!(v4.main_rules[1].contains("--mark 0x0/0xff -m limit"));
+    assert!(v4.main_rules[2].contains("--nfmask 0xff --ctmask 0xff"));
     assert!(v4.classify_rules[0].ends_with("--set-xmark 0x1/0xff"));
     assert!(v4.classify_rules[3].ends_with("--set-xmark 0x2/0xff"));
 
@@ -254,6 +257,7 @@ fn nftables_ruleset_router_mode() {
         chain forward {
         type filter hook forward priority mangle; policy accept;
         meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 == 0x0 jump classify_forward
+        meta l4proto tcp tcp flags & (syn | ack) == syn ct mark and 0xff0000 == 0x0 limit rate 20/second queue num 8470 bypass
         meta l4proto tcp ct mark and 0xff0000 != 0x0 jump enqueue
         }
         chain classify_forward {
@@ -412,14 +416,23 @@ fn ebpf_datapath_queues_only_handshakes() {
     let queued: Vec<&str> = lines(&v4).into_iter().filter(|l| l.contains("NFQUEUE")).collect();
     assert_eq!(
         queued,
-        ["-A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8470 --queue-bypass"]
+        [
+            "-A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN,ACK SYN -m connmark --mark 0x0/0xff0000 -m limit --limit 20/sec -j NFQUEUE --queue-num 8470 --queue-bypass",
+            "-A SLIPSTREAM -p tcp -m tcp --tcp-flags SYN SYN -m connmark ! --mark 0x0/0xff0000 -j NFQUEUE --queue-num 8470 --queue-bypass"
+        ]
     );
     let nft = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
     let queued: Vec<&str> = lines(&nft)
         .into_iter()
         .filter(|l| l.contains("queue num"))
         .collect();
-    assert_eq!(queued, ["tcp flags & syn == syn queue num 8470 bypass"]);
+    assert_eq!(
+        queued,
+        [
+            "meta l4proto tcp tcp flags & (syn | ack) == syn ct mark and 0xff0000 == 0x0 limit rate 20/second queue num 8470 bypass",
+            "tcp flags & syn == syn queue num 8470 bypass"
+        ]
+    );
     // Only handshakes enter the chains at all.
     let jumps: Vec<&str> = lines(&v4).into_iter().filter(|l| l.starts_with("-I ")).collect();
     assert_eq!(
@@ -430,5 +443,27 @@ fn ebpf_datapath_queues_only_handshakes() {
         lines(&nft)
             .contains(&"meta l4proto tcp tcp flags & syn == syn ct mark and 0xff0000 != 0x0 jump enqueue"),
         "{nft}"
+    );
+}
+
+/// The opening SYNs of unclassed flows (best effort starting, which household control yields
+/// to) are queued, rate-limited, only when some rule uses household control.
+#[test]
+fn competitor_syns_queued_only_for_household_control() {
+    let text = "[[rules]]\nname = \"a\"\nremote_ports = [1]\n\
+                controller = { kind = \"fixed_window\", window_bytes = 65535 }\n";
+    let config = parse(text, "t").unwrap();
+    let v4 = plan(&config, Backend::IptablesLegacy).iptables[0].restore_input();
+    assert!(!v4.contains("SYN,ACK SYN"), "{v4}");
+    let nft = plan(&config, Backend::Nftables).nft_ruleset.unwrap();
+    assert!(!nft.contains("limit rate"), "{nft}");
+    let config = parse("[[rules]]\nname = \"a\"\nremote_ports = [1]\n", "t").unwrap();
+    let v4 = plan(&config, Backend::IptablesLegacy).iptables[0].restore_input();
+    assert_eq!(
+        lines(&v4)
+            .iter()
+            .filter(|l| l.contains("SYN,ACK SYN -m connmark --mark 0x0/"))
+            .count(),
+        1
     );
 }

@@ -131,6 +131,10 @@ pub trait BudgetController {
     /// `[min_budget, max_budget]`.
     fn on_round(&mut self, round: &LinkRound) -> u64;
 
+    /// A flow that is not background traffic opened (its SYN crossed the router): best effort is
+    /// about to start. The decision waits for the next round; most controllers ignore it.
+    fn on_competitor(&mut self, _now: Instant) {}
+
     /// Current state for metrics.
     fn stats(&self) -> BudgetStats;
 }
@@ -223,6 +227,14 @@ impl BudgetController for AnyBudget {
             AnyBudget::DelayTarget(c) => c.on_round(round),
             AnyBudget::KeyBinarySearch(c) => c.on_round(round),
             AnyBudget::KeyStochastic(c) => c.on_round(round),
+        }
+    }
+
+    fn on_competitor(&mut self, now: Instant) {
+        match self {
+            AnyBudget::DelayTarget(c) => c.on_competitor(now),
+            AnyBudget::KeyBinarySearch(c) => c.on_competitor(now),
+            AnyBudget::KeyStochastic(c) => c.on_competitor(now),
         }
     }
 

@@ -6,7 +6,7 @@
 //! * `link_rate` — the link's rate as the background has seen it (a windowed maximum);
 //! * `budget` — how much all background flows of a link may have in flight, decided once per
 //!   round by one of the budget controllers (`delay_target`, `key_binary_search`,
-//!   `key_stochastic`);
+//!   `key_stochastic`); `early_yield` drops it when a best-effort flow opens;
 //! * `allocator` — splits the budget: strict priority between rules, minimum rates, then equal
 //!   shares per LAN host and weights per rule, and time-sharing when the budget is below the sum
 //!   of the flows' two-segment floors.
@@ -16,6 +16,7 @@
 pub mod allocator;
 pub mod budget;
 pub mod delay_target;
+pub mod early_yield;
 pub mod key_binary_search;
 pub mod key_stochastic;
 pub mod link_delay;
