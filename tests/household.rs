@@ -316,9 +316,10 @@ fn uploads_behind_nat_take_turns() {
 /// The same with the tc eBPF datapath: the right edge of each window update the daemon sends
 /// goes into the kernel's map, and the update itself (a frame to the LAN host) passes the
 /// program untouched. Its bound is lower: on the 2-core test VM the eBPF datapath's time-shared
-/// uploads reached 5.4-7.5 Mbit/s from run to run where NFQUEUE's reached 7.5-8.4 (an ACK that
-/// arrives between a household round and the map write passes with the old entry, where NFQUEUE
-/// holds it for the engine; issue 11 keeps the gap open). Every upload must still move.
+/// uploads reached 5.4-7.5 Mbit/s from run to run where NFQUEUE's reached 7.5-8.4 (not yet
+/// explained; one candidate is an ACK that arrives between a household round and the map write
+/// and passes with the old entry, where NFQUEUE holds it for the engine). Every upload must
+/// still move.
 #[test]
 #[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
 fn uploads_behind_nat_take_turns_ebpf() {
