@@ -1,0 +1,236 @@
+//! The delay-target controller's tests: hand-computed rounds.
+
+use super::*;
+use slipstream_control::Instant;
+
+fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> LinkRound {
+    LinkRound {
+        now: Instant::from_millis(1000),
+        interval: Duration::from_millis(100),
+        queue_delay: queue_ms.map(Duration::from_millis),
+        base_rtt: Some(Duration::from_millis(100)),
+        delivered_bytes: delivered,
+        budget_in_force: budget,
+        in_flight,
+        mss: 1448,
+        active_flows: 1,
+        floors: 2896,
+    }
+}
+
+#[test]
+fn proportional_step_by_hand() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
+    // q = 6 ms (above half the 10 ms target, below it): step = 0.5 * 4 ms * 1.25 MB/s = 2500.
+    assert_eq!(c.on_round(&round(150_000, Some(6), 125_000, 150_000)), 152_500);
+    assert_eq!(c.stats().phase.as_str(), "hold");
+    // q = 15 ms: step = 0.5 * -5 ms * 1.25 MB/s = -3125.
+    assert_eq!(c.on_round(&round(150_000, Some(15), 125_000, 150_000)), 146_875);
+    assert_eq!(c.stats().phase.as_str(), "yield");
+    // q = 30 ms, above twice the target: step = 0.5 * -20 ms * 1.25 MB/s = -12500, but
+    // the multiplicative yield, 150000 * 20 / 30 = 100000, is larger.
+    assert_eq!(c.on_round(&round(150_000, Some(30), 125_000, 150_000)), 100_000);
+    // q = 50 ms, above four times the target: halve.
+    assert_eq!(c.on_round(&round(150_000, Some(50), 125_000, 150_000)), 75_000);
+    // q = 500 ms: the step would go below zero; at most halve.
+    assert_eq!(c.on_round(&round(150_000, Some(500), 125_000, 150_000)), 75_000);
+}
+
+#[test]
+fn probes_geometrically_well_below_target() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 10_000);
+    // q = 0: step = 0.5 * 10 ms * 100 kB/s = 500; the first low round grows by that only.
+    assert_eq!(c.on_round(&round(10_000, Some(0), 10_000, 10_000)), 10_500);
+    assert_eq!(c.stats().phase.as_str(), "hold");
+    // The second: growth 1.5x wins: 15750.
+    assert_eq!(c.on_round(&round(10_500, Some(0), 10_000, 10_500)), 15_750);
+    assert_eq!(c.stats().phase.as_str(), "probe");
+}
+
+#[test]
+fn a_freed_link_is_taken_back_by_doubling_up_to_the_old_operating_point() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // (budget in force, queue ms, delivered = in flight) -> next budget, phase.
+    let mut step = |budget: u64, queue: u64| {
+        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        (next, c.stats().phase.as_str())
+    };
+    // At 100 kB (1 MB/s, the link's rate C) the queue sits at the target.
+    assert_eq!(step(100_000, 10), (100_000, "hold"));
+    // Best effort arrives: 50 ms. Step 0.5 * -40 ms * C = -20000, but 2T/q = 0.4 is larger,
+    // capped at halving.
+    assert_eq!(step(100_000, 50), (50_000, "yield"));
+    assert_eq!(step(50_000, 50), (25_000, "yield"));
+    // C is still the link's 1 MB/s although the background delivers only 100 kB/s: the
+    // step, -10000, and 2T/q = 2/3 are both below halving.
+    assert_eq!(step(10_000, 30), (5_000, "yield"));
+    assert_eq!(step(10_000, 30), (5_000, "yield"));
+    // The fifth round above the target: best effort holds the link, recovery is armed.
+    assert_eq!(step(10_000, 30), (5_000, "yield"));
+    // Best effort leaves. One low round: the proportional step, 0.5 * 10 ms * C = 5000, and
+    // no settling round, as a recovery is pending.
+    assert_eq!(step(5_000, 0), (10_000, "hold"));
+    // The second starts the recovery at a quarter of the ceiling, 85% of the 100 kB before
+    // the yield: 21250.
+    assert_eq!(step(10_000, 0), (21_250, "recover"));
+    // Then double each round, no settling rounds, up to the ceiling.
+    assert_eq!(step(21_250, 0), (42_500, "recover"));
+    assert_eq!(step(42_500, 0), (85_000, "recover"));
+    // At the ceiling: the cautious probe, 1.5x, then a settling round.
+    assert_eq!(step(85_000, 0), (127_500, "probe"));
+    assert_eq!(step(127_500, 0), (127_500, "probe"));
+}
+
+#[test]
+fn a_second_yield_from_the_floor_keeps_the_ceiling() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut step = |budget: u64, queue: u64| {
+        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        (next, c.stats().phase.as_str())
+    };
+    assert_eq!(step(100_000, 10), (100_000, "hold"));
+    // Five rounds above the target, the first from 100 kB, arm the recovery to 85 kB.
+    step(100_000, 30);
+    for _ in 0..4 {
+        step(10_000, 30);
+    }
+    // One round at the target mid-busy-period, then five more above it from the floor.
+    assert_eq!(step(5_000, 10), (5_000, "hold"));
+    for _ in 0..5 {
+        step(2_896, 30);
+    }
+    // Best effort leaves: the recovery still starts from a quarter of 85 kB.
+    step(2_896, 0);
+    assert_eq!(step(7_896, 0), (21_250, "recover"));
+}
+
+#[test]
+fn a_brief_yield_is_followed_by_the_cautious_probe() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // The background alone: the link stays full (1 MB/s), whatever its budget.
+    let mut step = |budget: u64, queue: u64| {
+        let next = c.on_round(&round(budget, Some(queue), 100_000, budget));
+        (next, c.stats().phase.as_str())
+    };
+    assert_eq!(step(100_000, 10), (100_000, "hold"));
+    // Two rounds above the target (the background's own overshoot, a burst): no recovery.
+    assert_eq!(step(100_000, 50), (50_000, "yield"));
+    assert_eq!(step(50_000, 30), (33_333, "yield"));
+    // Low: +5000, a settling round, then 1.5x (not doubling towards the 85 kB before).
+    assert_eq!(step(33_333, 0), (38_333, "hold"));
+    assert_eq!(step(38_333, 0), (38_333, "hold"));
+    assert_eq!(step(38_333, 0), (57_500, "probe"));
+}
+
+#[test]
+fn a_settling_round_does_not_wait_out_a_queue_above_the_target() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // Two low rounds: +5000 (0.5 * 10 ms * 1 MB/s), then 1.5x, which arms a settling round.
+    assert_eq!(c.on_round(&round(100_000, Some(0), 100_000, 100_000)), 105_000);
+    assert_eq!(c.on_round(&round(105_000, Some(0), 100_000, 105_000)), 157_500);
+    // Best effort arrives during the settling round: q = 30 ms yields at once, by 2T/q.
+    assert_eq!(c.on_round(&round(157_500, Some(30), 100_000, 157_500)), 105_000);
+    assert_eq!(c.stats().phase.as_str(), "yield");
+    // Without a queue, the settling round only measures.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    c.on_round(&round(100_000, Some(0), 100_000, 100_000));
+    c.on_round(&round(105_000, Some(0), 100_000, 105_000));
+    assert_eq!(c.on_round(&round(157_500, Some(5), 100_000, 157_500)), 157_500);
+}
+
+#[test]
+fn yields_to_its_share_when_someone_else_takes_the_link() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // Alone: 100 kB per 100 ms round, so the link's rate C is 1 MB/s.
+    assert_eq!(c.on_round(&round(100_000, Some(10), 100_000, 100_000)), 100_000);
+    // Best effort took half of the link and keeps the queue at 15 ms. The first round
+    // only takes the proportional step, 0.5 * -5 ms * C = -2500.
+    assert_eq!(c.on_round(&round(100_000, Some(15), 50_000, 100_000)), 97_500);
+    // The second: R / C over both rounds, 0.5, wins.
+    assert_eq!(c.on_round(&round(100_000, Some(15), 50_000, 100_000)), 50_000);
+    // A burst of 110 kB raises C to 1.1 MB/s; over two rounds R is 800 kB/s, 0.73 C: noise,
+    // only the proportional step, 0.5 * -5 ms * 1.1 MB/s = -2750.
+    assert_eq!(c.on_round(&round(100_000, Some(15), 110_000, 100_000)), 97_250);
+    // Below the target, never (the step is 0.5 * 2 ms * 1.1 MB/s).
+    assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_100);
+    assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_100);
+}
+
+#[test]
+fn grows_only_into_what_is_used() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // The flows have only 20 kB in flight: the budget may not exceed 2 * 20k + floors.
+    assert_eq!(c.on_round(&round(100_000, Some(0), 20_000, 20_000)), 100_000);
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 30_000);
+    c.on_round(&round(30_000, Some(0), 20_000, 30_000));
+    assert_eq!(c.on_round(&round(30_000, Some(0), 20_000, 20_000)), 42_896);
+}
+
+#[test]
+fn a_best_effort_syn_drops_the_budget_before_the_queue_shows() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut step = |budget: u64, queue: u64| {
+        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        (next, c.stats().phase.as_str())
+    };
+    assert_eq!(step(137_500, 10), (137_500, "hold"));
+    c.on_competitor(Instant::from_millis(1000));
+    let mut step = |budget: u64, queue: u64| {
+        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        (next, c.stats().phase.as_str())
+    };
+    // The next round drops to the one flow's floor (2896, below 137500 / 8), the queue
+    // still at the target, and holds it while the queue stays low.
+    assert_eq!(step(137_500, 10), (2_896, "yield"));
+    assert_eq!(step(2_896, 0), (2_896, "yield"));
+    // Best effort's slow start reaches the queue: the usual yield (at most halving, 2896
+    // is the engine's minimum anyway), and the recovery is armed to 85% of 137500.
+    assert_eq!(step(2_896, 50), (1_448, "yield"));
+    // Best effort leaves: one low round (+ 0.5 * 10 ms * C, C = 1.375 MB/s, capped at twice
+    // the 2896 in flight plus the floor: 8688), then a quarter of the ceiling 116875,
+    // doubling.
+    assert_eq!(step(2_896, 0), (8_688, "hold"));
+    assert_eq!(step(8_688, 0), (29_219, "recover"));
+    assert_eq!(step(29_219, 0), (58_438, "recover"));
+    assert_eq!(step(58_438, 0), (116_875, "recover"));
+}
+
+#[test]
+fn a_syn_without_a_queue_recovers_to_the_operating_point() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    c.on_competitor(Instant::from_millis(1000));
+    let mut step = |budget: u64, queue: u64| {
+        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        (next, c.stats().phase.as_str())
+    };
+    for _ in 0..crate::early_yield::HOLD_ROUNDS {
+        assert_eq!(step(100_000, 2).1, "yield");
+    }
+    // No queue showed: a quarter of 85% of 100 kB, then (the queue still empty) doubling.
+    assert_eq!(step(2_896, 0), (21_250, "recover"));
+    assert_eq!(step(21_250, 0), (42_500, "recover"));
+    assert_eq!(step(42_500, 0), (85_000, "recover"));
+}
+
+#[test]
+fn ledbat_ignores_syns() {
+    let mut c = DelayTarget::new(DelayTargetConfig::ledbat(), 100_000);
+    c.on_competitor(Instant::from_millis(1000));
+    assert_eq!(c.on_round(&round(100_000, Some(5), 100_000, 100_000)), 100_724);
+}
+
+#[test]
+fn ledbat_step_by_hand() {
+    let mut c = DelayTarget::new(DelayTargetConfig::ledbat(), 100_000);
+    // off_target = (10 - 5) / 10 = 0.5; step = 1 * 0.5 * 1448 * 100000 / 100000 = 724.
+    assert_eq!(c.on_round(&round(100_000, Some(5), 100_000, 100_000)), 100_724);
+    // off_target clamps at -1: step = -1448.
+    assert_eq!(c.on_round(&round(100_000, Some(80), 100_000, 100_000)), 98_552);
+}
+
+#[test]
+fn keeps_budget_without_samples() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 42_000);
+    assert_eq!(c.on_round(&round(42_000, None, 0, 0)), 42_000);
+    assert_eq!(c.stats().phase.as_str(), "idle");
+}
