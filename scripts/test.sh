@@ -5,6 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/setup.sh
 
+# Runs a step with a time limit, so a hung test fails the run with its name instead of stalling
+# CI until its own limit (each limit is several times the step's time on the 2-core test VM).
+bounded() {
+  local secs=$1
+  shift
+  local rc=0
+  timeout --kill-after=30 "$secs" "$@" || rc=$?
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "scripts/test.sh: timed out after ${secs} s: $*" >&2
+  fi
+  return "$rc"
+}
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start the real binaries (slipstreamd, slipstream-delay): build them first,
@@ -17,39 +30,39 @@ export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
 # Tests that need root and network namespaces are #[ignore]d (a plain `cargo test` lists them as
 # ignored, with the reason); this script runs them (--ignored / --include-ignored), where a
 # missing prerequisite fails the test. Measurements and long soaks stay out (--skip).
-cargo test --workspace --exclude slipstream -- --test-threads=1
+bounded 2400 cargo test --workspace --exclude slipstream -- --test-threads=1
 # The crates' namespace tests: firewall rules, NFQUEUE, conntrack, the daemon (control socket,
 # reload, privileges, window updates), the tc eBPF program run by the kernel on crafted frames.
-cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf -- \
+bounded 1200 cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf -- \
   --ignored --test-threads=1 --skip cost_of_timestamps_under_a_flood
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
-cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
+bounded 1500 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
 # Household control end to end: a LAN host without TCP timestamps, and 16 background flows of two
 # hosts beside best effort (goodput shares, per-host split, no connection failures); the 16 flows
 # also on the eBPF datapath.
 # (uploads_behind_nat_take_turns_ebpf is skipped: a held upload can stall on the eBPF datapath,
 # a known bug of issue 11.)
-cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1 \
+bounded 1500 cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1 \
   --skip uploads_behind_nat_take_turns_ebpf
 # Restart without loss: kill -9 of the daemon under a background and a best-effort download, a
 # few times (SLIPSTREAM_SOAK_CYCLES, default 3; the 100-cycle soak kill_and_restart_100_times is
 # skipped here): no connection broken, no rule left, control back within 2 s of each restart.
-cargo test -p slipstream --test restart -- --include-ignored --nocapture --test-threads=1 \
+bounded 900 cargo test -p slipstream --test restart -- --include-ignored --nocapture --test-threads=1 \
   --skip kill_and_restart_100_times
 # Rules by name: real dnsmasq fills the rule's sets from its answers (fw3: ipset, with the daemon
 # clamping the named download while the other name's download passes untouched; fw4: nftset and
 # the kernel's classification), the set entry expires, and lan_hostnames follow a lease file.
-cargo test -p slipstream --test names -- --include-ignored --nocapture --test-threads=1
+bounded 900 cargo test -p slipstream --test names -- --include-ignored --nocapture --test-threads=1
 # Floods: 100 000 spoofed SYNs at 5 000/s, then as fast as possible, then at over twice the
 # daemon's capacity, beside a best-effort download: none lost, flow table and memory bounded,
 # best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored syn_flood_1m).
-cargo test -p slipstream --test flood -- --include-ignored --nocapture --test-threads=1 --skip syn_flood_1m
+bounded 900 cargo test -p slipstream --test flood -- --include-ignored --nocapture --test-threads=1 --skip syn_flood_1m
 # Fuzzing, a short pass: each cargo-fuzz target (packet parsing, the window rewrite, the engine's
 # whole handle_packet) for 20 s from the committed seeds; a panic or failed check fails the run.
-scripts/fuzz.sh short
+bounded 1500 scripts/fuzz.sh short
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
-cargo test -p slipstream --test dashboard -- --include-ignored --nocapture --test-threads=1
+bounded 900 cargo test -p slipstream --test dashboard -- --include-ignored --nocapture --test-threads=1
 # The OpenWrt package: its init script against stand-ins for procd (under dash and under
 # busybox ash, OpenWrt's shell), its Makefile against stand-ins for the SDK.
 sh openwrt/tests/init_script.sh
@@ -57,4 +70,4 @@ busybox sh openwrt/tests/init_script.sh   # OpenWrt's shell: busybox ash
 sh openwrt/tests/makefile_check.sh
 # The static aarch64 build for routers: size budget, a smoke run and the core crates' tests,
 # all under qemu-user (target/cross; ~5 min on a fresh machine, 1-1.5 min warm).
-scripts/cross-aarch64.sh
+bounded 2400 scripts/cross-aarch64.sh

@@ -67,7 +67,12 @@ fn reader(ns: String, queue: u16, stop: Arc<AtomicBool>, seen: Arc<Mutex<Vec<See
                         libc::MSG_PEEK | libc::MSG_DONTWAIT,
                     )
                 };
-                let peeked = parse_packet_head(&head[..n.max(0) as usize]);
+                // Nothing to peek: nothing to read either. Reading anyway would race a message
+                // that arrives between the two calls and pair it with no head.
+                if n <= 0 {
+                    break;
+                }
+                let peeked = parse_packet_head(&head[..n as usize]);
                 let Some(mut msg) = dp.try_recv().unwrap() else {
                     break;
                 };
@@ -89,6 +94,9 @@ fn reader(ns: String, queue: u16, stop: Arc<AtomicBool>, seen: Arc<Mutex<Vec<See
     })
 }
 
+/// How long any step of [`traffic`] may block: a stuck queue fails the test, never hangs it.
+const STEP_TIMEOUT: Duration = Duration::from_secs(10);
+
 /// Sends 10 UDP datagrams and one short TCP connection from a to b, through r.
 fn traffic(a: &str, b: &str, port: u16) {
     let server = {
@@ -96,26 +104,47 @@ fn traffic(a: &str, b: &str, port: u16) {
         std::thread::spawn(move || {
             enter_netns(&b);
             let listener = TcpListener::bind(("10.82.2.2", port)).unwrap();
-            let (mut conn, _) = listener.accept().unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let deadline = std::time::Instant::now() + STEP_TIMEOUT;
+            let mut conn = loop {
+                match listener.accept() {
+                    Ok((conn, _)) => break conn,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                        assert!(
+                            std::time::Instant::now() < deadline,
+                            "no connection through the queues"
+                        );
+                        std::thread::sleep(Duration::from_millis(10));
+                    }
+                    Err(e) => panic!("accept: {e}"),
+                }
+            };
+            conn.set_nonblocking(false).unwrap();
+            conn.set_read_timeout(Some(STEP_TIMEOUT)).unwrap();
             let mut got = Vec::new();
-            conn.read_to_end(&mut got).unwrap();
+            conn.read_to_end(&mut got)
+                .expect("the whole TCP transfer within the timeout");
         })
     };
     std::thread::sleep(Duration::from_millis(100));
     let a = a.to_owned();
-    std::thread::spawn(move || {
+    let client = std::thread::spawn(move || {
         enter_netns(&a);
         let udp = UdpSocket::bind("10.82.1.2:0").unwrap();
         for _ in 0..10 {
             udp.send_to(b"stamp?", ("10.82.2.2", 9)).unwrap();
             std::thread::sleep(Duration::from_millis(5));
         }
-        let mut tcp = TcpStream::connect(("10.82.2.2", port)).unwrap();
+        let to = std::net::SocketAddr::from(([10, 82, 2, 2], port));
+        let mut tcp = TcpStream::connect_timeout(&to, STEP_TIMEOUT).expect("connect through the queues");
+        tcp.set_write_timeout(Some(STEP_TIMEOUT)).unwrap();
         tcp.write_all(&[b'x'; 3000]).unwrap();
-    })
-    .join()
-    .unwrap();
-    server.join().unwrap();
+    });
+    let client = client.join();
+    let server = server.join();
+    if let Err(e) = client.and(server) {
+        std::panic::resume_unwind(e);
+    }
     std::thread::sleep(Duration::from_millis(100));
 }
 
@@ -207,6 +236,8 @@ fn forwarded_packets_carry_kernel_timestamps_while_a_socket_asks_for_them() {
                 "NFQUEUE",
                 "--queue-num",
                 queue,
+                // A reader that died must not blackhole the traffic (and hang the test).
+                "--queue-bypass",
             ]);
         }
     };
