@@ -66,6 +66,15 @@ impl Pair {
         pair
     }
 
+    /// Adds `<subnet6>::1/64` on `vA` and `<subnet6>::2/64` on `vB` (no duplicate address
+    /// detection: usable at once).
+    pub(crate) fn add_v6(&self, subnet6: &str) {
+        for (ns, dev, host) in [(&self.a, "vA", 1), (&self.b, "vB", 2)] {
+            let addr = format!("{subnet6}::{host}/64");
+            sh(&["ip", "-n", ns, "addr", "add", &addr, "dev", dev, "nodad"]);
+        }
+    }
+
     /// `args` as a command inside namespace `ns`.
     pub(crate) fn exec(ns: &str, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
