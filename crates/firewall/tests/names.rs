@@ -7,38 +7,14 @@
 //! by default, run with --ignored; without them it fails saying why.
 
 use slipstream_config::{parse, Config};
-use slipstream_firewall::{plan_with_hosts, Backend, CommandRunner, Firewall, HostAddrs, PlannedCommand};
-use std::process::Command;
+use slipstream_firewall::{plan_with_hosts, Backend, Firewall, HostAddrs, PlannedCommand};
+
+mod common;
+use common::Netns;
 
 fn skip_reason(tools: &[&str]) -> Option<String> {
     slipstream_testbed::missing_prerequisite(tools)
         .map(|why| format!("{why} (apt-get install ipset nftables)"))
-}
-
-struct Netns(String);
-
-impl Netns {
-    fn create(tag: &str) -> Netns {
-        let name = format!("ssnm{tag}{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        let out = Command::new("ip").args(["netns", "add", &name]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        Netns(name)
-    }
-    fn runner(&self) -> CommandRunner {
-        CommandRunner::in_netns(&self.0)
-    }
-    fn run(&self, program: &str, args: &[&str]) -> String {
-        self.runner()
-            .run(&PlannedCommand::new(program, args))
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
 }
 
 const CONFIG: &str = r#"
@@ -84,7 +60,7 @@ fn ipsets_follow_the_rules() {
     if let Some(why) = skip_reason(&["ip", "iptables-legacy", "ipset"]) {
         panic!("cannot run here: {why}");
     }
-    let ns = Netns::create("i");
+    let ns = Netns::create("ssnmi");
     let c = config(CONFIG);
     let mut fw =
         Firewall::install_with(&c, Backend::IptablesLegacy, ns.runner()).unwrap_or_else(|e| panic!("{e}"));
@@ -161,7 +137,7 @@ fn nft_sets_load_into_the_kernel() {
     if let Some(why) = skip_reason(&["ip", "nft"]) {
         panic!("cannot run here: {why}");
     }
-    let ns = Netns::create("n");
+    let ns = Netns::create("ssnmn");
     let c = config(CONFIG);
     let text = plan_with_hosts(&c, Backend::Nftables, &hosts(&["192.168.1.20"]))
         .nft_ruleset
