@@ -31,10 +31,12 @@ export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
 # ignored, with the reason); this script runs them (--ignored / --include-ignored), where a
 # missing prerequisite fails the test. Measurements and long soaks stay out (--skip).
 bounded 2400 cargo test --workspace --exclude slipstream -- --test-threads=1
-# The crates' namespace tests: firewall rules, NFQUEUE, conntrack, the daemon (control socket,
-# reload, privileges, window updates), the tc eBPF program run by the kernel on crafted frames.
-bounded 1200 cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf -- \
-  --ignored --test-threads=1 --skip cost_of_timestamps_under_a_flood
+# The crates' namespace tests: firewall rules and sets, NFQUEUE, conntrack, the daemon (control
+# socket, reload, privileges, window updates), the tc eBPF program run by the kernel on crafted
+# frames, the testbed itself, dnsmasq accepting the set lines; the lab's smoke run and Ctrl-C.
+bounded 1200 cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf \
+  -p slipstream-testbed -p slipstream-names -- --ignored --test-threads=1 --skip cost_of_timestamps_under_a_flood
+bounded 900 cargo test -p slipstream-lab --test smoke --test interrupt -- --ignored --test-threads=1
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
 bounded 1500 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
 # Household control end to end: a LAN host without TCP timestamps, and 16 background flows of two

@@ -10,7 +10,8 @@
 //!   the set entry expires after `names.set_timeout`, and a new connection is no longer classed.
 //! * `lan_hostnames` from a dnsmasq lease file: the host set follows a lease that changes address.
 //! * fw4 style (nftables + nftset): the same names fill the nft sets, and the classify chain
-//!   marks the flow to the background name only (conntrack). This kernel has no nft `queue`
+//!   marks the flow to the background name only (conntrack); the element expires after the
+//!   set's timeout, and a new connection is no longer marked. This kernel has no nft `queue`
 //!   expression, so that part runs without the daemon, the queue statements swapped for accept.
 //!
 //! Needs root, dnsmasq, ipset, nft, iperf3 and the binaries built (scripts/test.sh does both).
@@ -365,16 +366,19 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
         &dir.join("router-dns-nft.log"),
     )
     .expect("router dnsmasq (nftset)");
+    let resolved_at = Instant::now();
     let bg = dnsmasq::resolve(tb, Ns::Client, BG_NAME, false).unwrap();
     let other = dnsmasq::resolve(tb, Ns::Client, OTHER_NAME, false).unwrap();
     assert_eq!(bg, [tb.server_addr_of(1, false)]);
     assert_eq!(other, [tb.server_addr_of(2, false)]);
-    let set = tb
-        .run_in(
+    let list_set = || {
+        tb.run_in(
             Ns::Router,
             &["nft", "list", "set", "inet", "slipstream", "ss_dst4_games"],
         )
-        .unwrap();
+        .unwrap()
+    };
+    let set = list_set();
     eprintln!("nft set after the lookups:\n{set}");
     assert!(set.contains(&format!("{} expires", bg[0])), "{set}");
     assert!(!set.contains(&other[0].to_string()), "{set}");
@@ -409,6 +413,43 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
         assert_eq!(other_mark.as_deref(), Some("0"), "{ct}");
         a.join().unwrap();
         b.join().unwrap();
+    });
+
+    // Expiry: no new lookup, so the element goes after the set's timeout, and a new connection
+    // to the same address is no longer marked.
+    let expiry = resolved_at + Duration::from_secs(SET_TIMEOUT_SECS + 2);
+    std::thread::sleep(expiry.saturating_duration_since(Instant::now()));
+    let after = list_set();
+    eprintln!(
+        "nft set {:.0} s after the lookup:\n{after}",
+        resolved_at.elapsed().as_secs_f64()
+    );
+    assert!(
+        !after.contains(&bg[0].to_string()),
+        "element did not expire:\n{after}"
+    );
+    tb.run_in(Ns::Router, &["conntrack", "-F"]).unwrap();
+    std::thread::scope(|s| {
+        let a = s.spawn(|| download(tb, 1, 5201, 3));
+        std::thread::sleep(Duration::from_secs(2));
+        let ct = tb
+            .run_in(Ns::Router, &["conntrack", "-L", "-p", "tcp"])
+            .unwrap_or_default();
+        let server = tb.server_addr_of(1, false);
+        let line = ct
+            .lines()
+            .find(|l| {
+                l.contains(" ESTABLISHED ")
+                    && l.contains(&format!("dst={server} "))
+                    && l.contains("dport=5201 ")
+            })
+            .unwrap_or_else(|| panic!("no conntrack entry of the download:\n{ct}"));
+        eprintln!("after expiry: {line}");
+        assert!(
+            line.contains(" mark=0 "),
+            "a connection after the element expired was still marked: {line}"
+        );
+        a.join().unwrap();
     });
     eprintln!(
         "fw4 style (nftset): ran (classification in the kernel; queueing needs nft queue, absent here)"

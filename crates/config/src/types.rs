@@ -17,8 +17,11 @@ pub struct Config {
     /// (before the first table); UCI: `option enabled '0'` in the `config slipstream` section.
     /// When false the daemon exits with status 0 and a message; the file is still fully validated.
     pub enabled: bool,
+    /// Where and how packets are seen and rewritten (`[datapath]`).
     pub datapath: Datapath,
+    /// The Prometheus listener (`[metrics]`).
     pub metrics: Metrics,
+    /// Bounds on the flow table: its size and idle timeout (`[limits]`).
     pub limits: Limits,
     /// The daemon's local control socket.
     pub control: Control,
@@ -133,9 +136,11 @@ pub enum Hook {
 }
 
 impl Hook {
+    /// Whether forwarded traffic is seen (`forward` or `both`).
     pub fn forward(self) -> bool {
         matches!(self, Hook::Forward | Hook::Both)
     }
+    /// Whether the router's own traffic is seen (`local` or `both`).
     pub fn local(self) -> bool {
         matches!(self, Hook::Local | Hook::Both)
     }

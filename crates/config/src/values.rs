@@ -87,11 +87,14 @@ impl FromStr for MacAddr {
 /// An inclusive port range; a single port has `first == last`. TOML: `443` or `"6881-6889"`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct PortRange {
+    /// The lowest port in the range.
     pub first: u16,
+    /// The highest port in the range (`first` for a single port).
     pub last: u16,
 }
 
 impl PortRange {
+    /// The range of the one port `port`.
     pub fn single(port: u16) -> Self {
         PortRange {
             first: port,
@@ -99,6 +102,7 @@ impl PortRange {
         }
     }
 
+    /// Whether `port` lies in the range (bounds included).
     pub fn contains(&self, port: u16) -> bool {
         self.first <= port && port <= self.last
     }

@@ -1,3 +1,6 @@
+//! The TOML config: the shipped file and its commented examples, defaults, rule matching, and
+//! errors that name the rule and field.
+
 use slipstream_config::*;
 use slipstream_control::{ControllerConfig, FixedWindowConfig, VultureConfig};
 use std::net::IpAddr;

@@ -15,7 +15,6 @@ use slipstream_names::leases::{self, Lease};
 use slipstream_names::sets::{dnsmasq_conf, DnsmasqSets, RuleDomains};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::time::SystemTime;
 
 /// The dnsmasq snippet for `config` with the firewall `backend` (ipset for iptables, nftset
 /// for nftables); `None` if no rule has domains.
@@ -114,11 +113,14 @@ pub(crate) fn set_status(backend: Option<Backend>, sets: &[KernelSet]) -> Vec<Na
         .collect()
 }
 
-/// The lease files, watched by modification time and size (polled: simple, and the files are
-/// tiny; inotify would need a thread and gains nothing at a poll of seconds).
+/// The lease files, watched by a hash of their contents (polled: simple, and the files are tiny;
+/// inotify would need a thread and gains nothing at a poll of seconds). Not by modification time
+/// and size: a lease that moves to an address of the same length, rewritten within one tick of
+/// a coarse file clock (kernels before 6.13's fine-grained timestamps, OpenWrt's 6.6 among
+/// them), leaves both alone. Reading a few kB every `lease_poll` (5 s) costs nothing.
 pub(crate) struct LeaseWatch {
     files: Vec<PathBuf>,
-    stamps: Vec<Option<(SystemTime, u64)>>,
+    stamps: Vec<Option<u64>>,
     first: bool,
 }
 
@@ -131,9 +133,11 @@ impl LeaseWatch {
         }
     }
 
-    fn stamp(path: &Path) -> Option<(SystemTime, u64)> {
-        let m = std::fs::metadata(path).ok()?;
-        Some((m.modified().ok()?, m.len()))
+    fn stamp(path: &Path) -> Option<u64> {
+        let bytes = std::fs::read(path).ok()?;
+        let mut hasher = std::hash::DefaultHasher::new();
+        std::hash::Hasher::write(&mut hasher, &bytes);
+        Some(std::hash::Hasher::finish(&hasher))
     }
 
     /// Whether any file changed (appeared, went, was rewritten) since the last call; true the
@@ -234,6 +238,21 @@ mod tests {
             h["deck"].iter().map(ToString::to_string).collect::<Vec<_>>(),
             ["192.168.1.20"]
         );
+        // The lease moves to another address of the same length, at once (same size; with a
+        // coarse file clock also the same modification time): the change is seen all the same.
+        std::fs::write(&file, "0 aa:bb:cc:dd:ee:01 192.168.1.21 steam-deck *\n").unwrap();
+        assert!(watch.changed(), "a lease that changed address");
+        assert_eq!(
+            host_addrs(&c, &watch.read())["deck"]
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            ["192.168.1.21"]
+        );
+        assert!(!watch.changed());
+        std::fs::remove_file(&file).unwrap();
+        assert!(watch.changed(), "the file went");
+        assert!(host_addrs(&c, &watch.read())["deck"].is_empty());
         assert_eq!(matched_by(&c.rules[0]), "host steam-deck");
         assert_eq!(matched_by(&c.rules[1]), "preset steam+epic");
         assert_eq!(matched_by(&c.rules[2]), "domains a.example.com,b.example.com +1");

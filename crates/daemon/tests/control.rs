@@ -12,12 +12,12 @@
 
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
-use common::{cli_binary, wait_until, Daemon, Pair};
+use common::{cli_binary, wait_until, Daemon, Pair, TestDir};
 
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
@@ -82,32 +82,24 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     }
     let cli = cli_binary();
     assert!(cli.exists());
-    let dir = std::env::temp_dir().join(format!("ssd-control-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slipstream.sock");
-    let cfg = dir.join("slipstream.toml");
-    let log = dir.join("daemon.log");
+    let TestDir {
+        dir,
+        socket,
+        cfg,
+        log,
+    } = TestDir::new("control");
     std::fs::write(&cfg, config(&socket, 8470, RULES_A)).unwrap();
 
     let pair = Pair::create("ssctl", "10.199.0");
-    let logfile = std::fs::File::create(&log).unwrap();
-    let child = Pair::exec(
+    let (mut daemon, pid) = Daemon::start(
         &pair.a,
         &[
             env!("CARGO_BIN_EXE_slipstreamd"),
             "--config",
             cfg.to_str().unwrap(),
         ],
-    )
-    .env("RUST_LOG", "info")
-    .stdin(Stdio::null())
-    .stdout(logfile.try_clone().unwrap())
-    .stderr(logfile)
-    .spawn()
-    .unwrap();
-    let pid = child.id() as i32;
-    let mut daemon = Daemon(Some(child));
+        &log,
+    );
     wait_until("the control socket", &log, || {
         slipstream(&socket, &["status"]).0 == 0
     });
@@ -187,7 +179,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     // SIGHUP with a valid, changed config: rules replaced (in the firewall too); the ack queue
     // change needs a restart and is kept.
     std::fs::write(&cfg, config(&socket, 9000, RULES_B)).unwrap();
-    slipstream_testbed::cmd::signal(pid as u32, libc::SIGHUP);
+    slipstream_testbed::cmd::signal(pid, libc::SIGHUP);
     wait_until("the reload", &log, || status(&socket)["reloads_ok"] == 1);
     let s = status(&socket);
     let names = rule_names(&s);
@@ -218,7 +210,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
         ),
     )
     .unwrap();
-    slipstream_testbed::cmd::signal(pid as u32, libc::SIGHUP);
+    slipstream_testbed::cmd::signal(pid, libc::SIGHUP);
     wait_until("the failed reload", &log, || {
         status(&socket)["reloads_failed"] == 1
     });
@@ -260,16 +252,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert!(metrics.contains("slipstream_config_last_reload_success_timestamp_seconds "));
 
     // SIGTERM: exit 0, rules and socket gone.
-    slipstream_testbed::cmd::signal(pid as u32, libc::SIGTERM);
-    let mut child = daemon.0.take().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let code = daemon.terminate(pid);
     let log_text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(code, Some(0), "{log_text}");
     assert!(!pair
@@ -294,23 +277,16 @@ fn cleanup_removes_what_a_killed_daemon_left() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
-    let dir = std::env::temp_dir().join(format!("ssd-cleanup-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slipstream.sock");
-    let cfg = dir.join("slipstream.toml");
-    let log = dir.join("daemon.log");
+    let TestDir {
+        dir,
+        socket,
+        cfg,
+        log,
+    } = TestDir::new("cleanup");
     std::fs::write(&cfg, config(&socket, 8470, RULES_A)).unwrap();
     let pair = Pair::create("ssctl", "10.199.0");
-    let logfile = std::fs::File::create(&log).unwrap();
     let daemon_bin = env!("CARGO_BIN_EXE_slipstreamd");
-    let child = Pair::exec(&pair.a, &[daemon_bin, "--config", cfg.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(logfile.try_clone().unwrap())
-        .stderr(logfile)
-        .spawn()
-        .unwrap();
-    let mut daemon = Daemon(Some(child));
+    let (mut daemon, _) = Daemon::start(&pair.a, &[daemon_bin, "--config", cfg.to_str().unwrap()], &log);
     wait_until("the control socket", &log, || {
         slipstream(&socket, &["status"]).0 == 0
     });

@@ -8,12 +8,13 @@
 //! Needs root, BPF and the testbed's tools; ignored by default, run with --ignored; without
 //! them it fails saying why.
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use slipstream_ebpf::{tcx_programs, Hook};
-use slipstream_testbed::daemon::Daemon;
-use slipstream_testbed::{netns_supported, unique_prefix, Ns, Testbed, TopologySpec};
+use slipstream_testbed::{netns_supported, Ns, Testbed};
+
+mod common;
+use common::{forward_testbed, start_router_daemon, TestDir};
 
 /// The programs TCX runs on `dev` in the router's namespace, ingress then egress (bpftool 7.1
 /// does not list TCX links by interface; the kernel's BPF_PROG_QUERY does).
@@ -40,37 +41,14 @@ fn interfaces_that_appear_after_start_are_attached() {
     if let Err(why) = netns_supported() {
         panic!("cannot run here: {why}");
     }
-    let spec = TopologySpec {
-        one_way_delay_ms: 0.0,
-        ipv6: false,
-        ..TopologySpec::with_prefix(unique_prefix("sslate"))
-    };
-    let tb = Testbed::build(spec).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("ssd-ebpf-late-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let config = dir.join("slipstream.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[datapath]\nlan_interfaces = [\"{}\", \"sslate+\"]\nhook = \"forward\"\nengine = \"ebpf\"\n\
-             firewall = \"iptables\"\nipv6 = false\n\
-             [metrics]\nlisten = \"127.0.0.1:9617\"\n\
-             [control]\nsocket = \"{}\"\n\
-             [[rules]]\nname = \"bt\"\nremote_ports = [\"6881-6882\"]\n",
-            tb.router_lan_if(),
-            dir.join("slipstream.sock").display()
-        ),
-    )
-    .unwrap();
-    let daemon = Daemon::start(
+    let tb = forward_testbed("sslate");
+    let dir = TestDir::new("ebpf-late");
+    let daemon = start_router_daemon(
         &tb,
-        Path::new(env!("CARGO_BIN_EXE_slipstreamd")),
-        &config,
-        "127.0.0.1:9617",
-        &dir.join("slipstreamd.log"),
-    )
-    .expect("slipstreamd starts");
+        &dir,
+        &format!("\"{}\", \"sslate+\"", tb.router_lan_if()),
+        "engine = \"ebpf\"\n",
+    );
     let lan = programs_on(&tb, tb.router_lan_if());
     tb.run_in(
         Ns::Router,
@@ -93,7 +71,7 @@ fn interfaces_that_appear_after_start_are_attached() {
     let peer = programs_on(&tb, "zzpeer0");
     let log = daemon.log();
     let status = daemon.stop().expect("slipstreamd stops");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir.dir);
     eprintln!("TCX programs on the LAN bridge at start:\n{lan}\non sslate0:\n{late}\non zzpeer0:\n{peer}");
     assert!(status.success(), "slipstreamd exit status {status}:\n{log}");
     assert!(

@@ -14,8 +14,10 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
-use slipstream_testbed::daemon::Daemon;
-use slipstream_testbed::{netns_supported, unique_prefix, IperfEnds, Testbed, TopologySpec};
+use slipstream_testbed::{netns_supported, IperfEnds};
+
+mod common;
+use common::{forward_testbed, start_router_daemon, TestDir};
 
 /// `{"cmd":"flows"}` on the control socket (protocol in `slipstream_inspect`): the flow list.
 fn flows(socket: &Path) -> Value {
@@ -48,38 +50,9 @@ fn forwarded_flows_know_their_lan_host() {
     if let Err(why) = netns_supported() {
         panic!("cannot run here: {why}");
     }
-    // No delay element (the test needs no RTT), so no `slipstream-delay` binary either.
-    let spec = TopologySpec {
-        one_way_delay_ms: 0.0,
-        ipv6: false,
-        ..TopologySpec::with_prefix(unique_prefix("sslan"))
-    };
-    let tb = Testbed::build(spec).expect("testbed");
-    let dir = std::env::temp_dir().join(format!("ssd-lan-side-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slipstream.sock");
-    let config = dir.join("slipstream.toml");
-    std::fs::write(
-        &config,
-        format!(
-            "[datapath]\nlan_interfaces = [\"{}\"]\nhook = \"forward\"\nfirewall = \"iptables\"\nipv6 = false\n\
-             [metrics]\nlisten = \"127.0.0.1:9617\"\n\
-             [control]\nsocket = \"{}\"\n\
-             [[rules]]\nname = \"bt\"\nremote_ports = [\"6881-6882\"]\n",
-            tb.router_lan_if(),
-            socket.display()
-        ),
-    )
-    .unwrap();
-    let daemon = Daemon::start(
-        &tb,
-        Path::new(env!("CARGO_BIN_EXE_slipstreamd")),
-        &config,
-        "127.0.0.1:9617",
-        &dir.join("slipstreamd.log"),
-    )
-    .expect("slipstreamd starts");
+    let tb = forward_testbed("sslan");
+    let dir = TestDir::new("lan-side");
+    let daemon = start_router_daemon(&tb, &dir, &format!("\"{}\"", tb.router_lan_if()), "");
     for port in [6881, 6882] {
         tb.start_iperf_server(port).expect("iperf3 server");
     }
@@ -92,7 +65,7 @@ fn forwarded_flows_know_their_lan_host() {
     let (mut down_link, mut up_link, mut last) = (None, None, Value::Null);
     while Instant::now() < deadline && (down_link.is_none() || up_link.is_none()) {
         std::thread::sleep(Duration::from_millis(300));
-        last = flows(&socket);
+        last = flows(&dir.socket);
         down_link = link_of(&last, 6881);
         up_link = link_of(&last, 6882);
     }
@@ -101,7 +74,7 @@ fn forwarded_flows_know_their_lan_host() {
     let _ = upload.wait();
     let log = daemon.log();
     let status = daemon.stop().expect("slipstreamd stops");
-    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir.dir);
     assert!(status.success(), "slipstreamd exit status {status}:\n{log}");
     assert_eq!(
         down_link.as_deref(),

@@ -12,12 +12,12 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::Value;
 
 mod common;
-use common::{cli_binary, wait_until, Daemon, Pair};
+use common::{cli_binary, wait_until, Daemon, Pair, TestDir};
 
 /// The daemon namespace's mangle table, as iptables-legacy-save prints it.
 fn mangle(pair: &Pair) -> String {
@@ -159,16 +159,15 @@ fn assert_caps(pid: u32, bounding: u64, log: &Path) {
 /// its capabilities against `bounding` and the log against `log_says`, and walks it through a
 /// download, a watchdog re-apply, a reload and SIGTERM.
 fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
-    let dir = std::env::temp_dir().join(format!("ssd-priv-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slipstream.sock");
-    let cfg = dir.join("slipstream.toml");
-    let log = dir.join("daemon.log");
+    let TestDir {
+        dir,
+        socket,
+        cfg,
+        log,
+    } = TestDir::new(&format!("priv-{tag}"));
     std::fs::write(&cfg, config(&socket, RULES)).unwrap();
     let pair = Pair::create(&format!("sspriv{tag}"), "10.198.0");
 
-    let logfile = std::fs::File::create(&log).unwrap();
     let mut argv: Vec<&str> = launcher.iter().map(String::as_str).collect();
     argv.extend([
         env!("CARGO_BIN_EXE_slipstreamd"),
@@ -176,15 +175,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
         cfg.to_str().unwrap(),
     ]);
     // `ip netns exec` and the launcher exec the daemon: the child's pid is the daemon's.
-    let child = Pair::exec(&pair.a, &argv)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(logfile.try_clone().unwrap())
-        .stderr(logfile)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut daemon = Daemon(Some(child));
+    let (mut daemon, pid) = Daemon::start(&pair.a, &argv, &log);
     wait_until("the control socket", &log, || status(&socket).is_some());
     assert_caps(pid, bounding, &log);
     let text = std::fs::read_to_string(&log).unwrap();
@@ -270,16 +261,7 @@ fn scenario(tag: &str, launcher: &[String], bounding: u64, log_says: &str) {
     assert_caps(pid, bounding, &log);
 
     // SIGTERM: exit 0, rules removed (one more firewall program), socket file gone.
-    slipstream_testbed::cmd::signal(pid, libc::SIGTERM);
-    let mut child = daemon.0.take().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let code = daemon.terminate(pid);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(code, Some(0), "{text}");
     assert!(!mangle(&pair).contains("SLIPSTREAM"), "{}", mangle(&pair));
@@ -371,19 +353,18 @@ fn ebpf_datapath_loads_with_the_openwrt_capability_file() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
-    let dir = std::env::temp_dir().join(format!("ssd-priv-ebpf-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    let socket = dir.join("slipstream.sock");
-    let cfg = dir.join("slipstream.toml");
-    let log = dir.join("daemon.log");
+    let TestDir {
+        dir,
+        socket,
+        cfg,
+        log,
+    } = TestDir::new("priv-ebpf");
     std::fs::write(
         &cfg,
         config(&socket, RULES).replace("hook = \"local\"", "hook = \"forward\"\nengine = \"ebpf\""),
     )
     .unwrap();
     let pair = Pair::create("ssprivebpf", "10.198.1");
-    let logfile = std::fs::File::create(&log).unwrap();
     let mut argv: Vec<String> = ujail_launcher();
     argv.extend([
         env!("CARGO_BIN_EXE_slipstreamd").to_owned(),
@@ -391,15 +372,7 @@ fn ebpf_datapath_loads_with_the_openwrt_capability_file() {
         cfg.display().to_string(),
     ]);
     let argv: Vec<&str> = argv.iter().map(String::as_str).collect();
-    let child = Pair::exec(&pair.a, &argv)
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .stdout(logfile.try_clone().unwrap())
-        .stderr(logfile)
-        .spawn()
-        .unwrap();
-    let pid = child.id();
-    let mut daemon = Daemon(Some(child));
+    let (mut daemon, pid) = Daemon::start(&pair.a, &argv, &log);
     wait_until("the control socket", &log, || status(&socket).is_some());
     assert_caps(pid, KEPT, &log);
     let text = std::fs::read_to_string(&log).unwrap();
@@ -408,16 +381,7 @@ fn ebpf_datapath_loads_with_the_openwrt_capability_file() {
         text.contains("privileges: keeping CAP_NET_ADMIN, CAP_NET_RAW (effective, permitted, inheritable, ambient and bounding sets); every other capability dropped"),
         "{text}"
     );
-    slipstream_testbed::cmd::signal(pid, libc::SIGTERM);
-    let mut child = daemon.0.take().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let code = loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            break status.code();
-        }
-        assert!(Instant::now() < deadline, "no exit after SIGTERM");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let code = daemon.terminate(pid);
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     assert_eq!(code, Some(0), "{text}");
     std::fs::remove_dir_all(&dir).ok();

@@ -25,68 +25,19 @@ use std::time::{Duration, Instant};
 use window_updates::{WindowUpdateCounters, WindowUpdateSender};
 
 mod common;
-use common::sh;
+use common::{sh, Pair};
 
 /// Why the test cannot run here, if it cannot.
 fn skip_reason() -> Option<String> {
     slipstream_testbed::missing_prerequisite(&["ip"])
 }
 
-/// Two namespaces joined by a veth pair (`a` 10.83.0.1 / fd83::1, `b` 10.83.0.2 / fd83::2),
-/// deleted on drop.
-struct Pair {
-    a: String,
-    b: String,
-    b_dev: String,
-}
-
-impl Pair {
-    fn create(tag: &str) -> Pair {
-        let pid = std::process::id();
-        let pair = Pair {
-            a: format!("sswu{pid}{tag}a"),
-            b: format!("sswu{pid}{tag}b"),
-            b_dev: format!("wb{tag}{pid}"),
-        };
-        let a_dev = format!("wa{tag}{pid}");
-        for ns in [&pair.a, &pair.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-            sh(&["ip", "netns", "add", ns]);
-            sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-        }
-        sh(&[
-            "ip",
-            "link",
-            "add",
-            &a_dev,
-            "netns",
-            &pair.a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &pair.b_dev,
-            "netns",
-            &pair.b,
-        ]);
-        for (ns, dev, v4, v6) in [
-            (&pair.a, &a_dev, "10.83.0.1/24", "fd83::1/64"),
-            (&pair.b, &pair.b_dev, "10.83.0.2/24", "fd83::2/64"),
-        ] {
-            sh(&["ip", "-n", ns, "addr", "add", v4, "dev", dev]);
-            sh(&["ip", "-n", ns, "addr", "add", v6, "dev", dev, "nodad"]);
-            sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        }
-        pair
-    }
-}
-
-impl Drop for Pair {
-    fn drop(&mut self) {
-        for ns in [&self.a, &self.b] {
-            let _ = Command::new("ip").args(["netns", "del", ns]).output();
-        }
-    }
+/// Two namespaces joined by a veth pair (`a` 10.83.0.1 / fd83::1 on `vA`, `b` 10.83.0.2 / fd83::2
+/// on `vB`), deleted on drop.
+fn pair(tag: &str) -> Pair {
+    let pair = Pair::create(&format!("sswu{tag}"), "10.83.0");
+    pair.add_v6("fd83");
+    pair
 }
 
 /// A window update as the engine makes them: an ACK without payload, window 0x7fff, with the
@@ -227,11 +178,11 @@ fn send_across_with(
     packet: Vec<u8>,
     prepare: impl FnOnce(&mut WindowUpdateSender) + Send + 'static,
 ) -> (Option<Vec<u8>>, Arc<WindowUpdateCounters>) {
-    let (b, b_dev) = (pair.b.clone(), pair.b_dev.clone());
+    let b = pair.b.clone();
     let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let receiver = std::thread::spawn(move || {
         slipstream_testbed::enter_netns(&b).expect("enter the namespace");
-        let fd = packet_socket(&b_dev);
+        let fd = packet_socket("vB");
         ready_tx.send(()).unwrap();
         capture(&fd)
     });
@@ -266,7 +217,7 @@ fn ipv4_window_update_arrives_intact() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
-    let pair = Pair::create("4");
+    let pair = pair("4");
     let packet = window_update(
         IpAddr::V4(Ipv4Addr::new(10, 83, 0, 1)),
         IpAddr::V4(Ipv4Addr::new(10, 83, 0, 2)),
@@ -285,7 +236,7 @@ fn ipv6_window_update_arrives_intact() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
-    let pair = Pair::create("6");
+    let pair = pair("6");
     let packet = window_update(
         IpAddr::V6("fd83::1".parse::<Ipv6Addr>().unwrap()),
         IpAddr::V6("fd83::2".parse::<Ipv6Addr>().unwrap()),
@@ -301,7 +252,7 @@ fn a_malformed_update_is_counted_not_sent() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
-    let pair = Pair::create("x");
+    let pair = pair("x");
     let mut packet = window_update(
         IpAddr::V4(Ipv4Addr::new(10, 83, 0, 1)),
         IpAddr::V4(Ipv4Addr::new(10, 83, 0, 2)),
@@ -329,7 +280,7 @@ fn an_update_to_a_lan_host_goes_on_its_link_past_netfilter() {
     if let Some(why) = skip_reason() {
         panic!("cannot run here: {why}");
     }
-    let pair = Pair::create("l");
+    let pair = pair("l");
     sh(&[
         "ip",
         "netns",
@@ -348,7 +299,7 @@ fn an_update_to_a_lan_host_goes_on_its_link_past_netfilter() {
         "DROP",
     ]);
     let link = Command::new("ip")
-        .args(["-n", &pair.b, "-o", "link", "show", &pair.b_dev])
+        .args(["-n", &pair.b, "-o", "link", "show", "vB"])
         .output()
         .expect("ip link");
     let link = String::from_utf8_lossy(&link.stdout).to_string();
@@ -361,11 +312,10 @@ fn an_update_to_a_lan_host_goes_on_its_link_past_netfilter() {
         .split(':')
         .map(|h| u8::from_str_radix(h, 16).unwrap())
         .collect();
-    let a_dev = format!("wal{}", std::process::id());
     let dst = IpAddr::V4(Ipv4Addr::new(10, 83, 0, 2));
     let packet = window_update(IpAddr::V4(Ipv4Addr::new(10, 83, 0, 1)), dst);
     let (got, counters) = send_across_with(&pair, packet.clone(), move |sender| {
-        let name = std::ffi::CString::new(a_dev).unwrap();
+        let name = std::ffi::CString::new("vA").unwrap();
         // SAFETY: if_nametoindex reads the NUL-terminated name.
         let ifindex = unsafe { libc::if_nametoindex(name.as_ptr()) };
         assert_ne!(ifindex, 0);

@@ -10,6 +10,7 @@ pub const EVENT_BYTES: usize = 8 + 4 + 2 + 1 + 1 + HEAD_BYTES;
 pub struct Event<'a> {
     /// When the program saw the packet: `bpf_ktime_get_ns()`, CLOCK_MONOTONIC.
     pub ktime_ns: u64,
+    /// The interface it passed (its index).
     pub ifindex: u32,
     /// The rule number the daemon gave the flow.
     pub rule: u16,

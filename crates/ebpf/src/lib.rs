@@ -266,6 +266,7 @@ fn other(what: &str, e: impl std::fmt::Display) -> io::Error {
 }
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of `bpf_ktime_get_ns()`.
+#[allow(unsafe_code, reason = "clock_gettime(2) through libc")]
 pub fn monotonic_ns() -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,

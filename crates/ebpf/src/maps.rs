@@ -1,4 +1,8 @@
 //! The maps' key and value layouts, byte for byte as src/bpf/slipstream.bpf.c declares them.
+#![allow(
+    unsafe_code,
+    reason = "aya::Pod is an unsafe trait: each layout below is plain old data, as the kernel reads it"
+)]
 
 use std::net::{IpAddr, SocketAddr};
 
@@ -76,6 +80,7 @@ pub struct FlowCfg {
     pub mss: u32,
     /// Window scale shift of the host sending in this direction.
     pub scale: u8,
+    /// [`FLOW_CLAMP`], [`FLOW_HOLD`], [`FLOW_SENT_EDGE`].
     pub flags: u8,
     /// The flow's rule number, carried into its reports.
     pub rule: u16,
@@ -91,6 +96,8 @@ unsafe impl aya::Pod for FlowCfg {}
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Control {
+    /// The programs act until this CLOCK_MONOTONIC time (ns) and pass every packet after it:
+    /// a daemon that stopped leaves the traffic untouched.
     pub alive_until_ns: u64,
 }
 

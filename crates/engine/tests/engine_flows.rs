@@ -9,17 +9,8 @@ use slipstream_engine::{Engine, EngineConfig, FlowEvent, PacketCopy, PassReason,
 use slipstream_wire::tcp_checksum_valid;
 
 fn engine_with_fixed(window_bytes: u32, max_flows: usize) -> Engine {
-    Engine::new(EngineConfig {
-        rules: vec![RuleSpec {
-            name: "bulk".into(),
-            controller: ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes }),
-            share: Default::default(),
-        }],
-        max_flows,
-        idle_timeout: Duration::from_secs(120),
-        evict_idle_after: Duration::from_secs(10),
-        household: Default::default(),
-    })
+    let controller = ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes });
+    one_rule_engine("bulk", controller, max_flows)
 }
 
 fn ms(v: u64) -> Instant {

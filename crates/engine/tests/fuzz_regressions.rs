@@ -3,22 +3,12 @@
 mod common;
 
 use common::*;
-use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_engine::{Engine, EngineConfig, RuleSpec, Verdict};
+use slipstream_control::{ControllerConfig, Instant};
+use slipstream_engine::{Engine, Verdict};
 use slipstream_wire::tcp_checksum_valid;
 
 fn household_engine() -> Engine {
-    Engine::new(EngineConfig {
-        rules: vec![RuleSpec {
-            name: "household".into(),
-            controller: ControllerConfig::Household,
-            share: Default::default(),
-        }],
-        max_flows: 16,
-        idle_timeout: Duration::from_secs(120),
-        evict_idle_after: Duration::from_secs(10),
-        household: Default::default(),
-    })
+    one_rule_engine("household", ControllerConfig::Household, 16)
 }
 
 /// A LAN host announcing MSS 0 (which Linux reads as no MSS option at all) made the initial

@@ -4,21 +4,11 @@
 mod common;
 
 use common::*;
-use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_engine::{Engine, EngineConfig, FlowKey, RuleSpec, Side, Verdict};
+use slipstream_control::{ControllerConfig, Instant};
+use slipstream_engine::{Engine, FlowKey, Side, Verdict};
 
 fn engine(controller: ControllerConfig) -> Engine {
-    Engine::new(EngineConfig {
-        rules: vec![RuleSpec {
-            name: "background".into(),
-            controller,
-            share: Default::default(),
-        }],
-        max_flows: 16,
-        idle_timeout: Duration::from_secs(120),
-        evict_idle_after: Duration::from_secs(10),
-        household: Default::default(),
-    })
+    one_rule_engine("background", controller, 16)
 }
 
 /// The LAN client's SYN (MSS 1460, scale 7) and the server's SYN-ACK (scale 8).

@@ -5,22 +5,12 @@
 mod common;
 
 use common::*;
-use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant};
-use slipstream_engine::{Engine, EngineConfig, FlowEvent, FlowKey, PassReason, RuleSpec, Side, Verdict};
+use slipstream_control::{ControllerConfig, FixedWindowConfig, Instant};
+use slipstream_engine::{Engine, FlowEvent, FlowKey, PassReason, Side, Verdict};
 use slipstream_wire::tcp_checksum_valid;
 
 fn engine(controller: ControllerConfig) -> Engine {
-    Engine::new(EngineConfig {
-        rules: vec![RuleSpec {
-            name: "bulk".into(),
-            controller,
-            share: Default::default(),
-        }],
-        max_flows: 16,
-        idle_timeout: Duration::from_secs(120),
-        evict_idle_after: Duration::from_secs(10),
-        household: Default::default(),
-    })
+    one_rule_engine("bulk", controller, 16)
 }
 
 fn ms(v: u64) -> Instant {

@@ -5,26 +5,14 @@
 mod common;
 
 use common::*;
-use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, Instant};
-use slipstream_engine::{
-    Engine, EngineConfig, PacketCopy, PacketMeta, PassReason, ReconfigureSummary, RuleSpec, Verdict,
-};
+use slipstream_control::{ControllerConfig, FixedWindowConfig, Instant};
+use slipstream_engine::{Engine, PacketCopy, PacketMeta, PassReason, ReconfigureSummary, RuleSpec, Verdict};
 
 fn fixed(name: &str, window_bytes: u32) -> RuleSpec {
     RuleSpec {
         name: name.into(),
         controller: ControllerConfig::FixedWindow(FixedWindowConfig { window_bytes }),
         share: Default::default(),
-    }
-}
-
-fn config(rules: Vec<RuleSpec>, max_flows: usize) -> EngineConfig {
-    EngineConfig {
-        rules,
-        max_flows,
-        idle_timeout: Duration::from_secs(120),
-        evict_idle_after: Duration::from_secs(10),
-        household: Default::default(),
     }
 }
 
@@ -115,7 +103,7 @@ fn ack(engine: &mut Engine, at: u64, ack: u32, rule: u16, port: u16) -> (Verdict
 
 #[test]
 fn reordered_rules_keep_existing_flows_on_their_rule_and_controller() {
-    let mut engine = Engine::new(config(vec![fixed("bulk", 20_000), fixed("other", 1)], 16));
+    let mut engine = Engine::new(engine_config(vec![fixed("bulk", 20_000), fixed("other", 1)], 16));
     download(&mut engine, 0, 1, 40_000);
     // ceil(20000 / 128) = 157 units.
     assert_eq!(
@@ -124,7 +112,7 @@ fn reordered_rules_keep_existing_flows_on_their_rule_and_controller() {
     );
 
     // "bulk" moves to number 2 (with a new window), "other" is removed, "new" takes number 1.
-    let summary = engine.reconfigure(config(vec![fixed("new", 1), fixed("bulk", 40_000)], 16));
+    let summary = engine.reconfigure(engine_config(vec![fixed("new", 1), fixed("bulk", 40_000)], 16));
     assert_eq!(
         summary,
         ReconfigureSummary {
@@ -171,14 +159,14 @@ fn reordered_rules_keep_existing_flows_on_their_rule_and_controller() {
 
 #[test]
 fn flows_of_a_removed_rule_are_released_until_they_end() {
-    let mut engine = Engine::new(config(vec![fixed("bulk", 20_000)], 16));
+    let mut engine = Engine::new(engine_config(vec![fixed("bulk", 20_000)], 16));
     download(&mut engine, 0, 1, 40_000);
     assert_eq!(
         ack(&mut engine, 200, 100_000, 1, 40_000),
         (Verdict::AcceptModified, 157)
     );
 
-    let summary = engine.reconfigure(config(vec![fixed("other", 1)], 16));
+    let summary = engine.reconfigure(engine_config(vec![fixed("other", 1)], 16));
     assert_eq!(summary.released, 1);
     assert_eq!((summary.rules_added, summary.rules_removed), (1, 1));
     // Its ACKs now pass with the host's window (the right edge only moves right) ...
@@ -199,7 +187,7 @@ fn flows_of_a_removed_rule_are_released_until_they_end() {
     assert_eq!(snap.flows[0].unclamped_reason, Some(PassReason::RuleRemoved));
 
     // Bringing "bulk" back does not re-clamp the released flow; its counters carry on.
-    let summary = engine.reconfigure(config(vec![fixed("other", 1), fixed("bulk", 20_000)], 16));
+    let summary = engine.reconfigure(engine_config(vec![fixed("other", 1), fixed("bulk", 20_000)], 16));
     assert_eq!(
         (summary.released, summary.rules_added, summary.rules_removed),
         (0, 1, 0)
@@ -222,16 +210,16 @@ fn flows_of_a_removed_rule_are_released_until_they_end() {
     feed_as(&mut engine, ms(500), rst, 1, 40_000);
     engine.on_tick(ms(500) + slipstream_engine::CLOSE_LINGER);
     assert_eq!(engine.active_flows(), 0);
-    engine.reconfigure(config(vec![fixed("other", 1)], 16));
+    engine.reconfigure(engine_config(vec![fixed("other", 1)], 16));
     let snap = engine.snapshot(usize::MAX);
     assert_eq!(snap.rules.len(), 1);
 }
 
 #[test]
 fn unknown_numbers_of_new_flows_pass_after_rules_are_removed() {
-    let mut engine = Engine::new(config(vec![fixed("a", 20_000), fixed("b", 20_000)], 16));
+    let mut engine = Engine::new(engine_config(vec![fixed("a", 20_000), fixed("b", 20_000)], 16));
     download(&mut engine, 0, 2, 40_000);
-    engine.reconfigure(config(vec![fixed("b", 20_000)], 16));
+    engine.reconfigure(engine_config(vec![fixed("b", 20_000)], 16));
     // The existing flow of "b" still arrives with mark 2, past the new rule count: still tracked.
     assert_eq!(
         ack(&mut engine, 200, 100_000, 2, 40_000),
@@ -246,11 +234,11 @@ fn unknown_numbers_of_new_flows_pass_after_rules_are_removed() {
 
 #[test]
 fn lowered_max_flows_keeps_existing_flows() {
-    let mut engine = Engine::new(config(vec![fixed("bulk", 20_000)], 4));
+    let mut engine = Engine::new(engine_config(vec![fixed("bulk", 20_000)], 4));
     for (i, port) in (40_000..40_003).enumerate() {
         download(&mut engine, i as u64 * 10, 1, port);
     }
-    engine.reconfigure(config(vec![fixed("bulk", 20_000)], 1));
+    engine.reconfigure(engine_config(vec![fixed("bulk", 20_000)], 1));
     assert_eq!(engine.active_flows(), 3);
     let snap = engine.snapshot(usize::MAX);
     assert_eq!((snap.active_flows, snap.max_flows), (3, 1));

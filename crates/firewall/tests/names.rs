@@ -3,42 +3,18 @@
 //! them, host sets are refilled in one step when leases change, a reload that drops a rule
 //! destroys its sets, and removing the rules removes the sets. The nftables ruleset with its
 //! sets is loaded into the kernel with the queue statements swapped for `accept` (this kernel
-//! has no nft queue expression). Skips with a printed reason without root, `ip`,
-//! `iptables-legacy`, `ipset` or `nft`.
+//! has no nft queue expression). Needs root, `ip`, `iptables-legacy`, `ipset` and `nft`: ignored
+//! by default, run with --ignored; without them it fails saying why.
 
 use slipstream_config::{parse, Config};
-use slipstream_firewall::{plan_with_hosts, Backend, CommandRunner, Firewall, HostAddrs, PlannedCommand};
-use std::process::Command;
+use slipstream_firewall::{plan_with_hosts, Backend, Firewall, HostAddrs, PlannedCommand};
+
+mod common;
+use common::Netns;
 
 fn skip_reason(tools: &[&str]) -> Option<String> {
     slipstream_testbed::missing_prerequisite(tools)
         .map(|why| format!("{why} (apt-get install ipset nftables)"))
-}
-
-struct Netns(String);
-
-impl Netns {
-    fn create(tag: &str) -> Netns {
-        let name = format!("ssnm{tag}{}", std::process::id());
-        let _ = Command::new("ip").args(["netns", "del", &name]).output();
-        let out = Command::new("ip").args(["netns", "add", &name]).output().unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-        Netns(name)
-    }
-    fn runner(&self) -> CommandRunner {
-        CommandRunner::in_netns(&self.0)
-    }
-    fn run(&self, program: &str, args: &[&str]) -> String {
-        self.runner()
-            .run(&PlannedCommand::new(program, args))
-            .unwrap_or_else(|e| panic!("{e}"))
-    }
-}
-
-impl Drop for Netns {
-    fn drop(&mut self) {
-        let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
-    }
 }
 
 const CONFIG: &str = r#"
@@ -79,12 +55,12 @@ fn our_sets(ns: &Netns) -> Vec<String> {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn ipsets_follow_the_rules() {
     if let Some(why) = skip_reason(&["ip", "iptables-legacy", "ipset"]) {
-        eprintln!("SKIPPED ipsets_follow_the_rules: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
-    let ns = Netns::create("i");
+    let ns = Netns::create("ssnmi");
     let c = config(CONFIG);
     let mut fw =
         Firewall::install_with(&c, Backend::IptablesLegacy, ns.runner()).unwrap_or_else(|e| panic!("{e}"));
@@ -156,12 +132,12 @@ fn ipsets_follow_the_rules() {
 }
 
 #[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn nft_sets_load_into_the_kernel() {
     if let Some(why) = skip_reason(&["ip", "nft"]) {
-        eprintln!("SKIPPED nft_sets_load_into_the_kernel: {why}");
-        return;
+        panic!("cannot run here: {why}");
     }
-    let ns = Netns::create("n");
+    let ns = Netns::create("ssnmn");
     let c = config(CONFIG);
     let text = plan_with_hosts(&c, Backend::Nftables, &hosts(&["192.168.1.20"]))
         .nft_ruleset

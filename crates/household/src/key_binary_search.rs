@@ -319,27 +319,11 @@ impl BudgetController for KeyBinarySearch {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slipstream_control::Instant;
-
-    /// A round of exactly T = 200 ms, so rho = delivered / budget.
-    fn round(budget: u64, delivered: u64) -> LinkRound {
-        LinkRound {
-            now: Instant::from_millis(1000),
-            interval: Duration::from_millis(200),
-            queue_delay: None,
-            base_rtt: Some(Duration::from_millis(40)),
-            delivered_bytes: delivered,
-            budget_in_force: budget,
-            in_flight: budget,
-            mss: 1448,
-            active_flows: 1,
-            floors: 2896,
-        }
-    }
+    use crate::key_test_link::{round, run_on_link};
 
     /// (budget in force, delivered) -> (next budget, phase).
     fn step(c: &mut KeyBinarySearch, budget: u64, delivered: u64) -> (u64, &'static str) {
-        let next = c.on_round(&round(budget, delivered));
+        let next = c.on_round(&round(budget, delivered, budget));
         (next, c.stats().phase.as_str())
     }
 
@@ -491,30 +475,8 @@ mod tests {
         assert!(bad(|c| c.max_budget_bytes = 300).starts_with("max_budget_bytes"));
     }
 
-    /// Fluid model of one access link: `rate` bytes/s, of which `free` (a fraction) is left by
-    /// the foreground; the background budget is window-limited, R = min(w / RTT, free * rate).
-    fn fluid(budget: u64, rate: f64, free: f64, rtt: f64) -> u64 {
-        ((budget as f64 / rtt).min(free * rate) * 0.2) as u64
-    }
-
-    /// Runs `rounds` rounds; `free(n)` is the free fraction in round n. Returns the budgets in
-    /// force. The caller's clamp is modelled as a floor of two 1448-byte segments.
-    fn run(
-        c: &mut impl BudgetController,
-        first: u64,
-        rounds: usize,
-        free: impl Fn(usize) -> f64,
-    ) -> Vec<u64> {
-        let (rate, rtt) = (50e6 / 8.0, 0.02);
-        let mut budget = first;
-        let mut out = Vec::new();
-        for n in 0..rounds {
-            let in_force = budget.max(2896);
-            out.push(in_force);
-            budget = c.on_round(&round(in_force, fluid(in_force, rate, free(n), rtt)));
-        }
-        out
-    }
+    /// A 50 Mbit/s link (bytes/s), base RTT 20 ms.
+    const LINK: (f64, f64) = (50e6 / 8.0, 0.02);
 
     /// A 50 Mbit/s link, base RTT 20 ms: BDP 125 kB, rho_b = 10, so eq. 24's w* is 10/9 of the
     /// free BDP (138.9 kB when all free). Free capacity drops to 30% (w* 41.7 kB) at round 300 and
@@ -523,7 +485,7 @@ mod tests {
     fn simulated_link_follows_a_drop_and_a_return() {
         let mut c = KeyBinarySearch::new(KeyBinarySearchConfig::default(), 2896);
         let free = |n: usize| if (300..600).contains(&n) { 0.3 } else { 1.0 };
-        let b = run(&mut c, 2896, 900, free);
+        let b = run_on_link(&mut c, 2896, 900, LINK, free);
         let (bdp, bdp30) = (125_000.0, 37_500.0);
         let (wstar, wstar30) = (bdp * 10.0 / 9.0, bdp30 * 10.0 / 9.0);
         // Rounds after `from` until the budget stays within [lo, hi] up to `to`.
@@ -563,7 +525,7 @@ mod tests {
             ..KeyBinarySearchConfig::default()
         };
         let mut c = KeyBinarySearch::new(config, 2896);
-        let b = run(&mut c, 2896, 300, |_| 1.0);
+        let b = run_on_link(&mut c, 2896, 300, LINK, |_| 1.0);
         assert!(b[299] as f64 > 2.0 * 138_889.0, "{}", b[299]);
     }
 }

@@ -169,23 +169,7 @@ impl BudgetController for KeyStochastic {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use slipstream_control::Instant;
-
-    /// A round of exactly T = 200 ms, so rho = delivered / budget.
-    fn round(budget: u64, delivered: u64, in_flight: u64) -> LinkRound {
-        LinkRound {
-            now: Instant::from_millis(1000),
-            interval: Duration::from_millis(200),
-            queue_delay: None,
-            base_rtt: Some(Duration::from_millis(40)),
-            delivered_bytes: delivered,
-            budget_in_force: budget,
-            in_flight,
-            mss: 1448,
-            active_flows: 1,
-            floors: 2896,
-        }
-    }
+    use crate::key_test_link::{round, run_on_link};
 
     fn step(c: &mut KeyStochastic, budget: u64, delivered: u64) -> (u64, &'static str) {
         let next = c.on_round(&round(budget, delivered, budget));
@@ -277,24 +261,13 @@ mod tests {
     /// and eq. 24's w* = 0.2 * 187500 / 3.545 = 10577 bytes (3173 at 30% free). Eq. 31 moves at
     /// most one unit (100 bytes) up per round, so this stays a small link: the rounds it needs
     /// grow with the BDP.
-    fn run(c: &mut KeyStochastic, rounds: usize, free: impl Fn(usize) -> f64) -> Vec<u64> {
-        let (rate, rtt) = (1.5e6 / 8.0, 0.044);
-        let mut budget = 2896;
-        let mut out = Vec::new();
-        for n in 0..rounds {
-            let in_force: u64 = budget;
-            out.push(in_force);
-            let delivered = ((in_force as f64 / rtt).min(free(n) * rate) * 0.2) as u64;
-            budget = c.on_round(&round(in_force, delivered, in_force)).max(2896);
-        }
-        out
-    }
+    const LINK: (f64, f64) = (1.5e6 / 8.0, 0.044);
 
     #[test]
     fn simulated_link_follows_a_drop_and_a_return() {
         let mut c = KeyStochastic::new(KeyStochasticConfig::default(), 2896);
         let free = |n: usize| if (400..800).contains(&n) { 0.3 } else { 1.0 };
-        let b = run(&mut c, 1200, free);
+        let b = run_on_link(&mut c, 2896, 1200, LINK, free);
         let (bdp, wstar, wstar30) = (8250.0, 10_577.0, 3173.0);
         // Rounds after `from` until the budget stays within 2% of w* up to `to`.
         let settle = |from: usize, to: usize, wstar: f64| {
@@ -336,7 +309,7 @@ mod tests {
             ..KeyStochasticConfig::default()
         };
         let mut c = KeyStochastic::new(config, 2896);
-        let b = run(&mut c, 400, |_| 1.0);
+        let b = run_on_link(&mut c, 2896, 400, LINK, |_| 1.0);
         assert!(b[399] as f64 > 2.0 * 10_577.0, "{}", b[399]);
     }
 }

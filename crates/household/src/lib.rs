@@ -19,6 +19,8 @@ pub mod delay_target;
 pub mod early_yield;
 pub mod key_binary_search;
 pub mod key_stochastic;
+#[cfg(test)]
+mod key_test_link;
 pub mod link_delay;
 pub mod link_rate;
 pub mod rho_estimate;

@@ -126,6 +126,7 @@ mod tests {
             "android_ota",
             "icloud_backup",
             "onedrive",
+            "google_photos",
         ] {
             assert!(find(name).is_some(), "preset {name} missing");
         }

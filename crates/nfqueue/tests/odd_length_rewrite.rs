@@ -7,16 +7,14 @@
 //! Needs root (CI runs as root): ignored by default, run with --ignored; without root it fails
 //! saying why.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
-
-use slipstream_nfqueue::{Datapath, QueueConfig};
+use std::time::Duration;
 
 mod common;
-use common::{enter_netns, sh, Namespaces};
+use common::{queue_reader, queue_tcp_port, transfer, veth_pair};
+
+const LENGTHS: [usize; 4] = [7, 13, 1, 333];
 
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
@@ -24,60 +22,9 @@ fn rewritten_odd_length_segments_are_delivered() {
     if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
         panic!("cannot run here: {why}");
     }
-    let pid = std::process::id();
-    let (a, b) = (format!("ssodda{pid}"), format!("ssoddb{pid}"));
-    let _cleanup = Namespaces(vec![a.clone(), b.clone()]);
-    sh(&["ip", "netns", "add", &a]);
-    sh(&["ip", "netns", "add", &b]);
-    let (va, vb) = (format!("oa{pid}"), format!("ob{pid}"));
-    sh(&[
-        "ip", "link", "add", &va, "netns", &a, "type", "veth", "peer", "name", &vb, "netns", &b,
-    ]);
-    sh(&["ip", "-n", &a, "addr", "add", "10.79.0.1/24", "dev", &va]);
-    sh(&["ip", "-n", &b, "addr", "add", "10.79.0.2/24", "dev", &vb]);
-    for (ns, dev) in [(&a, &va), (&b, &vb)] {
-        sh(&["ip", "-n", ns, "link", "set", dev, "up"]);
-        sh(&["ip", "-n", ns, "link", "set", "lo", "up"]);
-    }
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &a,
-        "iptables-legacy",
-        "-t",
-        "mangle",
-        "-A",
-        "OUTPUT",
-        "-p",
-        "tcp",
-        "--dport",
-        "9999",
-        "-j",
-        "NFQUEUE",
-        "--queue-num",
-        "7001",
-    ]);
-
-    sh(&[
-        "ip",
-        "netns",
-        "exec",
-        &b,
-        "iptables-legacy",
-        "-t",
-        "mangle",
-        "-A",
-        "INPUT",
-        "-p",
-        "tcp",
-        "--dport",
-        "9999",
-        "-j",
-        "NFQUEUE",
-        "--queue-num",
-        "7003",
-    ]);
+    let (_cleanup, a, b) = veth_pair("odd", "10.79.0");
+    queue_tcp_port(&a, "OUTPUT", 9999, 7001);
+    queue_tcp_port(&b, "INPUT", 9999, 7003);
 
     // Queue readers: in namespace a every segment with an odd payload length gets the window
     // REWRITTEN_WINDOW; in namespace b we record what arrives.
@@ -90,35 +37,22 @@ fn rewritten_odd_length_segments_are_delivered() {
                   rewrite: bool,
                   log: Arc<Mutex<Vec<(u32, u32)>>>,
                   arrivals: Arc<Mutex<Vec<(u32, u16, bool)>>>| {
-        let stop = stop.clone();
-        std::thread::spawn(move || {
-            enter_netns(&ns);
-            let config = QueueConfig {
-                ack_queue: queue,
-                data_queue: queue + 100,
-                max_len: 1024,
-                data_copy_bytes: 128,
-            };
-            let mut dp = Datapath::open(config).expect("open queue");
-            while !stop.load(Ordering::Relaxed) {
-                dp.wait_readable(50).unwrap();
-                while let Some(mut msg) = dp.try_recv().unwrap() {
-                    let info = slipstream_wire::parse(msg.get_payload()).expect("parse");
-                    if info.payload_len % 2 == 1 {
-                        if rewrite {
-                            log.lock().unwrap().push((info.seq, info.payload_len));
-                            let bytes = msg.get_payload_mut();
-                            slipstream_wire::rewrite_window(bytes, info.tcp_offset, REWRITTEN_WINDOW)
-                                .unwrap();
-                            assert!(slipstream_wire::tcp_checksum_valid(bytes));
-                        } else {
-                            let valid = slipstream_wire::tcp_checksum_valid(msg.get_payload());
-                            arrivals.lock().unwrap().push((info.seq, info.window, valid));
-                        }
+        queue_reader(ns, queue, stop.clone(), move |dp| {
+            while let Some(mut msg) = dp.try_recv().unwrap() {
+                let info = slipstream_wire::parse(msg.get_payload()).expect("parse");
+                if info.payload_len % 2 == 1 {
+                    if rewrite {
+                        log.lock().unwrap().push((info.seq, info.payload_len));
+                        let bytes = msg.get_payload_mut();
+                        slipstream_wire::rewrite_window(bytes, info.tcp_offset, REWRITTEN_WINDOW).unwrap();
+                        assert!(slipstream_wire::tcp_checksum_valid(bytes));
+                    } else {
+                        let valid = slipstream_wire::tcp_checksum_valid(msg.get_payload());
+                        arrivals.lock().unwrap().push((info.seq, info.window, valid));
                     }
-                    msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
-                    dp.verdict(msg).unwrap();
                 }
+                msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
+                dp.verdict(msg).unwrap();
             }
         })
     };
@@ -128,34 +62,14 @@ fn rewritten_odd_length_segments_are_delivered() {
     ];
     std::thread::sleep(Duration::from_millis(200));
 
-    let server = {
-        let b = b.clone();
-        std::thread::spawn(move || {
-            enter_netns(&b);
-            let listener = TcpListener::bind("10.79.0.2:9999").unwrap();
-            let (mut conn, _) = listener.accept().unwrap();
-            let mut got = Vec::new();
-            conn.read_to_end(&mut got).unwrap();
-            got
-        })
-    };
-    std::thread::sleep(Duration::from_millis(200));
-    let started = Instant::now();
-    let client = {
-        let a = a.clone();
-        std::thread::spawn(move || {
-            enter_netns(&a);
-            let mut s = TcpStream::connect("10.79.0.2:9999").unwrap();
-            s.set_nodelay(true).unwrap();
-            for len in [7usize, 13, 1, 333] {
-                s.write_all(&vec![b'x'; len]).unwrap();
-                std::thread::sleep(Duration::from_millis(50));
-            }
-        })
-    };
-    client.join().unwrap();
-    let got = server.join().unwrap();
-    let elapsed = started.elapsed();
+    let (got, elapsed) = transfer(
+        &a,
+        &b,
+        "10.79.0.2:9999",
+        &LENGTHS,
+        Duration::from_millis(50),
+        b'x',
+    );
     stop.store(true, Ordering::Relaxed);
     for r in readers {
         r.join().unwrap();
@@ -166,7 +80,7 @@ fn rewritten_odd_length_segments_are_delivered() {
         "odd-length segments seen in the queue: {seen:?}; delivered {} bytes in {elapsed:?}",
         got.len()
     );
-    assert_eq!(got.len(), 7 + 13 + 1 + 333, "all bytes delivered");
+    assert_eq!(got.len(), LENGTHS.iter().sum::<usize>(), "all bytes delivered");
     assert_eq!(
         seen.len(),
         4,

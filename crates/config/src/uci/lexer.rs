@@ -9,13 +9,16 @@ use std::fmt;
 pub struct UciSyntaxError {
     /// 1-based line number.
     pub line: usize,
+    /// What is wrong there.
     pub message: String,
 }
 
 /// One `option` or `list` statement.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UciEntry {
+    /// The option's name.
     pub name: String,
+    /// Its value, unquoted.
     pub value: String,
     /// `list` (true) or `option` (false).
     pub list: bool,
@@ -26,6 +29,7 @@ pub struct UciEntry {
 /// One `config <type> [<name>]` section with its statements in file order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UciSection {
+    /// The `<type>` of `config <type>`.
     pub section_type: String,
     /// `None` for an anonymous section.
     pub name: Option<String>,
@@ -33,6 +37,7 @@ pub struct UciSection {
     pub index: usize,
     /// 1-based line of the `config` statement.
     pub line: usize,
+    /// Its `option` and `list` statements in file order.
     pub entries: Vec<UciEntry>,
 }
 

@@ -5,8 +5,10 @@
 )]
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+use slipstream_testbed::{unique_prefix, Testbed, TopologySpec};
 
 /// Runs `args[0] args[1..]` and returns its stdout; panics with the command and its stderr if
 /// it fails.
@@ -64,6 +66,15 @@ impl Pair {
         pair
     }
 
+    /// Adds `<subnet6>::1/64` on `vA` and `<subnet6>::2/64` on `vB` (no duplicate address
+    /// detection: usable at once).
+    pub(crate) fn add_v6(&self, subnet6: &str) {
+        for (ns, dev, host) in [(&self.a, "vA", 1), (&self.b, "vB", 2)] {
+            let addr = format!("{subnet6}::{host}/64");
+            sh(&["ip", "-n", ns, "addr", "add", &addr, "dev", dev, "nodad"]);
+        }
+    }
+
     /// `args` as a command inside namespace `ns`.
     pub(crate) fn exec(ns: &str, args: &[&str]) -> Command {
         let mut c = Command::new("ip");
@@ -93,6 +104,37 @@ impl Drop for Pair {
 
 /// A started daemon, killed on drop (a failed assertion leaves no daemon behind).
 pub(crate) struct Daemon(pub(crate) Option<Child>);
+
+impl Daemon {
+    /// Runs `argv` in namespace `ns` with `RUST_LOG=info` (the daemon's default), stdout and
+    /// stderr to `log`. `ip netns exec` execs it: the child's pid is the program's.
+    pub(crate) fn start(ns: &str, argv: &[&str], log: &Path) -> (Daemon, u32) {
+        let logfile = std::fs::File::create(log).unwrap();
+        let child = Pair::exec(ns, argv)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(logfile.try_clone().unwrap())
+            .stderr(logfile)
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        (Daemon(Some(child)), pid)
+    }
+
+    /// Sends SIGTERM to `pid` (the daemon) and waits up to 10 s for it to exit: its exit code.
+    pub(crate) fn terminate(&mut self, pid: u32) -> Option<i32> {
+        slipstream_testbed::cmd::signal(pid, libc::SIGTERM);
+        let mut child = self.0.take().expect("the daemon runs");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status.code();
+            }
+            assert!(Instant::now() < deadline, "no exit after SIGTERM");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
 
 impl Drop for Daemon {
     fn drop(&mut self) {
@@ -135,4 +177,73 @@ pub(crate) fn wait_until(what: &str, log: &Path, mut pred: impl FnMut() -> bool)
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// A fresh directory `<tmp>/ssd-<name>-<pid>` for one test's config, socket and log.
+pub(crate) struct TestDir {
+    /// The directory.
+    pub(crate) dir: PathBuf,
+    /// `slipstream.sock` in it.
+    pub(crate) socket: PathBuf,
+    /// `slipstream.toml` in it.
+    pub(crate) cfg: PathBuf,
+    /// `daemon.log` in it.
+    pub(crate) log: PathBuf,
+}
+
+impl TestDir {
+    /// Creates the directory, removing a leftover of the same name first.
+    pub(crate) fn new(name: &str) -> TestDir {
+        let dir = std::env::temp_dir().join(format!("ssd-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        TestDir {
+            socket: dir.join("slipstream.sock"),
+            cfg: dir.join("slipstream.toml"),
+            log: dir.join("daemon.log"),
+            dir,
+        }
+    }
+}
+
+/// The namespace testbed (server - isp - router - LAN client) with no delay element (these tests
+/// need no RTT, so no `slipstream-delay` binary either) and no IPv6, named `<prefix>...`.
+pub(crate) fn forward_testbed(prefix: &str) -> Testbed {
+    let spec = TopologySpec {
+        one_way_delay_ms: 0.0,
+        ipv6: false,
+        ..TopologySpec::with_prefix(unique_prefix(prefix))
+    };
+    Testbed::build(spec).expect("testbed")
+}
+
+/// Starts `slipstreamd` on the testbed's router (`forward` hook, iptables, one rule "bt" for
+/// ports 6881-6882, metrics on 127.0.0.1:9617, socket in `dir`) with `lan_interfaces` (TOML
+/// array items) and `datapath` (more `[datapath]` lines, may be empty).
+pub(crate) fn start_router_daemon(
+    tb: &Testbed,
+    dir: &TestDir,
+    lan_interfaces: &str,
+    datapath: &str,
+) -> slipstream_testbed::daemon::Daemon {
+    std::fs::write(
+        &dir.cfg,
+        format!(
+            "[datapath]\nlan_interfaces = [{lan_interfaces}]\nhook = \"forward\"\n{datapath}\
+             firewall = \"iptables\"\nipv6 = false\n\
+             [metrics]\nlisten = \"127.0.0.1:9617\"\n\
+             [control]\nsocket = \"{}\"\n\
+             [[rules]]\nname = \"bt\"\nremote_ports = [\"6881-6882\"]\n",
+            dir.socket.display()
+        ),
+    )
+    .unwrap();
+    slipstream_testbed::daemon::Daemon::start(
+        tb,
+        Path::new(env!("CARGO_BIN_EXE_slipstreamd")),
+        &dir.cfg,
+        "127.0.0.1:9617",
+        &dir.dir.join("slipstreamd.log"),
+    )
+    .expect("slipstreamd starts")
 }

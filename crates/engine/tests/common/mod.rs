@@ -4,8 +4,32 @@
 #![allow(dead_code)]
 
 use etherparse::{PacketBuilder, TcpOptionElement};
-use slipstream_control::Instant;
-use slipstream_engine::{Engine, PacketCopy, PacketMeta, Verdict};
+use slipstream_control::{ControllerConfig, Duration, Instant};
+use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec, Verdict};
+
+/// An engine config of `rules` with the tests' limits: flows idle 120 s are forgotten, a full
+/// table evicts flows idle 10 s, household control as default.
+pub(crate) fn engine_config(rules: Vec<RuleSpec>, max_flows: usize) -> EngineConfig {
+    EngineConfig {
+        rules,
+        max_flows,
+        idle_timeout: Duration::from_secs(120),
+        evict_idle_after: Duration::from_secs(10),
+        household: Default::default(),
+    }
+}
+
+/// An engine with the one rule `name` (rule 1) and its `controller`.
+pub(crate) fn one_rule_engine(name: &str, controller: ControllerConfig, max_flows: usize) -> Engine {
+    Engine::new(engine_config(
+        vec![RuleSpec {
+            name: name.into(),
+            controller,
+            share: Default::default(),
+        }],
+        max_flows,
+    ))
+}
 
 pub(crate) const CLIENT: [u8; 4] = [10, 0, 0, 2];
 pub(crate) const SERVER: [u8; 4] = [192, 0, 2, 1];
