@@ -382,10 +382,14 @@ fn uploads_behind_nat(engine: &str, min_total: f64) {
         .map(|r| r.as_ref().and_then(|r| r.goodput_mbps_last(20.0)).unwrap_or(0.0))
         .collect();
     let slowest = goodputs.iter().cloned().fold(f64::INFINITY, f64::min);
+    let stall = results
+        .iter()
+        .filter_map(|r| r.as_ref().map(|r| r.longest_stall_secs()))
+        .fold(0.0, f64::max);
     eprintln!(
         "{FLOWS} uploads behind NAT for {:.0} s: total {:.2} Mbit/s, slowest flow {slowest:.3} Mbit/s, \
-         Jain {:.3?}; window updates {sent}; conntrack insert_failed {}, drop {}; \
-         {} iperf3 errors, {resets} resets",
+         longest stall {stall:.1} s, Jain {:.3?}; window updates {sent}; conntrack insert_failed {}, \
+         drop {}; {} iperf3 errors, {resets} resets",
         started.elapsed().as_secs_f64(),
         goodputs.iter().sum::<f64>(),
         jain_index(&goodputs),
