@@ -39,13 +39,10 @@ bounded 1200 cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstre
 bounded 900 cargo test -p slipstream-lab --test smoke --test interrupt -- --ignored --test-threads=1
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
 bounded 1500 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
-# Household control end to end: a LAN host without TCP timestamps, and 16 background flows of two
-# hosts beside best effort (goodput shares, per-host split, no connection failures); the 16 flows
-# also on the eBPF datapath.
-# (uploads_behind_nat_take_turns_ebpf is skipped: a held upload can stall on the eBPF datapath,
-# a known bug of issue 11.)
-bounded 1500 cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1 \
-  --skip uploads_behind_nat_take_turns_ebpf
+# Household control end to end: a LAN host without TCP timestamps, 16 background flows of two
+# hosts beside best effort (goodput shares, per-host split, no connection failures) and 48
+# time-shared uploads behind NAT (no stall), the last two also on the eBPF datapath.
+bounded 1500 cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1
 # Restart without loss: kill -9 of the daemon under a background and a best-effort download, a
 # few times (SLIPSTREAM_SOAK_CYCLES, default 3; the 100-cycle soak kill_and_restart_100_times is
 # skipped here): no connection broken, no rule left, control back within 2 s of each restart.

@@ -26,7 +26,7 @@ use slipstream_control::Instant;
 use slipstream_ebpf::{
     monotonic_ns, Counters, DirKey, FlowCfg, TcDatapath, FLOW_CLAMP, FLOW_HOLD, FLOW_SENT_EDGE,
 };
-use slipstream_engine::{Engine, FlowKey, KernelClamp, PacketCopy, PacketMeta, WindowUpdate};
+use slipstream_engine::{Engine, FlowKey, KernelClamp, PacketCopy, PacketMeta, Side, WindowUpdate};
 use slipstream_wire::{is_complete, parse_headers};
 use tracing::{info, warn};
 
@@ -144,6 +144,7 @@ impl KernelSide {
         }
         let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
         if info.flags.ack {
+            self.set_scales(engine, key, rule);
             self.sync_flow(engine, key, rule);
             return;
         }
@@ -156,6 +157,36 @@ impl KernelSide {
         }
     }
 
+    /// The SYN-ACK showed the window scales: each direction's entry gets its sender's, before
+    /// anything is lowered. The program tracks the right edge of both directions from the first
+    /// ACK, and with the start's shift of 0 it took an upload server's first window of 255 units
+    /// (64 KiB at shift 8) for 255 bytes: once the upload's ACKs were lowered it moved their right
+    /// edge left of what the host had seen, while the engine counted the real edge as still open
+    /// (no window update when the flow's turn came; issue 11). Only for a flow not written yet
+    /// (a repeated SYN-ACK leaves the engine's target in place); `sync_flow` then writes the
+    /// clamped direction over its entry.
+    fn set_scales(&mut self, engine: &Engine, key: FlowKey, rule: u16) {
+        if self.written.contains_key(&key) {
+            return;
+        }
+        let Some(scales) = engine.window_scales(&key) else {
+            return;
+        };
+        for side in [Side::Low, Side::High] {
+            let Some(dir) = DirKey::new(key.endpoint(side), key.endpoint(side.other())) else {
+                return;
+            };
+            let cfg = FlowCfg {
+                rule,
+                scale: scales[side.index()],
+                ..FlowCfg::default()
+            };
+            if let Err(e) = self.tc.set_flow(&dir, cfg) {
+                self.warn(&e);
+            }
+        }
+    }
+
     /// A window update the engine made (before the daemon sends it): its right edge goes into
     /// the map entry of its direction, with the flow's target as the engine has it now (the flow
     /// is no longer held), so that the program lowers no later ACK left of the edge, and leaves
@@ -164,7 +195,7 @@ impl KernelSide {
         let Ok(info) = parse_headers(&update.packet) else {
             return;
         };
-        let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
+        let (key, from) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
         let Some(rule) = self.written.get(&key).map(|(_, cfg)| cfg.rule) else {
             // Never written: the program lowers nothing of this flow, so no edge can go left.
             return;
@@ -179,6 +210,8 @@ impl KernelSide {
             .map_or(
                 FlowCfg {
                     rule,
+                    // The edge is tracked in the units its sender writes.
+                    scale: engine.window_scales(&key).map_or(0, |s| s[from.index()]),
                     ..FlowCfg::default()
                 },
                 |(_, cfg)| cfg,
@@ -345,6 +378,93 @@ fn map_entry(key: &FlowKey, clamp: KernelClamp, rule: u16) -> Option<(DirKey, Fl
 #[cfg(test)]
 mod tests {
     use super::*;
+    use slipstream_control::{ControllerConfig, Duration};
+    use slipstream_ebpf::{Hook, TcConfig};
+    use slipstream_engine::{EngineConfig, RuleSpec};
+
+    /// A TCP frame (Ethernet, IPv4) from `src` to `dst`; a SYN carries MSS 1460 and `scale`.
+    fn frame(src: &str, dst: &str, syn: bool, ack: Option<u32>, window: u16, scale: u8) -> Vec<u8> {
+        let (src, dst): (std::net::SocketAddrV4, std::net::SocketAddrV4) =
+            (src.parse().unwrap(), dst.parse().unwrap());
+        let mut b = etherparse::PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(src.ip().octets(), dst.ip().octets(), 64)
+            .tcp(src.port(), dst.port(), 1000, window);
+        if syn {
+            b = b.syn();
+        }
+        if let Some(ack) = ack {
+            b = b.ack(ack);
+        }
+        let b = if syn {
+            b.options(&[
+                etherparse::TcpOptionElement::MaximumSegmentSize(1460),
+                etherparse::TcpOptionElement::Noop,
+                etherparse::TcpOptionElement::WindowScale(scale),
+            ])
+            .unwrap()
+        } else {
+            b
+        };
+        let mut out = Vec::new();
+        b.write(&mut out, &[]).unwrap();
+        out
+    }
+
+    /// An upload's server announces its window at shift 8; its first ACKs pass the program
+    /// before the bulk direction is known (nothing lowered in that direction yet), and the right
+    /// edge the program keeps for them must be counted in the server's units: 255 units are
+    /// 65 280 bytes, not 255. Before the SYN-ACK wrote each direction's shift, the program kept
+    /// ack + 255 and later moved the upload's right edge left of what the host had seen.
+    #[test]
+    #[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
+    fn an_upload_servers_first_window_is_kept_in_its_own_units() {
+        if let Some(why) = slipstream_testbed::missing_prerequisite(&[]) {
+            panic!("cannot run here: {why} (BPF_PROG_TEST_RUN of a tc program)");
+        }
+        let mut tc = TcDatapath::load(TcConfig {
+            max_flows: 64,
+            ring_bytes: 1 << 16,
+        })
+        .expect("load the tc program");
+        tc.heartbeat(StdDuration::from_secs(60)).unwrap();
+        let mut kernel = KernelSide::new(tc, 64, Vec::new());
+        let mut engine = Engine::new(EngineConfig {
+            rules: vec![RuleSpec {
+                name: "uploads".into(),
+                controller: ControllerConfig::Household,
+                share: Default::default(),
+            }],
+            max_flows: 16,
+            idle_timeout: Duration::from_secs(120),
+            evict_idle_after: Duration::from_secs(10),
+            household: Default::default(),
+        });
+        let (host, server) = ("192.168.1.10:40000", "93.184.216.34:6881");
+        // The handshake through NFQUEUE: the engine first, then the kernel's map.
+        for (mut f, from_lan) in [
+            (frame(host, server, true, None, 64240, 7), true),
+            (frame(server, host, true, Some(1001), 65160, 8), false),
+        ] {
+            let meta = PacketMeta {
+                rule: Some(1),
+                copy: PacketCopy::Full,
+                checksum_ready: true,
+                from_lan: Some(from_lan),
+                arrival: None,
+            };
+            engine.handle_packet(Instant::from_millis(1), &mut f[14..], meta);
+            kernel.on_handshake(&engine, &f[14..], Some(1));
+        }
+        // The server's first ACK (of the host's first bytes), its whole window: 255 units.
+        let ack = 1001 + 37;
+        let (_, out) = kernel
+            .tc
+            .test_run(Hook::Egress, &frame(server, host, false, Some(ack), 255, 0))
+            .unwrap();
+        assert_eq!(u16::from_be_bytes([out[48], out[49]]), 255, "passed unlowered");
+        let dir = DirKey::new(server.parse().unwrap(), host.parse().unwrap()).unwrap();
+        assert_eq!(kernel.tc.edge(&dir), Some(ack + (255 << 8)));
+    }
 
     #[test]
     fn the_map_entry_is_the_receivers_ack_direction() {

@@ -410,6 +410,14 @@ impl Engine {
         flow.kernel_clamp(matches!(class.spec.controller, ControllerConfig::Household))
     }
 
+    /// The window-scale shift each end of the flow applies to the windows it sends, by
+    /// [`Side`](crate::Side) index, once the handshake showed them. A kernel datapath
+    /// tracks the right edge advertised in both directions from the first ACK, before it knows
+    /// which one it will lower, and an edge read with the wrong shift is off by that factor.
+    pub fn window_scales(&self, key: &FlowKey) -> Option<[u8; 2]> {
+        self.table.get(key)?.window_scales()
+    }
+
     /// Household rounds run since start. A kernel datapath re-reads [`Engine::kernel_clamp`] of
     /// its household flows when this moves: a round may hold a flow or give it its turn before
     /// the flow's next ACK.

@@ -113,6 +113,27 @@ impl IperfResult {
         let end = self.run_end()?;
         self.goodput_mbps_between(end - secs, end)
     }
+
+    /// The longest time the flow moved nothing: see [`longest_stall_secs`].
+    pub fn longest_stall_secs(&self) -> f64 {
+        longest_stall_secs(&self.intervals)
+    }
+}
+
+/// The longest run of consecutive intervals (omitted ones aside) without a byte moved, in
+/// seconds: a flow that took turns waits a few round trips at a time, a stalled one for seconds.
+pub fn longest_stall_secs(intervals: &[Interval]) -> f64 {
+    let mut longest: f64 = 0.0;
+    let mut since: Option<f64> = None;
+    for iv in intervals.iter().filter(|iv| !iv.omitted) {
+        if iv.bytes == 0 {
+            let start = *since.get_or_insert(iv.start);
+            longest = longest.max(iv.end - start);
+        } else {
+            since = None;
+        }
+    }
+    longest
 }
 
 /// See [`IperfResult::goodput_mbps_between`].
@@ -311,6 +332,23 @@ mod tests {
         ivs[0].omitted = true;
         assert!(goodput_mbps_between(&ivs, 0.0, 1.0).is_none());
         assert!((goodput_mbps_between(&ivs, 0.5, 1.0).unwrap() - 8.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn longest_stall_is_the_longest_run_of_empty_intervals() {
+        let bytes = [9, 0, 9, 0, 0, 0, 9, 0, 0];
+        let mut ivs: Vec<Interval> = bytes
+            .iter()
+            .enumerate()
+            .map(|(i, &b)| iv(i as f64 * 0.5, i as f64 * 0.5 + 0.5, b))
+            .collect();
+        assert!((longest_stall_secs(&ivs) - 1.5).abs() < 1e-9);
+        // A stall running to the end counts; omitted intervals do not.
+        ivs[3].omitted = true;
+        ivs[4].omitted = true;
+        assert!((longest_stall_secs(&ivs) - 1.0).abs() < 1e-9);
+        assert_eq!(longest_stall_secs(&ivs[..3]), 0.5);
+        assert_eq!(longest_stall_secs(&[]), 0.0);
     }
 
     #[test]

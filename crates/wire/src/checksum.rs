@@ -131,6 +131,18 @@ pub fn tcp_checksum(packet: &[u8]) -> Option<u16> {
     tcp_sum(packet, true).map(|s| !s)
 }
 
+/// Writes the TCP checksum computed from scratch ([`tcp_checksum`]) into `packet`, whatever its
+/// checksum field held before. For a packet the sender's stack left to the device to sum
+/// (`CHECKSUM_PARTIAL`: the field holds only the pseudo-header's sum), as a copy taken in the
+/// kernel before the device is, which the incremental [`rewrite_window`] would keep wrong.
+/// `None` (and `packet` unchanged) if it does not [`parse`] strictly.
+pub fn fill_tcp_checksum(packet: &mut [u8]) -> Option<()> {
+    let sum = tcp_checksum(packet)?;
+    let at = parse(packet).ok()?.tcp_offset.checked_add(TCP_CHECKSUM_OFFSET)?;
+    packet.get_mut(at..at + 2)?.copy_from_slice(&sum.to_be_bytes());
+    Some(())
+}
+
 /// Full verification of the TCP checksum over the pseudo-header (for tests
 /// and debug asserts): the one's complement sum over pseudo-header, header
 /// (including the checksum field) and payload must be `-0` (0xFFFF). Returns

@@ -21,7 +21,9 @@ mod checksum;
 mod options;
 mod parse;
 
-pub use checksum::{checksum_adjust, rewrite_window, tcp_checksum, tcp_checksum_valid, RewriteError};
+pub use checksum::{
+    checksum_adjust, fill_tcp_checksum, rewrite_window, tcp_checksum, tcp_checksum_valid, RewriteError,
+};
 pub use options::{parse_options, SackBlocks, TcpOptions};
 pub use parse::{
     is_complete, parse, parse_headers, IpVersion, ParseError, TcpFlags, TcpPacketInfo, TCP_CHECKSUM_OFFSET,

@@ -109,6 +109,37 @@ fn ipv4_syn_window_rewrite() {
     assert_eq!(&pkt[38..], &V4_SYN[38..]);
 }
 
+/// A copy of a packet its sender's stack left to the device to sum (`CHECKSUM_PARTIAL`, as a
+/// tc program reads it on a veth): the field holds only the pseudo-header's folded sum. An
+/// incremental rewrite keeps it wrong; a sum from scratch makes it what the device would write.
+#[test]
+fn checksum_filled_from_scratch_over_a_partial_one() {
+    let mut pkt = V4_SYN;
+    // The pseudo-header alone: addresses, protocol 6, TCP length.
+    let mut sum: u32 = 6 + (pkt.len() as u32 - 20);
+    for w in pkt[12..20].chunks(2) {
+        sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+    }
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    pkt[36..38].copy_from_slice(&(sum as u16).to_be_bytes());
+    rewrite_window(&mut pkt, 20, 1024).unwrap();
+    assert!(!tcp_checksum_valid(&pkt), "a partial checksum stays partial");
+    assert_eq!(fill_tcp_checksum(&mut pkt), Some(()));
+    assert!(tcp_checksum_valid(&pkt));
+    let mut expected = V4_SYN;
+    rewrite_window(&mut expected, 20, 1024).unwrap();
+    assert_eq!(
+        pkt, expected,
+        "the same bytes as a rewrite of the complete packet"
+    );
+    // Not a TCP packet: left alone.
+    let mut short = [0x45u8; 10];
+    assert_eq!(fill_tcp_checksum(&mut short), None);
+    assert_eq!(short, [0x45u8; 10]);
+}
+
 #[test]
 fn ipv6_pure_ack_with_timestamps_and_two_sack_blocks() {
     let mut opts = vec![1, 1, 8, 10];

@@ -3,7 +3,7 @@
 
 use slipstream_control::{AnyController, HouseholdShare, Instant};
 use slipstream_household::link_delay::FlowDelay;
-use slipstream_wire::{rewrite_window, TcpPacketInfo};
+use slipstream_wire::{fill_tcp_checksum, rewrite_window, TcpPacketInfo};
 
 use super::Flow;
 use crate::api::WindowUpdate;
@@ -113,6 +113,10 @@ impl Flow {
         }
         let mut packet = stored.packet.clone();
         rewrite_window(&mut packet, stored.tcp_offset, field).ok()?;
+        // Summed afresh: a copy a kernel datapath read may hold only the pseudo-header's sum
+        // (CHECKSUM_PARTIAL, left for the device), and the daemon's own frame gets no device
+        // to finish it, so the LAN host would drop the update as corrupt.
+        fill_tcp_checksum(&mut packet)?;
         self.ends[receiver.index()].on_window_forwarded(edge);
         self.rtt.on_window_released(now, previous, negotiated.timestamps);
         Some(WindowUpdate {

@@ -24,6 +24,11 @@ pub struct KernelClamp {
 }
 
 impl Flow {
+    /// The window-scale shifts the handshake negotiated, by side index.
+    pub(crate) fn window_scales(&self) -> Option<[u8; 2]> {
+        self.negotiated.map(|n| n.window_scale)
+    }
+
     /// The clamp for this flow's receiver, once the handshake and the bulk direction are known;
     /// `None` while nothing may be lowered (released flows, no handshake, unknown direction).
     ///

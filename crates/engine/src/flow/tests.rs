@@ -102,3 +102,35 @@ fn flows_without_household_control_have_no_allocation() {
     let f = download(ControllerConfig::FixedWindow(fixed));
     assert_eq!(f.context().allocation, None);
 }
+
+/// The receiver's ACK as a kernel datapath reads it from a veth: the sender's stack left the
+/// TCP checksum to the device (`CHECKSUM_PARTIAL`), so the field holds only the pseudo-header's
+/// sum. A window update made from that copy must still carry a valid checksum: the daemon
+/// sends it on a packet socket, where no device finishes it, and the LAN host would drop it
+/// (TcpInCsumErrors; issue 11's stalled uploads on the eBPF datapath).
+#[test]
+fn a_window_update_from_a_partially_summed_copy_has_a_valid_checksum() {
+    let mut f = download(ControllerConfig::Household);
+    let mut ack = Vec::new();
+    etherparse::PacketBuilder::ipv4([10, 0, 0, 2], [192, 0, 2, 1], 64)
+        .tcp(40000, 80, 1, 65535)
+        .ack(1 + 4 * u32::from(MSS))
+        .write(&mut ack, &[])
+        .unwrap();
+    ack[36..38].copy_from_slice(&0x1a2bu16.to_be_bytes());
+    assert!(!slipstream_wire::tcp_checksum_valid(&ack));
+    let info = slipstream_wire::parse(&ack).unwrap();
+    f.household_mut().unwrap().1.set_allocation(Some(0), true);
+    f.on_ack(Side::Low, Instant::from_millis(100), &info, Ok(()), true);
+    f.store_ack(Side::Low, &ack, &info);
+    f.household_mut()
+        .unwrap()
+        .1
+        .set_allocation(Some(8 * u32::from(MSS)), false);
+    let update = f
+        .window_update(Instant::from_millis(200), 8 * u32::from(MSS))
+        .expect("the turn opens the window");
+    assert!(slipstream_wire::tcp_checksum_valid(&update.packet));
+    let sent = slipstream_wire::parse(&update.packet).unwrap();
+    assert_eq!((sent.ack, sent.window), (info.ack, 8 * MSS));
+}
