@@ -23,7 +23,9 @@
 //!   four times it, as a loss would make a TCP sender do), because beside best effort the
 //!   background's own rate R is too small for the proportional step to yield in time; and above
 //!   the target for two rounds while delivering under 0.7 of the link's rate C, it shrinks to
-//!   its share R / C (someone else holds the rest of the link and wants more).
+//!   its share R / C (someone else holds the rest of the link and wants more). A round right
+//!   after a cut whose queue is lower than the one cut on only measures: that queue is the old
+//!   budget's, draining (one reduction per window of data, as TCP's).
 //!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
@@ -124,6 +126,9 @@ pub struct DelayTarget {
     high_rounds: u32,
     /// The round before this one (proportional rule's share test).
     previous: PreviousRound,
+    /// The queueing delay the last round cut the budget on (proportional rule): the next round
+    /// measures what the old budget released and waits while that queue shrinks.
+    cut_on: Option<Duration>,
     /// The link's rate (proportional rule's C).
     link_rate: LinkRate,
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
@@ -173,6 +178,7 @@ impl DelayTarget {
             yield_from: 0,
             high_rounds: 0,
             previous: PreviousRound::default(),
+            cut_on: None,
             link_rate: LinkRate::default(),
             early: EarlyYield::default(),
         }
@@ -202,6 +208,7 @@ impl DelayTarget {
                     self.low_rounds = LOW_ROUNDS_TO_PROBE;
                     self.high_rounds = 0;
                     self.previous = PreviousRound::default();
+                    self.cut_on = None;
                     self.phase = BudgetPhase::Recover;
                     self.budget = budget;
                     return Some(budget);
@@ -217,6 +224,7 @@ impl DelayTarget {
         self.low_rounds = 0;
         self.high_rounds = 0;
         self.previous = PreviousRound::default();
+        self.cut_on = None;
         self.phase = phase;
         self.budget = budget;
         Some(budget)
@@ -303,6 +311,24 @@ impl BudgetController for DelayTarget {
                 } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
                     next = next.max(budget * self.config.max_growth);
                 }
+                // The round after a cut sees the queue the old budget built (the sender learns of
+                // the smaller window only from the ACKs that follow it): while that queue shrinks
+                // the cut is taking hold, and cutting again on it cuts twice for one queue (TCP
+                // reduces once per window of data, RFC 5681 Sec. 3.2, RFC 3168 Sec. 6.1.2).
+                // Without timestamps this round also delivers less while the sender waits out
+                // the smaller window, which the share test below would read as a competitor: the
+                // background alone went from 1.4 BDP to a quarter of it in three rounds. A queue
+                // that held or grew is someone else's too: yield on.
+                let cut_taking_hold = self
+                    .cut_on
+                    .take()
+                    .is_some_and(|q| delay > target && delay < q.as_secs_f64());
+                if cut_taking_hold {
+                    self.previous = PreviousRound::default();
+                    self.phase = BudgetPhase::Yield;
+                    self.budget = in_force;
+                    return in_force;
+                }
                 // Well above the target someone else needs the link. The step above moves by
                 // the background's own rate, which is small beside best effort's: yield
                 // multiplicatively instead, by 2T/q (x0.5 at 4T, as a loss would make a TCP
@@ -346,6 +372,9 @@ impl BudgetController for DelayTarget {
             BudgetPhase::Hold
         };
         let mut next = next.round() as u64;
+        if self.config.variant == DelayTargetVariant::Proportional && delay > target && next < in_force {
+            self.cut_on = Some(queue_delay);
+        }
         if next > in_force && !recovering {
             // Grow only into what the flows use (see the module docs). A recovery is exempt: the
             // flows were held below what they used before the yield, and the ceiling bounds it.

@@ -61,9 +61,10 @@ fn a_freed_link_is_taken_back_by_doubling_up_to_the_old_operating_point() {
     // capped at halving.
     assert_eq!(step(100_000, 50), (50_000, "yield"));
     assert_eq!(step(50_000, 50), (25_000, "yield"));
+    // The queue shrinks after that cut (30 ms): it is taking hold, this round only measures.
+    assert_eq!(step(10_000, 30), (10_000, "yield"));
     // C is still the link's 1 MB/s although the background delivers only 100 kB/s: the
     // step, -10000, and 2T/q = 2/3 are both below halving.
-    assert_eq!(step(10_000, 30), (5_000, "yield"));
     assert_eq!(step(10_000, 30), (5_000, "yield"));
     // The fifth round above the target: best effort holds the link, recovery is armed.
     assert_eq!(step(10_000, 30), (5_000, "yield"));
@@ -115,6 +116,9 @@ fn a_brief_yield_is_followed_by_the_cautious_probe() {
     assert_eq!(step(100_000, 10), (100_000, "hold"));
     // Two rounds above the target (the background's own overshoot, a burst): no recovery.
     assert_eq!(step(100_000, 50), (50_000, "yield"));
+    // The round after the cut: the queue shrinks, the cut is taking hold; no second cut.
+    assert_eq!(step(50_000, 30), (50_000, "yield"));
+    // The queue held: yield on, 2T/q.
     assert_eq!(step(50_000, 30), (33_333, "yield"));
     // Low: +5000, a settling round, then 1.5x (not doubling towards the 85 kB before).
     assert_eq!(step(33_333, 0), (38_333, "hold"));
@@ -154,6 +158,28 @@ fn yields_to_its_share_when_someone_else_takes_the_link() {
     // Below the target, never (the step is 0.5 * 2 ms * 1.1 MB/s).
     assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_100);
     assert_eq!(c.on_round(&round(100_000, Some(8), 50_000, 100_000)), 101_100);
+}
+
+#[test]
+fn an_overshoot_alone_is_cut_once_not_once_per_stale_round() {
+    // The background alone without timestamps (lab no-timestamps, 10 Mbit/s, 100 ms, a 1-BDP
+    // queue of 125 kB; C = 1.25 MB/s): a probe took the budget to 176 kB, 51 kB over the BDP,
+    // and the queue reads 40 ms. 2T/q = 0.5: 88 kB.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 176_000);
+    let alone = |budget: u64, queue: u64, delivered: u64| round(budget, Some(queue), delivered, budget);
+    assert_eq!(c.on_round(&alone(176_000, 40, 125_000)), 88_000);
+    // The next round still sees that queue, draining (38 ms), and delivers 30 kB while the
+    // sender waits out the smaller window. Before, it cut again by 2T/q (to 46316), and the
+    // round after, with 15 ms of the same queue left, yielded to the two rounds' share
+    // (0.4 C), at most halving: 23 kB, a fifth of the BDP (measured in the lab: 176 -> 88 ->
+    // 44 -> 30 kB, and the background alone at 0.72-0.8 of the link).
+    assert_eq!(c.on_round(&alone(88_000, 38, 30_000)), 88_000);
+    assert_eq!(c.stats().phase.as_str(), "yield");
+    // That round does not count for the share test either: 15 ms only takes the proportional
+    // step, 0.5 * -5 ms * C = -3125.
+    assert_eq!(c.on_round(&alone(88_000, 15, 70_000)), 84_875);
+    // The queue is gone: the proportional step, 0.5 * 10 ms * C = +6250.
+    assert_eq!(c.on_round(&alone(84_875, 0, 84_875)), 91_125);
 }
 
 #[test]
