@@ -291,3 +291,13 @@ fn a_short_yield_recovers_the_cautious_way() {
     assert_eq!(step(10_000, 0), (21_250, "recover"));
     assert_eq!(step(21_250, 0), (42_500, "recover"));
 }
+
+#[test]
+fn a_syn_is_taken_when_the_queue_reads_just_above_the_target() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    assert_eq!(c.on_round(&round(137_500, Some(10), 137_500, 137_500)), 137_500);
+    c.on_competitor(Instant::from_millis(1000));
+    // The background at its operating point: 11 ms this round. The hold starts at the floor.
+    assert_eq!(c.on_round(&round(137_500, Some(11), 137_500, 137_500)), 2_896);
+    assert_eq!(c.stats().phase.as_str(), "yield");
+}
