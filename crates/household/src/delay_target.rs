@@ -15,10 +15,11 @@
 //!   any rate and RTT, and beside best effort it yields the queue's bytes, not the background's
 //!   small share of them. Well below the target (under a quarter of it for two rounds) the
 //!   budget may grow geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay
-//!   exit). A freed link is taken back in about four RTTs: after a long yield (five rounds above
-//!   the target, or one that began with a best-effort SYN, see `early_yield`) the second round
-//!   with an empty queue restarts the budget at a quarter of the operating point before the yield
-//!   (CUBIC's W_max) and doubles it up to that point. Above
+//!   exit). A freed link is taken back quickly: after a long yield (five rounds above the
+//!   target) the first round with an empty queue restarts the budget at half of the operating
+//!   point before the yield (CUBIC's W_max) and the second at all of it; after a shorter yield
+//!   that began with a best-effort SYN (see `early_yield`), the second round with an empty queue
+//!   restarts it at a quarter and doubles it up to that point. Above
 //!   twice the target the budget shrinks by `2 * TARGET / queuing_delay` per round (halving at
 //!   four times it, as a loss would make a TCP sender do), because beside best effort the
 //!   background's own rate R is too small for the proportional step to yield in time; and above
@@ -122,6 +123,13 @@ pub struct DelayTarget {
     ceiling: u64,
     /// The operating point when the current yield began.
     yield_from: u64,
+    /// Since the ceiling was armed, the queue stayed above the target for
+    /// [`HIGH_ROUNDS_TO_RECOVER`] rounds and [`HELD_LONG`]: best effort held the link, so an
+    /// empty queue means it left, and the recovery jumps (half the ceiling, then all of it)
+    /// instead of doubling from a quarter.
+    held_long: bool,
+    /// When the current run of rounds above the target began.
+    high_since: Instant,
     /// Consecutive rounds with the queue above the target.
     high_rounds: u32,
     /// The round before this one (proportional rule's share test).
@@ -164,6 +172,19 @@ const SHARE_TO_YIELD: f64 = 0.7;
 /// of it, the recovery after a coordinated slowdown overshot the background alone's operating
 /// point in the lab's many-flows start and cost the phase's measurement 4%.)
 const RECOVERY_START_DIVISOR: f64 = 4.0;
+/// After best effort held the link (`held_long`), the first round with an empty queue recovers
+/// to this fraction of the ceiling and the second to all of it. Best effort's queue drains within
+/// a round of its last data; then doubling from a quarter took four rounds of the smoothed RTT
+/// (about 0.2 s each at 10 Mbit/s / 100 ms with a 1-BDP queue), 0.8 s of each five-second idle
+/// period in the lab's on-off run. Half first: one empty round can still be best effort's own
+/// dip after a loss (a queue under 0.43 BDP empties after CUBIC's x0.7 cut), the second confirms.
+const QUICK_START_DIVISOR: f64 = 2.0;
+/// The quick recovery also needs the queue above the target for this long: best effort's own
+/// start (a slow start that left early, growing a segment per RTT below the BDP) empties the
+/// queue now and then in its first second, and at 50 Mbit/s / 20 ms five rounds last only
+/// 100 ms (the lab's on-off run measured best effort's share of such on periods at 0.94 when the
+/// quick recovery took them for its end).
+const HELD_LONG: Duration = Duration::from_secs(1);
 
 impl DelayTarget {
     /// A controller starting from `initial` bytes of budget.
@@ -176,6 +197,8 @@ impl DelayTarget {
             settling: false,
             ceiling: 0,
             yield_from: 0,
+            held_long: false,
+            high_since: Instant::from_millis(0),
             high_rounds: 0,
             previous: PreviousRound::default(),
             cut_on: None,
@@ -202,6 +225,8 @@ impl DelayTarget {
                 // recovery, so that the engine lifts the demands the hold made small.
                 EarlyStep::Restore(from) => {
                     self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
+                    // No queue showed: nobody is known to have held the link; the cautious way.
+                    self.held_long = false;
                     let budget =
                         ((self.ceiling as f64 / RECOVERY_START_DIVISOR) as u64).max(round.budget_in_force);
                     self.settling = false;
@@ -284,6 +309,7 @@ impl BudgetController for DelayTarget {
                     if self.high_rounds == 0 {
                         // A yield begins: remember where the household was.
                         self.yield_from = (budget * CEILING_FRACTION) as u64;
+                        self.high_since = round.now;
                     }
                     self.high_rounds += 1;
                     if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
@@ -293,20 +319,34 @@ impl BudgetController for DelayTarget {
                         // a long busy period resets the count) must not lower it.
                         self.ceiling = self.ceiling.max(self.yield_from);
                     }
+                    if self.high_rounds >= HIGH_ROUNDS_TO_RECOVER
+                        && round.now.saturating_since(self.high_since) >= HELD_LONG
+                    {
+                        self.held_long = self.ceiling > 0;
+                    }
                 } else {
                     self.high_rounds = 0;
                 }
-                if self.low_rounds >= LOW_ROUNDS_TO_PROBE && in_force < self.ceiling {
-                    // Whoever made us yield has gone (two rounds with an empty queue: one is
-                    // often best effort's own dip after a loss): back to the old operating
-                    // point from a quarter of it, doubling each round (TCP's slow start up to
-                    // ssthresh), no settling round, so a freed link is taken back in about
-                    // four RTTs instead of climbing from the two-segment floor.
+                let recover_after = if self.held_long { 1 } else { LOW_ROUNDS_TO_PROBE };
+                if self.low_rounds >= recover_after && in_force < self.ceiling {
+                    // Whoever made us yield has gone: back to the old operating point, no
+                    // settling round, instead of climbing from the two-segment floor. After a
+                    // brief yield or a SYN without a queue (two rounds with an empty queue: one
+                    // is often best effort's own dip after a loss), from a quarter of it,
+                    // doubling each round (TCP's slow start up to ssthresh): about four RTTs.
+                    // After best effort held the link for a while, its queue emptying says it
+                    // left: half of it at once, all of it the next round (two RTTs).
                     recovering = true;
                     let ceiling = self.ceiling as f64;
-                    next = next.max((budget * 2.0).max(ceiling / RECOVERY_START_DIVISOR).min(ceiling));
+                    let start = match (self.held_long, self.low_rounds) {
+                        (true, 1) => ceiling / QUICK_START_DIVISOR,
+                        (true, _) => ceiling,
+                        (false, _) => ceiling / RECOVERY_START_DIVISOR,
+                    };
+                    next = next.max((budget * 2.0).max(start).min(ceiling));
                     if next as u64 >= self.ceiling {
                         self.ceiling = 0;
+                        self.held_long = false;
                     }
                 } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
                     next = next.max(budget * self.config.max_growth);

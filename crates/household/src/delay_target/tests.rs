@@ -18,6 +18,12 @@ fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> 
     }
 }
 
+/// `r` at `ms` milliseconds.
+fn at(ms: u64, mut r: LinkRound) -> LinkRound {
+    r.now = Instant::from_millis(ms);
+    r
+}
+
 #[test]
 fn proportional_step_by_hand() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
@@ -48,11 +54,14 @@ fn probes_geometrically_well_below_target() {
 }
 
 #[test]
-fn a_freed_link_is_taken_back_by_doubling_up_to_the_old_operating_point() {
+fn a_freed_link_is_taken_back_quickly_after_a_long_yield() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
-    // (budget in force, queue ms, delivered = in flight) -> next budget, phase.
+    // (budget in force, queue ms, delivered = in flight) -> next budget, phase; one round
+    // every 300 ms (rounds last an RTT that the queue lengthens; delivered per 100 ms interval).
+    let mut t = 1000;
     let mut step = |budget: u64, queue: u64| {
-        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        t += 300;
+        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
         (next, c.stats().phase.as_str())
     };
     // At 100 kB (1 MB/s, the link's rate C) the queue sits at the target.
@@ -66,16 +75,14 @@ fn a_freed_link_is_taken_back_by_doubling_up_to_the_old_operating_point() {
     // C is still the link's 1 MB/s although the background delivers only 100 kB/s: the
     // step, -10000, and 2T/q = 2/3 are both below halving.
     assert_eq!(step(10_000, 30), (5_000, "yield"));
-    // The fifth round above the target: best effort holds the link, recovery is armed.
+    // The fifth round above the target, 1.2 s after the first: best effort holds the link,
+    // recovery is armed.
     assert_eq!(step(10_000, 30), (5_000, "yield"));
-    // Best effort leaves. One low round: the proportional step, 0.5 * 10 ms * C = 5000, and
-    // no settling round, as a recovery is pending.
-    assert_eq!(step(5_000, 0), (10_000, "hold"));
-    // The second starts the recovery at a quarter of the ceiling, 85% of the 100 kB before
-    // the yield: 21250.
-    assert_eq!(step(10_000, 0), (21_250, "recover"));
-    // Then double each round, no settling rounds, up to the ceiling.
-    assert_eq!(step(21_250, 0), (42_500, "recover"));
+    // Best effort leaves. Its queue held five rounds and a second, so the first low round recovers to half
+    // the ceiling (85% of the 100 kB before the yield: 42500), which beats the proportional
+    // step (5000 + 0.5 * 10 ms * C = 10000) and doubling (10000).
+    assert_eq!(step(5_000, 0), (42_500, "recover"));
+    // The second, to the ceiling, no settling rounds.
     assert_eq!(step(42_500, 0), (85_000, "recover"));
     // At the ceiling: the cautious probe, 1.5x, then a settling round.
     assert_eq!(step(85_000, 0), (127_500, "probe"));
@@ -85,8 +92,10 @@ fn a_freed_link_is_taken_back_by_doubling_up_to_the_old_operating_point() {
 #[test]
 fn a_second_yield_from_the_floor_keeps_the_ceiling() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut t = 1000;
     let mut step = |budget: u64, queue: u64| {
-        let next = c.on_round(&round(budget, Some(queue), budget, budget));
+        t += 300;
+        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
         (next, c.stats().phase.as_str())
     };
     assert_eq!(step(100_000, 10), (100_000, "hold"));
@@ -100,9 +109,34 @@ fn a_second_yield_from_the_floor_keeps_the_ceiling() {
     for _ in 0..5 {
         step(2_896, 30);
     }
-    // Best effort leaves: the recovery still starts from a quarter of 85 kB.
-    step(2_896, 0);
-    assert_eq!(step(7_896, 0), (21_250, "recover"));
+    // Best effort leaves: the recovery still goes to half of 85 kB, then all of it.
+    assert_eq!(step(2_896, 0), (42_500, "recover"));
+    assert_eq!(step(42_500, 0), (85_000, "recover"));
+}
+
+#[test]
+fn a_dip_of_best_effort_undoes_the_quick_recovery_in_one_round() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut t = 1000;
+    let mut step = |budget: u64, queue: u64| {
+        t += 300;
+        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
+        (next, c.stats().phase.as_str())
+    };
+    // C = 1 MB/s (100 kB per 100 ms interval); five rounds above the target from 100 kB over
+    // 1.2 s arm the quick recovery to 85 kB.
+    assert_eq!(step(100_000, 10), (100_000, "hold"));
+    step(100_000, 30);
+    for _ in 0..4 {
+        step(10_000, 30);
+    }
+    // One empty round (best effort's dip after a loss, not its end): half of 85 kB.
+    assert_eq!(step(2_896, 0), (42_500, "recover"));
+    // Its queue is back at 50 ms: step 42500 - 0.5 * 40 ms * C = 22500, 2T/q gives 17000,
+    // capped at halving: 21250.
+    assert_eq!(step(42_500, 50), (21_250, "yield"));
+    // The ceiling is kept: when the queue empties again, half of it once more.
+    assert_eq!(step(21_250, 0), (42_500, "recover"));
 }
 
 #[test]
@@ -259,4 +293,37 @@ fn keeps_budget_without_samples() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 42_000);
     assert_eq!(c.on_round(&round(42_000, None, 0, 0)), 42_000);
     assert_eq!(c.stats().phase.as_str(), "idle");
+}
+
+#[test]
+fn a_short_yield_recovers_the_cautious_way() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // Rounds of 20 ms (50 Mbit/s, 20 ms): five rounds above the target last 80 ms, best
+    // effort's start rather than its whole on period.
+    let mut t = 1000;
+    let mut step = |budget: u64, queue: u64| {
+        t += 20;
+        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
+        (next, c.stats().phase.as_str())
+    };
+    assert_eq!(step(100_000, 10), (100_000, "hold"));
+    step(100_000, 30);
+    for _ in 0..4 {
+        step(10_000, 30);
+    }
+    // C = 1 MB/s (100 kB per 100 ms interval). First empty round: only the proportional step,
+    // 5000 + 0.5 * 10 ms * C = 10000; the second: a quarter of 85 kB; then doubling.
+    assert_eq!(step(5_000, 0), (10_000, "hold"));
+    assert_eq!(step(10_000, 0), (21_250, "recover"));
+    assert_eq!(step(21_250, 0), (42_500, "recover"));
+}
+
+#[test]
+fn a_syn_is_taken_when_the_queue_reads_just_above_the_target() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    assert_eq!(c.on_round(&round(137_500, Some(10), 137_500, 137_500)), 137_500);
+    c.on_competitor(Instant::from_millis(1000));
+    // The background at its operating point: 11 ms this round. The hold starts at the floor.
+    assert_eq!(c.on_round(&round(137_500, Some(11), 137_500, 137_500)), 2_896);
+    assert_eq!(c.stats().phase.as_str(), "yield");
 }
