@@ -231,9 +231,16 @@ pub(crate) fn run_round<'f>(
         active_flows: members.len(),
         floors,
     };
+    let slowdowns_before = link.slowdown.count;
     let slowing = link
         .slowdown
         .in_slowdown(now, config.slowdown_interval, round_length);
+    if link.slowdown.count != slowdowns_before {
+        // A slowdown starts a base epoch (`link_delay`): a base measured too low (a calibration
+        // against an overestimated queue) ages out after two, instead of holding the flow at its
+        // floor for the rest of its life.
+        link.delay.next_epoch();
+    }
     let budget = if slowing {
         min_budget
     } else {

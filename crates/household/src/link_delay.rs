@@ -51,6 +51,19 @@ impl FlowDelay {
         self.base_us().map(|us| Duration::from_micros(u64::from(us)))
     }
 
+    /// Forgets the base: the flow's samples so far were measured on another scale (its
+    /// one-way delays against a sender clock estimate that has since changed; a minimum of
+    /// samples that drifted down with a clock read too slow would stay far too low, and the
+    /// flow would read a queue of hundreds of milliseconds on an empty link). The new base is
+    /// learned from the next samples without calibration: the shared queue it would subtract
+    /// was built from this flow's own rescaled samples. A base too high (a queue standing now)
+    /// comes down with the first lower sample, at the latest in the next coordinated slowdown.
+    pub fn restart(&mut self) {
+        self.current_us = None;
+        self.previous_us = None;
+        self.samples = CALIBRATION_SAMPLES;
+    }
+
     fn base_us(&self) -> Option<u32> {
         match (self.current_us, self.previous_us) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -278,6 +291,29 @@ mod tests {
             link.on_sample(&mut f, ms(100));
         }
         assert_eq!(f.base(), Some(ms(100)));
+    }
+
+    #[test]
+    fn a_restarted_flow_learns_its_base_afresh_without_calibration() {
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        // Samples that drifted down (a sender clock read too slow) left a base 500 ms too low.
+        link.on_sample(&mut f, ms(9_500));
+        for _ in 0..4 {
+            link.on_sample(&mut f, ms(10_080));
+        }
+        assert_eq!(link.end_round(), Some(ms(580)), "an 80 ms queue read as 580 ms");
+        f.restart();
+        // Rescaled samples: 80 ms of queue stands; the fresh 580 ms is not subtracted.
+        link.on_sample(&mut f, ms(10_080));
+        assert_eq!(f.base(), Some(ms(10_080)));
+        assert_eq!(link.end_round(), Some(ms(0)));
+        // The queue empties: the base comes down to the path's.
+        link.on_sample(&mut f, ms(10_000));
+        assert_eq!(f.base(), Some(ms(10_000)));
+        link.on_sample(&mut f, ms(10_001));
+        link.on_sample(&mut f, ms(10_002));
+        assert_eq!(link.end_round(), Some(ms(0)));
     }
 
     #[test]

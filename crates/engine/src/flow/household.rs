@@ -1,7 +1,7 @@
 //! The parts of a flow that household control keeps: its base and time-sharing state, and the
 //! receiver's last pure ACK, from which the daemon's window updates are made.
 
-use slipstream_control::{AnyController, HouseholdShare, Instant};
+use slipstream_control::{AnyController, HouseholdShare, Instant, TsClock};
 use slipstream_household::link_delay::FlowDelay;
 use slipstream_wire::{fill_tcp_checksum, rewrite_window, TcpPacketInfo};
 
@@ -21,9 +21,9 @@ pub(crate) struct HouseholdFlow {
     pub held_since: Option<Instant>,
     /// Bytes the flow's receiver acknowledged since the last round.
     pub round_acked: u64,
-    /// (arrival, TSval) of the first segment timed by the sender's clock: the reference of the
-    /// flow's one-way delays.
-    pub(super) one_way_ref: Option<(Instant, u32)>,
+    /// (arrival, TSval, clock estimate) of the first segment timed by the sender's clock: the
+    /// reference of the flow's one-way delays, restarted when the estimate changes.
+    pub(super) one_way_ref: Option<(Instant, u32, TsClock)>,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
     pub(super) last_ack: Option<StoredAck>,
 }

@@ -291,7 +291,14 @@ impl Flow {
             if let Some(t) = timestamps {
                 control.sender_clock.observe(now, t.tsval);
                 if let (Some(clock), Some(h)) = (control.sender_clock.clock(), control.household.as_mut()) {
-                    let (at0, ts0) = *h.one_way_ref.get_or_insert((now, t.tsval));
+                    if h.one_way_ref.is_some_and(|(_, _, used)| used != clock) {
+                        // The clock estimate changed (its first step reads a queue building up
+                        // in the first 250 ms as a slower clock): the delays measured with the
+                        // old one drifted, and so did the base taken from them.
+                        h.one_way_ref = None;
+                        h.delay.restart();
+                    }
+                    let (at0, ts0, _) = *h.one_way_ref.get_or_insert((now, t.tsval, clock));
                     let sent_us = clock.ticks_to_micros(i64::from(t.tsval.wrapping_sub(ts0) as i32));
                     let one_way = now.signed_micros_since(at0) - sent_us + ONE_WAY_OFFSET_US;
                     link_sample = (one_way > 0).then(|| Duration::from_micros(one_way as u64));

@@ -134,3 +134,77 @@ fn a_window_update_from_a_partially_summed_copy_has_a_valid_checksum() {
     let sent = slipstream_wire::parse(&update.packet).unwrap();
     assert_eq!((sent.ack, sent.window), (info.ack, 8 * MSS));
 }
+
+/// A 1 kHz sender whose first 250 ms of data met a queue building up (best effort's slow start
+/// beside it): the clock estimator's first step reads 714 Hz (off the known rates by more than
+/// its 30 % tolerance) and its 2 s step corrects it to 1000 Hz. The one-way delays measured with
+/// 714 Hz drifted down by 0.4 s per second; a base kept from them read the later empty queue as
+/// 0.6 s (the lab's on-off run at 50 Mbit/s: the background at its floor for the whole minute).
+#[test]
+fn a_corrected_sender_clock_restarts_the_flows_base() {
+    use slipstream_household::LinkDelay;
+    let key = FlowKey::from_packet([10, 0, 0, 2].into(), 40000, [192, 0, 2, 1].into(), 80).0;
+    let t0 = Instant::ZERO;
+    let syn = |ts| TcpOptions {
+        mss: Some(MSS),
+        window_scale: Some(0),
+        timestamps: Some(ts),
+        ..TcpOptions::default()
+    };
+    let flags = |ack| TcpFlags {
+        syn: true,
+        ack,
+        ..TcpFlags::default()
+    };
+    let mut f = Flow::new(1, t0);
+    f.on_syn(Side::Low, t0, &segment(0, 0, flags(false), 0, syn((1, 0))));
+    f.on_syn(Side::High, t0, &segment(0, 1, flags(true), 0, syn((100, 1))));
+    let ack = TcpFlags {
+        ack: true,
+        ..TcpFlags::default()
+    };
+    // Queueing delay met by the segment sent at `s_ms`: up 0.4 ms per ms to 80 ms, standing to
+    // 3 s, then draining (0.5 ms per ms) to empty.
+    let queue_us = |s_ms: u64| -> u64 {
+        match s_ms {
+            0..=199 => s_ms * 400,
+            200..=3000 => 80_000,
+            _ => 80_000u64.saturating_sub((s_ms - 3000) * 500),
+        }
+    };
+    let mut link = LinkDelay::default();
+    let mut next_round_us = 20_000;
+    let mut late_rounds = Vec::new();
+    for s_ms in 0..3_600u64 {
+        let arrival_us = s_ms * 1000 + queue_us(s_ms);
+        let options = TcpOptions {
+            timestamps: Some((100 + s_ms as u32, 1)),
+            ..TcpOptions::default()
+        };
+        let data = segment(1 + s_ms as u32 * u32::from(MSS), 1, ack, u32::from(MSS), options);
+        let at = Instant::from_micros(arrival_us);
+        let outcome = f.on_data(Side::High, at, &data, &ControllerConfig::Household, key);
+        if let Some(sample) = outcome.link_sample {
+            let (state, _) = f.household_mut().expect("a household flow");
+            link.on_sample(&mut state.delay, sample);
+        }
+        if arrival_us >= next_round_us {
+            next_round_us += 20_000;
+            let queue = link.end_round();
+            if arrival_us >= 3_300_000 {
+                late_rounds.push(queue.expect("samples every round"));
+            }
+        }
+    }
+    assert_eq!(
+        f.control.as_ref().and_then(|c| c.sender_clock.clock()),
+        Some(slipstream_control::TsClock::from_hz(1000))
+    );
+    assert!(!late_rounds.is_empty());
+    for queue in late_rounds {
+        assert!(
+            queue < Duration::from_millis(5),
+            "an empty queue read as {queue:?}"
+        );
+    }
+}
