@@ -231,16 +231,11 @@ pub(crate) fn run_round<'f>(
         active_flows: members.len(),
         floors,
     };
-    let slowdowns_before = link.slowdown.count;
+    // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages
+    // out after two instead of holding the flows at their floors for the rest of their lives).
     let slowing = link
         .slowdown
-        .in_slowdown(now, config.slowdown_interval, round_length);
-    if link.slowdown.count != slowdowns_before {
-        // A slowdown starts a base epoch (`link_delay`): a base measured too low (a calibration
-        // against an overestimated queue) ages out after two, instead of holding the flow at its
-        // floor for the rest of its life.
-        link.delay.next_epoch();
-    }
+        .in_slowdown(now, config.slowdown_interval, round_length, &mut link.delay);
     let budget = if slowing {
         min_budget
     } else {

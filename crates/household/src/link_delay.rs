@@ -175,8 +175,15 @@ pub struct Slowdown {
 
 impl Slowdown {
     /// Called at each round start while the link has flows; returns whether the budget is to be
-    /// held at its minimum this round. `interval` zero turns slowdowns off.
-    pub fn in_slowdown(&mut self, now: Instant, interval: Duration, round: Duration) -> bool {
+    /// held at its minimum this round. `interval` zero turns slowdowns off. Each slowdown starts
+    /// a base epoch of `delay` (see [`FlowDelay`]): a base too low ages out after two.
+    pub fn in_slowdown(
+        &mut self,
+        now: Instant,
+        interval: Duration,
+        round: Duration,
+        delay: &mut LinkDelay,
+    ) -> bool {
         if interval.is_zero() {
             return false;
         }
@@ -196,6 +203,7 @@ impl Slowdown {
             }
             Some(next) if now >= next => {
                 self.count += 1;
+                delay.next_epoch();
                 self.until = Some(now + round * 2);
                 true
             }
@@ -319,19 +327,50 @@ mod tests {
     #[test]
     fn slowdown_schedule() {
         let mut s = Slowdown::default();
+        let mut d = LinkDelay::default();
         let t = |v: u64| Instant::from_millis(v);
         let round = ms(100);
-        assert!(!s.in_slowdown(t(0), Duration::from_secs(30), round)); // first due at 2 s
-        assert!(!s.in_slowdown(t(1900), Duration::from_secs(30), round));
-        assert!(s.in_slowdown(t(2000), Duration::from_secs(30), round)); // two rounds
-        assert!(s.in_slowdown(t(2100), Duration::from_secs(30), round));
-        assert!(!s.in_slowdown(t(2200), Duration::from_secs(30), round));
-        assert_eq!(s.count, 1);
-        assert!(!s.in_slowdown(t(32_100), Duration::from_secs(30), round));
-        assert!(s.in_slowdown(t(32_200), Duration::from_secs(30), round));
+        let every = Duration::from_secs(30);
+        assert!(!s.in_slowdown(t(0), every, round, &mut d)); // first due at 2 s
+        assert!(!s.in_slowdown(t(1900), every, round, &mut d));
+        assert!(s.in_slowdown(t(2000), every, round, &mut d)); // two rounds
+        assert_eq!(d.epoch, 1, "a slowdown starts a base epoch");
+        assert!(s.in_slowdown(t(2100), every, round, &mut d));
+        assert!(!s.in_slowdown(t(2200), every, round, &mut d));
+        assert_eq!((s.count, d.epoch), (1, 1));
+        assert!(!s.in_slowdown(t(32_100), every, round, &mut d));
+        assert!(s.in_slowdown(t(32_200), every, round, &mut d));
+        assert_eq!(d.epoch, 2);
         assert!(
-            !Slowdown::default().in_slowdown(t(0), Duration::ZERO, round),
+            !Slowdown::default().in_slowdown(t(0), Duration::ZERO, round, &mut d),
             "off"
         );
+    }
+
+    #[test]
+    fn slowdowns_age_out_a_base_too_low() {
+        let mut s = Slowdown::default();
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        let t = |v: u64| Instant::from_millis(v);
+        let (round, every) = (ms(100), Duration::from_secs(2));
+        // Calibrated against an overestimated shared queue: a base 90 ms too low, which read
+        // every later sample of an empty queue as 90 ms (the budget at its floor for good).
+        link.queue_delay = Some(ms(90));
+        link.fresh = true;
+        link.on_sample(&mut f, ms(100));
+        assert_eq!(f.base(), Some(ms(10)));
+        let mut now = 0;
+        let mut run_until = |slowdowns: u64, f: &mut FlowDelay| {
+            while s.count < slowdowns {
+                s.in_slowdown(t(now), every, round, &mut link);
+                link.on_sample(f, ms(100));
+                now += 100;
+            }
+        };
+        run_until(1, &mut f);
+        assert_eq!(f.base(), Some(ms(10)), "the previous epoch still holds it");
+        run_until(2, &mut f);
+        assert_eq!(f.base(), Some(ms(100)), "two slowdowns later it is gone");
     }
 }
