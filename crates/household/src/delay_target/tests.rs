@@ -24,6 +24,17 @@ fn at(ms: u64, mut r: LinkRound) -> LinkRound {
     r
 }
 
+/// Rounds of `c` `every_ms` apart from 1 s on (0: all at 1 s), each with delivered = in flight
+/// = the budget in force: `(budget, queue ms) -> (next budget, phase)`.
+fn rounds_every(c: &mut DelayTarget, every_ms: u64) -> impl FnMut(u64, u64) -> (u64, &'static str) + '_ {
+    let mut t = 1000;
+    move |budget, queue| {
+        t += every_ms;
+        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
+        (next, c.stats().phase.as_str())
+    }
+}
+
 #[test]
 fn proportional_step_by_hand() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
@@ -58,12 +69,7 @@ fn a_freed_link_is_taken_back_quickly_after_a_long_yield() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
     // (budget in force, queue ms, delivered = in flight) -> next budget, phase; one round
     // every 300 ms (rounds last an RTT that the queue lengthens; delivered per 100 ms interval).
-    let mut t = 1000;
-    let mut step = |budget: u64, queue: u64| {
-        t += 300;
-        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = rounds_every(&mut c, 300);
     // At 100 kB (1 MB/s, the link's rate C) the queue sits at the target.
     assert_eq!(step(100_000, 10), (100_000, "hold"));
     // Best effort arrives: 50 ms. Step 0.5 * -40 ms * C = -20000, but 2T/q = 0.4 is larger,
@@ -92,12 +98,7 @@ fn a_freed_link_is_taken_back_quickly_after_a_long_yield() {
 #[test]
 fn a_second_yield_from_the_floor_keeps_the_ceiling() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
-    let mut t = 1000;
-    let mut step = |budget: u64, queue: u64| {
-        t += 300;
-        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = rounds_every(&mut c, 300);
     assert_eq!(step(100_000, 10), (100_000, "hold"));
     // Five rounds above the target, the first from 100 kB, arm the recovery to 85 kB.
     step(100_000, 30);
@@ -117,12 +118,7 @@ fn a_second_yield_from_the_floor_keeps_the_ceiling() {
 #[test]
 fn a_dip_of_best_effort_undoes_the_quick_recovery_in_one_round() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
-    let mut t = 1000;
-    let mut step = |budget: u64, queue: u64| {
-        t += 300;
-        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = rounds_every(&mut c, 300);
     // C = 1 MB/s (100 kB per 100 ms interval); five rounds above the target from 100 kB over
     // 1.2 s arm the quick recovery to 85 kB.
     assert_eq!(step(100_000, 10), (100_000, "hold"));
@@ -229,16 +225,9 @@ fn grows_only_into_what_is_used() {
 #[test]
 fn a_best_effort_syn_drops_the_budget_before_the_queue_shows() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
-    let mut step = |budget: u64, queue: u64| {
-        let next = c.on_round(&round(budget, Some(queue), budget, budget));
-        (next, c.stats().phase.as_str())
-    };
-    assert_eq!(step(137_500, 10), (137_500, "hold"));
+    assert_eq!(rounds_every(&mut c, 0)(137_500, 10), (137_500, "hold"));
     c.on_competitor(Instant::from_millis(1000));
-    let mut step = |budget: u64, queue: u64| {
-        let next = c.on_round(&round(budget, Some(queue), budget, budget));
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = rounds_every(&mut c, 0);
     // The next round drops to the one flow's floor (2896, below 137500 / 8), the queue
     // still at the target, and holds it while the queue stays low.
     assert_eq!(step(137_500, 10), (2_896, "yield"));
@@ -259,10 +248,7 @@ fn a_best_effort_syn_drops_the_budget_before_the_queue_shows() {
 fn a_syn_without_a_queue_recovers_to_the_operating_point() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
     c.on_competitor(Instant::from_millis(1000));
-    let mut step = |budget: u64, queue: u64| {
-        let next = c.on_round(&round(budget, Some(queue), budget, budget));
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = rounds_every(&mut c, 0);
     for _ in 0..crate::early_yield::HOLD_ROUNDS {
         assert_eq!(step(100_000, 2).1, "yield");
     }
@@ -300,12 +286,7 @@ fn a_short_yield_recovers_the_cautious_way() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
     // Rounds of 20 ms (50 Mbit/s, 20 ms): five rounds above the target last 80 ms, best
     // effort's start rather than its whole on period.
-    let mut t = 1000;
-    let mut step = |budget: u64, queue: u64| {
-        t += 20;
-        let next = c.on_round(&at(t, round(budget, Some(queue), budget, budget)));
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = rounds_every(&mut c, 20);
     assert_eq!(step(100_000, 10), (100_000, "hold"));
     step(100_000, 30);
     for _ in 0..4 {
