@@ -8,7 +8,8 @@
 //!
 //! * each flow keeps its own base: the minimum of its samples ([`FlowDelay`]);
 //! * a flow's first [`CALIBRATION_SAMPLES`] samples are corrected by the queueing delay the
-//!   household measured in the previous round, `base = min(sample - shared_queue)`: a flow that
+//!   household measured in the round before the flow's first sample (the other flows' view,
+//!   never one that includes the flow's own samples), `base = min(sample - shared_queue)`: a flow that
 //!   starts while a queue stands does not take that queue for its base (LEDBAT's latecomer
 //!   problem, which per-flow minima cannot avoid);
 //! * every sample's excess over its flow's base is a queueing-delay sample of the *link*, and a
@@ -43,6 +44,9 @@ pub struct FlowDelay {
     previous_us: Option<u32>,
     epoch: u32,
     samples: u8,
+    /// The link's queueing delay when the flow's first sample came: what its calibration
+    /// subtracts.
+    standing_us: u32,
 }
 
 impl FlowDelay {
@@ -115,15 +119,26 @@ impl LinkDelay {
             };
             flow.current_us = None;
             flow.epoch = self.epoch;
+            if flow.samples > 0 {
+                // A slowdown drained the queue since the flow's first sample: the standing
+                // queue it was calibrated against is gone, and its samples need no correction.
+                flow.samples = CALIBRATION_SAMPLES;
+            }
         }
         let candidate = if flow.samples < CALIBRATION_SAMPLES {
+            if flow.samples == 0 {
+                // The queue the flows already there measured, taken once: the later rounds of
+                // the calibration include this flow's own samples, and subtracting its own
+                // excess (a slow start's burst) from its own samples set its base that much too
+                // low, a phantom queue that held it at its floor.
+                flow.standing_us = if self.fresh {
+                    self.queue_delay.map_or(0, micros)
+                } else {
+                    0
+                };
+            }
             flow.samples += 1;
-            let standing = if self.fresh {
-                self.queue_delay.map_or(0, micros)
-            } else {
-                0
-            };
-            sample_us.saturating_sub(standing)
+            sample_us.saturating_sub(flow.standing_us)
         } else {
             sample_us
         };
@@ -264,6 +279,28 @@ mod tests {
         let mut late = FlowDelay::default();
         link.on_sample(&mut late, ms(60));
         assert_eq!(late.base(), Some(ms(60)));
+    }
+
+    #[test]
+    fn a_flow_alone_is_not_calibrated_against_its_own_queue() {
+        // Lab no-timestamps, the background alone (its window-release samples, 2026-11-25):
+        // 100.4 ms, then two samples of the sender's first burst, 127.4 and 127.2 ms.
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        link.on_sample(&mut f, Duration::from_micros(100_425));
+        assert_eq!(link.end_round(), Some(Duration::ZERO));
+        link.on_sample(&mut f, Duration::from_micros(127_350));
+        link.on_sample(&mut f, Duration::from_micros(127_177));
+        assert_eq!(link.end_round(), Some(Duration::from_micros(26_752)));
+        // The fourth sample, 108.1 ms, is still calibrated, but against the queue before the
+        // flow's first sample (none), not the 26.8 ms of its own burst: before, its base fell
+        // to 81.4 ms, and every later sample of an empty link (100.2-101.4 ms) read as 19 ms of
+        // queue: the background alone held at its floor for the whole phase.
+        link.on_sample(&mut f, Duration::from_micros(108_129));
+        assert_eq!(f.base(), Some(Duration::from_micros(100_425)));
+        link.on_sample(&mut f, Duration::from_micros(100_165));
+        link.on_sample(&mut f, Duration::from_micros(101_429));
+        assert_eq!(link.end_round(), Some(Duration::ZERO));
     }
 
     #[test]
