@@ -34,7 +34,7 @@
 
 use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
 use crate::early_yield::{EarlyStep, EarlyYield};
-use crate::link_rate::LinkRate;
+use crate::link_rate::{self, LinkRate};
 use slipstream_control::{Duration, Instant};
 
 /// Which step rule.
@@ -139,6 +139,11 @@ pub struct DelayTarget {
     cut_on: Option<Duration>,
     /// The link's rate (proportional rule's C).
     link_rate: LinkRate,
+    /// The largest delivery rate of rounds with a queue of at least half the target (the
+    /// bottleneck was busy), and when the last such round ended: bounds the probe (see
+    /// [`DelayTarget::probe`]).
+    busy_rate: LinkRate,
+    busy_at: Option<Instant>,
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
     early: EarlyYield,
 }
@@ -185,6 +190,10 @@ const QUICK_START_DIVISOR: f64 = 2.0;
 /// 100 ms (the lab's on-off run measured best effort's share of such on periods at 0.94 when the
 /// quick recovery took them for its end).
 const HELD_LONG: Duration = Duration::from_secs(1);
+/// The rate measured with a queue bounds the probe only when it is at least this fraction of the
+/// largest rate seen: a rate measured while best effort held most of the link is the background's
+/// share, not the link's, and would stop the probe far below the link.
+const BUSY_RATE_KNOWN: f64 = 0.9;
 
 impl DelayTarget {
     /// A controller starting from `initial` bytes of budget.
@@ -203,12 +212,39 @@ impl DelayTarget {
             previous: PreviousRound::default(),
             cut_on: None,
             link_rate: LinkRate::default(),
+            busy_rate: LinkRate::default(),
+            busy_at: None,
             early: EarlyYield::default(),
         }
     }
 }
 
 impl DelayTarget {
+    /// The geometric probe from `budget` (proportional rule): `max_growth` times it, but not past
+    /// the operating point `C * (base RTT + TARGET)` once the link's rate C is known, that is
+    /// measured in a round with a queue (with the background alone the link was full then) at
+    /// least [`BUSY_RATE_KNOWN`] of the largest rate seen, within the last [`link_rate::WINDOW`].
+    /// Without timestamps the queue a probe builds shows about two rounds after it (the sender
+    /// needs a round to use the window, the window-release samples another), so a probe from
+    /// just below the operating point went on to 1.4 BDP and the cut that followed took 40% of
+    /// the budget (lab no-timestamps: the background alone at 0.83 of the link in one run of six).
+    /// A budget at or above the operating point grows by the proportional step alone.
+    fn probe(&self, budget: f64, round: &LinkRound, link_rate: f64) -> f64 {
+        let grown = budget * self.config.max_growth;
+        let busy_rate = self.busy_rate.estimate();
+        let known = self
+            .busy_at
+            .is_some_and(|at| round.now.saturating_since(at) < link_rate::WINDOW)
+            && busy_rate >= BUSY_RATE_KNOWN * link_rate;
+        match round.base_rtt {
+            Some(base) if known => {
+                let operating_point = busy_rate * (base + self.config.target).as_secs_f64();
+                grown.min(operating_point.max(budget))
+            }
+            _ => grown,
+        }
+    }
+
     /// The early yield's part of a round (see `early_yield`): `Some(budget)` when it decides.
     fn early_step(&mut self, round: &LinkRound, queue_above_target: bool) -> Option<u64> {
         let min = 2 * u64::from(round.mss);
@@ -298,6 +334,11 @@ impl BudgetController for DelayTarget {
             }
             DelayTargetVariant::Proportional => {
                 let link_rate = self.link_rate.update(round.now, round.delivery_rate());
+                if delay >= target / 2.0 {
+                    // A queue stands: the round's delivery rate is what the bottleneck gave us.
+                    self.busy_rate.update(round.now, round.delivery_rate());
+                    self.busy_at = Some(round.now);
+                }
                 let step = self.config.gain * (target - delay) * link_rate;
                 let mut next = budget + step;
                 if delay < target / 4.0 {
@@ -349,7 +390,7 @@ impl BudgetController for DelayTarget {
                         self.held_long = false;
                     }
                 } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
-                    next = next.max(budget * self.config.max_growth);
+                    next = next.max(self.probe(budget, round, link_rate));
                 }
                 // The round after a cut sees the queue the old budget built (the sender learns of
                 // the smaller window only from the ACKs that follow it): while that queue shrinks

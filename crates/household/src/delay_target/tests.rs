@@ -90,9 +90,75 @@ fn a_freed_link_is_taken_back_quickly_after_a_long_yield() {
     assert_eq!(step(5_000, 0), (42_500, "recover"));
     // The second, to the ceiling, no settling rounds.
     assert_eq!(step(42_500, 0), (85_000, "recover"));
-    // At the ceiling: the cautious probe, 1.5x, then a settling round.
-    assert_eq!(step(85_000, 0), (127_500, "probe"));
-    assert_eq!(step(127_500, 0), (127_500, "probe"));
+    // At the ceiling: the cautious probe, 1.5x (127500), but not past the operating point
+    // C * (base + T) = 1 MB/s * 110 ms (C measured in the first round, at the target), then a
+    // settling round.
+    assert_eq!(step(85_000, 0), (110_000, "probe"));
+    assert_eq!(step(110_000, 0), (110_000, "probe"));
+}
+
+#[test]
+fn the_probe_stops_at_the_operating_point_once_the_link_rate_is_known() {
+    // 10 Mbit/s (C = 1.25 MB/s), 100 ms: the operating point is C * (100 + 10 ms) = 137500.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 80_000);
+    let mut step = rounds_every(&mut c, 100);
+    // Before any round with a queue the rate is unknown: a link found by probing, 1.5x.
+    // The first low round: the proportional step, 0.5 * 10 ms * 0.8 MB/s = 4000.
+    assert_eq!(step(80_000, 0), (84_000, "hold"));
+    assert_eq!(step(84_000, 0), (126_000, "probe"));
+    // The link is full and the queue at the target: delivered 125 kB per 100 ms.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    c.on_round(&at(1100, round(137_500, Some(10), 125_000, 137_500)));
+    // A cut leaves 95 kB; two empty rounds: the second probes, 1.5x = 142500, stopped at
+    // 137500.
+    c.on_round(&at(1200, round(95_000, Some(0), 95_000, 95_000)));
+    assert_eq!(
+        c.on_round(&at(1300, round(95_000, Some(0), 95_000, 95_000))),
+        137_500
+    );
+    // From 120 kB the probe would reach 180 kB, 1.44 BDP (the lab's overshoot): it stops at
+    // the operating point.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    c.on_round(&at(1100, round(137_500, Some(10), 125_000, 137_500)));
+    c.on_round(&at(1200, round(120_000, Some(0), 120_000, 120_000)));
+    assert_eq!(
+        c.on_round(&at(1300, round(120_000, Some(0), 120_000, 120_000))),
+        137_500
+    );
+    // A settling round, then above it the proportional step alone: 140000 + 0.5 * 10 ms * C.
+    assert_eq!(
+        c.on_round(&at(1400, round(140_000, Some(0), 125_000, 140_000))),
+        140_000
+    );
+    assert_eq!(
+        c.on_round(&at(1500, round(140_000, Some(0), 125_000, 140_000))),
+        146_250
+    );
+    // Ten seconds without a queue: the rate is no longer known, the probe is free again.
+    assert_eq!(
+        c.on_round(&at(11_200, round(90_000, Some(0), 90_000, 90_000))),
+        135_000
+    );
+}
+
+#[test]
+fn a_rate_measured_beside_best_effort_does_not_bound_the_probe() {
+    // The only rounds with a queue were beside best effort (the background delivered 20 kB per
+    // 100 ms of a 125 kB link); the link's rate C came from rounds without a queue.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    c.on_round(&at(1100, round(100_000, Some(0), 125_000, 100_000)));
+    c.on_round(&at(1200, round(20_000, Some(12), 20_000, 20_000)));
+    c.on_round(&at(1300, round(20_000, Some(0), 20_000, 20_000)));
+    // (A settling round after the step up to 26250.) 0.2 MB/s * 110 ms = 22 kB would stop
+    // the probe; 1.5x instead.
+    assert_eq!(
+        c.on_round(&at(1400, round(40_000, Some(0), 40_000, 40_000))),
+        40_000
+    );
+    assert_eq!(
+        c.on_round(&at(1500, round(40_000, Some(0), 40_000, 40_000))),
+        60_000
+    );
 }
 
 #[test]
