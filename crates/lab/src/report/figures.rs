@@ -338,7 +338,6 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             Some(unit) => format!("{} ({unit})", name.replace('_', " ")),
         };
         let mut fig = Figure::new(&title, x_label);
-        fig.panel_height = 420;
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
     }
@@ -390,7 +389,6 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         let title = format!("{}: {}", report.scenario, name.replace('_', " "));
         let mut fig = Figure::new(&title, x_label);
         fig.log_x = log_x;
-        fig.panel_height = 420;
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);
     }
