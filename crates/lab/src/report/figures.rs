@@ -43,13 +43,7 @@ pub fn alt_color(index: usize) -> usize {
 
 /// The alternatives of a report in table order, then any that only appear in runs.
 pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for a in report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)) {
-        if !out.contains(a) {
-            out.push(a.clone());
-        }
-    }
-    out
+    super::unique(report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)).cloned())
 }
 
 /// `0 ..` the longest run (its planned duration or its last sample).
@@ -299,81 +293,52 @@ pub fn is_distribution(name: &str) -> bool {
     name.contains("response") || name.starts_with("fct") || name.ends_with("_samples")
 }
 
+/// The first series of each name that `keep` selects, by name.
+fn first_of_each(report: &ScenarioReport, keep: impl Fn(&Series) -> bool) -> BTreeMap<&str, &Series> {
+    let mut out = BTreeMap::new();
+    for s in report.runs.iter().flat_map(|r| &r.series).filter(|s| keep(s)) {
+        out.entry(s.name.as_str()).or_insert(s);
+    }
+    out
+}
+
 /// CDFs of every distribution series (see [`is_distribution`]), pooled over the runs of each
 /// alternative: one line per alternative.
 pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let dist_names: BTreeSet<&str> = report
-        .runs
-        .iter()
-        .flat_map(|r| r.series.iter())
-        .filter(|s| is_distribution(&s.name))
-        .map(|s| s.name.as_str())
-        .collect();
-    let alts = alternatives(report);
     let mut plots = Vec::new();
-    for name in dist_names {
-        let mut unit = None;
+    for (name, first) in first_of_each(report, |s| is_distribution(&s.name)) {
         let mut panel = Panel::new("", "fraction of samples");
         panel.y_range = Some((0.0, 1.05));
-        for (i, alt) in alts.iter().enumerate() {
-            let values: Vec<f64> = report
-                .runs_of(alt)
-                .flat_map(|r| r.series.iter())
-                .filter(|s| s.name == name)
-                .flat_map(|s| {
-                    unit.get_or_insert(s.unit);
-                    s.points.iter().map(|p| p.1)
-                })
-                .collect();
+        panel.note = Some(format!("no {name} samples"));
+        for (i, alt) in alternatives(report).iter().enumerate() {
+            let series = report.runs_of(alt).flat_map(|r| &r.series).filter(|s| s.name == name);
+            let values: Vec<f64> = series.flat_map(|s| s.points.iter().map(|p| p.1)).collect();
             if !values.is_empty() {
                 let label = format!("{alt} (n = {})", values.len());
                 panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
             }
         }
         let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
-        panel.title = String::new();
-        panel.note = Some(format!("no {name} samples"));
-        let x_label = match unit {
-            None => name.to_string(),
-            Some(unit) => format!("{} ({unit})", name.replace('_', " ")),
-        };
-        let mut fig = Figure::new(&title, x_label);
+        let mut fig = Figure::new(&title, format!("{} ({})", name.replace('_', " "), first.unit));
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
     }
     Ok(plots)
 }
 
-/// What the x of a series is when it is not time ([`Series::x`]).
-pub fn x_meaning(series: &Series) -> Option<&str> {
-    series.x.as_deref()
-}
-
 /// Series whose x is not time (see [`Series::x`]), e.g. web response time by
 /// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
 /// more than two decades.
 pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let xy_names: BTreeSet<&str> = report
-        .runs
-        .iter()
-        .flat_map(|r| r.series.iter())
-        .filter(|s| x_meaning(s).is_some())
-        .map(|s| s.name.as_str())
-        .collect();
-    let alts = alternatives(report);
     let groups = groups(report);
     let mut plots = Vec::new();
-    for name in xy_names {
-        let mut panel = Panel::new("", "");
-        let mut x_label = String::new();
-        for (ai, alt) in alts.iter().enumerate() {
+    for (name, first) in first_of_each(report, |s| s.x.is_some()) {
+        let mut panel = Panel::new("", format!("{} ({})", name.replace('_', " "), first.unit));
+        panel.note = Some(format!("no {name} points"));
+        for (ai, alt) in alternatives(report).iter().enumerate() {
             for (subcase, runs) in &groups {
                 let Some(run) = runs.get(alt) else { continue };
                 for s in run.series.iter().filter(|s| s.name == name) {
-                    if x_label.is_empty() {
-                        x_label = x_meaning(s).unwrap_or("x").to_string();
-                        panel.y_label = format!("{} ({})", name.replace('_', " "), s.unit);
-                    }
                     let mut pts = s.points.clone();
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                     let label = if subcase.is_empty() { alt.clone() } else { format!("{alt} ({subcase})") };
@@ -383,11 +348,10 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 }
             }
         }
-        panel.note = Some(format!("no {name} points"));
         let xs = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
         let log_x = crate::analysis::min_max(xs).is_some_and(|(lo, hi)| lo > 0.0 && hi / lo > 100.0);
         let title = format!("{}: {}", report.scenario, name.replace('_', " "));
-        let mut fig = Figure::new(&title, x_label);
+        let mut fig = Figure::new(&title, first.x.clone().unwrap_or_default());
         fig.log_x = log_x;
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);

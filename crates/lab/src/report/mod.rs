@@ -45,14 +45,10 @@ pub fn running_kernel() -> Option<String> {
 /// The Markdown page of one scenario (as written to `table.md`), plots linked by file name.
 pub fn scenario_markdown(summary: &Summary) -> String {
     let mut s = markdown::scenario_section(summary, "#", "");
-    let diffs = markdown::differences_rows(&markdown::differences(summary), false);
+    let diffs = markdown::differences_table(&markdown::differences(summary), false);
     if !diffs.is_empty() {
         s.push_str("\n## Not reached / differs from paper\n\n");
-        s.push_str(page::SCENARIO_DIFFERENCES_HEADER);
-        for d in diffs {
-            s.push_str(&d);
-            s.push('\n');
-        }
+        s.push_str(&diffs);
     }
     s
 }
@@ -98,6 +94,17 @@ pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec
     std::fs::write(&table, md).with_context(|| format!("writing {}", table.display()))?;
     written.insert(1, table);
     Ok(written)
+}
+
+/// The distinct items of `items`, in first-seen order.
+fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for x in items {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// The entries of `dir`, sorted (none if it cannot be read).

@@ -11,14 +11,6 @@ pub fn order_key(name: &str) -> (usize, String) {
     (pos, name.to_string())
 }
 
-/// The header of the page's differences table (with a scenario column).
-const DIFFERENCES_HEADER: &str =
-    "| scenario | metric | alternative | measured | paper | verdict |\n|---|---|---|---:|---|---|\n";
-
-/// The header of a scenario's own differences table.
-pub const SCENARIO_DIFFERENCES_HEADER: &str =
-    "| metric | alternative | measured | paper | verdict |\n|---|---|---:|---|---|\n";
-
 const TESTBED: &str = "Network namespaces on one Linux host (`crates/testbed`): `server` (and \
     `server2`, ...: iperf3 senders, on a bridge) → `isp` (delay element `slipstream-delay` on \
     NFQUEUE, half the RTT each way; download bottleneck: `tbf` on its router-facing egress, \
@@ -91,42 +83,28 @@ pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
 /// A headline table over `reports` (in page order), a column per alternative any of them has,
 /// followed by a blank line.
 fn headline_table(reports: &[&Summary]) -> String {
-    let mut cols: Vec<&String> = Vec::new();
-    for c in reports.iter().flat_map(|r| &r.columns) {
-        if !cols.contains(&c) {
-            cols.push(c);
-        }
-    }
-    let mut s = String::from("| scenario | metric | unit |");
-    for c in &cols {
-        s.push_str(&format!(" {c} |"));
-    }
-    s.push_str(" paper |\n|---|---|---|");
-    s.push_str(&"---:|".repeat(cols.len()));
-    s.push_str("---|\n");
+    let cols = super::unique(reports.iter().flat_map(|r| &r.columns).map(String::as_str));
+    let header: Vec<&str> =
+        ["scenario", "metric", "unit"].into_iter().chain(cols.iter().copied()).chain(["paper"]).collect();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for r in reports {
-        let chosen = headline_rows(r);
-        if chosen.is_empty() {
-            s.push_str(&format!(
-                "| [{0}](#{0}) | _no table_ | |{1} – |\n",
-                r.scenario,
-                " – |".repeat(cols.len())
-            ));
-        }
-        for row in chosen {
-            let metric = row.metric.replace('|', "\\|");
-            s.push_str(&format!("| [{0}](#{0}) | {metric} | {1} |", r.scenario, row.unit));
-            for c in &cols {
-                let cell = r.columns.iter().position(|x| x == *c);
-                let cell = cell.and_then(|i| row.cells.get(i).copied().flatten());
-                s.push_str(&format!(" {} |", markdown::cell_text(cell.as_ref(), row.unit)));
-            }
+        let link = format!("[{0}](#{0})", r.scenario);
+        for row in headline_rows(r) {
+            let cells = cols.iter().map(|c| {
+                let cell = r.columns.iter().position(|x| x == c).and_then(|i| row.cells.get(i)?.as_ref());
+                markdown::cell_text(cell, row.unit)
+            });
             let paper = markdown::paper_cell(row.paper.as_ref());
-            s.push_str(&format!(" {} |\n", paper.replace('|', "\\|")));
+            rows.push(
+                [link.clone(), row.metric.clone(), row.unit.to_string()]
+                    .into_iter()
+                    .chain(cells)
+                    .chain([paper])
+                    .collect(),
+            );
         }
     }
-    s.push('\n');
-    s
+    markdown::grid(&header, 3..3 + cols.len(), &rows) + "\n"
 }
 
 /// The page over `summaries` (in page order); `broken` lists results that could not be read.
@@ -169,18 +147,13 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     }
 
     // Differences from the paper, all scenarios.
-    let differences: Vec<String> =
-        summaries.iter().flat_map(|r| markdown::differences_rows(&markdown::differences(r), true)).collect();
+    let differences: Vec<markdown::Difference> = summaries.iter().flat_map(markdown::differences).collect();
     s.push_str("## Not reached / differs from paper\n\n");
     if differences.is_empty() {
         s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
     } else {
         s.push_str("Slipstream columns whose value is worse than the paper's by more than 5% (0.02 for ratios), differs by more than 10% where better/worse is not obvious, or was not measured:\n\n");
-        s.push_str(DIFFERENCES_HEADER);
-        for row in &differences {
-            s.push_str(row);
-            s.push('\n');
-        }
+        s.push_str(&markdown::differences_table(&differences, true));
         s.push('\n');
     }
     if !broken.is_empty() {

@@ -130,13 +130,7 @@ pub fn date(unix: f64) -> String {
 
 /// Distinct non-empty values joined by " / ", or "–".
 fn distinct<T: ToString>(values: impl Iterator<Item = T>) -> String {
-    let mut v: Vec<String> = Vec::new();
-    for x in values {
-        let s = x.to_string();
-        if !s.is_empty() && !v.contains(&s) {
-            v.push(s);
-        }
-    }
+    let v = super::unique(values.map(|x| x.to_string()).filter(|s| !s.is_empty()));
     if v.is_empty() {
         super::markdown::MISSING.into()
     } else {
