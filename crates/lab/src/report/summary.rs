@@ -110,16 +110,12 @@ impl Summary {
 
 /// Repeats per alternative (the largest count over alternatives and sub-cases).
 pub fn repeats(report: &ScenarioReport) -> u32 {
-    let mut seen: BTreeSet<(String, String, u32)> = BTreeSet::new();
     let keys = subcase_keys(report);
+    let mut seen: BTreeMap<(&str, String), BTreeSet<u32>> = BTreeMap::new();
     for r in &report.runs {
-        seen.insert((r.alternative.clone(), subcase_label(r, &keys), r.params.repeat));
+        seen.entry((&r.alternative, subcase_label(r, &keys))).or_default().insert(r.params.repeat);
     }
-    let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
-    for (a, s, _) in seen {
-        *counts.entry((a, s)).or_default() += 1;
-    }
-    counts.values().copied().max().unwrap_or(0)
+    seen.values().map(|repeats| repeats.len() as u32).max().unwrap_or(0)
 }
 
 /// `2023-11-14 22:13 UTC` for a Unix time.
