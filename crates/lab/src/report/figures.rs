@@ -138,6 +138,17 @@ fn time_figures(
 /// At most this many background flows are drawn one by one; more are drawn as their total.
 const MAX_BG_LINES: usize = 8;
 
+/// A line per flow of `role` (y times `sign`), filled when it is the only one: the first in
+/// colour `first`, the others in the alternatives' colours from `others` on.
+fn flow_lines(flows: &[&Series], role: &str, (first, others): (usize, usize), sign: f64) -> Vec<Line> {
+    let kind = if flows.len() == 1 { LineKind::Filled } else { LineKind::Solid };
+    let color = |i: usize| if i == 0 { first } else { alt_color(others + i) };
+    let points = |s: &Series| s.points.iter().map(|(t, v)| (*t, sign * v)).collect::<Vec<_>>();
+    let line =
+        |(i, s): (usize, &&Series)| Line::new(format!("{role} ({})", s.flow), &points(s), color(i), kind);
+    flows.iter().enumerate().map(line).collect()
+}
+
 /// Goodput over time, one panel per alternative: best effort up, background upside down, the
 /// bottleneck rate as dashed lines at ±rate, one y range for all panels (Vulture Figs. 14, 15,
 /// 17, 18, 20).
@@ -153,27 +164,14 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
             return;
         }
-        for (i, s) in be.iter().enumerate() {
-            let kind = if be.len() == 1 { LineKind::Filled } else { LineKind::Solid };
-            let color = if i == 0 { BE_COLOR } else { alt_color(2 + i) };
-            panel.lines.push(Line::new(format!("best effort ({})", s.flow), &s.points, color, kind));
-        }
+        panel.lines.extend(flow_lines(&be, "best effort", (BE_COLOR, 2), 1.0));
         if bg.len() > MAX_BG_LINES {
             let refs: Vec<&[(f64, f64)]> = bg.iter().map(|s| s.points.as_slice()).collect();
             let total = crate::analysis::sum_series(&refs, 0.06);
             let label = format!("background, {} flows together", bg.len());
             panel.lines.push(Line::new(label, &negate(&total), BG_COLOR, LineKind::Filled));
         } else {
-            for (i, s) in bg.iter().enumerate() {
-                let kind = if bg.len() == 1 { LineKind::Filled } else { LineKind::Solid };
-                let color = if i == 0 { BG_COLOR } else { alt_color(1 + i) };
-                panel.lines.push(Line::new(
-                    format!("background ({})", s.flow),
-                    &negate(&s.points),
-                    color,
-                    kind,
-                ));
-            }
+            panel.lines.extend(flow_lines(&bg, "background", (BG_COLOR, 1), -1.0));
         }
         if let Some(a) = series_named(run, "available").into_iter().find(|s| s.role == Role::Link) {
             let line =
