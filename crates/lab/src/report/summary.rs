@@ -146,21 +146,11 @@ pub fn how_measured(report: &ScenarioReport) -> String {
         if started.is_finite() && started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
     let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
-    let measured: Vec<f64> = runs.iter().filter_map(|r| r.params.measured_rtt_ms).collect();
-    // Several measurements: show their range instead of listing each.
-    let rtt = if let Some((lo, hi)) =
-        crate::analysis::min_max(measured.iter().copied()).filter(|_| measured.len() > 1)
-    {
-        if hi - lo < 0.05 {
-            format!("{set} (measured {lo:.1} ms)")
-        } else {
-            format!("{set} (measured {lo:.1}–{hi:.1} ms)")
-        }
-    } else {
-        distinct(runs.iter().map(|r| match r.params.measured_rtt_ms {
-            Some(m) => format!("{} ms (measured {m:.1} ms)", tick(r.params.rtt_ms)),
-            None => format!("{} ms", tick(r.params.rtt_ms)),
-        }))
+    // Measured RTTs as their range, not one by one.
+    let rtt = match crate::analysis::min_max(runs.iter().filter_map(|r| r.params.measured_rtt_ms)) {
+        Some((lo, hi)) if hi - lo < 0.05 => format!("{set} (measured {lo:.1} ms)"),
+        Some((lo, hi)) => format!("{set} (measured {lo:.1}–{hi:.1} ms)"),
+        None => set,
     };
     let queue = distinct(
         runs.iter()
