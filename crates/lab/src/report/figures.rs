@@ -75,22 +75,6 @@ pub(super) fn slug(s: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
-fn file_name(base: &str, subcase: &str) -> String {
-    if subcase.is_empty() {
-        format!("{base}.svg")
-    } else {
-        format!("{base}-{}.svg", slug(subcase))
-    }
-}
-
-fn with_subcase(title: &str, subcase: &str) -> String {
-    if subcase.is_empty() {
-        title.to_string()
-    } else {
-        format!("{title} ({subcase})")
-    }
-}
-
 fn series_named<'a>(run: &'a RunResult, name: &str) -> Vec<&'a Series> {
     run.series.iter().filter(|s| s.name == name && !s.points.is_empty()).collect()
 }
@@ -115,7 +99,11 @@ fn time_figures(
         if !runs.values().any(|r| names.iter().any(|n| !series_named(r, n).is_empty())) {
             continue;
         }
-        let title = with_subcase(&format!("{}: {what}", report.scenario), &subcase);
+        let title = format!("{}: {what}", report.scenario);
+        let (title, file) = match subcase.as_str() {
+            "" => (title, format!("{base}.svg")),
+            case => (format!("{title} ({case})"), format!("{base}-{}.svg", slug(case))),
+        };
         let mut fig = Figure::new(&title, "time (s)");
         fig.x_range = time_range(&runs, names);
         for alt in &alts {
@@ -130,7 +118,7 @@ fn time_figures(
             fig.panels.push(panel);
         }
         finish(&mut fig);
-        plots.push(Plot::figure(file_name(base, &subcase), title, fig)?);
+        plots.push(Plot::figure(file, title, fig)?);
     }
     Ok(plots)
 }
