@@ -2,8 +2,8 @@
 //! table (alternatives side by side, then the paper with its citation) and the rows where
 //! Slipstream differs from the paper.
 
-use super::summary::{Cell, Summary, SummaryRow};
-use crate::result::{Bound, Paper, Unit};
+use super::summary::Summary;
+use crate::result::{Bound, Cell, Paper, Row, Unit};
 
 /// The missing-value mark.
 pub const MISSING: &str = "–";
@@ -132,7 +132,7 @@ pub struct Difference {
 }
 
 /// Whether larger is better for a row (`None`: can't tell, e.g. a share).
-pub fn higher_is_better(row: &SummaryRow) -> Option<bool> {
+pub fn higher_is_better(row: &Row) -> Option<bool> {
     let m = row.metric.to_lowercase();
     let lower_words = ["rtt", "delay", "latency", "response", "time", "loss", "drop", "queue", "error"];
     let higher_words = ["goodput", "utiliz", "utilis", "jain", "fairness", "throughput", "correlation"];

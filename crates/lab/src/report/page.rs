@@ -2,7 +2,8 @@
 //! testbed, per-scenario setup, headline tables, what differs from the paper, each scenario.
 
 use super::markdown;
-use super::summary::{Summary, SummaryRow};
+use super::summary::Summary;
+use crate::result::Row;
 
 /// Scenario order on the page: the lab's order (`all`), then `smoke`, then anything else
 /// alphabetically.
@@ -66,9 +67,9 @@ const HEADLINE: [(&str, &[&str]); 11] = [
 
 /// The headline rows of a scenario: those [`HEADLINE`] names that it has, else the first row
 /// with a paper value, else the first row.
-pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
+pub fn headline_rows(summary: &Summary) -> Vec<&Row> {
     let rows = &summary.rows;
-    let named: Vec<&SummaryRow> = HEADLINE
+    let named: Vec<&Row> = HEADLINE
         .iter()
         .filter(|(scenario, _)| *scenario == summary.scenario)
         .flat_map(|(_, labels)| labels.iter())

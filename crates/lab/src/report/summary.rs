@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::figures::{alternatives, Plot};
 use super::plot::tick;
 use super::subcases::{subcase_keys, subcase_label};
-use crate::result::{rfc3339, Paper, ScenarioReport, Unit};
+use crate::result::{rfc3339, Row, ScenarioReport};
 
 /// At most this many notes are kept; the rest are counted in a last note.
 const MAX_NOTES: usize = 20;
@@ -28,7 +28,7 @@ pub struct Summary {
     pub alternatives: Vec<String>,
     /// Table columns (alternatives, or datapath's modes).
     pub columns: Vec<String>,
-    pub rows: Vec<SummaryRow>,
+    pub rows: Vec<Row>,
     /// Repeats per alternative (cells are means over them when more than one).
     pub repeats: u32,
     /// Notes of the report and its runs (at most [`MAX_NOTES`], then a count of the rest).
@@ -37,26 +37,6 @@ pub struct Summary {
     pub plots: Vec<PlotRef>,
     /// The run directory under the results directory (`alone/20261123T090622Z`).
     pub run: String,
-}
-
-/// One table row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SummaryRow {
-    pub metric: String,
-    pub unit: Unit,
-    /// One cell per column; `None` = not measured.
-    pub cells: Vec<Option<Cell>>,
-    pub paper: Option<Paper>,
-}
-
-/// One table cell: the mean over repeats, with their range.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
-    /// Mean over repeats.
-    pub mean: f64,
-    /// Lowest and highest repeat, when there are several.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<(f64, f64)>,
 }
 
 /// A plot file beside the summary.
@@ -71,22 +51,6 @@ pub struct PlotRef {
 impl Summary {
     /// The summary of `report`, whose plots are `plots`, run directory `run`.
     pub fn of(report: &ScenarioReport, plots: &[Plot], run: &str) -> Summary {
-        let t = &report.table;
-        let rows = t
-            .rows
-            .iter()
-            .map(|row| SummaryRow {
-                metric: row.metric.clone(),
-                unit: row.unit,
-                cells: (0..t.columns.len())
-                    .map(|i| {
-                        let mean = row.values.get(i).copied().flatten().filter(|v| v.is_finite())?;
-                        Some(Cell { mean, range: row.range.get(i).copied().flatten() })
-                    })
-                    .collect(),
-                paper: row.paper.clone(),
-            })
-            .collect();
         let mut notes = notes(report);
         if notes.len() > MAX_NOTES {
             let more = notes.len() - MAX_NOTES;
@@ -98,8 +62,8 @@ impl Summary {
             title: if report.title.is_empty() { report.scenario.clone() } else { report.title.clone() },
             how_measured: how_measured(report),
             alternatives: alternatives(report),
-            columns: t.columns.clone(),
-            rows,
+            columns: report.table.columns.clone(),
+            rows: report.table.rows.clone(),
             repeats: repeats(report),
             notes,
             plots: plots.iter().map(|p| PlotRef { file: p.file.clone(), title: p.title.clone() }).collect(),

@@ -196,8 +196,8 @@ fn min_max_per_subcase() {
 #[test]
 fn differences_cover_missing_and_direction() {
     let mut rep = Summary::of(&alone(), &[], "");
-    let cell = |mean| Some(summary::Cell { mean, range: None });
-    rep.rows.push(summary::SummaryRow {
+    let cell = |mean| Some(crate::result::Cell { mean, range: None });
+    rep.rows.push(crate::result::Row {
         metric: "Time to 90% of the link".into(),
         unit: Unit::S,
         cells: vec![cell(1.0), cell(30.0), None, cell(2.0)],
