@@ -231,7 +231,7 @@ impl Series {
 
     /// Mean of the values with `t0 <= t < t1` (time-unweighted), `None` if there are none.
     pub fn mean_between(&self, t0: f64, t1: f64) -> Option<f64> {
-        crate::analysis::mean(self.points.iter().filter(|(t, _)| *t >= t0 && *t < t1).map(|(_, v)| *v))
+        crate::analysis::mean_between(&self.points, t0, t1)
     }
 }
 

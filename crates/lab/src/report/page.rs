@@ -132,12 +132,11 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     s.push_str("## Headline\n\n");
     let labels: Vec<String> = crate::alternatives::Alternative::ALL.iter().map(|a| a.label()).collect();
     let compares = |r: &Summary| r.columns.iter().any(|c| labels.contains(c));
-    let mut tables: Vec<Vec<&Summary>> = Vec::new();
-    let with_alternatives: Vec<&Summary> = summaries.iter().filter(|r| compares(r)).collect();
-    if !with_alternatives.is_empty() {
-        tables.push(with_alternatives);
+    let (shared, own): (Vec<&Summary>, Vec<&Summary>) = summaries.iter().partition(|r| compares(r));
+    let mut tables: Vec<Vec<&Summary>> = own.into_iter().map(|r| vec![r]).collect();
+    if !shared.is_empty() {
+        tables.push(shared);
     }
-    tables.extend(summaries.iter().filter(|r| !compares(r)).map(|r| vec![r]));
     if tables.is_empty() {
         s.push_str("_No runs found._\n\n");
     }
