@@ -102,9 +102,20 @@ fn windows_and_missing_series() {
 #[test]
 fn subcases_get_one_goodput_plot_each() {
     let plots = scenario_plots(&onoff()).unwrap();
+    let rep = onoff();
     for t in [1, 3, 5, 10, 30] {
         let p = plot(&plots, &format!("goodput-on-off-t-s-{t}.svg"));
         assert_texts(&p.svg, &[&format!("on_off_T_s={t}")]);
+        // Each figure draws its own sub-case's runs: the best-effort flow on and off every T s.
+        for alt in ALTS {
+            let run =
+                rep.runs.iter().find(|r| r.alternative == alt && r.params.extra["on_off_T_s"] == json!(t));
+            let panel = p.figure.panels.iter().find(|p| p.title == alt).unwrap();
+            let be = &panel.lines.iter().find(|l| l.label == "best effort (be)").unwrap().points;
+            assert_eq!(be, &run.unwrap().series("goodput", "be").unwrap().points, "T = {t}, {alt}");
+            let on = |x: f64| ((x / t as f64) as u64).is_multiple_of(2);
+            assert!(be.iter().all(|&(x, y)| on(x) == (y > 0.0)), "T = {t}, {alt}: on every other {t} s");
+        }
     }
     let f = scenario_plots(&fairness()).unwrap();
     assert_texts(&plot(&f, "goodput-flows-4.svg").svg, &["background (bg3)"]);
