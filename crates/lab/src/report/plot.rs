@@ -1,7 +1,7 @@
 //! Plot primitives over plain `(x, y)` slices, rendered to SVG with `plotters`.
 //!
 //! Only the SVG backend is used: it writes text as `<text>` elements, so no font files, freetype
-//! or fontconfig are needed to build or render (text widths for the layout are estimated). Everything here
+//! or fontconfig are needed to build or render. Everything here
 //! is defensive: non-finite points are dropped, empty or degenerate ranges are widened, and a
 //! panel without data is drawn as a short framed note instead of failing.
 
