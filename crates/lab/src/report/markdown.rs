@@ -89,6 +89,12 @@ pub fn grid(header: &[&str], right: std::ops::Range<usize>, rows: &[Vec<String>]
     s
 }
 
+/// A table row's cells: `lead` (if any), its metric and unit, `cells`, its paper figure.
+pub fn row_cells(lead: Option<String>, row: &Row, cells: impl Iterator<Item = String>) -> Vec<String> {
+    let named = lead.into_iter().chain([row.metric.clone(), row.unit.to_string()]);
+    named.chain(cells).chain([paper_cell(row.paper.as_ref())]).collect()
+}
+
 /// The summary table: `metric | unit | <columns> | paper`.
 pub fn table(summary: &Summary) -> String {
     if summary.rows.is_empty() {
@@ -102,11 +108,7 @@ pub fn table(summary: &Summary) -> String {
         .map(|r| {
             let cells = (0..summary.columns.len())
                 .map(|i| cell_text(r.cells.get(i).and_then(Option::as_ref), r.unit));
-            [r.metric.clone(), r.unit.to_string()]
-                .into_iter()
-                .chain(cells)
-                .chain([paper_cell(r.paper.as_ref())])
-                .collect()
+            row_cells(None, r, cells)
         })
         .collect();
     let mut s = grid(&header, 2..2 + summary.columns.len(), &rows);

@@ -95,14 +95,7 @@ fn headline_table(reports: &[&Summary]) -> String {
                 let cell = r.columns.iter().position(|x| x == c).and_then(|i| row.cells.get(i)?.as_ref());
                 markdown::cell_text(cell, row.unit)
             });
-            let paper = markdown::paper_cell(row.paper.as_ref());
-            rows.push(
-                [link.clone(), row.metric.clone(), row.unit.to_string()]
-                    .into_iter()
-                    .chain(cells)
-                    .chain([paper])
-                    .collect(),
-            );
+            rows.push(markdown::row_cells(Some(link.clone()), row, cells));
         }
     }
     markdown::grid(&header, 3..3 + cols.len(), &rows) + "\n"
