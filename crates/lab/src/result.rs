@@ -11,10 +11,11 @@
 //!   about every 100 ms, time in seconds since the run's own t = 0) and its scalar results
 //!   ([`Metric`], optionally restricted to a named period such as `"bg-active"`).
 //!
-//! Units, roles and paper figures are typed ([`Unit`], [`Role`], [`Paper`]), not strings parsed back later. Raw results written before they were (issue 14)
-//! no longer parse; what the page keeps of each scenario is its committed summary
-//! (`crate::report::summary`), converted once. From here on, fields are only added (with
-//! `#[serde(default)]`).
+//! Units, roles and paper figures are typed ([`Unit`], [`Role`], [`Paper`]), not strings parsed
+//! back later. Raw results written before they were (issue 14), or before a table [`Row`] held
+//! its [`Cell`]s as the committed summary (`crate::report::summary`) does, no longer parse:
+//! `slipstream-lab report` lists such a run as not reportable and keeps the committed summary.
+//! From here on, fields are only added (with `#[serde(default)]`).
 
 use std::collections::BTreeMap;
 
@@ -230,7 +231,7 @@ impl Series {
 
     /// Mean of the values with `t0 <= t < t1` (time-unweighted), `None` if there are none.
     pub fn mean_between(&self, t0: f64, t1: f64) -> Option<f64> {
-        crate::analysis::mean(self.points.iter().filter(|(t, _)| *t >= t0 && *t < t1).map(|(_, v)| *v))
+        crate::analysis::mean_between(&self.points, t0, t1)
     }
 }
 
@@ -318,19 +319,26 @@ impl RunResult {
     }
 }
 
-/// One row of the summary table.
+/// One row of the summary table (also a row of the committed summary, `crate::report::Summary`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Row {
     /// Human-readable metric name, e.g. "BE goodput, background active".
     pub metric: String,
     pub unit: Unit,
-    /// One value per entry of [`Table::columns`] (mean over repeats); `None` = not measured.
-    pub values: Vec<Option<f64>>,
-    /// Lowest and highest repeat behind each value, same indexing (`None` with one repeat).
-    #[serde(default)]
-    pub range: Vec<Option<(f64, f64)>>,
+    /// One cell per entry of [`Table::columns`]; `None` = not measured.
+    pub cells: Vec<Option<Cell>>,
     /// The paper's figure, `None` if it reports none.
     pub paper: Option<Paper>,
+}
+
+/// One table cell: the mean over repeats, with their range.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Cell {
+    /// Mean over repeats.
+    pub mean: f64,
+    /// Lowest and highest repeat, when there are several.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<(f64, f64)>,
 }
 
 /// The summary table of a scenario: alternatives side by side, plus the paper's values.
@@ -403,18 +411,18 @@ impl Table {
         period: Option<&str>,
         paper: Option<Paper>,
     ) {
-        let (mut values, mut range) = (Vec::new(), Vec::new());
-        for col in &self.columns {
+        let cell = |col: &String| {
             let v: Vec<f64> = runs
                 .iter()
                 .filter(|r| &r.alternative == col)
                 .filter_map(|r| r.metric(name, period))
                 .filter(|v| v.is_finite())
                 .collect();
-            values.push(crate::analysis::mean(v.iter().copied()));
-            range.push(crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1));
-        }
-        self.rows.push(Row { metric: label.into(), unit, values, range, paper });
+            let range = crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1);
+            Some(Cell { mean: crate::analysis::mean(v)?, range })
+        };
+        let cells = self.columns.iter().map(cell).collect();
+        self.rows.push(Row { metric: label.into(), unit, cells, paper });
     }
 }
 

@@ -45,8 +45,8 @@ fn table_aggregates_per_alternative() {
     );
     assert_eq!(spec, t);
     let r = &t.rows[0];
-    assert_eq!(r.values, vec![Some(2.0), Some(5.0), None]);
-    assert_eq!(r.range, vec![Some((1.0, 3.0)), None, None]);
+    let cell = |mean, range| Some(Cell { mean, range });
+    assert_eq!(r.cells, vec![cell(2.0, Some((1.0, 3.0))), cell(5.0, None), None]);
     assert_eq!(r.paper.as_ref().map(|p| p.shown.as_str()), Some("5.98"));
     let rep = ScenarioReport { scenario: "x".into(), runs: runs.to_vec(), table: t, ..Default::default() };
     let back = serde_json::from_str::<ScenarioReport>(&serde_json::to_string(&rep).unwrap()).unwrap();

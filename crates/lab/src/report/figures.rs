@@ -43,13 +43,7 @@ pub fn alt_color(index: usize) -> usize {
 
 /// The alternatives of a report in table order, then any that only appear in runs.
 pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for a in report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)) {
-        if !out.contains(a) {
-            out.push(a.clone());
-        }
-    }
-    out
+    super::unique(report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)).cloned())
 }
 
 /// `0 ..` the longest run (its planned duration or its last sample).
@@ -81,22 +75,6 @@ pub(super) fn slug(s: &str) -> String {
     out.trim_end_matches('-').to_string()
 }
 
-fn file_name(base: &str, subcase: &str) -> String {
-    if subcase.is_empty() {
-        format!("{base}.svg")
-    } else {
-        format!("{base}-{}.svg", slug(subcase))
-    }
-}
-
-fn with_subcase(title: &str, subcase: &str) -> String {
-    if subcase.is_empty() {
-        title.to_string()
-    } else {
-        format!("{title} ({subcase})")
-    }
-}
-
 fn series_named<'a>(run: &'a RunResult, name: &str) -> Vec<&'a Series> {
     run.series.iter().filter(|s| s.name == name && !s.points.is_empty()).collect()
 }
@@ -121,7 +99,11 @@ fn time_figures(
         if !runs.values().any(|r| names.iter().any(|n| !series_named(r, n).is_empty())) {
             continue;
         }
-        let title = with_subcase(&format!("{}: {what}", report.scenario), &subcase);
+        let title = format!("{}: {what}", report.scenario);
+        let (title, file) = match subcase.as_str() {
+            "" => (title, format!("{base}.svg")),
+            case => (format!("{title} ({case})"), format!("{base}-{}.svg", slug(case))),
+        };
         let mut fig = Figure::new(&title, "time (s)");
         fig.x_range = time_range(&runs, names);
         for alt in &alts {
@@ -136,13 +118,24 @@ fn time_figures(
             fig.panels.push(panel);
         }
         finish(&mut fig);
-        plots.push(Plot::figure(file_name(base, &subcase), title, fig)?);
+        plots.push(Plot::figure(file, title, fig)?);
     }
     Ok(plots)
 }
 
 /// At most this many background flows are drawn one by one; more are drawn as their total.
 const MAX_BG_LINES: usize = 8;
+
+/// A line per flow of `role` (y times `sign`), filled when it is the only one: the first in
+/// colour `first`, the others in the alternatives' colours from `others` on.
+fn flow_lines(flows: &[&Series], role: &str, (first, others): (usize, usize), sign: f64) -> Vec<Line> {
+    let kind = if flows.len() == 1 { LineKind::Filled } else { LineKind::Solid };
+    let color = |i: usize| if i == 0 { first } else { alt_color(others + i) };
+    let points = |s: &Series| s.points.iter().map(|(t, v)| (*t, sign * v)).collect::<Vec<_>>();
+    let line =
+        |(i, s): (usize, &&Series)| Line::new(format!("{role} ({})", s.flow), &points(s), color(i), kind);
+    flows.iter().enumerate().map(line).collect()
+}
 
 /// Goodput over time, one panel per alternative: best effort up, background upside down, the
 /// bottleneck rate as dashed lines at ±rate, one y range for all panels (Vulture Figs. 14, 15,
@@ -159,27 +152,14 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
             return;
         }
-        for (i, s) in be.iter().enumerate() {
-            let kind = if be.len() == 1 { LineKind::Filled } else { LineKind::Solid };
-            let color = if i == 0 { BE_COLOR } else { alt_color(2 + i) };
-            panel.lines.push(Line::new(format!("best effort ({})", s.flow), &s.points, color, kind));
-        }
+        panel.lines.extend(flow_lines(&be, "best effort", (BE_COLOR, 2), 1.0));
         if bg.len() > MAX_BG_LINES {
             let refs: Vec<&[(f64, f64)]> = bg.iter().map(|s| s.points.as_slice()).collect();
             let total = crate::analysis::sum_series(&refs, 0.06);
             let label = format!("background, {} flows together", bg.len());
             panel.lines.push(Line::new(label, &negate(&total), BG_COLOR, LineKind::Filled));
         } else {
-            for (i, s) in bg.iter().enumerate() {
-                let kind = if bg.len() == 1 { LineKind::Filled } else { LineKind::Solid };
-                let color = if i == 0 { BG_COLOR } else { alt_color(1 + i) };
-                panel.lines.push(Line::new(
-                    format!("background ({})", s.flow),
-                    &negate(&s.points),
-                    color,
-                    kind,
-                ));
-            }
+            panel.lines.extend(flow_lines(&bg, "background", (BG_COLOR, 1), -1.0));
         }
         if let Some(a) = series_named(run, "available").into_iter().find(|s| s.role == Role::Link) {
             let line =
@@ -299,82 +279,52 @@ pub fn is_distribution(name: &str) -> bool {
     name.contains("response") || name.starts_with("fct") || name.ends_with("_samples")
 }
 
+/// The first series of each name that `keep` selects, by name.
+fn first_of_each(report: &ScenarioReport, keep: impl Fn(&Series) -> bool) -> BTreeMap<&str, &Series> {
+    let mut out = BTreeMap::new();
+    for s in report.runs.iter().flat_map(|r| &r.series).filter(|s| keep(s)) {
+        out.entry(s.name.as_str()).or_insert(s);
+    }
+    out
+}
+
 /// CDFs of every distribution series (see [`is_distribution`]), pooled over the runs of each
 /// alternative: one line per alternative.
 pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let dist_names: BTreeSet<&str> = report
-        .runs
-        .iter()
-        .flat_map(|r| r.series.iter())
-        .filter(|s| is_distribution(&s.name))
-        .map(|s| s.name.as_str())
-        .collect();
-    let alts = alternatives(report);
     let mut plots = Vec::new();
-    for name in dist_names {
-        let mut unit = None;
+    for (name, first) in first_of_each(report, |s| is_distribution(&s.name)) {
         let mut panel = Panel::new("", "fraction of samples");
         panel.y_range = Some((0.0, 1.05));
-        for (i, alt) in alts.iter().enumerate() {
-            let values: Vec<f64> = report
-                .runs_of(alt)
-                .flat_map(|r| r.series.iter())
-                .filter(|s| s.name == name)
-                .flat_map(|s| {
-                    unit.get_or_insert(s.unit);
-                    s.points.iter().map(|p| p.1)
-                })
-                .collect();
+        panel.note = Some(format!("no {name} samples"));
+        for (i, alt) in alternatives(report).iter().enumerate() {
+            let series = report.runs_of(alt).flat_map(|r| &r.series).filter(|s| s.name == name);
+            let values: Vec<f64> = series.flat_map(|s| s.points.iter().map(|p| p.1)).collect();
             if !values.is_empty() {
                 let label = format!("{alt} (n = {})", values.len());
                 panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
             }
         }
         let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
-        panel.title = String::new();
-        panel.note = Some(format!("no {name} samples"));
-        let x_label = match unit {
-            None => name.to_string(),
-            Some(unit) => format!("{} ({unit})", name.replace('_', " ")),
-        };
-        let mut fig = Figure::new(&title, x_label);
-        fig.panel_height = 420;
+        let mut fig = Figure::new(&title, format!("{} ({})", name.replace('_', " "), first.unit));
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
     }
     Ok(plots)
 }
 
-/// What the x of a series is when it is not time ([`Series::x`]).
-pub fn x_meaning(series: &Series) -> Option<&str> {
-    series.x.as_deref()
-}
-
 /// Series whose x is not time (see [`Series::x`]), e.g. web response time by
 /// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
 /// more than two decades.
 pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let xy_names: BTreeSet<&str> = report
-        .runs
-        .iter()
-        .flat_map(|r| r.series.iter())
-        .filter(|s| x_meaning(s).is_some())
-        .map(|s| s.name.as_str())
-        .collect();
-    let alts = alternatives(report);
     let groups = groups(report);
     let mut plots = Vec::new();
-    for name in xy_names {
-        let mut panel = Panel::new("", "");
-        let mut x_label = String::new();
-        for (ai, alt) in alts.iter().enumerate() {
+    for (name, first) in first_of_each(report, |s| s.x.is_some()) {
+        let mut panel = Panel::new("", format!("{} ({})", name.replace('_', " "), first.unit));
+        panel.note = Some(format!("no {name} points"));
+        for (ai, alt) in alternatives(report).iter().enumerate() {
             for (subcase, runs) in &groups {
                 let Some(run) = runs.get(alt) else { continue };
                 for s in run.series.iter().filter(|s| s.name == name) {
-                    if x_label.is_empty() {
-                        x_label = x_meaning(s).unwrap_or("x").to_string();
-                        panel.y_label = format!("{} ({})", name.replace('_', " "), s.unit);
-                    }
                     let mut pts = s.points.clone();
                     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
                     let label = if subcase.is_empty() { alt.clone() } else { format!("{alt} ({subcase})") };
@@ -384,13 +334,11 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 }
             }
         }
-        panel.note = Some(format!("no {name} points"));
         let xs = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
         let log_x = crate::analysis::min_max(xs).is_some_and(|(lo, hi)| lo > 0.0 && hi / lo > 100.0);
         let title = format!("{}: {}", report.scenario, name.replace('_', " "));
-        let mut fig = Figure::new(&title, x_label);
+        let mut fig = Figure::new(&title, first.x.clone().unwrap_or_default());
         fig.log_x = log_x;
-        fig.panel_height = 420;
         fig.panels.push(panel);
         plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);
     }

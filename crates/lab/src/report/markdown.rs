@@ -2,8 +2,8 @@
 //! table (alternatives side by side, then the paper with its citation) and the rows where
 //! Slipstream differs from the paper.
 
-use super::summary::{Cell, Summary, SummaryRow};
-use crate::result::{Bound, Paper, Unit};
+use super::summary::Summary;
+use crate::result::{Bound, Cell, Paper, Row, Unit};
 
 /// The missing-value mark.
 pub const MISSING: &str = "–";
@@ -73,26 +73,45 @@ pub fn escape(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
+/// A Markdown table: `header`, then `rows`, every cell escaped; the columns in `right`
+/// (numbers) right-aligned.
+pub fn grid(header: &[&str], right: std::ops::Range<usize>, rows: &[Vec<String>]) -> String {
+    let line = |cells: &mut dyn Iterator<Item = &str>| {
+        format!("| {} |\n", cells.map(escape).collect::<Vec<_>>().join(" | "))
+    };
+    let mut s = line(&mut header.iter().copied());
+    s.push('|');
+    s.extend((0..header.len()).map(|i| if right.contains(&i) { "---:|" } else { "---|" }));
+    s.push('\n');
+    for r in rows {
+        s.push_str(&line(&mut r.iter().map(String::as_str)));
+    }
+    s
+}
+
+/// A table row's cells: `lead` (if any), its metric and unit, `cells`, its paper figure.
+pub fn row_cells(lead: Option<String>, row: &Row, cells: impl Iterator<Item = String>) -> Vec<String> {
+    let named = lead.into_iter().chain([row.metric.clone(), row.unit.to_string()]);
+    named.chain(cells).chain([paper_cell(row.paper.as_ref())]).collect()
+}
+
 /// The summary table: `metric | unit | <columns> | paper`.
 pub fn table(summary: &Summary) -> String {
     if summary.rows.is_empty() {
         return "_No summary rows: the scenario produced no table._\n".into();
     }
-    let mut s = String::from("| metric | unit |");
-    for c in &summary.columns {
-        s.push_str(&format!(" {} |", escape(c)));
-    }
-    s.push_str(" paper |\n|---|---|");
-    s.push_str(&"---:|".repeat(summary.columns.len()));
-    s.push_str("---|\n");
-    for r in &summary.rows {
-        s.push_str(&format!("| {} | {} |", escape(&r.metric), r.unit));
-        for i in 0..summary.columns.len() {
-            let c = r.cells.get(i).copied().flatten();
-            s.push_str(&format!(" {} |", cell_text(c.as_ref(), r.unit)));
-        }
-        s.push_str(&format!(" {} |\n", escape(&paper_cell(r.paper.as_ref()))));
-    }
+    let cols = summary.columns.iter().map(String::as_str);
+    let header: Vec<&str> = ["metric", "unit"].into_iter().chain(cols).chain(["paper"]).collect();
+    let rows: Vec<Vec<String>> = summary
+        .rows
+        .iter()
+        .map(|r| {
+            let cells = (0..summary.columns.len())
+                .map(|i| cell_text(r.cells.get(i).and_then(Option::as_ref), r.unit));
+            row_cells(None, r, cells)
+        })
+        .collect();
+    let mut s = grid(&header, 2..2 + summary.columns.len(), &rows);
     if summary.repeats > 1 {
         s.push_str("\nCells: mean over repeats (min–max).\n");
     }
@@ -115,7 +134,7 @@ pub struct Difference {
 }
 
 /// Whether larger is better for a row (`None`: can't tell, e.g. a share).
-pub fn higher_is_better(row: &SummaryRow) -> Option<bool> {
+pub fn higher_is_better(row: &Row) -> Option<bool> {
     let m = row.metric.to_lowercase();
     let lower_words = ["rtt", "delay", "latency", "response", "time", "loss", "drop", "queue", "error"];
     let higher_words = ["goodput", "utiliz", "utilis", "jain", "fairness", "throughput", "correlation"];
@@ -172,25 +191,22 @@ pub fn differences(summary: &Summary) -> Vec<Difference> {
     out
 }
 
-/// The differences as table rows, with a scenario column when `with_scenario`.
-pub fn differences_rows(diffs: &[Difference], with_scenario: bool) -> Vec<String> {
-    diffs
+/// The differences as a table, with a scenario column when `with_scenario`; empty if none.
+pub fn differences_table(diffs: &[Difference], with_scenario: bool) -> String {
+    if diffs.is_empty() {
+        return String::new();
+    }
+    let skip = usize::from(!with_scenario);
+    let header = &["scenario", "metric", "alternative", "measured", "paper", "verdict"][skip..];
+    let rows: Vec<Vec<String>> = diffs
         .iter()
         .map(|d| {
-            let measured = match d.measured {
-                Some(v) => with_unit(v, d.unit),
-                None => MISSING.into(),
-            };
-            let scenario = if with_scenario { format!("| {} ", d.scenario) } else { String::new() };
-            format!(
-                "{scenario}| {} | {} | {measured} | {} | {} |",
-                d.metric.replace('|', "\\|"),
-                d.alternative,
-                d.paper.replace('|', "\\|"),
-                d.verdict
-            )
+            let measured = d.measured.map_or(MISSING.into(), |v| with_unit(v, d.unit));
+            let cells = [&d.scenario, &d.metric, &d.alternative, &measured, &d.paper].map(String::as_str);
+            cells.iter().chain([&d.verdict]).skip(skip).map(|c| c.to_string()).collect()
         })
-        .collect()
+        .collect();
+    grid(header, 3 - skip..4 - skip, &rows)
 }
 
 /// The Markdown section of one scenario; plot links are prefixed with `link_prefix`.

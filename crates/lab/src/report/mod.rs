@@ -45,14 +45,10 @@ pub fn running_kernel() -> Option<String> {
 /// The Markdown page of one scenario (as written to `table.md`), plots linked by file name.
 pub fn scenario_markdown(summary: &Summary) -> String {
     let mut s = markdown::scenario_section(summary, "#", "");
-    let diffs = markdown::differences_rows(&markdown::differences(summary), false);
+    let diffs = markdown::differences_table(&markdown::differences(summary), false);
     if !diffs.is_empty() {
         s.push_str("\n## Not reached / differs from paper\n\n");
-        s.push_str(page::SCENARIO_DIFFERENCES_HEADER);
-        for d in diffs {
-            s.push_str(&d);
-            s.push('\n');
-        }
+        s.push_str(&diffs);
     }
     s
 }
@@ -70,34 +66,51 @@ pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec
     report.runs.iter_mut().for_each(|r| r.metrics.retain(|m| m.value.is_finite()));
     if let Some(k) = running_kernel() {
         for r in &mut report.runs {
-            r.params
-                .extra
-                .entry("kernel".to_string())
-                .or_insert_with(|| serde_json::Value::String(k.clone()));
+            r.params.extra.entry("kernel".to_string()).or_insert_with(|| k.clone().into());
         }
     }
-    let mut written = Vec::new();
-    let json = dir.join(RESULT_JSON);
-    std::fs::write(&json, serde_json::to_string_pretty(&report)?)
-        .with_context(|| format!("writing {}", json.display()))?;
-    written.push(json);
+    let (json, table) = (dir.join(RESULT_JSON), dir.join(TABLE_MD));
+    write(&json, serde_json::to_string_pretty(&report)?)?;
     let (plots, problem) = match scenario_plots(&report) {
         Ok(p) => (p, None),
         Err(e) => (Vec::new(), Some(format!("plots could not be rendered: {e:#}"))),
     };
-    for p in &plots {
-        let path = dir.join(&p.file);
-        std::fs::write(&path, &p.svg).with_context(|| format!("writing {}", path.display()))?;
-        written.push(path);
-    }
+    let svgs = write_plots(dir, &plots)?;
     let mut md = scenario_markdown(&Summary::of(&report, &plots, ""));
     if let Some(problem) = problem {
         md.push_str(&format!("\n_{problem}_\n"));
     }
-    let table = dir.join(TABLE_MD);
-    std::fs::write(&table, md).with_context(|| format!("writing {}", table.display()))?;
-    written.insert(1, table);
-    Ok(written)
+    write(&table, md)?;
+    Ok([json, table].into_iter().chain(svgs).collect())
+}
+
+fn write(path: &Path, contents: impl AsRef<[u8]>) -> Result<()> {
+    std::fs::write(path, contents).with_context(|| format!("writing {}", path.display()))
+}
+
+/// Writes each plot as `dir/<file>`; returns the paths.
+fn write_plots(dir: &Path, plots: &[Plot]) -> Result<Vec<PathBuf>> {
+    let paths: Vec<PathBuf> = plots.iter().map(|p| dir.join(&p.file)).collect();
+    plots.iter().zip(&paths).try_for_each(|(p, path)| write(path, &p.svg))?;
+    Ok(paths)
+}
+
+/// `dir/result.json`, parsed.
+fn read_result<T: serde::de::DeserializeOwned>(dir: &Path) -> Result<T> {
+    let path = dir.join(RESULT_JSON);
+    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The distinct items of `items`, in first-seen order.
+fn unique<T: PartialEq>(items: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for x in items {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
 }
 
 /// The entries of `dir`, sorted (none if it cannot be read).
@@ -123,35 +136,19 @@ pub fn latest_runs(results_dir: &Path) -> Vec<(String, PathBuf)> {
 /// Renders `run_dir`'s report into `lab_dir/<scenario>/`: its plots (replacing the SVGs there)
 /// and its summary. A committed summary of a later run is kept.
 fn publish_run(lab_dir: &Path, results_dir: &Path, run_dir: &Path) -> Result<()> {
-    let path = run_dir.join(RESULT_JSON);
-    let text = std::fs::read_to_string(&path)?;
-    let report: ScenarioReport = serde_json::from_str(&text)?;
+    let report: ScenarioReport = read_result(run_dir)?;
     let out = lab_dir.join(&report.scenario);
-    let run = run_dir.strip_prefix(results_dir).unwrap_or(run_dir);
-    let run = run.display().to_string();
-    if let Ok(committed) = load_summary(&out) {
-        if committed.run > run {
-            return Ok(());
-        }
+    let run = run_dir.strip_prefix(results_dir).unwrap_or(run_dir).display().to_string();
+    if read_result::<Summary>(&out).is_ok_and(|committed| committed.run > run) {
+        return Ok(());
     }
     let plots = scenario_plots(&report).context("rendering plots")?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
     for svg in entries(&out).into_iter().filter(|p| p.extension().is_some_and(|x| x == "svg")) {
         std::fs::remove_file(svg)?;
     }
-    for p in &plots {
-        let f = out.join(&p.file);
-        std::fs::write(&f, &p.svg).with_context(|| format!("writing {}", f.display()))?;
-    }
-    let summary = Summary::of(&report, &plots, &run);
-    std::fs::write(out.join(RESULT_JSON), serde_json::to_string_pretty(&summary)? + "\n")?;
-    Ok(())
-}
-
-fn load_summary(dir: &Path) -> Result<Summary> {
-    let path = dir.join(RESULT_JSON);
-    let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+    write_plots(&out, &plots)?;
+    write(&out.join(RESULT_JSON), serde_json::to_string_pretty(&Summary::of(&report, &plots, &run))? + "\n")
 }
 
 /// `slipstream-lab report`: publishes the latest run of each scenario under `results_dir` (if
@@ -170,15 +167,14 @@ pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
     }
     let mut summaries: Vec<Summary> = Vec::new();
     for dir in entries(&lab_dir).into_iter().filter(|p| p.join(RESULT_JSON).is_file()) {
-        match load_summary(&dir) {
+        match read_result(&dir) {
             Ok(s) => summaries.push(s),
             Err(e) => broken.push(format!("{e:#}")),
         }
     }
     summaries.sort_by_key(|s| page::order_key(&s.scenario));
     let readme_path = lab_dir.join("README.md");
-    let text = page::render(&summaries, &broken);
-    std::fs::write(&readme_path, text).with_context(|| format!("writing {}", readme_path.display()))?;
+    write(&readme_path, page::render(&summaries, &broken))?;
     Ok(readme_path)
 }
 

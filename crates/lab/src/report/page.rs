@@ -2,7 +2,8 @@
 //! testbed, per-scenario setup, headline tables, what differs from the paper, each scenario.
 
 use super::markdown;
-use super::summary::{Summary, SummaryRow};
+use super::summary::Summary;
+use crate::result::Row;
 
 /// Scenario order on the page: the lab's order (`all`), then `smoke`, then anything else
 /// alphabetically.
@@ -10,14 +11,6 @@ pub fn order_key(name: &str) -> (usize, String) {
     let pos = crate::scenarios::SCENARIOS.iter().position(|s| s.name == name).unwrap_or(usize::MAX);
     (pos, name.to_string())
 }
-
-/// The header of the page's differences table (with a scenario column).
-const DIFFERENCES_HEADER: &str =
-    "| scenario | metric | alternative | measured | paper | verdict |\n|---|---|---|---:|---|---|\n";
-
-/// The header of a scenario's own differences table.
-pub const SCENARIO_DIFFERENCES_HEADER: &str =
-    "| metric | alternative | measured | paper | verdict |\n|---|---|---:|---|---|\n";
 
 const TESTBED: &str = "Network namespaces on one Linux host (`crates/testbed`): `server` (and \
     `server2`, ...: iperf3 senders, on a bridge) → `isp` (delay element `slipstream-delay` on \
@@ -74,9 +67,9 @@ const HEADLINE: [(&str, &[&str]); 11] = [
 
 /// The headline rows of a scenario: those [`HEADLINE`] names that it has, else the first row
 /// with a paper value, else the first row.
-pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
+pub fn headline_rows(summary: &Summary) -> Vec<&Row> {
     let rows = &summary.rows;
-    let named: Vec<&SummaryRow> = HEADLINE
+    let named: Vec<&Row> = HEADLINE
         .iter()
         .filter(|(scenario, _)| *scenario == summary.scenario)
         .flat_map(|(_, labels)| labels.iter())
@@ -91,42 +84,21 @@ pub fn headline_rows(summary: &Summary) -> Vec<&SummaryRow> {
 /// A headline table over `reports` (in page order), a column per alternative any of them has,
 /// followed by a blank line.
 fn headline_table(reports: &[&Summary]) -> String {
-    let mut cols: Vec<&String> = Vec::new();
-    for c in reports.iter().flat_map(|r| &r.columns) {
-        if !cols.contains(&c) {
-            cols.push(c);
-        }
-    }
-    let mut s = String::from("| scenario | metric | unit |");
-    for c in &cols {
-        s.push_str(&format!(" {c} |"));
-    }
-    s.push_str(" paper |\n|---|---|---|");
-    s.push_str(&"---:|".repeat(cols.len()));
-    s.push_str("---|\n");
+    let cols = super::unique(reports.iter().flat_map(|r| &r.columns).map(String::as_str));
+    let header: Vec<&str> =
+        ["scenario", "metric", "unit"].into_iter().chain(cols.iter().copied()).chain(["paper"]).collect();
+    let mut rows: Vec<Vec<String>> = Vec::new();
     for r in reports {
-        let chosen = headline_rows(r);
-        if chosen.is_empty() {
-            s.push_str(&format!(
-                "| [{0}](#{0}) | _no table_ | |{1} – |\n",
-                r.scenario,
-                " – |".repeat(cols.len())
-            ));
-        }
-        for row in chosen {
-            let metric = row.metric.replace('|', "\\|");
-            s.push_str(&format!("| [{0}](#{0}) | {metric} | {1} |", r.scenario, row.unit));
-            for c in &cols {
-                let cell = r.columns.iter().position(|x| x == *c);
-                let cell = cell.and_then(|i| row.cells.get(i).copied().flatten());
-                s.push_str(&format!(" {} |", markdown::cell_text(cell.as_ref(), row.unit)));
-            }
-            let paper = markdown::paper_cell(row.paper.as_ref());
-            s.push_str(&format!(" {} |\n", paper.replace('|', "\\|")));
+        let link = format!("[{0}](#{0})", r.scenario);
+        for row in headline_rows(r) {
+            let cells = cols.iter().map(|c| {
+                let cell = r.columns.iter().position(|x| x == c).and_then(|i| row.cells.get(i)?.as_ref());
+                markdown::cell_text(cell, row.unit)
+            });
+            rows.push(markdown::row_cells(Some(link.clone()), row, cells));
         }
     }
-    s.push('\n');
-    s
+    markdown::grid(&header, 3..3 + cols.len(), &rows) + "\n"
 }
 
 /// The page over `summaries` (in page order); `broken` lists results that could not be read.
@@ -153,12 +125,11 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     s.push_str("## Headline\n\n");
     let labels: Vec<String> = crate::alternatives::Alternative::ALL.iter().map(|a| a.label()).collect();
     let compares = |r: &Summary| r.columns.iter().any(|c| labels.contains(c));
-    let mut tables: Vec<Vec<&Summary>> = Vec::new();
-    let with_alternatives: Vec<&Summary> = summaries.iter().filter(|r| compares(r)).collect();
-    if !with_alternatives.is_empty() {
-        tables.push(with_alternatives);
+    let (shared, own): (Vec<&Summary>, Vec<&Summary>) = summaries.iter().partition(|r| compares(r));
+    let mut tables: Vec<Vec<&Summary>> = own.into_iter().map(|r| vec![r]).collect();
+    if !shared.is_empty() {
+        tables.push(shared);
     }
-    tables.extend(summaries.iter().filter(|r| !compares(r)).map(|r| vec![r]));
     if tables.is_empty() {
         s.push_str("_No runs found._\n\n");
     }
@@ -169,18 +140,13 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     }
 
     // Differences from the paper, all scenarios.
-    let differences: Vec<String> =
-        summaries.iter().flat_map(|r| markdown::differences_rows(&markdown::differences(r), true)).collect();
+    let differences: Vec<markdown::Difference> = summaries.iter().flat_map(markdown::differences).collect();
     s.push_str("## Not reached / differs from paper\n\n");
     if differences.is_empty() {
         s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
     } else {
         s.push_str("Slipstream columns whose value is worse than the paper's by more than 5% (0.02 for ratios), differs by more than 10% where better/worse is not obvious, or was not measured:\n\n");
-        s.push_str(DIFFERENCES_HEADER);
-        for row in &differences {
-            s.push_str(row);
-            s.push('\n');
-        }
+        s.push_str(&markdown::differences_table(&differences, true));
         s.push('\n');
     }
     if !broken.is_empty() {

@@ -1,7 +1,7 @@
 //! Plot primitives over plain `(x, y)` slices, rendered to SVG with `plotters`.
 //!
 //! Only the SVG backend is used: it writes text as `<text>` elements, so no font files, freetype
-//! or fontconfig are needed to build or render (text widths for the layout are estimated). Everything here
+//! or fontconfig are needed to build or render. Everything here
 //! is defensive: non-finite points are dropped, empty or degenerate ranges are widened, and a
 //! panel without data is drawn as a short framed note instead of failing.
 
@@ -32,13 +32,13 @@ pub const BG_COLOR: usize = 1;
 /// Grey, used for the paper's reference values.
 pub const PAPER_COLOR: usize = 7;
 
-pub(super) const FONT: &str = "sans-serif";
-pub(super) const GREY: RGBColor = RGBColor(90, 90, 90);
-pub(super) const GRID: RGBColor = RGBColor(225, 225, 225);
+const FONT: &str = "sans-serif";
+const GREY: RGBColor = RGBColor(90, 90, 90);
+const GRID: RGBColor = RGBColor(225, 225, 225);
+/// Width of every figure, pixels.
+const WIDTH: u32 = 900;
 /// Height of a panel that only carries a note.
-pub(super) const NOTE_HEIGHT: u32 = 64;
-/// Height of one legend row.
-pub(super) const LEGEND_ROW: u32 = 22;
+const NOTE_HEIGHT: u32 = 64;
 
 /// A colour from [`PALETTE`], wrapping around.
 pub fn color(index: usize) -> RGBColor {
@@ -124,7 +124,7 @@ impl Panel {
     }
 }
 
-/// Panels stacked vertically that share one x axis range and one legend.
+/// Panels stacked vertically that share one x axis range.
 #[derive(Debug, Clone)]
 pub struct Figure {
     /// Title at the top.
@@ -133,10 +133,6 @@ pub struct Figure {
     pub x_label: String,
     /// The panels, top to bottom.
     pub panels: Vec<Panel>,
-    /// Width in pixels.
-    pub width: u32,
-    /// Height of a panel with data, pixels (panels with only a note are shorter).
-    pub panel_height: u32,
     /// The x range; `None` fits the data (and the vertical markers) of all panels.
     pub x_range: Option<(f64, f64)>,
     /// Logarithmic x axis (points with x <= 0 are dropped); ticks in k / M.
@@ -144,14 +140,12 @@ pub struct Figure {
 }
 
 impl Figure {
-    /// An empty figure, 900 px wide, 240 px per panel.
+    /// An empty figure with a linear x axis fitted to the data.
     pub fn new(title: impl Into<String>, x_label: impl Into<String>) -> Self {
         Figure {
             title: title.into(),
             x_label: x_label.into(),
             panels: Vec::new(),
-            width: 900,
-            panel_height: 240,
             x_range: None,
             log_x: false,
         }
@@ -182,7 +176,7 @@ pub fn negate(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
 }
 
 /// A range that contains `lo..hi` and zero, is never empty, and has a little headroom.
-pub(super) fn pad_range(lo: f64, hi: f64) -> (f64, f64) {
+fn pad_range(lo: f64, hi: f64) -> (f64, f64) {
     let (lo, hi) =
         if lo.is_finite() && hi.is_finite() && lo <= hi { (lo.min(0.0), hi.max(0.0)) } else { (0.0, 1.0) };
     if hi - lo < 1e-12 {
@@ -193,7 +187,7 @@ pub(super) fn pad_range(lo: f64, hi: f64) -> (f64, f64) {
     (if lo < 0.0 { lo - pad } else { lo }, hi + pad)
 }
 
-pub(super) fn x_extent(panels: &[Panel]) -> (f64, f64) {
+fn x_extent(panels: &[Panel]) -> (f64, f64) {
     let xs = panels.iter().flat_map(|p| {
         p.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0)).chain(p.vlines.iter().map(|m| m.at))
     });
@@ -204,7 +198,7 @@ pub(super) fn x_extent(panels: &[Panel]) -> (f64, f64) {
     }
 }
 
-pub(super) fn y_extent(panel: &Panel) -> (f64, f64) {
+fn y_extent(panel: &Panel) -> (f64, f64) {
     if let Some((lo, hi)) = panel.y_range {
         if lo.is_finite() && hi.is_finite() && lo < hi {
             return (lo, hi);
@@ -247,78 +241,6 @@ pub fn tick(v: f64) -> String {
     }
 }
 
-pub(super) fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
-    anyhow!("plot: {e}")
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub(super) struct LegendEntry {
-    pub(super) label: String,
-    pub(super) color: usize,
-    pub(super) kind: LineKind,
-}
-
-/// Estimated width of a legend entry in pixels (the SVG backend cannot measure text).
-pub(super) fn entry_width(e: &LegendEntry) -> i32 {
-    36 + (e.label.chars().count() as f64 * 6.6) as i32 + 18
-}
-
-/// Legend entries laid out in rows no wider than `width`.
-pub(super) fn legend_rows(entries: &[LegendEntry], width: u32) -> Vec<Vec<LegendEntry>> {
-    let mut rows: Vec<Vec<LegendEntry>> = Vec::new();
-    let mut used = 0;
-    for e in entries {
-        let w = entry_width(e);
-        if rows.is_empty() || used + w > width as i32 - 40 {
-            rows.push(Vec::new());
-            used = 0;
-        }
-        used += w;
-        if let Some(r) = rows.last_mut() {
-            r.push(e.clone());
-        }
-    }
-    rows
-}
-
-pub(super) fn draw_legend<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    rows: &[Vec<LegendEntry>],
-) -> Result<()>
-where
-    DB::ErrorType: 'static,
-{
-    let (w, _) = area.dim_in_pixel();
-    let text = TextStyle::from((FONT, 15).into_font()).pos(Pos::new(HPos::Left, VPos::Center));
-    for (ri, row) in rows.iter().enumerate() {
-        let total: i32 = row.iter().map(entry_width).sum();
-        let mut x = (w as i32 - total).max(0) / 2;
-        let y = ri as i32 * LEGEND_ROW as i32 + LEGEND_ROW as i32 / 2;
-        for e in row {
-            let c = color(e.color);
-            let style = ShapeStyle::from(&c).stroke_width(2);
-            match e.kind {
-                LineKind::Filled => {
-                    area.draw(&Rectangle::new([(x + 2, y), (x + 28, y + 7)], c.mix(0.25).filled()))
-                        .map_err(err)?;
-                    area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style)).map_err(err)?;
-                }
-                LineKind::Dashed => {
-                    for s in [2, 12, 22] {
-                        area.draw(&PathElement::new(vec![(x + s, y), (x + s + 6, y)], style)).map_err(err)?;
-                    }
-                }
-                LineKind::Solid => {
-                    area.draw(&PathElement::new(vec![(x + 2, y), (x + 28, y)], style)).map_err(err)?;
-                }
-            }
-            area.draw(&Text::new(e.label.clone(), (x + 36, y), text.clone())).map_err(err)?;
-            x += entry_width(e);
-        }
-    }
-    Ok(())
-}
-
 /// A tick with an SI suffix: 1500 -> "1.5k", 2000000 -> "2M".
 pub fn tick_si(v: f64) -> String {
     let a = v.abs();
@@ -333,67 +255,48 @@ pub fn tick_si(v: f64) -> String {
     }
 }
 
-/// `fig` with x replaced by log10(x), for a logarithmic axis.
-pub(super) fn log_x(fig: &Figure) -> Figure {
+fn err<E: std::fmt::Display>(e: E) -> anyhow::Error {
+    anyhow!("plot: {e}")
+}
+
+/// `fig` with x replaced by log10(x) (points at x <= 0 dropped): a log axis drawn as a linear
+/// one, its ticks printed as 10^x.
+fn log10_x(fig: &Figure) -> Figure {
     let mut f = fig.clone();
     let lg = |x: f64| if x > 0.0 { x.log10() } else { f64::NAN };
     for p in &mut f.panels {
         for l in &mut p.lines {
             l.points = l.points.iter().map(|(x, y)| (lg(*x), *y)).filter(|(x, _)| x.is_finite()).collect();
         }
-        for m in &mut p.vlines {
-            m.at = lg(m.at);
-        }
+        p.vlines.iter_mut().for_each(|m| m.at = lg(m.at));
     }
     f.x_range = fig.x_range.map(|(lo, hi)| (lg(lo), lg(hi)));
-    f.log_x = true;
     f
 }
 
-/// Renders `fig` as an SVG document: title, one legend for all panels, then the panels.
+/// Renders `fig` as an SVG document: the title, then the panels top to bottom, each with its own
+/// legend. A lone panel is drawn taller; a panel without data is a short note.
 pub fn render_figure(fig: &Figure) -> Result<String> {
-    if fig.log_x {
-        return render_linear(&log_x(fig));
-    }
-    render_linear(fig)
-}
-
-pub(super) fn render_linear(fig: &Figure) -> Result<String> {
-    let width = fig.width.max(300);
-    let mut entries: Vec<LegendEntry> = Vec::new();
-    for l in fig.panels.iter().flat_map(|p| p.lines.iter()) {
-        let e = LegendEntry { label: l.label.clone(), color: l.color, kind: l.kind };
-        if !l.points.is_empty() && !entries.contains(&e) {
-            entries.push(e);
-        }
-    }
-    let rows = legend_rows(&entries, width);
-    let title_h = 40u32;
-    let legend_h = rows.len() as u32 * LEGEND_ROW + if rows.is_empty() { 0 } else { 6 };
-    let heights: Vec<u32> = fig
-        .panels
-        .iter()
-        .map(|p| if p.has_data() { fig.panel_height.max(120) } else { NOTE_HEIGHT })
-        .collect();
-    let body_h = heights.iter().sum::<u32>().max(NOTE_HEIGHT);
-    let height = title_h + legend_h + body_h;
+    let fig = if fig.log_x { log10_x(fig) } else { fig.clone() };
+    let data_height = if fig.panels.len() == 1 { 420 } else { 240 };
+    let heights: Vec<u32> =
+        fig.panels.iter().map(|p| if p.has_data() { data_height } else { NOTE_HEIGHT }).collect();
+    let height = 40 + heights.iter().sum::<u32>().max(NOTE_HEIGHT);
+    let x_range = match fig.x_range {
+        Some((lo, hi)) if lo.is_finite() && hi.is_finite() && lo < hi => (lo, hi),
+        _ => x_extent(&fig.panels),
+    };
     let mut buf = String::new();
     {
-        let root = SVGBackend::with_string(&mut buf, (width, height)).into_drawing_area();
+        let root = SVGBackend::with_string(&mut buf, (WIDTH, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
-        let body = root.titled(&fig.title, (FONT, 24).into_font().color(&BLACK)).map_err(err)?;
-        let (legend, mut rest) = body.split_vertically(legend_h);
-        draw_legend(&legend, &rows)?;
+        let mut rest = root.titled(&fig.title, (FONT, 24).into_font().color(&BLACK)).map_err(err)?;
         if fig.panels.is_empty() {
             draw_note(&rest, "no panels: nothing was measured for this figure")?;
         }
-        let (x_lo, x_hi) = match fig.x_range {
-            Some((lo, hi)) if lo.is_finite() && hi.is_finite() && lo < hi => (lo, hi),
-            _ => x_extent(&fig.panels),
-        };
-        for (panel, h) in fig.panels.iter().zip(&heights) {
-            let (area, below) = rest.split_vertically(*h);
-            draw_panel(&area, panel, (x_lo, x_hi), &fig.x_label, fig.log_x)?;
+        for (panel, h) in fig.panels.iter().zip(heights) {
+            let (area, below) = rest.split_vertically(h);
+            draw_panel(&area, panel, x_range, &fig.x_label, fig.log_x)?;
             rest = below;
         }
         root.present().map_err(err)?;
@@ -401,7 +304,7 @@ pub(super) fn render_linear(fig: &Figure) -> Result<String> {
     Ok(buf)
 }
 
-pub(super) fn draw_note<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str) -> Result<()>
+fn draw_note<DB: DrawingBackend>(area: &DrawingArea<DB, Shift>, text: &str) -> Result<()>
 where
     DB::ErrorType: 'static,
 {
@@ -417,7 +320,7 @@ where
     Ok(())
 }
 
-pub(super) fn draw_panel<DB: DrawingBackend>(
+fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
     (x_lo, x_hi): (f64, f64),
@@ -497,21 +400,26 @@ where
     for line in panel.lines.iter().filter(|l| !l.points.is_empty()) {
         let c = color(line.color);
         let style = ShapeStyle::from(&c).stroke_width(2);
-        match line.kind {
-            LineKind::Solid => {
-                chart.draw_series(LineSeries::new(line.points.clone(), style)).map_err(err)?;
-            }
-            LineKind::Dashed => {
-                chart.draw_series(DashedLineSeries::new(line.points.clone(), 8, 5, style)).map_err(err)?;
-            }
+        let points = line.points.iter().copied();
+        let drawn = match line.kind {
+            LineKind::Solid => chart.draw_series(LineSeries::new(points, style)),
+            LineKind::Dashed => chart.draw_series(DashedLineSeries::new(points, 8, 5, style)),
             LineKind::Filled => {
                 let base = 0.0f64.clamp(y_lo, y_hi);
-                chart
-                    .draw_series(AreaSeries::new(line.points.clone(), base, c.mix(0.25)).border_style(style))
-                    .map_err(err)?;
+                chart.draw_series(AreaSeries::new(points, base, c.mix(0.25)).border_style(style))
             }
-        }
+        };
+        let legend = move |(x, y)| PathElement::new(vec![(x, y), (x + 24, y)], style);
+        drawn.map_err(err)?.label(&line.label).legend(legend);
     }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(GRID)
+        .label_font((FONT, 14))
+        .draw()
+        .map_err(err)?;
     Ok(())
 }
 

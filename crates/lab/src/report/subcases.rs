@@ -87,14 +87,11 @@ pub(super) fn groups(report: &ScenarioReport) -> Vec<(String, BTreeMap<String, &
     let mut out: Vec<(String, BTreeMap<String, &RunResult>)> = Vec::new();
     for r in &report.runs {
         let label = subcase_label(r, &keys);
-        let idx = match out.iter().position(|(l, _)| *l == label) {
-            Some(i) => i,
-            None => {
-                out.push((label, BTreeMap::new()));
-                out.len() - 1
-            }
-        };
-        let slot = out[idx].1.entry(r.alternative.clone()).or_insert(r);
+        if !out.iter().any(|(l, _)| *l == label) {
+            out.push((label.clone(), BTreeMap::new()));
+        }
+        let group = out.iter_mut().find(|(l, _)| *l == label).map(|(_, g)| g);
+        let slot = group.expect("pushed above").entry(r.alternative.clone()).or_insert(r);
         if r.params.repeat < slot.params.repeat {
             *slot = r;
         }

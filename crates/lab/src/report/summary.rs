@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::figures::{alternatives, Plot};
 use super::plot::tick;
 use super::subcases::{subcase_keys, subcase_label};
-use crate::result::{rfc3339, Paper, ScenarioReport, Unit};
+use crate::result::{rfc3339, Row, ScenarioReport};
 
 /// At most this many notes are kept; the rest are counted in a last note.
 const MAX_NOTES: usize = 20;
@@ -28,7 +28,7 @@ pub struct Summary {
     pub alternatives: Vec<String>,
     /// Table columns (alternatives, or datapath's modes).
     pub columns: Vec<String>,
-    pub rows: Vec<SummaryRow>,
+    pub rows: Vec<Row>,
     /// Repeats per alternative (cells are means over them when more than one).
     pub repeats: u32,
     /// Notes of the report and its runs (at most [`MAX_NOTES`], then a count of the rest).
@@ -37,26 +37,6 @@ pub struct Summary {
     pub plots: Vec<PlotRef>,
     /// The run directory under the results directory (`alone/20261123T090622Z`).
     pub run: String,
-}
-
-/// One table row.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct SummaryRow {
-    pub metric: String,
-    pub unit: Unit,
-    /// One cell per column; `None` = not measured.
-    pub cells: Vec<Option<Cell>>,
-    pub paper: Option<Paper>,
-}
-
-/// One table cell: the mean over repeats, with their range.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Cell {
-    /// Mean over repeats.
-    pub mean: f64,
-    /// Lowest and highest repeat, when there are several.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub range: Option<(f64, f64)>,
 }
 
 /// A plot file beside the summary.
@@ -71,22 +51,6 @@ pub struct PlotRef {
 impl Summary {
     /// The summary of `report`, whose plots are `plots`, run directory `run`.
     pub fn of(report: &ScenarioReport, plots: &[Plot], run: &str) -> Summary {
-        let t = &report.table;
-        let rows = t
-            .rows
-            .iter()
-            .map(|row| SummaryRow {
-                metric: row.metric.clone(),
-                unit: row.unit,
-                cells: (0..t.columns.len())
-                    .map(|i| {
-                        let mean = row.values.get(i).copied().flatten().filter(|v| v.is_finite())?;
-                        Some(Cell { mean, range: row.range.get(i).copied().flatten() })
-                    })
-                    .collect(),
-                paper: row.paper.clone(),
-            })
-            .collect();
         let mut notes = notes(report);
         if notes.len() > MAX_NOTES {
             let more = notes.len() - MAX_NOTES;
@@ -98,8 +62,8 @@ impl Summary {
             title: if report.title.is_empty() { report.scenario.clone() } else { report.title.clone() },
             how_measured: how_measured(report),
             alternatives: alternatives(report),
-            columns: t.columns.clone(),
-            rows,
+            columns: report.table.columns.clone(),
+            rows: report.table.rows.clone(),
             repeats: repeats(report),
             notes,
             plots: plots.iter().map(|p| PlotRef { file: p.file.clone(), title: p.title.clone() }).collect(),
@@ -110,16 +74,12 @@ impl Summary {
 
 /// Repeats per alternative (the largest count over alternatives and sub-cases).
 pub fn repeats(report: &ScenarioReport) -> u32 {
-    let mut seen: BTreeSet<(String, String, u32)> = BTreeSet::new();
     let keys = subcase_keys(report);
+    let mut seen: BTreeMap<(&str, String), BTreeSet<u32>> = BTreeMap::new();
     for r in &report.runs {
-        seen.insert((r.alternative.clone(), subcase_label(r, &keys), r.params.repeat));
+        seen.entry((&r.alternative, subcase_label(r, &keys))).or_default().insert(r.params.repeat);
     }
-    let mut counts: BTreeMap<(String, String), u32> = BTreeMap::new();
-    for (a, s, _) in seen {
-        *counts.entry((a, s)).or_default() += 1;
-    }
-    counts.values().copied().max().unwrap_or(0)
+    seen.values().map(|repeats| repeats.len() as u32).max().unwrap_or(0)
 }
 
 /// `2023-11-14 22:13 UTC` for a Unix time.
@@ -130,13 +90,7 @@ pub fn date(unix: f64) -> String {
 
 /// Distinct non-empty values joined by " / ", or "–".
 fn distinct<T: ToString>(values: impl Iterator<Item = T>) -> String {
-    let mut v: Vec<String> = Vec::new();
-    for x in values {
-        let s = x.to_string();
-        if !s.is_empty() && !v.contains(&s) {
-            v.push(s);
-        }
-    }
+    let v = super::unique(values.map(|x| x.to_string()).filter(|s| !s.is_empty()));
     if v.is_empty() {
         super::markdown::MISSING.into()
     } else {
@@ -156,21 +110,11 @@ pub fn how_measured(report: &ScenarioReport) -> String {
         if started.is_finite() && started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
     let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
-    let measured: Vec<f64> = runs.iter().filter_map(|r| r.params.measured_rtt_ms).collect();
-    // Several measurements: show their range instead of listing each.
-    let rtt = if let Some((lo, hi)) =
-        crate::analysis::min_max(measured.iter().copied()).filter(|_| measured.len() > 1)
-    {
-        if hi - lo < 0.05 {
-            format!("{set} (measured {lo:.1} ms)")
-        } else {
-            format!("{set} (measured {lo:.1}–{hi:.1} ms)")
-        }
-    } else {
-        distinct(runs.iter().map(|r| match r.params.measured_rtt_ms {
-            Some(m) => format!("{} ms (measured {m:.1} ms)", tick(r.params.rtt_ms)),
-            None => format!("{} ms", tick(r.params.rtt_ms)),
-        }))
+    // Measured RTTs as their range, not one by one.
+    let rtt = match crate::analysis::min_max(runs.iter().filter_map(|r| r.params.measured_rtt_ms)) {
+        Some((lo, hi)) if hi - lo < 0.05 => format!("{set} (measured {lo:.1} ms)"),
+        Some((lo, hi)) => format!("{set} (measured {lo:.1}–{hi:.1} ms)"),
+        None => set,
     };
     let queue = distinct(
         runs.iter()

@@ -102,9 +102,20 @@ fn windows_and_missing_series() {
 #[test]
 fn subcases_get_one_goodput_plot_each() {
     let plots = scenario_plots(&onoff()).unwrap();
+    let rep = onoff();
     for t in [1, 3, 5, 10, 30] {
         let p = plot(&plots, &format!("goodput-on-off-t-s-{t}.svg"));
         assert_texts(&p.svg, &[&format!("on_off_T_s={t}")]);
+        // Each figure draws its own sub-case's runs: the best-effort flow on and off every T s.
+        for alt in ALTS {
+            let run =
+                rep.runs.iter().find(|r| r.alternative == alt && r.params.extra["on_off_T_s"] == json!(t));
+            let panel = p.figure.panels.iter().find(|p| p.title == alt).unwrap();
+            let be = &panel.lines.iter().find(|l| l.label == "best effort (be)").unwrap().points;
+            assert_eq!(be, &run.unwrap().series("goodput", "be").unwrap().points, "T = {t}, {alt}");
+            let on = |x: f64| ((x / t as f64) as u64).is_multiple_of(2);
+            assert!(be.iter().all(|&(x, y)| on(x) == (y > 0.0)), "T = {t}, {alt}: on every other {t} s");
+        }
     }
     let f = scenario_plots(&fairness()).unwrap();
     assert_texts(&plot(&f, "goodput-flows-4.svg").svg, &["background (bg3)"]);
@@ -196,8 +207,8 @@ fn min_max_per_subcase() {
 #[test]
 fn differences_cover_missing_and_direction() {
     let mut rep = Summary::of(&alone(), &[], "");
-    let cell = |mean| Some(summary::Cell { mean, range: None });
-    rep.rows.push(summary::SummaryRow {
+    let cell = |mean| Some(crate::result::Cell { mean, range: None });
+    rep.rows.push(crate::result::Row {
         metric: "Time to 90% of the link".into(),
         unit: Unit::S,
         cells: vec![cell(1.0), cell(30.0), None, cell(2.0)],
@@ -469,5 +480,82 @@ fn window_piv_and_rtt_plots_draw_the_measured_series() {
         let want: Vec<Vec<(f64, f64)>> =
             run.series("piv_sum", "bg").map(|s| ms(&s.points)).into_iter().collect();
         assert_eq!(piv_lines, want, "{alt}");
+    }
+}
+
+/// The CDF pools each alternative's samples, the x-y figure draws each run's points in x order
+/// on a log axis, sixteen background flows are drawn as their sum, UDP's available bandwidth
+/// upside down, and every goodput panel shares one symmetric y range.
+#[test]
+fn cdf_xy_sum_and_available_plot_the_measured_values() {
+    let rep = web();
+    let plots = scenario_plots(&rep).unwrap();
+    let (cdf, xy) =
+        (&plot(&plots, "cdf-web-response.svg").figure, &plot(&plots, "xy-web-rt-by-size.svg").figure);
+    assert!(xy.log_x && !cdf.log_x);
+    for alt in ALTS {
+        let run = rep.runs.iter().find(|r| r.alternative == alt).unwrap();
+        let samples: Vec<f64> =
+            run.series("web_response", "web").unwrap().points.iter().map(|p| p.1).collect();
+        let label = format!("{alt} (n = {})", samples.len());
+        let line = cdf.panels[0].lines.iter().find(|l| l.label == label).unwrap();
+        // A staircase over the sorted samples: two points each, from 0 to 1.
+        let mut sorted = samples.clone();
+        sorted.sort_by(f64::total_cmp);
+        assert_eq!(line.points.len(), 2 * samples.len(), "{alt}");
+        assert_eq!(line.points[0], (sorted[0], 0.0), "{alt}");
+        assert_eq!(line.points[line.points.len() - 1], (sorted[sorted.len() - 1], 1.0), "{alt}");
+        let half = line.points[samples.len() - 1];
+        assert_eq!(half, (sorted[samples.len() / 2 - 1], 0.5), "{alt}");
+        let by_size = &xy.panels[0].lines.iter().find(|l| l.label == alt).unwrap().points;
+        assert_eq!(by_size, &run.series("web_rt_by_size", "web").unwrap().points, "{alt}");
+    }
+
+    let rep = fairness();
+    let plots = scenario_plots(&rep).unwrap();
+    let fig = &plot(&plots, "goodput-flows-16.svg").figure;
+    for alt in ALTS {
+        let run =
+            rep.runs.iter().find(|r| r.alternative == alt && r.params.extra["flows"] == json!(16)).unwrap();
+        let flows: Vec<&[(f64, f64)]> = run.series.iter().map(|s| s.points.as_slice()).collect();
+        assert_eq!(flows.len(), 16);
+        // Every flow is sampled on the same grid: the total is the sum at each index.
+        let total: Vec<(f64, f64)> = (0..flows[0].len())
+            .map(|i| (flows[0][i].0, -flows.iter().map(|f| f[i].1).sum::<f64>()))
+            .collect();
+        let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
+        assert_eq!(panel.lines.len(), 1, "{alt}: one line for all flows");
+        assert_eq!(panel.lines[0].label, "background, 16 flows together");
+        for (got, want) in panel.lines[0].points.iter().zip(&total) {
+            assert!(got.0 == want.0 && (got.1 - want.1).abs() < 1e-9, "{alt}: {got:?} vs {want:?}");
+        }
+        assert_eq!(panel.lines[0].points.len(), total.len());
+    }
+    // One symmetric y range over all panels: 8% above the largest magnitude drawn or the link rate.
+    let extent = fig
+        .panels
+        .iter()
+        .flat_map(|p| &p.lines)
+        .flat_map(|l| &l.points)
+        .map(|p| p.1.abs())
+        .fold(10.0, f64::max);
+    for p in &fig.panels {
+        assert_eq!(p.y_range, Some((-extent * 1.08, extent * 1.08)), "{}", p.title);
+    }
+
+    let rep = udp_square();
+    let plots = scenario_plots(&rep).unwrap();
+    let fig = &plot(&plots, "goodput.svg").figure;
+    for alt in ALTS {
+        let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
+        let run = rep.runs.iter().find(|r| r.alternative == alt).unwrap();
+        let Some(available) = run.series("available", "link") else {
+            assert!(panel.lines.is_empty() && panel.note.is_some(), "{alt}: no data, a note");
+            continue;
+        };
+        let line = panel.lines.iter().find(|l| l.label == "available to background").unwrap();
+        assert_eq!(line.points, plot::negate(&available.points), "{alt}");
+        let udp = panel.lines.iter().find(|l| l.label == "best effort (udp)").unwrap();
+        assert_eq!(udp.points, run.series("udp_rate", "udp").unwrap().points, "{alt}");
     }
 }
