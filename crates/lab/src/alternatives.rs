@@ -261,6 +261,7 @@ impl Alternative {
             htb_dev: None,
             config_path: None,
             control_socket: None,
+            log_path: None,
             notes: Vec::new(),
         };
         if self.uses_daemon() {
@@ -284,6 +285,7 @@ impl Alternative {
             active.daemon = Some(daemon);
             active.config_path = Some(config_path);
             active.control_socket = Some(sock);
+            active.log_path = Some(log);
         }
         let htb = self.htb_commands(env, ROUTER_LAN_IF);
         if !htb.is_empty() {
@@ -360,6 +362,8 @@ pub struct ActiveAlternative {
     pub config_path: Option<PathBuf>,
     /// The daemon's control socket.
     pub control_socket: Option<PathBuf>,
+    /// The daemon's log.
+    pub log_path: Option<PathBuf>,
     /// Notes for the run result.
     pub notes: Vec<String>,
 }

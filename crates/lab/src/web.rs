@@ -26,27 +26,51 @@
 //! `<size>` bytes (at most [`MAX_OBJECT_BYTES`]) and then serves the next request line on the
 //! same connection until the client closes it. Anything else closes the connection.
 //!
-//! **Records**: one JSON line per object ([`ObjectRecord`]): session, page, object, size, when it
-//! started (seconds since the client started), how long it waited for a connection slot, the
-//! connect time and the response time (connect start to last byte), or the error. Everything
-//! random comes from one seed, so two runs with the same seed ask for the same pages in the
-//! same order (their timing differs, so a shorter run fetches a prefix of them).
+//! **Records**: one [`ObjectRecord`] per object: session, page, object, size, when it started
+//! (seconds since the client started), how long it waited for a connection slot, the connect
+//! time and the response time (connect start to last byte), or the error. Everything random
+//! comes from one seed, so two runs with the same seed ask for the same pages in the same order
+//! (their timing differs, so a shorter run fetches a prefix of them).
+//!
+//! **Where they run**: the generators here (object server, client, [`udp`] square wave and sink,
+//! [`probe`]) run as threads of the lab itself, each moved into its testbed namespace with
+//! [`spawn_in`] (setns(2) is per thread, and a socket stays in the namespace it was made in):
+//! the same sockets and the same code paths as a helper process, without one.
 
 pub mod probe;
-pub mod procs;
 pub mod udp;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp, Pareto};
-use serde::{Deserialize, Serialize};
+use slipstream_testbed::{Ns, Testbed};
+
+/// Runs `f` on a new thread inside namespace `ns` of `tb`; threads it spawns and sockets it
+/// makes stay there.
+pub fn spawn_in<T: Send + 'static>(
+    tb: &Testbed,
+    ns: Ns,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> JoinHandle<Result<T>> {
+    let name = tb.ns_name(ns);
+    std::thread::spawn(move || {
+        slipstream_testbed::enter_netns(&name)?;
+        f()
+    })
+}
+
+/// The result of a generator thread (a panic is an error).
+pub fn join<T>(handle: JoinHandle<Result<T>>) -> Result<T> {
+    handle.join().map_err(|_| anyhow::anyhow!("generator thread panicked"))?
+}
 
 /// Largest object the server sends (a bound against typos and runaway clients).
 pub const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
@@ -65,7 +89,7 @@ pub fn clamped_pareto_mean(scale: f64, shape: f64, cap: f64) -> f64 {
 }
 
 /// Object sizes: Pareto(scale, shape) clamped at `cap`, in bytes (rounded up, at least 1).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SizeDist {
     /// Pareto scale (the smallest size), bytes.
     pub scale: f64,
@@ -112,7 +136,7 @@ impl SizeDist {
 }
 
 /// The page model (see the module docs for where each value comes from).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WebModel {
     /// Objects per page (Key et al.: 10).
     pub objects: u32,
@@ -189,8 +213,8 @@ impl SessionPlan {
     }
 }
 
-/// One fetched (or failed) object: a JSON line of the client's output.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One fetched (or failed) object.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ObjectRecord {
     pub session: u32,
     pub page: u32,
@@ -208,7 +232,6 @@ pub struct ObjectRecord {
     /// Bytes received.
     pub received: u64,
     /// Why the fetch failed, if it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
 
@@ -286,6 +309,30 @@ pub fn serve(listener: TcpListener, stop: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
+/// An object server on `0.0.0.0:port` in namespace `ns`, listening when this returns; it
+/// stops accepting when dropped.
+pub struct Server {
+    stop: Arc<AtomicBool>,
+}
+
+impl Server {
+    pub fn start(tb: &Testbed, ns: Ns, port: u16) -> Result<Server> {
+        let listener = join(spawn_in(tb, ns, move || {
+            TcpListener::bind(("0.0.0.0", port)).with_context(|| format!("binding port {port}"))
+        }))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || serve(listener, flag));
+        Ok(Server { stop })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client
 
@@ -342,27 +389,20 @@ pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option
     (Some(connect_s), result)
 }
 
-/// Runs the sessions; calls `sink` with each record as it completes (from the calling thread).
-/// Returns the number of records.
-pub fn run_client(cfg: &ClientConfig, mut sink: impl FnMut(&ObjectRecord) -> Result<()>) -> Result<u64> {
+/// Runs the sessions; the records, in the order the objects completed.
+pub fn run_client(cfg: &ClientConfig) -> Vec<ObjectRecord> {
     let started = Instant::now();
     let stop_pages = started + cfg.duration;
     let hard_deadline = stop_pages + cfg.grace;
     let (tx, rx) = mpsc::channel::<ObjectRecord>();
-    let mut count = 0u64;
-    std::thread::scope(|s| -> Result<()> {
+    std::thread::scope(|s| {
         for session in 0..cfg.sessions {
             let tx = tx.clone();
             s.spawn(move || run_session(cfg, session, started, stop_pages, hard_deadline, &tx));
         }
-        drop(tx);
-        for rec in rx {
-            count += 1;
-            sink(&rec)?;
-        }
-        Ok(())
-    })?;
-    Ok(count)
+    });
+    drop(tx);
+    rx.into_iter().collect()
 }
 
 fn sleep_until(t: Instant) {
@@ -433,20 +473,11 @@ fn run_session(
     }
 }
 
-/// Reads JSON-line records (as the client writes them).
-pub fn parse_records(text: &str) -> Result<Vec<ObjectRecord>> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("record line {}", i + 1)))
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Summaries
 
 /// Mean response time of the objects in one size bucket `[lo, hi)`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BucketStat {
     /// Lower size bound, bytes (inclusive).
     pub lo: u64,

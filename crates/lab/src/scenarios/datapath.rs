@@ -23,8 +23,8 @@
 //!   the iperf3 sender and receiver on the same 2 cores, identical work in every mode, so their
 //!   *differences* between modes are the router path's cost;
 //! * **latency**: the download rate-limited to `--set load_mbit=` (default 20 Mbit/s) while
-//!   `slipstream-web probe` sends a 64-byte request every 10 ms on a persistent TCP connection
-//!   to port 6882 (also classed background, so request and answer are queued too) and times the
+//!   a TCP probe ([`crate::web::probe`]) sends a 64-byte request every 10 ms on a persistent
+//!   connection to the object server on port 6882 (also classed background, so request and answer are queued too) and times the
 //!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
 //!   round (a round trip crosses the router twice: two queued packets).
 //!
@@ -49,20 +49,24 @@
 //! `--alternatives` does not apply (the modes are fixed).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
 
-use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, METRICS_ADDR};
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 
+mod cpu;
 mod rates;
 mod table;
-use crate::web::probe::quantile;
-use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
-use slipstream_testbed::daemon::{process_cpu_seconds, Daemon};
+use crate::web::probe::{quantile, tcp_rtt_probe};
+use crate::web::{join, spawn_in, Server};
+use cpu::MachineCpu;
+use slipstream_testbed::daemon::process_cpu_seconds;
 use table::table;
 
 const NAME: &str = "datapath";
@@ -103,6 +107,10 @@ impl Mode {
 
     fn base(self) -> bool {
         Mode::BASE.contains(&self)
+    }
+
+    fn ebpf(self) -> bool {
+        matches!(self, Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase)
     }
 }
 
@@ -164,23 +172,22 @@ fn router_packets(tb: &Testbed) -> Result<u64> {
 /// A mode set up on the router.
 enum Active {
     Kernel,
-    Nfq(Helper),
+    /// `nfq-accept` and the file its stdout and stderr go to (`ready`, then a summary at exit).
+    Nfq(Child, PathBuf),
     Daemon(ActiveAlternative),
-    Ebpf(Daemon),
 }
 
 struct Env<'a> {
     opts: &'a ScenarioOptions,
     tb: &'a Testbed,
     alt_env: AltEnv,
-    nfq_bin: std::path::PathBuf,
-    nfq_config: std::path::PathBuf,
-    web_bin: String,
+    nfq_bin: PathBuf,
+    nfq_config: PathBuf,
     throughput_s: f64,
     latency_s: f64,
     load_mbit: f64,
     /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
-    base_bin: Option<std::path::PathBuf>,
+    base_bin: Option<PathBuf>,
 }
 
 impl Env<'_> {
@@ -197,8 +204,13 @@ impl Env<'_> {
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
-    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
-    let nfq_bin = helper_binary(&ctx.bin_dir, "nfq-accept")?;
+    let nfq_bin = ctx.bin_dir.join("nfq-accept");
+    if !nfq_bin.is_file() {
+        bail!(
+            "{} not found: build it first (cargo build --release -p slipstream-lab --bins)",
+            nfq_bin.display()
+        );
+    }
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)?;
     let spec = TopologySpec {
@@ -222,12 +234,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         tb.masquerade().context("masquerading on the router's WAN side")?;
     }
     tb.start_iperf_server(LOAD_PORT)?;
-    let web = web_bin.to_string_lossy().into_owned();
-    let listen = format!("0.0.0.0:{PROBE_PORT}");
-    let _probe_server = Helper::spawn_ready(
-        tb.exec(Ns::Server, &[web.as_str(), "server", "--listen", &listen]),
-        Duration::from_secs(5),
-    )?;
+    let _probe_server = Server::start(&tb, Ns::Server, PROBE_PORT)?;
     let alt_env = AltEnv {
         daemon_bin: ctx.daemon_bin.clone(),
         work_dir: work_dir.clone(),
@@ -248,11 +255,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         alt_env,
         nfq_bin,
         nfq_config,
-        web_bin: web,
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
         load_mbit: opts.extra_or("load_mbit", 20.0)?,
-        base_bin: opts.extra.get("base_bin").map(std::path::PathBuf::from),
+        base_bin: opts.extra.get("base_bin").map(PathBuf::from),
     };
     let modes = modes(opts)?;
     let rounds = opts.repeats.max(2);
@@ -325,39 +331,33 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
     Ok(match mode {
         Mode::Kernel => (Active::Kernel, None),
         Mode::NfqAccept => {
-            let h = Helper::spawn_ready(
-                env.tb.exec(
-                    Ns::Router,
-                    &[env.nfq_bin.as_os_str(), "--config".as_ref(), env.nfq_config.as_os_str()],
-                ),
-                Duration::from_secs(10),
-            )?;
-            let pid = h.pid();
-            (Active::Nfq(h), pid)
-        }
-        Mode::Slipstreamd | Mode::SlipstreamdBase => {
-            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env(mode))?;
-            let name = env.alt_env(mode).daemon_bin.file_name().map(|n| n.to_string_lossy().into_owned());
-            let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), name.as_deref().unwrap_or("slipstreamd"));
-            (Active::Daemon(a), pid)
-        }
-        Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase => {
-            // Slipstream's own config with the eBPF datapath chosen.
-            let alt_env = env.alt_env(mode);
-            let dir = &alt_env.work_dir;
-            let text = Alternative::SlipstreamEbpf
-                .daemon_config(&alt_env, &dir.join("slipstreamd-ebpf.sock"))
-                .expect("slipstream-ebpf runs a daemon");
-            let config = dir.join("slipstreamd-ebpf.toml");
-            std::fs::write(&config, text)?;
-            let log = dir.join("slipstreamd-ebpf.log");
-            let d = Daemon::start(env.tb, &alt_env.daemon_bin, &config, METRICS_ADDR, &log)
-                .context("starting slipstreamd with the eBPF datapath")?;
-            if !d.log().contains("eBPF datapath: tc programs on") {
-                bail!("slipstreamd did not start the eBPF datapath:\n{}", d.log());
+            let out = env.alt_env.work_dir.join("nfq-accept.out");
+            let log = std::fs::File::create(&out)?;
+            let mut c = env.tb.exec(
+                Ns::Router,
+                &[env.nfq_bin.as_os_str(), "--config".as_ref(), env.nfq_config.as_os_str()],
+            );
+            c.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+            let mut child = c.spawn().context("starting nfq-accept")?;
+            let ready = || std::fs::read_to_string(&out).is_ok_and(|t| t.lines().any(|l| l == "ready"));
+            if !slipstream_testbed::cmd::wait_until(Duration::from_secs(10), ready) {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("nfq-accept not ready within 10 s: {}", std::fs::read_to_string(&out)?.trim());
             }
-            let pid = d.pid();
-            (Active::Ebpf(d), pid)
+            let pid = child.id();
+            (Active::Nfq(child, out), Some(pid))
+        }
+        _ => {
+            // Slipstream's own config, with the eBPF datapath for the eBPF modes.
+            let alt = if mode.ebpf() { Alternative::SlipstreamEbpf } else { Alternative::Slipstream };
+            let a = alt.setup(env.tb, &env.alt_env(mode))?;
+            let daemon = a.daemon.as_ref().expect("slipstream runs a daemon");
+            if mode.ebpf() && !daemon.log().contains("eBPF datapath: tc programs on") {
+                bail!("slipstreamd did not start the eBPF datapath:\n{}", daemon.log());
+            }
+            let pid = daemon.pid();
+            (Active::Daemon(a), pid)
         }
     })
 }
@@ -365,21 +365,21 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
 fn teardown_mode(env: &Env, active: Active, notes: &mut Vec<String>) -> Result<()> {
     match active {
         Active::Kernel => {}
-        Active::Nfq(h) => {
-            let lines = h.stop(Duration::from_secs(10))?;
-            if let Some(l) = lines.last() {
-                notes.push(format!("nfq-accept: {l}"));
-            }
-        }
-        Active::Daemon(a) => notes.extend(a.teardown(env.tb)?),
-        Active::Ebpf(d) => {
-            let log = d.log();
-            let status = d.stop()?;
+        Active::Nfq(mut child, out) => {
+            slipstream_testbed::cmd::signal(child.id(), libc::SIGTERM);
+            let status = child.wait()?;
+            let text = std::fs::read_to_string(&out)?;
             if !status.success() {
-                bail!("slipstreamd (eBPF) exited with {status}:\n{log}");
+                bail!("nfq-accept exited with {status}: {}", text.trim());
             }
-            let report = d_log_line(&log, "eBPF datapath: ");
-            notes.extend(report);
+            notes.extend(text.lines().last().map(|l| format!("nfq-accept: {l}")));
+        }
+        Active::Daemon(a) => {
+            let log = a.log_path.clone();
+            notes.extend(a.teardown(env.tb)?);
+            // The eBPF datapath's totals, logged at exit.
+            let log = log.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+            notes.extend(d_log_line(&log, "eBPF datapath: "));
         }
     }
     Ok(())
@@ -427,20 +427,11 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     let load = format!("{}M", env.load_mbit);
     let bg = tb.run_download(LOAD_PORT, lsecs + 2, &cc, &["-M", MSS, "-b", &load])?;
     std::thread::sleep(Duration::from_secs(1));
-    let server = format!("{}:{PROBE_PORT}", tb.server_addr(false));
-    let count = (lsecs * 100).to_string();
-    let probe = Helper::spawn(tb.exec(
-        Ns::Client,
-        &[env.web_bin.as_str(), "probe", "--server", &server, "--count", &count, "--interval-ms", "10"],
-    ))?;
-    let lines = probe.wait(Duration::from_secs(u64::from(lsecs) + 30)).context("probe")?;
+    let server = (tb.server_addr(false), PROBE_PORT).into();
+    let probe =
+        spawn_in(tb, Ns::Client, move || tcp_rtt_probe(server, 64, lsecs * 100, Duration::from_millis(10)));
+    let rtts = join(probe).context("probe")?;
     let loaded = bg.wait()?;
-    let v: serde_json::Value = serde_json::from_str(lines.last().map(String::as_str).unwrap_or("{}"))?;
-    let rtts: Vec<f64> = v
-        .get("rtts_s")
-        .and_then(|a| a.as_array())
-        .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
-        .unwrap_or_default();
     teardown_mode(env, active, &mut notes)?;
 
     let mut extra = BTreeMap::new();
@@ -466,9 +457,7 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
             repeat: round,
             extra,
         },
-        series: vec![
-            Series::new("probe_rtt", US, "probe", Role::Probe, "slipstream-web probe").with_points(probe_pts)
-        ],
+        series: vec![Series::new("probe_rtt", US, "probe", Role::Probe, "TCP probe").with_points(probe_pts)],
         metrics: vec![
             Metric::new("pps", Unit::PacketsPerS, packets / dt).period("throughput"),
             Metric::new("goodput", Unit::Mbps, res.goodput_mbps).period("throughput").flow("load"),
