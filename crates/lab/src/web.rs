@@ -223,21 +223,13 @@ pub struct ObjectRecord {
     pub size: u64,
     /// When the fetch started (connect), seconds since the client started.
     pub start_s: f64,
-    /// How long the object waited past its planned launch for a free connection slot, s.
-    pub wait_s: f64,
-    /// TCP connect time, s (`None` if the connect failed).
-    pub connect_s: Option<f64>,
     /// Connect start to last byte, s (`None` if the fetch failed).
     pub response_s: Option<f64>,
-    /// Bytes received.
-    pub received: u64,
-    /// Why the fetch failed, if it did.
-    pub error: Option<String>,
 }
 
 impl ObjectRecord {
     pub fn ok(&self) -> bool {
-        self.error.is_none() && self.response_s.is_some()
+        self.response_s.is_some()
     }
 }
 
@@ -350,43 +342,31 @@ pub struct ClientConfig {
     pub grace: Duration,
 }
 
-/// Fetches one object on a new connection; returns (connect time, response time, bytes).
-/// `deadline` bounds the whole fetch.
-pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option<f64>, Result<(f64, u64)>) {
+/// Fetches one object on a new connection; returns the response time (connect start to last
+/// byte), s. `deadline` bounds the whole fetch.
+pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> Result<f64> {
     let t0 = Instant::now();
     let left = |now: Instant| deadline.saturating_duration_since(now).max(Duration::from_millis(1));
-    let stream = match TcpStream::connect_timeout(&server, left(t0)) {
-        Ok(s) => s,
-        Err(e) => return (None, Err(e).context("connect")),
-    };
-    let connect_s = t0.elapsed().as_secs_f64();
-    let result = (|| -> Result<(f64, u64)> {
-        let mut stream = stream;
-        stream.set_nodelay(true).ok();
-        stream.write_all(request_line(size).as_bytes()).context("send request")?;
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut got = 0u64;
-        while got < size {
-            let now = Instant::now();
-            if now >= deadline {
-                bail!("deadline passed after {got} of {size} bytes");
-            }
-            stream.set_read_timeout(Some(left(now)))?;
-            let want = (size - got).min(buf.len() as u64) as usize;
-            match stream.read(&mut buf[..want]) {
-                Ok(0) => bail!("connection closed after {got} of {size} bytes"),
-                Ok(n) => got += n as u64,
-                Err(e)
-                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(e).context("receive"),
-            }
+    let mut stream = TcpStream::connect_timeout(&server, left(t0)).context("connect")?;
+    stream.set_nodelay(true).ok();
+    stream.write_all(request_line(size).as_bytes()).context("send request")?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0u64;
+    while got < size {
+        let now = Instant::now();
+        if now >= deadline {
+            bail!("deadline passed after {got} of {size} bytes");
         }
-        Ok((t0.elapsed().as_secs_f64(), got))
-    })();
-    (Some(connect_s), result)
+        stream.set_read_timeout(Some(left(now)))?;
+        let want = (size - got).min(buf.len() as u64) as usize;
+        match stream.read(&mut buf[..want]) {
+            Ok(0) => bail!("connection closed after {got} of {size} bytes"),
+            Ok(n) => got += n as u64,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e).context("receive"),
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64())
 }
 
 /// Runs the sessions; the records, in the order the objects completed.
@@ -444,23 +424,15 @@ fn run_session(
                     let Some(obj) = page.objects.get(i) else { return };
                     let planned = page_start + Duration::from_secs_f64(obj.offset_s);
                     sleep_until(planned);
-                    let t = Instant::now();
-                    let (connect_s, result) = fetch_object(cfg.server, obj.size, hard_deadline);
-                    let (response_s, received, error) = match result {
-                        Ok((rt, got)) => (Some(rt), got, None),
-                        Err(e) => (None, 0, Some(format!("{e:#}"))),
-                    };
+                    let start_s = started.elapsed().as_secs_f64();
                     let _ = tx.send(ObjectRecord {
                         session,
                         page: page_no,
                         object: i as u32,
                         size: obj.size,
-                        start_s: (t - started).as_secs_f64(),
-                        wait_s: (t - planned).as_secs_f64(),
-                        connect_s,
-                        response_s,
-                        received,
-                        error,
+                        start_s,
+                        // A failed fetch (refused, reset, past the deadline) has no response time.
+                        response_s: fetch_object(cfg.server, obj.size, hard_deadline).ok(),
                     });
                 });
             }
