@@ -459,8 +459,6 @@ pub struct BucketStat {
     pub count: u64,
     /// Mean response time, s (NaN if empty).
     pub mean_s: f64,
-    /// Median response time, s (NaN if empty).
-    pub median_s: f64,
 }
 
 /// Bucket edges: powers of two from `first` up to `last` (bytes), then one open bucket.
@@ -475,30 +473,25 @@ pub fn log2_edges(first: u64, last: u64) -> Vec<u64> {
     edges
 }
 
-/// Per-bucket mean and median response times of the completed objects.
+/// Per-bucket mean response times of the completed objects.
 /// `edges` are the lower bounds, ascending (as [`log2_edges`] makes them); buckets without
 /// objects are kept (count 0, NaN times) so that runs line up bucket by bucket.
 pub fn bucket_stats(records: &[ObjectRecord], edges: &[u64]) -> Vec<BucketStat> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); edges.len()];
-    for r in records.iter().filter(|r| r.ok()) {
-        let i = edges.partition_point(|&e| e <= r.size).saturating_sub(1);
+    for r in records {
         if let Some(rt) = r.response_s {
-            times[i].push(rt);
+            times[edges.partition_point(|&e| e <= r.size).saturating_sub(1)].push(rt);
         }
     }
     edges
         .iter()
+        .zip(times)
         .enumerate()
-        .map(|(i, &lo)| {
-            let v = &mut times[i];
-            v.sort_by(f64::total_cmp);
-            BucketStat {
-                lo,
-                hi: edges.get(i + 1).copied().unwrap_or(u64::MAX),
-                count: v.len() as u64,
-                mean_s: crate::analysis::mean(v.iter().copied()).unwrap_or(f64::NAN),
-                median_s: v.get(v.len() / 2).copied().unwrap_or(f64::NAN),
-            }
+        .map(|(i, (&lo, v))| BucketStat {
+            lo,
+            hi: edges.get(i + 1).copied().unwrap_or(u64::MAX),
+            count: v.len() as u64,
+            mean_s: crate::analysis::mean(v).unwrap_or(f64::NAN),
         })
         .collect()
 }

@@ -434,11 +434,12 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     let loaded = bg.wait()?;
     teardown_mode(env, active, &mut notes)?;
 
-    let mut extra = BTreeMap::new();
-    extra.insert("round".to_string(), serde_json::json!(round));
-    extra.insert("position_in_round".to_string(), serde_json::json!(position));
-    extra.insert("mss".to_string(), serde_json::json!(536));
-    extra.insert("load_mbit".to_string(), serde_json::json!(env.load_mbit));
+    let extra = BTreeMap::from([
+        ("round".to_string(), serde_json::json!(round)),
+        ("position_in_round".to_string(), serde_json::json!(position)),
+        ("mss".to_string(), serde_json::json!(536)),
+        ("load_mbit".to_string(), serde_json::json!(env.load_mbit)),
+    ]);
     let rtt_us = |q: f64| quantile(&rtts, q) * 1e6;
     let probe_pts: Vec<(f64, f64)> =
         rtts.iter().enumerate().map(|(i, r)| (1.0 + i as f64 * 0.01, r * 1e6)).collect();
@@ -446,16 +447,13 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
         scenario: NAME.into(),
         alternative: mode.label().into(),
         started_unix: t_start,
+        // No bottleneck and no delay: rate, RTT and queue stay 0.
         params: RunParams {
-            rate_mbit: 0.0,
-            rtt_ms: 0.0,
-            queue_bytes: 0,
-            queue_packets: 0.0,
-            measured_rtt_ms: None,
             duration_s: env.throughput_s + env.latency_s,
             cc,
             repeat: round,
             extra,
+            ..Default::default()
         },
         series: vec![Series::new("probe_rtt", US, "probe", Role::Probe, "TCP probe").with_points(probe_pts)],
         metrics: vec![
