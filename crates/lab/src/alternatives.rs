@@ -406,39 +406,32 @@ impl fmt::Display for Alternative {
 impl FromStr for Alternative {
     type Err = anyhow::Error;
 
+    /// A label as [`Alternative::label`] prints it: any alternative with its default parameters,
+    /// `fixed-rwnd=BYTES` or `htb-PERCENT`.
     fn from_str(s: &str) -> Result<Alternative> {
-        Ok(match s {
-            "no-control" | "none" => Alternative::NoControl,
-            "slipstream" => Alternative::Slipstream,
-            "slipstream-paper" | "paper" => Alternative::SlipstreamPaper,
-            "slipstream-ebpf" => Alternative::SlipstreamEbpf,
-            "fixed-rwnd" => Alternative::FixedRwnd(None),
-            _ if HouseholdBudget::ALL.iter().any(|b| b.label() == s) => {
-                let b = HouseholdBudget::ALL.into_iter().find(|b| b.label() == s);
-                Alternative::Household(b.unwrap_or(HouseholdBudget::Default))
+        let named = Alternative::ALL.into_iter().chain([Alternative::SlipstreamEbpf]);
+        let named = named.chain(HouseholdBudget::ALL.map(Alternative::Household));
+        if let Some(a) = named.into_iter().find(|a| a.label() == s) {
+            return Ok(a);
+        }
+        if let Some(n) = s.strip_prefix("fixed-rwnd=") {
+            let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
+            if n == 0 {
+                bail!("fixed-rwnd window must be positive");
             }
-            _ => {
-                if let Some(n) = s.strip_prefix("fixed-rwnd=") {
-                    let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
-                    if n == 0 {
-                        bail!("fixed-rwnd window must be positive");
-                    }
-                    Alternative::FixedRwnd(Some(n))
-                } else if let Some(p) = s.strip_prefix("htb-") {
-                    let percent: u8 = p.parse().with_context(|| format!("bad percent in {s:?}"))?;
-                    if !(1..=100).contains(&percent) {
-                        bail!("htb percent must be 1-100, got {percent}");
-                    }
-                    Alternative::HtbShaping { percent }
-                } else {
-                    bail!(
-                        "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, \
-                         fixed-rwnd[=BYTES], htb-90, htb-95, household, household-ledbat, household-key-bs, \
-                         household-key-sa)"
-                    )
-                }
+            return Ok(Alternative::FixedRwnd(Some(n)));
+        }
+        if let Some(p) = s.strip_prefix("htb-") {
+            let percent: u8 = p.parse().with_context(|| format!("bad percent in {s:?}"))?;
+            if !(1..=100).contains(&percent) {
+                bail!("htb percent must be 1-100, got {percent}");
             }
-        })
+            return Ok(Alternative::HtbShaping { percent });
+        }
+        bail!(
+            "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, slipstream-ebpf, \
+             fixed-rwnd[=BYTES], htb-90, htb-95, household, household-ledbat, household-key-bs, household-key-sa)"
+        )
     }
 }
 
