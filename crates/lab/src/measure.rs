@@ -60,7 +60,8 @@ impl SsSocket {
     }
 }
 
-fn port_of(endpoint: &str) -> u16 {
+/// Port of an `addr:port` endpoint (0 if none).
+pub fn port_of(endpoint: &str) -> u16 {
     endpoint.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 

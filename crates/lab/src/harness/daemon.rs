@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use slipstream_inspect::{FlowInfo, Request, Response};
 
+use crate::measure::port_of;
 use crate::result::{now_unix, Role, Series, Unit};
 
 /// Time between two queries.
@@ -59,11 +60,6 @@ impl Drop for DaemonSampler {
     }
 }
 
-/// Port of an `addr:port` endpoint (0 if none).
-fn port_of(endpoint: Option<&String>) -> u16 {
-    endpoint.and_then(|e| e.rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
-}
-
 /// Numeric code of a controller mode for plotting: conservative 0, aggressive 1, other 2.
 fn mode_code(mode: &str) -> Option<f64> {
     match mode {
@@ -82,7 +78,7 @@ pub(super) fn flow_series(samples: &DaemonSamples, label: &str, role: Role, port
     for (t, flows) in samples {
         let on_port = flows
             .iter()
-            .filter(|f| port_of(f.sender.as_ref()) == port || port_of(f.receiver.as_ref()) == port);
+            .filter(|f| [&f.sender, &f.receiver].iter().any(|e| e.as_deref().map(port_of) == Some(port)));
         let Some(f) = on_port.max_by_key(|f| f.acked_bytes) else {
             continue;
         };
