@@ -27,9 +27,8 @@
 //! same connection until the client closes it. Anything else closes the connection.
 //!
 //! **Records**: one [`ObjectRecord`] per object: session, page, object, size, when it started
-//! (seconds since the client started), how long it waited for a connection slot, the connect
-//! time and the response time (connect start to last byte), or the error. Everything random
-//! comes from one seed, so two runs with the same seed ask for the same pages in the same order
+//! (seconds since the client started) and the response time (connect start to last byte; none
+//! if the fetch failed). Everything random comes from one seed, so two runs with the same seed ask for the same pages in the same order
 //! (their timing differs, so a shorter run fetches a prefix of them).
 //!
 //! **Where they run**: the generators here (object server, client, [`udp`] square wave and sink,
