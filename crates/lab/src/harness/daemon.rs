@@ -5,59 +5,23 @@
 //! the router namespace: no process per sample.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use slipstream_inspect::{FlowInfo, Request, Response};
 
+use super::poller::{Periodic, Samples};
 use crate::measure::port_of;
-use crate::result::{now_unix, Role, Series, Unit};
-
-/// Time between two queries.
-const PERIOD: Duration = Duration::from_millis(100);
+use crate::result::{Role, Series, Unit};
 
 /// `(t, flows)` samples.
-pub(super) type DaemonSamples = Vec<(f64, Vec<FlowInfo>)>;
+pub(super) type DaemonSamples = Samples<Vec<FlowInfo>>;
 
-/// The thread querying the daemon.
-pub(super) struct DaemonSampler {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<DaemonSamples>>,
-}
-
-impl DaemonSampler {
-    /// Starts querying `socket`; times count from `t0_unix`. A failed query is skipped (the
-    /// daemon may be between restarts).
-    pub(super) fn start(socket: PathBuf, t0_unix: f64) -> DaemonSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut samples = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                let t = now_unix() - t0_unix;
-                if let Ok(Response::Flows(list)) = slipstream_inspect::query(&socket, &Request::Flows) {
-                    samples.push((t, list.flows));
-                }
-                std::thread::sleep(PERIOD);
-            }
-            samples
-        });
-        DaemonSampler { stop, thread: Some(thread) }
-    }
-
-    /// Stops querying; the samples.
-    pub(super) fn finish(mut self) -> DaemonSamples {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
-    }
-}
-
-impl Drop for DaemonSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
+/// Queries `socket` every 100 ms; times count from `t0_unix`. A failed query is skipped (the
+/// daemon may be between restarts).
+pub(super) fn start(socket: PathBuf, t0_unix: f64) -> Periodic<Vec<FlowInfo>> {
+    Periodic::start(None, t0_unix, move || match slipstream_inspect::query(&socket, &Request::Flows) {
+        Ok(Response::Flows(list)) => Some(list.flows),
+        _ => None,
+    })
 }
 
 /// Numeric code of a controller mode for plotting: conservative 0, aggressive 1, other 2.

@@ -67,7 +67,7 @@ struct FlowRun {
 pub struct Run<'a> {
     ping: Option<ping::PingSampler>,
     ss: Option<ss::SsSampler>,
-    daemon: Option<daemon::DaemonSampler>,
+    daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
     active: Option<ActiveAlternative>,
     tb: Option<Testbed>,
@@ -159,11 +159,11 @@ impl<'a> Run<'a> {
             run.ping = Some(ping::PingSampler::start(run.tb(), run.t0_unix)?);
         }
         if run.setup.ss {
-            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix)?);
+            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix));
         }
         let socket = run.active.as_ref().and_then(|a| a.control_socket.clone());
         if let Some(socket) = socket {
-            run.daemon = Some(daemon::DaemonSampler::start(socket, run.t0_unix));
+            run.daemon = Some(daemon::start(socket, run.t0_unix));
         }
         Ok(run)
     }
@@ -307,7 +307,7 @@ impl<'a> Run<'a> {
     /// Stops the samplers and turns their samples into the result's series.
     fn collect_samples(&mut self) {
         let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
-        let daemon = self.daemon.take().map(daemon::DaemonSampler::finish).unwrap_or_default();
+        let daemon = self.daemon.take().map(poller::Periodic::finish).unwrap_or_default();
         let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
         self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
