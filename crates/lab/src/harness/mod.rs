@@ -41,20 +41,6 @@ pub const BE_PORT: u16 = 5201;
 /// Server port of the reverse-direction (upload) flow.
 pub const REV_PORT: u16 = 5202;
 
-/// Assembles a report (table from `rows`), writes result.json and table.md into
-/// `<out>/<scenario>/<timestamp>/`, and returns it.
-pub fn finish_report(
-    ctx: &LabContext,
-    dir: &std::path::Path,
-    mut report: crate::result::ScenarioReport,
-) -> Result<crate::result::ScenarioReport> {
-    if report.started_unix == 0.0 {
-        report.started_unix = report.runs.first().map_or(0.0, |r| r.started_unix);
-    }
-    ctx.write_report(dir, &report)?;
-    Ok(report)
-}
-
 /// One started iperf3 flow.
 struct FlowRun {
     spec: FlowSpec,

@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Runs the scenario.
@@ -49,7 +49,7 @@ pub fn run_with(
         )],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn body(run: &mut Run, &duration: &f64) -> Result<()> {

@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::max_goodput_mbit;
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// Phase lengths.
@@ -64,7 +64,7 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
         )],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {

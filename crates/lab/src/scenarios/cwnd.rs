@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// One case.
@@ -91,7 +91,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         notes,
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn body(run: &mut Run, c: &CwndCase) -> Result<()> {

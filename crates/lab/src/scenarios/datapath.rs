@@ -324,7 +324,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ..Default::default()
     };
     let dir = ctx.run_dir(NAME, started)?;
-    crate::harness::finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {

@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// Paper Table 2: N → Jain's index.
@@ -114,7 +114,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn body(run: &mut Run, c: &FairCase) -> Result<()> {

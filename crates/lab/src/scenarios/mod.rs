@@ -317,16 +317,15 @@ impl LabContext {
         Ok(dir)
     }
 
-    /// Writes `result.json`, `table.md` and the plots into `dir`. Returns the path of result.json.
-    pub fn write_report(&self, dir: &Path, report: &ScenarioReport) -> Result<PathBuf> {
-        let json = dir.join("result.json");
-        let mut report = report.clone();
+    /// Writes `result.json`, `table.md` and the plots into `dir` (the run directory of
+    /// [`run_dir`](Self::run_dir)); returns the report.
+    pub fn write_report(&self, dir: &Path, mut report: ScenarioReport) -> Result<ScenarioReport> {
         if report.command.is_empty() {
             report.command.clone_from(&self.command_line);
         }
         crate::report::write_scenario_outputs(dir, &report)?;
-        self.progress.log(&format!("[{}] wrote {}", report.scenario, json.display()));
-        Ok(json)
+        self.progress.log(&format!("[{}] wrote {}", report.scenario, dir.join("result.json").display()));
+        Ok(report)
     }
 }
 

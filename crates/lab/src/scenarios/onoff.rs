@@ -18,7 +18,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// One case.
@@ -96,7 +96,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn body(run: &mut Run, c: &OnOffCase) -> Result<()> {

@@ -25,7 +25,7 @@ use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::{Alternative, LabRule};
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
 use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Where the household issue's targets come from (the tables' reference column).
@@ -273,7 +273,7 @@ pub fn run_mixes(
         )],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 /// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.

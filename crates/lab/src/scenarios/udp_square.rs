@@ -204,7 +204,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ..Default::default()
     };
     let dir = ctx.run_dir(NAME, started)?;
-    crate::harness::finish_report(ctx, &dir, report)
+    ctx.write_report(&dir, report)
 }
 
 fn one_run(
