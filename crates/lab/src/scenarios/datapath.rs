@@ -22,7 +22,7 @@
 //!   (`/proc/stat` deltas, both cores summed) per million packets. The machine figures include
 //!   the iperf3 sender and receiver on the same 2 cores, identical work in every mode, so their
 //!   *differences* between modes are the router path's cost;
-//! * **latency**: the download rate-limited to `--set load_mbit=` (default 20 Mbit/s) while
+//! * **latency**: the download rate-limited to 20 Mbit/s (`LOAD_MBIT`) while
 //!   a TCP probe ([`crate::web::probe`]) sends a 64-byte request every 10 ms on a persistent
 //!   connection to the object server on port 6882 (also classed background, so request and answer are queued too) and times the
 //!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
@@ -40,8 +40,6 @@
 //!
 //! `--set base_bin=PATH` adds `slipstreamd-base` and `slipstreamd-ebpf-base`, the same modes
 //! run from an earlier `slipstreamd` build, to every round: before/after side by side.
-//! `--set modes=slipstreamd-ebpf,...` runs only the listed modes (and `kernel`), e.g. while
-//! profiling one of them.
 //!
 //! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
 //! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
@@ -72,6 +70,8 @@ use table::table;
 const NAME: &str = "datapath";
 const LOAD_PORT: u16 = 6881;
 const PROBE_PORT: u16 = 6882;
+/// Rate of the download during the latency probe, Mbit/s.
+const LOAD_MBIT: f64 = 20.0;
 const MSS: &str = "536";
 /// Microseconds (probe RTTs; not in `units`, which has no sub-millisecond unit).
 const US: Unit = Unit::Us;
@@ -114,28 +114,11 @@ impl Mode {
     }
 }
 
-/// The modes of a run: every one (with the base modes when `base_bin` is set), or the labels
-/// `--set modes=` lists (`kernel` is always first: ratios are taken to it).
-pub fn modes(opts: &ScenarioOptions) -> Result<Vec<Mode>> {
-    let mut all = Mode::ALL.to_vec();
-    if opts.extra.contains_key("base_bin") {
-        all.extend(Mode::BASE);
-    }
-    let Some(list) = opts.extra.get("modes") else {
-        return Ok(all);
-    };
-    let mut out = vec![Mode::Kernel];
-    for label in list.split(',').map(str::trim).filter(|l| !l.is_empty()) {
-        let mode = all
-            .iter()
-            .copied()
-            .find(|m| m.label() == label)
-            .with_context(|| format!("--set modes: no mode {label} (base modes need base_bin)"))?;
-        if !out.contains(&mode) {
-            out.push(mode);
-        }
-    }
-    Ok(out)
+/// The modes of a run: every one, with the base modes when `base_bin` is set (`kernel` first:
+/// ratios are taken to it).
+pub fn modes(opts: &ScenarioOptions) -> Vec<Mode> {
+    let base: &[Mode] = if opts.extra.contains_key("base_bin") { &Mode::BASE } else { &[] };
+    Mode::ALL.iter().chain(base).copied().collect()
 }
 
 /// The mode order of round `round`: forward on even rounds, reversed on odd ones.
@@ -185,7 +168,6 @@ struct Env<'a> {
     nfq_config: PathBuf,
     throughput_s: f64,
     latency_s: f64,
-    load_mbit: f64,
     /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
     base_bin: Option<PathBuf>,
 }
@@ -257,10 +239,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         nfq_config,
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
-        load_mbit: opts.extra_or("load_mbit", 20.0)?,
         base_bin: opts.extra.get("base_bin").map(PathBuf::from),
     };
-    let modes = modes(opts)?;
+    let modes = modes(opts);
     let rounds = opts.repeats.max(2);
     let mut runs: Vec<RunResult> = Vec::new();
     for round in 0..rounds {
@@ -301,7 +282,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 "No bottleneck, no delay element; load = iperf3 download with MSS {MSS} on port {LOAD_PORT} \
                  ({:.0} s unlimited for packets/s and CPU, {:.0} s at {} Mbit/s with a 64-byte TCP probe every 10 ms on \
                  port {PROBE_PORT} for latency); {rounds} rounds, mode order alternating.",
-                env.throughput_s, env.latency_s, env.load_mbit
+                env.throughput_s, env.latency_s, LOAD_MBIT
             ),
             "process CPU = utime+stime of nfq-accept / slipstreamd; machine CPU = /proc/stat deltas of both cores \
              (includes the iperf3 endpoints, equal work in every mode); all per million packets forwarded \
@@ -424,7 +405,7 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
 
     // Latency under a fixed load.
     let lsecs = env.latency_s.ceil() as u32;
-    let load = format!("{}M", env.load_mbit);
+    let load = format!("{LOAD_MBIT}M");
     let bg = tb.run_download(LOAD_PORT, lsecs + 2, &cc, &["-M", MSS, "-b", &load])?;
     std::thread::sleep(Duration::from_secs(1));
     let server = (tb.server_addr(false), PROBE_PORT).into();
@@ -438,7 +419,7 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
         ("round".to_string(), serde_json::json!(round)),
         ("position_in_round".to_string(), serde_json::json!(position)),
         ("mss".to_string(), serde_json::json!(536)),
-        ("load_mbit".to_string(), serde_json::json!(env.load_mbit)),
+        ("load_mbit".to_string(), serde_json::json!(LOAD_MBIT)),
     ]);
     let rtt_us = |q: f64| quantile(&rtts, q) * 1e6;
     let probe_pts: Vec<(f64, f64)> =

@@ -12,7 +12,7 @@
 //! [`crate::web::udp`] sends the square wave server → client (best effort: UDP matches no rule and
 //! no HTB background filter) for D = max(4T, 40 s × scale) s, i.e. at least two on/off cycles,
 //! starting with an on period; its sink on the client counts what arrives in 100 ms bins. The UDP rate is `0.67 ×` the bottleneck rate (6.7 Mbit/s at 10 Mbit/s) of whole
-//! Ethernet frames, as the tbf counts them (`--set udp_mbit=` overrides).
+//! Ethernet frames, as the tbf counts them.
 //!
 //! **Normalised usage.** Available capacity at time t = the TCP goodput ceiling × (1 − UDP wire
 //! rate(t) / link rate), from the *measured* UDP arrivals (so UDP loss caused by the background
@@ -141,7 +141,7 @@ pub fn usage(
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
     let periods = periods(opts)?;
-    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit)?;
+    let udp_mbit = 0.67 * opts.rate_mbit;
     let warm = opts.scaled(10.0, 8.0);
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let count = periods.len() * opts.repeats.max(1) as usize * opts.alternatives.len();

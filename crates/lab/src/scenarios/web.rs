@@ -16,8 +16,8 @@
 //! model is [`crate::web::WebModel::key2004`] (10 objects a page, 1 ms / 1 s exponential gaps,
 //! Pareto 1.2 sizes; mean 12 kB clamped at 1 MB and 4 parallel connections are our choices).
 //! Sessions: `--set sessions=N`, default max(1, round(0.4 × rate in Mbit/s)) (4 at 10 Mbit/s,
-//! roughly a quarter of the link in web load; Key et al. do not give theirs). Seed: `--set
-//! seed=N` (default 1) plus the repeat index.
+//! roughly a quarter of the link in web load; Key et al. do not give theirs). Seed: 1 plus
+//! the repeat index.
 //!
 //! Metrics per run: mean response time overall and per size bucket (powers of two from 4 kB to
 //! 256 kB, bucket labels by lower bound), the same divided by the web-only run of the same
@@ -98,14 +98,13 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let warm = opts.scaled(10.0, 8.0);
     let d = opts.scaled(60.0, 20.0);
     let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit))?;
-    let seed0: u64 = opts.extra_or("seed", 1)?;
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let repeats = opts.repeats.max(1);
     let count = repeats as usize * (opts.alternatives.len() + 1);
     let mut runs = Vec::new();
     let mut index = 0;
     for repeat in 0..repeats {
-        let seed = seed0 + u64::from(repeat);
+        let seed = 1 + u64::from(repeat);
         let mut baseline: Option<(Vec<BucketStat>, f64)> = None;
         // The web-only run first, then each alternative with the background download.
         for alt in std::iter::once(None).chain(opts.alternatives.iter().copied().map(Some)) {
