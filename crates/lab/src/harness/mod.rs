@@ -318,8 +318,23 @@ pub fn run_all<C>(
     ctx: &LabContext,
     opts: &ScenarioOptions,
     cases: &[C],
-    mut setup: impl FnMut(&C, Alternative) -> RunSetup,
+    setup: impl FnMut(&C, Alternative) -> RunSetup,
     mut body: impl FnMut(&mut Run, &C) -> Result<()>,
+) -> Result<Vec<RunResult>> {
+    run_each(ctx, opts, cases, setup, |mut run, case| {
+        body(&mut run, case)?;
+        run.finish().context("finishing the run")
+    })
+}
+
+/// [`run_all`] where `body` finishes the run itself, to add what it measured beside the
+/// samplers (`udp-square`'s UDP sink).
+pub fn run_each<C>(
+    ctx: &LabContext,
+    opts: &ScenarioOptions,
+    cases: &[C],
+    mut setup: impl FnMut(&C, Alternative) -> RunSetup,
+    mut body: impl FnMut(Run, &C) -> Result<RunResult>,
 ) -> Result<Vec<RunResult>> {
     let count = opts.alternatives.len() * opts.repeats.max(1) as usize * cases.len();
     let mut out = Vec::new();
@@ -332,10 +347,9 @@ pub fn run_all<C>(
                 s.count = count;
                 s.repeat = repeat;
                 index += 1;
-                let mut run = Run::start(ctx, opts, s)
+                let run = Run::start(ctx, opts, s)
                     .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
-                body(&mut run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
-                let r = run.finish().with_context(|| format!("finishing run {index}/{count} ({alt})"))?;
+                let r = body(run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
                 ctx.progress.log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
                 out.push(r);
             }

@@ -33,14 +33,13 @@ use anyhow::{Context, Result};
 use slipstream_testbed::Ns;
 
 use crate::analysis;
-use crate::harness::{FlowSpec, Run, RunSetup};
+use crate::harness::{run_each, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::udp::{self, SquareWave};
 use crate::web::{join, spawn_in};
 
 const NAME: &str = "udp-square";
-use crate::harness::BG_PORT;
 const UDP_PORT: u16 = 5300;
 const BIN_S: f64 = 0.1;
 
@@ -144,39 +143,34 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let udp_mbit = 0.67 * opts.rate_mbit;
     let warm = opts.scaled(10.0, 8.0);
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
-    let count = periods.len() * opts.repeats.max(1) as usize * opts.alternatives.len();
-    let mut runs: Vec<RunResult> = Vec::new();
-    let mut index = 0;
+    let mut waves = Vec::new();
     for &period in &periods {
-        let d = wave_seconds(opts, period);
         let wave = SquareWave { rate_bps: udp_mbit * 1e6, period_s: period, payload: udp::MAX_PAYLOAD };
         wave.validate()?;
-        for repeat in 0..opts.repeats.max(1) {
-            for &alt in &opts.alternatives {
-                let setup = RunSetup {
-                    index,
-                    count,
-                    repeat,
-                    ping: false,
-                    ..RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
-                }
-                .param("on_off_T_s", period)
-                .param("udp_mbit", udp_mbit)
-                .param("warmup_s", warm)
-                .param("wave_s", d);
-                index += 1;
-                let what = format!("run {index}/{count} ({alt}, on/off = {} s)", period_label(period));
-                let r = one_run(ctx, opts, setup, &wave, warm, d).with_context(|| what.clone())?;
-                ctx.progress.log(&format!(
-                    "[{NAME}] {what}: background {:.2} Mbit/s of {:.2} available = {:.2}",
-                    r.metric(&format!("bg_goodput_T{}", period_label(period)), None).unwrap_or(f64::NAN),
-                    r.metric(&format!("available_T{}", period_label(period)), None).unwrap_or(f64::NAN),
-                    r.metric(&format!("bg_usage_norm_T{}", period_label(period)), None).unwrap_or(f64::NAN),
-                ));
-                runs.push(r);
-            }
-        }
+        waves.push((wave, wave_seconds(opts, period)));
     }
+    let setup = |&(wave, d): &(SquareWave, f64), alt| {
+        let mut s = RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
+            .param("on_off_T_s", wave.period_s)
+            .param("udp_mbit", udp_mbit)
+            .param("warmup_s", warm)
+            .param("wave_s", d);
+        s.ping = false;
+        s
+    };
+    let runs = run_each(ctx, opts, &waves, setup, |run, &(wave, d)| {
+        let tl = period_label(wave.period_s);
+        let r = one_run(run, &wave, warm, d).with_context(|| format!("on/off = {tl} s"))?;
+        let m = |name: &str| r.metric(&format!("{name}_T{tl}"), None).unwrap_or(f64::NAN);
+        ctx.progress.log(&format!(
+            "[{NAME}] {}, on/off = {tl} s: background {:.2} Mbit/s of {:.2} available = {:.2}",
+            r.alternative,
+            m("bg_goodput"),
+            m("available"),
+            m("bg_usage_norm"),
+        ));
+        Ok(r)
+    })?;
     let _ = std::fs::remove_dir_all(&work_dir);
     let report = ScenarioReport {
         scenario: NAME.into(),
@@ -207,16 +201,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     ctx.write_report(&dir, report)
 }
 
-fn one_run(
-    ctx: &LabContext,
-    opts: &ScenarioOptions,
-    setup: RunSetup,
-    wave: &SquareWave,
-    warm: f64,
-    d: f64,
-) -> Result<RunResult> {
+fn one_run(mut run: Run, wave: &SquareWave, warm: f64, d: f64) -> Result<RunResult> {
     let total = warm + d + 1.0;
-    let mut run = Run::start(ctx, opts, setup)?;
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, total))?;
     run.wait_until(warm - 1.0)?;
     let sock = join(spawn_in(run.tb(), Ns::Client, || Ok(UdpSocket::bind(("0.0.0.0", UDP_PORT))?)))?;
@@ -237,7 +223,7 @@ fn one_run(
         .into_iter()
         .map(|(t, v)| (t_sink + t + BIN_S / 2.0, v))
         .collect();
-    let available = available_series(&udp_wire, opts.rate_mbit);
+    let available = available_series(&udp_wire, r.params.rate_mbit);
     let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let u = usage(&bg, &available, &udp_wire, wave, t_udp, d);
     let planned = wave.send_times(d).count() as f64;
