@@ -312,24 +312,10 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], collecting results. A
-/// failed run fails the scenario (its testbed is torn down by `Drop` first).
+/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], which it finishes (adding
+/// its metrics), collecting results. A failed run fails the scenario (its testbed is torn down by
+/// `Drop` first).
 pub fn run_all<C>(
-    ctx: &LabContext,
-    opts: &ScenarioOptions,
-    cases: &[C],
-    setup: impl FnMut(&C, Alternative) -> RunSetup,
-    mut body: impl FnMut(&mut Run, &C) -> Result<()>,
-) -> Result<Vec<RunResult>> {
-    run_each(ctx, opts, cases, setup, |mut run, case| {
-        body(&mut run, case)?;
-        run.finish().context("finishing the run")
-    })
-}
-
-/// [`run_all`] where `body` finishes the run itself, to add what it measured beside the
-/// samplers (`udp-square`'s UDP sink).
-pub fn run_each<C>(
     ctx: &LabContext,
     opts: &ScenarioOptions,
     cases: &[C],

@@ -49,7 +49,6 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, t)).collect();
     let report = ScenarioReport {
         scenario: name.into(),
         title: format!(
@@ -68,7 +67,7 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
     ctx.write_report(&dir, report)
 }
 
-fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {
+fn body(mut run: Run, t: &CbrTimes) -> Result<RunResult> {
     let total = 3.0 * t.third;
     let rate = format!("{BE_MBIT}M");
     run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, total).bitrate(&rate))?;
@@ -76,7 +75,7 @@ fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {
     run.wait_until(t.third)?;
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, t.third))?;
     run.wait_until(total)?;
-    Ok(())
+    Ok(with_metrics(run.finish()?, *t))
 }
 
 /// The three periods `(name, from, to)`, nominal: the background flow's spawn and planned end.

@@ -54,7 +54,6 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let src = "Vulture Sec. 0.4.2, Figs. 11-12";
     let mut table = Table::new(sub.alternative_labels());
     for c in &cases {
@@ -96,9 +95,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     ctx.write_report(&dir, report)
 }
 
-fn body(run: &mut Run, c: &CwndCase) -> Result<()> {
+fn body(mut run: Run, c: &CwndCase) -> Result<RunResult> {
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
-    run.wait_until(c.duration)
+    run.wait_until(c.duration)?;
+    run.finish().map(with_metrics)
 }
 
 /// Adds the error/correlation metrics.

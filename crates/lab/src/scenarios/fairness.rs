@@ -83,7 +83,6 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let mut table = Table::new(opts.alternative_labels());
     for c in &cases {
         let n = c.flows;
@@ -117,7 +116,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     ctx.write_report(&dir, report)
 }
 
-fn body(run: &mut Run, c: &FairCase) -> Result<()> {
+fn body(mut run: Run, c: &FairCase) -> Result<RunResult> {
     for i in 0..c.flows {
         let at = c.stagger * i as f64;
         run.wait_until(at)?;
@@ -127,7 +126,8 @@ fn body(run: &mut Run, c: &FairCase) -> Result<()> {
                 .between(c.host_of(i), 1),
         )?;
     }
-    run.wait_until(c.duration())
+    run.wait_until(c.duration())?;
+    run.finish().map(with_metrics)
 }
 
 /// Adds Jain's index over the measurement window.

@@ -33,7 +33,7 @@ use anyhow::{Context, Result};
 use slipstream_testbed::Ns;
 
 use crate::analysis;
-use crate::harness::{run_each, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::udp::{self, SquareWave};
@@ -158,7 +158,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         s.ping = false;
         s
     };
-    let runs = run_each(ctx, opts, &waves, setup, |run, &(wave, d)| {
+    let runs = run_all(ctx, opts, &waves, setup, |run, &(wave, d)| {
         let tl = period_label(wave.period_s);
         let r = one_run(run, &wave, warm, d).with_context(|| format!("on/off = {tl} s"))?;
         let m = |name: &str| r.metric(&format!("{name}_T{tl}"), None).unwrap_or(f64::NAN);
