@@ -259,7 +259,6 @@ impl Alternative {
         let mut active = ActiveAlternative {
             daemon: None,
             htb_dev: None,
-            config_path: None,
             control_socket: None,
             log_path: None,
             notes: Vec::new(),
@@ -283,7 +282,6 @@ impl Alternative {
                 active.notes.push(format!("fixed window {w} bytes"));
             }
             active.daemon = Some(daemon);
-            active.config_path = Some(config_path);
             active.control_socket = Some(sock);
             active.log_path = Some(log);
         }
@@ -358,8 +356,6 @@ pub struct ActiveAlternative {
     pub daemon: Option<Daemon>,
     /// The device carrying the HTB tree, if any.
     pub htb_dev: Option<String>,
-    /// The generated daemon config.
-    pub config_path: Option<PathBuf>,
     /// The daemon's control socket.
     pub control_socket: Option<PathBuf>,
     /// The daemon's log.
