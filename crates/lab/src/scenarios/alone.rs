@@ -48,7 +48,7 @@ pub fn run_with(
         )],
         ..Default::default()
     };
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn body(mut run: Run, &duration: &f64) -> Result<RunResult> {

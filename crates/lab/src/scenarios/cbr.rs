@@ -64,7 +64,7 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
         )],
         ..Default::default()
     };
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn body(mut run: Run, t: &CbrTimes) -> Result<RunResult> {

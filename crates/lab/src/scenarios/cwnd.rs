@@ -92,7 +92,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         notes,
         ..Default::default()
     };
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn body(mut run: Run, c: &CwndCase) -> Result<RunResult> {

@@ -304,8 +304,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         .collect(),
         ..Default::default()
     };
-    let dir = ctx.run_dir(NAME, started)?;
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {

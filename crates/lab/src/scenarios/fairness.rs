@@ -113,7 +113,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn body(mut run: Run, c: &FairCase) -> Result<RunResult> {

@@ -312,13 +312,14 @@ impl LabContext {
         Ok(dir)
     }
 
-    /// Writes `result.json`, `table.md` and the plots into `dir` (the run directory of
-    /// [`run_dir`](Self::run_dir)); returns the report.
-    pub fn write_report(&self, dir: &Path, mut report: ScenarioReport) -> Result<ScenarioReport> {
+    /// Writes `result.json`, `table.md` and the plots into the report's [`run_dir`](Self::run_dir)
+    /// (the one its runs wrote their logs to); returns the report.
+    pub fn write_report(&self, mut report: ScenarioReport) -> Result<ScenarioReport> {
         if report.command.is_empty() {
             report.command.clone_from(&self.command_line);
         }
-        crate::report::write_scenario_outputs(dir, &report)?;
+        let dir = self.run_dir(&report.scenario, report.started_unix)?;
+        crate::report::write_scenario_outputs(&dir, &report)?;
         self.progress.log(&format!("[{}] wrote {}", report.scenario, dir.join("result.json").display()));
         Ok(report)
     }

@@ -95,7 +95,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {

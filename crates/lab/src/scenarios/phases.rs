@@ -270,7 +270,7 @@ pub fn run_mixes(
         )],
         ..Default::default()
     };
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 /// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.

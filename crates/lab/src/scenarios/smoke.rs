@@ -43,6 +43,5 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     }
     merged.runs.extend(c.runs);
     merged.notes.extend(c.notes);
-    let dir = ctx.run_dir("smoke", merged.started_unix)?;
-    ctx.write_report(&dir, merged)
+    ctx.write_report(merged)
 }

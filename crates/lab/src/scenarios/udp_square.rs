@@ -197,8 +197,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    let dir = ctx.run_dir(NAME, started)?;
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 fn one_run(mut run: Run, wave: &SquareWave, warm: f64, d: f64) -> Result<RunResult> {

@@ -172,8 +172,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    let dir = ctx.run_dir(NAME, started)?;
-    ctx.write_report(&dir, report)
+    ctx.write_report(report)
 }
 
 #[allow(clippy::too_many_arguments)]
