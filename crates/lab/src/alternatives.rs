@@ -259,8 +259,8 @@ impl Alternative {
         let mut active = ActiveAlternative {
             daemon: None,
             htb_dev: None,
-            config_path: None,
             control_socket: None,
+            log_path: None,
             notes: Vec::new(),
         };
         if self.uses_daemon() {
@@ -282,8 +282,8 @@ impl Alternative {
                 active.notes.push(format!("fixed window {w} bytes"));
             }
             active.daemon = Some(daemon);
-            active.config_path = Some(config_path);
             active.control_socket = Some(sock);
+            active.log_path = Some(log);
         }
         let htb = self.htb_commands(env, ROUTER_LAN_IF);
         if !htb.is_empty() {
@@ -356,10 +356,10 @@ pub struct ActiveAlternative {
     pub daemon: Option<Daemon>,
     /// The device carrying the HTB tree, if any.
     pub htb_dev: Option<String>,
-    /// The generated daemon config.
-    pub config_path: Option<PathBuf>,
     /// The daemon's control socket.
     pub control_socket: Option<PathBuf>,
+    /// The daemon's log.
+    pub log_path: Option<PathBuf>,
     /// Notes for the run result.
     pub notes: Vec<String>,
 }
@@ -402,39 +402,32 @@ impl fmt::Display for Alternative {
 impl FromStr for Alternative {
     type Err = anyhow::Error;
 
+    /// A label as [`Alternative::label`] prints it: any alternative with its default parameters,
+    /// `fixed-rwnd=BYTES` or `htb-PERCENT`.
     fn from_str(s: &str) -> Result<Alternative> {
-        Ok(match s {
-            "no-control" | "none" => Alternative::NoControl,
-            "slipstream" => Alternative::Slipstream,
-            "slipstream-paper" | "paper" => Alternative::SlipstreamPaper,
-            "slipstream-ebpf" => Alternative::SlipstreamEbpf,
-            "fixed-rwnd" => Alternative::FixedRwnd(None),
-            _ if HouseholdBudget::ALL.iter().any(|b| b.label() == s) => {
-                let b = HouseholdBudget::ALL.into_iter().find(|b| b.label() == s);
-                Alternative::Household(b.unwrap_or(HouseholdBudget::Default))
+        let named = Alternative::ALL.into_iter().chain([Alternative::SlipstreamEbpf]);
+        let named = named.chain(HouseholdBudget::ALL.map(Alternative::Household));
+        if let Some(a) = named.into_iter().find(|a| a.label() == s) {
+            return Ok(a);
+        }
+        if let Some(n) = s.strip_prefix("fixed-rwnd=") {
+            let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
+            if n == 0 {
+                bail!("fixed-rwnd window must be positive");
             }
-            _ => {
-                if let Some(n) = s.strip_prefix("fixed-rwnd=") {
-                    let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
-                    if n == 0 {
-                        bail!("fixed-rwnd window must be positive");
-                    }
-                    Alternative::FixedRwnd(Some(n))
-                } else if let Some(p) = s.strip_prefix("htb-") {
-                    let percent: u8 = p.parse().with_context(|| format!("bad percent in {s:?}"))?;
-                    if !(1..=100).contains(&percent) {
-                        bail!("htb percent must be 1-100, got {percent}");
-                    }
-                    Alternative::HtbShaping { percent }
-                } else {
-                    bail!(
-                        "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, \
-                         fixed-rwnd[=BYTES], htb-90, htb-95, household, household-ledbat, household-key-bs, \
-                         household-key-sa)"
-                    )
-                }
+            return Ok(Alternative::FixedRwnd(Some(n)));
+        }
+        if let Some(p) = s.strip_prefix("htb-") {
+            let percent: u8 = p.parse().with_context(|| format!("bad percent in {s:?}"))?;
+            if !(1..=100).contains(&percent) {
+                bail!("htb percent must be 1-100, got {percent}");
             }
-        })
+            return Ok(Alternative::HtbShaping { percent });
+        }
+        bail!(
+            "unknown alternative {s:?} (known: no-control, slipstream, slipstream-paper, slipstream-ebpf, \
+             fixed-rwnd[=BYTES], htb-90, htb-95, household, household-ledbat, household-key-bs, household-key-sa)"
+        )
     }
 }
 

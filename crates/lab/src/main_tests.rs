@@ -18,7 +18,7 @@ fn set_keys_are_checked_against_the_scenario() {
     let typo = run_args(&["lab", "udp-square", "--set", "period=1,5"]);
     let err = options(&typo, &[scenarios::lookup("udp-square").unwrap()]).unwrap_err().to_string();
     assert!(err.contains("--set period: unknown key"), "{err}");
-    assert!(err.contains("valid: periods, udp_mbit"), "{err}");
+    assert!(err.contains("valid: periods"), "{err}");
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--set", "novalue"]).is_err());
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--repeats", "0"]).is_err());
 }

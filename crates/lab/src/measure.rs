@@ -3,8 +3,6 @@
 //! * `ping -D -i 0.1` lines → `(unix time, rtt ms)`;
 //! * `ss -tinH` output (the server's sockets, polled every 100 ms) → per-socket cwnd, mss, rtt,
 //!   byte counters;
-//! * the block stream of a polling shell loop (`@@ <unix time>` separators, see
-//!   [`poll_script`]);
 //! * iperf3 JSON → a goodput series (via the testbed's parser).
 
 use slipstream_testbed::iperf::IperfResult;
@@ -60,7 +58,8 @@ impl SsSocket {
     }
 }
 
-fn port_of(endpoint: &str) -> u16 {
+/// Port of an `addr:port` endpoint (0 if none).
+pub fn port_of(endpoint: &str) -> u16 {
     endpoint.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
 }
 
@@ -134,43 +133,6 @@ pub fn data_start(
         prev = *t;
     }
     None
-}
-
-/// Marker that starts each block of a polling loop's output.
-pub const BLOCK_MARK: &str = "@@";
-
-/// `sh -c` script running `command` every `interval_s`, each output preceded by
-/// `@@ <unix time>` (from `date +%s.%N`, taken just before the command). The sleep runs beside
-/// the command, so a sample starts every `interval_s` (or as soon as a slower command ends),
-/// not every `interval_s` plus the command's own time.
-pub fn poll_script(command: &str, interval_s: f64) -> String {
-    format!("while :; do echo \"{BLOCK_MARK} $(date +%s.%N)\"; sleep {interval_s} & {command}; wait; done")
-}
-
-/// Incremental splitter of a polling loop's output into `(unix time, block text)`.
-#[derive(Debug, Default)]
-pub struct BlockSplitter {
-    current: Option<(f64, String)>,
-}
-
-impl BlockSplitter {
-    /// Feeds one line; returns the previous block when a new one starts.
-    pub fn push_line(&mut self, line: &str) -> Option<(f64, String)> {
-        if let Some(ts) = line.strip_prefix(BLOCK_MARK) {
-            let t = ts.trim().parse().ok()?;
-            return self.current.replace((t, String::new()));
-        }
-        if let Some((_, text)) = self.current.as_mut() {
-            text.push_str(line);
-            text.push('\n');
-        }
-        None
-    }
-
-    /// The last (possibly incomplete) block.
-    pub fn finish(self) -> Option<(f64, String)> {
-        self.current
-    }
 }
 
 /// Receiver goodput series (Mbit/s) of an iperf3 run: `(offset + interval midpoint, rate)` for

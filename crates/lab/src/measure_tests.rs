@@ -47,21 +47,6 @@ fn ss_sockets() {
 }
 
 #[test]
-fn blocks() {
-    let mut s = BlockSplitter::default();
-    assert_eq!(s.push_line("junk before"), None);
-    assert_eq!(s.push_line("@@ 100.5"), None);
-    assert_eq!(s.push_line("a"), None);
-    assert_eq!(s.push_line("b"), None);
-    assert_eq!(s.push_line("@@ 100.6"), Some((100.5, "a\nb\n".into())));
-    assert_eq!(s.finish(), Some((100.6, String::new())));
-    assert_eq!(
-        poll_script("ss -tinH", 0.1),
-        "while :; do echo \"@@ $(date +%s.%N)\"; sleep 0.1 & ss -tinH; wait; done"
-    );
-}
-
-#[test]
 fn data_start_is_between_the_samples_around_the_first_data() {
     let sock = |peer: u16, sent: u64| SsSocket {
         local_port: 6881,

@@ -26,27 +26,50 @@
 //! `<size>` bytes (at most [`MAX_OBJECT_BYTES`]) and then serves the next request line on the
 //! same connection until the client closes it. Anything else closes the connection.
 //!
-//! **Records**: one JSON line per object ([`ObjectRecord`]): session, page, object, size, when it
-//! started (seconds since the client started), how long it waited for a connection slot, the
-//! connect time and the response time (connect start to last byte), or the error. Everything
-//! random comes from one seed, so two runs with the same seed ask for the same pages in the
-//! same order (their timing differs, so a shorter run fetches a prefix of them).
+//! **Records**: one [`ObjectRecord`] per object: session, page, object, size, when it started
+//! (seconds since the client started) and the response time (connect start to last byte; none
+//! if the fetch failed). Everything random comes from one seed, so two runs with the same seed ask for the same pages in the same order
+//! (their timing differs, so a shorter run fetches a prefix of them).
+//!
+//! **Where they run**: the generators here (object server, client, [`udp`] square wave and sink,
+//! [`probe`]) run as threads of the lab itself, each moved into its testbed namespace with
+//! [`spawn_in`] (setns(2) is per thread, and a socket stays in the namespace it was made in):
+//! the same sockets and the same code paths as a helper process, without one.
 
 pub mod probe;
-pub mod procs;
 pub mod udp;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp, Pareto};
-use serde::{Deserialize, Serialize};
+use slipstream_testbed::{Ns, Testbed};
+
+/// Runs `f` on a new thread inside namespace `ns` of `tb`; threads it spawns and sockets it
+/// makes stay there.
+pub fn spawn_in<T: Send + 'static>(
+    tb: &Testbed,
+    ns: Ns,
+    f: impl FnOnce() -> Result<T> + Send + 'static,
+) -> JoinHandle<Result<T>> {
+    let name = tb.ns_name(ns);
+    std::thread::spawn(move || {
+        slipstream_testbed::enter_netns(&name)?;
+        f()
+    })
+}
+
+/// The result of a generator thread (a panic is an error).
+pub fn join<T>(handle: JoinHandle<Result<T>>) -> Result<T> {
+    handle.join().map_err(|_| anyhow::anyhow!("generator thread panicked"))?
+}
 
 /// Largest object the server sends (a bound against typos and runaway clients).
 pub const MAX_OBJECT_BYTES: u64 = 64 * 1024 * 1024;
@@ -65,7 +88,7 @@ pub fn clamped_pareto_mean(scale: f64, shape: f64, cap: f64) -> f64 {
 }
 
 /// Object sizes: Pareto(scale, shape) clamped at `cap`, in bytes (rounded up, at least 1).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SizeDist {
     /// Pareto scale (the smallest size), bytes.
     pub scale: f64,
@@ -112,7 +135,7 @@ impl SizeDist {
 }
 
 /// The page model (see the module docs for where each value comes from).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct WebModel {
     /// Objects per page (Key et al.: 10).
     pub objects: u32,
@@ -189,8 +212,8 @@ impl SessionPlan {
     }
 }
 
-/// One fetched (or failed) object: a JSON line of the client's output.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// One fetched (or failed) object.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ObjectRecord {
     pub session: u32,
     pub page: u32,
@@ -199,22 +222,13 @@ pub struct ObjectRecord {
     pub size: u64,
     /// When the fetch started (connect), seconds since the client started.
     pub start_s: f64,
-    /// How long the object waited past its planned launch for a free connection slot, s.
-    pub wait_s: f64,
-    /// TCP connect time, s (`None` if the connect failed).
-    pub connect_s: Option<f64>,
     /// Connect start to last byte, s (`None` if the fetch failed).
     pub response_s: Option<f64>,
-    /// Bytes received.
-    pub received: u64,
-    /// Why the fetch failed, if it did.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
 }
 
 impl ObjectRecord {
     pub fn ok(&self) -> bool {
-        self.error.is_none() && self.response_s.is_some()
+        self.response_s.is_some()
     }
 }
 
@@ -286,6 +300,30 @@ pub fn serve(listener: TcpListener, stop: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
+/// An object server on `0.0.0.0:port` in namespace `ns`, listening when this returns; it
+/// stops accepting when dropped.
+pub struct Server {
+    stop: Arc<AtomicBool>,
+}
+
+impl Server {
+    pub fn start(tb: &Testbed, ns: Ns, port: u16) -> Result<Server> {
+        let listener = join(spawn_in(tb, ns, move || {
+            TcpListener::bind(("0.0.0.0", port)).with_context(|| format!("binding port {port}"))
+        }))?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&stop);
+        std::thread::spawn(move || serve(listener, flag));
+        Ok(Server { stop })
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Client
 
@@ -303,66 +341,47 @@ pub struct ClientConfig {
     pub grace: Duration,
 }
 
-/// Fetches one object on a new connection; returns (connect time, response time, bytes).
-/// `deadline` bounds the whole fetch.
-pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> (Option<f64>, Result<(f64, u64)>) {
+/// Fetches one object on a new connection; returns the response time (connect start to last
+/// byte), s. `deadline` bounds the whole fetch.
+pub fn fetch_object(server: SocketAddr, size: u64, deadline: Instant) -> Result<f64> {
     let t0 = Instant::now();
     let left = |now: Instant| deadline.saturating_duration_since(now).max(Duration::from_millis(1));
-    let stream = match TcpStream::connect_timeout(&server, left(t0)) {
-        Ok(s) => s,
-        Err(e) => return (None, Err(e).context("connect")),
-    };
-    let connect_s = t0.elapsed().as_secs_f64();
-    let result = (|| -> Result<(f64, u64)> {
-        let mut stream = stream;
-        stream.set_nodelay(true).ok();
-        stream.write_all(request_line(size).as_bytes()).context("send request")?;
-        let mut buf = vec![0u8; 64 * 1024];
-        let mut got = 0u64;
-        while got < size {
-            let now = Instant::now();
-            if now >= deadline {
-                bail!("deadline passed after {got} of {size} bytes");
-            }
-            stream.set_read_timeout(Some(left(now)))?;
-            let want = (size - got).min(buf.len() as u64) as usize;
-            match stream.read(&mut buf[..want]) {
-                Ok(0) => bail!("connection closed after {got} of {size} bytes"),
-                Ok(n) => got += n as u64,
-                Err(e)
-                    if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) =>
-                {
-                    continue
-                }
-                Err(e) => return Err(e).context("receive"),
-            }
+    let mut stream = TcpStream::connect_timeout(&server, left(t0)).context("connect")?;
+    stream.set_nodelay(true).ok();
+    stream.write_all(request_line(size).as_bytes()).context("send request")?;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut got = 0u64;
+    while got < size {
+        let now = Instant::now();
+        if now >= deadline {
+            bail!("deadline passed after {got} of {size} bytes");
         }
-        Ok((t0.elapsed().as_secs_f64(), got))
-    })();
-    (Some(connect_s), result)
+        stream.set_read_timeout(Some(left(now)))?;
+        let want = (size - got).min(buf.len() as u64) as usize;
+        match stream.read(&mut buf[..want]) {
+            Ok(0) => bail!("connection closed after {got} of {size} bytes"),
+            Ok(n) => got += n as u64,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut) => {}
+            Err(e) => return Err(e).context("receive"),
+        }
+    }
+    Ok(t0.elapsed().as_secs_f64())
 }
 
-/// Runs the sessions; calls `sink` with each record as it completes (from the calling thread).
-/// Returns the number of records.
-pub fn run_client(cfg: &ClientConfig, mut sink: impl FnMut(&ObjectRecord) -> Result<()>) -> Result<u64> {
+/// Runs the sessions; the records, in the order the objects completed.
+pub fn run_client(cfg: &ClientConfig) -> Vec<ObjectRecord> {
     let started = Instant::now();
     let stop_pages = started + cfg.duration;
     let hard_deadline = stop_pages + cfg.grace;
     let (tx, rx) = mpsc::channel::<ObjectRecord>();
-    let mut count = 0u64;
-    std::thread::scope(|s| -> Result<()> {
+    std::thread::scope(|s| {
         for session in 0..cfg.sessions {
             let tx = tx.clone();
             s.spawn(move || run_session(cfg, session, started, stop_pages, hard_deadline, &tx));
         }
-        drop(tx);
-        for rec in rx {
-            count += 1;
-            sink(&rec)?;
-        }
-        Ok(())
-    })?;
-    Ok(count)
+    });
+    drop(tx);
+    rx.into_iter().collect()
 }
 
 fn sleep_until(t: Instant) {
@@ -404,23 +423,15 @@ fn run_session(
                     let Some(obj) = page.objects.get(i) else { return };
                     let planned = page_start + Duration::from_secs_f64(obj.offset_s);
                     sleep_until(planned);
-                    let t = Instant::now();
-                    let (connect_s, result) = fetch_object(cfg.server, obj.size, hard_deadline);
-                    let (response_s, received, error) = match result {
-                        Ok((rt, got)) => (Some(rt), got, None),
-                        Err(e) => (None, 0, Some(format!("{e:#}"))),
-                    };
+                    let start_s = started.elapsed().as_secs_f64();
                     let _ = tx.send(ObjectRecord {
                         session,
                         page: page_no,
                         object: i as u32,
                         size: obj.size,
-                        start_s: (t - started).as_secs_f64(),
-                        wait_s: (t - planned).as_secs_f64(),
-                        connect_s,
-                        response_s,
-                        received,
-                        error,
+                        start_s,
+                        // A failed fetch (refused, reset, past the deadline) has no response time.
+                        response_s: fetch_object(cfg.server, obj.size, hard_deadline).ok(),
                     });
                 });
             }
@@ -433,20 +444,11 @@ fn run_session(
     }
 }
 
-/// Reads JSON-line records (as the client writes them).
-pub fn parse_records(text: &str) -> Result<Vec<ObjectRecord>> {
-    text.lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| serde_json::from_str(l).with_context(|| format!("record line {}", i + 1)))
-        .collect()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Summaries
 
 /// Mean response time of the objects in one size bucket `[lo, hi)`.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct BucketStat {
     /// Lower size bound, bytes (inclusive).
     pub lo: u64,
@@ -456,8 +458,6 @@ pub struct BucketStat {
     pub count: u64,
     /// Mean response time, s (NaN if empty).
     pub mean_s: f64,
-    /// Median response time, s (NaN if empty).
-    pub median_s: f64,
 }
 
 /// Bucket edges: powers of two from `first` up to `last` (bytes), then one open bucket.
@@ -472,30 +472,25 @@ pub fn log2_edges(first: u64, last: u64) -> Vec<u64> {
     edges
 }
 
-/// Per-bucket mean and median response times of the completed objects.
+/// Per-bucket mean response times of the completed objects.
 /// `edges` are the lower bounds, ascending (as [`log2_edges`] makes them); buckets without
 /// objects are kept (count 0, NaN times) so that runs line up bucket by bucket.
 pub fn bucket_stats(records: &[ObjectRecord], edges: &[u64]) -> Vec<BucketStat> {
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); edges.len()];
-    for r in records.iter().filter(|r| r.ok()) {
-        let i = edges.partition_point(|&e| e <= r.size).saturating_sub(1);
+    for r in records {
         if let Some(rt) = r.response_s {
-            times[i].push(rt);
+            times[edges.partition_point(|&e| e <= r.size).saturating_sub(1)].push(rt);
         }
     }
     edges
         .iter()
+        .zip(times)
         .enumerate()
-        .map(|(i, &lo)| {
-            let v = &mut times[i];
-            v.sort_by(f64::total_cmp);
-            BucketStat {
-                lo,
-                hi: edges.get(i + 1).copied().unwrap_or(u64::MAX),
-                count: v.len() as u64,
-                mean_s: crate::analysis::mean(v.iter().copied()).unwrap_or(f64::NAN),
-                median_s: v.get(v.len() / 2).copied().unwrap_or(f64::NAN),
-            }
+        .map(|(i, (&lo, v))| BucketStat {
+            lo,
+            hi: edges.get(i + 1).copied().unwrap_or(u64::MAX),
+            count: v.len() as u64,
+            mean_s: crate::analysis::mean(v).unwrap_or(f64::NAN),
         })
         .collect()
 }

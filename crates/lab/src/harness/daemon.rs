@@ -5,63 +5,23 @@
 //! the router namespace: no process per sample.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
 
 use slipstream_inspect::{FlowInfo, Request, Response};
 
-use crate::result::{now_unix, Role, Series, Unit};
-
-/// Time between two queries.
-const PERIOD: Duration = Duration::from_millis(100);
+use super::poller::{Periodic, Samples};
+use crate::measure::port_of;
+use crate::result::{Role, Series, Unit};
 
 /// `(t, flows)` samples.
-pub(super) type DaemonSamples = Vec<(f64, Vec<FlowInfo>)>;
+pub(super) type DaemonSamples = Samples<Vec<FlowInfo>>;
 
-/// The thread querying the daemon.
-pub(super) struct DaemonSampler {
-    stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<DaemonSamples>>,
-}
-
-impl DaemonSampler {
-    /// Starts querying `socket`; times count from `t0_unix`. A failed query is skipped (the
-    /// daemon may be between restarts).
-    pub(super) fn start(socket: PathBuf, t0_unix: f64) -> DaemonSampler {
-        let stop = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&stop);
-        let thread = std::thread::spawn(move || {
-            let mut samples = Vec::new();
-            while !flag.load(Ordering::Relaxed) {
-                let t = now_unix() - t0_unix;
-                if let Ok(Response::Flows(list)) = slipstream_inspect::query(&socket, &Request::Flows) {
-                    samples.push((t, list.flows));
-                }
-                std::thread::sleep(PERIOD);
-            }
-            samples
-        });
-        DaemonSampler { stop, thread: Some(thread) }
-    }
-
-    /// Stops querying; the samples.
-    pub(super) fn finish(mut self) -> DaemonSamples {
-        self.stop.store(true, Ordering::Relaxed);
-        self.thread.take().and_then(|t| t.join().ok()).unwrap_or_default()
-    }
-}
-
-impl Drop for DaemonSampler {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Relaxed);
-    }
-}
-
-/// Port of an `addr:port` endpoint (0 if none).
-fn port_of(endpoint: Option<&String>) -> u16 {
-    endpoint.and_then(|e| e.rsplit_once(':')).and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
+/// Queries `socket` every 100 ms; times count from `t0_unix`. A failed query is skipped (the
+/// daemon may be between restarts).
+pub(super) fn start(socket: PathBuf, t0_unix: f64) -> Periodic<Vec<FlowInfo>> {
+    Periodic::start(None, t0_unix, move || match slipstream_inspect::query(&socket, &Request::Flows) {
+        Ok(Response::Flows(list)) => Some(list.flows),
+        _ => None,
+    })
 }
 
 /// Numeric code of a controller mode for plotting: conservative 0, aggressive 1, other 2.
@@ -82,7 +42,7 @@ pub(super) fn flow_series(samples: &DaemonSamples, label: &str, role: Role, port
     for (t, flows) in samples {
         let on_port = flows
             .iter()
-            .filter(|f| port_of(f.sender.as_ref()) == port || port_of(f.receiver.as_ref()) == port);
+            .filter(|f| [&f.sender, &f.receiver].iter().any(|e| e.as_deref().map(port_of) == Some(port)));
         let Some(f) = on_port.max_by_key(|f| f.acked_bytes) else {
             continue;
         };
@@ -107,33 +67,5 @@ pub(super) fn flow_series(samples: &DaemonSamples, label: &str, role: Role, port
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn series_follow_the_busiest_flow_on_the_port() {
-        let flow = |sender: &str, acked: u64, rwnd: u32| FlowInfo {
-            sender: Some(sender.into()),
-            receiver: Some("10.0.1.2:40000".into()),
-            mode: "aggressive".into(),
-            rwnd_bytes: Some(rwnd),
-            acked_bytes: acked,
-            rtt_ms: Some(101.5),
-            piv: Some(slipstream_inspect::PivSummary { sum_ms: -1.5, positive_ratio: 0.5, count: 10 }),
-            ..Default::default()
-        };
-        let samples = vec![
-            (0.1, vec![flow("10.0.0.2:6881", 10, 1000), flow("10.0.0.2:6881", 99, 2000)]),
-            (0.2, vec![flow("10.0.0.2:5201", 99, 3000)]),
-        ];
-        let series = flow_series(&samples, "bg", Role::Background, 6881);
-        let get = |n: &str| series.iter().find(|s| s.name == n).unwrap();
-        assert_eq!(get("rwnd").points, vec![(0.1, 2000.0)]);
-        assert_eq!(get("mode").points, vec![(0.1, 1.0)]);
-        assert_eq!(get("piv_sum").points, vec![(0.1, -1.5)]);
-        assert_eq!(get("piv_sum").unit, Unit::Ms);
-        assert_eq!(get("daemon_rtt").points, vec![(0.1, 101.5)]);
-        assert!(series.iter().all(|s| s.name != "cwnd_estimate"));
-        assert!(flow_series(&samples, "x", Role::Background, 1).is_empty());
-    }
-}
+#[path = "daemon_tests.rs"]
+mod tests;

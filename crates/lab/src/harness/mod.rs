@@ -41,20 +41,6 @@ pub const BE_PORT: u16 = 5201;
 /// Server port of the reverse-direction (upload) flow.
 pub const REV_PORT: u16 = 5202;
 
-/// Assembles a report (table from `rows`), writes result.json and table.md into
-/// `<out>/<scenario>/<timestamp>/`, and returns it.
-pub fn finish_report(
-    ctx: &LabContext,
-    dir: &std::path::Path,
-    mut report: crate::result::ScenarioReport,
-) -> Result<crate::result::ScenarioReport> {
-    if report.started_unix == 0.0 {
-        report.started_unix = report.runs.first().map_or(0.0, |r| r.started_unix);
-    }
-    ctx.write_report(dir, &report)?;
-    Ok(report)
-}
-
 /// One started iperf3 flow.
 struct FlowRun {
     spec: FlowSpec,
@@ -67,7 +53,7 @@ struct FlowRun {
 pub struct Run<'a> {
     ping: Option<ping::PingSampler>,
     ss: Option<ss::SsSampler>,
-    daemon: Option<daemon::DaemonSampler>,
+    daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
     active: Option<ActiveAlternative>,
     tb: Option<Testbed>,
@@ -159,11 +145,11 @@ impl<'a> Run<'a> {
             run.ping = Some(ping::PingSampler::start(run.tb(), run.t0_unix)?);
         }
         if run.setup.ss {
-            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix)?);
+            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix));
         }
         let socket = run.active.as_ref().and_then(|a| a.control_socket.clone());
         if let Some(socket) = socket {
-            run.daemon = Some(daemon::DaemonSampler::start(socket, run.t0_unix));
+            run.daemon = Some(daemon::start(socket, run.t0_unix));
         }
         Ok(run)
     }
@@ -307,7 +293,7 @@ impl<'a> Run<'a> {
     /// Stops the samplers and turns their samples into the result's series.
     fn collect_samples(&mut self) {
         let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
-        let daemon = self.daemon.take().map(daemon::DaemonSampler::finish).unwrap_or_default();
+        let daemon = self.daemon.take().map(poller::Periodic::finish).unwrap_or_default();
         let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
         self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
@@ -326,14 +312,15 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], collecting results. A
-/// failed run fails the scenario (its testbed is torn down by `Drop` first).
+/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], which it finishes (adding
+/// its metrics), collecting results. A failed run fails the scenario (its testbed is torn down by
+/// `Drop` first).
 pub fn run_all<C>(
     ctx: &LabContext,
     opts: &ScenarioOptions,
     cases: &[C],
     mut setup: impl FnMut(&C, Alternative) -> RunSetup,
-    mut body: impl FnMut(&mut Run, &C) -> Result<()>,
+    mut body: impl FnMut(Run, &C) -> Result<RunResult>,
 ) -> Result<Vec<RunResult>> {
     let count = opts.alternatives.len() * opts.repeats.max(1) as usize * cases.len();
     let mut out = Vec::new();
@@ -346,10 +333,9 @@ pub fn run_all<C>(
                 s.count = count;
                 s.repeat = repeat;
                 index += 1;
-                let mut run = Run::start(ctx, opts, s)
+                let run = Run::start(ctx, opts, s)
                     .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
-                body(&mut run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
-                let r = run.finish().with_context(|| format!("finishing run {index}/{count} ({alt})"))?;
+                let r = body(run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
                 ctx.progress.log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
                 out.push(r);
             }

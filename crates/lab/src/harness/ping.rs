@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use anyhow::Result;
 use slipstream_testbed::{Ns, Testbed};
 
-use super::poller::Poller;
+use super::poller::{lock, Poller};
 use crate::measure::parse_ping_line;
 use crate::result::{Role, Series, Unit};
 
@@ -38,9 +38,4 @@ impl PingSampler {
         (!points.is_empty())
             .then(|| Series::new("rtt", Unit::Ms, "ping", Role::Probe, "ping").with_points(points))
     }
-}
-
-/// The samples, also after a reader thread panicked.
-pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

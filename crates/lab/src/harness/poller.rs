@@ -1,17 +1,20 @@
-//! A sampling process: its stdout read line by line on a thread; killed when stopped or dropped.
+//! How the samplers run: a process whose stdout is read line by line on a thread ([`Poller`],
+//! for `ping`), or a thread that takes a sample every 100 ms ([`Periodic`], for `ss` and the
+//! daemon's control socket).
 
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result};
-use slipstream_testbed::{Ns, Testbed};
 
-use crate::measure::{poll_script, BlockSplitter};
+use crate::result::now_unix;
 
-/// Period of the shell polling loops: the loop's fork and exec overhead (~3 ms) comes on top,
-/// so a sample is taken at least every 100 ms.
-pub const POLL_INTERVAL_S: f64 = 0.095;
+/// Time between two samples of a [`Periodic`] sampler, s.
+pub const POLL_INTERVAL_S: f64 = 0.1;
 
 /// A running sampling process and the thread reading it.
 pub(super) struct Poller {
@@ -37,23 +40,6 @@ impl Poller {
         Ok(Poller { child, reader: Some(reader) })
     }
 
-    /// Runs `command` in `ns` every [`POLL_INTERVAL_S`] (one shell loop, not a process per
-    /// sample), handing each output block to `on_block` with its Unix time.
-    pub(super) fn every_interval(
-        tb: &Testbed,
-        ns: Ns,
-        command: &str,
-        mut on_block: impl FnMut(f64, &str) + Send + 'static,
-    ) -> Result<Poller> {
-        let script = poll_script(command, POLL_INTERVAL_S);
-        let mut split = BlockSplitter::default();
-        Poller::spawn(tb.exec(ns, &["sh", "-c", &script]), command, move |line| {
-            if let Some((unix, text)) = split.push_line(line) {
-                on_block(unix, &text);
-            }
-        })
-    }
-
     /// Kills the process and waits for the reader to see the end of its output.
     pub(super) fn stop(&mut self) {
         let _ = self.child.kill();
@@ -68,4 +54,69 @@ impl Drop for Poller {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// `(t, sample)` pairs, t in seconds since the run's t = 0, taken when the sample started.
+pub(super) type Samples<T> = Vec<(f64, T)>;
+
+/// A thread calling `sample` every [`POLL_INTERVAL_S`] (or as soon as a slower sample ends)
+/// until stopped; a `None` sample is skipped.
+pub(super) struct Periodic<T> {
+    samples: Arc<Mutex<Samples<T>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl<T: Send + 'static> Periodic<T> {
+    /// Starts sampling, inside network namespace `ns` if given (processes the sampler spawns run
+    /// there too); times count from `t0_unix`.
+    pub(super) fn start(
+        ns: Option<String>,
+        t0_unix: f64,
+        mut sample: impl FnMut() -> Option<T> + Send + 'static,
+    ) -> Periodic<T> {
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (sink, flag) = (Arc::clone(&samples), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            if ns.is_some_and(|ns| slipstream_testbed::enter_netns(&ns).is_err()) {
+                return;
+            }
+            let mut due = Instant::now();
+            while !flag.load(Ordering::Relaxed) {
+                let t = now_unix() - t0_unix;
+                if let Some(s) = sample() {
+                    lock(&sink).push((t, s));
+                }
+                due += Duration::from_secs_f64(POLL_INTERVAL_S);
+                std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            }
+        });
+        Periodic { samples, stop, thread: Some(thread) }
+    }
+
+    /// The samples so far.
+    pub(super) fn samples(&self) -> MutexGuard<'_, Samples<T>> {
+        lock(&self.samples)
+    }
+
+    /// Stops sampling; the samples.
+    pub(super) fn finish(mut self) -> Samples<T> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        std::mem::take(&mut *lock(&self.samples))
+    }
+}
+
+impl<T> Drop for Periodic<T> {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// The samples, also after a sampling thread panicked.
+pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -4,42 +4,35 @@
 //! clamp actually limits), `ss_rtt` (ms) and `ss_goodput` (Mbit/s from the byte counters; also
 //! what the progress line shows).
 
-use std::sync::{Arc, Mutex};
+use std::process::Command;
 
-use anyhow::Result;
 use slipstream_testbed::{Ns, Testbed};
 
-use super::ping::lock;
-use super::poller::Poller;
+use super::poller::{Periodic, Samples};
 use super::spec::Direction;
 use crate::analysis;
 use crate::measure::{parse_ss, SsSocket};
 use crate::result::{Role, Series, Unit};
 
 /// `(t, sockets)` samples.
-pub(super) type SsSamples = Vec<(f64, Vec<SsSocket>)>;
+pub(super) type SsSamples = Samples<Vec<SsSocket>>;
 
-/// The running `ss` loop and its samples.
-pub(super) struct SsSampler {
-    poller: Poller,
-    samples: Arc<Mutex<SsSamples>>,
-}
+/// `ss -tinH` run every 100 ms from a thread in the server namespace.
+pub(super) struct SsSampler(Periodic<Vec<SsSocket>>);
 
 impl SsSampler {
     /// Starts polling the server namespace; times count from `t0_unix`.
-    pub(super) fn start(tb: &Testbed, t0_unix: f64) -> Result<SsSampler> {
-        let samples = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&samples);
-        let poller = Poller::every_interval(tb, Ns::Server, "ss -tinH", move |unix, text| {
-            lock(&sink).push((unix - t0_unix, parse_ss(text)));
-        })?;
-        Ok(SsSampler { poller, samples })
+    pub(super) fn start(tb: &Testbed, t0_unix: f64) -> SsSampler {
+        SsSampler(Periodic::start(Some(tb.ns_name(Ns::Server)), t0_unix, || {
+            let out = Command::new("ss").arg("-tinH").output().ok()?;
+            Some(parse_ss(&String::from_utf8_lossy(&out.stdout)))
+        }))
     }
 
     /// Current sender-side rate (Mbit/s) of everything on server `port`, from the last two
     /// samples.
     pub(super) fn live_rate(&self, port: u16) -> Option<f64> {
-        let s = lock(&self.samples);
+        let s = self.0.samples();
         let n = s.len();
         if n < 2 {
             return None;
@@ -53,9 +46,8 @@ impl SsSampler {
     }
 
     /// Stops polling; the samples.
-    pub(super) fn finish(mut self) -> SsSamples {
-        self.poller.stop();
-        std::mem::take(&mut *lock(&self.samples))
+    pub(super) fn finish(self) -> SsSamples {
+        self.0.finish()
     }
 }
 

@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Runs the scenario.
@@ -32,7 +32,6 @@ pub fn run_with(
     let started = crate::result::now_unix();
     let dir = ctx.run_dir(name, started)?;
     let runs = run_all(ctx, opts, &[duration], |&d, alt| RunSetup::new(name, alt, d, dir.clone()), body)?;
-    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, duration)).collect();
     let report = ScenarioReport {
         scenario: name.into(),
         title: format!(
@@ -49,13 +48,13 @@ pub fn run_with(
         )],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
-fn body(run: &mut Run, &duration: &f64) -> Result<()> {
+fn body(mut run: Run, &duration: &f64) -> Result<RunResult> {
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, duration))?;
     run.wait_until(duration)?;
-    Ok(())
+    Ok(with_metrics(run.finish()?, duration))
 }
 
 /// Adds the scenario's metrics to a finished run.

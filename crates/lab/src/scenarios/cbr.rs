@@ -15,7 +15,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::max_goodput_mbit;
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// Phase lengths.
@@ -23,13 +23,14 @@ use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Tab
 pub struct CbrTimes {
     /// Length of each third, s.
     pub third: f64,
-    /// Best-effort rate, Mbit/s (6 in the paper).
-    pub be_mbit: f64,
 }
+
+/// Best-effort rate, Mbit/s (as in the paper).
+const BE_MBIT: f64 = 6.0;
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let t = CbrTimes { third: opts.scaled(30.0, 4.0), be_mbit: opts.extra_or("be_mbit", 6.0)? };
+    let t = CbrTimes { third: opts.scaled(30.0, 4.0) };
     run_with(ctx, opts, "cbr", t)
 }
 
@@ -42,18 +43,17 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
         opts,
         &[t],
         |t, alt| {
-            let mut s = RunSetup::new(name, alt, 3.0 * t.third, dir.clone()).param("be_mbit", t.be_mbit);
+            let mut s = RunSetup::new(name, alt, 3.0 * t.third, dir.clone()).param("be_mbit", BE_MBIT);
             s.server_ports = vec![BG_PORT, BE_PORT, REV_PORT];
             s
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(|r| with_metrics(r, t)).collect();
     let report = ScenarioReport {
         scenario: name.into(),
         title: format!(
             "{name}: {} Mbit/s BE download + reverse upload; background joins for the middle third ({:.0} s each)",
-            t.be_mbit, t.third
+            BE_MBIT, t.third
         ),
         started_unix: started,
         table: table(opts, &runs),
@@ -64,18 +64,18 @@ pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTime
         )],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
-fn body(run: &mut Run, t: &CbrTimes) -> Result<()> {
+fn body(mut run: Run, t: &CbrTimes) -> Result<RunResult> {
     let total = 3.0 * t.third;
-    let rate = format!("{}M", t.be_mbit);
+    let rate = format!("{BE_MBIT}M");
     run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, total).bitrate(&rate))?;
     run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, total).bitrate(&rate))?;
     run.wait_until(t.third)?;
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, t.third))?;
     run.wait_until(total)?;
-    Ok(())
+    Ok(with_metrics(run.finish()?, *t))
 }
 
 /// The three periods `(name, from, to)`, nominal: the background flow's spawn and planned end.

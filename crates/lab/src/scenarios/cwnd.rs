@@ -2,7 +2,7 @@
 //! Figs. 11-12; Fig. 13, the rwnd set to the estimate at a BE → LBE switch, is not reproduced), for cubic and reno.
 //!
 //! One background download alone for 60 s (`--scale` shortens) per congestion control (cases
-//! `cubic`, `reno`; `--set cwnd_ccs=cubic,reno,bbr` changes the list). The real cwnd is
+//! `cubic`, `reno`). The real cwnd is
 //! `cwnd × mss` from `ss -tin` on the server every 100 ms; the estimate is
 //! `slipstream_flow_cwnd_estimate_bytes` scraped about every 100 ms; each estimate is paired with the
 //! ss sample nearest in time (within 100 ms). Metrics: `cwnd_mare` (mean |est − real| / real),
@@ -17,7 +17,7 @@ use anyhow::{bail, Result};
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// One case.
@@ -28,11 +28,13 @@ pub struct CwndCase {
     pub duration: f64,
 }
 
+/// The congestion controls compared, one case each.
+const CCS: [&str; 2] = ["cubic", "reno"];
+
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let ccs: String = opts.extra_or("cwnd_ccs", "cubic,reno".to_string())?;
     let duration = opts.scaled(60.0, 8.0);
-    let cases: Vec<CwndCase> = ccs.split(',').map(|c| CwndCase { cc: c.trim().into(), duration }).collect();
+    let cases: Vec<CwndCase> = CCS.iter().map(|&cc| CwndCase { cc: cc.into(), duration }).collect();
     let mut sub = opts.clone();
     sub.alternatives.retain(|a| a.uses_daemon());
     if sub.alternatives.is_empty() {
@@ -52,7 +54,6 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let src = "Vulture Sec. 0.4.2, Figs. 11-12";
     let mut table = Table::new(sub.alternative_labels());
     for c in &cases {
@@ -84,19 +85,20 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     );
     let report = ScenarioReport {
         scenario: "cwnd".into(),
-        title: format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {ccs}, {duration:.0} s"),
+        title: format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {}, {duration:.0} s", CCS.join(",")),
         started_unix: started,
         table,
         runs,
         notes,
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
-fn body(run: &mut Run, c: &CwndCase) -> Result<()> {
+fn body(mut run: Run, c: &CwndCase) -> Result<RunResult> {
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
-    run.wait_until(c.duration)
+    run.wait_until(c.duration)?;
+    run.finish().map(with_metrics)
 }
 
 /// Adds the error/correlation metrics.

@@ -22,9 +22,9 @@
 //!   (`/proc/stat` deltas, both cores summed) per million packets. The machine figures include
 //!   the iperf3 sender and receiver on the same 2 cores, identical work in every mode, so their
 //!   *differences* between modes are the router path's cost;
-//! * **latency**: the download rate-limited to `--set load_mbit=` (default 20 Mbit/s) while
-//!   `slipstream-web probe` sends a 64-byte request every 10 ms on a persistent TCP connection
-//!   to port 6882 (also classed background, so request and answer are queued too) and times the
+//! * **latency**: the download rate-limited to 20 Mbit/s (`LOAD_MBIT`) while
+//!   a TCP probe ([`crate::web::probe`]) sends a 64-byte request every 10 ms on a persistent
+//!   connection to the object server on port 6882 (also classed background, so request and answer are queued too) and times the
 //!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
 //!   round (a round trip crosses the router twice: two queued packets).
 //!
@@ -40,8 +40,6 @@
 //!
 //! `--set base_bin=PATH` adds `slipstreamd-base` and `slipstreamd-ebpf-base`, the same modes
 //! run from an earlier `slipstreamd` build, to every round: before/after side by side.
-//! `--set modes=slipstreamd-ebpf,...` runs only the listed modes (and `kernel`), e.g. while
-//! profiling one of them.
 //!
 //! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
 //! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
@@ -49,25 +47,31 @@
 //! `--alternatives` does not apply (the modes are fixed).
 
 use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, ROUTER_WAN_IF};
 
-use crate::alternatives::{ActiveAlternative, AltEnv, Alternative, METRICS_ADDR};
+use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 
+mod cpu;
 mod rates;
 mod table;
-use crate::web::probe::quantile;
-use crate::web::procs::{helper_binary, pid_in_netns, Helper, MachineCpu};
-use slipstream_testbed::daemon::{process_cpu_seconds, Daemon};
+use crate::web::probe::{quantile, tcp_rtt_probe};
+use crate::web::{join, spawn_in, Server};
+use cpu::MachineCpu;
+use slipstream_testbed::daemon::process_cpu_seconds;
 use table::table;
 
 const NAME: &str = "datapath";
 const LOAD_PORT: u16 = 6881;
 const PROBE_PORT: u16 = 6882;
+/// Rate of the download during the latency probe, Mbit/s.
+const LOAD_MBIT: f64 = 20.0;
 const MSS: &str = "536";
 /// Microseconds (probe RTTs; not in `units`, which has no sub-millisecond unit).
 const US: Unit = Unit::Us;
@@ -104,30 +108,17 @@ impl Mode {
     fn base(self) -> bool {
         Mode::BASE.contains(&self)
     }
+
+    fn ebpf(self) -> bool {
+        matches!(self, Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase)
+    }
 }
 
-/// The modes of a run: every one (with the base modes when `base_bin` is set), or the labels
-/// `--set modes=` lists (`kernel` is always first: ratios are taken to it).
-pub fn modes(opts: &ScenarioOptions) -> Result<Vec<Mode>> {
-    let mut all = Mode::ALL.to_vec();
-    if opts.extra.contains_key("base_bin") {
-        all.extend(Mode::BASE);
-    }
-    let Some(list) = opts.extra.get("modes") else {
-        return Ok(all);
-    };
-    let mut out = vec![Mode::Kernel];
-    for label in list.split(',').map(str::trim).filter(|l| !l.is_empty()) {
-        let mode = all
-            .iter()
-            .copied()
-            .find(|m| m.label() == label)
-            .with_context(|| format!("--set modes: no mode {label} (base modes need base_bin)"))?;
-        if !out.contains(&mode) {
-            out.push(mode);
-        }
-    }
-    Ok(out)
+/// The modes of a run: every one, with the base modes when `base_bin` is set (`kernel` first:
+/// ratios are taken to it).
+pub fn modes(opts: &ScenarioOptions) -> Vec<Mode> {
+    let base: &[Mode] = if opts.extra.contains_key("base_bin") { &Mode::BASE } else { &[] };
+    Mode::ALL.iter().chain(base).copied().collect()
 }
 
 /// The mode order of round `round`: forward on even rounds, reversed on odd ones.
@@ -164,23 +155,21 @@ fn router_packets(tb: &Testbed) -> Result<u64> {
 /// A mode set up on the router.
 enum Active {
     Kernel,
-    Nfq(Helper),
+    /// `nfq-accept` and the file its stdout and stderr go to (`ready`, then a summary at exit).
+    Nfq(Child, PathBuf),
     Daemon(ActiveAlternative),
-    Ebpf(Daemon),
 }
 
 struct Env<'a> {
     opts: &'a ScenarioOptions,
     tb: &'a Testbed,
     alt_env: AltEnv,
-    nfq_bin: std::path::PathBuf,
-    nfq_config: std::path::PathBuf,
-    web_bin: String,
+    nfq_bin: PathBuf,
+    nfq_config: PathBuf,
     throughput_s: f64,
     latency_s: f64,
-    load_mbit: f64,
     /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
-    base_bin: Option<std::path::PathBuf>,
+    base_bin: Option<PathBuf>,
 }
 
 impl Env<'_> {
@@ -197,8 +186,13 @@ impl Env<'_> {
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
-    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
-    let nfq_bin = helper_binary(&ctx.bin_dir, "nfq-accept")?;
+    let nfq_bin = ctx.bin_dir.join("nfq-accept");
+    if !nfq_bin.is_file() {
+        bail!(
+            "{} not found: build it first (cargo build --release -p slipstream-lab --bins)",
+            nfq_bin.display()
+        );
+    }
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     std::fs::create_dir_all(&work_dir)?;
     let spec = TopologySpec {
@@ -222,12 +216,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         tb.masquerade().context("masquerading on the router's WAN side")?;
     }
     tb.start_iperf_server(LOAD_PORT)?;
-    let web = web_bin.to_string_lossy().into_owned();
-    let listen = format!("0.0.0.0:{PROBE_PORT}");
-    let _probe_server = Helper::spawn_ready(
-        tb.exec(Ns::Server, &[web.as_str(), "server", "--listen", &listen]),
-        Duration::from_secs(5),
-    )?;
+    let _probe_server = Server::start(&tb, Ns::Server, PROBE_PORT)?;
     let alt_env = AltEnv {
         daemon_bin: ctx.daemon_bin.clone(),
         work_dir: work_dir.clone(),
@@ -248,13 +237,11 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         alt_env,
         nfq_bin,
         nfq_config,
-        web_bin: web,
         throughput_s: opts.scaled(10.0, 5.0),
         latency_s: opts.scaled(10.0, 5.0),
-        load_mbit: opts.extra_or("load_mbit", 20.0)?,
-        base_bin: opts.extra.get("base_bin").map(std::path::PathBuf::from),
+        base_bin: opts.extra.get("base_bin").map(PathBuf::from),
     };
-    let modes = modes(opts)?;
+    let modes = modes(opts);
     let rounds = opts.repeats.max(2);
     let mut runs: Vec<RunResult> = Vec::new();
     for round in 0..rounds {
@@ -295,7 +282,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 "No bottleneck, no delay element; load = iperf3 download with MSS {MSS} on port {LOAD_PORT} \
                  ({:.0} s unlimited for packets/s and CPU, {:.0} s at {} Mbit/s with a 64-byte TCP probe every 10 ms on \
                  port {PROBE_PORT} for latency); {rounds} rounds, mode order alternating.",
-                env.throughput_s, env.latency_s, env.load_mbit
+                env.throughput_s, env.latency_s, LOAD_MBIT
             ),
             "process CPU = utime+stime of nfq-accept / slipstreamd; machine CPU = /proc/stat deltas of both cores \
              (includes the iperf3 endpoints, equal work in every mode); all per million packets forwarded \
@@ -317,47 +304,40 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         .collect(),
         ..Default::default()
     };
-    let dir = ctx.run_dir(NAME, started)?;
-    crate::harness::finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
 fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
     Ok(match mode {
         Mode::Kernel => (Active::Kernel, None),
         Mode::NfqAccept => {
-            let h = Helper::spawn_ready(
-                env.tb.exec(
-                    Ns::Router,
-                    &[env.nfq_bin.as_os_str(), "--config".as_ref(), env.nfq_config.as_os_str()],
-                ),
-                Duration::from_secs(10),
-            )?;
-            let pid = h.pid();
-            (Active::Nfq(h), pid)
-        }
-        Mode::Slipstreamd | Mode::SlipstreamdBase => {
-            let a = Alternative::Slipstream.setup(env.tb, &env.alt_env(mode))?;
-            let name = env.alt_env(mode).daemon_bin.file_name().map(|n| n.to_string_lossy().into_owned());
-            let pid = pid_in_netns(&env.tb.ns_name(Ns::Router), name.as_deref().unwrap_or("slipstreamd"));
-            (Active::Daemon(a), pid)
-        }
-        Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase => {
-            // Slipstream's own config with the eBPF datapath chosen.
-            let alt_env = env.alt_env(mode);
-            let dir = &alt_env.work_dir;
-            let text = Alternative::SlipstreamEbpf
-                .daemon_config(&alt_env, &dir.join("slipstreamd-ebpf.sock"))
-                .expect("slipstream-ebpf runs a daemon");
-            let config = dir.join("slipstreamd-ebpf.toml");
-            std::fs::write(&config, text)?;
-            let log = dir.join("slipstreamd-ebpf.log");
-            let d = Daemon::start(env.tb, &alt_env.daemon_bin, &config, METRICS_ADDR, &log)
-                .context("starting slipstreamd with the eBPF datapath")?;
-            if !d.log().contains("eBPF datapath: tc programs on") {
-                bail!("slipstreamd did not start the eBPF datapath:\n{}", d.log());
+            let out = env.alt_env.work_dir.join("nfq-accept.out");
+            let log = std::fs::File::create(&out)?;
+            let mut c = env.tb.exec(
+                Ns::Router,
+                &[env.nfq_bin.as_os_str(), "--config".as_ref(), env.nfq_config.as_os_str()],
+            );
+            c.stdin(Stdio::null()).stdout(log.try_clone()?).stderr(log);
+            let mut child = c.spawn().context("starting nfq-accept")?;
+            let ready = || std::fs::read_to_string(&out).is_ok_and(|t| t.lines().any(|l| l == "ready"));
+            if !slipstream_testbed::cmd::wait_until(Duration::from_secs(10), ready) {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("nfq-accept not ready within 10 s: {}", std::fs::read_to_string(&out)?.trim());
             }
-            let pid = d.pid();
-            (Active::Ebpf(d), pid)
+            let pid = child.id();
+            (Active::Nfq(child, out), Some(pid))
+        }
+        _ => {
+            // Slipstream's own config, with the eBPF datapath for the eBPF modes.
+            let alt = if mode.ebpf() { Alternative::SlipstreamEbpf } else { Alternative::Slipstream };
+            let a = alt.setup(env.tb, &env.alt_env(mode))?;
+            let daemon = a.daemon.as_ref().expect("slipstream runs a daemon");
+            if mode.ebpf() && !daemon.log().contains("eBPF datapath: tc programs on") {
+                bail!("slipstreamd did not start the eBPF datapath:\n{}", daemon.log());
+            }
+            let pid = daemon.pid();
+            (Active::Daemon(a), pid)
         }
     })
 }
@@ -365,21 +345,21 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
 fn teardown_mode(env: &Env, active: Active, notes: &mut Vec<String>) -> Result<()> {
     match active {
         Active::Kernel => {}
-        Active::Nfq(h) => {
-            let lines = h.stop(Duration::from_secs(10))?;
-            if let Some(l) = lines.last() {
-                notes.push(format!("nfq-accept: {l}"));
-            }
-        }
-        Active::Daemon(a) => notes.extend(a.teardown(env.tb)?),
-        Active::Ebpf(d) => {
-            let log = d.log();
-            let status = d.stop()?;
+        Active::Nfq(mut child, out) => {
+            slipstream_testbed::cmd::signal(child.id(), libc::SIGTERM);
+            let status = child.wait()?;
+            let text = std::fs::read_to_string(&out)?;
             if !status.success() {
-                bail!("slipstreamd (eBPF) exited with {status}:\n{log}");
+                bail!("nfq-accept exited with {status}: {}", text.trim());
             }
-            let report = d_log_line(&log, "eBPF datapath: ");
-            notes.extend(report);
+            notes.extend(text.lines().last().map(|l| format!("nfq-accept: {l}")));
+        }
+        Active::Daemon(a) => {
+            let log = a.log_path.clone();
+            notes.extend(a.teardown(env.tb)?);
+            // The eBPF datapath's totals, logged at exit.
+            let log = log.and_then(|p| std::fs::read_to_string(p).ok()).unwrap_or_default();
+            notes.extend(d_log_line(&log, "eBPF datapath: "));
         }
     }
     Ok(())
@@ -424,30 +404,22 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
 
     // Latency under a fixed load.
     let lsecs = env.latency_s.ceil() as u32;
-    let load = format!("{}M", env.load_mbit);
+    let load = format!("{LOAD_MBIT}M");
     let bg = tb.run_download(LOAD_PORT, lsecs + 2, &cc, &["-M", MSS, "-b", &load])?;
     std::thread::sleep(Duration::from_secs(1));
-    let server = format!("{}:{PROBE_PORT}", tb.server_addr(false));
-    let count = (lsecs * 100).to_string();
-    let probe = Helper::spawn(tb.exec(
-        Ns::Client,
-        &[env.web_bin.as_str(), "probe", "--server", &server, "--count", &count, "--interval-ms", "10"],
-    ))?;
-    let lines = probe.wait(Duration::from_secs(u64::from(lsecs) + 30)).context("probe")?;
+    let server = (tb.server_addr(false), PROBE_PORT).into();
+    let probe =
+        spawn_in(tb, Ns::Client, move || tcp_rtt_probe(server, 64, lsecs * 100, Duration::from_millis(10)));
+    let rtts = join(probe).context("probe")?;
     let loaded = bg.wait()?;
-    let v: serde_json::Value = serde_json::from_str(lines.last().map(String::as_str).unwrap_or("{}"))?;
-    let rtts: Vec<f64> = v
-        .get("rtts_s")
-        .and_then(|a| a.as_array())
-        .map(|a| a.iter().filter_map(serde_json::Value::as_f64).collect())
-        .unwrap_or_default();
     teardown_mode(env, active, &mut notes)?;
 
-    let mut extra = BTreeMap::new();
-    extra.insert("round".to_string(), serde_json::json!(round));
-    extra.insert("position_in_round".to_string(), serde_json::json!(position));
-    extra.insert("mss".to_string(), serde_json::json!(536));
-    extra.insert("load_mbit".to_string(), serde_json::json!(env.load_mbit));
+    let extra = BTreeMap::from([
+        ("round".to_string(), serde_json::json!(round)),
+        ("position_in_round".to_string(), serde_json::json!(position)),
+        ("mss".to_string(), serde_json::json!(536)),
+        ("load_mbit".to_string(), serde_json::json!(LOAD_MBIT)),
+    ]);
     let rtt_us = |q: f64| quantile(&rtts, q) * 1e6;
     let probe_pts: Vec<(f64, f64)> =
         rtts.iter().enumerate().map(|(i, r)| (1.0 + i as f64 * 0.01, r * 1e6)).collect();
@@ -455,20 +427,15 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
         scenario: NAME.into(),
         alternative: mode.label().into(),
         started_unix: t_start,
+        // No bottleneck and no delay: rate, RTT and queue stay 0.
         params: RunParams {
-            rate_mbit: 0.0,
-            rtt_ms: 0.0,
-            queue_bytes: 0,
-            queue_packets: 0.0,
-            measured_rtt_ms: None,
             duration_s: env.throughput_s + env.latency_s,
             cc,
             repeat: round,
             extra,
+            ..Default::default()
         },
-        series: vec![
-            Series::new("probe_rtt", US, "probe", Role::Probe, "slipstream-web probe").with_points(probe_pts)
-        ],
+        series: vec![Series::new("probe_rtt", US, "probe", Role::Probe, "TCP probe").with_points(probe_pts)],
         metrics: vec![
             Metric::new("pps", Unit::PacketsPerS, packets / dt).period("throughput"),
             Metric::new("goodput", Unit::Mbps, res.goodput_mbps).period("throughput").flow("load"),
@@ -525,66 +492,5 @@ pub fn add_ratios(round: &mut [RunResult]) {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn orders_alternate() {
-        assert_eq!(
-            round_order(&Mode::ALL, 0),
-            vec![Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd, Mode::SlipstreamdEbpf]
-        );
-        assert_eq!(
-            round_order(&Mode::ALL, 1),
-            vec![Mode::SlipstreamdEbpf, Mode::Slipstreamd, Mode::NfqAccept, Mode::Kernel]
-        );
-    }
-
-    #[test]
-    fn modes_from_the_options() {
-        let mut opts = ScenarioOptions::default();
-        assert_eq!(modes(&opts).unwrap(), Mode::ALL.to_vec());
-        opts.extra.insert("base_bin".into(), "/tmp/old".into());
-        assert_eq!(modes(&opts).unwrap().len(), 6);
-        opts.extra.insert("modes".into(), "slipstreamd-ebpf-base, slipstreamd-ebpf".into());
-        assert_eq!(
-            modes(&opts).unwrap(),
-            vec![Mode::Kernel, Mode::SlipstreamdEbpfBase, Mode::SlipstreamdEbpf]
-        );
-        opts.extra.remove("base_bin");
-        assert!(modes(&opts).is_err(), "base modes need base_bin");
-    }
-
-    #[test]
-    fn ip_link_json() {
-        let j = r#"[{"ifindex":1,"ifname":"lo","stats64":{"rx":{"bytes":0,"packets":3},"tx":{"packets":3}}},
-                   {"ifindex":2,"ifname":"wan0","stats64":{"rx":{"bytes":10,"packets":100},"tx":{"packets":50}}},
-                   {"ifindex":3,"ifname":"br-lan","stats64":{"rx":{"bytes":10,"packets":40},"tx":{"packets":90}}}]"#;
-        assert_eq!(rx_packets(j, &["wan0", "br-lan"]).unwrap(), 140);
-        assert!(rx_packets(j, &["eth9"]).is_err());
-    }
-
-    #[test]
-    fn ratios_within_a_round() {
-        let run = |alt: &str, pps: f64, rtt: f64| RunResult {
-            alternative: alt.into(),
-            metrics: vec![
-                Metric::new("pps", Unit::PacketsPerS, pps).period("throughput"),
-                Metric::new("probe_rtt_p50", US, rtt).period("latency"),
-            ],
-            ..Default::default()
-        };
-        let mut r = vec![run("slipstreamd", 50.0, 0.3), run("kernel", 100.0, 0.1)];
-        r[0].metrics.push(Metric::new("process_cpu_per_mpkt", Unit::S, 12.0).period("throughput"));
-        let mut ebpf = run("slipstreamd-ebpf", 95.0, 0.12);
-        ebpf.metrics.push(Metric::new("process_cpu_per_mpkt", Unit::S, 0.75).period("throughput"));
-        r.push(ebpf);
-        add_ratios(&mut r);
-        assert_eq!(r[2].metric("pps_ratio", Some("throughput")), Some(0.95));
-        assert_eq!(r[2].metric("process_cpu_vs_nfqueue", Some("throughput")), Some(0.0625));
-        assert_eq!(r[0].metric("process_cpu_vs_nfqueue", Some("throughput")), Some(1.0));
-        assert_eq!(r[0].metric("pps_ratio", Some("throughput")), Some(0.5));
-        assert!((r[0].metric("probe_rtt_added_p50", Some("latency")).unwrap() - 0.2).abs() < 1e-12);
-        assert_eq!(r[1].metric("pps_ratio", Some("throughput")), Some(1.0));
-    }
-}
+#[path = "datapath_tests.rs"]
+mod tests;

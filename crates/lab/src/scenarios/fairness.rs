@@ -14,7 +14,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis;
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// Paper Table 2: N → Jain's index.
@@ -83,7 +83,6 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let mut table = Table::new(opts.alternative_labels());
     for c in &cases {
         let n = c.flows;
@@ -114,10 +113,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
-fn body(run: &mut Run, c: &FairCase) -> Result<()> {
+fn body(mut run: Run, c: &FairCase) -> Result<RunResult> {
     for i in 0..c.flows {
         let at = c.stagger * i as f64;
         run.wait_until(at)?;
@@ -127,7 +126,8 @@ fn body(run: &mut Run, c: &FairCase) -> Result<()> {
                 .between(c.host_of(i), 1),
         )?;
     }
-    run.wait_until(c.duration())
+    run.wait_until(c.duration())?;
+    run.finish().map(with_metrics)
 }
 
 /// Adds Jain's index over the measurement window.

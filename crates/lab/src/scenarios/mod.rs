@@ -82,15 +82,10 @@ pub static SCENARIOS: [Scenario; 12] = [
     scenario(
         "cbr",
         cbr::run,
-        &["be_mbit"],
+        &[],
         "A 6 Mbit/s best-effort download, a background one joining for the middle third (Fig. 15).",
     ),
-    scenario(
-        "cwnd",
-        cwnd::run,
-        &["cwnd_ccs"],
-        "The daemon's cwnd estimate against the sender's (Figs. 11-12).",
-    ),
+    scenario("cwnd", cwnd::run, &[], "The daemon's cwnd estimate against the sender's (Figs. 11-12)."),
     scenario(
         "onoff",
         onoff::run,
@@ -106,19 +101,19 @@ pub static SCENARIOS: [Scenario; 12] = [
     scenario(
         "udp-square",
         udp_square::run,
-        &["periods", "udp_mbit"],
+        &["periods"],
         "A UDP square wave beside a background flow (Key et al. Sec. 5.2).",
     ),
     scenario(
         "web",
         web::run,
-        &["sessions", "seed"],
+        &["sessions"],
         "Web browsing beside a background download (Key et al. Sec. 5.3).",
     ),
     scenario(
         "datapath",
         datapath::run,
-        &["load_mbit", "cpu_rates", "base_bin", "modes", "nat"],
+        &["cpu_rates", "base_bin", "nat"],
         "What forwarding through NFQUEUE costs the router.",
     ),
     household(
@@ -130,7 +125,7 @@ pub static SCENARIOS: [Scenario; 12] = [
     household(
         "many-flows",
         many_flows::run,
-        &["flows", "hosts"],
+        &["flows"],
         "Household control: many background flows of several hosts.",
     ),
     household("weights", weights::run, &[], "Household control: per-rule weights and minimum rates."),
@@ -317,16 +312,16 @@ impl LabContext {
         Ok(dir)
     }
 
-    /// Writes `result.json`, `table.md` and the plots into `dir`. Returns the path of result.json.
-    pub fn write_report(&self, dir: &Path, report: &ScenarioReport) -> Result<PathBuf> {
-        let json = dir.join("result.json");
-        let mut report = report.clone();
+    /// Writes `result.json`, `table.md` and the plots into the report's [`run_dir`](Self::run_dir)
+    /// (the one its runs wrote their logs to); returns the report.
+    pub fn write_report(&self, mut report: ScenarioReport) -> Result<ScenarioReport> {
         if report.command.is_empty() {
             report.command.clone_from(&self.command_line);
         }
-        crate::report::write_scenario_outputs(dir, &report)?;
-        self.progress.log(&format!("[{}] wrote {}", report.scenario, json.display()));
-        Ok(json)
+        let dir = self.run_dir(&report.scenario, report.started_unix)?;
+        crate::report::write_scenario_outputs(&dir, &report)?;
+        self.progress.log(&format!("[{}] wrote {}", report.scenario, dir.join("result.json").display()));
+        Ok(report)
     }
 }
 

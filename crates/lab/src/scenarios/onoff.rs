@@ -18,7 +18,7 @@ use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
 use crate::analysis::{self, max_goodput_mbit};
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
 /// One case.
@@ -60,7 +60,6 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         },
         body,
     )?;
-    let runs: Vec<RunResult> = runs.into_iter().map(with_metrics).collect();
     let mut table = Table::new(opts.alternative_labels());
     for c in &cases {
         let t_s = Some(c.period);
@@ -96,10 +95,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
-fn body(run: &mut Run, c: &OnOffCase) -> Result<()> {
+fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
     run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, c.duration).bitrate("6M"))?;
     let mut k = 0.0;
@@ -111,7 +110,8 @@ fn body(run: &mut Run, c: &OnOffCase) -> Result<()> {
         run.wait_flow("be")?;
         k += 1.0;
     }
-    run.wait_until(c.duration)
+    run.wait_until(c.duration)?;
+    run.finish().map(with_metrics)
 }
 
 /// `[from, to)` time windows.

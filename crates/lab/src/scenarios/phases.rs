@@ -25,7 +25,7 @@ use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::{Alternative, LabRule};
-use crate::harness::{finish_report, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
 use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Where the household issue's targets come from (the tables' reference column).
@@ -120,7 +120,7 @@ impl Mix {
     }
 }
 
-fn body(run: &mut Run, m: &Mix) -> Result<()> {
+fn body(mut run: Run, m: &Mix) -> Result<RunResult> {
     let p = m.phase;
     let be = || FlowSpec::download("be", Role::BestEffort, BE_PORT, p).between(m.be_host, 1);
     run.start_flow(be())?;
@@ -132,7 +132,8 @@ fn body(run: &mut Run, m: &Mix) -> Result<()> {
     }
     run.wait_until(2.0 * p)?;
     run.start_flow(be())?;
-    run.wait_until(3.0 * p)
+    run.wait_until(3.0 * p)?;
+    run.finish()
 }
 
 /// Mean goodput of flow `label` over `[a, b)`; 0 for a flow without a series (it never connected).
@@ -237,17 +238,13 @@ pub fn run_mixes(
 ) -> Result<ScenarioReport> {
     let started = crate::result::now_unix();
     let dir = ctx.run_dir(scenario, started)?;
-    let runs = run_all(ctx, opts, mixes, |m, alt| m.setup(scenario, alt, dir.clone()), body)?;
+    let setup = |m: &Mix, alt| m.setup(scenario, alt, dir.clone());
+    let runs = run_all(ctx, opts, mixes, setup, |run, m| {
+        let mut r = with_metrics(body(run, m)?, m);
+        (extras.metrics)(&mut r, m);
+        Ok(r)
+    })?;
     let case_of = |r: &RunResult| r.params.extra.get("case").and_then(|v| v.as_str()).map(str::to_string);
-    let runs: Vec<RunResult> = runs
-        .into_iter()
-        .map(|r| {
-            let m = mixes.iter().find(|m| case_of(&r).as_deref() == Some(&m.case)).expect("own case");
-            let mut r = with_metrics(r, m);
-            (extras.metrics)(&mut r, m);
-            r
-        })
-        .collect();
     let mut table = Table::new(opts.alternative_labels());
     for m in mixes {
         let refs: Vec<&RunResult> = runs.iter().filter(|r| case_of(r).as_deref() == Some(&m.case)).collect();
@@ -273,7 +270,7 @@ pub fn run_mixes(
         )],
         ..Default::default()
     };
-    finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
 /// A comma-separated list of counts from `--set key=...` (default `default`), each 1-100.

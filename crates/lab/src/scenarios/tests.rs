@@ -13,12 +13,9 @@ fn options() {
     let names: Vec<&str> = all().map(|s| s.name).collect();
     assert_eq!(names.len(), 11);
     assert!(!names.contains(&"smoke") && lookup("smoke").is_some());
-    assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods", "udp_mbit"][..]));
-    // datapath reads cpu_rates, base_bin, modes and nat beside load_mbit (`extra.get`).
-    assert_eq!(
-        lookup("datapath").map(|s| s.set_keys),
-        Some(&["load_mbit", "cpu_rates", "base_bin", "modes", "nat"][..])
-    );
+    assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods"][..]));
+    // datapath reads cpu_rates and base_bin with `extra.get`, nat with `extra_or`.
+    assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates", "base_bin", "nat"][..]));
     assert!(lookup("nope").is_none());
     let households: Vec<&str> = SCENARIOS.iter().filter(|s| s.household).map(|s| s.name).collect();
     assert_eq!(households, ["no-timestamps", "many-flows", "weights"]);

@@ -8,12 +8,11 @@
 //! uses what the UDP flow leaves, and does so faster the better it tracks capacity changes.
 //!
 //! Here, per alternative and per T: the background download (server port 6881, classed
-//! background) starts at t = 0; after a warm-up (10 s × scale, at least 8 s) `slipstream-web
-//! udp-send` sends the square wave server → client (best effort: UDP matches no rule and no HTB
-//! background filter) for D = max(4T, 40 s × scale) s, i.e. at least two on/off cycles,
-//! starting with an on period; `slipstream-web udp-sink` on the client counts what arrives in
-//! 100 ms bins. The UDP rate is `0.67 ×` the bottleneck rate (6.7 Mbit/s at 10 Mbit/s) of whole
-//! Ethernet frames, as the tbf counts them (`--set udp_mbit=` overrides).
+//! background) starts at t = 0; after a warm-up (10 s × scale, at least 8 s) the sender of
+//! [`crate::web::udp`] sends the square wave server → client (best effort: UDP matches no rule and
+//! no HTB background filter) for D = max(4T, 40 s × scale) s, i.e. at least two on/off cycles,
+//! starting with an on period; its sink on the client counts what arrives in 100 ms bins. The UDP rate is `0.67 ×` the bottleneck rate (6.7 Mbit/s at 10 Mbit/s) of whole
+//! Ethernet frames, as the tbf counts them.
 //!
 //! **Normalised usage.** Available capacity at time t = the TCP goodput ceiling × (1 − UDP wire
 //! rate(t) / link rate), from the *measured* UDP arrivals (so UDP loss caused by the background
@@ -27,20 +26,20 @@
 //! point; the paper's text gives numbers only for on/off = 50 s (Fig. 7: binary search uses about
 //! 90% of the available bandwidth, stochastic approximation about 70%).
 
+use std::net::UdpSocket;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use slipstream_testbed::Ns;
 
 use crate::analysis;
-use crate::harness::{FlowSpec, Run, RunSetup};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::procs::{helper_binary, helper_command, Helper};
-use crate::web::udp::{self, SinkBin, SquareWave};
+use crate::web::udp::{self, SquareWave};
+use crate::web::{join, spawn_in};
 
 const NAME: &str = "udp-square";
-use crate::harness::BG_PORT;
 const UDP_PORT: u16 = 5300;
 const BIN_S: f64 = 0.1;
 
@@ -140,44 +139,38 @@ pub fn usage(
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
-    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
     let periods = periods(opts)?;
-    let udp_mbit: f64 = opts.extra_or("udp_mbit", 0.67 * opts.rate_mbit)?;
+    let udp_mbit = 0.67 * opts.rate_mbit;
     let warm = opts.scaled(10.0, 8.0);
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
-    let count = periods.len() * opts.repeats.max(1) as usize * opts.alternatives.len();
-    let mut runs: Vec<RunResult> = Vec::new();
-    let mut index = 0;
+    let mut waves = Vec::new();
     for &period in &periods {
-        let d = wave_seconds(opts, period);
         let wave = SquareWave { rate_bps: udp_mbit * 1e6, period_s: period, payload: udp::MAX_PAYLOAD };
         wave.validate()?;
-        for repeat in 0..opts.repeats.max(1) {
-            for &alt in &opts.alternatives {
-                let setup = RunSetup {
-                    index,
-                    count,
-                    repeat,
-                    ping: false,
-                    ..RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
-                }
-                .param("on_off_T_s", period)
-                .param("udp_mbit", udp_mbit)
-                .param("warmup_s", warm)
-                .param("wave_s", d);
-                index += 1;
-                let what = format!("run {index}/{count} ({alt}, on/off = {} s)", period_label(period));
-                let r = one_run(ctx, opts, setup, &web_bin, &wave, warm, d).with_context(|| what.clone())?;
-                ctx.progress.log(&format!(
-                    "[{NAME}] {what}: background {:.2} Mbit/s of {:.2} available = {:.2}",
-                    r.metric(&format!("bg_goodput_T{}", period_label(period)), None).unwrap_or(f64::NAN),
-                    r.metric(&format!("available_T{}", period_label(period)), None).unwrap_or(f64::NAN),
-                    r.metric(&format!("bg_usage_norm_T{}", period_label(period)), None).unwrap_or(f64::NAN),
-                ));
-                runs.push(r);
-            }
-        }
+        waves.push((wave, wave_seconds(opts, period)));
     }
+    let setup = |&(wave, d): &(SquareWave, f64), alt| {
+        let mut s = RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
+            .param("on_off_T_s", wave.period_s)
+            .param("udp_mbit", udp_mbit)
+            .param("warmup_s", warm)
+            .param("wave_s", d);
+        s.ping = false;
+        s
+    };
+    let runs = run_all(ctx, opts, &waves, setup, |run, &(wave, d)| {
+        let tl = period_label(wave.period_s);
+        let r = one_run(run, &wave, warm, d).with_context(|| format!("on/off = {tl} s"))?;
+        let m = |name: &str| r.metric(&format!("{name}_T{tl}"), None).unwrap_or(f64::NAN);
+        ctx.progress.log(&format!(
+            "[{NAME}] {}, on/off = {tl} s: background {:.2} Mbit/s of {:.2} available = {:.2}",
+            r.alternative,
+            m("bg_goodput"),
+            m("available"),
+            m("bg_usage_norm"),
+        ));
+        Ok(r)
+    })?;
     let _ = std::fs::remove_dir_all(&work_dir);
     let report = ScenarioReport {
         scenario: NAME.into(),
@@ -204,50 +197,32 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    let dir = ctx.run_dir(NAME, started)?;
-    crate::harness::finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
-fn one_run(
-    ctx: &LabContext,
-    opts: &ScenarioOptions,
-    setup: RunSetup,
-    web_bin: &std::path::Path,
-    wave: &SquareWave,
-    warm: f64,
-    d: f64,
-) -> Result<RunResult> {
+fn one_run(mut run: Run, wave: &SquareWave, warm: f64, d: f64) -> Result<RunResult> {
     let total = warm + d + 1.0;
-    let mut run = Run::start(ctx, opts, setup)?;
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, total))?;
     run.wait_until(warm - 1.0)?;
-    let sink_args = format!("udp-sink --listen 0.0.0.0:{UDP_PORT} --duration {:.1}", d + 3.0);
-    let sink = Helper::spawn_ready(
-        helper_command(run.tb(), Ns::Client, web_bin, &sink_args),
-        Duration::from_secs(5),
-    )?;
+    let sock = join(spawn_in(run.tb(), Ns::Client, || Ok(UdpSocket::bind(("0.0.0.0", UDP_PORT))?)))?;
+    let sink_s = Duration::from_secs_f64(d + 3.0);
     let t_sink = run.t();
+    let sink = std::thread::spawn(move || udp::run_sink(&sock, sink_s, Duration::from_secs_f64(BIN_S)));
     run.wait_until(warm)?;
-    let dst = format!("{}:{UDP_PORT}", run.tb().client_addr(false));
-    let send_args = format!(
-        "udp-send --dst {dst} --rate-mbit {} --period {} --duration {d}",
-        wave.rate_bps / 1e6,
-        wave.period_s
-    );
-    let sender = Helper::spawn(helper_command(run.tb(), Ns::Server, web_bin, &send_args))?;
+    let dst = (run.tb().client_addr(false), UDP_PORT).into();
+    let (w, wave_s) = (*wave, Duration::from_secs_f64(d));
+    let sender = spawn_in(run.tb(), Ns::Server, move || udp::send_square_wave(dst, &w, wave_s));
     let t_udp = run.t();
     run.wait_until(t_udp + d)?;
-    sender.wait(Duration::from_secs(10)).context("udp-send")?;
-    let lines = sink.wait(Duration::from_secs(15)).context("udp-sink")?;
-    let bins: Vec<SinkBin> =
-        serde_json::from_str(lines.last().map(String::as_str).unwrap_or("[]")).context("udp-sink output")?;
+    join(sender).context("UDP sender")?;
+    let bins = join(sink).context("UDP sink")?;
     let mut r = run.finish()?;
 
     let udp_wire: Vec<(f64, f64)> = udp::wire_rate_series(&bins, BIN_S, wave.payload)
         .into_iter()
         .map(|(t, v)| (t_sink + t + BIN_S / 2.0, v))
         .collect();
-    let available = available_series(&udp_wire, opts.rate_mbit);
+    let available = available_series(&udp_wire, r.params.rate_mbit);
     let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let u = usage(&bg, &available, &udp_wire, wave, t_udp, d);
     let planned = wave.send_times(d).count() as f64;

@@ -8,16 +8,16 @@
 //! same pages in the same order): 1.0 means the background flow did not slow the web down.
 //! The no-control column is the paper's plain-TCP reference.
 //!
-//! Per run (fresh testbed, two servers and two LAN hosts): `slipstream-web server` listens on
-//! port 8080 on server 2 and LAN host 2 browses it (best effort: no rule, no HTB background
+//! Per run (fresh testbed, two servers and two LAN hosts): the object server ([`crate::web`])
+//! listens on port 8080 on server 2 and LAN host 2 browses it (best effort: no rule, no HTB background
 //! filter), while LAN host 1 downloads from server 1; for every alternative the background
 //! download (port 6881) starts at t = 0 and the web client starts after a warm-up
 //! (10 s × scale, at least 8 s) and fetches pages for D = 60 s × scale (at least 20 s). The web
 //! model is [`crate::web::WebModel::key2004`] (10 objects a page, 1 ms / 1 s exponential gaps,
 //! Pareto 1.2 sizes; mean 12 kB clamped at 1 MB and 4 parallel connections are our choices).
 //! Sessions: `--set sessions=N`, default max(1, round(0.4 × rate in Mbit/s)) (4 at 10 Mbit/s,
-//! roughly a quarter of the link in web load; Key et al. do not give theirs). Seed: `--set
-//! seed=N` (default 1) plus the repeat index.
+//! roughly a quarter of the link in web load; Key et al. do not give theirs). Seed: 1 plus
+//! the repeat index.
 //!
 //! Metrics per run: mean response time overall and per size bucket (powers of two from 4 kB to
 //! 256 kB, bucket labels by lower bound), the same divided by the web-only run of the same
@@ -35,8 +35,7 @@ use crate::analysis;
 use crate::harness::{FlowSpec, Run, RunSetup};
 use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::procs::{helper_binary, helper_command, Helper};
-use crate::web::{self, BucketStat, ObjectRecord};
+use crate::web::{self, BucketStat, ClientConfig, ObjectRecord, WebModel};
 
 const NAME: &str = "web";
 use crate::harness::BG_PORT;
@@ -96,18 +95,16 @@ fn sessions_default(rate_mbit: f64) -> u32 {
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
-    let web_bin = helper_binary(&ctx.bin_dir, "slipstream-web")?;
     let warm = opts.scaled(10.0, 8.0);
     let d = opts.scaled(60.0, 20.0);
     let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit))?;
-    let seed0: u64 = opts.extra_or("seed", 1)?;
     let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let repeats = opts.repeats.max(1);
     let count = repeats as usize * (opts.alternatives.len() + 1);
     let mut runs = Vec::new();
     let mut index = 0;
     for repeat in 0..repeats {
-        let seed = seed0 + u64::from(repeat);
+        let seed = 1 + u64::from(repeat);
         let mut baseline: Option<(Vec<BucketStat>, f64)> = None;
         // The web-only run first, then each alternative with the background download.
         for alt in std::iter::once(None).chain(opts.alternatives.iter().copied().map(Some)) {
@@ -130,9 +127,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             index += 1;
             let label = alt.map_or(WEB_ONLY.to_string(), |a| a.label());
             let what = format!("run {index}/{count} ({label})");
-            let (mut r, records) =
-                one_run(ctx, opts, setup, &web_bin, alt.is_some(), warm, d, sessions, seed)
-                    .with_context(|| what.clone())?;
+            let (mut r, records) = one_run(ctx, opts, setup, alt.is_some(), warm, d, sessions, seed)
+                .with_context(|| what.clone())?;
             r.alternative = label;
             let base_ref = baseline.as_ref().map(|(b, m)| (b.as_slice(), *m));
             r.metrics.extend(web_metrics(&records, base_ref));
@@ -176,8 +172,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ],
         ..Default::default()
     };
-    let dir = ctx.run_dir(NAME, started)?;
-    crate::harness::finish_report(ctx, &dir, report)
+    ctx.write_report(report)
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -185,7 +180,6 @@ fn one_run(
     ctx: &LabContext,
     opts: &ScenarioOptions,
     setup: RunSetup,
-    web_bin: &std::path::Path,
     background: bool,
     warm: f64,
     d: f64,
@@ -193,28 +187,23 @@ fn one_run(
     seed: u64,
 ) -> Result<(RunResult, Vec<ObjectRecord>)> {
     let mut run = Run::start(ctx, opts, setup)?;
-    // The server lives until teardown (the testbed kills what runs in its namespaces).
-    let server = Helper::spawn_ready(
-        helper_command(
-            run.tb(),
-            Ns::server(WEB_HOST),
-            web_bin,
-            &format!("server --listen 0.0.0.0:{WEB_PORT}"),
-        ),
-        Duration::from_secs(5),
-    )?;
+    let server = web::Server::start(run.tb(), Ns::server(WEB_HOST), WEB_PORT)?;
     if background {
         run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, warm + d + 2.0))?;
         run.wait_until(warm)?;
     }
     let t_web = run.t();
-    let target = format!("{}:{WEB_PORT}", run.tb().server_addr_of(WEB_HOST, false));
-    let client_args =
-        format!("client --server {target} --duration {d} --grace 15 --sessions {sessions} --seed {seed}");
-    let client = Helper::spawn(helper_command(run.tb(), Ns::client(WEB_HOST), web_bin, &client_args))?;
+    let cfg = ClientConfig {
+        server: (run.tb().server_addr_of(WEB_HOST, false), WEB_PORT).into(),
+        model: WebModel::key2004(),
+        seed,
+        sessions,
+        duration: Duration::from_secs_f64(d),
+        grace: Duration::from_secs(15),
+    };
+    let client = web::spawn_in(run.tb(), Ns::client(WEB_HOST), move || Ok(web::run_client(&cfg)));
     run.wait_until(t_web + d)?;
-    let lines = client.wait(Duration::from_secs(30)).context("web client")?;
-    let records = web::parse_records(&lines.join("\n"))?;
+    let records = web::join(client)?;
     let t_end = run.t();
     drop(server);
     let mut r = run.finish()?;

@@ -3,18 +3,7 @@
 use super::*;
 
 fn rec(size: u64, rt: f64) -> ObjectRecord {
-    ObjectRecord {
-        session: 0,
-        page: 0,
-        object: 0,
-        size,
-        start_s: 0.0,
-        wait_s: 0.0,
-        connect_s: Some(0.1),
-        response_s: Some(rt),
-        received: size,
-        error: None,
-    }
+    ObjectRecord { session: 0, page: 0, object: 0, size, start_s: 0.0, response_s: Some(rt) }
 }
 
 #[test]

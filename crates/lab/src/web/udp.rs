@@ -13,7 +13,6 @@ use std::net::{SocketAddr, UdpSocket};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 
 /// UDP + IPv4 + Ethernet header bytes added to a payload on the wire (as tbf counts it).
 pub const UDP_FRAME_OVERHEAD: u64 = 8 + 20 + 14;
@@ -22,7 +21,7 @@ pub const UDP_FRAME_OVERHEAD: u64 = 8 + 20 + 14;
 pub const MAX_PAYLOAD: usize = 1472;
 
 /// The square wave.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SquareWave {
     /// Rate while on, bit/s of frames on the wire.
     pub rate_bps: f64,
@@ -102,7 +101,7 @@ pub fn send_square_wave(dst: SocketAddr, wave: &SquareWave, duration: Duration) 
 }
 
 /// What a sink received in one bin.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct SinkBin {
     /// Bin start, s since the sink started.
     pub t: f64,
