@@ -8,8 +8,8 @@
 //!
 //! * each flow keeps its own base: the minimum of its samples ([`FlowDelay`]);
 //! * a flow's first [`CALIBRATION_SAMPLES`] samples are corrected by the queueing delay the
-//!   household measured in the round before the flow's first sample (the other flows' view,
-//!   never one that includes the flow's own samples), `base = min(sample - shared_queue)`: a flow that
+//!   household measured in the previous round (unless the flow alone measured it),
+//!   `base = min(sample - shared_queue)`: a flow that
 //!   starts while a queue stands does not take that queue for its base (LEDBAT's latecomer
 //!   problem, which per-flow minima cannot avoid);
 //! * every sample's excess over its flow's base is a queueing-delay sample of the *link*, and a
@@ -44,9 +44,8 @@ pub struct FlowDelay {
     previous_us: Option<u32>,
     epoch: u32,
     samples: u8,
-    /// The link's queueing delay when the flow's first sample came: what its calibration
-    /// subtracts.
-    standing_us: u32,
+    /// The link's round ([`LinkDelay`]'s count, from 1) of the flow's last sample.
+    last_round: u32,
 }
 
 impl FlowDelay {
@@ -88,6 +87,11 @@ pub struct LinkDelay {
     /// The last round had samples: its queueing delay is current enough to calibrate a new flow
     /// against (a value left from flows that ended would make the next flow's base too low).
     fresh: bool,
+    /// Rounds ended so far.
+    round: u32,
+    /// Flows with samples in the current round and in the last one.
+    flows_this_round: u32,
+    flows_last_round: u32,
 }
 
 impl Default for LinkDelay {
@@ -98,6 +102,9 @@ impl Default for LinkDelay {
             queue_delay: None,
             epoch: 0,
             fresh: false,
+            round: 0,
+            flows_this_round: 0,
+            flows_last_round: 0,
         }
     }
 }
@@ -119,26 +126,25 @@ impl LinkDelay {
             };
             flow.current_us = None;
             flow.epoch = self.epoch;
-            if flow.samples > 0 {
-                // A slowdown drained the queue since the flow's first sample: the standing
-                // queue it was calibrated against is gone, and its samples need no correction.
-                flow.samples = CALIBRATION_SAMPLES;
-            }
+        }
+        // Whether the last round's queue was this flow's view alone (see the calibration below).
+        let own_view = flow.last_round != 0 && flow.last_round == self.round && self.flows_last_round <= 1;
+        if flow.last_round != self.round.wrapping_add(1) {
+            flow.last_round = self.round.wrapping_add(1);
+            self.flows_this_round += 1;
         }
         let candidate = if flow.samples < CALIBRATION_SAMPLES {
-            if flow.samples == 0 {
-                // The queue the flows already there measured, taken once: the later rounds of
-                // the calibration include this flow's own samples, and subtracting its own
-                // excess (a slow start's burst) from its own samples set its base that much too
-                // low, a phantom queue that held it at its floor.
-                flow.standing_us = if self.fresh {
-                    self.queue_delay.map_or(0, micros)
-                } else {
-                    0
-                };
-            }
             flow.samples += 1;
-            sample_us.saturating_sub(flow.standing_us)
+            // The standing queue the link's flows measured. Not when the flow alone measured
+            // it: its own excess (a slow start's burst) subtracted from its own samples set its
+            // base that much too low, a phantom queue that held the background alone at its
+            // floor (lab no-timestamps, 1 run in 3-5).
+            let standing = if self.fresh && !own_view {
+                self.queue_delay.map_or(0, micros)
+            } else {
+                0
+            };
+            sample_us.saturating_sub(standing)
         } else {
             sample_us
         };
@@ -154,6 +160,8 @@ impl LinkDelay {
     pub fn end_round(&mut self) -> Option<Duration> {
         let n = self.count.min(ROUND_SAMPLES);
         self.count = 0;
+        self.round = self.round.wrapping_add(1);
+        self.flows_last_round = std::mem::take(&mut self.flows_this_round);
         self.fresh = n > 0;
         if n == 0 {
             return None;
