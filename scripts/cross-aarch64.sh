@@ -75,6 +75,10 @@ if ! python3 -c 'import ziglang' 2>/dev/null; then
   step "pip install ziglang==$ZIGLANG_VERSION (into $zig_py)"
   python3 -m pip install -q --root-user-action=ignore --target "$zig_py" "ziglang==$ZIGLANG_VERSION"
 fi
+# cargo install puts cargo-zigbuild in ~/.cargo/bin, which is not on PATH where Debian's cargo is
+# used; appended, so that rustup's proxies there cannot shadow the cargo in use.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+case ":$PATH:" in *":$cargo_bin:"*) ;; *) export PATH="$PATH:$cargo_bin" ;; esac
 if ! cargo-zigbuild --version 2>/dev/null | grep -q "$ZIGBUILD_VERSION"; then
   step "cargo install cargo-zigbuild $ZIGBUILD_VERSION"
   cargo install -q --locked cargo-zigbuild --version "$ZIGBUILD_VERSION"
