@@ -59,6 +59,12 @@ apt_pkgs=()
 have qemu-aarch64-static || apt_pkgs+=(qemu-user-static)
 have file || apt_pkgs+=(file)
 have llvm-strip || have aarch64-linux-gnu-strip || apt_pkgs+=(binutils-aarch64-linux-gnu)
+# ziglang from PyPI; where python3 has none, into target/cross/python with pip --target (Debian's
+# own python3 refuses installs outside a venv, PEP 668), found through PYTHONPATH.
+zig_py="$PWD/target/cross/python"
+export PYTHONPATH="$zig_py${PYTHONPATH:+:$PYTHONPATH}"
+python3 -c 'import ziglang' 2>/dev/null || python3 -m pip --version >/dev/null 2>&1 ||
+  apt_pkgs+=(python3-pip)
 if [ ${#apt_pkgs[@]} -gt 0 ]; then
   step "apt-get install ${apt_pkgs[*]}"
   export DEBIAN_FRONTEND=noninteractive
@@ -66,9 +72,13 @@ if [ ${#apt_pkgs[@]} -gt 0 ]; then
   apt-get install -y -qq "${apt_pkgs[@]}" >/dev/null
 fi
 if ! python3 -c 'import ziglang' 2>/dev/null; then
-  step "pip install ziglang==$ZIGLANG_VERSION"
-  python3 -m pip install -q --root-user-action=ignore "ziglang==$ZIGLANG_VERSION"
+  step "pip install ziglang==$ZIGLANG_VERSION (into $zig_py)"
+  python3 -m pip install -q --root-user-action=ignore --target "$zig_py" "ziglang==$ZIGLANG_VERSION"
 fi
+# cargo install puts cargo-zigbuild in ~/.cargo/bin, which is not on PATH where Debian's cargo is
+# used; appended, so that rustup's proxies there cannot shadow the cargo in use.
+cargo_bin="${CARGO_HOME:-$HOME/.cargo}/bin"
+case ":$PATH:" in *":$cargo_bin:"*) ;; *) export PATH="$PATH:$cargo_bin" ;; esac
 if ! cargo-zigbuild --version 2>/dev/null | grep -q "$ZIGBUILD_VERSION"; then
   step "cargo install cargo-zigbuild $ZIGBUILD_VERSION"
   cargo install -q --locked cargo-zigbuild --version "$ZIGBUILD_VERSION"

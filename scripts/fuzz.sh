@@ -10,7 +10,8 @@
 #
 # Targets: parse, rewrite_window, engine. A crash (a panic or a failed check) stops the run with
 # status 1 and leaves the input in fuzz/artifacts/TARGET/. Installs cargo-fuzz (cargo install
-# --locked) and a C++ compiler (for libFuzzer) when missing; needs rustup's nightly toolchain.
+# --locked) and a C++ compiler (for libFuzzer) when missing, and rustup's nightly toolchain
+# (rustup itself too: scripts/install-rustup.sh).
 # FUZZ_SANITIZER=address builds with ASan (default none: the crates have no unsafe code, and
 # without it the targets run several times faster).
 set -euo pipefail
@@ -31,11 +32,19 @@ setup() {
   if ! command -v c++ >/dev/null 2>&1; then
     apt-get update -qq && apt-get install -y -qq build-essential >/dev/null
   fi
+  # Where scripts/setup.sh chose Debian's cargo, there is no rustup: install it for the nightly
+  # only (no default toolchain, profile untouched), so a plain `cargo` stays Debian's elsewhere.
+  if ! command -v rustup >/dev/null 2>&1; then
+    if [ ! -x "$HOME/.cargo/bin/rustup" ]; then
+      "$root/scripts/install-rustup.sh" --profile minimal --default-toolchain none --no-modify-path
+    fi
+    export PATH="$HOME/.cargo/bin:$PATH"
+  fi
   if ! cargo +nightly --version >/dev/null 2>&1; then
     rustup toolchain install nightly --profile minimal
   fi
-  if ! cargo fuzz --version >/dev/null 2>&1; then
-    cargo install cargo-fuzz --locked
+  if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    cargo +nightly install cargo-fuzz --locked
   fi
 }
 

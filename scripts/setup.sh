@@ -4,7 +4,8 @@
 set -euo pipefail
 
 # dnsmasq-base: the dnsmasq binary without Debian's service (the rules-by-name test runs its own
-# instances inside test namespaces); ipset and nftables: the sets dnsmasq fills.
+# instances inside test namespaces); ipset and nftables: the sets dnsmasq fills. procps (sysctl,
+# pgrep) is in every Debian install but a minimal one (debootstrap --variant=minbase).
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 apt_updated=
@@ -17,7 +18,7 @@ apt_install() {
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
             shellcheck:shellcheck busybox:busybox ipset:ipset nft:nftables getent:libc-bin \
-            dnsmasq:dnsmasq-base clang:clang; do
+            dnsmasq:dnsmasq-base clang:clang sysctl:procps pgrep:procps; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done
@@ -39,35 +40,44 @@ if ! have prometheus; then
   fi
 fi
 
-# Rust (1.85 or newer, with clippy and rustfmt for scripts/test.sh). An existing toolchain is
-# used as it is: rustup's (~/.cargo/bin, put on PATH here; scripts/test.sh sources this file) or
-# any cargo on PATH. On a bare Debian: the distribution's rustc-web/cargo-web (Debian 12 ships Rust
-# 1.96 under these names, its plain rustc is 1.63; scripts/cross-aarch64.sh builds with the same
-# compiler) with rust-web-clippy and rustfmt-web, all in /usr/bin; elsewhere rustup, when
-# static.rust-lang.org can be reached.
+# Rust 1.88 or newer (proptest, a dev-dependency, needs 1.88; aya 1.87), with clippy and rustfmt
+# for scripts/test.sh. An existing toolchain that is new enough is used as it is: rustup's
+# (~/.cargo/bin, put on PATH here; scripts/test.sh sources this file) or any cargo on PATH. Else
+# Debian's rustc-web/cargo-web with rust-web-clippy and rustfmt-web, all in /usr/bin, when apt
+# offers them new enough (Debian 12's security updates carry 1.96; its plain rustc is 1.63, and
+# bookworm's main alone has cargo-web 1.85, too old); else rustup from static.rust-lang.org
+# (scripts/install-rustup.sh), pinned to 1.96 like Debian's, so that a newer stable's new clippy
+# lints cannot fail scripts/test.sh. scripts/cross-aarch64.sh builds with Debian's 1.96 as well.
+rust_min=1.88
+rust_pin=1.96.0
+rust_version() { { rustc --version 2>/dev/null || true; } | awk '{ print $2 }'; }
+rust_ok() { [ -n "$1" ] && printf '%s\n%s\n' "$rust_min" "$1" | sort -V -C; }
 for d in "$HOME/.cargo/bin" /usr/local/cargo/bin; do
-  if ! have cargo && [ -x "$d/cargo" ]; then export PATH="$d:$PATH"; fi
+  if [ -x "$d/cargo" ] && ! { have cargo && rust_ok "$(rust_version)"; }; then export PATH="$d:$PATH"; fi
 done
-apt_has() {
-  have apt-get || return 1
+apt_candidate() {
+  have apt-get || return 0
   [ -n "$apt_updated" ] || { apt-get update -qq; apt_updated=1; }
-  local c
-  c=$(apt-cache policy "$1" 2>/dev/null | awk '/Candidate:/ { print $2 }')
-  [ -n "$c" ] && [ "$c" != "(none)" ]
+  { apt-cache policy "$1" 2>/dev/null || true; } | awk '/Candidate:/ && $2 != "(none)" { print $2 }'
 }
-if ! have cargo; then
-  if apt_has cargo-web; then
-    echo "setup: no cargo; installing Debian's rustc-web cargo-web rust-web-clippy rustfmt-web"
+apt_has() { [ -n "$(apt_candidate "$1")" ]; }
+if ! { have cargo && rust_ok "$(rust_version)"; }; then
+  found=$(rust_version)
+  web=$(apt_candidate cargo-web)
+  web=${web%%[+~-]*}
+  if rust_ok "$web"; then
+    echo "setup: no Rust $rust_min+ (found: ${found:-none}); installing Debian's rustc-web cargo-web $web with clippy and rustfmt"
     apt_install rustc-web cargo-web rust-web-clippy rustfmt-web
   elif have curl && curl -fsS --max-time 10 -o /dev/null https://static.rust-lang.org/rustup/release-stable.toml; then
-    echo "setup: no cargo; installing Rust with rustup"
-    curl -fsS --proto '=https' --tlsv1.2 https://sh.rustup.rs |
-      sh -s -- -y --quiet --profile minimal --component clippy,rustfmt
+    echo "setup: no Rust $rust_min+ (found: ${found:-none}; apt's cargo-web: ${web:-none}); installing Rust $rust_pin with rustup"
+    "$(dirname "${BASH_SOURCE[0]}")/install-rustup.sh" --profile minimal --default-toolchain "$rust_pin" \
+      --component clippy,rustfmt
     export PATH="$HOME/.cargo/bin:$PATH"
   fi
 fi
-if ! have cargo; then
-  echo "setup: cargo (Rust 1.85 or newer) is needed: apt has no cargo-web here and rustup cannot be reached" >&2
+if ! { have cargo && rust_ok "$(rust_version)"; }; then
+  echo "setup: Rust $rust_min or newer is needed (found: $(rust_version || true); apt's cargo-web: ${web:-none})." >&2
+  echo "setup: on Debian 12, enable bookworm-security (cargo-web 1.96), or let this machine reach static.rust-lang.org for rustup" >&2
   exit 1
 fi
 # clippy and rustfmt, when the toolchain found lacks them (scripts/test.sh runs both).
