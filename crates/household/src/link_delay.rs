@@ -300,10 +300,10 @@ mod tests {
         link.on_sample(&mut f, Duration::from_micros(127_350));
         link.on_sample(&mut f, Duration::from_micros(127_177));
         assert_eq!(link.end_round(), Some(Duration::from_micros(26_752)));
-        // The fourth sample, 108.1 ms, is still calibrated, but against the queue before the
-        // flow's first sample (none), not the 26.8 ms of its own burst: before, its base fell
-        // to 81.4 ms, and every later sample of an empty link (100.2-101.4 ms) read as 19 ms of
-        // queue: the background alone held at its floor for the whole phase.
+        // The fourth sample, 108.1 ms, is still calibrated, but not against the 26.8 ms of the
+        // flow's own burst (it alone measured that round): before, its base fell to 81.4 ms,
+        // and every later sample of an empty link (100.2-101.4 ms) read as 19 ms of queue: the
+        // background alone held at its floor for the whole phase.
         link.on_sample(&mut f, Duration::from_micros(108_129));
         assert_eq!(f.base(), Some(Duration::from_micros(100_425)));
         link.on_sample(&mut f, Duration::from_micros(100_165));
