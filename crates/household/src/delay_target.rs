@@ -15,7 +15,7 @@
 //!   any rate and RTT, and beside best effort it yields the queue's bytes, not the background's
 //!   small share of them. Well below the target (under a quarter of it for two rounds) the
 //!   budget may grow geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay
-//!   exit). A freed link is taken back quickly: after a long yield (five rounds above the
+//!   exit), but not past the budget before the background's own last overshoot (TCP's ssthresh). A freed link is taken back quickly: after a long yield (five rounds above the
 //!   target) the first round with an empty queue restarts the budget at half of the operating
 //!   point before the yield (CUBIC's W_max) and the second at all of it; after a shorter yield
 //!   that began with a best-effort SYN (see `early_yield`), the second round with an empty queue
@@ -144,6 +144,13 @@ pub struct DelayTarget {
     /// [`DelayTarget::probe`]).
     busy_rate: LinkRate,
     busy_at: Option<Instant>,
+    /// The background's own overshoot: the smallest budget in force in the round the queue last
+    /// rose above the target while the background delivered the link's rate, and in the two
+    /// rounds before it (the queue shows about two rounds after the budget that built it), and when
+    /// (see [`DelayTarget::probe`]).
+    overshoot: Option<(u64, Instant)>,
+    /// The budgets in force in the two rounds before this one (`u64::MAX` before there were any).
+    earlier_budgets: [u64; 2],
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
     early: EarlyYield,
 }
@@ -194,6 +201,11 @@ const HELD_LONG: Duration = Duration::from_secs(1);
 /// largest rate seen: a rate measured while best effort held most of the link is the background's
 /// share, not the link's, and would stop the probe far below the link.
 const BUSY_RATE_KNOWN: f64 = 0.9;
+/// A background delivering at least this fraction of the link's rate in the round its queue rose
+/// above the target built that queue itself (see [`DelayTarget::probe`]). One round, not two:
+/// the round before is often the trough of the background's own oscillation (many flows taking
+/// turns); 0.8, not 0.9: one round's delivery is that noisy.
+const OWN_QUEUE_SHARE: f64 = 0.8;
 
 impl DelayTarget {
     /// A controller starting from `initial` bytes of budget.
@@ -214,6 +226,8 @@ impl DelayTarget {
             link_rate: LinkRate::default(),
             busy_rate: LinkRate::default(),
             busy_at: None,
+            overshoot: None,
+            earlier_budgets: [u64::MAX; 2],
             early: EarlyYield::default(),
         }
     }
@@ -229,6 +243,15 @@ impl DelayTarget {
     /// just below the operating point went on to 1.4 BDP and the cut that followed took 40% of
     /// the budget (lab no-timestamps: the background alone at 0.83 of the link in one run of six).
     /// A budget at or above the operating point grows by the proportional step alone.
+    ///
+    /// Nor past the last budget before the background alone last built a queue above the
+    /// target, for [`link_rate::WINDOW`] after it (TCP's slow-start threshold
+    /// after a loss, RFC 5681 Sec. 3.1): above it, the proportional step. With dozens of flows
+    /// taking turns the operating point is not `C * (base RTT + TARGET)` (turns, delayed ACKs of
+    /// two-segment windows and window updates make the flows' RTT longer), and each 1.5x probe
+    /// from just below it gave turns to all flows at once: the queue went from empty to a full
+    /// buffer in two rounds, the cut halved the budget, and the cycle repeated every second (lab
+    /// many-flows N = 64: ping 20 ms above the base with the queue empty half the time).
     fn probe(&self, budget: f64, round: &LinkRound, link_rate: f64) -> f64 {
         let grown = budget * self.config.max_growth;
         let busy_rate = self.busy_rate.estimate();
@@ -236,10 +259,16 @@ impl DelayTarget {
             .busy_at
             .is_some_and(|at| round.now.saturating_since(at) < link_rate::WINDOW)
             && busy_rate >= BUSY_RATE_KNOWN * link_rate;
-        match round.base_rtt {
+        let grown = match round.base_rtt {
             Some(base) if known => {
                 let operating_point = busy_rate * (base + self.config.target).as_secs_f64();
                 grown.min(operating_point.max(budget))
+            }
+            _ => grown,
+        };
+        match self.overshoot {
+            Some((limit, at)) if round.now.saturating_since(at) < link_rate::WINDOW => {
+                grown.min((limit as f64).max(budget))
             }
             _ => grown,
         }
@@ -300,6 +329,8 @@ impl BudgetController for DelayTarget {
     }
 
     fn on_round(&mut self, round: &LinkRound) -> u64 {
+        let [two_back, one_back] = self.earlier_budgets;
+        self.earlier_budgets = [one_back, round.budget_in_force];
         let queue_above_target = round.queue_delay.is_some_and(|q| q > self.config.target);
         if let Some(budget) = self.early_step(round, queue_above_target) {
             return budget;
@@ -351,6 +382,13 @@ impl BudgetController for DelayTarget {
                         // A yield begins: remember where the household was.
                         self.yield_from = (budget * CEILING_FRACTION) as u64;
                         self.high_since = round.now;
+                        if round.delivery_rate() >= OWN_QUEUE_SHARE * link_rate {
+                            // Delivering the link's rate, the background built this queue itself
+                            // (unless it lasts, see below): the probe stops short of the budget
+                            // that built it.
+                            let before = in_force.min(one_back).min(two_back);
+                            self.overshoot = Some((before, round.now));
+                        }
                     }
                     self.high_rounds += 1;
                     if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
@@ -359,6 +397,8 @@ impl BudgetController for DelayTarget {
                         // second yield that starts from the floor (one round below the target in
                         // a long busy period resets the count) must not lower it.
                         self.ceiling = self.ceiling.max(self.yield_from);
+                        // Nor was the queue the background's own overshoot.
+                        self.overshoot = None;
                     }
                     if self.high_rounds >= HIGH_ROUNDS_TO_RECOVER
                         && round.now.saturating_since(self.high_since) >= HELD_LONG

@@ -374,3 +374,28 @@ fn a_syn_is_taken_when_the_queue_reads_just_above_the_target() {
     assert_eq!(c.on_round(&round(137_500, Some(11), 137_500, 137_500)), 2_896);
     assert_eq!(c.stats().phase.as_str(), "yield");
 }
+
+#[test]
+fn the_probe_stops_short_of_the_backgrounds_own_overshoot() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    // The background alone: it delivers all it may send (delivered = in flight = budget, per
+    // 100 ms interval), so the link's rate C is the largest budget seen per 100 ms.
+    let mut step = rounds_every(&mut c, 100);
+    // Two low rounds: +5000 (0.5 * 10 ms * 1 MB/s), then 1.5x, then a settling round.
+    assert_eq!(step(100_000, 0), (105_000, "hold"));
+    assert_eq!(step(105_000, 0), (157_500, "probe"));
+    assert_eq!(step(157_500, 0), (157_500, "probe"));
+    // The probe built a queue (40 ms) while the background delivered the link's rate (1.575
+    // MB/s): its own overshoot. 2T/q halves the budget, and the probe is limited for ten seconds
+    // to the smallest budget of this round and the two before: 105000.
+    assert_eq!(step(157_500, 40), (78_750, "yield"));
+    // Low: +7875 (0.5 * 10 ms * 1.575 MB/s).
+    assert_eq!(step(78_750, 0), (86_625, "hold"));
+    // 1.5x would be 129937 (below C * (base + T) = 173250): limited to 105000.
+    assert_eq!(step(86_625, 0), (105_000, "probe"));
+    // A settling round (it grew by more than a tenth), then the proportional step alone.
+    assert_eq!(step(105_000, 0), (105_000, "probe"));
+    assert_eq!(step(105_000, 0), (112_875, "probe"));
+    // (A queue that lasts five rounds is someone else's and lifts the limit again: the quick
+    // recovery test above reaches C * (base + T) after it.)
+}
