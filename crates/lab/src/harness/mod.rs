@@ -27,7 +27,7 @@ pub use poller::POLL_INTERVAL_S;
 pub use spec::{Direction, FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
-use crate::result::{now_unix, Role, RunParams, RunResult, Unit};
+use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
 use crate::scenarios::{status_line, LabContext, ScenarioOptions};
 
 /// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
@@ -163,15 +163,15 @@ impl<'a> Run<'a> {
         self.t0.elapsed().as_secs_f64()
     }
 
-    /// The congestion control of this run.
-    pub fn cc(&self) -> String {
-        self.result.params.cc.clone()
+    /// The parameters of this run.
+    pub fn params(&self) -> &RunParams {
+        &self.result.params
     }
 
     /// Starts an iperf3 flow now.
     pub fn start_flow(&mut self, spec: FlowSpec) -> Result<()> {
         let secs = spec.seconds.ceil().max(1.0) as u32;
-        let cc = self.cc();
+        let cc = self.result.params.cc.clone();
         let mut extra: Vec<String> = vec!["--interval".into(), "0.1".into()];
         if let Some(b) = &spec.bitrate {
             // iperf3 writes 128 KB blocks by default: at 6 Mbit/s one burst every 170 ms, a
@@ -312,34 +312,35 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], which it finishes (adding
-/// its metrics), collecting results. A failed run fails the scenario (its testbed is torn down by
+/// Runs `body` once per case × repeat × alternative (in that order) on a fresh [`Run`], which it
+/// finishes (adding its metrics), and adds the results to `report`; the daemons' configs and logs
+/// go to the report's run directory. A failed run fails the scenario (its testbed is torn down by
 /// `Drop` first).
 pub fn run_all<C>(
     ctx: &LabContext,
     opts: &ScenarioOptions,
+    report: &mut ScenarioReport,
     cases: &[C],
     mut setup: impl FnMut(&C, Alternative) -> RunSetup,
     mut body: impl FnMut(Run, &C) -> Result<RunResult>,
-) -> Result<Vec<RunResult>> {
+) -> Result<()> {
+    let dir = ctx.run_dir(&report.scenario, report.started_unix)?;
     let count = opts.alternatives.len() * opts.repeats.max(1) as usize * cases.len();
-    let mut out = Vec::new();
     let mut index = 0;
     for case in cases {
         for repeat in 0..opts.repeats.max(1) {
             for alt in &opts.alternatives {
-                let mut s = setup(case, *alt);
-                s.index = index;
-                s.count = count;
-                s.repeat = repeat;
+                let scenario = report.scenario.clone();
+                let s =
+                    RunSetup { scenario, work_dir: dir.clone(), index, count, repeat, ..setup(case, *alt) };
                 index += 1;
                 let run = Run::start(ctx, opts, s)
                     .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
                 let r = body(run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
                 ctx.progress.log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
-                out.push(r);
+                report.runs.push(r);
             }
         }
     }
-    Ok(out)
+    Ok(())
 }

@@ -108,10 +108,11 @@ pub struct RunSetup {
 }
 
 impl RunSetup {
-    /// A setup with ping and ss sampling on, one background port, no extras.
-    pub fn new(scenario: &str, alternative: Alternative, duration_s: f64, work_dir: PathBuf) -> RunSetup {
+    /// A setup with ping and ss sampling on, one background port, no extras ([`super::run_all`]
+    /// fills in the scenario and the work directory).
+    pub fn new(alternative: Alternative, duration_s: f64) -> RunSetup {
         RunSetup {
-            scenario: scenario.into(),
+            scenario: String::new(),
             alternative,
             index: 0,
             count: 1,
@@ -125,7 +126,7 @@ impl RunSetup {
             rules: Vec::new(),
             ping: true,
             ss: true,
-            work_dir,
+            work_dir: PathBuf::new(),
             cc: None,
             extra: BTreeMap::new(),
         }

@@ -36,34 +36,21 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 
 /// Runs `cbr` with explicit times (also used by `smoke`).
 pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTimes) -> Result<ScenarioReport> {
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir(name, started)?;
-    let runs = run_all(
-        ctx,
-        opts,
-        &[t],
-        |t, alt| {
-            let mut s = RunSetup::new(name, alt, 3.0 * t.third, dir.clone()).param("be_mbit", BE_MBIT);
-            s.server_ports = vec![BG_PORT, BE_PORT, REV_PORT];
-            s
-        },
-        body,
-    )?;
-    let report = ScenarioReport {
-        scenario: name.into(),
-        title: format!(
-            "{name}: {} Mbit/s BE download + reverse upload; background joins for the middle third ({:.0} s each)",
-            BE_MBIT, t.third
-        ),
-        started_unix: started,
-        table: table(opts, &runs),
-        runs,
-        notes: vec![format!(
-            "spare_use = BG goodput / ({:.2} − BE goodput) in bg-active; be_rtt from ping -i 0.1, be_srtt from ss",
-            max_goodput_mbit(opts.rate_mbit)
-        )],
-        ..Default::default()
+    let setup = |t: &CbrTimes, alt| RunSetup {
+        server_ports: vec![BG_PORT, BE_PORT, REV_PORT],
+        ..RunSetup::new(alt, 3.0 * t.third).param("be_mbit", BE_MBIT)
     };
+    let mut report = ScenarioReport::starting(name);
+    run_all(ctx, opts, &mut report, &[t], setup, body)?;
+    report.title = format!(
+        "{name}: {} Mbit/s BE download + reverse upload; background joins for the middle third ({:.0} s each)",
+        BE_MBIT, t.third
+    );
+    report.table = table(opts, &report.runs);
+    report.notes = vec![format!(
+        "spare_use = BG goodput / ({:.2} − BE goodput) in bg-active; be_rtt from ping -i 0.1, be_srtt from ss",
+        max_goodput_mbit(opts.rate_mbit)
+    )];
     ctx.write_report(report)
 }
 

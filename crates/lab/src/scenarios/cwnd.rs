@@ -40,20 +40,13 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     if sub.alternatives.is_empty() {
         bail!("cwnd needs an alternative that runs the daemon (slipstream, slipstream-paper, fixed-rwnd)");
     }
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir("cwnd", started)?;
-    let runs = run_all(
-        ctx,
-        &sub,
-        &cases,
-        |c, alt| {
-            let mut s = RunSetup::new("cwnd", alt, c.duration, dir.clone()).param("cc", c.cc.clone());
-            s.ping = false;
-            s.cc = Some(c.cc.clone());
-            s
-        },
-        body,
-    )?;
+    let setup = |c: &CwndCase, alt| RunSetup {
+        ping: false,
+        cc: Some(c.cc.clone()),
+        ..RunSetup::new(alt, c.duration).param("cc", c.cc.clone())
+    };
+    let mut report = ScenarioReport::starting("cwnd");
+    run_all(ctx, &sub, &mut report, &cases, setup, body)?;
     let src = "Vulture Sec. 0.4.2, Figs. 11-12";
     let mut table = Table::new(sub.alternative_labels());
     for c in &cases {
@@ -74,7 +67,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             let unit = if name == "bg_goodput" { Unit::Mbps } else { Unit::Ratio };
             RowSpec::new(format!("{}: {label}", c.cc), unit, name).paper(paper)
         });
-        table.add_rows(&runs.iter().filter(|r| r.params.cc == c.cc).collect::<Vec<_>>(), rows);
+        table.add_rows(&report.runs_with("cc", c.cc.as_str()), rows);
     }
     let mut notes = Vec::new();
     if sub.alternatives.len() < opts.alternatives.len() {
@@ -83,15 +76,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     notes.push(
         "the paper switches one flow BE → LBE → BE; the daemon classes a flow at its SYN, so the flow is background throughout".into(),
     );
-    let report = ScenarioReport {
-        scenario: "cwnd".into(),
-        title: format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {}, {duration:.0} s", CCS.join(",")),
-        started_unix: started,
-        table,
-        runs,
-        notes,
-        ..Default::default()
-    };
+    report.title =
+        format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {}, {duration:.0} s", CCS.join(","));
+    report.table = table;
+    report.notes = notes;
     ctx.write_report(report)
 }
 

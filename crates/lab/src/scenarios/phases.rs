@@ -17,8 +17,6 @@
 //!   `host_ratio`: largest over smallest per-host goodput;
 //! * `bg_goodput` and `be_goodput` per period (and per background flow in bg-alone).
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Result};
 use serde_json::json;
 use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
@@ -97,13 +95,11 @@ impl Mix {
         self.flows.iter().map(|f| f.host).collect()
     }
 
-    fn setup(&self, scenario: &str, alt: Alternative, dir: PathBuf) -> RunSetup {
+    fn setup(&self, alt: Alternative) -> RunSetup {
         let ports: Vec<u16> = self.flows.iter().map(|f| f.port).collect();
         let p = self.phase;
-        let mut s = RunSetup::new(scenario, alt, self.duration(), dir)
-            .param("case", self.case.as_str())
-            .param("phase_s", p)
-            .param(
+        let mut s =
+            RunSetup::new(alt, self.duration()).param("case", self.case.as_str()).param("phase_s", p).param(
                 "phases",
                 json!([
                     {"name": "best effort alone", "start_s": 0.0},
@@ -236,18 +232,15 @@ pub fn run_mixes(
     mixes: &[Mix],
     extras: Extras,
 ) -> Result<ScenarioReport> {
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir(scenario, started)?;
-    let setup = |m: &Mix, alt| m.setup(scenario, alt, dir.clone());
-    let runs = run_all(ctx, opts, mixes, setup, |run, m| {
+    let mut report = ScenarioReport::starting(scenario);
+    run_all(ctx, opts, &mut report, mixes, Mix::setup, |run, m| {
         let mut r = with_metrics(body(run, m)?, m);
         (extras.metrics)(&mut r, m);
         Ok(r)
     })?;
-    let case_of = |r: &RunResult| r.params.extra.get("case").and_then(|v| v.as_str()).map(str::to_string);
     let mut table = Table::new(opts.alternative_labels());
     for m in mixes {
-        let refs: Vec<&RunResult> = runs.iter().filter(|r| case_of(r).as_deref() == Some(&m.case)).collect();
+        let refs = report.runs_with("case", m.case.as_str());
         for row in COMMON_ROWS {
             add_row(&mut table, &refs, &m.case, row);
         }
@@ -257,19 +250,13 @@ pub fn run_mixes(
             table.add_metric_row(&label, Unit::Count, &refs, "flows_failed", None, None);
         }
     }
-    let report = ScenarioReport {
-        scenario: scenario.into(),
-        title,
-        started_unix: started,
-        table,
-        runs,
-        notes: vec![format!(
-            "phases of {:.0} s: best effort alone, background alone, together; each measured after its \
-             first third (at most 10 s); Jain's index relative to the host-fair share",
-            mixes.first().map_or(0.0, |m| m.phase)
-        )],
-        ..Default::default()
-    };
+    report.title = title;
+    report.table = table;
+    report.notes = vec![format!(
+        "phases of {:.0} s: best effort alone, background alone, together; each measured after its \
+         first third (at most 10 s); Jain's index relative to the host-fair share",
+        mixes.first().map_or(0.0, |m| m.phase)
+    )];
     ctx.write_report(report)
 }
 

@@ -34,7 +34,7 @@ use slipstream_testbed::Ns;
 
 use crate::analysis;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::udp::{self, SquareWave};
 use crate::web::{join, spawn_in};
@@ -138,11 +138,9 @@ pub fn usage(
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let started = now_unix();
     let periods = periods(opts)?;
     let udp_mbit = 0.67 * opts.rate_mbit;
     let warm = opts.scaled(10.0, 8.0);
-    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let mut waves = Vec::new();
     for &period in &periods {
         let wave = SquareWave { rate_bps: udp_mbit * 1e6, period_s: period, payload: udp::MAX_PAYLOAD };
@@ -150,15 +148,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         waves.push((wave, wave_seconds(opts, period)));
     }
     let setup = |&(wave, d): &(SquareWave, f64), alt| {
-        let mut s = RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
-            .param("on_off_T_s", wave.period_s)
-            .param("udp_mbit", udp_mbit)
-            .param("warmup_s", warm)
-            .param("wave_s", d);
-        s.ping = false;
-        s
+        let s = RunSetup::new(alt, warm + d + 1.0).param("on_off_T_s", wave.period_s);
+        let s = s.param("udp_mbit", udp_mbit).param("warmup_s", warm).param("wave_s", d);
+        RunSetup { ping: false, ..s }
     };
-    let runs = run_all(ctx, opts, &waves, setup, |run, &(wave, d)| {
+    let mut report = ScenarioReport::starting(NAME);
+    run_all(ctx, opts, &mut report, &waves, setup, |run, &(wave, d)| {
         let tl = period_label(wave.period_s);
         let r = one_run(run, &wave, warm, d).with_context(|| format!("on/off = {tl} s"))?;
         let m = |name: &str| r.metric(&format!("{name}_T{tl}"), None).unwrap_or(f64::NAN);
@@ -171,32 +166,25 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ));
         Ok(r)
     })?;
-    let _ = std::fs::remove_dir_all(&work_dir);
-    let report = ScenarioReport {
-        scenario: NAME.into(),
-        title: format!(
-            "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
-            periods.iter().map(|t| period_label(*t)).collect::<Vec<_>>().join(", ")
+    report.title = format!(
+        "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
+        periods.iter().map(|t| period_label(*t)).collect::<Vec<_>>().join(", ")
+    );
+    report.table = table(opts, &periods, &report.runs);
+    report.notes = vec![
+        format!(
+            "UDP at {udp_mbit} Mbit/s of Ethernet frames (1514 bytes) in on periods, silence in off periods; \
+             warm-up {warm:.0} s of background alone, then max(4T, {:.0} s) of wave per run (Key et al.: 1000 s).",
+            opts.scaled(40.0, 10.0)
         ),
-        started_unix: started,
-        table: table(opts, &periods, &runs),
-        runs,
-        notes: vec![
-            format!(
-                "UDP at {udp_mbit} Mbit/s of Ethernet frames (1514 bytes) in on periods, silence in off periods; \
-                 warm-up {warm:.0} s of background alone, then max(4T, {:.0} s) of wave per run (Key et al.: 1000 s).",
-                opts.scaled(40.0, 10.0)
-            ),
-            "available = TCP goodput ceiling x (1 - measured UDP wire rate / link rate); \
-             normalized usage = mean background goodput / mean available over the wave."
-                .into(),
-            "Key et al. Fig. 6 has no values in the text; for on/off = 50 s the text (Fig. 7, control \
-             interval T = 0.2 s) gives ~0.9 (binary search) and ~0.7 (stochastic approximation). \
-             (Key et al.'s T is their control interval, not the on/off duration.)"
-                .into(),
-        ],
-        ..Default::default()
-    };
+        "available = TCP goodput ceiling x (1 - measured UDP wire rate / link rate); \
+         normalized usage = mean background goodput / mean available over the wave."
+            .into(),
+        "Key et al. Fig. 6 has no values in the text; for on/off = 50 s the text (Fig. 7, control \
+         interval T = 0.2 s) gives ~0.9 (binary search) and ~0.7 (stochastic approximation). \
+         (Key et al.'s T is their control interval, not the on/off duration.)"
+            .into(),
+    ];
     ctx.write_report(report)
 }
 
