@@ -151,16 +151,6 @@ impl Alternative {
         )
     }
 
-    /// Parses a comma-separated list ("no-control,slipstream,htb-90").
-    pub fn parse_list(s: &str) -> Result<Vec<Alternative>> {
-        let v: Vec<Alternative> =
-            s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect::<Result<_>>()?;
-        if v.is_empty() {
-            bail!("no alternatives given");
-        }
-        Ok(v)
-    }
-
     /// The fixed window used by `FixedRwnd` for a path with this BDP.
     pub fn fixed_window_bytes(&self, bdp_bytes: u64) -> Option<u64> {
         match self {
@@ -405,6 +395,7 @@ impl FromStr for Alternative {
     /// A label as [`Alternative::label`] prints it: any alternative with its default parameters,
     /// `fixed-rwnd=BYTES` or `htb-PERCENT`.
     fn from_str(s: &str) -> Result<Alternative> {
+        let s = s.trim();
         let named = Alternative::ALL.into_iter().chain([Alternative::SlipstreamEbpf]);
         let named = named.chain(HouseholdBudget::ALL.map(Alternative::Household));
         if let Some(a) = named.into_iter().find(|a| a.label() == s) {

@@ -65,8 +65,8 @@ struct RunArgs {
     /// Comma-separated alternatives, in table order. Default: every one but household
     /// (no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95); for no-timestamps,
     /// many-flows and weights no-control,htb-95,slipstream,household.
-    #[arg(long, value_parser = parse_alternatives)]
-    alternatives: Option<Alternatives>,
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
+    alternatives: Vec<Alternative>,
     /// Multiplies every phase length (e.g. 0.1 for a quick look).
     #[arg(long, default_value_t = 1.0)]
     scale: f64,
@@ -98,14 +98,6 @@ struct RunArgs {
     /// Scenario-specific options, key=value (repeatable; unknown keys are errors).
     #[arg(long = "set", value_parser = parse_key_value)]
     set: Vec<(String, String)>,
-}
-
-/// A `--alternatives` list.
-#[derive(Clone, Debug)]
-struct Alternatives(Vec<Alternative>);
-
-fn parse_alternatives(list: &str) -> Result<Alternatives> {
-    Alternative::parse_list(list).map(Alternatives)
 }
 
 fn parse_key_value(kv: &str) -> Result<(String, String)> {
@@ -173,7 +165,6 @@ fn options(a: &RunArgs, chosen: &[&Scenario]) -> Result<ScenarioOptions> {
         queue_bytes: a.queue_packets.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES).or(a.queue_bytes),
         cc: a.cc.to_possible_value().expect("no skipped variants").get_name().to_string(),
         extra,
-        ..ScenarioOptions::default()
     })
 }
 
@@ -236,8 +227,10 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     let mut failed = Vec::new();
     for scenario in chosen {
         let name = scenario.name;
-        let alternatives = args.alternatives.as_ref().map(|a| a.0.clone());
-        let alternatives = alternatives.unwrap_or_else(|| scenarios::default_alternatives(scenario));
+        let alternatives = match args.alternatives.as_slice() {
+            [] => scenarios::default_alternatives(scenario),
+            given => given.to_vec(),
+        };
         let opts = ScenarioOptions { alternatives, ..opts.clone() };
         match (scenario.run)(&ctx, &opts) {
             Ok(report) => {

@@ -28,10 +28,13 @@ pub use spec::{Direction, FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
-use crate::scenarios::{status_line, LabContext, ScenarioOptions};
+use crate::scenarios::{status_line, LabContext, ScenarioOptions, LAB_PREFIX};
 
 /// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
 pub const CBR_WRITE_BYTES: &str = "1448";
+
+/// Allowed deviation of the measured idle ping RTT from the set RTT before a run fails, ms.
+const RTT_TOLERANCE_MS: f64 = 2.0;
 
 /// Server port of the (first) background flow (a BitTorrent port); further background flows use
 /// the following ports.
@@ -76,7 +79,7 @@ impl<'a> Run<'a> {
             one_way_delay_ms: opts.rtt_ms - up,
             upload_delay_ms: Some(up),
             queue_bytes: Some(opts.effective_queue_bytes()),
-            name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+            name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
             delay_bin: Some(ctx.delay_bin.clone()),
             ipv6: false,
             servers: setup.servers,
@@ -85,7 +88,7 @@ impl<'a> Run<'a> {
             flood_source: false,
         };
         let tb = Testbed::build(spec).context("building the topology")?;
-        let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
+        let rtt = tb.assert_rtt_within(RTT_TOLERANCE_MS).with_context(|| {
             format!("delay accuracy check (rate {} Mbit/s, RTT {} ms)", opts.rate_mbit, opts.rtt_ms)
         })?;
         let cc = setup.cc.clone().unwrap_or_else(|| opts.cc.clone());

@@ -56,7 +56,7 @@ use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, 
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Unit};
-use crate::scenarios::{LabContext, ScenarioOptions};
+use crate::scenarios::{LabContext, ScenarioOptions, LAB_PREFIX};
 
 mod cpu;
 mod rates;
@@ -186,7 +186,7 @@ impl Env<'_> {
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let started = now_unix();
-    let nfq_bin = ctx.bin_dir.join("nfq-accept");
+    let nfq_bin = ctx.daemon_bin.with_file_name("nfq-accept");
     if !nfq_bin.is_file() {
         bail!(
             "{} not found: build it first (cargo build --release -p slipstream-lab --bins)",
@@ -199,7 +199,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         rate_mbit: 10_000.0,
         one_way_delay_ms: 0.0,
         queue_bytes: Some(4_000_000),
-        name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+        name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
         delay_bin: Some(ctx.delay_bin.clone()),
         ipv6: false,
         ..TopologySpec::default()

@@ -13,7 +13,7 @@
 
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -182,8 +182,6 @@ pub struct ScenarioOptions {
     pub queue_bytes: Option<u64>,
     /// TCP congestion control of the senders ("cubic", "reno", "bbr").
     pub cc: String,
-    /// Allowed deviation of the measured idle ping RTT from `rtt_ms` before a run fails, ms.
-    pub rtt_tolerance_ms: f64,
     /// Free-form scenario options (`--set key=value`).
     pub extra: BTreeMap<String, String>,
 }
@@ -199,7 +197,6 @@ impl Default for ScenarioOptions {
             up_delay_ms: None,
             queue_bytes: None,
             cc: "cubic".into(),
-            rtt_tolerance_ms: 2.0,
             extra: BTreeMap::new(),
         }
     }
@@ -262,13 +259,8 @@ pub struct LabContext {
     pub daemon_bin: PathBuf,
     /// `slipstream-delay`.
     pub delay_bin: PathBuf,
-    /// Directory holding the workspace's binaries (`target/<profile>`), for helper binaries.
-    pub bin_dir: PathBuf,
     /// Root of the results (`--out`, default `lab-results`).
     pub out_dir: PathBuf,
-    /// Namespace-name prefix base of every testbed the lab builds (`slipstream-lab cleanup`
-    /// removes namespaces starting with it).
-    pub prefix_base: String,
     pub progress: Progress,
     /// Set by the SIGINT/SIGTERM handler: scenarios stop at the next check.
     pub interrupted: Arc<AtomicBool>,
@@ -276,21 +268,18 @@ pub struct LabContext {
     pub command_line: String,
 }
 
-/// The namespace prefix base of lab testbeds.
+/// The namespace-name prefix base of every testbed the lab builds (`slipstream-lab cleanup`
+/// removes namespaces starting with it).
 pub const LAB_PREFIX: &str = "sslab";
 
 impl LabContext {
     /// Binaries beside the running executable (or `$SLIPSTREAMD_BIN`, `$SLIPSTREAM_DELAY_BIN`),
     /// results under `out_dir`.
     pub fn new(out_dir: impl Into<PathBuf>) -> LabContext {
-        let daemon_bin = slipstream_testbed::workspace_binary("slipstreamd", "SLIPSTREAMD_BIN");
-        let bin_dir = daemon_bin.parent().map(Path::to_path_buf).unwrap_or_default();
         LabContext {
-            daemon_bin,
+            daemon_bin: slipstream_testbed::workspace_binary("slipstreamd", "SLIPSTREAMD_BIN"),
             delay_bin: slipstream_testbed::delay_binary(),
-            bin_dir,
             out_dir: out_dir.into(),
-            prefix_base: LAB_PREFIX.into(),
             progress: Progress::default(),
             interrupted: Arc::new(AtomicBool::new(false)),
             command_line: String::new(),

@@ -5,7 +5,7 @@
 
 use anyhow::{bail, ensure, Result};
 
-use super::{alone, cbr, LabContext, ScenarioOptions};
+use super::{alone, cbr, LabContext, ScenarioOptions, LAB_PREFIX};
 use crate::alternatives::Alternative;
 use crate::result::ScenarioReport;
 
@@ -30,7 +30,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     }
     let left: Vec<String> = slipstream_testbed::list_netns()?
         .into_iter()
-        .filter(|n| n.starts_with(&format!("{}{}x", ctx.prefix_base, std::process::id())))
+        .filter(|n| n.starts_with(&format!("{LAB_PREFIX}{}x", std::process::id())))
         .collect();
     if !left.is_empty() {
         bail!("namespaces left behind: {left:?}");

@@ -45,19 +45,14 @@ const BIN_S: f64 = 0.1;
 
 /// The on/off periods to run (see the module docs).
 pub fn periods(opts: &ScenarioOptions) -> Result<Vec<f64>> {
-    if opts.extra.contains_key("periods") {
-        let v: Vec<f64> = opts.list("periods", "")?;
-        if v.iter().any(|t| t.is_nan() || *t <= 0.0) {
-            anyhow::bail!("--set periods needs positive seconds, got {v:?}");
-        }
-        return Ok(v);
-    }
-    let mut v = vec![1.0, 5.0, 15.0];
-    if opts.duration_scale >= 1.0 {
-        v.push(50.0);
-    }
-    if opts.duration_scale >= 3.0 {
-        v.push(150.0);
+    let default = match opts.duration_scale {
+        s if s >= 3.0 => "1,5,15,50,150",
+        s if s >= 1.0 => "1,5,15,50",
+        _ => "1,5,15",
+    };
+    let v: Vec<f64> = opts.list("periods", default)?;
+    if v.iter().any(|t| t.is_nan() || *t <= 0.0) {
+        anyhow::bail!("--set periods needs positive seconds, got {v:?}");
     }
     Ok(v)
 }
