@@ -44,6 +44,8 @@ use serde::{Deserialize, Serialize};
 use slipstream_testbed::daemon::Daemon;
 use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
 
+use crate::scenarios::ScenarioOptions;
+
 /// One alternative compared in a scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -325,6 +327,25 @@ pub struct AltEnv {
 }
 
 impl AltEnv {
+    /// `daemon_bin` on the path of `opts`, with one rule over `background_ports`.
+    pub fn new(
+        daemon_bin: PathBuf,
+        opts: &ScenarioOptions,
+        work_dir: PathBuf,
+        background_ports: Vec<u16>,
+    ) -> AltEnv {
+        let (rate_mbit, bdp_bytes, queue_packets) = (opts.rate_mbit, opts.bdp_bytes(), opts.queue_packets());
+        AltEnv {
+            daemon_bin,
+            work_dir,
+            background_ports,
+            rules: Vec::new(),
+            rate_mbit,
+            bdp_bytes,
+            queue_packets,
+        }
+    }
+
     /// The background rules of the daemon's config: the scenario's, or one rule `lab-background`
     /// over all background ports.
     pub fn rules(&self) -> Vec<LabRule> {

@@ -388,41 +388,28 @@ impl Table {
         t
     }
 
-    /// [`add_metric_row`](Self::add_metric_row) for each of `rows`.
-    pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {
-        for r in rows {
-            self.add_metric_row(&r.label, r.unit, runs, &r.name, r.period.as_deref(), r.paper);
-        }
-    }
-
     /// An empty table with these alternative columns.
     pub fn new(columns: Vec<String>) -> Table {
         Table { columns, rows: Vec::new() }
     }
 
-    /// Adds a row aggregating metric `name`/`period` of `runs` per column (mean and range over
-    /// the runs of that alternative that have it).
-    pub fn add_metric_row(
-        &mut self,
-        label: &str,
-        unit: Unit,
-        runs: &[&RunResult],
-        name: &str,
-        period: Option<&str>,
-        paper: Option<Paper>,
-    ) {
-        let cell = |col: &String| {
-            let v: Vec<f64> = runs
-                .iter()
-                .filter(|r| &r.alternative == col)
-                .filter_map(|r| r.metric(name, period))
-                .filter(|v| v.is_finite())
-                .collect();
-            let range = crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1);
-            Some(Cell { mean: crate::analysis::mean(v)?, range })
-        };
-        let cells = self.columns.iter().map(cell).collect();
-        self.rows.push(Row { metric: label.into(), unit, cells, paper });
+    /// Adds a row per spec, aggregating its metric of `runs` per column (mean and range over the
+    /// runs of that alternative that have it).
+    pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {
+        for spec in rows {
+            let cell = |col: &String| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| &r.alternative == col)
+                    .filter_map(|r| r.metric(&spec.name, spec.period.as_deref()))
+                    .filter(|v| v.is_finite())
+                    .collect();
+                let range = crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1);
+                Some(Cell { mean: crate::analysis::mean(v)?, range })
+            };
+            let cells = self.columns.iter().map(cell).collect();
+            self.rows.push(Row { metric: spec.label, unit: spec.unit, cells, paper: spec.paper });
+        }
     }
 }
 

@@ -123,14 +123,10 @@ impl<'a> Run<'a> {
             },
             setup,
         };
+        let (dir, ports) = (run.setup.work_dir.clone(), run.setup.background_ports.clone());
         let env = AltEnv {
-            daemon_bin: ctx.daemon_bin.clone(),
-            work_dir: run.setup.work_dir.clone(),
-            background_ports: run.setup.background_ports.clone(),
             rules: run.setup.rules.clone(),
-            rate_mbit: opts.rate_mbit,
-            bdp_bytes: opts.bdp_bytes(),
-            queue_packets: opts.queue_packets(),
+            ..AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports)
         };
         run.active = Some(run.setup.alternative.setup(run.tb(), &env)?);
         let mut ports = run.setup.server_ports.clone();

@@ -24,7 +24,7 @@ use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::{Alternative, LabRule};
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Where the household issue's targets come from (the tables' reference column).
 pub const TARGETS: &str = "household issue target";
@@ -204,8 +204,10 @@ pub fn add_row(
 ) {
     if case_runs.iter().any(|r| r.metric(name, Some(period)).is_some()) {
         let target = target.map(|t| Paper::target(t, TARGETS));
-        let label = format!("{case}: {label}");
-        table.add_metric_row(&label, unit, case_runs, name, Some(period), target);
+        table.add_rows(
+            case_runs,
+            [RowSpec::new(format!("{case}: {label}"), unit, name).period(period).paper(target)],
+        );
     }
 }
 
@@ -247,7 +249,7 @@ pub fn run_mixes(
         (extras.rows)(&mut table, &refs, m);
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             let label = format!("{}: flows that could not connect", m.case);
-            table.add_metric_row(&label, Unit::Count, &refs, "flows_failed", None, None);
+            table.add_rows(&refs, [RowSpec::new(label, Unit::Count, "flows_failed")]);
         }
     }
     report.title = title;

@@ -38,7 +38,7 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
         let mut points = Vec::new();
         let mut metrics = Vec::new();
         for &rate in rates {
-            let secs = env.throughput_s.ceil() as u32;
+            let secs = env.measure_s.ceil() as u32;
             let limit = format!("{rate}M");
             let args: Vec<&str> = if rate > 0.0 { vec!["-b", &limit] } else { Vec::new() };
             let c0 = process_cpu_seconds(pid)?;
@@ -77,7 +77,7 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
             ..Default::default()
         };
         // One download per rate, back to back.
-        run.params.duration_s = env.throughput_s.ceil() * rates.len() as f64;
+        run.params.duration_s = env.measure_s.ceil() * rates.len() as f64;
         run.params.cc = env.opts.cc.clone();
         out.push(run);
     }
