@@ -66,13 +66,11 @@ const fn scenario(
     Scenario { name, about, run, set_keys, household: false }
 }
 
-const fn household(
-    name: &'static str,
-    run: ScenarioFn,
-    set_keys: &'static [&'static str],
-    about: &'static str,
-) -> Scenario {
-    Scenario { household: true, ..scenario(name, run, set_keys, about) }
+impl Scenario {
+    /// The same scenario, of household control.
+    const fn household(self) -> Scenario {
+        Scenario { household: true, ..self }
+    }
 }
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
@@ -116,19 +114,22 @@ pub static SCENARIOS: [Scenario; 12] = [
         &["cpu_rates", "base_bin", "nat"],
         "What forwarding through NFQUEUE costs the router.",
     ),
-    household(
+    scenario(
         "no-timestamps",
         no_timestamps::run,
         &["flows"],
         "Household control: LAN hosts without TCP timestamps.",
-    ),
-    household(
+    )
+    .household(),
+    scenario(
         "many-flows",
         many_flows::run,
         &["flows"],
         "Household control: many background flows of several hosts.",
-    ),
-    household("weights", weights::run, &[], "Household control: per-rule weights and minimum rates."),
+    )
+    .household(),
+    scenario("weights", weights::run, &[], "Household control: per-rule weights and minimum rates.")
+        .household(),
     scenario("smoke", smoke::run, &[], "A short alone and cbr (CI)."),
 ];
 
