@@ -43,8 +43,6 @@ pub enum Unit {
     #[default]
     #[serde(rename = "ratio")]
     Ratio,
-    #[serde(rename = "%")]
-    Percent,
     #[serde(rename = "packets")]
     Packets,
     #[serde(rename = "packets/s")]

@@ -15,7 +15,7 @@ fn units_and_roles_print_as_their_serde_names() {
         (Unit::Mbps.to_string(), Unit::PacketsPerS.to_string()),
         ("Mbit/s".into(), "packets/s".into())
     );
-    assert_eq!(serde_json::to_string(&Unit::Percent).unwrap(), "\"%\"");
+    assert_eq!(serde_json::to_string(&Unit::Us).unwrap(), "\"us\"");
     assert_eq!((Role::BestEffort.to_string(), Role::Link.to_string()), ("best effort".into(), "link".into()));
 }
 

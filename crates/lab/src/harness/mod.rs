@@ -16,6 +16,7 @@ mod poller;
 mod spec;
 pub mod ss;
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
@@ -210,26 +211,14 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Current sender-side rate (Mbit/s) of everything on server `port` (`None` without `ss`
-    /// sampling or before two samples).
-    pub fn live_rate(&self, port: u16) -> Option<f64> {
-        self.ss.as_ref()?.live_rate(port)
-    }
-
-    /// Live rate of all running flows with `role`.
-    pub fn live_role_rate(&self, role: Role) -> Option<f64> {
-        let mut ports: Vec<u16> = self
-            .flows
-            .iter()
-            .filter(|f| f.spec.role == role && f.run.is_some())
-            .map(|f| f.spec.port)
-            .collect();
-        ports.sort_unstable();
-        ports.dedup();
-        if ports.is_empty() {
-            return None;
-        }
-        Some(ports.iter().filter_map(|p| self.live_rate(*p)).sum())
+    /// Current sender-side rate (Mbit/s) of the running flows with `role` (`None` without `ss`
+    /// sampling, without such flows, or before two samples).
+    fn live_role_rate(&self, role: Role) -> Option<f64> {
+        let ss = self.ss.as_ref()?;
+        let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
+        let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
+        let rates: Vec<f64> = ports.iter().filter_map(|p| ss.live_rate(*p)).collect();
+        (!rates.is_empty()).then(|| rates.iter().sum())
     }
 
     /// Sleeps until t = `t`, printing the progress line; errors on Ctrl-C.

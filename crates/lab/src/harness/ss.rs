@@ -33,22 +33,20 @@ impl SsSampler {
     /// samples.
     pub(super) fn live_rate(&self, port: u16) -> Option<f64> {
         let s = self.0.samples();
-        let n = s.len();
-        if n < 2 {
-            return None;
-        }
-        let sum = |v: &[SsSocket]| -> f64 {
-            v.iter().filter(|x| x.local_port == port).map(|x| x.bytes() as f64).sum()
-        };
-        let ((t0, a), (t1, b)) = (&s[n - 2], &s[n - 1]);
-        let (ba, bb) = (sum(a), sum(b));
-        (t1 > t0 && bb >= ba).then(|| ((bb - ba) * 8.0 / (t1 - t0) / 1e6).max(0.0))
+        let last = s[s.len().saturating_sub(2)..].iter();
+        let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, port_bytes(socks, port) as f64)).collect();
+        analysis::rate_from_counter(&counter).pop().map(|(_, rate)| rate)
     }
 
     /// Stops polling; the samples.
     pub(super) fn finish(self) -> SsSamples {
         self.0.finish()
     }
+}
+
+/// The bytes of every socket on server `port`.
+fn port_bytes(socks: &[SsSocket], port: u16) -> u64 {
+    socks.iter().filter(|s| s.local_port == port).map(SsSocket::bytes).sum()
 }
 
 /// The sender-side series of the flow `label` on server `port`.
@@ -73,7 +71,7 @@ pub(super) fn flow_series(
                 rtt.push((*t, r));
             }
         }
-        counter.push((*t, on_port().map(SsSocket::bytes).sum::<u64>() as f64));
+        counter.push((*t, port_bytes(socks, port) as f64));
     }
     let rate = analysis::rate_from_counter(&counter);
     if dir == Direction::Upload {

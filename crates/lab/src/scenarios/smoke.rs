@@ -17,7 +17,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ..opts.clone()
     };
     let a = alone::run_with(ctx, &opts, "smoke", 8.0)?;
-    let c = cbr::run_with(ctx, &opts, "smoke-cbr", cbr::CbrTimes { third: 4.0 })?;
+    let c = cbr::run_with(ctx, &opts, "smoke-cbr", 4.0)?;
     for r in a.runs.iter().chain(&c.runs) {
         for (name, flow) in [("goodput", "bg"), ("rtt", "ping"), ("cwnd", "bg")] {
             let n = r.series(name, flow).map_or(0, |s| s.points.len());

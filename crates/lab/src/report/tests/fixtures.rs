@@ -340,7 +340,7 @@ pub(super) fn udp_square() -> ScenarioReport {
             r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
                 Some(if on(t) { (1.4 + 3.0 * (1.0 - y)).min(9.4) } else { 9.0 })
             }));
-            r.metrics.push(Metric::new("udp_loss", Unit::Percent, 2.0 + 20.0 * (1.0 - y)).period("on"));
+            r.metrics.push(Metric::new("udp_loss", Unit::Ratio, 0.02 + 0.2 * (1.0 - y)).period("on"));
             r.metrics.push(Metric::new("time_to_yield", Unit::S, 0.3 + 5.0 * (1.0 - y)));
         } else {
             r.notes.push("iperf3 UDP server failed to start".into());
@@ -352,7 +352,7 @@ pub(super) fn udp_square() -> ScenarioReport {
         "UDP square wave vs background flow",
         runs,
         &[
-            ("UDP loss, UDP on", Unit::Percent, "udp_loss/on", None),
+            ("UDP loss, UDP on", Unit::Ratio, "udp_loss/on", None),
             ("Time to yield", Unit::S, "time_to_yield", Some("3")),
         ],
     )

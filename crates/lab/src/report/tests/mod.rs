@@ -171,7 +171,7 @@ fn markdown_table_with_repeats_and_paper() {
     );
     assert!(md.contains("## Not reached / differs from paper"), "{md}");
     let u = scenario_markdown(&Summary::of(&udp_square(), &[], ""));
-    assert!(u.contains("| UDP loss, UDP on | % | 22.0 | 3.0 | 5.0 | – | – |"), "{u}");
+    assert!(u.contains("| UDP loss, UDP on | ratio | 0.220 | 0.030 | 0.050 | – | – |"), "{u}");
     assert!(u.contains("- htb-90: iperf3 UDP server failed to start"), "{u}");
 }
 
