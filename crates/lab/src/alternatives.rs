@@ -265,8 +265,6 @@ impl Alternative {
             let config_path = env.work_dir.join(format!("{stem}.toml"));
             std::fs::write(&config_path, &text)
                 .with_context(|| format!("writing {}", config_path.display()))?;
-            slipstream_config::load(&config_path)
-                .map_err(|e| anyhow::anyhow!("generated config invalid: {e}"))?;
             let log = env.work_dir.join(format!("{stem}-slipstreamd.log"));
             let daemon = Daemon::start(tb, &env.daemon_bin, &config_path, METRICS_ADDR, &log)
                 .with_context(|| format!("starting slipstreamd for {}", self.label()))?;

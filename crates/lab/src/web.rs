@@ -121,11 +121,6 @@ impl SizeDist {
         Ok(SizeDist { scale: 0.5 * (lo + hi), shape, cap })
     }
 
-    /// The analytic mean of the clamped distribution (before rounding up to whole bytes).
-    pub fn mean(&self) -> f64 {
-        clamped_pareto_mean(self.scale, self.shape, self.cap)
-    }
-
     /// One size in bytes.
     pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         let pareto = Pareto::new(self.scale, self.shape).expect("validated parameters");

@@ -62,15 +62,6 @@ pub fn wave_seconds(opts: &ScenarioOptions, t: f64) -> f64 {
     (4.0 * t).max(opts.scaled(40.0, 10.0))
 }
 
-/// "1", "2.5": a period for metric names and labels.
-pub fn period_label(t: f64) -> String {
-    if t.fract() == 0.0 {
-        format!("{t:.0}")
-    } else {
-        format!("{t}")
-    }
-}
-
 /// What one run measured, computed from its series (pure, see the tests).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Usage {
@@ -149,7 +140,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     };
     let mut report = ScenarioReport::starting(NAME);
     run_all(ctx, opts, &mut report, &waves, setup, |run, &(wave, d)| {
-        let tl = period_label(wave.period_s);
+        let tl = wave.period_s; // "1", "2.5": f64 prints no ".0"
         let r = one_run(run, &wave, warm, d).with_context(|| format!("on/off = {tl} s"))?;
         let m = |name: &str| r.metric(&format!("{name}_T{tl}"), None).unwrap_or(f64::NAN);
         ctx.progress.log(&format!(
@@ -163,7 +154,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     })?;
     report.title = format!(
         "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
-        periods.iter().map(|t| period_label(*t)).collect::<Vec<_>>().join(", ")
+        periods.iter().map(f64::to_string).collect::<Vec<_>>().join(", ")
     );
     report.table = table(opts, &periods, &report.runs);
     report.notes = vec![
@@ -211,7 +202,7 @@ fn one_run(mut run: Run, wave: &SquareWave, warm: f64, d: f64) -> Result<RunResu
     let planned = wave.send_times(d).count() as f64;
     let received: u64 = bins.iter().map(|b| b.packets).sum();
     let loss = (1.0 - received as f64 / planned).max(0.0);
-    let tl = period_label(wave.period_s);
+    let tl = wave.period_s; // "1", "2.5": f64 prints no ".0"
     r.metrics.extend([
         Metric::new(&format!("bg_usage_norm_T{tl}"), Unit::Ratio, u.normalized),
         Metric::new(&format!("bg_usage_norm_on_T{tl}"), Unit::Ratio, u.normalized_on).period("on"),
@@ -248,7 +239,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     let mut rows = Vec::new();
     for group in groups {
         for &p in periods {
-            let tl = period_label(p);
+            let tl = p;
             for &(label, unit, name, period) in group {
                 let mut row =
                     RowSpec::new(format!("{label}, on/off = {tl} s"), unit, format!("{name}_T{tl}"));

@@ -15,9 +15,7 @@ fn clock_ticks() -> f64 {
 pub struct MachineCpu {
     pub user: f64,
     pub system: f64,
-    pub irq: f64,
     pub softirq: f64,
-    pub idle: f64,
     /// Everything but idle and iowait.
     pub busy: f64,
 }
@@ -33,9 +31,7 @@ impl MachineCpu {
         MachineCpu {
             user: self.user - earlier.user,
             system: self.system - earlier.system,
-            irq: self.irq - earlier.irq,
             softirq: self.softirq - earlier.softirq,
-            idle: self.idle - earlier.idle,
             busy: self.busy - earlier.busy,
         }
     }
@@ -52,14 +48,11 @@ pub fn parse_machine_cpu(text: &str, hz: f64) -> Option<MachineCpu> {
         .ok()?;
     // user nice system idle iowait irq softirq steal [guest guest_nice] (guest is in user).
     let g = |i: usize| v.get(i).copied().unwrap_or(0.0);
-    let (user, nice, system, idle, iowait, irq, softirq, steal) =
-        (g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
+    let (user, nice, system, irq, softirq, steal) = (g(0), g(1), g(2), g(5), g(6), g(7));
     Some(MachineCpu {
         user: user + nice,
         system,
-        irq,
         softirq,
-        idle: idle + iowait,
         busy: user + nice + system + irq + softirq + steal,
     })
 }

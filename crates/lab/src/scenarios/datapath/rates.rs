@@ -59,15 +59,10 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
         }
         teardown_mode(env, active, notes)?;
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut series = Series::new(
-            "daemon_cpu_per_gbit",
-            Unit::S,
-            "load",
-            Role::Background,
-            "/proc/<pid>/stat utime+stime",
-        )
-        .with_points(points);
-        series.x = Some(X_MEANING.into());
+        let source = "/proc/<pid>/stat utime+stime";
+        let series = Series::new("daemon_cpu_per_gbit", Unit::S, "load", Role::Background, source)
+            .over(X_MEANING)
+            .with_points(points);
         let mut run = RunResult {
             scenario: NAME.into(),
             alternative: curve_label(mode).into(),
