@@ -117,7 +117,7 @@ impl Mode {
 /// The modes of a run: every one, with the base modes when `base_bin` is set (`kernel` first:
 /// ratios are taken to it).
 pub fn modes(opts: &ScenarioOptions) -> Vec<Mode> {
-    let base: &[Mode] = if opts.extra.contains_key("base_bin") { &Mode::BASE } else { &[] };
+    let base: &[Mode] = if opts.extra("base_bin").is_some() { &Mode::BASE } else { &[] };
     Mode::ALL.iter().chain(base).copied().collect()
 }
 
@@ -218,7 +218,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         nfq_bin,
         nfq_config,
         measure_s: opts.scaled(10.0, 5.0),
-        base_bin: opts.extra.get("base_bin").map(PathBuf::from),
+        base_bin: opts.extra("base_bin").map(PathBuf::from),
     };
     let modes = modes(opts);
     let rounds = opts.repeats.max(2);
@@ -244,7 +244,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         runs.extend(this_round);
     }
     let mut rate_notes = Vec::new();
-    if let Some(list) = opts.extra.get("cpu_rates") {
+    if let Some(list) = opts.extra("cpu_rates") {
         let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
         runs.extend(rates::cpu_by_rate(&env, &rates, &mut rate_notes)?);
     }

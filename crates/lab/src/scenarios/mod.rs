@@ -11,7 +11,6 @@
 //! (`<out>/<scenario>/<timestamp>/result.json` and `table.md`) and returns the report. Building
 //! blocks (topology, alternative setup, 100 ms samplers) are in [`crate::harness`].
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -162,44 +161,60 @@ pub fn default_alternatives(scenario: &Scenario) -> Vec<Alternative> {
     }
 }
 
-/// Options common to all scenarios (from the command line).
-#[derive(Debug, Clone)]
+/// Options common to all scenarios: a scenario's command line (these docs are its `--help`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct ScenarioOptions {
-    /// Multiplies every phase length (`--scale`; 1.0 = the documented durations, 60-120 s).
+    /// Multiplies every phase length (1 = the documented durations, 60-120 s; e.g. 0.1 for a
+    /// quick look).
+    #[arg(long = "scale", default_value_t = 1.0)]
     pub duration_scale: f64,
-    /// Runs per alternative (`--repeats`).
+    /// Runs per alternative.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: u32,
-    /// Alternatives, in run (and table column) order.
+    /// Comma-separated alternatives, in run (and table column) order. Default: every one but
+    /// household (no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95); for
+    /// no-timestamps, many-flows and weights no-control,htb-95,slipstream,household.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub alternatives: Vec<Alternative>,
-    /// Bottleneck rate, Mbit/s (both directions; default 10).
+    /// Bottleneck rate, Mbit/s (both directions).
+    #[arg(long = "rate", default_value_t = 10.0)]
     pub rate_mbit: f64,
-    /// Base RTT, ms (default 100).
+    /// Base RTT, ms.
+    #[arg(long = "rtt", default_value_t = 100.0)]
     pub rtt_ms: f64,
-    /// One-way delay of the upload direction (LAN → server), ms; `None` = half the RTT. The
-    /// download direction gets the rest of `rtt_ms`.
+    /// One-way delay of the upload direction (LAN → server), ms (default: half the RTT; the
+    /// download direction gets the rest of --rtt).
+    #[arg(long = "up-delay")]
     pub up_delay_ms: Option<f64>,
-    /// Bottleneck queue in bytes; `None` = one BDP (83 full frames at 10 Mbit/s and 100 ms; Vulture
-    /// Sec. 0.4.1 used a pfifo of 86 packets).
+    /// Bottleneck queue in bytes (default: one BDP, 83 full frames at 10 Mbit/s and 100 ms;
+    /// Vulture Sec. 0.4.1 used a pfifo of 86 packets).
+    #[arg(long)]
     pub queue_bytes: Option<u64>,
-    /// TCP congestion control of the senders ("cubic", "reno", "bbr").
+    /// Bottleneck queue in full-size (1514-byte) packets instead.
+    #[arg(long = "queue-packets", conflicts_with = "queue_bytes")]
+    pub queue_frames: Option<u64>,
+    /// Sender congestion control of the TCP flows.
+    #[arg(long, default_value = "cubic", value_parser = ["cubic", "reno", "bbr"])]
     pub cc: String,
-    /// Free-form scenario options (`--set key=value`).
-    pub extra: BTreeMap<String, String>,
+    /// Scenario-specific options, key=value (repeatable; unknown keys are errors).
+    #[arg(long = "set", value_parser = parse_key_value)]
+    pub set: Vec<(String, String)>,
+}
+
+fn parse_key_value(kv: &str) -> Result<(String, String)> {
+    let (k, v) = kv.split_once('=').context("expected key=value")?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
 impl Default for ScenarioOptions {
+    /// The command line's defaults.
     fn default() -> Self {
-        ScenarioOptions {
-            duration_scale: 1.0,
-            repeats: 1,
-            alternatives: Alternative::ALL.to_vec(),
-            rate_mbit: 10.0,
-            rtt_ms: 100.0,
-            up_delay_ms: None,
-            queue_bytes: None,
-            cc: "cubic".into(),
-            extra: BTreeMap::new(),
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            opts: ScenarioOptions,
         }
+        <Line as clap::Parser>::parse_from(["slipstream-lab"]).opts
     }
 }
 
@@ -221,7 +236,9 @@ impl ScenarioOptions {
 
     /// The queue limit used, bytes.
     pub fn effective_queue_bytes(&self) -> u64 {
-        self.queue_bytes.unwrap_or_else(|| self.bdp_bytes()).max(2 * slipstream_testbed::cmd::FRAME_BYTES)
+        let frames = self.queue_frames.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES);
+        let bytes = self.queue_bytes.or(frames).unwrap_or_else(|| self.bdp_bytes());
+        bytes.max(2 * slipstream_testbed::cmd::FRAME_BYTES)
     }
 
     /// The queue limit in full-size frames (rounded up).
@@ -234,10 +251,15 @@ impl ScenarioOptions {
         self.alternatives.iter().map(Alternative::label).collect()
     }
 
+    /// The `--set` option `key` (the last one given).
+    pub fn extra(&self, key: &str) -> Option<&str> {
+        self.set.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
     /// The comma-separated `--set` list `key` (or `default`), each entry parsed; an entry that
     /// does not parse is an error.
     pub fn list<T: std::str::FromStr>(&self, key: &str, default: &str) -> Result<Vec<T>> {
-        let list = self.extra.get(key).map_or(default, String::as_str);
+        let list = self.extra(key).unwrap_or(default);
         let parse =
             |v: &str| v.trim().parse().map_err(|_| anyhow::anyhow!("--set {key}={list}: bad entry {v:?}"));
         list.split(',').map(parse).collect()
@@ -246,7 +268,7 @@ impl ScenarioOptions {
     /// The `--set` option `key` parsed, or `default` when not given; a value that does not
     /// parse is an error.
     pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
-        match self.extra.get(key) {
+        match self.extra(key) {
             None => Ok(default),
             Some(v) => v.parse().map_err(|_| anyhow::anyhow!("--set {key}={v}: not a valid value")),
         }
