@@ -23,8 +23,6 @@ use anyhow::{bail, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
 use slipstream_testbed::{Ns, Testbed, TopologySpec};
 
-pub use goodput::IPERF_SETUP_GUESS_S;
-pub use poller::POLL_INTERVAL_S;
 pub use spec::{Direction, FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
@@ -142,7 +140,8 @@ impl<'a> Run<'a> {
         run.t0_unix = now_unix();
         run.result.started_unix = run.t0_unix;
         if run.setup.ping {
-            run.ping = Some(ping::PingSampler::start(run.tb(), run.t0_unix)?);
+            let out = run.setup.work_dir.join(format!("{}-ping.txt", run.tb().spec().name_prefix));
+            run.ping = Some(ping::PingSampler::start(run.tb(), out, run.t0_unix)?);
         }
         if run.setup.ss {
             run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix));
