@@ -63,13 +63,13 @@ pub struct Run<'a> {
     opts: &'a ScenarioOptions,
     setup: RunSetup,
     t0: Instant,
-    t0_unix: f64,
     result: RunResult,
 }
 
 impl<'a> Run<'a> {
     /// Builds the topology (checking the idle RTT), sets the alternative up, starts the iperf3
-    /// servers and the samplers. t = 0 is the end of this call.
+    /// servers and the samplers. t = 0 is the end of this call. (On an error, what was set up
+    /// drops in reverse order: samplers, alternative, testbed.)
     pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
         ctx.check_interrupted()?;
         let up = opts.upload_delay_ms();
@@ -90,7 +90,23 @@ impl<'a> Run<'a> {
         let rtt = tb.assert_rtt_within(RTT_TOLERANCE_MS).with_context(|| {
             format!("delay accuracy check (rate {} Mbit/s, RTT {} ms)", opts.rate_mbit, opts.rtt_ms)
         })?;
-        let cc = setup.cc.clone().unwrap_or_else(|| opts.cc.clone());
+        let (dir, ports) = (setup.work_dir.clone(), setup.background_ports.clone());
+        let env =
+            AltEnv { rules: setup.rules.clone(), ..AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports) };
+        let active = setup.alternative.setup(&tb, &env)?;
+        let mut ports = setup.server_ports.clone();
+        ports.sort_unstable();
+        ports.dedup();
+        for n in 1..=setup.servers {
+            for &p in &ports {
+                tb.start_iperf_server_in(Ns::server(n), p)?;
+            }
+        }
+        let (t0, t0_unix) = (Instant::now(), now_unix());
+        let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
+        let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
+        let ss = setup.ss.then(|| ss::SsSampler::start(&tb, t0_unix));
+        let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
             rtt_ms: opts.rtt_ms,
@@ -98,59 +114,14 @@ impl<'a> Run<'a> {
             queue_packets: opts.effective_queue_bytes() as f64 / slipstream_testbed::cmd::FRAME_BYTES as f64,
             measured_rtt_ms: Some(rtt),
             duration_s: setup.duration_s,
-            cc,
+            cc: setup.cc.clone().unwrap_or_else(|| opts.cc.clone()),
             repeat: setup.repeat,
             extra: setup.extra.clone(),
         };
-        let mut run = Run {
-            ping: None,
-            ss: None,
-            daemon: None,
-            flows: Vec::new(),
-            active: None,
-            tb: Some(tb),
-            ctx,
-            opts,
-            t0: Instant::now(),
-            t0_unix: now_unix(),
-            result: RunResult {
-                scenario: setup.scenario.clone(),
-                alternative: setup.alternative.label(),
-                started_unix: now_unix(),
-                params,
-                ..Default::default()
-            },
-            setup,
-        };
-        let (dir, ports) = (run.setup.work_dir.clone(), run.setup.background_ports.clone());
-        let env = AltEnv {
-            rules: run.setup.rules.clone(),
-            ..AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports)
-        };
-        run.active = Some(run.setup.alternative.setup(run.tb(), &env)?);
-        let mut ports = run.setup.server_ports.clone();
-        ports.sort_unstable();
-        ports.dedup();
-        for n in 1..=run.setup.servers {
-            for &p in &ports {
-                run.tb().start_iperf_server_in(Ns::server(n), p)?;
-            }
-        }
-        run.t0 = Instant::now();
-        run.t0_unix = now_unix();
-        run.result.started_unix = run.t0_unix;
-        if run.setup.ping {
-            let out = run.setup.work_dir.join(format!("{}-ping.txt", run.tb().spec().name_prefix));
-            run.ping = Some(ping::PingSampler::start(run.tb(), out, run.t0_unix)?);
-        }
-        if run.setup.ss {
-            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix));
-        }
-        let socket = run.active.as_ref().and_then(|a| a.control_socket.clone());
-        if let Some(socket) = socket {
-            run.daemon = Some(daemon::start(socket, run.t0_unix));
-        }
-        Ok(run)
+        let (scenario, alternative) = (setup.scenario.clone(), setup.alternative.label());
+        let result = RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
+        let flows = Vec::new();
+        Ok(Run { ping, ss, daemon, flows, active: Some(active), tb: Some(tb), ctx, opts, setup, t0, result })
     }
 
     pub fn tb(&self) -> &Testbed {
