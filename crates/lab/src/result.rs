@@ -47,7 +47,7 @@ pub enum Unit {
     Packets,
     #[serde(rename = "packets/s")]
     PacketsPerS,
-    /// A plain count or code (e.g. the daemon's mode as a number).
+    /// A plain count (objects, flows that failed).
     #[serde(rename = "count")]
     Count,
 }
@@ -184,7 +184,7 @@ pub struct RunParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Series {
     /// What is measured: `goodput`, `rtt`, `cwnd`, `cwnd_estimate`, `rwnd`, `piv_sum`,
-    /// `mode`, `ss_rtt`, ... (see the scenario's docs).
+    /// `ss_rtt`, `inflight`, ... (see the harness samplers and the scenario docs).
     pub name: String,
     /// Unit of the values.
     pub unit: Unit,
