@@ -1,15 +1,5 @@
 //! The whole machine's CPU time from `/proc/stat`: the datapath scenario's machine figures.
 
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 /// The machine-wide CPU counters of `/proc/stat`'s `cpu` line, in seconds (all cores summed).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MachineCpu {
@@ -23,7 +13,8 @@ pub struct MachineCpu {
 impl MachineCpu {
     /// Reads `/proc/stat`.
     pub fn read() -> Option<MachineCpu> {
-        parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?, clock_ticks())
+        let hz = slipstream_testbed::daemon::clock_ticks().ok()?;
+        parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?, hz)
     }
 
     /// `self - earlier`, field by field.
