@@ -13,7 +13,6 @@
 use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
-use crate::analysis;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
@@ -121,7 +120,7 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
     for (i, g) in goodputs.iter().enumerate() {
         r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, *g).flow(&format!("bg{i}")).period("measure"));
     }
-    if let Some(j) = analysis::jain_index(&goodputs) {
+    if let Some(j) = slipstream_testbed::scenario::jain_index(&goodputs) {
         r.metrics.push(Metric::new("jain_index", Unit::Ratio, j).period("measure"));
         r.metrics.push(Metric::new("jain_index", Unit::Ratio, j));
     }
