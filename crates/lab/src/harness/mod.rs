@@ -1,7 +1,7 @@
 //! One run of a scenario: a fresh testbed, one alternative on its router, iperf3 flows started
 //! at chosen times, and samplers every 100 ms, turned into a [`RunResult`].
 //!
-//! Samplers (all optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
+//! Samplers (ping optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
 //! receiver (iperf3 intervals placed on the run's clock), [`ping`] (best-effort RTT), [`ss`]
 //! (sender state in the server namespace), [`daemon`] (the daemon's view of each flow, from its
 //! control socket).
@@ -105,7 +105,7 @@ impl<'a> Run<'a> {
         let (t0, t0_unix) = (Instant::now(), now_unix());
         let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
         let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
-        let ss = setup.ss.then(|| ss::SsSampler::start(&tb, t0_unix));
+        let ss = Some(ss::SsSampler::start(&tb, t0_unix));
         let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
@@ -181,8 +181,8 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Current sender-side rate (Mbit/s) of the running flows with `role` (`None` without `ss`
-    /// sampling, without such flows, or before two samples).
+    /// Current sender-side rate (Mbit/s) of the running flows with `role` (`None` without such
+    /// flows or before two samples).
     fn live_role_rate(&self, role: Role) -> Option<f64> {
         let ss = self.ss.as_ref()?;
         let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
