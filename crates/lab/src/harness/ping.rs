@@ -33,7 +33,7 @@ impl PingSampler {
     pub(super) fn finish(mut self) -> Option<Series> {
         self.stop();
         let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        let rtt = |(unix, rtt, _): (f64, f64, u32)| (unix - self.t0_unix, rtt);
+        let rtt = |(unix, rtt): (f64, f64)| (unix - self.t0_unix, rtt);
         let points: Vec<(f64, f64)> = text.lines().filter_map(parse_ping_line).map(rtt).collect();
         (!points.is_empty())
             .then(|| Series::new("rtt", Unit::Ms, "ping", Role::Probe, "ping").with_points(points))
