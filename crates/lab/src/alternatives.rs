@@ -40,15 +40,13 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use slipstream_testbed::daemon::Daemon;
 use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
 
 use crate::scenarios::ScenarioOptions;
 
 /// One alternative compared in a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Alternative {
     /// No daemon, no shaping.
     NoControl,
@@ -71,7 +69,7 @@ pub enum Alternative {
 }
 
 /// The household budget controller an alternative runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HouseholdBudget {
     /// The default: `delay_target` with its proportional rule.
     Default,
