@@ -254,8 +254,6 @@ impl Alternative {
             notes: Vec::new(),
         };
         if self.uses_daemon() {
-            std::fs::create_dir_all(&env.work_dir)
-                .with_context(|| format!("creating {}", env.work_dir.display()))?;
             let n = SOCKET_COUNTER.fetch_add(1, Ordering::Relaxed);
             let sock = std::env::temp_dir().join(format!("slipstream-lab-{}-{n}.sock", std::process::id()));
             let text = self.daemon_config(env, &sock).expect("daemon alternative");
@@ -308,7 +306,7 @@ pub struct LabRule {
 pub struct AltEnv {
     /// `slipstreamd`.
     pub daemon_bin: PathBuf,
-    /// Directory for the generated config and the daemon's log.
+    /// Directory (existing) for the generated config and the daemon's log: the run directory.
     pub work_dir: PathBuf,
     /// Server ports of the background flows (rule `remote_ports`, HTB filters).
     pub background_ports: Vec<u16>,
