@@ -105,16 +105,13 @@ fn body(mut run: Run, c: &FairCase) -> Result<RunResult> {
         )?;
     }
     run.wait_until(c.duration())?;
-    run.finish().map(with_metrics)
+    Ok(with_metrics(run.finish()?, c))
 }
 
-/// Adds Jain's index over the measurement window.
-pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let n = r.params.extra.get("flows").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
-    let stagger = r.params.extra.get("stagger_s").and_then(|v| v.as_f64()).unwrap_or(0.0);
-    let from = stagger * n.saturating_sub(1) as f64 + 1.0;
-    let to = r.params.duration_s;
-    let goodputs: Vec<f64> = (0..n)
+/// Adds Jain's index over the measurement window (from 1 s after the last start).
+pub fn with_metrics(mut r: RunResult, c: &FairCase) -> RunResult {
+    let (from, to) = (c.last_start() + 1.0, c.duration());
+    let goodputs: Vec<f64> = (0..c.flows)
         .map(|i| r.series("goodput", &format!("bg{i}")).and_then(|s| s.mean_between(from, to)).unwrap_or(0.0))
         .collect();
     for (i, g) in goodputs.iter().enumerate() {

@@ -95,7 +95,7 @@ fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {
         k += 1.0;
     }
     run.wait_until(c.duration)?;
-    run.finish().map(with_metrics)
+    Ok(with_metrics(run.finish()?, c))
 }
 
 /// `[from, to)` time windows.
@@ -152,16 +152,15 @@ pub fn table1(
 }
 
 /// Adds the Table 1 metrics.
-pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let period = r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()).unwrap_or(1.0);
+pub fn with_metrics(mut r: RunResult, &OnOffCase { period, duration }: &OnOffCase) -> RunResult {
     let b = max_goodput_mbit(r.params.rate_mbit);
     let be = r.series("goodput", "be").map(|s| s.points.clone()).unwrap_or_default();
     let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let spans = r.spans("be");
     let (on, off) = if spans.is_empty() {
-        windows(period, r.params.duration_s)
+        windows(period, duration)
     } else {
-        windows_from_spans(&spans, period, r.params.duration_s)
+        windows_from_spans(&spans, period, duration)
     };
     if let Some((u, sb, sl)) = table1(&be, &bg, &on, &off, b) {
         r.metrics.push(Metric::new("lbe_util_off", Unit::Ratio, u).period("off"));
