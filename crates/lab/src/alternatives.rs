@@ -40,13 +40,13 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context, Result};
-use serde::{Deserialize, Serialize};
 use slipstream_testbed::daemon::Daemon;
 use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
 
+use crate::scenarios::ScenarioOptions;
+
 /// One alternative compared in a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Alternative {
     /// No daemon, no shaping.
     NoControl,
@@ -69,7 +69,7 @@ pub enum Alternative {
 }
 
 /// The household budget controller an alternative runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum HouseholdBudget {
     /// The default: `delay_target` with its proportional rule.
     Default,
@@ -149,16 +149,6 @@ impl Alternative {
                 | Alternative::FixedRwnd(_)
                 | Alternative::Household(_)
         )
-    }
-
-    /// Parses a comma-separated list ("no-control,slipstream,htb-90").
-    pub fn parse_list(s: &str) -> Result<Vec<Alternative>> {
-        let v: Vec<Alternative> =
-            s.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::parse).collect::<Result<_>>()?;
-        if v.is_empty() {
-            bail!("no alternatives given");
-        }
-        Ok(v)
     }
 
     /// The fixed window used by `FixedRwnd` for a path with this BDP.
@@ -264,8 +254,6 @@ impl Alternative {
             notes: Vec::new(),
         };
         if self.uses_daemon() {
-            std::fs::create_dir_all(&env.work_dir)
-                .with_context(|| format!("creating {}", env.work_dir.display()))?;
             let n = SOCKET_COUNTER.fetch_add(1, Ordering::Relaxed);
             let sock = std::env::temp_dir().join(format!("slipstream-lab-{}-{n}.sock", std::process::id()));
             let text = self.daemon_config(env, &sock).expect("daemon alternative");
@@ -273,8 +261,6 @@ impl Alternative {
             let config_path = env.work_dir.join(format!("{stem}.toml"));
             std::fs::write(&config_path, &text)
                 .with_context(|| format!("writing {}", config_path.display()))?;
-            slipstream_config::load(&config_path)
-                .map_err(|e| anyhow::anyhow!("generated config invalid: {e}"))?;
             let log = env.work_dir.join(format!("{stem}-slipstreamd.log"));
             let daemon = Daemon::start(tb, &env.daemon_bin, &config_path, METRICS_ADDR, &log)
                 .with_context(|| format!("starting slipstreamd for {}", self.label()))?;
@@ -320,7 +306,7 @@ pub struct LabRule {
 pub struct AltEnv {
     /// `slipstreamd`.
     pub daemon_bin: PathBuf,
-    /// Directory for the generated config and the daemon's log.
+    /// Directory (existing) for the generated config and the daemon's log: the run directory.
     pub work_dir: PathBuf,
     /// Server ports of the background flows (rule `remote_ports`, HTB filters).
     pub background_ports: Vec<u16>,
@@ -335,6 +321,25 @@ pub struct AltEnv {
 }
 
 impl AltEnv {
+    /// `daemon_bin` on the path of `opts`, with one rule over `background_ports`.
+    pub fn new(
+        daemon_bin: PathBuf,
+        opts: &ScenarioOptions,
+        work_dir: PathBuf,
+        background_ports: Vec<u16>,
+    ) -> AltEnv {
+        let (rate_mbit, bdp_bytes, queue_packets) = (opts.rate_mbit, opts.bdp_bytes(), opts.queue_packets());
+        AltEnv {
+            daemon_bin,
+            work_dir,
+            background_ports,
+            rules: Vec::new(),
+            rate_mbit,
+            bdp_bytes,
+            queue_packets,
+        }
+    }
+
     /// The background rules of the daemon's config: the scenario's, or one rule `lab-background`
     /// over all background ports.
     pub fn rules(&self) -> Vec<LabRule> {
@@ -405,6 +410,7 @@ impl FromStr for Alternative {
     /// A label as [`Alternative::label`] prints it: any alternative with its default parameters,
     /// `fixed-rwnd=BYTES` or `htb-PERCENT`.
     fn from_str(s: &str) -> Result<Alternative> {
+        let s = s.trim();
         let named = Alternative::ALL.into_iter().chain([Alternative::SlipstreamEbpf]);
         let named = named.chain(HouseholdBudget::ALL.map(Alternative::Household));
         if let Some(a) = named.into_iter().find(|a| a.label() == s) {

@@ -1,5 +1,6 @@
-//! Pure computations over measured series: means, Jain's fairness index, utilization, time to
-//! reach a fraction of the link, error/correlation of the cwnd estimate. Unit-tested against
+//! Pure computations over measured series: means, utilization, time to reach a fraction of the
+//! link, error/correlation of the cwnd estimate (Jain's index is the testbed's, which the
+//! end-to-end tests use too). Unit-tested against
 //! hand-computed cases.
 
 /// Arithmetic mean; `None` for no values.
@@ -17,10 +18,6 @@ pub fn min_max(values: impl IntoIterator<Item = f64>) -> Option<(f64, f64)> {
     let finite = values.into_iter().filter(|v| v.is_finite());
     finite.fold(None, |acc, v| Some(acc.map_or((v, v), |(lo, hi): (f64, f64)| (lo.min(v), hi.max(v)))))
 }
-
-/// Jain's fairness index `(Σx)² / (n · Σx²)` (Vulture Sec. 0.4.6); `None` for no flows or all
-/// zero. The testbed's, which the end-to-end tests use too.
-pub use slipstream_testbed::scenario::jain_index;
 
 /// Mean of the values of `points` with `t0 <= t < t1`.
 pub fn mean_between(points: &[(f64, f64)], t0: f64, t1: f64) -> Option<f64> {

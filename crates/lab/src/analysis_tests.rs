@@ -10,8 +10,10 @@ fn means() {
     assert_eq!(min_max([f64::INFINITY]), None);
 }
 
+/// Jain's fairness index `(Σx)² / (n · Σx²)` (Vulture Sec. 0.4.6), as the lab uses it.
 #[test]
 fn jain() {
+    use slipstream_testbed::scenario::jain_index;
     assert_eq!(jain_index(&[3.0, 3.0, 3.0, 3.0]), Some(1.0));
     // One flow takes everything: 1/n.
     assert_eq!(jain_index(&[4.0, 0.0, 0.0, 0.0]), Some(0.25));

@@ -9,7 +9,7 @@
 //! * [`scenarios`]: `LabContext`, `ScenarioOptions`, one module per scenario.
 //! * [`harness`]: one run = topology + alternative + flows + samplers (100 ms).
 //! * [`report`]: plots, the committed per-scenario summaries and `docs/lab/README.md`.
-//! * [`measure`]: pure parsers (iperf3 intervals, ping lines, `ss -tin`, daemon metrics).
+//! * [`measure`]: pure parsers (iperf3 intervals, ping lines, `ss -tin`).
 //! * [`analysis`]: pure computations (Jain's index, utilization, time to 90%, errors).
 
 pub mod alternatives;

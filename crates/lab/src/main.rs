@@ -13,22 +13,21 @@
 //! down; if that has not happened within 15 s, the handler removes this process's namespaces
 //! itself and exits 130.
 
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context, Result};
-use clap::{Args, FromArgMatches, ValueEnum};
+use anyhow::{bail, Result};
+use clap::{Args, FromArgMatches};
 use slipstream_lab::scenarios::{self, LabContext, Scenario, ScenarioOptions, LAB_PREFIX};
-use slipstream_lab::Alternative;
 
 /// The command line: a subcommand per scenario (its help from [`scenarios::SCENARIOS`]) and
 /// `all`, each with [`RunArgs`]; `report`; `cleanup`.
 fn cli() -> clap::Command {
     let run = |name: &'static str, about: &'static str| {
-        RunArgs::augment_args(clap::Command::new(name).about(about))
+        // The about line after the arguments: their doc comments would replace it.
+        RunArgs::augment_args(clap::Command::new(name)).about(about)
     };
     let report = "Publishes the latest run of each scenario under --out into docs/lab/ and renders \
                   docs/lab/README.md from the committed summaries";
@@ -37,7 +36,7 @@ fn cli() -> clap::Command {
         .subcommand_required(true)
         .subcommands(scenarios::SCENARIOS.iter().map(|s| run(s.name, s.about)))
         .subcommand(run("all", "Every scenario but smoke, in the order above."))
-        .subcommand(ReportArgs::augment_args(clap::Command::new("report").about(report)))
+        .subcommand(ReportArgs::augment_args(clap::Command::new("report")).about(report))
         .subcommand(
             clap::Command::new("cleanup")
                 .about("Removes stale lab namespaces (any process's), their processes and control sockets."),
@@ -52,65 +51,14 @@ struct ReportArgs {
     out: PathBuf,
 }
 
-/// Sender congestion control.
-#[derive(ValueEnum, Clone, Copy, Debug)]
-enum Cc {
-    Cubic,
-    Reno,
-    Bbr,
-}
-
+/// A scenario's arguments: where results go, and its options.
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Comma-separated alternatives, in table order. Default: every one but household
-    /// (no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95); for no-timestamps,
-    /// many-flows and weights no-control,htb-95,slipstream,household.
-    #[arg(long, value_parser = parse_alternatives)]
-    alternatives: Option<Alternatives>,
-    /// Multiplies every phase length (e.g. 0.1 for a quick look).
-    #[arg(long, default_value_t = 1.0)]
-    scale: f64,
-    /// Runs per alternative.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
-    repeats: u32,
     /// Results directory.
     #[arg(long, default_value = "lab-results")]
     out: PathBuf,
-    /// Sender congestion control.
-    #[arg(long, value_enum, default_value_t = Cc::Cubic)]
-    cc: Cc,
-    /// Bottleneck rate, Mbit/s.
-    #[arg(long, default_value_t = 10.0)]
-    rate: f64,
-    /// Base RTT, ms.
-    #[arg(long, default_value_t = 100.0)]
-    rtt: f64,
-    /// One-way delay of the upload direction, ms (default: half the RTT; the download
-    /// direction gets the rest of --rtt).
-    #[arg(long)]
-    up_delay: Option<f64>,
-    /// Bottleneck queue in full-size (1514-byte) packets (default: one BDP).
-    #[arg(long, conflicts_with = "queue_bytes")]
-    queue_packets: Option<u64>,
-    /// Bottleneck queue in bytes (default: one BDP).
-    #[arg(long)]
-    queue_bytes: Option<u64>,
-    /// Scenario-specific options, key=value (repeatable; unknown keys are errors).
-    #[arg(long = "set", value_parser = parse_key_value)]
-    set: Vec<(String, String)>,
-}
-
-/// A `--alternatives` list.
-#[derive(Clone, Debug)]
-struct Alternatives(Vec<Alternative>);
-
-fn parse_alternatives(list: &str) -> Result<Alternatives> {
-    Alternative::parse_list(list).map(Alternatives)
-}
-
-fn parse_key_value(kv: &str) -> Result<(String, String)> {
-    let (k, v) = kv.split_once('=').context("expected key=value")?;
-    Ok((k.trim().to_string(), v.trim().to_string()))
+    #[command(flatten)]
+    opts: ScenarioOptions,
 }
 
 /// SIGINT/SIGTERM: a thread waits for the first one (signal-hook's iterator; the lab is
@@ -134,47 +82,31 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
     Ok(())
 }
 
-/// The options of a run of `chosen`: checks the numbers and that every `--set` key is one of
-/// theirs.
-fn options(a: &RunArgs, chosen: &[&Scenario]) -> Result<ScenarioOptions> {
-    if !(a.scale > 0.0 && a.scale.is_finite()) {
+/// Checks the numbers of `o` and that every `--set` key is one of `chosen`'s.
+fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
+    if !(o.duration_scale > 0.0 && o.duration_scale.is_finite()) {
         bail!("--scale must be positive");
     }
-    if !(a.rate > 0.0 && a.rate.is_finite()) {
+    if !(o.rate_mbit > 0.0 && o.rate_mbit.is_finite()) {
         bail!("--rate must be positive");
     }
-    if !(a.rtt >= 0.0 && a.rtt.is_finite()) {
+    if !(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite()) {
         bail!("--rtt must be >= 0");
     }
-    if let Some(up) = a.up_delay {
-        if !(up >= 0.0 && up <= a.rtt) {
-            bail!("--up-delay must be between 0 and --rtt ({} ms)", a.rtt);
+    if let Some(up) = o.up_delay_ms {
+        if !(up >= 0.0 && up <= o.rtt_ms) {
+            bail!("--up-delay must be between 0 and --rtt ({} ms)", o.rtt_ms);
         }
     }
     let mut valid: Vec<&str> = chosen.iter().flat_map(|s| s.set_keys).copied().collect();
     valid.sort_unstable();
     valid.dedup();
-    let mut extra = BTreeMap::new();
-    for (k, v) in &a.set {
-        if !valid.contains(&k.as_str()) {
-            let list = if valid.is_empty() { "none".to_string() } else { valid.join(", ") };
-            let names: Vec<&str> = chosen.iter().map(|s| s.name).collect();
-            bail!("--set {k}: unknown key for {} (valid: {list})", names.join(", "));
-        }
-        extra.insert(k.clone(), v.clone());
+    if let Some((k, _)) = o.set.iter().find(|(k, _)| !valid.contains(&k.as_str())) {
+        let list = if valid.is_empty() { "none".to_string() } else { valid.join(", ") };
+        let names: Vec<&str> = chosen.iter().map(|s| s.name).collect();
+        bail!("--set {k}: unknown key for {} (valid: {list})", names.join(", "));
     }
-    Ok(ScenarioOptions {
-        duration_scale: a.scale,
-        repeats: a.repeats,
-        alternatives: Vec::new(),
-        rate_mbit: a.rate,
-        rtt_ms: a.rtt,
-        up_delay_ms: a.up_delay,
-        queue_bytes: a.queue_packets.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES).or(a.queue_bytes),
-        cc: a.cc.to_possible_value().expect("no skipped variants").get_name().to_string(),
-        extra,
-        ..ScenarioOptions::default()
-    })
+    Ok(())
 }
 
 /// Removes stale lab namespaces (any process's), their processes and stale control sockets.
@@ -226,7 +158,7 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
         name => vec![scenarios::lookup(name).expect("every other subcommand is a scenario")],
     };
     let args = RunArgs::from_arg_matches(sub)?;
-    let opts = options(&args, &chosen)?;
+    check(&args.opts, &chosen)?;
     let mut ctx = LabContext::new(&args.out);
     ctx.command_line = command_line();
     if let Err(why) = slipstream_testbed::netns_supported() {
@@ -236,9 +168,11 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     let mut failed = Vec::new();
     for scenario in chosen {
         let name = scenario.name;
-        let alternatives = args.alternatives.as_ref().map(|a| a.0.clone());
-        let alternatives = alternatives.unwrap_or_else(|| scenarios::default_alternatives(scenario));
-        let opts = ScenarioOptions { alternatives, ..opts.clone() };
+        let alternatives = match args.opts.alternatives.as_slice() {
+            [] => scenarios::default_alternatives(scenario),
+            given => given.to_vec(),
+        };
+        let opts = ScenarioOptions { alternatives, ..args.opts.clone() };
         match (scenario.run)(&ctx, &opts) {
             Ok(report) => {
                 eprintln!();

@@ -1,6 +1,7 @@
 //! Tests of `main`.
 
 use super::*;
+use slipstream_lab::Alternative;
 
 fn run_args(args: &[&str]) -> RunArgs {
     let matches = cli().try_get_matches_from(args).unwrap();
@@ -11,16 +12,23 @@ fn run_args(args: &[&str]) -> RunArgs {
 
 #[test]
 fn set_keys_are_checked_against_the_scenario() {
-    let ok = run_args(&["lab", "udp-square", "--set", "periods=1,5", "--cc", "reno"]);
-    let opts = options(&ok, &[scenarios::lookup("udp-square").unwrap()]).unwrap();
-    assert_eq!(opts.extra["periods"], "1,5");
-    assert_eq!(opts.cc, "reno");
-    let typo = run_args(&["lab", "udp-square", "--set", "period=1,5"]);
-    let err = options(&typo, &[scenarios::lookup("udp-square").unwrap()]).unwrap_err().to_string();
+    let ok = run_args(&["lab", "udp-square", "--set", "periods=1,5", "--cc", "reno"]).opts;
+    check(&ok, &[scenarios::lookup("udp-square").unwrap()]).unwrap();
+    assert_eq!(ok.extra("periods"), Some("1,5"));
+    assert_eq!(ok.cc, "reno");
+    assert!(cli().try_get_matches_from(["lab", "udp-square", "--cc", "vegas"]).is_err());
+    let typo = run_args(&["lab", "udp-square", "--set", "period=1,5"]).opts;
+    let err = check(&typo, &[scenarios::lookup("udp-square").unwrap()]).unwrap_err().to_string();
     assert!(err.contains("--set period: unknown key"), "{err}");
     assert!(err.contains("valid: periods"), "{err}");
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--set", "novalue"]).is_err());
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--repeats", "0"]).is_err());
+    let alts = run_args(&["lab", "udp-square", "--alternatives", "no-control, slipstream,htb-90"]);
+    let want = [Alternative::NoControl, Alternative::Slipstream, Alternative::HtbShaping { percent: 90 }];
+    assert_eq!(alts.opts.alternatives, want);
+    assert!(run_args(&["lab", "udp-square"]).opts.alternatives.is_empty());
+    assert!(cli().try_get_matches_from(["lab", "udp-square", "--alternatives", "cake"]).is_err());
+    assert!(cli().try_get_matches_from(["lab", "udp-square", "--alternatives", ","]).is_err());
 }
 
 #[test]

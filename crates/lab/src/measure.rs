@@ -7,22 +7,14 @@
 
 use slipstream_testbed::iperf::IperfResult;
 
-/// One `ping -D` reply: `(unix seconds, rtt ms, icmp_seq)`.
-pub fn parse_ping_line(line: &str) -> Option<(f64, f64, u32)> {
+/// One `ping -D` reply: `(unix seconds, rtt ms)`.
+pub fn parse_ping_line(line: &str) -> Option<(f64, f64)> {
     // "[1700000000.123456] 64 bytes from 10.77.1.2: icmp_seq=1 ttl=62 time=100 ms"
     let rest = line.trim().strip_prefix('[')?;
     let (ts, rest) = rest.split_once(']')?;
     let unix: f64 = ts.trim().parse().ok()?;
-    let mut rtt = None;
-    let mut seq = None;
-    for tok in rest.split_whitespace() {
-        if let Some(v) = tok.strip_prefix("time=") {
-            rtt = v.parse().ok();
-        } else if let Some(v) = tok.strip_prefix("icmp_seq=") {
-            seq = v.parse().ok();
-        }
-    }
-    Some((unix, rtt?, seq?))
+    let rtt = rest.split_whitespace().find_map(|tok| tok.strip_prefix("time=")?.parse().ok())?;
+    Some((unix, rtt))
 }
 
 /// One TCP socket from `ss -tinH`.

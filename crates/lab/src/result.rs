@@ -43,13 +43,11 @@ pub enum Unit {
     #[default]
     #[serde(rename = "ratio")]
     Ratio,
-    #[serde(rename = "%")]
-    Percent,
     #[serde(rename = "packets")]
     Packets,
     #[serde(rename = "packets/s")]
     PacketsPerS,
-    /// A plain count or code (e.g. the daemon's mode as a number).
+    /// A plain count (objects, flows that failed).
     #[serde(rename = "count")]
     Count,
 }
@@ -186,7 +184,7 @@ pub struct RunParams {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct Series {
     /// What is measured: `goodput`, `rtt`, `cwnd`, `cwnd_estimate`, `rwnd`, `piv_sum`,
-    /// `mode`, `ss_rtt`, ... (see the scenario's docs).
+    /// `ss_rtt`, `inflight`, ... (see the harness samplers and the scenario docs).
     pub name: String,
     /// Unit of the values.
     pub unit: Unit,
@@ -388,41 +386,28 @@ impl Table {
         t
     }
 
-    /// [`add_metric_row`](Self::add_metric_row) for each of `rows`.
-    pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {
-        for r in rows {
-            self.add_metric_row(&r.label, r.unit, runs, &r.name, r.period.as_deref(), r.paper);
-        }
-    }
-
     /// An empty table with these alternative columns.
     pub fn new(columns: Vec<String>) -> Table {
         Table { columns, rows: Vec::new() }
     }
 
-    /// Adds a row aggregating metric `name`/`period` of `runs` per column (mean and range over
-    /// the runs of that alternative that have it).
-    pub fn add_metric_row(
-        &mut self,
-        label: &str,
-        unit: Unit,
-        runs: &[&RunResult],
-        name: &str,
-        period: Option<&str>,
-        paper: Option<Paper>,
-    ) {
-        let cell = |col: &String| {
-            let v: Vec<f64> = runs
-                .iter()
-                .filter(|r| &r.alternative == col)
-                .filter_map(|r| r.metric(name, period))
-                .filter(|v| v.is_finite())
-                .collect();
-            let range = crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1);
-            Some(Cell { mean: crate::analysis::mean(v)?, range })
-        };
-        let cells = self.columns.iter().map(cell).collect();
-        self.rows.push(Row { metric: label.into(), unit, cells, paper });
+    /// Adds a row per spec, aggregating its metric of `runs` per column (mean and range over the
+    /// runs of that alternative that have it).
+    pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {
+        for spec in rows {
+            let cell = |col: &String| {
+                let v: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| &r.alternative == col)
+                    .filter_map(|r| r.metric(&spec.name, spec.period.as_deref()))
+                    .filter(|v| v.is_finite())
+                    .collect();
+                let range = crate::analysis::min_max(v.iter().copied()).filter(|_| v.len() > 1);
+                Some(Cell { mean: crate::analysis::mean(v)?, range })
+            };
+            let cells = self.columns.iter().map(cell).collect();
+            self.rows.push(Row { metric: spec.label, unit: spec.unit, cells, paper: spec.paper });
+        }
     }
 }
 
@@ -449,9 +434,20 @@ pub struct ScenarioReport {
 }
 
 impl ScenarioReport {
+    /// The report of `scenario` started now, without runs yet.
+    pub fn starting(scenario: &str) -> ScenarioReport {
+        ScenarioReport { scenario: scenario.into(), started_unix: now_unix(), ..Default::default() }
+    }
+
     /// Runs of alternative `label`.
     pub fn runs_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a RunResult> + 'a {
         self.runs.iter().filter(move |r| r.alternative == label)
+    }
+
+    /// Runs of the sub-case whose `params.extra[key]` is `value`.
+    pub fn runs_with(&self, key: &str, value: impl Into<serde_json::Value>) -> Vec<&RunResult> {
+        let value = Some(value.into());
+        self.runs.iter().filter(|r| r.params.extra.get(key) == value.as_ref()).collect()
     }
 }
 

@@ -121,11 +121,6 @@ impl SizeDist {
         Ok(SizeDist { scale: 0.5 * (lo + hi), shape, cap })
     }
 
-    /// The analytic mean of the clamped distribution (before rounding up to whole bytes).
-    pub fn mean(&self) -> f64 {
-        clamped_pareto_mean(self.scale, self.shape, self.cap)
-    }
-
     /// One size in bytes.
     pub fn sample<R: rand::Rng + ?Sized>(&self, rng: &mut R) -> u64 {
         let pareto = Pareto::new(self.scale, self.shape).expect("validated parameters");
@@ -384,13 +379,6 @@ pub fn run_client(cfg: &ClientConfig) -> Vec<ObjectRecord> {
     rx.into_iter().collect()
 }
 
-fn sleep_until(t: Instant) {
-    let now = Instant::now();
-    if t > now {
-        std::thread::sleep(t - now);
-    }
-}
-
 fn run_session(
     cfg: &ClientConfig,
     session: u32,
@@ -413,7 +401,7 @@ fn run_session(
         if next_start >= stop_pages {
             return;
         }
-        sleep_until(next_start);
+        std::thread::sleep(next_start.saturating_duration_since(Instant::now()));
         let page_start = Instant::now();
         let next = AtomicUsize::new(0);
         std::thread::scope(|s| {
@@ -422,7 +410,7 @@ fn run_session(
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(obj) = page.objects.get(i) else { return };
                     let planned = page_start + Duration::from_secs_f64(obj.offset_s);
-                    sleep_until(planned);
+                    std::thread::sleep(planned.saturating_duration_since(Instant::now()));
                     let start_s = started.elapsed().as_secs_f64();
                     let _ = tx.send(ObjectRecord {
                         session,

@@ -161,12 +161,17 @@ pub fn process_cpu_seconds(pid: u32) -> Result<f64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))
         .with_context(|| format!("reading /proc/{pid}/stat"))?;
     let ticks = parse_cpu_ticks(&stat).with_context(|| format!("no utime/stime in /proc/{pid}/stat"))?;
+    Ok(ticks as f64 / clock_ticks()?)
+}
+
+/// Clock ticks per second, the unit of `/proc`'s CPU times (`sysconf(_SC_CLK_TCK)`).
+pub fn clock_ticks() -> Result<f64> {
     // SAFETY: sysconf has no preconditions.
     let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if hz <= 0 {
         bail!("sysconf(_SC_CLK_TCK) = {hz}");
     }
-    Ok(ticks as f64 / hz as f64)
+    Ok(hz as f64)
 }
 
 fn parse_cpu_ticks(stat: &str) -> Option<u64> {

@@ -1,7 +1,6 @@
 //! The daemon's view of each flow, from its control socket (`{"cmd":"flows"}`, the typed
-//! `slipstream-inspect` client) about every 100 ms: `rwnd`, `cwnd_estimate` (bytes), `piv_sum`
-//! (ms), `mode` (0 conservative, 1 aggressive, 2 other) and `daemon_rtt` (ms) of the flow whose
-//! server endpoint is the flow's port. The socket is a file, so the lab reaches it from outside
+//! `slipstream-inspect` client) about every 100 ms: `rwnd`, `cwnd_estimate` (bytes) and `piv_sum`
+//! (ms) of the flow whose server endpoint is the flow's port (what the window plots show). The socket is a file, so the lab reaches it from outside
 //! the router namespace: no process per sample.
 
 use std::path::PathBuf;
@@ -24,21 +23,10 @@ pub(super) fn start(socket: PathBuf, t0_unix: f64) -> Periodic<Vec<FlowInfo>> {
     })
 }
 
-/// Numeric code of a controller mode for plotting: conservative 0, aggressive 1, other 2.
-fn mode_code(mode: &str) -> Option<f64> {
-    match mode {
-        "" => None,
-        "conservative" => Some(0.0),
-        "aggressive" => Some(1.0),
-        _ => Some(2.0),
-    }
-}
-
 /// The daemon's series of the flow `label` on server `port` (the busiest daemon flow with an
 /// endpoint on that port, at each sample).
 pub(super) fn flow_series(samples: &DaemonSamples, label: &str, role: Role, port: u16) -> Vec<Series> {
-    let (mut rwnd, mut est, mut piv, mut mode, mut rtt) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut rwnd, mut est, mut piv) = (Vec::new(), Vec::new(), Vec::new());
     for (t, flows) in samples {
         let on_port = flows
             .iter()
@@ -50,20 +38,12 @@ pub(super) fn flow_series(samples: &DaemonSamples, label: &str, role: Role, port
         rwnd.extend(f.rwnd_bytes.map(|v| (t, f64::from(v))));
         est.extend(f.cwnd_estimate_bytes.map(|v| (t, f64::from(v))));
         piv.extend(f.piv.map(|p| (t, p.sum_ms)));
-        mode.extend(mode_code(&f.mode).map(|v| (t, v)));
-        rtt.extend(f.rtt_ms.map(|v| (t, v)));
     }
-    [
-        ("rwnd", Unit::Bytes, rwnd),
-        ("cwnd_estimate", Unit::Bytes, est),
-        ("piv_sum", Unit::Ms, piv),
-        ("mode", Unit::Count, mode),
-        ("daemon_rtt", Unit::Ms, rtt),
-    ]
-    .into_iter()
-    .filter(|(_, _, pts)| !pts.is_empty())
-    .map(|(name, unit, pts)| Series::new(name, unit, label, role, "daemon").with_points(pts))
-    .collect()
+    [("rwnd", Unit::Bytes, rwnd), ("cwnd_estimate", Unit::Bytes, est), ("piv_sum", Unit::Ms, piv)]
+        .into_iter()
+        .filter(|(_, _, pts)| !pts.is_empty())
+        .map(|(name, unit, pts)| Series::new(name, unit, label, role, "daemon").with_points(pts))
+        .collect()
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! One run of a scenario: a fresh testbed, one alternative on its router, iperf3 flows started
 //! at chosen times, and samplers every 100 ms, turned into a [`RunResult`].
 //!
-//! Samplers (all optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
+//! Samplers (ping optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
 //! receiver (iperf3 intervals placed on the run's clock), [`ping`] (best-effort RTT), [`ss`]
 //! (sender state in the server namespace), [`daemon`] (the daemon's view of each flow, from its
 //! control socket).
@@ -16,22 +16,24 @@ mod poller;
 mod spec;
 pub mod ss;
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
 use slipstream_testbed::{Ns, Testbed, TopologySpec};
 
-pub use goodput::IPERF_SETUP_GUESS_S;
-pub use poller::POLL_INTERVAL_S;
 pub use spec::{Direction, FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
-use crate::result::{now_unix, Role, RunParams, RunResult, Unit};
-use crate::scenarios::{status_line, LabContext, ScenarioOptions};
+use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
+use crate::scenarios::{status_line, LabContext, ScenarioOptions, LAB_PREFIX};
 
 /// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
 pub const CBR_WRITE_BYTES: &str = "1448";
+
+/// Allowed deviation of the measured idle ping RTT from the set RTT before a run fails, ms.
+const RTT_TOLERANCE_MS: f64 = 2.0;
 
 /// Server port of the (first) background flow (a BitTorrent port); further background flows use
 /// the following ports.
@@ -61,13 +63,13 @@ pub struct Run<'a> {
     opts: &'a ScenarioOptions,
     setup: RunSetup,
     t0: Instant,
-    t0_unix: f64,
     result: RunResult,
 }
 
 impl<'a> Run<'a> {
     /// Builds the topology (checking the idle RTT), sets the alternative up, starts the iperf3
-    /// servers and the samplers. t = 0 is the end of this call.
+    /// servers and the samplers. t = 0 is the end of this call. (On an error, what was set up
+    /// drops in reverse order: samplers, alternative, testbed.)
     pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
         ctx.check_interrupted()?;
         let up = opts.upload_delay_ms();
@@ -76,7 +78,7 @@ impl<'a> Run<'a> {
             one_way_delay_ms: opts.rtt_ms - up,
             upload_delay_ms: Some(up),
             queue_bytes: Some(opts.effective_queue_bytes()),
-            name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+            name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
             delay_bin: Some(ctx.delay_bin.clone()),
             ipv6: false,
             servers: setup.servers,
@@ -85,10 +87,26 @@ impl<'a> Run<'a> {
             flood_source: false,
         };
         let tb = Testbed::build(spec).context("building the topology")?;
-        let rtt = tb.assert_rtt_within(opts.rtt_tolerance_ms).with_context(|| {
+        let rtt = tb.assert_rtt_within(RTT_TOLERANCE_MS).with_context(|| {
             format!("delay accuracy check (rate {} Mbit/s, RTT {} ms)", opts.rate_mbit, opts.rtt_ms)
         })?;
-        let cc = setup.cc.clone().unwrap_or_else(|| opts.cc.clone());
+        let (dir, ports) = (setup.work_dir.clone(), setup.background_ports.clone());
+        let env =
+            AltEnv { rules: setup.rules.clone(), ..AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports) };
+        let active = setup.alternative.setup(&tb, &env)?;
+        let mut ports = setup.server_ports.clone();
+        ports.sort_unstable();
+        ports.dedup();
+        for n in 1..=setup.servers {
+            for &p in &ports {
+                tb.start_iperf_server_in(Ns::server(n), p)?;
+            }
+        }
+        let (t0, t0_unix) = (Instant::now(), now_unix());
+        let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
+        let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
+        let ss = Some(ss::SsSampler::start(&tb, t0_unix));
+        let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
             rtt_ms: opts.rtt_ms,
@@ -96,62 +114,14 @@ impl<'a> Run<'a> {
             queue_packets: opts.effective_queue_bytes() as f64 / slipstream_testbed::cmd::FRAME_BYTES as f64,
             measured_rtt_ms: Some(rtt),
             duration_s: setup.duration_s,
-            cc,
+            cc: setup.cc.clone().unwrap_or_else(|| opts.cc.clone()),
             repeat: setup.repeat,
             extra: setup.extra.clone(),
         };
-        let mut run = Run {
-            ping: None,
-            ss: None,
-            daemon: None,
-            flows: Vec::new(),
-            active: None,
-            tb: Some(tb),
-            ctx,
-            opts,
-            t0: Instant::now(),
-            t0_unix: now_unix(),
-            result: RunResult {
-                scenario: setup.scenario.clone(),
-                alternative: setup.alternative.label(),
-                started_unix: now_unix(),
-                params,
-                ..Default::default()
-            },
-            setup,
-        };
-        let env = AltEnv {
-            daemon_bin: ctx.daemon_bin.clone(),
-            work_dir: run.setup.work_dir.clone(),
-            background_ports: run.setup.background_ports.clone(),
-            rules: run.setup.rules.clone(),
-            rate_mbit: opts.rate_mbit,
-            bdp_bytes: opts.bdp_bytes(),
-            queue_packets: opts.queue_packets(),
-        };
-        run.active = Some(run.setup.alternative.setup(run.tb(), &env)?);
-        let mut ports = run.setup.server_ports.clone();
-        ports.sort_unstable();
-        ports.dedup();
-        for n in 1..=run.setup.servers {
-            for &p in &ports {
-                run.tb().start_iperf_server_in(Ns::server(n), p)?;
-            }
-        }
-        run.t0 = Instant::now();
-        run.t0_unix = now_unix();
-        run.result.started_unix = run.t0_unix;
-        if run.setup.ping {
-            run.ping = Some(ping::PingSampler::start(run.tb(), run.t0_unix)?);
-        }
-        if run.setup.ss {
-            run.ss = Some(ss::SsSampler::start(run.tb(), run.t0_unix));
-        }
-        let socket = run.active.as_ref().and_then(|a| a.control_socket.clone());
-        if let Some(socket) = socket {
-            run.daemon = Some(daemon::start(socket, run.t0_unix));
-        }
-        Ok(run)
+        let (scenario, alternative) = (setup.scenario.clone(), setup.alternative.label());
+        let result = RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
+        let flows = Vec::new();
+        Ok(Run { ping, ss, daemon, flows, active: Some(active), tb: Some(tb), ctx, opts, setup, t0, result })
     }
 
     pub fn tb(&self) -> &Testbed {
@@ -163,15 +133,15 @@ impl<'a> Run<'a> {
         self.t0.elapsed().as_secs_f64()
     }
 
-    /// The congestion control of this run.
-    pub fn cc(&self) -> String {
-        self.result.params.cc.clone()
+    /// The parameters of this run.
+    pub fn params(&self) -> &RunParams {
+        &self.result.params
     }
 
     /// Starts an iperf3 flow now.
     pub fn start_flow(&mut self, spec: FlowSpec) -> Result<()> {
         let secs = spec.seconds.ceil().max(1.0) as u32;
-        let cc = self.cc();
+        let cc = self.result.params.cc.clone();
         let mut extra: Vec<String> = vec!["--interval".into(), "0.1".into()];
         if let Some(b) = &spec.bitrate {
             // iperf3 writes 128 KB blocks by default: at 6 Mbit/s one burst every 170 ms, a
@@ -211,26 +181,14 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// Current sender-side rate (Mbit/s) of everything on server `port` (`None` without `ss`
-    /// sampling or before two samples).
-    pub fn live_rate(&self, port: u16) -> Option<f64> {
-        self.ss.as_ref()?.live_rate(port)
-    }
-
-    /// Live rate of all running flows with `role`.
-    pub fn live_role_rate(&self, role: Role) -> Option<f64> {
-        let mut ports: Vec<u16> = self
-            .flows
-            .iter()
-            .filter(|f| f.spec.role == role && f.run.is_some())
-            .map(|f| f.spec.port)
-            .collect();
-        ports.sort_unstable();
-        ports.dedup();
-        if ports.is_empty() {
-            return None;
-        }
-        Some(ports.iter().filter_map(|p| self.live_rate(*p)).sum())
+    /// Current sender-side rate (Mbit/s) of the running flows with `role` (`None` without such
+    /// flows or before two samples).
+    fn live_role_rate(&self, role: Role) -> Option<f64> {
+        let ss = self.ss.as_ref()?;
+        let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
+        let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
+        let rates: Vec<f64> = ports.iter().filter_map(|p| ss.live_rate(*p)).collect();
+        (!rates.is_empty()).then(|| rates.iter().sum())
     }
 
     /// Sleeps until t = `t`, printing the progress line; errors on Ctrl-C.
@@ -312,34 +270,35 @@ impl<'a> Run<'a> {
     }
 }
 
-/// Runs `body` once per alternative × repeat × case on a fresh [`Run`], which it finishes (adding
-/// its metrics), collecting results. A failed run fails the scenario (its testbed is torn down by
+/// Runs `body` once per case × repeat × alternative (in that order) on a fresh [`Run`], which it
+/// finishes (adding its metrics), and adds the results to `report`; the daemons' configs and logs
+/// go to the report's run directory. A failed run fails the scenario (its testbed is torn down by
 /// `Drop` first).
 pub fn run_all<C>(
     ctx: &LabContext,
     opts: &ScenarioOptions,
+    report: &mut ScenarioReport,
     cases: &[C],
     mut setup: impl FnMut(&C, Alternative) -> RunSetup,
     mut body: impl FnMut(Run, &C) -> Result<RunResult>,
-) -> Result<Vec<RunResult>> {
+) -> Result<()> {
+    let dir = ctx.run_dir(&report.scenario, report.started_unix)?;
     let count = opts.alternatives.len() * opts.repeats.max(1) as usize * cases.len();
-    let mut out = Vec::new();
     let mut index = 0;
     for case in cases {
         for repeat in 0..opts.repeats.max(1) {
             for alt in &opts.alternatives {
-                let mut s = setup(case, *alt);
-                s.index = index;
-                s.count = count;
-                s.repeat = repeat;
+                let scenario = report.scenario.clone();
+                let s =
+                    RunSetup { scenario, work_dir: dir.clone(), index, count, repeat, ..setup(case, *alt) };
                 index += 1;
                 let run = Run::start(ctx, opts, s)
                     .with_context(|| format!("starting run {}/{count} ({alt})", index))?;
                 let r = body(run, case).with_context(|| format!("run {}/{count} ({alt})", index))?;
                 ctx.progress.log(&format!("[{}] run {index}/{count} {alt} done", r.scenario));
-                out.push(r);
+                report.runs.push(r);
             }
         }
     }
-    Ok(out)
+    Ok(())
 }

@@ -1,41 +1,52 @@
 //! Best-effort RTT: `ping -D -i 0.1` client → server (ICMP matches no background rule and no
-//! HTB background filter). Series `rtt` of flow `ping`.
+//! HTB background filter). Its output goes to a file in the run directory, read when the run
+//! ends: series `rtt` of flow `ping`.
 
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
+use std::process::{Child, Stdio};
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use slipstream_testbed::{Ns, Testbed};
 
-use super::poller::{lock, Poller};
 use crate::measure::parse_ping_line;
 use crate::result::{Role, Series, Unit};
 
-/// The running ping and its `(t, rtt ms)` samples.
+/// The running ping and the file its output goes to.
 pub(super) struct PingSampler {
-    poller: Poller,
-    points: Arc<Mutex<Vec<(f64, f64)>>>,
+    child: Child,
+    out: PathBuf,
+    t0_unix: f64,
 }
 
 impl PingSampler {
-    /// Starts pinging the server; times count from `t0_unix`.
-    pub(super) fn start(tb: &Testbed, t0_unix: f64) -> Result<PingSampler> {
+    /// Starts pinging the server, output to `out`; times count from `t0_unix`.
+    pub(super) fn start(tb: &Testbed, out: PathBuf, t0_unix: f64) -> Result<PingSampler> {
         let dst = tb.server_addr(false).to_string();
-        let command = tb.exec(Ns::Client, &["ping", "-D", "-n", "-i", "0.1", "-W", "1", &dst]);
-        let points = Arc::new(Mutex::new(Vec::new()));
-        let sink = Arc::clone(&points);
-        let poller = Poller::spawn(command, "ping", move |line| {
-            if let Some((unix, rtt, _)) = parse_ping_line(line) {
-                lock(&sink).push((unix - t0_unix, rtt));
-            }
-        })?;
-        Ok(PingSampler { poller, points })
+        let file = std::fs::File::create(&out).with_context(|| format!("creating {}", out.display()))?;
+        let mut command = tb.exec(Ns::Client, &["ping", "-D", "-n", "-i", "0.1", "-W", "1", &dst]);
+        command.stdin(Stdio::null()).stdout(file).stderr(Stdio::null());
+        let child = command.spawn().context("starting ping")?;
+        Ok(PingSampler { child, out, t0_unix })
     }
 
     /// Stops pinging; the series, if any reply came.
     pub(super) fn finish(mut self) -> Option<Series> {
-        self.poller.stop();
-        let points = std::mem::take(&mut *lock(&self.points));
+        self.stop();
+        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
+        let rtt = |(unix, rtt): (f64, f64)| (unix - self.t0_unix, rtt);
+        let points: Vec<(f64, f64)> = text.lines().filter_map(parse_ping_line).map(rtt).collect();
         (!points.is_empty())
             .then(|| Series::new("rtt", Unit::Ms, "ping", Role::Probe, "ping").with_points(points))
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for PingSampler {
+    fn drop(&mut self) {
+        self.stop();
     }
 }

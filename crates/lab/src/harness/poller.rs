@@ -1,60 +1,15 @@
-//! How the samplers run: a process whose stdout is read line by line on a thread ([`Poller`],
-//! for `ping`), or a thread that takes a sample every 100 ms ([`Periodic`], for `ss` and the
-//! daemon's control socket).
+//! How the periodic samplers run: a thread that takes a sample every 100 ms ([`Periodic`], for
+//! `ss` and the daemon's control socket).
 
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result};
-
 use crate::result::now_unix;
 
 /// Time between two samples of a [`Periodic`] sampler, s.
 pub const POLL_INTERVAL_S: f64 = 0.1;
-
-/// A running sampling process and the thread reading it.
-pub(super) struct Poller {
-    child: Child,
-    reader: Option<JoinHandle<()>>,
-}
-
-impl Poller {
-    /// Spawns `command`, handing each line of its stdout to `on_line`.
-    pub(super) fn spawn(
-        mut command: Command,
-        what: &str,
-        mut on_line: impl FnMut(&str) + Send + 'static,
-    ) -> Result<Poller> {
-        command.stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::null());
-        let mut child = command.spawn().with_context(|| format!("starting {what}"))?;
-        let out = child.stdout.take().expect("piped");
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                on_line(&line);
-            }
-        });
-        Ok(Poller { child, reader: Some(reader) })
-    }
-
-    /// Kills the process and waits for the reader to see the end of its output.
-    pub(super) fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-        if let Some(h) = self.reader.take() {
-            let _ = h.join();
-        }
-    }
-}
-
-impl Drop for Poller {
-    fn drop(&mut self) {
-        self.stop();
-    }
-}
 
 /// `(t, sample)` pairs, t in seconds since the run's t = 0, taken when the sample started.
 pub(super) type Samples<T> = Vec<(f64, T)>;

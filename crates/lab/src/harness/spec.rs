@@ -97,8 +97,6 @@ pub struct RunSetup {
     pub rules: Vec<LabRule>,
     /// Run `ping -i 0.1` throughout.
     pub ping: bool,
-    /// Poll `ss` in the server namespace.
-    pub ss: bool,
     /// Directory for daemon configs/logs.
     pub work_dir: PathBuf,
     /// Congestion control override (`None` = `opts.cc`).
@@ -108,10 +106,11 @@ pub struct RunSetup {
 }
 
 impl RunSetup {
-    /// A setup with ping and ss sampling on, one background port, no extras.
-    pub fn new(scenario: &str, alternative: Alternative, duration_s: f64, work_dir: PathBuf) -> RunSetup {
+    /// A setup with ping sampling on, one background port, no extras ([`super::run_all`]
+    /// fills in the scenario and the work directory).
+    pub fn new(alternative: Alternative, duration_s: f64) -> RunSetup {
         RunSetup {
-            scenario: scenario.into(),
+            scenario: String::new(),
             alternative,
             index: 0,
             count: 1,
@@ -124,8 +123,7 @@ impl RunSetup {
             timestamps_off: Vec::new(),
             rules: Vec::new(),
             ping: true,
-            ss: true,
-            work_dir,
+            work_dir: PathBuf::new(),
             cc: None,
             extra: BTreeMap::new(),
         }

@@ -1,8 +1,8 @@
 //! Sender state: `ss -tinH` polled every 100 ms in the server namespace. Per flow (the socket on
 //! the flow's server port with the most bytes, i.e. the data connection rather than iperf3's
 //! control one): `cwnd` (bytes, cwnd × mss), `inflight` (bytes, unacked × mss: what a window
-//! clamp actually limits), `ss_rtt` (ms) and `ss_goodput` (Mbit/s from the byte counters; also
-//! what the progress line shows).
+//! clamp actually limits) and `ss_rtt` (ms); the progress line shows the rate of the byte
+//! counters.
 
 use std::process::Command;
 
@@ -33,22 +33,20 @@ impl SsSampler {
     /// samples.
     pub(super) fn live_rate(&self, port: u16) -> Option<f64> {
         let s = self.0.samples();
-        let n = s.len();
-        if n < 2 {
-            return None;
-        }
-        let sum = |v: &[SsSocket]| -> f64 {
-            v.iter().filter(|x| x.local_port == port).map(|x| x.bytes() as f64).sum()
-        };
-        let ((t0, a), (t1, b)) = (&s[n - 2], &s[n - 1]);
-        let (ba, bb) = (sum(a), sum(b));
-        (t1 > t0 && bb >= ba).then(|| ((bb - ba) * 8.0 / (t1 - t0) / 1e6).max(0.0))
+        let last = s[s.len().saturating_sub(2)..].iter();
+        let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, port_bytes(socks, port) as f64)).collect();
+        analysis::rate_from_counter(&counter).pop().map(|(_, rate)| rate)
     }
 
     /// Stops polling; the samples.
     pub(super) fn finish(self) -> SsSamples {
         self.0.finish()
     }
+}
+
+/// The bytes of every socket on server `port`.
+fn port_bytes(socks: &[SsSocket], port: u16) -> u64 {
+    socks.iter().filter(|s| s.local_port == port).map(SsSocket::bytes).sum()
 }
 
 /// The sender-side series of the flow `label` on server `port`.
@@ -59,37 +57,28 @@ pub(super) fn flow_series(
     port: u16,
     dir: Direction,
 ) -> Vec<Series> {
-    let (mut cwnd, mut rtt, mut counter, mut inflight) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
-    for (t, socks) in samples {
-        let on_port = || socks.iter().filter(|s| s.local_port == port);
-        if let Some(s) = on_port().max_by_key(|s| s.bytes()) {
-            if let Some(c) = s.cwnd_bytes() {
-                cwnd.push((*t, c as f64));
-            }
-            if let Some(m) = s.mss {
-                inflight.push((*t, (s.unacked.unwrap_or(0) * m) as f64));
-            }
-            if let Some(r) = s.rtt_ms {
-                rtt.push((*t, r));
-            }
-        }
-        counter.push((*t, on_port().map(SsSocket::bytes).sum::<u64>() as f64));
-    }
-    let rate = analysis::rate_from_counter(&counter);
     if dir == Direction::Upload {
         // The server socket of an upload is the receiver: its cwnd/rtt say nothing.
-        cwnd.clear();
-        rtt.clear();
-        inflight.clear();
+        return Vec::new();
     }
-    [
-        ("cwnd", Unit::Bytes, cwnd),
-        ("ss_rtt", Unit::Ms, rtt),
-        ("inflight", Unit::Bytes, inflight),
-        ("ss_goodput", Unit::Mbps, rate),
-    ]
-    .into_iter()
-    .filter(|(_, _, pts)| !pts.is_empty())
-    .map(|(name, unit, pts)| Series::new(name, unit, label, role, "server-ss").with_points(pts))
-    .collect()
+    let (mut cwnd, mut rtt, mut inflight) = (Vec::new(), Vec::new(), Vec::new());
+    for (t, socks) in samples {
+        let Some(s) = socks.iter().filter(|s| s.local_port == port).max_by_key(|s| s.bytes()) else {
+            continue;
+        };
+        if let Some(c) = s.cwnd_bytes() {
+            cwnd.push((*t, c as f64));
+        }
+        if let Some(m) = s.mss {
+            inflight.push((*t, (s.unacked.unwrap_or(0) * m) as f64));
+        }
+        if let Some(r) = s.rtt_ms {
+            rtt.push((*t, r));
+        }
+    }
+    [("cwnd", Unit::Bytes, cwnd), ("ss_rtt", Unit::Ms, rtt), ("inflight", Unit::Bytes, inflight)]
+        .into_iter()
+        .filter(|(_, _, pts)| !pts.is_empty())
+        .map(|(name, unit, pts)| Series::new(name, unit, label, role, "server-ss").with_points(pts))
+        .collect()
 }

@@ -223,19 +223,6 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     time_figures(report, &names, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill, |_| {})
 }
 
-/// PIV sums per epoch over time (the daemon's `slipstream_flow_piv_sum_seconds`), in ms, one
-/// panel per alternative (Vulture Figs. 6, 7).
-pub fn piv_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let what = ("piv", "PIV sum per epoch", "PIV sum (ms)");
-    single_series_plots(report, "piv_sum", what, Some(Role::Background))
-}
-
-/// RTT over time seen by best effort (ping probe or best-effort flow), one panel per
-/// alternative (Vulture Fig. 16).
-pub fn rtt_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    single_series_plots(report, "rtt", ("rtt", "RTT seen by best effort", "RTT (ms)"), None)
-}
-
 fn to_ms(unit: Unit) -> f64 {
     match unit {
         Unit::S => 1e3,
@@ -244,8 +231,9 @@ fn to_ms(unit: Unit) -> f64 {
     }
 }
 
-/// Series `name` in ms, of `prefer_role`'s flows where a run has them (without one: of the
-/// probe and best-effort flows where it has them), at most 8 per panel.
+/// Series `name` over time in ms, one panel per alternative: of `prefer_role`'s flows where a
+/// run has them (without one: of the probe and best-effort flows where it has them), at most 8
+/// per panel.
 fn single_series_plots(
     report: &ScenarioReport,
     name: &str,
@@ -349,8 +337,12 @@ pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
 pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let mut plots = goodput_plots(report)?;
     plots.extend(window_plots(report)?);
-    plots.extend(piv_plots(report)?);
-    plots.extend(rtt_plots(report)?);
+    // PIV sums per epoch (the daemon's), Vulture Figs. 6, 7.
+    let piv = ("piv", "PIV sum per epoch", "PIV sum (ms)");
+    plots.extend(single_series_plots(report, "piv_sum", piv, Some(Role::Background))?);
+    // RTT seen by best effort (ping probe or best-effort flow), Vulture Fig. 16.
+    let rtt = ("rtt", "RTT seen by best effort", "RTT (ms)");
+    plots.extend(single_series_plots(report, "rtt", rtt, None)?);
     plots.extend(cdf_plots(report)?);
     plots.extend(xy_plots(report)?);
     Ok(plots)

@@ -9,7 +9,7 @@ use crate::result::{Bound, Cell, Paper, Row, Unit};
 pub const MISSING: &str = "–";
 
 /// A value with a precision suited to its unit: Mbit/s 2 decimals, ms and s 1 decimal below 100
-/// and none above, %, us 1 decimal, ratios 3 decimals, bytes / packets / counts as integers.
+/// and none above, us 1 decimal, ratios 3 decimals, bytes / packets / counts as integers.
 pub fn fmt_value(v: f64, unit: Unit) -> String {
     if !v.is_finite() {
         return MISSING.into();
@@ -17,7 +17,7 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
     let s = match unit {
         Unit::Mbps => format!("{v:.2}"),
         Unit::Ms | Unit::S if v.abs() >= 100.0 => format!("{v:.0}"),
-        Unit::Ms | Unit::S | Unit::Percent | Unit::Us => format!("{v:.1}"),
+        Unit::Ms | Unit::S | Unit::Us => format!("{v:.1}"),
         Unit::Ratio => format!("{v:.3}"),
         Unit::Bytes | Unit::Packets | Unit::Count => {
             if (v - v.round()).abs() < 1e-9 || v.abs() >= 100.0 {
@@ -37,12 +37,11 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
     }
 }
 
-/// A value and its unit as in running text: "5.98 Mbit/s", "93.3%", "0.986" (ratios bare).
+/// A value and its unit as in running text: "5.98 Mbit/s", "0.986" (ratios bare).
 pub fn with_unit(v: f64, unit: Unit) -> String {
     let n = fmt_value(v, unit);
     match unit {
         Unit::Ratio => n,
-        Unit::Percent => format!("{n}%"),
         u => format!("{n} {u}"),
     }
 }

@@ -29,25 +29,18 @@ pub fn run_with(
     name: &str,
     duration: f64,
 ) -> Result<ScenarioReport> {
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir(name, started)?;
-    let runs = run_all(ctx, opts, &[duration], |&d, alt| RunSetup::new(name, alt, d, dir.clone()), body)?;
-    let report = ScenarioReport {
-        scenario: name.into(),
-        title: format!(
-            "{name}: one background download alone, {:.0} s, {} Mbit/s, {} ms RTT",
-            duration, opts.rate_mbit, opts.rtt_ms
-        ),
-        started_unix: started,
-        table: table(opts, &runs),
-        runs,
-        notes: vec![format!(
-            "utilization = goodput / {:.2} Mbit/s (max TCP goodput of the link; the paper's path gave 9.41); \
-             stable = second half of the run",
-            max_goodput_mbit(opts.rate_mbit)
-        )],
-        ..Default::default()
-    };
+    let mut report = ScenarioReport::starting(name);
+    run_all(ctx, opts, &mut report, &[duration], |&d, alt| RunSetup::new(alt, d), body)?;
+    report.title = format!(
+        "{name}: one background download alone, {:.0} s, {} Mbit/s, {} ms RTT",
+        duration, opts.rate_mbit, opts.rtt_ms
+    );
+    report.table = table(opts, &report.runs);
+    report.notes = vec![format!(
+        "utilization = goodput / {:.2} Mbit/s (max TCP goodput of the link; the paper's path gave 9.41); \
+         stable = second half of the run",
+        max_goodput_mbit(opts.rate_mbit)
+    )];
     ctx.write_report(report)
 }
 

@@ -18,92 +18,61 @@ use crate::analysis::max_goodput_mbit;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT, REV_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
-/// Phase lengths.
-#[derive(Debug, Clone, Copy)]
-pub struct CbrTimes {
-    /// Length of each third, s.
-    pub third: f64,
-}
-
 /// Best-effort rate, Mbit/s (as in the paper).
 const BE_MBIT: f64 = 6.0;
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let t = CbrTimes { third: opts.scaled(30.0, 4.0) };
-    run_with(ctx, opts, "cbr", t)
+    run_with(ctx, opts, "cbr", opts.scaled(30.0, 4.0))
 }
 
-/// Runs `cbr` with explicit times (also used by `smoke`).
-pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, t: CbrTimes) -> Result<ScenarioReport> {
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir(name, started)?;
-    let runs = run_all(
-        ctx,
-        opts,
-        &[t],
-        |t, alt| {
-            let mut s = RunSetup::new(name, alt, 3.0 * t.third, dir.clone()).param("be_mbit", BE_MBIT);
-            s.server_ports = vec![BG_PORT, BE_PORT, REV_PORT];
-            s
-        },
-        body,
-    )?;
-    let report = ScenarioReport {
-        scenario: name.into(),
-        title: format!(
-            "{name}: {} Mbit/s BE download + reverse upload; background joins for the middle third ({:.0} s each)",
-            BE_MBIT, t.third
-        ),
-        started_unix: started,
-        table: table(opts, &runs),
-        runs,
-        notes: vec![format!(
-            "spare_use = BG goodput / ({:.2} − BE goodput) in bg-active; be_rtt from ping -i 0.1, be_srtt from ss",
-            max_goodput_mbit(opts.rate_mbit)
-        )],
-        ..Default::default()
+/// Runs `cbr` with thirds of `third` seconds (also used by `smoke`).
+pub fn run_with(ctx: &LabContext, opts: &ScenarioOptions, name: &str, third: f64) -> Result<ScenarioReport> {
+    let setup = |third: &f64, alt| RunSetup {
+        server_ports: vec![BG_PORT, BE_PORT, REV_PORT],
+        ..RunSetup::new(alt, 3.0 * third).param("be_mbit", BE_MBIT)
     };
+    let mut report = ScenarioReport::starting(name);
+    run_all(ctx, opts, &mut report, &[third], setup, body)?;
+    report.title = format!(
+        "{name}: {} Mbit/s BE download + reverse upload; background joins for the middle third ({:.0} s each)",
+        BE_MBIT, third
+    );
+    report.table = table(opts, &report.runs);
+    report.notes = vec![format!(
+        "spare_use = BG goodput / ({:.2} − BE goodput) in bg-active; be_rtt from ping -i 0.1, be_srtt from ss",
+        max_goodput_mbit(opts.rate_mbit)
+    )];
     ctx.write_report(report)
 }
 
-fn body(mut run: Run, t: &CbrTimes) -> Result<RunResult> {
-    let total = 3.0 * t.third;
+fn body(mut run: Run, &third: &f64) -> Result<RunResult> {
+    let total = 3.0 * third;
     let rate = format!("{BE_MBIT}M");
     run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, total).bitrate(&rate))?;
     run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, total).bitrate(&rate))?;
-    run.wait_until(t.third)?;
-    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, t.third))?;
+    run.wait_until(third)?;
+    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, third))?;
     run.wait_until(total)?;
-    Ok(with_metrics(run.finish()?, *t))
+    Ok(with_metrics(run.finish()?, third))
 }
 
-/// The three periods `(name, from, to)`, nominal: the background flow's spawn and planned end.
-pub fn periods(t: &CbrTimes) -> [(&'static str, f64, f64); 3] {
-    [
-        ("before", 2.0_f64.min(t.third / 2.0), t.third),
-        ("bg-active", t.third, 2.0 * t.third),
-        ("after", 2.0 * t.third, 3.0 * t.third),
-    ]
-}
-
-/// The three periods of run `r`: bg-active is when the background flow actually carried data
-/// (its span: it starts a few RTTs after its spawn), so that the BE and BG goodputs behind
-/// `spare_use` come from one window, as in Vulture Sec. 0.4.3's R = 2.84 / (9.41 − 5.98).
-pub fn measured_periods(r: &RunResult, t: &CbrTimes) -> [(&'static str, f64, f64); 3] {
-    let [before, active, after] = periods(t);
-    match r.spans("bg").first() {
-        Some(&(a, b)) => [(before.0, before.1, a), (active.0, a, b), (after.0, b, after.2)],
-        None => [before, active, after],
-    }
+/// The three periods `(name, from, to)` of run `r`: `before` from 2 s (at most half a third) and
+/// `after` up to the end. `bg-active` is when the background flow actually carried data (its
+/// span: it starts a few RTTs after its spawn; the nominal middle third without one), so that the
+/// BE and BG goodputs behind `spare_use` come from one window, as in Vulture Sec. 0.4.3's
+/// R = 2.84 / (9.41 − 5.98).
+pub fn measured_periods(r: &RunResult, third: f64) -> [(&'static str, f64, f64); 3] {
+    let (a, b) = r.spans("bg").first().copied().unwrap_or((third, 2.0 * third));
+    [("before", 2.0_f64.min(third / 2.0), a), ("bg-active", a, b), ("after", b, 3.0 * third)]
 }
 
 /// Adds the scenario's metrics.
-pub fn with_metrics(mut r: RunResult, t: CbrTimes) -> RunResult {
+pub fn with_metrics(mut r: RunResult, third: f64) -> RunResult {
     let max = max_goodput_mbit(r.params.rate_mbit);
     let mut m = Vec::new();
     let mut be_active = None;
-    let periods = measured_periods(&r, &t);
+    let periods = measured_periods(&r, third);
     for (p, a, b) in periods {
         if let Some(v) = r.series("goodput", "be").and_then(|s| s.mean_between(a, b)) {
             m.push(Metric::new("be_goodput", Unit::Mbps, v).period(p).flow("be"));

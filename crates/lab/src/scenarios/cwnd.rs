@@ -20,43 +20,32 @@ use crate::analysis;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
-/// One case.
-#[derive(Debug, Clone)]
-pub struct CwndCase {
-    pub cc: String,
-    /// Run length, s.
-    pub duration: f64,
-}
-
 /// The congestion controls compared, one case each.
 const CCS: [&str; 2] = ["cubic", "reno"];
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let duration = opts.scaled(60.0, 8.0);
-    let cases: Vec<CwndCase> = CCS.iter().map(|&cc| CwndCase { cc: cc.into(), duration }).collect();
     let mut sub = opts.clone();
     sub.alternatives.retain(|a| a.uses_daemon());
     if sub.alternatives.is_empty() {
         bail!("cwnd needs an alternative that runs the daemon (slipstream, slipstream-paper, fixed-rwnd)");
     }
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir("cwnd", started)?;
-    let runs = run_all(
-        ctx,
-        &sub,
-        &cases,
-        |c, alt| {
-            let mut s = RunSetup::new("cwnd", alt, c.duration, dir.clone()).param("cc", c.cc.clone());
-            s.ping = false;
-            s.cc = Some(c.cc.clone());
-            s
-        },
-        body,
-    )?;
+    let setup = |&cc: &&str, alt| RunSetup {
+        ping: false,
+        cc: Some(cc.into()),
+        ..RunSetup::new(alt, duration).param("cc", cc)
+    };
+    let body = |mut run: Run, _: &&str| {
+        run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, duration))?;
+        run.wait_until(duration)?;
+        run.finish().map(with_metrics)
+    };
+    let mut report = ScenarioReport::starting("cwnd");
+    run_all(ctx, &sub, &mut report, &CCS, setup, body)?;
     let src = "Vulture Sec. 0.4.2, Figs. 11-12";
     let mut table = Table::new(sub.alternative_labels());
-    for c in &cases {
+    for cc in CCS {
         let rows = [
             ("cwnd estimate MARE", "cwnd_mare", Some(Paper::note("small underestimate (figure only)", src))),
             ("cwnd estimate bias", "cwnd_bias", Some(Paper::new("< 0", Some(Target::at_most(0.0)), src))),
@@ -72,9 +61,9 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ];
         let rows = rows.map(|(label, name, paper)| {
             let unit = if name == "bg_goodput" { Unit::Mbps } else { Unit::Ratio };
-            RowSpec::new(format!("{}: {label}", c.cc), unit, name).paper(paper)
+            RowSpec::new(format!("{cc}: {label}"), unit, name).paper(paper)
         });
-        table.add_rows(&runs.iter().filter(|r| r.params.cc == c.cc).collect::<Vec<_>>(), rows);
+        table.add_rows(&report.runs_with("cc", cc), rows);
     }
     let mut notes = Vec::new();
     if sub.alternatives.len() < opts.alternatives.len() {
@@ -83,22 +72,11 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     notes.push(
         "the paper switches one flow BE → LBE → BE; the daemon classes a flow at its SYN, so the flow is background throughout".into(),
     );
-    let report = ScenarioReport {
-        scenario: "cwnd".into(),
-        title: format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {}, {duration:.0} s", CCS.join(",")),
-        started_unix: started,
-        table,
-        runs,
-        notes,
-        ..Default::default()
-    };
+    report.title =
+        format!("cwnd: daemon cwnd estimate vs sender cwnd (ss), {}, {duration:.0} s", CCS.join(","));
+    report.table = table;
+    report.notes = notes;
     ctx.write_report(report)
-}
-
-fn body(mut run: Run, c: &CwndCase) -> Result<RunResult> {
-    run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
-    run.wait_until(c.duration)?;
-    run.finish().map(with_metrics)
 }
 
 /// Adds the error/correlation metrics.

@@ -56,7 +56,7 @@ use slipstream_testbed::{Ns, Testbed, TopologySpec, ISP_DOWN_IF, ROUTER_LAN_IF, 
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Metric, Role, RunParams, RunResult, ScenarioReport, Series, Unit};
-use crate::scenarios::{LabContext, ScenarioOptions};
+use crate::scenarios::{LabContext, ScenarioOptions, LAB_PREFIX};
 
 mod cpu;
 mod rates;
@@ -117,7 +117,7 @@ impl Mode {
 /// The modes of a run: every one, with the base modes when `base_bin` is set (`kernel` first:
 /// ratios are taken to it).
 pub fn modes(opts: &ScenarioOptions) -> Vec<Mode> {
-    let base: &[Mode] = if opts.extra.contains_key("base_bin") { &Mode::BASE } else { &[] };
+    let base: &[Mode] = if opts.extra("base_bin").is_some() { &Mode::BASE } else { &[] };
     Mode::ALL.iter().chain(base).copied().collect()
 }
 
@@ -166,40 +166,28 @@ struct Env<'a> {
     alt_env: AltEnv,
     nfq_bin: PathBuf,
     nfq_config: PathBuf,
-    throughput_s: f64,
-    latency_s: f64,
+    /// Length of each measurement (throughput and CPU; latency), s.
+    measure_s: f64,
     /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
     base_bin: Option<PathBuf>,
 }
 
-impl Env<'_> {
-    /// The daemon binary and settings of a `slipstreamd` mode.
-    fn alt_env(&self, mode: Mode) -> AltEnv {
-        let mut env = self.alt_env.clone();
-        if let (true, Some(bin)) = (mode.base(), &self.base_bin) {
-            env.daemon_bin = bin.clone();
-        }
-        env
-    }
-}
-
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let started = now_unix();
-    let nfq_bin = ctx.bin_dir.join("nfq-accept");
+    let mut report = ScenarioReport::starting(NAME);
+    let nfq_bin = ctx.daemon_bin.with_file_name("nfq-accept");
     if !nfq_bin.is_file() {
         bail!(
             "{} not found: build it first (cargo build --release -p slipstream-lab --bins)",
             nfq_bin.display()
         );
     }
-    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
-    std::fs::create_dir_all(&work_dir)?;
+    let work_dir = ctx.run_dir(NAME, report.started_unix)?;
     let spec = TopologySpec {
         rate_mbit: 10_000.0,
         one_way_delay_ms: 0.0,
         queue_bytes: Some(4_000_000),
-        name_prefix: slipstream_testbed::unique_prefix(&ctx.prefix_base),
+        name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
         delay_bin: Some(ctx.delay_bin.clone()),
         ipv6: false,
         ..TopologySpec::default()
@@ -217,15 +205,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     }
     tb.start_iperf_server(LOAD_PORT)?;
     let _probe_server = Server::start(&tb, Ns::Server, PROBE_PORT)?;
-    let alt_env = AltEnv {
-        daemon_bin: ctx.daemon_bin.clone(),
-        work_dir: work_dir.clone(),
-        background_ports: vec![LOAD_PORT, PROBE_PORT],
-        rules: Vec::new(),
-        rate_mbit: opts.rate_mbit,
-        bdp_bytes: opts.bdp_bytes(),
-        queue_packets: opts.queue_packets(),
-    };
+    let alt_env = AltEnv::new(ctx.daemon_bin.clone(), opts, work_dir.clone(), vec![LOAD_PORT, PROBE_PORT]);
     let nfq_config = work_dir.join("nfq-accept.toml");
     let text = Alternative::Slipstream
         .daemon_config(&alt_env, &work_dir.join("nfq-accept.sock"))
@@ -237,13 +217,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         alt_env,
         nfq_bin,
         nfq_config,
-        throughput_s: opts.scaled(10.0, 5.0),
-        latency_s: opts.scaled(10.0, 5.0),
-        base_bin: opts.extra.get("base_bin").map(PathBuf::from),
+        measure_s: opts.scaled(10.0, 5.0),
+        base_bin: opts.extra("base_bin").map(PathBuf::from),
     };
     let modes = modes(opts);
     let rounds = opts.repeats.max(2);
-    let mut runs: Vec<RunResult> = Vec::new();
+    let runs = &mut report.runs;
     for round in 0..rounds {
         let mut this_round = Vec::new();
         for (i, mode) in round_order(&modes, round).into_iter().enumerate() {
@@ -265,45 +244,41 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         runs.extend(this_round);
     }
     let mut rate_notes = Vec::new();
-    if let Some(list) = opts.extra.get("cpu_rates") {
+    if let Some(list) = opts.extra("cpu_rates") {
         let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
         runs.extend(rates::cpu_by_rate(&env, &rates, &mut rate_notes)?);
     }
-    let _ = std::fs::remove_dir_all(&work_dir);
     let columns: Vec<String> = modes.iter().map(|m| m.label().to_string()).collect();
-    let report = ScenarioReport {
-        scenario: NAME.into(),
-        title: "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd (NFQUEUE, eBPF)".into(),
-        started_unix: started,
-        table: table(columns, &runs),
-        runs,
-        notes: vec![
-            format!(
-                "No bottleneck, no delay element; load = iperf3 download with MSS {MSS} on port {LOAD_PORT} \
-                 ({:.0} s unlimited for packets/s and CPU, {:.0} s at {} Mbit/s with a 64-byte TCP probe every 10 ms on \
-                 port {PROBE_PORT} for latency); {rounds} rounds, mode order alternating.",
-                env.throughput_s, env.latency_s, LOAD_MBIT
-            ),
-            "process CPU = utime+stime of nfq-accept / slipstreamd; machine CPU = /proc/stat deltas of both cores \
-             (includes the iperf3 endpoints, equal work in every mode); all per million packets forwarded \
-             (rx of wan0 + br-lan)."
+    report.title =
+        "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd (NFQUEUE, eBPF)".into();
+    report.table = table(columns, &report.runs);
+    report.notes = vec![
+        format!(
+            "No bottleneck, no delay element; load = iperf3 download with MSS {MSS} on port {LOAD_PORT} \
+             ({0:.0} s unlimited for packets/s and CPU, {0:.0} s at {LOAD_MBIT} Mbit/s with a 64-byte TCP probe every \
+             10 ms on port {PROBE_PORT} for latency); {rounds} rounds, mode order alternating.",
+            env.measure_s
+        ),
+        "process CPU = utime+stime of nfq-accept / slipstreamd; machine CPU = /proc/stat deltas of both cores \
+         (includes the iperf3 endpoints, equal work in every mode); all per million packets forwarded \
+         (rx of wan0 + br-lan)."
+            .into(),
+        "--alternatives does not apply to this scenario.".into(),
+    ];
+    if nat {
+        report.notes.push(
+            "The router masquerades its WAN side (conntrack and NAT on every packet, in every mode, \
+            kernel included; --set nat=0 turns it off)."
                 .into(),
-            "--alternatives does not apply to this scenario.".into(),
-        ]
-        .into_iter()
-        .chain(nat.then(|| {
-            "The router masquerades its WAN side (conntrack and NAT on every packet, in every mode, kernel included; --set nat=0 turns it off).".to_string()
-        }))
-        .chain(env.base_bin.iter().map(|b| {
-            format!(
-                "slipstreamd-base and slipstreamd-ebpf-base: the same modes run from an earlier build ({}), side by side.",
-                b.display()
-            )
-        }))
-        .chain(rate_notes)
-        .collect(),
-        ..Default::default()
-    };
+        );
+    }
+    if let Some(b) = &env.base_bin {
+        report.notes.push(format!(
+            "slipstreamd-base and slipstreamd-ebpf-base: the same modes run from an earlier build ({}), side by side.",
+            b.display()
+        ));
+    }
+    report.notes.extend(rate_notes);
     ctx.write_report(report)
 }
 
@@ -331,7 +306,11 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
         _ => {
             // Slipstream's own config, with the eBPF datapath for the eBPF modes.
             let alt = if mode.ebpf() { Alternative::SlipstreamEbpf } else { Alternative::Slipstream };
-            let a = alt.setup(env.tb, &env.alt_env(mode))?;
+            let mut alt_env = env.alt_env.clone();
+            if let (true, Some(bin)) = (mode.base(), &env.base_bin) {
+                alt_env.daemon_bin = bin.clone();
+            }
+            let a = alt.setup(env.tb, &alt_env)?;
             let daemon = a.daemon.as_ref().expect("slipstream runs a daemon");
             if mode.ebpf() && !daemon.log().contains("eBPF datapath: tc programs on") {
                 bail!("slipstreamd did not start the eBPF datapath:\n{}", daemon.log());
@@ -377,39 +356,26 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     let cc = env.opts.cc.clone();
 
     // Throughput and CPU.
-    let secs = env.throughput_s.ceil() as u32;
-    let (p0, c0, m0, i0) = (
-        router_packets(tb)?,
-        pid.and_then(|pid| process_cpu_seconds(pid).ok()),
-        MachineCpu::read(),
-        Instant::now(),
-    );
+    let secs = env.measure_s.ceil() as u32;
+    let counters = || -> Result<_> {
+        let cpu = pid.and_then(|pid| process_cpu_seconds(pid).ok());
+        Ok((router_packets(tb)?, cpu, MachineCpu::read(), Instant::now()))
+    };
+    let (p0, c0, m0, i0) = counters()?;
     let res = tb.run_download(LOAD_PORT, secs, &cc, &["-M", MSS])?.wait()?;
-    let (p1, c1, m1, dt) = (
-        router_packets(tb)?,
-        pid.and_then(|pid| process_cpu_seconds(pid).ok()),
-        MachineCpu::read(),
-        i0.elapsed().as_secs_f64(),
-    );
-    let packets = p1.saturating_sub(p0) as f64;
+    let (p1, c1, m1, i1) = counters()?;
+    let (packets, dt) = (p1.saturating_sub(p0) as f64, (i1 - i0).as_secs_f64());
     let per_m = |x: f64| x * 1e6 / packets.max(1.0);
-    let proc_cpu = match (c0, c1) {
-        (Some(a), Some(b)) => b - a,
-        _ => 0.0,
-    };
-    let machine = match (m0, m1) {
-        (Some(a), Some(b)) => b.since(&a),
-        _ => MachineCpu::default(),
-    };
+    let proc_cpu = c0.zip(c1).map_or(0.0, |(a, b)| b - a);
+    let machine = m0.zip(m1).map_or(MachineCpu::default(), |(a, b)| b.since(&a));
 
     // Latency under a fixed load.
-    let lsecs = env.latency_s.ceil() as u32;
     let load = format!("{LOAD_MBIT}M");
-    let bg = tb.run_download(LOAD_PORT, lsecs + 2, &cc, &["-M", MSS, "-b", &load])?;
+    let bg = tb.run_download(LOAD_PORT, secs + 2, &cc, &["-M", MSS, "-b", &load])?;
     std::thread::sleep(Duration::from_secs(1));
     let server = (tb.server_addr(false), PROBE_PORT).into();
     let probe =
-        spawn_in(tb, Ns::Client, move || tcp_rtt_probe(server, 64, lsecs * 100, Duration::from_millis(10)));
+        spawn_in(tb, Ns::Client, move || tcp_rtt_probe(server, 64, secs * 100, Duration::from_millis(10)));
     let rtts = join(probe).context("probe")?;
     let loaded = bg.wait()?;
     teardown_mode(env, active, &mut notes)?;
@@ -428,13 +394,7 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
         alternative: mode.label().into(),
         started_unix: t_start,
         // No bottleneck and no delay: rate, RTT and queue stay 0.
-        params: RunParams {
-            duration_s: env.throughput_s + env.latency_s,
-            cc,
-            repeat: round,
-            extra,
-            ..Default::default()
-        },
+        params: RunParams { duration_s: 2.0 * env.measure_s, cc, repeat: round, extra, ..Default::default() },
         series: vec![Series::new("probe_rtt", US, "probe", Role::Probe, "TCP probe").with_points(probe_pts)],
         metrics: vec![
             Metric::new("pps", Unit::PacketsPerS, packets / dt).period("throughput"),
@@ -464,30 +424,29 @@ fn d_log_line(log: &str, needle: &str) -> Option<String> {
 /// Adds `pps_ratio` and `probe_rtt_added_p50` (vs the round's kernel run) to each run, and
 /// `process_cpu_vs_nfqueue` (process CPU per packet over the round's NFQUEUE `slipstreamd`'s).
 pub fn add_ratios(round: &mut [RunResult]) {
-    let nfqueue_cpu = round
-        .iter()
-        .find(|r| r.alternative == Mode::Slipstreamd.label())
-        .and_then(|r| r.metric("process_cpu_per_mpkt", Some("throughput")));
-    if let Some(base) = nfqueue_cpu {
-        for r in round.iter_mut() {
-            if let Some(cpu) = r.metric("process_cpu_per_mpkt", Some("throughput")) {
-                r.metrics.push(
-                    Metric::new("process_cpu_vs_nfqueue", Unit::Ratio, cpu / base).period("throughput"),
-                );
-            }
-        }
-    }
-    let kernel = round.iter().find(|r| r.alternative == Mode::Kernel.label()).cloned();
-    let Some(k) = kernel else { return };
-    let (kp, kr) = (
-        k.metric("pps", Some("throughput")).unwrap_or(f64::NAN),
-        k.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN),
-    );
+    let cpu = ("process_cpu_per_mpkt", "throughput");
+    relative(round, Mode::Slipstreamd, cpu, ("process_cpu_vs_nfqueue", Unit::Ratio), |v, base| v / base);
+    relative(round, Mode::Kernel, ("pps", "throughput"), ("pps_ratio", Unit::Ratio), |v, k| v / k);
+    relative(round, Mode::Kernel, ("probe_rtt_p50", "latency"), ("probe_rtt_added_p50", US), |v, k| v - k);
+}
+
+/// Adds metric `new` = `op(value, reference value)` of metric `name` in `period` to each run of
+/// `round` that has it; the reference is the round's run of mode `reference`.
+fn relative(
+    round: &mut [RunResult],
+    reference: Mode,
+    (name, period): (&str, &str),
+    (new, unit): (&str, Unit),
+    op: fn(f64, f64) -> f64,
+) {
+    let of = |r: &RunResult| r.metric(name, Some(period));
+    let Some(base) = round.iter().find(|r| r.alternative == reference.label()).and_then(of) else {
+        return;
+    };
     for r in round.iter_mut() {
-        let pps = r.metric("pps", Some("throughput")).unwrap_or(f64::NAN);
-        let rtt = r.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN);
-        r.metrics.push(Metric::new("pps_ratio", Unit::Ratio, pps / kp).period("throughput"));
-        r.metrics.push(Metric::new("probe_rtt_added_p50", US, rtt - kr).period("latency"));
+        if let Some(v) = of(r) {
+            r.metrics.push(Metric::new(new, unit, op(v, base)).period(period));
+        }
     }
 }
 

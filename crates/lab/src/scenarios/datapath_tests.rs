@@ -18,7 +18,7 @@ fn orders_alternate() {
 fn modes_from_the_options() {
     let mut opts = ScenarioOptions::default();
     assert_eq!(modes(&opts), Mode::ALL.to_vec());
-    opts.extra.insert("base_bin".into(), "/tmp/old".into());
+    opts.set.push(("base_bin".into(), "/tmp/old".into()));
     assert_eq!(modes(&opts)[4..], Mode::BASE);
 }
 

@@ -13,7 +13,6 @@
 use anyhow::Result;
 
 use super::{LabContext, ScenarioOptions};
-use crate::analysis;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Unit};
 
@@ -63,33 +62,18 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             hosts: hosts.min(n as u8),
         })
         .collect();
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir("fairness", started)?;
-    let runs = run_all(
-        ctx,
-        opts,
-        &cases,
-        |c, alt| {
-            let ports: Vec<u16> = (0..c.flows as u16).map(|i| BG_PORT + i).collect();
-            let mut s = RunSetup::new("fairness", alt, c.duration(), dir.clone())
-                .param("flows", c.flows)
-                .param("stagger_s", c.stagger)
-                .param("hosts", c.hosts);
-            s.clients = c.hosts;
-            s.background_ports = ports.clone();
-            s.server_ports = ports;
-            s.ping = false;
-            s
-        },
-        body,
-    )?;
+    let setup = |c: &FairCase, alt| {
+        let ports: Vec<u16> = (0..c.flows as u16).map(|i| BG_PORT + i).collect();
+        let s = RunSetup::new(alt, c.duration()).param("flows", c.flows).param("stagger_s", c.stagger);
+        let s = s.param("hosts", c.hosts);
+        RunSetup { clients: c.hosts, background_ports: ports.clone(), server_ports: ports, ping: false, ..s }
+    };
+    let mut report = ScenarioReport::starting("fairness");
+    run_all(ctx, opts, &mut report, &cases, setup, body)?;
     let mut table = Table::new(opts.alternative_labels());
     for c in &cases {
         let n = c.flows;
-        let refs: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| r.params.extra.get("flows").and_then(|v| v.as_u64()) == Some(n as u64))
-            .collect();
+        let refs = report.runs_with("flows", n);
         let paper = PAPER_TABLE2.iter().find(|p| p.0 == n).map(|p| Paper::about(p.1, 2, "Vulture Table 2"));
         let mut rows = vec![
             RowSpec::new(format!("N = {n}: Jain's index"), Unit::Ratio, "jain_index").paper(paper),
@@ -101,18 +85,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         }
         table.add_rows(&refs, rows);
     }
-    let report = ScenarioReport {
-        scenario: "fairness".into(),
-        title: format!("fairness: N = {list} background downloads, staggered starts"),
-        started_unix: started,
-        table,
-        runs,
-        notes: vec![
-            "stagger min(20, 60/(N−1)) s and a 60 s window after the last start (paper: 20 s, 3 min)".into(),
-            format!("flows spread round-robin over min(N, {hosts}) LAN hosts, one server"),
-        ],
-        ..Default::default()
-    };
+    report.title = format!("fairness: N = {list} background downloads, staggered starts");
+    report.table = table;
+    report.notes = vec![
+        "stagger min(20, 60/(N−1)) s and a 60 s window after the last start (paper: 20 s, 3 min)".into(),
+        format!("flows spread round-robin over min(N, {hosts}) LAN hosts, one server"),
+    ];
     ctx.write_report(report)
 }
 
@@ -127,22 +105,19 @@ fn body(mut run: Run, c: &FairCase) -> Result<RunResult> {
         )?;
     }
     run.wait_until(c.duration())?;
-    run.finish().map(with_metrics)
+    Ok(with_metrics(run.finish()?, c))
 }
 
-/// Adds Jain's index over the measurement window.
-pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let n = r.params.extra.get("flows").and_then(|v| v.as_u64()).unwrap_or(0) as usize;
-    let stagger = r.params.extra.get("stagger_s").and_then(|v| v.as_f64()).unwrap_or(0.0);
-    let from = stagger * n.saturating_sub(1) as f64 + 1.0;
-    let to = r.params.duration_s;
-    let goodputs: Vec<f64> = (0..n)
+/// Adds Jain's index over the measurement window (from 1 s after the last start).
+pub fn with_metrics(mut r: RunResult, c: &FairCase) -> RunResult {
+    let (from, to) = (c.last_start() + 1.0, c.duration());
+    let goodputs: Vec<f64> = (0..c.flows)
         .map(|i| r.series("goodput", &format!("bg{i}")).and_then(|s| s.mean_between(from, to)).unwrap_or(0.0))
         .collect();
     for (i, g) in goodputs.iter().enumerate() {
         r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, *g).flow(&format!("bg{i}")).period("measure"));
     }
-    if let Some(j) = analysis::jain_index(&goodputs) {
+    if let Some(j) = slipstream_testbed::scenario::jain_index(&goodputs) {
         r.metrics.push(Metric::new("jain_index", Unit::Ratio, j).period("measure"));
         r.metrics.push(Metric::new("jain_index", Unit::Ratio, j));
     }

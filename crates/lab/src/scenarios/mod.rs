@@ -11,9 +11,8 @@
 //! (`<out>/<scenario>/<timestamp>/result.json` and `table.md`) and returns the report. Building
 //! blocks (topology, alternative setup, 100 ms samplers) are in [`crate::harness`].
 
-use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -66,13 +65,11 @@ const fn scenario(
     Scenario { name, about, run, set_keys, household: false }
 }
 
-const fn household(
-    name: &'static str,
-    run: ScenarioFn,
-    set_keys: &'static [&'static str],
-    about: &'static str,
-) -> Scenario {
-    Scenario { household: true, ..scenario(name, run, set_keys, about) }
+impl Scenario {
+    /// The same scenario, of household control.
+    const fn household(self) -> Scenario {
+        Scenario { household: true, ..self }
+    }
 }
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
@@ -116,19 +113,22 @@ pub static SCENARIOS: [Scenario; 12] = [
         &["cpu_rates", "base_bin", "nat"],
         "What forwarding through NFQUEUE costs the router.",
     ),
-    household(
+    scenario(
         "no-timestamps",
         no_timestamps::run,
         &["flows"],
         "Household control: LAN hosts without TCP timestamps.",
-    ),
-    household(
+    )
+    .household(),
+    scenario(
         "many-flows",
         many_flows::run,
         &["flows"],
         "Household control: many background flows of several hosts.",
-    ),
-    household("weights", weights::run, &[], "Household control: per-rule weights and minimum rates."),
+    )
+    .household(),
+    scenario("weights", weights::run, &[], "Household control: per-rule weights and minimum rates.")
+        .household(),
     scenario("smoke", smoke::run, &[], "A short alone and cbr (CI)."),
 ];
 
@@ -161,47 +161,60 @@ pub fn default_alternatives(scenario: &Scenario) -> Vec<Alternative> {
     }
 }
 
-/// Options common to all scenarios (from the command line).
-#[derive(Debug, Clone)]
+/// Options common to all scenarios: a scenario's command line (these docs are its `--help`).
+#[derive(Debug, Clone, clap::Args)]
 pub struct ScenarioOptions {
-    /// Multiplies every phase length (`--scale`; 1.0 = the documented durations, 60-120 s).
+    /// Multiplies every phase length (1 = the documented durations, 60-120 s; e.g. 0.1 for a
+    /// quick look).
+    #[arg(long = "scale", default_value_t = 1.0)]
     pub duration_scale: f64,
-    /// Runs per alternative (`--repeats`).
+    /// Runs per alternative.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: u32,
-    /// Alternatives, in run (and table column) order.
+    /// Comma-separated alternatives, in run (and table column) order. Default: every one but
+    /// household (no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95); for
+    /// no-timestamps, many-flows and weights no-control,htb-95,slipstream,household.
+    #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub alternatives: Vec<Alternative>,
-    /// Bottleneck rate, Mbit/s (both directions; default 10).
+    /// Bottleneck rate, Mbit/s (both directions).
+    #[arg(long = "rate", default_value_t = 10.0)]
     pub rate_mbit: f64,
-    /// Base RTT, ms (default 100).
+    /// Base RTT, ms.
+    #[arg(long = "rtt", default_value_t = 100.0)]
     pub rtt_ms: f64,
-    /// One-way delay of the upload direction (LAN → server), ms; `None` = half the RTT. The
-    /// download direction gets the rest of `rtt_ms`.
+    /// One-way delay of the upload direction (LAN → server), ms (default: half the RTT; the
+    /// download direction gets the rest of --rtt).
+    #[arg(long = "up-delay")]
     pub up_delay_ms: Option<f64>,
-    /// Bottleneck queue in bytes; `None` = one BDP (83 full frames at 10 Mbit/s and 100 ms; Vulture
-    /// Sec. 0.4.1 used a pfifo of 86 packets).
+    /// Bottleneck queue in bytes (default: one BDP, 83 full frames at 10 Mbit/s and 100 ms;
+    /// Vulture Sec. 0.4.1 used a pfifo of 86 packets).
+    #[arg(long)]
     pub queue_bytes: Option<u64>,
-    /// TCP congestion control of the senders ("cubic", "reno", "bbr").
+    /// Bottleneck queue in full-size (1514-byte) packets instead.
+    #[arg(long = "queue-packets", conflicts_with = "queue_bytes")]
+    pub queue_frames: Option<u64>,
+    /// Sender congestion control of the TCP flows.
+    #[arg(long, default_value = "cubic", value_parser = ["cubic", "reno", "bbr"])]
     pub cc: String,
-    /// Allowed deviation of the measured idle ping RTT from `rtt_ms` before a run fails, ms.
-    pub rtt_tolerance_ms: f64,
-    /// Free-form scenario options (`--set key=value`).
-    pub extra: BTreeMap<String, String>,
+    /// Scenario-specific options, key=value (repeatable; unknown keys are errors).
+    #[arg(long = "set", value_parser = parse_key_value)]
+    pub set: Vec<(String, String)>,
+}
+
+fn parse_key_value(kv: &str) -> Result<(String, String)> {
+    let (k, v) = kv.split_once('=').context("expected key=value")?;
+    Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
 impl Default for ScenarioOptions {
+    /// The command line's defaults.
     fn default() -> Self {
-        ScenarioOptions {
-            duration_scale: 1.0,
-            repeats: 1,
-            alternatives: Alternative::ALL.to_vec(),
-            rate_mbit: 10.0,
-            rtt_ms: 100.0,
-            up_delay_ms: None,
-            queue_bytes: None,
-            cc: "cubic".into(),
-            rtt_tolerance_ms: 2.0,
-            extra: BTreeMap::new(),
+        #[derive(clap::Parser)]
+        struct Line {
+            #[command(flatten)]
+            opts: ScenarioOptions,
         }
+        <Line as clap::Parser>::parse_from(["slipstream-lab"]).opts
     }
 }
 
@@ -223,7 +236,9 @@ impl ScenarioOptions {
 
     /// The queue limit used, bytes.
     pub fn effective_queue_bytes(&self) -> u64 {
-        self.queue_bytes.unwrap_or_else(|| self.bdp_bytes()).max(2 * slipstream_testbed::cmd::FRAME_BYTES)
+        let frames = self.queue_frames.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES);
+        let bytes = self.queue_bytes.or(frames).unwrap_or_else(|| self.bdp_bytes());
+        bytes.max(2 * slipstream_testbed::cmd::FRAME_BYTES)
     }
 
     /// The queue limit in full-size frames (rounded up).
@@ -236,10 +251,15 @@ impl ScenarioOptions {
         self.alternatives.iter().map(Alternative::label).collect()
     }
 
+    /// The `--set` option `key` (the last one given).
+    pub fn extra(&self, key: &str) -> Option<&str> {
+        self.set.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
     /// The comma-separated `--set` list `key` (or `default`), each entry parsed; an entry that
     /// does not parse is an error.
     pub fn list<T: std::str::FromStr>(&self, key: &str, default: &str) -> Result<Vec<T>> {
-        let list = self.extra.get(key).map_or(default, String::as_str);
+        let list = self.extra(key).unwrap_or(default);
         let parse =
             |v: &str| v.trim().parse().map_err(|_| anyhow::anyhow!("--set {key}={list}: bad entry {v:?}"));
         list.split(',').map(parse).collect()
@@ -248,7 +268,7 @@ impl ScenarioOptions {
     /// The `--set` option `key` parsed, or `default` when not given; a value that does not
     /// parse is an error.
     pub fn extra_or<T: std::str::FromStr>(&self, key: &str, default: T) -> Result<T> {
-        match self.extra.get(key) {
+        match self.extra(key) {
             None => Ok(default),
             Some(v) => v.parse().map_err(|_| anyhow::anyhow!("--set {key}={v}: not a valid value")),
         }
@@ -262,13 +282,8 @@ pub struct LabContext {
     pub daemon_bin: PathBuf,
     /// `slipstream-delay`.
     pub delay_bin: PathBuf,
-    /// Directory holding the workspace's binaries (`target/<profile>`), for helper binaries.
-    pub bin_dir: PathBuf,
     /// Root of the results (`--out`, default `lab-results`).
     pub out_dir: PathBuf,
-    /// Namespace-name prefix base of every testbed the lab builds (`slipstream-lab cleanup`
-    /// removes namespaces starting with it).
-    pub prefix_base: String,
     pub progress: Progress,
     /// Set by the SIGINT/SIGTERM handler: scenarios stop at the next check.
     pub interrupted: Arc<AtomicBool>,
@@ -276,21 +291,18 @@ pub struct LabContext {
     pub command_line: String,
 }
 
-/// The namespace prefix base of lab testbeds.
+/// The namespace-name prefix base of every testbed the lab builds (`slipstream-lab cleanup`
+/// removes namespaces starting with it).
 pub const LAB_PREFIX: &str = "sslab";
 
 impl LabContext {
     /// Binaries beside the running executable (or `$SLIPSTREAMD_BIN`, `$SLIPSTREAM_DELAY_BIN`),
     /// results under `out_dir`.
     pub fn new(out_dir: impl Into<PathBuf>) -> LabContext {
-        let daemon_bin = slipstream_testbed::workspace_binary("slipstreamd", "SLIPSTREAMD_BIN");
-        let bin_dir = daemon_bin.parent().map(Path::to_path_buf).unwrap_or_default();
         LabContext {
-            daemon_bin,
+            daemon_bin: slipstream_testbed::workspace_binary("slipstreamd", "SLIPSTREAMD_BIN"),
             delay_bin: slipstream_testbed::delay_binary(),
-            bin_dir,
             out_dir: out_dir.into(),
-            prefix_base: LAB_PREFIX.into(),
             progress: Progress::default(),
             interrupted: Arc::new(AtomicBool::new(false)),
             command_line: String::new(),

@@ -6,7 +6,7 @@
 
 use anyhow::Result;
 
-use super::phases::{counts, run_mixes, Extras, Mix};
+use super::phases::{counts, run_mixes, Mix};
 use super::{LabContext, ScenarioOptions};
 use crate::result::ScenarioReport;
 
@@ -25,5 +25,5 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
          best effort ({} Mbit/s, {} ms RTT)",
         opts.rate_mbit, opts.rtt_ms
     );
-    run_mixes(ctx, opts, "no-timestamps", title, &mixes, Extras::NONE)
+    run_mixes(ctx, opts, "no-timestamps", title, &mixes)
 }

@@ -47,26 +47,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         .into_iter()
         .map(|t| OnOffCase { period: t, duration: opts.scaled(60f64.max(4.0 * t), 4.0 * t) })
         .collect();
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir("onoff", started)?;
-    let runs = run_all(
-        ctx,
-        opts,
-        &cases,
-        |c, alt| {
-            let mut s = RunSetup::new("onoff", alt, c.duration, dir.clone()).param("on_off_T_s", c.period);
-            s.server_ports = vec![BG_PORT, BE_PORT, REV_PORT];
-            s
-        },
-        body,
-    )?;
+    let setup = |c: &OnOffCase, alt| RunSetup {
+        server_ports: vec![BG_PORT, BE_PORT, REV_PORT],
+        ..RunSetup::new(alt, c.duration).param("on_off_T_s", c.period)
+    };
+    let mut report = ScenarioReport::starting("onoff");
+    run_all(ctx, opts, &mut report, &cases, setup, body)?;
     let mut table = Table::new(opts.alternative_labels());
     for c in &cases {
-        let t_s = Some(c.period);
-        let refs: Vec<&RunResult> = runs
-            .iter()
-            .filter(|r| r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()) == t_s)
-            .collect();
         let paper = PAPER_TABLE1.iter().find(|p| p.0 == c.period);
         let rows = [
             ("BE off: LBE BW util.", "lbe_util_off", "off", paper.map(|p| p.1)),
@@ -74,7 +62,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             ("BE on: LBE BW share", "lbe_share_on", "on", paper.map(|p| p.3)),
         ];
         table.add_rows(
-            &refs,
+            &report.runs_with("on_off_T_s", c.period),
             rows.map(|(label, key, period, paper)| {
                 let paper = paper.map(|v| Paper::about(v, 2, "Vulture Table 1"));
                 RowSpec::new(format!("T = {} s: {label}", c.period), Unit::Ratio, key)
@@ -83,18 +71,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             }),
         );
     }
-    let report = ScenarioReport {
-        scenario: "onoff".into(),
-        title: format!("onoff: on/off BE download (T = {list} s) beside a background download, 6 Mbit/s reverse"),
-        started_unix: started,
-        table,
-        runs,
-        notes: vec![
-            "each BE on period is a new iperf3 connection (slow start each time); the paper's sender kept one".into(),
-            format!("B = {:.2} Mbit/s (max TCP goodput; paper: 9.41)", max_goodput_mbit(opts.rate_mbit)),
-        ],
-        ..Default::default()
-    };
+    report.title =
+        format!("onoff: on/off BE download (T = {list} s) beside a background download, 6 Mbit/s reverse");
+    report.table = table;
+    report.notes = vec![
+        "each BE on period is a new iperf3 connection (slow start each time); the paper's sender kept one"
+            .into(),
+        format!("B = {:.2} Mbit/s (max TCP goodput; paper: 9.41)", max_goodput_mbit(opts.rate_mbit)),
+    ];
     ctx.write_report(report)
 }
 
@@ -111,7 +95,7 @@ fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {
         k += 1.0;
     }
     run.wait_until(c.duration)?;
-    run.finish().map(with_metrics)
+    Ok(with_metrics(run.finish()?, c))
 }
 
 /// `[from, to)` time windows.
@@ -168,16 +152,15 @@ pub fn table1(
 }
 
 /// Adds the Table 1 metrics.
-pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let period = r.params.extra.get("on_off_T_s").and_then(|v| v.as_f64()).unwrap_or(1.0);
+pub fn with_metrics(mut r: RunResult, &OnOffCase { period, duration }: &OnOffCase) -> RunResult {
     let b = max_goodput_mbit(r.params.rate_mbit);
     let be = r.series("goodput", "be").map(|s| s.points.clone()).unwrap_or_default();
     let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
     let spans = r.spans("be");
     let (on, off) = if spans.is_empty() {
-        windows(period, r.params.duration_s)
+        windows(period, duration)
     } else {
-        windows_from_spans(&spans, period, r.params.duration_s)
+        windows_from_spans(&spans, period, duration)
     };
     if let Some((u, sb, sl)) = table1(&be, &bg, &on, &off, b) {
         r.metrics.push(Metric::new("lbe_util_off", Unit::Ratio, u).period("off"));

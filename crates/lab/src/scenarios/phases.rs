@@ -17,8 +17,6 @@
 //!   `host_ratio`: largest over smallest per-host goodput;
 //! * `bg_goodput` and `be_goodput` per period (and per background flow in bg-alone).
 
-use std::path::PathBuf;
-
 use anyhow::{bail, Result};
 use serde_json::json;
 use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
@@ -26,7 +24,7 @@ use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::{Alternative, LabRule};
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
-use crate::result::{Metric, Paper, Role, RunResult, ScenarioReport, Table, Target, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Where the household issue's targets come from (the tables' reference column).
 pub const TARGETS: &str = "household issue target";
@@ -56,7 +54,15 @@ pub struct Mix {
     pub rules: Vec<LabRule>,
     /// Length of each phase, s.
     pub phase: f64,
+    /// Background flows `(a, b)` whose goodput ratio b / a alone is `weight_ratio` (`weights`).
+    pub ratio: Option<(&'static str, &'static str)>,
+    /// Table rows of this mix after the common ones.
+    pub rows: Vec<RowDef>,
 }
+
+/// A table row of a mix: `(label, unit, metric, period, target)`; left out when no run has the
+/// metric.
+pub type RowDef = (&'static str, Unit, &'static str, &'static str, Option<Target>);
 
 impl Mix {
     /// `n` background downloads on `hosts` LAN hosts, unevenly: host 1 runs one (a lone
@@ -78,6 +84,8 @@ impl Mix {
             timestamps_off: Vec::new(),
             rules: Vec::new(),
             phase: opts.scaled(30.0, 5.0),
+            ratio: None,
+            rows: Vec::new(),
         }
     }
 
@@ -97,13 +105,11 @@ impl Mix {
         self.flows.iter().map(|f| f.host).collect()
     }
 
-    fn setup(&self, scenario: &str, alt: Alternative, dir: PathBuf) -> RunSetup {
+    fn setup(&self, alt: Alternative) -> RunSetup {
         let ports: Vec<u16> = self.flows.iter().map(|f| f.port).collect();
         let p = self.phase;
-        let mut s = RunSetup::new(scenario, alt, self.duration(), dir)
-            .param("case", self.case.as_str())
-            .param("phase_s", p)
-            .param(
+        let mut s =
+            RunSetup::new(alt, self.duration()).param("case", self.case.as_str()).param("phase_s", p).param(
                 "phases",
                 json!([
                     {"name": "best effort alone", "start_s": 0.0},
@@ -137,7 +143,7 @@ fn body(mut run: Run, m: &Mix) -> Result<RunResult> {
 }
 
 /// Mean goodput of flow `label` over `[a, b)`; 0 for a flow without a series (it never connected).
-pub fn goodput(r: &RunResult, label: &str, a: f64, b: f64) -> f64 {
+fn goodput(r: &RunResult, label: &str, a: f64, b: f64) -> f64 {
     r.series("goodput", label).and_then(|s| s.mean_between(a, b)).unwrap_or(0.0)
 }
 
@@ -180,12 +186,19 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
     if be[0] > 0.0 {
         out.push(Metric::new("be_kept", Unit::Ratio, be[2] / be[0]).period("together"));
     }
+    if let Some((a, b)) = m.ratio {
+        let (_, from, to) = m.periods()[1];
+        let (ga, gb) = (goodput(&r, a, from, to), goodput(&r, b, from, to));
+        if ga > 0.0 {
+            out.push(Metric::new("weight_ratio", Unit::Ratio, gb / ga).period("bg-alone"));
+        }
+    }
     r.metrics.extend(out);
     r
 }
 
-/// Rows a table gets for every mix: `(label, unit, metric, period, target)`.
-const COMMON_ROWS: [(&str, Unit, &str, &str, Option<Target>); 5] = [
+/// Rows a table gets for every mix.
+const COMMON_ROWS: [RowDef; 5] = [
     ("BE kept beside BG", Unit::Ratio, "be_kept", "together", Some(Target::at_least(0.93))),
     ("BG alone / BE alone", Unit::Ratio, "bg_fill", "bg-alone", Some(Target::at_least(0.97))),
     ("ping added by BG alone", Unit::Ms, "bg_delay", "bg-alone", None),
@@ -200,30 +213,19 @@ const COMMON_ROWS: [(&str, Unit, &str, &str, Option<Target>); 5] = [
 ];
 
 /// A row for `case`'s runs: `label` prefixed with the case, left out if no run has the metric.
-pub fn add_row(
+fn add_row(
     table: &mut Table,
     case_runs: &[&RunResult],
     case: &str,
-    (label, unit, name, period, target): (&str, Unit, &str, &str, Option<Target>),
+    (label, unit, name, period, target): RowDef,
 ) {
     if case_runs.iter().any(|r| r.metric(name, Some(period)).is_some()) {
         let target = target.map(|t| Paper::target(t, TARGETS));
-        let label = format!("{case}: {label}");
-        table.add_metric_row(&label, unit, case_runs, name, Some(period), target);
+        table.add_rows(
+            case_runs,
+            [RowSpec::new(format!("{case}: {label}"), unit, name).period(period).paper(target)],
+        );
     }
-}
-
-/// What a scenario adds to the shared runner.
-pub struct Extras {
-    /// More metrics of a finished run.
-    pub metrics: fn(&mut RunResult, &Mix),
-    /// More rows for one mix, after the common ones.
-    pub rows: fn(&mut Table, &[&RunResult], &Mix),
-}
-
-impl Extras {
-    /// Nothing beyond the common metrics and rows.
-    pub const NONE: Extras = Extras { metrics: |_, _| {}, rows: |_, _, _| {} };
 }
 
 /// Runs every alternative on every mix (a fresh testbed each), adds the metrics and writes the
@@ -234,42 +236,27 @@ pub fn run_mixes(
     scenario: &str,
     title: String,
     mixes: &[Mix],
-    extras: Extras,
 ) -> Result<ScenarioReport> {
-    let started = crate::result::now_unix();
-    let dir = ctx.run_dir(scenario, started)?;
-    let setup = |m: &Mix, alt| m.setup(scenario, alt, dir.clone());
-    let runs = run_all(ctx, opts, mixes, setup, |run, m| {
-        let mut r = with_metrics(body(run, m)?, m);
-        (extras.metrics)(&mut r, m);
-        Ok(r)
-    })?;
-    let case_of = |r: &RunResult| r.params.extra.get("case").and_then(|v| v.as_str()).map(str::to_string);
+    let mut report = ScenarioReport::starting(scenario);
+    run_all(ctx, opts, &mut report, mixes, Mix::setup, |run, m| Ok(with_metrics(body(run, m)?, m)))?;
     let mut table = Table::new(opts.alternative_labels());
     for m in mixes {
-        let refs: Vec<&RunResult> = runs.iter().filter(|r| case_of(r).as_deref() == Some(&m.case)).collect();
-        for row in COMMON_ROWS {
-            add_row(&mut table, &refs, &m.case, row);
+        let refs = report.runs_with("case", m.case.as_str());
+        for row in COMMON_ROWS.iter().chain(&m.rows) {
+            add_row(&mut table, &refs, &m.case, *row);
         }
-        (extras.rows)(&mut table, &refs, m);
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             let label = format!("{}: flows that could not connect", m.case);
-            table.add_metric_row(&label, Unit::Count, &refs, "flows_failed", None, None);
+            table.add_rows(&refs, [RowSpec::new(label, Unit::Count, "flows_failed")]);
         }
     }
-    let report = ScenarioReport {
-        scenario: scenario.into(),
-        title,
-        started_unix: started,
-        table,
-        runs,
-        notes: vec![format!(
-            "phases of {:.0} s: best effort alone, background alone, together; each measured after its \
-             first third (at most 10 s); Jain's index relative to the host-fair share",
-            mixes.first().map_or(0.0, |m| m.phase)
-        )],
-        ..Default::default()
-    };
+    report.title = title;
+    report.table = table;
+    report.notes = vec![format!(
+        "phases of {:.0} s: best effort alone, background alone, together; each measured after its \
+         first third (at most 10 s); Jain's index relative to the host-fair share",
+        mixes.first().map_or(0.0, |m| m.phase)
+    )];
     ctx.write_report(report)
 }
 

@@ -34,7 +34,7 @@ use slipstream_testbed::Ns;
 
 use crate::analysis;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::udp::{self, SquareWave};
 use crate::web::{join, spawn_in};
@@ -45,19 +45,14 @@ const BIN_S: f64 = 0.1;
 
 /// The on/off periods to run (see the module docs).
 pub fn periods(opts: &ScenarioOptions) -> Result<Vec<f64>> {
-    if opts.extra.contains_key("periods") {
-        let v: Vec<f64> = opts.list("periods", "")?;
-        if v.iter().any(|t| t.is_nan() || *t <= 0.0) {
-            anyhow::bail!("--set periods needs positive seconds, got {v:?}");
-        }
-        return Ok(v);
-    }
-    let mut v = vec![1.0, 5.0, 15.0];
-    if opts.duration_scale >= 1.0 {
-        v.push(50.0);
-    }
-    if opts.duration_scale >= 3.0 {
-        v.push(150.0);
+    let default = match opts.duration_scale {
+        s if s >= 3.0 => "1,5,15,50,150",
+        s if s >= 1.0 => "1,5,15,50",
+        _ => "1,5,15",
+    };
+    let v: Vec<f64> = opts.list("periods", default)?;
+    if v.iter().any(|t| t.is_nan() || *t <= 0.0) {
+        anyhow::bail!("--set periods needs positive seconds, got {v:?}");
     }
     Ok(v)
 }
@@ -65,15 +60,6 @@ pub fn periods(opts: &ScenarioOptions) -> Result<Vec<f64>> {
 /// Length of the UDP wave for period `t`: at least two on/off cycles.
 pub fn wave_seconds(opts: &ScenarioOptions, t: f64) -> f64 {
     (4.0 * t).max(opts.scaled(40.0, 10.0))
-}
-
-/// "1", "2.5": a period for metric names and labels.
-pub fn period_label(t: f64) -> String {
-    if t.fract() == 0.0 {
-        format!("{t:.0}")
-    } else {
-        format!("{t}")
-    }
 }
 
 /// What one run measured, computed from its series (pure, see the tests).
@@ -138,11 +124,9 @@ pub fn usage(
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let started = now_unix();
     let periods = periods(opts)?;
     let udp_mbit = 0.67 * opts.rate_mbit;
     let warm = opts.scaled(10.0, 8.0);
-    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
     let mut waves = Vec::new();
     for &period in &periods {
         let wave = SquareWave { rate_bps: udp_mbit * 1e6, period_s: period, payload: udp::MAX_PAYLOAD };
@@ -150,16 +134,13 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         waves.push((wave, wave_seconds(opts, period)));
     }
     let setup = |&(wave, d): &(SquareWave, f64), alt| {
-        let mut s = RunSetup::new(NAME, alt, warm + d + 1.0, work_dir.clone())
-            .param("on_off_T_s", wave.period_s)
-            .param("udp_mbit", udp_mbit)
-            .param("warmup_s", warm)
-            .param("wave_s", d);
-        s.ping = false;
-        s
+        let s = RunSetup::new(alt, warm + d + 1.0).param("on_off_T_s", wave.period_s);
+        let s = s.param("udp_mbit", udp_mbit).param("warmup_s", warm).param("wave_s", d);
+        RunSetup { ping: false, ..s }
     };
-    let runs = run_all(ctx, opts, &waves, setup, |run, &(wave, d)| {
-        let tl = period_label(wave.period_s);
+    let mut report = ScenarioReport::starting(NAME);
+    run_all(ctx, opts, &mut report, &waves, setup, |run, &(wave, d)| {
+        let tl = wave.period_s; // "1", "2.5": f64 prints no ".0"
         let r = one_run(run, &wave, warm, d).with_context(|| format!("on/off = {tl} s"))?;
         let m = |name: &str| r.metric(&format!("{name}_T{tl}"), None).unwrap_or(f64::NAN);
         ctx.progress.log(&format!(
@@ -171,32 +152,25 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ));
         Ok(r)
     })?;
-    let _ = std::fs::remove_dir_all(&work_dir);
-    let report = ScenarioReport {
-        scenario: NAME.into(),
-        title: format!(
-            "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
-            periods.iter().map(|t| period_label(*t)).collect::<Vec<_>>().join(", ")
+    report.title = format!(
+        "Background download beside a {udp_mbit} Mbit/s UDP square wave (Key et al. Sec. 5.2), on/off = {} s",
+        periods.iter().map(f64::to_string).collect::<Vec<_>>().join(", ")
+    );
+    report.table = table(opts, &periods, &report.runs);
+    report.notes = vec![
+        format!(
+            "UDP at {udp_mbit} Mbit/s of Ethernet frames (1514 bytes) in on periods, silence in off periods; \
+             warm-up {warm:.0} s of background alone, then max(4T, {:.0} s) of wave per run (Key et al.: 1000 s).",
+            opts.scaled(40.0, 10.0)
         ),
-        started_unix: started,
-        table: table(opts, &periods, &runs),
-        runs,
-        notes: vec![
-            format!(
-                "UDP at {udp_mbit} Mbit/s of Ethernet frames (1514 bytes) in on periods, silence in off periods; \
-                 warm-up {warm:.0} s of background alone, then max(4T, {:.0} s) of wave per run (Key et al.: 1000 s).",
-                opts.scaled(40.0, 10.0)
-            ),
-            "available = TCP goodput ceiling x (1 - measured UDP wire rate / link rate); \
-             normalized usage = mean background goodput / mean available over the wave."
-                .into(),
-            "Key et al. Fig. 6 has no values in the text; for on/off = 50 s the text (Fig. 7, control \
-             interval T = 0.2 s) gives ~0.9 (binary search) and ~0.7 (stochastic approximation). \
-             (Key et al.'s T is their control interval, not the on/off duration.)"
-                .into(),
-        ],
-        ..Default::default()
-    };
+        "available = TCP goodput ceiling x (1 - measured UDP wire rate / link rate); \
+         normalized usage = mean background goodput / mean available over the wave."
+            .into(),
+        "Key et al. Fig. 6 has no values in the text; for on/off = 50 s the text (Fig. 7, control \
+         interval T = 0.2 s) gives ~0.9 (binary search) and ~0.7 (stochastic approximation). \
+         (Key et al.'s T is their control interval, not the on/off duration.)"
+            .into(),
+    ];
     ctx.write_report(report)
 }
 
@@ -228,7 +202,7 @@ fn one_run(mut run: Run, wave: &SquareWave, warm: f64, d: f64) -> Result<RunResu
     let planned = wave.send_times(d).count() as f64;
     let received: u64 = bins.iter().map(|b| b.packets).sum();
     let loss = (1.0 - received as f64 / planned).max(0.0);
-    let tl = period_label(wave.period_s);
+    let tl = wave.period_s; // "1", "2.5": f64 prints no ".0"
     r.metrics.extend([
         Metric::new(&format!("bg_usage_norm_T{tl}"), Unit::Ratio, u.normalized),
         Metric::new(&format!("bg_usage_norm_on_T{tl}"), Unit::Ratio, u.normalized_on).period("on"),
@@ -265,7 +239,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
     let mut rows = Vec::new();
     for group in groups {
         for &p in periods {
-            let tl = period_label(p);
+            let tl = p;
             for &(label, unit, name, period) in group {
                 let mut row =
                     RowSpec::new(format!("{label}, on/off = {tl} s"), unit, format!("{name}_T{tl}"));

@@ -13,12 +13,12 @@ fn period_sets() {
     assert_eq!(wave_seconds(&o, 5.0), 40.0);
     o.duration_scale = 3.0;
     assert_eq!(periods(&o).unwrap().last(), Some(&150.0));
-    o.extra.insert("periods".into(), "2, 7.5".into());
+    o.set.push(("periods".into(), "2, 7.5".into()));
     assert_eq!(periods(&o).unwrap(), vec![2.0, 7.5]);
-    o.extra.insert("periods".into(), "0".into());
+    o.set.push(("periods".into(), "0".into()));
     assert!(periods(&o).is_err());
-    assert_eq!(period_label(7.5), "7.5");
-    assert_eq!(period_label(50.0), "50");
+    // Periods print without ".0" in metric names and labels.
+    assert_eq!((7.5f64.to_string(), 50f64.to_string()), ("7.5".into(), "50".into()));
 }
 
 #[test]

@@ -27,13 +27,13 @@
 
 use std::time::Duration;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use slipstream_testbed::Ns;
 
 use crate::alternatives::Alternative;
 use crate::analysis;
-use crate::harness::{FlowSpec, Run, RunSetup};
-use crate::result::{now_unix, Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
 use crate::web::{self, BucketStat, ClientConfig, ObjectRecord, WebModel};
 
@@ -62,28 +62,19 @@ pub fn bucket_label(b: &BucketStat) -> String {
     }
 }
 
-/// Metrics of one run's records; `baseline` = the web-only run's bucket stats and overall mean
-/// (for the normalised metrics).
-pub fn web_metrics(records: &[ObjectRecord], baseline: Option<(&[BucketStat], f64)>) -> Vec<Metric> {
-    let buckets = web::bucket_stats(records, &edges());
-    let overall = web::mean_response(records);
+/// Metrics of one run's records: the mean response time overall and per size bucket, the
+/// objects fetched and failed.
+pub fn web_metrics(records: &[ObjectRecord]) -> Vec<Metric> {
     let ok = records.iter().filter(|r| r.ok()).count();
     let mut m = vec![
-        Metric::new("web_rt_mean", Unit::Ms, overall * 1000.0).flow("web"),
+        Metric::new("web_rt_mean", Unit::Ms, web::mean_response(records) * 1000.0).flow("web"),
         Metric::new("web_objects", Unit::Count, ok as f64).flow("web"),
         Metric::new("web_failed", Unit::Count, (records.len() - ok) as f64).flow("web"),
     ];
-    if let Some((_, base)) = baseline {
-        m.push(Metric::new("web_rt_norm", Unit::Ratio, overall / base).flow("web"));
-    }
-    for (i, b) in buckets.iter().enumerate() {
-        let label = bucket_label(b);
+    for b in web::bucket_stats(records, &edges()) {
+        let label = bucket_label(&b);
         m.push(Metric::new(&format!("web_rt_mean_{label}"), Unit::Ms, b.mean_s * 1000.0).flow("web"));
         m.push(Metric::new(&format!("web_count_{label}"), Unit::Count, b.count as f64).flow("web"));
-        if let Some((base, _)) = baseline {
-            let norm = base.get(i).map_or(f64::NAN, |x| b.mean_s / x.mean_s);
-            m.push(Metric::new(&format!("web_rt_norm_{label}"), Unit::Ratio, norm).flow("web"));
-        }
     }
     m
 }
@@ -94,99 +85,65 @@ fn sessions_default(rate_mbit: f64) -> u32 {
 
 /// Runs the scenario.
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
-    let started = now_unix();
     let warm = opts.scaled(10.0, 8.0);
     let d = opts.scaled(60.0, 20.0);
     let sessions: u32 = opts.extra_or("sessions", sessions_default(opts.rate_mbit))?;
-    let work_dir = std::env::temp_dir().join(format!("slipstream-lab-{NAME}-{}", std::process::id()));
-    let repeats = opts.repeats.max(1);
-    let count = repeats as usize * (opts.alternatives.len() + 1);
-    let mut runs = Vec::new();
-    let mut index = 0;
-    for repeat in 0..repeats {
-        let seed = 1 + u64::from(repeat);
-        let mut baseline: Option<(Vec<BucketStat>, f64)> = None;
-        // The web-only run first, then each alternative with the background download.
-        for alt in std::iter::once(None).chain(opts.alternatives.iter().copied().map(Some)) {
-            let setup = RunSetup {
-                index,
-                count,
-                repeat,
-                // The household: LAN host 1 downloads from server 1 in the background while
-                // LAN host 2 browses server 2.
-                servers: 2,
-                clients: 2,
-                ping: false,
-                ..RunSetup::new(NAME, alt.unwrap_or(Alternative::NoControl), warm + d, work_dir.clone())
-            }
+    let setup = |&background: &bool, alt| RunSetup {
+        // The household: LAN host 1 downloads from server 1 in the background while
+        // LAN host 2 browses server 2.
+        servers: 2,
+        clients: 2,
+        ping: false,
+        ..RunSetup::new(alt, warm + d)
             .param("sessions", sessions)
-            .param("seed", seed)
             .param("warmup_s", warm)
             .param("web_s", d)
-            .param("background", alt.is_some());
-            index += 1;
-            let label = alt.map_or(WEB_ONLY.to_string(), |a| a.label());
-            let what = format!("run {index}/{count} ({label})");
-            let (mut r, records) = one_run(ctx, opts, setup, alt.is_some(), warm, d, sessions, seed)
-                .with_context(|| what.clone())?;
-            r.alternative = label;
-            let base_ref = baseline.as_ref().map(|(b, m)| (b.as_slice(), *m));
-            r.metrics.extend(web_metrics(&records, base_ref));
-            if alt.is_none() {
-                baseline = Some((web::bucket_stats(&records, &edges()), web::mean_response(&records)));
-                r.metrics.retain(|m| !m.name.starts_with("web_rt_norm"));
-            }
-            ctx.progress.log(&format!(
-                "[{NAME}] {what}: {} objects, mean response {:.0} ms{}",
-                r.metric("web_objects", None).unwrap_or(0.0),
-                r.metric("web_rt_mean", None).unwrap_or(f64::NAN),
-                r.metric("web_rt_norm", None).map_or(String::new(), |n| format!(" ({n:.2} x web-only)"))
-            ));
-            runs.push(r);
-        }
-    }
-    let _ = std::fs::remove_dir_all(&work_dir);
-    add_vs_plain_tcp(&mut runs);
+            .param("background", background)
+    };
+    let body = |run: Run, &background: &bool| {
+        let r = one_run(run, background, warm, d, sessions)?;
+        ctx.progress.log(&format!(
+            "[{NAME}] {}: {} objects, mean response {:.0} ms",
+            r.alternative,
+            r.metric("web_objects", None).unwrap_or(0.0),
+            r.metric("web_rt_mean", None).unwrap_or(f64::NAN),
+        ));
+        Ok(r)
+    };
+    let mut report = ScenarioReport::starting(NAME);
+    // The web-only runs first (nothing on the router: no-control), then each alternative with
+    // the background download.
+    let web_only = ScenarioOptions { alternatives: vec![Alternative::NoControl], ..opts.clone() };
+    run_all(ctx, &web_only, &mut report, &[false], setup, body)?;
+    run_all(ctx, opts, &mut report, &[true], setup, body)?;
+    normalise(&mut report.runs, WEB_ONLY, "web_rt_norm");
+    normalise(&mut report.runs, &Alternative::NoControl.label(), "web_rt_vs_tcp");
     let mut columns = vec![WEB_ONLY.to_string()];
     columns.extend(opts.alternative_labels());
-    let report = ScenarioReport {
-        scenario: NAME.into(),
-        title: "Web-like best-effort traffic beside a background download (Key et al. Sec. 5.3)".into(),
-        started_unix: started,
-        table: table(columns, &runs),
-        runs,
-        notes: vec![
-            format!(
-                "Web model: 10 objects/page, exp. inter-object 1 ms, exp. think time 1 s, Pareto(1.2) sizes \
-                 (Key et al. Sec. 5.3); mean 12 kB clamped at 1 MB, 4 parallel connections, one TCP connection \
-                 per object, think time after page completion: our choices. {sessions} sessions, {d:.0} s of web \
-                 after {warm:.0} s of background warm-up."
-            ),
-            "Response times are normalised two ways, within a repeat (same seed: same pages): by the \
-             run with a plain TCP bulk transfer (no-control), as Key et al.'s Fig. 8, and by the web-only run."
-                .into(),
-            "Key et al. (1.5 Mbit/s) give bulk throughputs of 0.69 (TCP), 0.53 (TCP-LP), 0.46 (binary search), \
-             0.35 (stoch. approx.) Mbit/s, i.e. 46/35/31/23% of the link; Fig. 8's response times are not in the text. \
-             BG share here = BG goodput / link rate (not the TCP goodput ceiling), like theirs."
-                .into(),
-        ],
-        ..Default::default()
-    };
+    report.title = "Web-like best-effort traffic beside a background download (Key et al. Sec. 5.3)".into();
+    report.table = table(columns, &report.runs);
+    report.notes = vec![
+        format!(
+            "Web model: 10 objects/page, exp. inter-object 1 ms, exp. think time 1 s, Pareto(1.2) sizes \
+             (Key et al. Sec. 5.3); mean 12 kB clamped at 1 MB, 4 parallel connections, one TCP connection \
+             per object, think time after page completion: our choices. {sessions} sessions, {d:.0} s of web \
+             after {warm:.0} s of background warm-up."
+        ),
+        "Response times are normalised two ways, within a repeat (same seed: same pages): by the \
+         run with a plain TCP bulk transfer (no-control), as Key et al.'s Fig. 8, and by the web-only run."
+            .into(),
+        "Key et al. (1.5 Mbit/s) give bulk throughputs of 0.69 (TCP), 0.53 (TCP-LP), 0.46 (binary search), \
+         0.35 (stoch. approx.) Mbit/s, i.e. 46/35/31/23% of the link; Fig. 8's response times are not in the text. \
+         BG share here = BG goodput / link rate (not the TCP goodput ceiling), like theirs."
+            .into(),
+    ];
     ctx.write_report(report)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn one_run(
-    ctx: &LabContext,
-    opts: &ScenarioOptions,
-    setup: RunSetup,
-    background: bool,
-    warm: f64,
-    d: f64,
-    sessions: u32,
-    seed: u64,
-) -> Result<(RunResult, Vec<ObjectRecord>)> {
-    let mut run = Run::start(ctx, opts, setup)?;
+/// One run: the web client for `d` s (after a warm-up of `warm` s of the background download,
+/// if there is one), seeded with 1 + the repeat index.
+fn one_run(mut run: Run, background: bool, warm: f64, d: f64, sessions: u32) -> Result<RunResult> {
+    let seed = 1 + u64::from(run.params().repeat);
     let server = web::Server::start(run.tb(), Ns::server(WEB_HOST), WEB_PORT)?;
     if background {
         run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, warm + d + 2.0))?;
@@ -207,14 +164,19 @@ fn one_run(
     let t_end = run.t();
     drop(server);
     let mut r = run.finish()?;
+    r.params.extra.insert("seed".into(), seed.into());
     if background {
         let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
         let during = analysis::mean_between(&bg, t_web, t_end.min(t_web + d));
         if let Some(g) = during {
             r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("web"));
-            r.metrics.push(Metric::new("bg_share", Unit::Ratio, g / opts.rate_mbit).flow("bg").period("web"));
+            let share = g / r.params.rate_mbit;
+            r.metrics.push(Metric::new("bg_share", Unit::Ratio, share).flow("bg").period("web"));
         }
+    } else {
+        r.alternative = WEB_ONLY.into();
     }
+    r.metrics.extend(web_metrics(&records));
     let mut pts: Vec<(f64, f64)> =
         records.iter().filter_map(|o| o.response_s.map(|rt| (t_web + o.start_s, rt * 1000.0))).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
@@ -229,16 +191,17 @@ fn one_run(
             .over("object size bytes")
             .with_points(by_size),
     );
-    Ok((r, records))
+    Ok(r)
 }
 
-/// Key et al.'s Fig. 8 normalisation: each run's mean response times (overall and per size
-/// bucket) divided by those of the `no-control` run (plain TCP bulk transfer) of the same
-/// repeat, as `web_rt_vs_tcp*`. Nothing is added without a no-control run.
-pub fn add_vs_plain_tcp(runs: &mut [RunResult]) {
+/// Each background run's mean response times (overall and per size bucket, `web_rt_mean*`)
+/// divided by those of the `reference` run of the same repeat (same seed: the same pages), as
+/// `<prefix>*`: `web_rt_norm` by the web-only run, `web_rt_vs_tcp` by the `no-control` run (a
+/// plain TCP bulk transfer, Key et al.'s Fig. 8). Nothing is added without a reference run.
+pub fn normalise(runs: &mut [RunResult], reference: &str, prefix: &str) {
     let reference: Vec<(u32, Vec<Metric>)> = runs
         .iter()
-        .filter(|r| r.alternative == Alternative::NoControl.label())
+        .filter(|r| r.alternative == reference)
         .map(|r| (r.params.repeat, r.metrics.clone()))
         .collect();
     for r in runs.iter_mut().filter(|r| r.alternative != WEB_ONLY) {
@@ -250,7 +213,7 @@ pub fn add_vs_plain_tcp(runs: &mut [RunResult]) {
             let Some(b) = base.iter().find(|x| x.name == m.name) else {
                 continue;
             };
-            let name = m.name.replacen("web_rt_mean", "web_rt_vs_tcp", 1);
+            let name = m.name.replacen("web_rt_mean", prefix, 1);
             added.push(Metric::new(&name, Unit::Ratio, m.value / b.value).flow("web"));
         }
         r.metrics.extend(added);

@@ -11,15 +11,13 @@ fn labels_and_metrics() {
     let b = web::bucket_stats(&[], &edges());
     let labels: Vec<String> = b.iter().map(bucket_label).collect();
     assert_eq!(labels, vec!["<4k", "4-8k", "8-16k", "16-32k", "32-64k", "64-128k", "128-256k", "256k+"]);
-    let base = [rec(3000, 0.2), rec(5000, 0.4)];
     let with = [rec(3000, 0.3), rec(5000, 0.4), rec(6000, 0.4)];
-    let bs = web::bucket_stats(&base, &edges());
-    let m = web_metrics(&with, Some((&bs, web::mean_response(&base))));
+    let m = web_metrics(&with);
     let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
-    assert!((get("web_rt_norm_<4k").unwrap() - 1.5).abs() < 1e-9);
-    assert!((get("web_rt_norm_4-8k").unwrap() - 1.0).abs() < 1e-9);
-    assert!(get("web_rt_norm_8-16k").unwrap().is_nan());
-    assert!((get("web_rt_norm").unwrap() - (1.1 / 3.0) / 0.3).abs() < 1e-9);
+    assert!((get("web_rt_mean_<4k").unwrap() - 300.0).abs() < 1e-9);
+    assert!((get("web_rt_mean_4-8k").unwrap() - 400.0).abs() < 1e-9);
+    assert!(get("web_rt_mean_8-16k").unwrap().is_nan());
+    assert_eq!(get("web_count_4-8k"), Some(2.0));
     assert_eq!(get("web_objects"), Some(3.0));
     assert!((get("web_rt_mean").unwrap() - 1100.0 / 3.0).abs() < 1e-9);
     assert_eq!(sessions_default(10.0), 4);
@@ -27,7 +25,7 @@ fn labels_and_metrics() {
 }
 
 #[test]
-fn normalised_by_the_plain_tcp_run_of_the_same_repeat() {
+fn normalised_by_the_reference_run_of_the_same_repeat() {
     let run = |alt: &str, repeat: u32, mean: f64| RunResult {
         alternative: alt.into(),
         params: crate::result::RunParams { repeat, ..Default::default() },
@@ -44,10 +42,15 @@ fn normalised_by_the_plain_tcp_run_of_the_same_repeat() {
         run("no-control", 1, 500.0),
         run("slipstream", 1, 250.0),
     ];
-    add_vs_plain_tcp(&mut runs);
+    normalise(&mut runs, "no-control", "web_rt_vs_tcp");
+    normalise(&mut runs, WEB_ONLY, "web_rt_norm");
     assert_eq!(runs[0].metric("web_rt_vs_tcp", None), None, "web-only has none");
+    assert_eq!(runs[0].metric("web_rt_norm", None), None, "web-only has none");
     assert_eq!(runs[1].metric("web_rt_vs_tcp", None), Some(1.0));
     assert!((runs[2].metric("web_rt_vs_tcp", None).unwrap() - 0.55).abs() < 1e-9);
     assert!((runs[2].metric("web_rt_vs_tcp_<4k", None).unwrap() - 0.55).abs() < 1e-9);
+    assert!((runs[2].metric("web_rt_norm", None).unwrap() - 1.1).abs() < 1e-9);
+    assert!((runs[2].metric("web_rt_norm_<4k", None).unwrap() - 1.1).abs() < 1e-9);
     assert!((runs[4].metric("web_rt_vs_tcp", None).unwrap() - 0.5).abs() < 1e-9);
+    assert_eq!(runs[4].metric("web_rt_norm", None), None, "no web-only run in repeat 1");
 }

@@ -10,11 +10,11 @@
 
 use anyhow::Result;
 
-use super::phases::{add_row, goodput, run_mixes, Extras, Mix};
+use super::phases::{run_mixes, Mix};
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::LabRule;
 use crate::harness::BG_PORT;
-use crate::result::{Metric, RunResult, ScenarioReport, Table, Target, Unit};
+use crate::result::{ScenarioReport, Target, Unit};
 
 fn rule(name: &str, port: u16, key: &str, value: &str) -> LabRule {
     LabRule { name: name.into(), ports: vec![port], share: vec![(key.into(), value.into())] }
@@ -27,33 +27,18 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         f.label = name.into();
     }
     weights.rules = vec![rule("w1", BG_PORT, "weight", "1"), rule("w3", BG_PORT + 1, "weight", "3")];
+    weights.ratio = Some(("w1", "w3"));
+    let ratio =
+        ("w3 / w1 goodput, BG alone", Unit::Ratio, "weight_ratio", "bg-alone", Some(Target::about(3.0)));
+    weights.rows = vec![ratio];
     let mut min_rate = Mix::spread("min_rate 2mbit", 1, 1, opts);
     min_rate.rules = vec![rule("min-rate", BG_PORT, "min_rate", "\"2mbit\"")];
+    let kept = ("BG goodput beside BE", Unit::Mbps, "bg_goodput", "together", Some(Target::at_least(2.0)));
+    min_rate.rows = vec![kept];
     let title = format!(
         "weights: rules with weight 1 and 3, and a rule with min_rate 2mbit, beside best effort \
          ({} Mbit/s, {} ms RTT)",
         opts.rate_mbit, opts.rtt_ms
     );
-    let extras = Extras { metrics, rows };
-    run_mixes(ctx, opts, "weights", title, &[weights, min_rate], extras)
-}
-
-fn metrics(r: &mut RunResult, m: &Mix) {
-    let (_, a, b) = m.periods()[1];
-    let (w1, w3) = (goodput(r, "w1", a, b), goodput(r, "w3", a, b));
-    if m.flows.len() == 2 && w1 > 0.0 {
-        let ratio = Metric::new("weight_ratio", Unit::Ratio, w3 / w1).period("bg-alone");
-        r.metrics.push(ratio);
-    }
-}
-
-fn rows(table: &mut Table, runs: &[&RunResult], m: &Mix) {
-    let ratio =
-        ("w3 / w1 goodput, BG alone", Unit::Ratio, "weight_ratio", "bg-alone", Some(Target::about(3.0)));
-    add_row(table, runs, &m.case, ratio);
-    if m.case.starts_with("min_rate") {
-        let kept =
-            ("BG goodput beside BE", Unit::Mbps, "bg_goodput", "together", Some(Target::at_least(2.0)));
-        add_row(table, runs, &m.case, kept);
-    }
+    run_mixes(ctx, opts, "weights", title, &[weights, min_rate])
 }

@@ -30,10 +30,7 @@ pub fn tcp_rtt_probe(server: SocketAddr, size: u64, count: u32, interval: Durati
     let start = Instant::now();
     for i in 0..count {
         let due = start + interval * i;
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
         let t0 = Instant::now();
         s.write_all(req.as_bytes()).context("probe request")?;
         s.read_exact(&mut buf).context("probe answer")?;

@@ -87,10 +87,7 @@ pub fn send_square_wave(dst: SocketAddr, wave: &SquareWave, duration: Duration) 
     let mut sent = 0u64;
     for t in wave.send_times(duration.as_secs_f64()) {
         let due = start + Duration::from_secs_f64(t);
-        let now = Instant::now();
-        if due > now {
-            std::thread::sleep(due - now);
-        }
+        std::thread::sleep(due.saturating_duration_since(Instant::now()));
         payload[..8].copy_from_slice(&sent.to_be_bytes());
         // A full socket buffer or an ICMP error from an absent sink must not stop the wave.
         if sock.send(&payload).is_ok() {

@@ -5,7 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::result::{Metric, Paper, Role, RunParams, RunResult, ScenarioReport, Series, Table, Target, Unit};
+use crate::result::{
+    Metric, Paper, Role, RowSpec, RunParams, RunResult, ScenarioReport, Series, Table, Target, Unit,
+};
 
 pub(super) const ALTS: [&str; 4] = ["no-control", "slipstream", "slipstream-paper", "htb-90"];
 pub(super) const DUR: f64 = 180.0;
@@ -99,7 +101,14 @@ pub(super) fn report(
             Some((n, p)) => (n, Some(p)),
             None => (*key, None),
         };
-        table.add_metric_row(label, *unit, &refs, name, period, paper.map(paper_of));
+        let spec = RowSpec::new(*label, *unit, name).paper(paper.map(paper_of));
+        table.add_rows(
+            &refs,
+            [match period {
+                Some(p) => spec.period(p),
+                None => spec,
+            }],
+        );
     }
     ScenarioReport {
         scenario: scenario.into(),
@@ -331,7 +340,7 @@ pub(super) fn udp_square() -> ScenarioReport {
             r.series.push(series("goodput", Unit::Mbps, "bg", Role::Background, move |t| {
                 Some(if on(t) { (1.4 + 3.0 * (1.0 - y)).min(9.4) } else { 9.0 })
             }));
-            r.metrics.push(Metric::new("udp_loss", Unit::Percent, 2.0 + 20.0 * (1.0 - y)).period("on"));
+            r.metrics.push(Metric::new("udp_loss", Unit::Ratio, 0.02 + 0.2 * (1.0 - y)).period("on"));
             r.metrics.push(Metric::new("time_to_yield", Unit::S, 0.3 + 5.0 * (1.0 - y)));
         } else {
             r.notes.push("iperf3 UDP server failed to start".into());
@@ -343,7 +352,7 @@ pub(super) fn udp_square() -> ScenarioReport {
         "UDP square wave vs background flow",
         runs,
         &[
-            ("UDP loss, UDP on", Unit::Percent, "udp_loss/on", None),
+            ("UDP loss, UDP on", Unit::Ratio, "udp_loss/on", None),
             ("Time to yield", Unit::S, "time_to_yield", Some("3")),
         ],
     )
@@ -413,11 +422,11 @@ pub(super) fn datapath() -> ScenarioReport {
         ],
     );
     rep.table.columns = vec!["slipstream".into(), "no-control".into()];
-    let refs: Vec<&RunResult> = rep.runs.iter().collect();
-    let mut t = Table::new(rep.table.columns.clone());
-    t.add_metric_row("Added latency, p99", Unit::Us, &refs, "latency_p99", None, None);
-    t.add_metric_row("Packets per second", Unit::Count, &refs, "max_pps", None, None);
-    rep.table = t;
+    let rows = [
+        RowSpec::new("Added latency, p99", Unit::Us, "latency_p99"),
+        RowSpec::new("Packets per second", Unit::Count, "max_pps"),
+    ];
+    rep.table = Table::of(rep.table.columns.clone(), &rep.runs, rows);
     rep
 }
 

@@ -8,7 +8,7 @@ use serde_json::json;
 use super::plot::tests::{assert_svg, svg_texts};
 use super::*;
 use crate::report::summary;
-use crate::result::{Metric, Paper, RunResult, Table, Unit};
+use crate::result::{Metric, Paper, RowSpec, RunResult, Table, Unit};
 
 mod fixtures;
 use fixtures::*;
@@ -171,7 +171,7 @@ fn markdown_table_with_repeats_and_paper() {
     );
     assert!(md.contains("## Not reached / differs from paper"), "{md}");
     let u = scenario_markdown(&Summary::of(&udp_square(), &[], ""));
-    assert!(u.contains("| UDP loss, UDP on | % | 22.0 | 3.0 | 5.0 | – | – |"), "{u}");
+    assert!(u.contains("| UDP loss, UDP on | ratio | 0.220 | 0.030 | 0.050 | – | – |"), "{u}");
     assert!(u.contains("- htb-90: iperf3 UDP server failed to start"), "{u}");
 }
 
@@ -195,7 +195,7 @@ fn min_max_per_subcase() {
     let mut table = Table::new(vec!["slipstream".into()]);
     for n in [2, 4] {
         let refs: Vec<&RunResult> = runs.iter().filter(|r| r.params.extra["flows"] == json!(n)).collect();
-        table.add_metric_row(&format!("N = {n}: Jain's index"), Unit::Ratio, &refs, "jain_index", None, None);
+        table.add_rows(&refs, [RowSpec::new(format!("N = {n}: Jain's index"), Unit::Ratio, "jain_index")]);
     }
     let rep = ScenarioReport { scenario: "fairness".into(), runs, table, ..Default::default() };
     let md = markdown::table(&Summary::of(&rep, &[], ""));

@@ -1,23 +1,11 @@
 //! The whole machine's CPU time from `/proc/stat`: the datapath scenario's machine figures.
 
-fn clock_ticks() -> f64 {
-    // SAFETY: sysconf has no preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as f64
-    } else {
-        100.0
-    }
-}
-
 /// The machine-wide CPU counters of `/proc/stat`'s `cpu` line, in seconds (all cores summed).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct MachineCpu {
     pub user: f64,
     pub system: f64,
-    pub irq: f64,
     pub softirq: f64,
-    pub idle: f64,
     /// Everything but idle and iowait.
     pub busy: f64,
 }
@@ -25,7 +13,8 @@ pub struct MachineCpu {
 impl MachineCpu {
     /// Reads `/proc/stat`.
     pub fn read() -> Option<MachineCpu> {
-        parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?, clock_ticks())
+        let hz = slipstream_testbed::daemon::clock_ticks().ok()?;
+        parse_machine_cpu(&std::fs::read_to_string("/proc/stat").ok()?, hz)
     }
 
     /// `self - earlier`, field by field.
@@ -33,9 +22,7 @@ impl MachineCpu {
         MachineCpu {
             user: self.user - earlier.user,
             system: self.system - earlier.system,
-            irq: self.irq - earlier.irq,
             softirq: self.softirq - earlier.softirq,
-            idle: self.idle - earlier.idle,
             busy: self.busy - earlier.busy,
         }
     }
@@ -52,14 +39,11 @@ pub fn parse_machine_cpu(text: &str, hz: f64) -> Option<MachineCpu> {
         .ok()?;
     // user nice system idle iowait irq softirq steal [guest guest_nice] (guest is in user).
     let g = |i: usize| v.get(i).copied().unwrap_or(0.0);
-    let (user, nice, system, idle, iowait, irq, softirq, steal) =
-        (g(0), g(1), g(2), g(3), g(4), g(5), g(6), g(7));
+    let (user, nice, system, irq, softirq, steal) = (g(0), g(1), g(2), g(5), g(6), g(7));
     Some(MachineCpu {
         user: user + nice,
         system,
-        irq,
         softirq,
-        idle: idle + iowait,
         busy: user + nice + system + irq + softirq + steal,
     })
 }

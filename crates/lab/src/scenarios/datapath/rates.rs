@@ -38,7 +38,7 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
         let mut points = Vec::new();
         let mut metrics = Vec::new();
         for &rate in rates {
-            let secs = env.throughput_s.ceil() as u32;
+            let secs = env.measure_s.ceil() as u32;
             let limit = format!("{rate}M");
             let args: Vec<&str> = if rate > 0.0 { vec!["-b", &limit] } else { Vec::new() };
             let c0 = process_cpu_seconds(pid)?;
@@ -59,15 +59,10 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
         }
         teardown_mode(env, active, notes)?;
         points.sort_by(|a, b| a.0.total_cmp(&b.0));
-        let mut series = Series::new(
-            "daemon_cpu_per_gbit",
-            Unit::S,
-            "load",
-            Role::Background,
-            "/proc/<pid>/stat utime+stime",
-        )
-        .with_points(points);
-        series.x = Some(X_MEANING.into());
+        let source = "/proc/<pid>/stat utime+stime";
+        let series = Series::new("daemon_cpu_per_gbit", Unit::S, "load", Role::Background, source)
+            .over(X_MEANING)
+            .with_points(points);
         let mut run = RunResult {
             scenario: NAME.into(),
             alternative: curve_label(mode).into(),
@@ -77,7 +72,7 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
             ..Default::default()
         };
         // One download per rate, back to back.
-        run.params.duration_s = env.throughput_s.ceil() * rates.len() as f64;
+        run.params.duration_s = env.measure_s.ceil() * rates.len() as f64;
         run.params.cc = env.opts.cc.clone();
         out.push(run);
     }

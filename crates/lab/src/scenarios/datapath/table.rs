@@ -1,11 +1,9 @@
 //! The datapath scenario's summary table: one row per metric, one column per mode.
 
 use super::US;
-use crate::result::{RunResult, Table, Unit};
+use crate::result::{RowSpec, RunResult, Table, Unit};
 
 pub(super) fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
-    let refs: Vec<&RunResult> = runs.iter().collect();
-    let mut t = Table::new(columns);
     let rows: [(&str, Unit, &str, &str); 13] = [
         ("Packets/s through the router (MSS 536, unlimited)", Unit::PacketsPerS, "pps", "throughput"),
         ("Packets/s relative to kernel forwarding (same round)", Unit::Ratio, "pps_ratio", "throughput"),
@@ -26,8 +24,9 @@ pub(super) fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         ("Probe RTT median added vs kernel (2 queued packets)", US, "probe_rtt_added_p50", "latency"),
         ("Load goodput during the probe", Unit::Mbps, "loaded_goodput", "latency"),
     ];
-    for (label, unit, name, period) in rows {
-        t.add_metric_row(label, unit, &refs, name, Some(period), None);
-    }
-    t
+    Table::of(
+        columns,
+        runs,
+        rows.map(|(label, unit, name, period)| RowSpec::new(label, unit, name).period(period)),
+    )
 }
