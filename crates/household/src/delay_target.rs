@@ -15,7 +15,8 @@
 //!   any rate and RTT, and beside best effort it yields the queue's bytes, not the background's
 //!   small share of them. Well below the target (under a quarter of it for two rounds) the
 //!   budget may grow geometrically, `max_growth` per round (LEDBAT++'s slow start with a delay
-//!   exit), but not past the budget before the background's own last overshoot (TCP's ssthresh). A freed link is taken back quickly: after a long yield (five rounds above the
+//!   exit), but not past the budget before the background's own last overshoot (TCP's
+//!   ssthresh). A freed link is taken back quickly: after a long yield (five rounds above the
 //!   target) the first round with an empty queue restarts the budget at half of the operating
 //!   point before the yield (CUBIC's W_max) and the second at all of it; after a shorter yield
 //!   that began with a best-effort SYN (see `early_yield`), the second round with an empty queue
@@ -146,8 +147,8 @@ pub struct DelayTarget {
     busy_at: Option<Instant>,
     /// The background's own overshoot: the smallest budget in force in the round the queue last
     /// rose above the target while the background delivered the link's rate, and in the two
-    /// rounds before it (the queue shows about two rounds after the budget that built it), and when
-    /// (see [`DelayTarget::probe`]).
+    /// rounds before it (the queue shows about two rounds after the budget that built it); and
+    /// when (see [`DelayTarget::probe`]).
     overshoot: Option<(u64, Instant)>,
     /// The budgets in force in the two rounds before this one (`u64::MAX` before there were any).
     earlier_budgets: [u64; 2],
@@ -245,8 +246,8 @@ impl DelayTarget {
     /// A budget at or above the operating point grows by the proportional step alone.
     ///
     /// Nor past the last budget before the background alone last built a queue above the
-    /// target, for [`link_rate::WINDOW`] after it (TCP's slow-start threshold
-    /// after a loss, RFC 5681 Sec. 3.1): above it, the proportional step. With dozens of flows
+    /// target, for [`link_rate::WINDOW`] after it (TCP's slow-start threshold after a loss,
+    /// RFC 5681 Sec. 3.1): above it, the proportional step. With dozens of flows
     /// taking turns the operating point is not `C * (base RTT + TARGET)` (turns, delayed ACKs of
     /// two-segment windows and window updates make the flows' RTT longer), and each 1.5x probe
     /// from just below it gave turns to all flows at once: the queue went from empty to a full
