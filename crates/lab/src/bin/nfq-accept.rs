@@ -1,19 +1,12 @@
 //! `nfq-accept`: the lab's baseline for the cost of NFQUEUE itself. It sets up exactly what
-//! `slipstreamd` sets up for a config — the same two queues (ACK queue with full copies, data
-//! queue with header-only copies, fail-open, same lengths) and the same firewall rules
-//! (`slipstream_firewall`, same backend choice) — and then accepts every queued packet unchanged,
-//! with no parsing, no flow table and no controller. The `datapath` scenario compares plain
-//! forwarding, this and `slipstreamd`; the difference between this and `slipstreamd` is what the
-//! engine and the daemon's bookkeeping cost, the difference between this and plain forwarding is
-//! what queueing every packet to user space costs.
+//! `slipstreamd` sets up for a config (the same two queues, the same firewall rules from
+//! `slipstream_firewall`) and then accepts every queued packet unchanged, with no parsing, no
+//! flow table and no controller: the `datapath` scenario's step between plain forwarding
+//! (what queueing to user space costs) and `slipstreamd` (what the engine costs).
 //!
-//! ```sh
-//! nfq-accept --config lab.toml     # prints "ready" when bound and the rules are in place;
-//!                                  # SIGTERM/SIGINT: removes the rules, prints a summary line
-//! ```
-//!
-//! At exit it prints one JSON line to stdout: packets accepted and its own CPU time
-//! (`getrusage`), e.g. `{"packets":123456,"user_s":0.4,"system_s":2.1}`.
+//! `nfq-accept --config lab.toml` prints `ready` once the queues are bound and the rules in
+//! place; on SIGTERM/SIGINT it removes the rules and prints `{"packets":N}`, the packets it
+//! accepted (the scenario measures its CPU time from `/proc`).
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -33,16 +26,6 @@ struct Cli {
     /// A slipstreamd config (TOML or UCI): its queues and rules are used.
     #[arg(long)]
     config: PathBuf,
-}
-
-fn cpu_seconds() -> (f64, f64) {
-    // SAFETY: getrusage fills the struct we pass.
-    let mut u: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut u) } != 0 {
-        return (f64::NAN, f64::NAN);
-    }
-    let s = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
-    (s(u.ru_utime), s(u.ru_stime))
 }
 
 fn main() -> Result<()> {
@@ -71,8 +54,7 @@ fn main() -> Result<()> {
         Ok(())
     })();
     let removed = firewall.remove();
-    let (user_s, system_s) = cpu_seconds();
-    println!("{}", serde_json::json!({ "packets": packets, "user_s": user_s, "system_s": system_s }));
+    println!("{}", serde_json::json!({ "packets": packets }));
     result?;
     removed.context("removing firewall rules")?;
     Ok(())

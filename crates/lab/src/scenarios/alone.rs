@@ -1,14 +1,6 @@
-//! `alone`: one background download on an idle link (Vulture Sec. 0.4.4, Fig. 17).
-//!
-//! Default 90 s (the paper's LBE period; `--scale` shortens it). Metrics, from the receiver's
-//! 100 ms goodput series of the background flow, normalised to the maximum TCP goodput of the
-//! link ([`analysis::max_goodput_mbit`], 9.56 Mbit/s at 10 Mbit/s; the paper's path gave 9.41):
-//! * `utilization` over the whole run (paper: 8.76/9.41 = 0.93 for the whole LBE period);
-//! * `utilization` in period `stable` = the second half of the run (paper: 0.99 "after the flow
-//!   stabilizes", which its Fig. 17 shows after ~20 s of 90);
-//! * `time_to_90pct`: seconds from the flow's start until its 1 s moving average first reaches
-//!   90% of the maximum goodput (paper: "regains its goodput after about 20 seconds").
-//! * `be_rtt` (ping beside the flow, mean, stable period): the queueing delay it causes.
+//! `alone`: one background download on an idle link (Vulture Sec. 0.4.4, Fig. 17): utilization
+//! over the run and its stable second half, time to 90% of the link, ping beside it. Definitions
+//! and the paper's values: docs/lab/about.md, "What each scenario measures".
 
 use anyhow::Result;
 

@@ -1,15 +1,7 @@
-//! `cbr`: a 6 Mbit/s best-effort download (iperf3 TCP `-b 6M`) and 6 Mbit/s of reverse traffic
-//! (an upload, loading the ACK path) for the whole run; a background download joins for the
-//! middle third (Vulture Sec. 0.4.3, Figs. 15-16; the paper ran 45/90/45 s, we run 30/30/30 s
-//! by default, `--scale` shortens).
-//!
-//! Periods `before`, `bg-active`, `after` (thirds; the first 2 s of the run are skipped). Metrics:
-//! * `be_goodput` per period (paper: 5.97 / 5.98 / 5.97 Mbit/s);
-//! * `be_rtt` per period: ping RTT on the best-effort path (paper, BE flow RTT: 104 / 146 /
-//!   104 ms); `be_srtt`: the best-effort sender's smoothed RTT from `ss` (closer to the paper's
-//!   measure);
-//! * `bg_goodput` (bg-active) and `spare_use` = bg goodput / (max goodput − BE goodput), the share
-//!   of the capacity BE leaves that background uses (paper: 2.84 / (9.41 − 5.98) = 0.83).
+//! `cbr`: a 6 Mbit/s best-effort download and a 6 Mbit/s reverse upload throughout, a background
+//! download joining for the middle third (Vulture Sec. 0.4.3, Figs. 15-16): BE goodput and RTT
+//! per third, and how much of the capacity BE leaves background uses. Definitions and the
+//! paper's values: docs/lab/about.md, "What each scenario measures".
 
 use anyhow::Result;
 
@@ -70,32 +62,28 @@ pub fn measured_periods(r: &RunResult, third: f64) -> [(&'static str, f64, f64);
 /// Adds the scenario's metrics.
 pub fn with_metrics(mut r: RunResult, third: f64) -> RunResult {
     let max = max_goodput_mbit(r.params.rate_mbit);
-    let mut m = Vec::new();
-    let mut be_active = None;
     let periods = measured_periods(&r, third);
-    for (p, a, b) in periods {
-        if let Some(v) = r.series("goodput", "be").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("be_goodput", Unit::Mbps, v).period(p).flow("be"));
-            if p == "bg-active" {
-                be_active = Some(v);
+    let mean = |series, flow, (_, a, b): (&str, f64, f64)| r.series(series, flow)?.mean_between(a, b);
+    // Per period: (metric, series, flow; "ping" is no flow of the run's).
+    let per_period = [
+        ("be_goodput", Unit::Mbps, "goodput", "be"),
+        ("be_rtt", Unit::Ms, "rtt", "ping"),
+        ("be_srtt", Unit::Ms, "ss_rtt", "be"),
+        ("rev_goodput", Unit::Mbps, "goodput", "rev"),
+    ];
+    let mut m = Vec::new();
+    for p in periods {
+        for (name, unit, series, flow) in per_period {
+            if let Some(v) = mean(series, flow, p) {
+                let metric = Metric::new(name, unit, v).period(p.0);
+                m.push(if flow == "ping" { metric } else { metric.flow(flow) });
             }
         }
-        if let Some(v) = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("be_rtt", Unit::Ms, v).period(p));
-        }
-        if let Some(v) = r.series("ss_rtt", "be").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("be_srtt", Unit::Ms, v).period(p).flow("be"));
-        }
-        if let Some(v) = r.series("goodput", "rev").and_then(|s| s.mean_between(a, b)) {
-            m.push(Metric::new("rev_goodput", Unit::Mbps, v).period(p).flow("rev"));
-        }
     }
-    let (_, a, b) = periods[1];
-    if let Some(bg) = r.series("goodput", "bg").and_then(|s| s.mean_between(a, b)) {
+    if let Some(bg) = mean("goodput", "bg", periods[1]) {
         m.push(Metric::new("bg_goodput", Unit::Mbps, bg).period("bg-active").flow("bg"));
-        if let Some(be) = be_active {
-            let spare = (max - be).max(1e-9);
-            m.push(Metric::new("spare_use", Unit::Ratio, bg / spare).period("bg-active"));
+        if let Some(be) = mean("goodput", "be", periods[1]) {
+            m.push(Metric::new("spare_use", Unit::Ratio, bg / (max - be).max(1e-9)).period("bg-active"));
         }
     }
     r.metrics.extend(m);

@@ -1,17 +1,7 @@
-//! `cwnd`: the daemon's cwnd estimate against the sender's real cwnd (Vulture Sec. 0.4.2,
-//! Figs. 11-12; Fig. 13, the rwnd set to the estimate at a BE → LBE switch, is not reproduced), for cubic and reno.
-//!
-//! One background download alone for 60 s (`--scale` shortens) per congestion control (cases
-//! `cubic`, `reno`). The real cwnd is
-//! `cwnd × mss` from `ss -tin` on the server every 100 ms; the estimate is
-//! `slipstream_flow_cwnd_estimate_bytes` scraped about every 100 ms; each estimate is paired with the
-//! ss sample nearest in time (within 100 ms). Metrics: `cwnd_mare` (mean |est − real| / real),
-//! `cwnd_bias` (mean (est − real) / real; negative = underestimate, which the paper expects since
-//! lost bytes are not counted), `cwnd_corr` (Pearson correlation), and the same for the forwarded
-//! `rwnd` against the real cwnd (`rwnd_corr`), and the estimate against the bytes in flight
-//! (`inflight_mare`, `inflight_corr`: `unacked × mss` from ss; a rwnd-limited Linux sender's
-//! cwnd can sit well above what it is allowed to send, which is what the estimate sees). Only alternatives that run the daemon have an
-//! estimate; the others are skipped.
+//! `cwnd`: the daemon's cwnd estimate against the sender's real cwnd from `ss` (Vulture Sec.
+//! 0.4.2, Figs. 11-12), one background download alone per congestion control (cubic, reno); only
+//! alternatives that run the daemon have an estimate. Definitions: docs/lab/about.md, "What each
+//! scenario measures".
 
 use anyhow::{bail, Result};
 
@@ -81,41 +71,30 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 
 /// Adds the error/correlation metrics.
 pub fn with_metrics(mut r: RunResult) -> RunResult {
-    let real = r.series("cwnd", "bg").map(|s| s.points.clone()).unwrap_or_default();
+    let points = |name| r.series(name, "bg").map(|s| s.points.clone()).unwrap_or_default();
+    let (real, est, flight, rwnd) =
+        (points("cwnd"), points("cwnd_estimate"), points("inflight"), points("rwnd"));
+    let goodput = analysis::mean(points("goodput").iter().map(|p| p.1));
     let mut m = Vec::new();
-    if let Some(est) = r.series("cwnd_estimate", "bg") {
-        let pairs = analysis::pair_series(&est.points, &real, 0.1);
-        if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
-            m.push(Metric::new("cwnd_mare", Unit::Ratio, v).flow("bg"));
-        }
-        if let Some(v) = analysis::mean_rel_bias(&pairs) {
-            m.push(Metric::new("cwnd_bias", Unit::Ratio, v).flow("bg"));
-        }
-        if let Some(v) = analysis::pearson(&pairs) {
-            m.push(Metric::new("cwnd_corr", Unit::Ratio, v).flow("bg"));
-        }
-        m.push(Metric::new("cwnd_pairs", Unit::Count, pairs.len() as f64).flow("bg"));
-        // Against the bytes in flight (a clamped sender's cwnd can exceed what it may send).
-        let flight = r.series("inflight", "bg").map(|s| s.points.clone()).unwrap_or_default();
-        let pairs = analysis::pair_series(&est.points, &flight, 0.1);
-        if let Some(v) = analysis::mean_abs_rel_error(&pairs) {
-            m.push(Metric::new("inflight_mare", Unit::Ratio, v).flow("bg"));
-        }
-        if let Some(v) = analysis::pearson(&pairs) {
-            m.push(Metric::new("inflight_corr", Unit::Ratio, v).flow("bg"));
-        }
-    } else {
+    let mut push =
+        |name: &str, unit, v: Option<f64>| m.extend(v.map(|v| Metric::new(name, unit, v).flow("bg")));
+    if est.is_empty() {
         r.notes.push("no cwnd estimate samples".into());
+    } else {
+        let pairs = analysis::pair_series(&est, &real, 0.1);
+        push("cwnd_mare", Unit::Ratio, analysis::mean_abs_rel_error(&pairs));
+        push("cwnd_bias", Unit::Ratio, analysis::mean_rel_bias(&pairs));
+        push("cwnd_corr", Unit::Ratio, analysis::pearson(&pairs));
+        push("cwnd_pairs", Unit::Count, Some(pairs.len() as f64));
+        // Against the bytes in flight (a clamped sender's cwnd can exceed what it may send).
+        let pairs = analysis::pair_series(&est, &flight, 0.1);
+        push("inflight_mare", Unit::Ratio, analysis::mean_abs_rel_error(&pairs));
+        push("inflight_corr", Unit::Ratio, analysis::pearson(&pairs));
     }
-    if let Some(rw) = r.series("rwnd", "bg") {
-        let pairs = analysis::pair_series(&rw.points, &real, 0.1);
-        if let Some(v) = analysis::pearson(&pairs) {
-            m.push(Metric::new("rwnd_corr", Unit::Ratio, v).flow("bg"));
-        }
+    if !rwnd.is_empty() {
+        push("rwnd_corr", Unit::Ratio, analysis::pearson(&analysis::pair_series(&rwnd, &real, 0.1)));
     }
-    if let Some(g) = r.series("goodput", "bg").and_then(|s| analysis::mean(s.points.iter().map(|p| p.1))) {
-        m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
-    }
+    push("bg_goodput", Unit::Mbps, goodput);
     r.metrics.extend(m);
     r
 }

@@ -1,50 +1,10 @@
-//! `datapath`: what queueing packets to user space costs on the router, side by side:
-//!
-//! 1. `kernel`: plain kernel forwarding (no rules, no daemon);
-//! 2. `nfq-accept`: the same queues and firewall rules as `slipstreamd` for the same config
-//!    (`src/bin/nfq-accept.rs`), every packet accepted unchanged with no processing;
-//! 3. `slipstreamd`: the daemon, Vulture (Slipstream's variant), rule on the test ports.
-//! 4. `slipstreamd-ebpf`: the same daemon and config with `datapath.engine = "ebpf"`: tc
-//!    programs on the router's LAN interface report packets and lower windows in the kernel,
-//!    NFQUEUE carries only handshakes (issue 11).
-//!
-//! Topology: the testbed with **no bottleneck and no delay element** (its tbf shapers are
-//! removed after the build, so veth forwarding is all that is left; the delay element would
-//! itself be a user-space NFQUEUE hop). Load: an iperf3 download on port 6881 (background, so
-//! both queued directions go through the daemon's ACK/data split) with `-M 536`, i.e. many
-//! small packets.
-//!
-//! Per mode and round:
-//! * **throughput**: the download as fast as it goes for 10 s × scale (at least 5 s): packets per
-//!   second through the router (rx packets of `wan0` + `br-lan`, both directions), goodput;
-//! * **CPU**: the user-space process's utime + stime (`/proc/<pid>/stat`; 0 for `kernel`) per
-//!   million forwarded packets, and the whole machine's busy, system and softirq time
-//!   (`/proc/stat` deltas, both cores summed) per million packets. The machine figures include
-//!   the iperf3 sender and receiver on the same 2 cores, identical work in every mode, so their
-//!   *differences* between modes are the router path's cost;
-//! * **latency**: the download rate-limited to 20 Mbit/s (`LOAD_MBIT`) while
-//!   a TCP probe ([`crate::web::probe`]) sends a 64-byte request every 10 ms on a persistent
-//!   connection to the object server on port 6882 (also classed background, so request and answer are queued too) and times the
-//!   answer: median / p90 / p99 RTT, and the median's excess over the kernel run of the same
-//!   round (a round trip crosses the router twice: two queued packets).
-//!
-//! `--set cpu_rates=10,100,500,0` adds the daemon's CPU per Gbit/s as the download rate grows
-//! (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, in the notes
-//! and plotted from the runs `nfqueue-by-rate` / `ebpf-by-rate` (`datapath/rates.rs`).
-//!
-//! The router masquerades its WAN side by default (conntrack and NAT for every packet in every
-//! mode, as on every home router: OpenWrt's fw3/fw4 NAT and `ct state` rules). `--set nat=0`
-//! forwards without it, where the kernel mode runs no conntrack at all while the daemon's
-//! connmark rules turn conntrack on in theirs (an unfair baseline: about half of the eBPF
-//! datapath's gap to kernel forwarding in one profile).
-//!
-//! `--set base_bin=PATH` adds `slipstreamd-base` and `slipstreamd-ebpf-base`, the same modes
-//! run from an earlier `slipstreamd` build, to every round: before/after side by side.
-//!
-//! Rounds: max(2, `--repeats`), the mode order alternating (kernel, nfq-accept, slipstreamd,
-//! slipstreamd-ebpf; then reversed), so slow drifts of the machine do not favour one mode;
-//! ratios to `kernel` (and process CPU to `slipstreamd`'s) are taken within a round.
-//! `--alternatives` does not apply (the modes are fixed).
+//! `datapath`: what queueing packets to user space costs on the router: plain kernel forwarding,
+//! `nfq-accept` (Slipstream's queues and rules, every packet accepted unchanged), `slipstreamd`
+//! with NFQUEUE and with its eBPF datapath, side by side in alternating rounds on a testbed with
+//! no bottleneck and no delay element. Packets/s, CPU per million packets and a TCP probe's RTT
+//! under fixed load; `--set cpu_rates=...` adds the daemon's CPU per Gbit/s by download rate
+//! (`datapath/rates.rs`). The modes, load and measures: docs/lab/about.md, "What each
+//! scenario measures".
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -73,26 +33,18 @@ const PROBE_PORT: u16 = 6882;
 /// Rate of the download during the latency probe, Mbit/s.
 const LOAD_MBIT: f64 = 20.0;
 const MSS: &str = "536";
-/// Microseconds (probe RTTs; not in `units`, which has no sub-millisecond unit).
-const US: Unit = Unit::Us;
 
-/// The ways of forwarding.
+/// The ways of forwarding, in the order of even rounds (`kernel` first: ratios are taken to it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
     Kernel,
     NfqAccept,
     Slipstreamd,
     SlipstreamdEbpf,
-    /// `slipstreamd` / `slipstreamd-ebpf` run from `--set base_bin=` (an earlier build), in the
-    /// same rounds: before/after side by side.
-    SlipstreamdBase,
-    SlipstreamdEbpfBase,
 }
 
 impl Mode {
     pub const ALL: [Mode; 4] = [Mode::Kernel, Mode::NfqAccept, Mode::Slipstreamd, Mode::SlipstreamdEbpf];
-    /// The modes `base_bin` adds.
-    pub const BASE: [Mode; 2] = [Mode::SlipstreamdBase, Mode::SlipstreamdEbpfBase];
 
     pub fn label(self) -> &'static str {
         match self {
@@ -100,56 +52,26 @@ impl Mode {
             Mode::NfqAccept => "nfq-accept",
             Mode::Slipstreamd => "slipstreamd",
             Mode::SlipstreamdEbpf => "slipstreamd-ebpf",
-            Mode::SlipstreamdBase => "slipstreamd-base",
-            Mode::SlipstreamdEbpfBase => "slipstreamd-ebpf-base",
         }
     }
-
-    fn base(self) -> bool {
-        Mode::BASE.contains(&self)
-    }
-
-    fn ebpf(self) -> bool {
-        matches!(self, Mode::SlipstreamdEbpf | Mode::SlipstreamdEbpfBase)
-    }
-}
-
-/// The modes of a run: every one, with the base modes when `base_bin` is set (`kernel` first:
-/// ratios are taken to it).
-pub fn modes(opts: &ScenarioOptions) -> Vec<Mode> {
-    let base: &[Mode] = if opts.extra("base_bin").is_some() { &Mode::BASE } else { &[] };
-    Mode::ALL.iter().chain(base).copied().collect()
 }
 
 /// The mode order of round `round`: forward on even rounds, reversed on odd ones.
-pub fn round_order(modes: &[Mode], round: u32) -> Vec<Mode> {
-    let mut v = modes.to_vec();
+pub fn round_order(round: u32) -> Vec<Mode> {
+    let mut v = Mode::ALL.to_vec();
     if round % 2 == 1 {
         v.reverse();
     }
     v
 }
 
-/// Sum of rx packets of `ifaces` in `ip -s -j link show` output.
-pub fn rx_packets(ip_json: &str, ifaces: &[&str]) -> Result<u64> {
-    let v: serde_json::Value = serde_json::from_str(ip_json).context("ip -s -j link output")?;
-    let mut sum = 0;
-    for name in ifaces {
-        let dev = v
-            .as_array()
-            .and_then(|a| a.iter().find(|d| d.get("ifname").and_then(|n| n.as_str()) == Some(name)))
-            .with_context(|| format!("no interface {name} in ip output"))?;
-        sum += dev
-            .pointer("/stats64/rx/packets")
-            .and_then(serde_json::Value::as_u64)
-            .with_context(|| format!("no rx packets for {name}"))?;
-    }
-    Ok(sum)
-}
-
+/// Packets received by the router on its WAN and LAN sides (both directions of the download).
+/// `ip netns exec` mounts the namespace's own sysfs.
 fn router_packets(tb: &Testbed) -> Result<u64> {
-    let out = tb.run_in(Ns::Router, &["ip", "-s", "-j", "link", "show"])?;
-    rx_packets(&out, &[ROUTER_WAN_IF, ROUTER_LAN_IF])
+    let path = |dev| format!("/sys/class/net/{dev}/statistics/rx_packets");
+    let out = tb.run_in(Ns::Router, &["cat", &path(ROUTER_WAN_IF), &path(ROUTER_LAN_IF)])?;
+    let counts: Vec<u64> = out.split_whitespace().map(str::parse).collect::<Result<_, _>>()?;
+    Ok(counts.iter().sum())
 }
 
 /// A mode set up on the router.
@@ -168,8 +90,6 @@ struct Env<'a> {
     nfq_config: PathBuf,
     /// Length of each measurement (throughput and CPU; latency), s.
     measure_s: f64,
-    /// `--set base_bin=`: the earlier `slipstreamd` of the base modes.
-    base_bin: Option<PathBuf>,
 }
 
 /// Runs the scenario.
@@ -196,13 +116,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     for (ns, dev) in [(Ns::Isp, ISP_DOWN_IF), (Ns::Router, ROUTER_WAN_IF)] {
         tb.run_in(ns, &["tc", "qdisc", "del", "dev", dev, "root"]).context("removing the tbf shaper")?;
     }
-    // The router masquerades its WAN side, as every home router does, so conntrack tracks every
-    // packet in every mode, the kernel's included (`--set nat=0`: only the modes whose firewall
-    // rules use conntrack marks pay for conntrack).
-    let nat = opts.extra_or("nat", 1u8)? != 0;
-    if nat {
-        tb.masquerade().context("masquerading on the router's WAN side")?;
-    }
+    // As every home router does: conntrack and NAT on every packet, in every mode.
+    tb.masquerade().context("masquerading on the router's WAN side")?;
     tb.start_iperf_server(LOAD_PORT)?;
     let _probe_server = Server::start(&tb, Ns::Server, PROBE_PORT)?;
     let alt_env = AltEnv::new(ctx.daemon_bin.clone(), opts, work_dir.clone(), vec![LOAD_PORT, PROBE_PORT]);
@@ -211,21 +126,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         .daemon_config(&alt_env, &work_dir.join("nfq-accept.sock"))
         .expect("slipstream runs a daemon");
     std::fs::write(&nfq_config, text)?;
-    let env = Env {
-        opts,
-        tb: &tb,
-        alt_env,
-        nfq_bin,
-        nfq_config,
-        measure_s: opts.scaled(10.0, 5.0),
-        base_bin: opts.extra("base_bin").map(PathBuf::from),
-    };
-    let modes = modes(opts);
+    let env = Env { opts, tb: &tb, alt_env, nfq_bin, nfq_config, measure_s: opts.scaled(10.0, 5.0) };
     let rounds = opts.repeats.max(2);
     let runs = &mut report.runs;
     for round in 0..rounds {
         let mut this_round = Vec::new();
-        for (i, mode) in round_order(&modes, round).into_iter().enumerate() {
+        for (i, mode) in round_order(round).into_iter().enumerate() {
             ctx.check_interrupted()?;
             let r = measure(&env, mode, round, i)
                 .with_context(|| format!("round {}/{rounds}, {}", round + 1, mode.label()))?;
@@ -248,7 +154,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
         runs.extend(rates::cpu_by_rate(&env, &rates, &mut rate_notes)?);
     }
-    let columns: Vec<String> = modes.iter().map(|m| m.label().to_string()).collect();
+    let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
     report.title =
         "Router datapath cost: kernel forwarding vs NFQUEUE accept-all vs slipstreamd (NFQUEUE, eBPF)".into();
     report.table = table(columns, &report.runs);
@@ -265,19 +171,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             .into(),
         "--alternatives does not apply to this scenario.".into(),
     ];
-    if nat {
-        report.notes.push(
-            "The router masquerades its WAN side (conntrack and NAT on every packet, in every mode, \
-            kernel included; --set nat=0 turns it off)."
-                .into(),
-        );
-    }
-    if let Some(b) = &env.base_bin {
-        report.notes.push(format!(
-            "slipstreamd-base and slipstreamd-ebpf-base: the same modes run from an earlier build ({}), side by side.",
-            b.display()
-        ));
-    }
+    report.notes.push(
+        "The router masquerades its WAN side (conntrack and NAT on every packet, in every mode, kernel included)."
+            .into(),
+    );
     report.notes.extend(rate_notes);
     ctx.write_report(report)
 }
@@ -304,15 +201,12 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
             (Active::Nfq(child, out), Some(pid))
         }
         _ => {
-            // Slipstream's own config, with the eBPF datapath for the eBPF modes.
-            let alt = if mode.ebpf() { Alternative::SlipstreamEbpf } else { Alternative::Slipstream };
-            let mut alt_env = env.alt_env.clone();
-            if let (true, Some(bin)) = (mode.base(), &env.base_bin) {
-                alt_env.daemon_bin = bin.clone();
-            }
-            let a = alt.setup(env.tb, &alt_env)?;
+            // Slipstream's own config, with the eBPF datapath for the eBPF mode.
+            let ebpf = mode == Mode::SlipstreamdEbpf;
+            let alt = if ebpf { Alternative::SlipstreamEbpf } else { Alternative::Slipstream };
+            let a = alt.setup(env.tb, &env.alt_env)?;
             let daemon = a.daemon.as_ref().expect("slipstream runs a daemon");
-            if mode.ebpf() && !daemon.log().contains("eBPF datapath: tc programs on") {
+            if ebpf && !daemon.log().contains("eBPF datapath: tc programs on") {
                 bail!("slipstreamd did not start the eBPF datapath:\n{}", daemon.log());
             }
             let pid = daemon.pid();
@@ -331,7 +225,7 @@ fn teardown_mode(env: &Env, active: Active, notes: &mut Vec<String>) -> Result<(
             if !status.success() {
                 bail!("nfq-accept exited with {status}: {}", text.trim());
             }
-            notes.extend(text.lines().last().map(|l| format!("nfq-accept: {l}")));
+            notes.extend(text.lines().last().map(String::from));
         }
         Active::Daemon(a) => {
             let log = a.log_path.clone();
@@ -395,7 +289,9 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
         started_unix: t_start,
         // No bottleneck and no delay: rate, RTT and queue stay 0.
         params: RunParams { duration_s: 2.0 * env.measure_s, cc, repeat: round, extra, ..Default::default() },
-        series: vec![Series::new("probe_rtt", US, "probe", Role::Probe, "TCP probe").with_points(probe_pts)],
+        series: vec![
+            Series::new("probe_rtt", Unit::Us, "probe", Role::Probe, "TCP probe").with_points(probe_pts)
+        ],
         metrics: vec![
             Metric::new("pps", Unit::PacketsPerS, packets / dt).period("throughput"),
             Metric::new("goodput", Unit::Mbps, res.goodput_mbps).period("throughput").flow("load"),
@@ -405,9 +301,9 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
             Metric::new("machine_system_per_mpkt", Unit::S, per_m(machine.system)).period("throughput"),
             Metric::new("machine_softirq_per_mpkt", Unit::S, per_m(machine.softirq)).period("throughput"),
             Metric::new("machine_user_per_mpkt", Unit::S, per_m(machine.user)).period("throughput"),
-            Metric::new("probe_rtt_p50", US, rtt_us(0.5)).period("latency"),
-            Metric::new("probe_rtt_p90", US, rtt_us(0.9)).period("latency"),
-            Metric::new("probe_rtt_p99", US, rtt_us(0.99)).period("latency"),
+            Metric::new("probe_rtt_p50", Unit::Us, rtt_us(0.5)).period("latency"),
+            Metric::new("probe_rtt_p90", Unit::Us, rtt_us(0.9)).period("latency"),
+            Metric::new("probe_rtt_p99", Unit::Us, rtt_us(0.99)).period("latency"),
             Metric::new("loaded_goodput", Unit::Mbps, loaded.goodput_mbps).period("latency").flow("load"),
         ],
         notes,
@@ -427,7 +323,9 @@ pub fn add_ratios(round: &mut [RunResult]) {
     let cpu = ("process_cpu_per_mpkt", "throughput");
     relative(round, Mode::Slipstreamd, cpu, ("process_cpu_vs_nfqueue", Unit::Ratio), |v, base| v / base);
     relative(round, Mode::Kernel, ("pps", "throughput"), ("pps_ratio", Unit::Ratio), |v, k| v / k);
-    relative(round, Mode::Kernel, ("probe_rtt_p50", "latency"), ("probe_rtt_added_p50", US), |v, k| v - k);
+    relative(round, Mode::Kernel, ("probe_rtt_p50", "latency"), ("probe_rtt_added_p50", Unit::Us), |v, k| {
+        v - k
+    });
 }
 
 /// Adds metric `new` = `op(value, reference value)` of metric `name` in `period` to each run of

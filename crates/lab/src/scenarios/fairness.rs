@@ -1,14 +1,6 @@
-//! `fairness`: N background downloads started staggered share the idle link (Vulture Sec. 0.4.6,
-//! Table 2, Fig. 20).
-//!
-//! Cases N ∈ {2, 4, 8, 16, 64} (`--set fairness_flows=2,4` changes them). The paper starts flows
-//! 20 s apart and measures 3 min after the last start; to keep a run ≤ ~120 s we start them
-//! `min(20, 60 / (N − 1))` s apart and measure the 60 s after the last start (both × `--scale`).
-//! Flow i uses server port 6881 + i (all in the daemon's rule and HTB's background filter) and
-//! runs to LAN host 1 + (i mod H), H = min(N, `--set fairness_hosts=H`, default 4): background
-//! flows of several household hosts, each clamped on its own.
-//! Metric `jain_index` over the flows' mean goodputs in the measurement window (paper Table 2:
-//! 0.96, 0.99, 0.98, 0.99, 0.99), plus `bg_total_goodput`.
+//! `fairness`: N background downloads with staggered starts share the idle link (Vulture Sec.
+//! 0.4.6, Table 2, Fig. 20): Jain's index of their goodputs. Shortened starts and window, and the
+//! spread over LAN hosts: docs/lab/about.md, "What each scenario measures".
 
 use anyhow::Result;
 

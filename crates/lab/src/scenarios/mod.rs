@@ -107,12 +107,7 @@ pub static SCENARIOS: [Scenario; 12] = [
         &["sessions"],
         "Web browsing beside a background download (Key et al. Sec. 5.3).",
     ),
-    scenario(
-        "datapath",
-        datapath::run,
-        &["cpu_rates", "base_bin", "nat"],
-        "What forwarding through NFQUEUE costs the router.",
-    ),
+    scenario("datapath", datapath::run, &["cpu_rates"], "What forwarding through NFQUEUE costs the router."),
     scenario(
         "no-timestamps",
         no_timestamps::run,

@@ -1,18 +1,7 @@
-//! `onoff`: an on/off best-effort download beside a background download, with one reverse flow
-//! loading the ACK path (Vulture Sec. 0.4.4, Table 1, Fig. 18-19; the paper does not give its
-//! rate: 6 Mbit/s here, as in its Sec. 0.4.3).
-//!
-//! Cases T ∈ {1, 3, 5, 10, 30} s (`--set onoff_periods=1,5` changes them). Each run lasts
-//! max(60, 4T) s (`--scale` shortens, at least two cycles); the BE flow is on during
-//! `[2kT, 2kT + T)` (one iperf3 download of T s per on period, so each on period is a new
-//! connection with its own slow start: the paper's sender kept one connection) and off in
-//! between; the background flow runs throughout. The on periods measured are when each BE
-//! connection carried data (its span, which starts a few RTTs after its spawn), the off periods
-//! the gaps between them. As in the paper, per on (off) period the mean goodput of each flow is
-//! taken, then averaged over periods:
-//! * `lbe_util_off` = G_bg,off / B (B = max TCP goodput of the link) — Table 1 "LBE BW Util.";
-//! * `be_share_on` = G_be,on / (G_be,on + G_bg,on), `lbe_share_on` = G_bg,on / (…) — Table 1
-//!   "BE BW Share" / "LBE BW Share".
+//! `onoff`: an on/off best-effort download (on and off T s each) beside a background download and
+//! a 6 Mbit/s reverse upload (Vulture Sec. 0.4.4, Table 1, Figs. 18-19): background utilization
+//! while BE is off, the shares while it is on. Definitions and how this differs from the paper:
+//! docs/lab/about.md, "What each scenario measures".
 
 use anyhow::Result;
 
@@ -85,14 +74,12 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
     run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, c.duration).bitrate("6M"))?;
-    let mut k = 0.0;
-    while (2.0 * k + 1.0) * c.period <= c.duration + 1e-6 {
-        run.wait_until(2.0 * k * c.period)?;
+    for (on, off) in windows(c.period, c.duration).0 {
+        run.wait_until(on)?;
         run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, c.period))?;
-        run.wait_until((2.0 * k + 1.0) * c.period)?;
+        run.wait_until(off)?;
         // The iperf3 server serves one test at a time: let this one end before the next.
         run.wait_flow("be")?;
-        k += 1.0;
     }
     run.wait_until(c.duration)?;
     Ok(with_metrics(run.finish()?, c))

@@ -1,21 +1,7 @@
 //! What `no-timestamps`, `many-flows` and `weights` share: household control judged on one
-//! testbed per run in three phases of `phase` seconds (default 30, × `--scale`):
-//!
-//! 1. `be-alone`: one best-effort download alone (the reference);
-//! 2. `bg-alone`: the background downloads alone (several LAN hosts, several rules);
-//! 3. `together`: the best-effort download again, beside the background ones.
-//!
-//! Metrics (each period leaves out its first third, at most 10 s: slow start, the controller
-//! settling); the tables' reference column gives the household issue's targets:
-//! * `be_kept` (together): best-effort goodput beside background / alone;
-//! * `bg_fill` (bg-alone): background goodput alone, all flows / best effort alone (the idle
-//!   link background takes);
-//! * `bg_delay` (bg-alone): ping RTT beside background alone minus the idle RTT (its queue);
-//! * `jain_index` (bg-alone): Jain's index of the background flows' goodputs relative to their
-//!   host-fair share (equal per LAN host, then per flow: household control's notion of fair;
-//!   [`host_fair_jain`]; not with rules of their own, whose weights move the fair share), and
-//!   `host_ratio`: largest over smallest per-host goodput;
-//! * `bg_goodput` and `be_goodput` per period (and per background flow in bg-alone).
+//! testbed per run in three phases (best effort alone, background alone, together), each
+//! measured after its first third (slow start, the controller settling), against the household
+//! issue's targets. The metrics: docs/lab/about.md, "What each scenario measures".
 
 use anyhow::{bail, Result};
 use serde_json::json;

@@ -14,8 +14,7 @@ fn options() {
     assert_eq!(names.len(), 11);
     assert!(!names.contains(&"smoke") && lookup("smoke").is_some());
     assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods"][..]));
-    // datapath reads cpu_rates and base_bin with `extra`, nat with `extra_or`.
-    assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates", "base_bin", "nat"][..]));
+    assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates"][..]));
     assert!(lookup("nope").is_none());
     let households: Vec<&str> = SCENARIOS.iter().filter(|s| s.household).map(|s| s.name).collect();
     assert_eq!(households, ["no-timestamps", "many-flows", "weights"]);

@@ -1,6 +1,5 @@
 //! The datapath scenario's summary table: one row per metric, one column per mode.
 
-use super::US;
 use crate::result::{RowSpec, RunResult, Table, Unit};
 
 pub(super) fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
@@ -19,9 +18,9 @@ pub(super) fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         ("Machine system CPU per million packets", Unit::S, "machine_system_per_mpkt", "throughput"),
         ("Machine softirq CPU per million packets", Unit::S, "machine_softirq_per_mpkt", "throughput"),
         ("Machine user CPU per million packets", Unit::S, "machine_user_per_mpkt", "throughput"),
-        ("TCP probe RTT median under fixed load", US, "probe_rtt_p50", "latency"),
-        ("TCP probe RTT p99 under fixed load", US, "probe_rtt_p99", "latency"),
-        ("Probe RTT median added vs kernel (2 queued packets)", US, "probe_rtt_added_p50", "latency"),
+        ("TCP probe RTT median under fixed load", Unit::Us, "probe_rtt_p50", "latency"),
+        ("TCP probe RTT p99 under fixed load", Unit::Us, "probe_rtt_p99", "latency"),
+        ("Probe RTT median added vs kernel (2 queued packets)", Unit::Us, "probe_rtt_added_p50", "latency"),
         ("Load goodput during the probe", Unit::Mbps, "loaded_goodput", "latency"),
     ];
     Table::of(
