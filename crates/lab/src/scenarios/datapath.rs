@@ -135,14 +135,15 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
             ctx.check_interrupted()?;
             let r = measure(&env, mode, round, i)
                 .with_context(|| format!("round {}/{rounds}, {}", round + 1, mode.label()))?;
+            let m = |name, period| r.metric(name, Some(period)).unwrap_or(f64::NAN);
             ctx.progress.log(&format!(
                 "[{NAME}] round {}/{rounds} {}: {:.0} packets/s, CPU {:.2} s (process) / {:.2} s (machine) per Mpkt, probe RTT median {:.0} us",
                 round + 1,
                 mode.label(),
-                r.metric("pps", Some("throughput")).unwrap_or(f64::NAN),
-                r.metric("process_cpu_per_mpkt", Some("throughput")).unwrap_or(f64::NAN),
-                r.metric("machine_busy_per_mpkt", Some("throughput")).unwrap_or(f64::NAN),
-                r.metric("probe_rtt_p50", Some("latency")).unwrap_or(f64::NAN),
+                m("pps", "throughput"),
+                m("process_cpu_per_mpkt", "throughput"),
+                m("machine_busy_per_mpkt", "throughput"),
+                m("probe_rtt_p50", "latency"),
             ));
             this_round.push(r);
         }
@@ -150,9 +151,8 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         runs.extend(this_round);
     }
     let mut rate_notes = Vec::new();
-    if let Some(list) = opts.extra("cpu_rates") {
-        let rates: Vec<f64> = list.split(',').filter_map(|r| r.trim().parse().ok()).collect();
-        runs.extend(rates::cpu_by_rate(&env, &rates, &mut rate_notes)?);
+    if opts.extra("cpu_rates").is_some() {
+        runs.extend(rates::cpu_by_rate(&env, &opts.list("cpu_rates", "")?, &mut rate_notes)?);
     }
     let columns: Vec<String> = Mode::ALL.iter().map(|m| m.label().to_string()).collect();
     report.title =
@@ -170,17 +170,16 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
          (rx of wan0 + br-lan)."
             .into(),
         "--alternatives does not apply to this scenario.".into(),
-    ];
-    report.notes.push(
         "The router masquerades its WAN side (conntrack and NAT on every packet, in every mode, kernel included)."
             .into(),
-    );
+    ];
     report.notes.extend(rate_notes);
     ctx.write_report(report)
 }
 
+/// Sets `mode` up and lets it settle; returns it with its user-space process (none for `kernel`).
 fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
-    Ok(match mode {
+    let active = match mode {
         Mode::Kernel => (Active::Kernel, None),
         Mode::NfqAccept => {
             let out = env.alt_env.work_dir.join("nfq-accept.out");
@@ -209,10 +208,12 @@ fn setup_mode(env: &Env, mode: Mode) -> Result<(Active, Option<u32>)> {
             if ebpf && !daemon.log().contains("eBPF datapath: tc programs on") {
                 bail!("slipstreamd did not start the eBPF datapath:\n{}", daemon.log());
             }
-            let pid = daemon.pid();
-            (Active::Daemon(a), pid)
+            let pid = daemon.pid().context("cannot find the slipstreamd process")?;
+            (Active::Daemon(a), Some(pid))
         }
-    })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    Ok(active)
 }
 
 fn teardown_mode(env: &Env, active: Active, notes: &mut Vec<String>) -> Result<()> {
@@ -242,10 +243,6 @@ fn measure(env: &Env, mode: Mode, round: u32, position: usize) -> Result<RunResu
     let tb = env.tb;
     let mut notes = Vec::new();
     let (active, pid) = setup_mode(env, mode)?;
-    if mode != Mode::Kernel && pid.is_none() {
-        bail!("cannot find the {} process", mode.label());
-    }
-    std::thread::sleep(Duration::from_millis(500));
     let t_start = now_unix();
     let cc = env.opts.cc.clone();
 

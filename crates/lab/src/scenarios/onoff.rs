@@ -74,7 +74,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {
     run.start_flow(FlowSpec::download("bg", Role::Background, BG_PORT, c.duration))?;
     run.start_flow(FlowSpec::upload("rev", Role::Reverse, REV_PORT, c.duration).bitrate("6M"))?;
-    for (on, off) in windows(c.period, c.duration).0 {
+    for (on, off) in on_windows(c.period, c.duration) {
         run.wait_until(on)?;
         run.start_flow(FlowSpec::download("be", Role::BestEffort, BE_PORT, c.period))?;
         run.wait_until(off)?;
@@ -88,35 +88,26 @@ fn body(mut run: Run, c: &OnOffCase) -> Result<RunResult> {
 /// `[from, to)` time windows.
 pub type Windows = Vec<(f64, f64)>;
 
-/// On and off windows of a case: `(on, off)` lists of `[from, to)`.
-pub fn windows(period: f64, duration: f64) -> (Windows, Windows) {
-    let (mut on, mut off) = (Vec::new(), Vec::new());
-    let mut k = 0.0;
-    while (2.0 * k + 1.0) * period <= duration + 1e-6 {
-        on.push((2.0 * k * period, (2.0 * k + 1.0) * period));
-        if (2.0 * k + 2.0) * period <= duration + 1e-6 {
-            off.push(((2.0 * k + 1.0) * period, (2.0 * k + 2.0) * period));
-        }
-        k += 1.0;
-    }
-    (on, off)
+/// The nominal on windows of a case: `[2kT, 2kT + T)` within the run.
+pub fn on_windows(period: f64, duration: f64) -> Windows {
+    let starts = (0..).map(|k| 2.0 * f64::from(k) * period);
+    starts.take_while(|s| s + period <= duration + 1e-6).map(|s| (s, s + period)).collect()
 }
 
-/// On and off windows from the BE flow's measured spans (each on period is one iperf3
-/// connection, carrying data a few RTTs after its spawn): on = each span, off = from a span's end
-/// to the next span's start (after the last span: until one period after it would have started
-/// again, within the run). As in the paper, real on periods run a little longer and off periods
-/// a little shorter than T.
-pub fn windows_from_spans(spans: &[(f64, f64)], period: f64, duration: f64) -> (Windows, Windows) {
-    let on: Windows = spans.to_vec();
+/// The off windows between on windows: from an on window's end to the next one's start (after
+/// the last: until one period after it would have started again, within the run); a gap shorter
+/// than half a period (the run ended) is none. On the measured spans of the BE connections (each
+/// carries data a few RTTs after its spawn), on periods run a little longer and off periods a
+/// little shorter than T, as in the paper.
+pub fn off_windows(on: &[(f64, f64)], period: f64, duration: f64) -> Windows {
     let mut off = Windows::new();
-    for (i, &(start, end)) in spans.iter().enumerate() {
-        let next = spans.get(i + 1).map_or((start + 2.0 * period).min(duration), |n| n.0);
+    for (i, &(start, end)) in on.iter().enumerate() {
+        let next = on.get(i + 1).map_or((start + 2.0 * period).min(duration), |n| n.0);
         if next - end >= period / 2.0 {
             off.push((end, next));
         }
     }
-    (on, off)
+    off
 }
 
 /// Table 1's quantities from the goodput series over the given windows (per-period means,
@@ -143,12 +134,10 @@ pub fn with_metrics(mut r: RunResult, &OnOffCase { period, duration }: &OnOffCas
     let b = max_goodput_mbit(r.params.rate_mbit);
     let be = r.series("goodput", "be").map(|s| s.points.clone()).unwrap_or_default();
     let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
+    // The BE connections' measured spans; the nominal windows if none carried data.
     let spans = r.spans("be");
-    let (on, off) = if spans.is_empty() {
-        windows(period, duration)
-    } else {
-        windows_from_spans(&spans, period, duration)
-    };
+    let on = if spans.is_empty() { on_windows(period, duration) } else { spans };
+    let off = off_windows(&on, period, duration);
     if let Some((u, sb, sl)) = table1(&be, &bg, &on, &off, b) {
         r.metrics.push(Metric::new("lbe_util_off", Unit::Ratio, u).period("off"));
         r.metrics.push(Metric::new("be_share_on", Unit::Ratio, sb).period("on"));

@@ -1,9 +1,7 @@
 //! `--set cpu_rates=10,100,500,0`: the daemon's CPU per Gbit/s as the download grows, NFQUEUE
 //! and eBPF, one daemon per datapath for all rates (docs/lab/about.md, `datapath`).
 
-use std::time::Duration;
-
-use anyhow::{Context, Result};
+use anyhow::Result;
 use slipstream_testbed::daemon::process_cpu_seconds;
 
 use super::{setup_mode, teardown_mode, Env, Mode, LOAD_PORT, NAME};
@@ -11,14 +9,6 @@ use crate::result::{now_unix, Metric, Role, RunResult, Series, Unit};
 
 /// What x is in the series: the goodput reached, not the rate asked (0 asks for the maximum).
 pub const X_MEANING: &str = "download goodput, Mbit/s";
-
-/// The run label of a datapath's curve.
-fn curve_label(mode: Mode) -> &'static str {
-    match mode {
-        Mode::SlipstreamdEbpf => "ebpf-by-rate",
-        _ => "nfqueue-by-rate",
-    }
-}
 
 /// CPU seconds per Gbit moved, i.e. cores busy at 1 Gbit/s.
 pub fn cores_per_gbit(cpu_s: f64, goodput_mbps: f64, secs: f64) -> f64 {
@@ -28,10 +18,9 @@ pub fn cores_per_gbit(cpu_s: f64, goodput_mbps: f64, secs: f64) -> f64 {
 /// The daemon's CPU per Gbit/s at each download rate (Mbit/s, 0 = unlimited), NFQUEUE then eBPF.
 pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> Result<Vec<RunResult>> {
     let mut out = Vec::new();
-    for mode in [Mode::Slipstreamd, Mode::SlipstreamdEbpf] {
+    for (mode, curve) in [(Mode::Slipstreamd, "nfqueue-by-rate"), (Mode::SlipstreamdEbpf, "ebpf-by-rate")] {
         let (active, pid) = setup_mode(env, mode)?;
-        let pid = pid.with_context(|| format!("cannot find the {} process", mode.label()))?;
-        std::thread::sleep(Duration::from_millis(500));
+        let pid = pid.expect("the daemon modes have a process");
         let mut points = Vec::new();
         let mut metrics = Vec::new();
         for &rate in rates {
@@ -62,7 +51,7 @@ pub(super) fn cpu_by_rate(env: &Env, rates: &[f64], notes: &mut Vec<String>) -> 
             .with_points(points);
         let mut run = RunResult {
             scenario: NAME.into(),
-            alternative: curve_label(mode).into(),
+            alternative: curve.into(),
             started_unix: now_unix(),
             series: vec![series],
             metrics,
