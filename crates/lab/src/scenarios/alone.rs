@@ -46,30 +46,25 @@ fn body(mut run: Run, &duration: &f64) -> Result<RunResult> {
 pub fn with_metrics(mut r: RunResult, duration: f64) -> RunResult {
     let max = max_goodput_mbit(r.params.rate_mbit);
     let mut m = Vec::new();
-    let span = r.spans("bg").first().copied();
-    if let Some(s) = r.series("goodput", "bg") {
-        // The flow's data span; points sit at interval midpoints, inside it.
-        let (start, end) = span.unwrap_or_else(|| {
-            (s.points.first().map_or(0.0, |p| p.0 - 0.05), s.points.last().map_or(0.0, |p| p.0 + 0.05))
-        });
-        if let Some(g) = analysis::mean_between(&s.points, start, end) {
-            m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
-            m.push(Metric::new("utilization", Unit::Ratio, g / max));
-        }
-        let half = start + (end - start) / 2.0;
-        if let Some(g) = analysis::mean_between(&s.points, half, end) {
-            m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("stable"));
-            m.push(Metric::new("utilization", Unit::Ratio, g / max).period("stable"));
-        }
-        match analysis::time_to_reach(&s.points, start, 0.9 * max, 1.0) {
-            Some(tt) => m.push(Metric::new("time_to_90pct", Unit::S, tt)),
-            None => r.notes.push(format!("never reached 90% of {max:.2} Mbit/s within {duration:.0} s")),
-        }
-        if let Some(p) = r.series("rtt", "ping") {
-            if let Some(v) = analysis::mean_between(&p.points, half, end) {
-                m.push(Metric::new("be_rtt", Unit::Ms, v).period("stable"));
-            }
-        }
+    // The flow's data span (its goodput points sit at interval midpoints, inside it); none
+    // when it carried no data, and then no point either.
+    let (start, end) = r.spans("bg").first().copied().unwrap_or_default();
+    let half = start + (end - start) / 2.0;
+    let points = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
+    if let Some(g) = analysis::mean_between(&points, start, end) {
+        m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg"));
+        m.push(Metric::new("utilization", Unit::Ratio, g / max));
+    }
+    if let Some(g) = analysis::mean_between(&points, half, end) {
+        m.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("stable"));
+        m.push(Metric::new("utilization", Unit::Ratio, g / max).period("stable"));
+    }
+    match analysis::time_to_reach(&points, start, 0.9 * max, 1.0) {
+        Some(tt) => m.push(Metric::new("time_to_90pct", Unit::S, tt)),
+        None => r.notes.push(format!("never reached 90% of {max:.2} Mbit/s within {duration:.0} s")),
+    }
+    if let Some(v) = r.series("rtt", "ping").and_then(|p| p.mean_between(half, end)) {
+        m.push(Metric::new("be_rtt", Unit::Ms, v).period("stable"));
     }
     r.metrics.extend(m);
     r

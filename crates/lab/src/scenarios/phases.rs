@@ -133,50 +133,45 @@ fn goodput(r: &RunResult, label: &str, a: f64, b: f64) -> f64 {
     r.series("goodput", label).and_then(|s| s.mean_between(a, b)).unwrap_or(0.0)
 }
 
-/// Adds the metrics of the module docs.
+/// Adds the metrics of docs/lab/about.md.
 fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
     let mut out = Vec::new();
-    let mut be = [0.0; 3];
-    for (i, (period, a, b)) in m.periods().into_iter().enumerate() {
-        be[i] = goodput(&r, "be", a, b);
-        let bg: Vec<f64> = m.flows.iter().map(|f| goodput(&r, &f.label, a, b)).collect();
-        out.push(Metric::new("bg_goodput", Unit::Mbps, bg.iter().sum()).period(period));
+    let ping = |a, b| r.series("rtt", "ping").and_then(|s| s.mean_between(a, b));
+    let bg_of = |a, b| m.flows.iter().map(|f| goodput(&r, &f.label, a, b)).collect::<Vec<_>>();
+    let mut be = Vec::new();
+    for (period, a, b) in m.periods() {
+        be.push(goodput(&r, "be", a, b));
+        out.push(Metric::new("bg_goodput", Unit::Mbps, bg_of(a, b).iter().sum()).period(period));
         if period != "bg-alone" {
-            out.push(Metric::new("be_goodput", Unit::Mbps, be[i]).period(period).flow("be"));
+            out.push(Metric::new("be_goodput", Unit::Mbps, be[be.len() - 1]).period(period).flow("be"));
         }
-        let ping = r.series("rtt", "ping").and_then(|s| s.mean_between(a, b));
-        if let Some(v) = ping {
-            out.push(Metric::new("be_rtt", Unit::Ms, v).period(period));
-        }
-        if period != "bg-alone" {
-            continue;
-        }
-        for (f, g) in m.flows.iter().zip(&bg) {
-            out.push(Metric::new("bg_goodput", Unit::Mbps, *g).period(period).flow(&f.label));
-        }
-        if be[0] > 0.0 {
-            out.push(Metric::new("bg_fill", Unit::Ratio, bg.iter().sum::<f64>() / be[0]).period(period));
-        }
-        if let (Some(rtt), Some(base)) = (ping, r.params.measured_rtt_ms) {
-            out.push(Metric::new("bg_delay", Unit::Ms, rtt - base).period(period));
-        }
-        // Rules of their own (weights, min rates) move the fair share away from host-fair.
-        let host_fair = bg.len() > 1 && m.rules.is_empty();
-        if let Some(j) = host_fair_jain(&bg, &m.hosts()).filter(|_| host_fair) {
-            out.push(Metric::new("jain_index", Unit::Ratio, j).period(period));
-        }
-        if let Some(x) = host_ratio(&per_host_totals(&bg, &m.hosts())) {
-            out.push(Metric::new("host_ratio", Unit::Ratio, x).period(period));
-        }
+        out.extend(ping(a, b).map(|v| Metric::new("be_rtt", Unit::Ms, v).period(period)));
+    }
+    // Background alone: what each flow and host gets of the idle link, and the queue it builds.
+    let (period, a, b) = m.periods()[1];
+    let bg = bg_of(a, b);
+    for (f, g) in m.flows.iter().zip(&bg) {
+        out.push(Metric::new("bg_goodput", Unit::Mbps, *g).period(period).flow(&f.label));
     }
     if be[0] > 0.0 {
+        out.push(Metric::new("bg_fill", Unit::Ratio, bg.iter().sum::<f64>() / be[0]).period(period));
         out.push(Metric::new("be_kept", Unit::Ratio, be[2] / be[0]).period("together"));
     }
-    if let Some((a, b)) = m.ratio {
-        let (_, from, to) = m.periods()[1];
-        let (ga, gb) = (goodput(&r, a, from, to), goodput(&r, b, from, to));
-        if ga > 0.0 {
-            out.push(Metric::new("weight_ratio", Unit::Ratio, gb / ga).period("bg-alone"));
+    if let (Some(rtt), Some(base)) = (ping(a, b), r.params.measured_rtt_ms) {
+        out.push(Metric::new("bg_delay", Unit::Ms, rtt - base).period(period));
+    }
+    // Rules of their own (weights, min rates) move the fair share away from host-fair.
+    let host_fair = bg.len() > 1 && m.rules.is_empty();
+    if let Some(j) = host_fair_jain(&bg, &m.hosts()).filter(|_| host_fair) {
+        out.push(Metric::new("jain_index", Unit::Ratio, j).period(period));
+    }
+    if let Some(x) = host_ratio(&per_host_totals(&bg, &m.hosts())) {
+        out.push(Metric::new("host_ratio", Unit::Ratio, x).period(period));
+    }
+    if let Some((x, y)) = m.ratio {
+        let (gx, gy) = (goodput(&r, x, a, b), goodput(&r, y, a, b));
+        if gx > 0.0 {
+            out.push(Metric::new("weight_ratio", Unit::Ratio, gy / gx).period(period));
         }
     }
     r.metrics.extend(out);
