@@ -110,7 +110,6 @@ pub fn with_metrics(mut r: RunResult, c: &FairCase) -> RunResult {
         r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, *g).flow(&format!("bg{i}")).period("measure"));
     }
     if let Some(j) = slipstream_testbed::scenario::jain_index(&goodputs) {
-        r.metrics.push(Metric::new("jain_index", Unit::Ratio, j).period("measure"));
         r.metrics.push(Metric::new("jain_index", Unit::Ratio, j));
     }
     r.metrics.push(Metric::new("bg_total_goodput", Unit::Mbps, goodputs.iter().sum()));

@@ -22,9 +22,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         })
         .collect();
     let title = format!(
-        "many-flows: N = {list:?} background downloads of several LAN hosts beside one best-effort \
-         download ({} Mbit/s, {} ms RTT)",
-        opts.rate_mbit, opts.rtt_ms
+        "many-flows: N = {list:?} background downloads of several LAN hosts beside one best-effort download"
     );
-    run_mixes(ctx, opts, "many-flows", title, &mixes)
+    run_mixes(ctx, opts, "many-flows", &title, &mixes)
 }

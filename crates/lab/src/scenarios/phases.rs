@@ -210,12 +210,12 @@ fn add_row(
 }
 
 /// Runs every alternative on every mix (a fresh testbed each), adds the metrics and writes the
-/// report.
+/// report, titled `title` and the link's rate and RTT.
 pub fn run_mixes(
     ctx: &LabContext,
     opts: &ScenarioOptions,
     scenario: &str,
-    title: String,
+    title: &str,
     mixes: &[Mix],
 ) -> Result<ScenarioReport> {
     let mut report = ScenarioReport::starting(scenario);
@@ -231,7 +231,7 @@ pub fn run_mixes(
             table.add_rows(&refs, [RowSpec::new(label, Unit::Count, "flows_failed")]);
         }
     }
-    report.title = title;
+    report.title = format!("{title} ({} Mbit/s, {} ms RTT)", opts.rate_mbit, opts.rtt_ms);
     report.table = table;
     report.notes = vec![format!(
         "phases of {:.0} s: best effort alone, background alone, together; each measured after its \

@@ -35,10 +35,6 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     min_rate.rules = vec![rule("min-rate", BG_PORT, "min_rate", "\"2mbit\"")];
     let kept = ("BG goodput beside BE", Unit::Mbps, "bg_goodput", "together", Some(Target::at_least(2.0)));
     min_rate.rows = vec![kept];
-    let title = format!(
-        "weights: rules with weight 1 and 3, and a rule with min_rate 2mbit, beside best effort \
-         ({} Mbit/s, {} ms RTT)",
-        opts.rate_mbit, opts.rtt_ms
-    );
+    let title = "weights: rules with weight 1 and 3, and a rule with min_rate 2mbit, beside best effort";
     run_mixes(ctx, opts, "weights", title, &[weights, min_rate])
 }
