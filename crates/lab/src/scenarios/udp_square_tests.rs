@@ -25,7 +25,7 @@ fn period_sets() {
 fn usage_of_a_perfect_follower() {
     // 10 Mbit/s link, UDP 6.7 on in [0,1), off in [1,2), ... from t_udp = 5; the background
     // flow takes exactly what is left.
-    let wave = SquareWave { rate_bps: 6.7e6, period_s: 1.0, payload: udp::MAX_PAYLOAD };
+    let wave = SquareWave { rate_bps: 6.7e6, period_s: 1.0 };
     let (t_udp, d) = (5.0, 4.0);
     let udp_at = |t: f64| if wave.is_on(t - t_udp) { 6.7 } else { 0.0 };
     // Interval midpoints.
@@ -36,17 +36,19 @@ fn usage_of_a_perfect_follower() {
     let avail = available_series(&udp_wire, 10.0);
     let ceiling = analysis::max_goodput_mbit(10.0);
     let bg: Vec<(f64, f64)> = pts(0.1).iter().map(|&t| (t, ceiling * (1.0 - udp_at(t) / 10.0))).collect();
-    let u = usage(&bg, &avail, &udp_wire, &wave, t_udp, d);
-    assert!((u.normalized - 1.0).abs() < 1e-9, "{u:?}");
-    assert!((u.normalized_on - 1.0).abs() < 1e-9 && (u.normalized_off - 1.0).abs() < 1e-9);
-    assert!((u.available_mbps - ceiling * (1.0 - 6.7 / 20.0)).abs() < 1e-6, "{u:?}");
-    assert!((u.udp_on_mbps - 6.7).abs() < 1e-9);
+    let mean = |pts: &[(f64, f64)], on| wave_mean(pts, &wave, t_udp, d, on);
+    let usage = |bg: &[(f64, f64)], on| mean(bg, on) / mean(&avail, on);
+    for on in [None, Some(true), Some(false)] {
+        assert!((usage(&bg, on) - 1.0).abs() < 1e-9, "{on:?}");
+    }
+    assert!((mean(&avail, None) - ceiling * (1.0 - 6.7 / 20.0)).abs() < 1e-6);
+    assert!((mean(&udp_wire, Some(true)) - 6.7).abs() < 1e-9);
+    assert_eq!(mean(&udp_wire, Some(false)), 0.0);
+    assert!(wave_mean(&udp_wire, &wave, 100.0, d, None).is_nan(), "nothing inside the wave");
     // A flow at half of that everywhere uses half.
     let half: Vec<(f64, f64)> = bg.iter().map(|&(t, v)| (t, v / 2.0)).collect();
-    let h = usage(&half, &avail, &udp_wire, &wave, t_udp, d);
-    assert!((h.normalized - 0.5).abs() < 1e-9);
+    assert!((usage(&half, None) - 0.5).abs() < 1e-9);
     // A flow that ignores the wave and keeps 3 Mbit/s: full in on periods, less in off.
     let flat: Vec<(f64, f64)> = bg.iter().map(|&(t, _)| (t, 3.0)).collect();
-    let f = usage(&flat, &avail, &udp_wire, &wave, t_udp, d);
-    assert!(f.normalized_on > 0.9 && f.normalized_off < 0.35, "{f:?}");
+    assert!(usage(&flat, Some(true)) > 0.9 && usage(&flat, Some(false)) < 0.35);
 }

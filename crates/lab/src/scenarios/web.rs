@@ -1,29 +1,9 @@
 //! `web`: web-like best-effort traffic beside a background download (Key et al. Sec. 5.3,
-//! `../shared/papers/background-transfer-rwnd-key-2004.txt`).
-//!
-//! Key et al. measure the mean response time of web objects per object size while one bulk
-//! transfer (TCP, TCP-LP or their receive-window schemes) shares a 1.5 Mbit/s bottleneck, and
-//! normalise it by the response times with a plain TCP bulk transfer (their Fig. 8; "web-only"
-//! is a curve there). We normalise by a **web-only run** (no background flow, same seed, so the
-//! same pages in the same order): 1.0 means the background flow did not slow the web down.
-//! The no-control column is the paper's plain-TCP reference.
-//!
-//! Per run (fresh testbed, two servers and two LAN hosts): the object server ([`crate::web`])
-//! listens on port 8080 on server 2 and LAN host 2 browses it (best effort: no rule, no HTB background
-//! filter), while LAN host 1 downloads from server 1; for every alternative the background
-//! download (port 6881) starts at t = 0 and the web client starts after a warm-up
-//! (10 s × scale, at least 8 s) and fetches pages for D = 60 s × scale (at least 20 s). The web
-//! model is [`crate::web::WebModel::key2004`] (10 objects a page, 1 ms / 1 s exponential gaps,
-//! Pareto 1.2 sizes; mean 12 kB clamped at 1 MB and 4 parallel connections are our choices).
-//! Sessions: `--set sessions=N`, default max(1, round(0.4 × rate in Mbit/s)) (4 at 10 Mbit/s,
-//! roughly a quarter of the link in web load; Key et al. do not give theirs). Seed: 1 plus
-//! the repeat index.
-//!
-//! Metrics per run: mean response time overall and per size bucket (powers of two from 4 kB to
-//! 256 kB, bucket labels by lower bound), the same divided by the web-only run of the same
-//! repeat, objects fetched/failed, and the background goodput while the web client ran.
-//! Series: `web_response` (t = object start, ms), `web_rt_by_size` (**x = bucket lower bound in
-//! bytes**, not time; value = mean response ms), and the harness's goodput series.
+//! `../shared/papers/background-transfer-rwnd-key-2004.txt`): the mean response time of web
+//! objects per object size, normalised by a plain TCP bulk transfer (no-control, as Key et al.'s
+//! Fig. 8) and by a web-only run (same seed, so the same pages): 1.0 means the background flow
+//! did not slow the web down. Setup, durations, sessions and metrics:
+//! [docs/lab/about.md](../../../../docs/lab/about.md#web).
 
 use std::time::Duration;
 
@@ -32,13 +12,12 @@ use slipstream_testbed::Ns;
 
 use crate::alternatives::Alternative;
 use crate::analysis;
-use crate::harness::{run_all, FlowSpec, Run, RunSetup};
+use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
-use crate::web::{self, BucketStat, ClientConfig, ObjectRecord, WebModel};
+use crate::web::{self, ClientConfig, ObjectRecord};
 
 const NAME: &str = "web";
-use crate::harness::BG_PORT;
 const WEB_PORT: u16 = 8080;
 /// The web server is server 2 and the browsing LAN host is host 2; the background download runs
 /// between host 1 and server 1.
@@ -46,35 +25,44 @@ const WEB_HOST: u8 = 2;
 /// Column label of the baseline.
 pub const WEB_ONLY: &str = "web-only";
 
-/// Size-bucket lower bounds: 0, 4 kB, 8 kB, ..., 256 kB.
-pub fn edges() -> Vec<u64> {
-    web::log2_edges(4096, 262_144)
+/// Size-bucket lower bounds, bytes: below 4 kB, powers of two up to 256 kB, 256 kB and above.
+pub const EDGES: [u64; 8] = [0, 4 << 10, 8 << 10, 16 << 10, 32 << 10, 64 << 10, 128 << 10, 256 << 10];
+
+/// "<4k", "4-8k", "256k+": the label of bucket `i`.
+pub fn bucket_label(i: usize) -> String {
+    match (EDGES[i] / 1024, EDGES.get(i + 1).map(|e| e / 1024)) {
+        (0, Some(hi)) => format!("<{hi}k"),
+        (lo, Some(hi)) => format!("{lo}-{hi}k"),
+        (lo, None) => format!("{lo}k+"),
+    }
 }
 
-/// "4k", "256k+", "<4k": a bucket's label.
-pub fn bucket_label(b: &BucketStat) -> String {
-    if b.lo == 0 {
-        format!("<{}k", b.hi / 1024)
-    } else if b.hi == u64::MAX {
-        format!("{}k+", b.lo / 1024)
-    } else {
-        format!("{}-{}k", b.lo / 1024, b.hi / 1024)
+/// The response times (ms) of the completed objects, per size bucket.
+pub fn by_bucket(records: &[ObjectRecord]) -> Vec<Vec<f64>> {
+    let mut v = vec![Vec::new(); EDGES.len()];
+    for r in records {
+        if let Some(rt) = r.response_s {
+            v[EDGES.partition_point(|&e| e <= r.size) - 1].push(rt * 1000.0);
+        }
     }
+    v
 }
 
 /// Metrics of one run's records: the mean response time overall and per size bucket, the
 /// objects fetched and failed.
 pub fn web_metrics(records: &[ObjectRecord]) -> Vec<Metric> {
-    let ok = records.iter().filter(|r| r.ok()).count();
+    let ok: Vec<f64> = records.iter().filter_map(|r| r.response_s).collect();
+    let mean = |v: Vec<f64>| analysis::mean(v).unwrap_or(f64::NAN);
     let mut m = vec![
-        Metric::new("web_rt_mean", Unit::Ms, web::mean_response(records) * 1000.0).flow("web"),
-        Metric::new("web_objects", Unit::Count, ok as f64).flow("web"),
-        Metric::new("web_failed", Unit::Count, (records.len() - ok) as f64).flow("web"),
+        Metric::new("web_rt_mean", Unit::Ms, mean(ok.iter().map(|s| s * 1000.0).collect())).flow("web"),
+        Metric::new("web_objects", Unit::Count, ok.len() as f64).flow("web"),
+        Metric::new("web_failed", Unit::Count, (records.len() - ok.len()) as f64).flow("web"),
     ];
-    for b in web::bucket_stats(records, &edges()) {
-        let label = bucket_label(&b);
-        m.push(Metric::new(&format!("web_rt_mean_{label}"), Unit::Ms, b.mean_s * 1000.0).flow("web"));
-        m.push(Metric::new(&format!("web_count_{label}"), Unit::Count, b.count as f64).flow("web"));
+    for (i, v) in by_bucket(records).into_iter().enumerate() {
+        let label = bucket_label(i);
+        let count = v.len() as f64;
+        m.push(Metric::new(&format!("web_rt_mean_{label}"), Unit::Ms, mean(v)).flow("web"));
+        m.push(Metric::new(&format!("web_count_{label}"), Unit::Count, count).flow("web"));
     }
     m
 }
@@ -150,14 +138,9 @@ fn one_run(mut run: Run, background: bool, warm: f64, d: f64, sessions: u32) -> 
         run.wait_until(warm)?;
     }
     let t_web = run.t();
-    let cfg = ClientConfig {
-        server: (run.tb().server_addr_of(WEB_HOST, false), WEB_PORT).into(),
-        model: WebModel::key2004(),
-        seed,
-        sessions,
-        duration: Duration::from_secs_f64(d),
-        grace: Duration::from_secs(15),
-    };
+    let server_addr = (run.tb().server_addr_of(WEB_HOST, false), WEB_PORT).into();
+    let duration = Duration::from_secs_f64(d);
+    let cfg = ClientConfig { server: server_addr, seed, sessions, duration, think_mean_s: 1.0 };
     let client = web::spawn_in(run.tb(), Ns::client(WEB_HOST), move || Ok(web::run_client(&cfg)));
     run.wait_until(t_web + d)?;
     let records = web::join(client)?;
@@ -181,10 +164,8 @@ fn one_run(mut run: Run, background: bool, warm: f64, d: f64, sessions: u32) -> 
         records.iter().filter_map(|o| o.response_s.map(|rt| (t_web + o.start_s, rt * 1000.0))).collect();
     pts.sort_by(|a, b| a.0.total_cmp(&b.0));
     r.series.push(Series::new("web_response", Unit::Ms, "web", Role::BestEffort, "client").with_points(pts));
-    let by_size: Vec<(f64, f64)> = web::bucket_stats(&records, &edges())
-        .iter()
-        .filter(|b| b.count > 0)
-        .map(|b| (b.lo as f64, b.mean_s * 1000.0))
+    let by_size: Vec<(f64, f64)> = (EDGES.iter().zip(by_bucket(&records)))
+        .filter_map(|(&lo, v)| Some((lo as f64, analysis::mean(v)?)))
         .collect();
     r.series.push(
         Series::new("web_rt_by_size", Unit::Ms, "web", Role::BestEffort, "client")
@@ -236,7 +217,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         RowSpec::new("Web response time, all objects / web-only", Unit::Ratio, "web_rt_norm"),
         RowSpec::new("Web response time, mean", Unit::Ms, "web_rt_mean"),
     ];
-    let buckets: Vec<String> = web::bucket_stats(&[], &edges()).iter().map(bucket_label).collect();
+    let buckets: Vec<String> = (0..EDGES.len()).map(bucket_label).collect();
     for (what, unit, name) in [
         (" / with plain TCP bulk", Unit::Ratio, "web_rt_vs_tcp"),
         (" / web-only", Unit::Ratio, "web_rt_norm"),

@@ -3,23 +3,25 @@
 use super::*;
 
 fn rec(size: u64, rt: f64) -> ObjectRecord {
-    ObjectRecord { session: 0, page: 0, object: 0, size, start_s: 0.0, response_s: Some(rt) }
+    ObjectRecord { size, start_s: 0.0, response_s: Some(rt) }
 }
 
 #[test]
 fn labels_and_metrics() {
-    let b = web::bucket_stats(&[], &edges());
-    let labels: Vec<String> = b.iter().map(bucket_label).collect();
+    let labels: Vec<String> = (0..EDGES.len()).map(bucket_label).collect();
     assert_eq!(labels, vec!["<4k", "4-8k", "8-16k", "16-32k", "32-64k", "64-128k", "128-256k", "256k+"]);
-    let with = [rec(3000, 0.3), rec(5000, 0.4), rec(6000, 0.4)];
+    let failed = ObjectRecord { response_s: None, ..rec(9000, 9.0) };
+    let with = [rec(3000, 0.3), rec(5000, 0.4), rec(6000, 0.4), rec(4096, 0.1), rec(300_000, 1.0), failed];
     let m = web_metrics(&with);
     let get = |n: &str| m.iter().find(|x| x.name == n).map(|x| x.value);
     assert!((get("web_rt_mean_<4k").unwrap() - 300.0).abs() < 1e-9);
-    assert!((get("web_rt_mean_4-8k").unwrap() - 400.0).abs() < 1e-9);
+    assert!((get("web_rt_mean_4-8k").unwrap() - 300.0).abs() < 1e-9);
+    assert!((get("web_rt_mean_256k+").unwrap() - 1000.0).abs() < 1e-9);
     assert!(get("web_rt_mean_8-16k").unwrap().is_nan());
-    assert_eq!(get("web_count_4-8k"), Some(2.0));
-    assert_eq!(get("web_objects"), Some(3.0));
-    assert!((get("web_rt_mean").unwrap() - 1100.0 / 3.0).abs() < 1e-9);
+    assert_eq!(get("web_count_4-8k"), Some(3.0));
+    assert_eq!(get("web_count_8-16k"), Some(0.0));
+    assert_eq!((get("web_objects"), get("web_failed")), (Some(5.0), Some(1.0)));
+    assert!((get("web_rt_mean").unwrap() - 440.0).abs() < 1e-9);
     assert_eq!(sessions_default(10.0), 4);
     assert_eq!(sessions_default(1.5), 1);
 }

@@ -12,8 +12,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use super::request_line;
-
 /// Sends `count` requests for `size` bytes, `interval` apart, on one connection; returns the
 /// round-trip times in seconds.
 pub fn tcp_rtt_probe(server: SocketAddr, size: u64, count: u32, interval: Duration) -> Result<Vec<f64>> {
@@ -24,7 +22,6 @@ pub fn tcp_rtt_probe(server: SocketAddr, size: u64, count: u32, interval: Durati
         .with_context(|| format!("probe connect to {server}"))?;
     s.set_nodelay(true)?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let req = request_line(size);
     let mut buf = vec![0u8; size as usize];
     let mut rtts = Vec::with_capacity(count as usize);
     let start = Instant::now();
@@ -32,7 +29,7 @@ pub fn tcp_rtt_probe(server: SocketAddr, size: u64, count: u32, interval: Durati
         let due = start + interval * i;
         std::thread::sleep(due.saturating_duration_since(Instant::now()));
         let t0 = Instant::now();
-        s.write_all(req.as_bytes()).context("probe request")?;
+        s.write_all(&size.to_be_bytes()).context("probe request")?;
         s.read_exact(&mut buf).context("probe answer")?;
         rtts.push(t0.elapsed().as_secs_f64());
     }
