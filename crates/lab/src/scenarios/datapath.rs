@@ -161,7 +161,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     report.notes = vec![
         format!(
             "No bottleneck, no delay element; load = iperf3 download with MSS {MSS} on port {LOAD_PORT} \
-             ({0:.0} s unlimited for packets/s and CPU, {0:.0} s at {LOAD_MBIT} Mbit/s with a 64-byte TCP probe every \
+             ({0:.0} s unlimited for packets/s and CPU, {0:.0} s at {LOAD_MBIT} Mbit/s with a TCP probe for 64 bytes every \
              10 ms on port {PROBE_PORT} for latency); {rounds} rounds, mode order alternating.",
             env.measure_s
         ),
