@@ -559,3 +559,22 @@ fn cdf_xy_sum_and_available_plot_the_measured_values() {
         assert_eq!(udp.points, run.series("udp_rate", "udp").unwrap().points, "{alt}");
     }
 }
+
+/// The committed `docs/lab/README.md` is what `slipstream-lab report` rebuilds from the committed
+/// summaries `docs/lab/*/result.json` alone, byte for byte: no number on the page is hand-edited
+/// or lost when the report code changes.
+#[test]
+fn committed_page_rebuilds_from_committed_summaries() {
+    let lab = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/lab");
+    let docs = temp_dir("committed").join("docs");
+    for dir in entries(&lab).into_iter().filter(|d| d.join(RESULT_JSON).is_file()) {
+        let out = docs.join("lab").join(dir.file_name().unwrap());
+        std::fs::create_dir_all(&out).unwrap();
+        std::fs::copy(dir.join(RESULT_JSON), out.join(RESULT_JSON)).unwrap();
+    }
+    let rebuilt = std::fs::read_to_string(gather(&docs.join("no-results"), &docs).unwrap()).unwrap();
+    let committed = std::fs::read_to_string(lab.join("README.md")).unwrap();
+    assert!(rebuilt == committed, "docs/lab/README.md differs from what `slipstream-lab report` rebuilds");
+    assert_linked_svgs_exist(&committed, &lab.join(".."));
+    let _ = std::fs::remove_dir_all(docs.parent().unwrap());
+}
