@@ -1,10 +1,9 @@
 //! The figures of a scenario, built from its [`ScenarioReport`] like the Vulture paper's
 //! (Sec. 0.4, Figs. 11-20): goodput head to head with the background flow upside down, windows,
-//! PIV sums, RTT and CDFs of per-request times. The summary table itself is the page's table.
+//! PIV sums, RTT and the CDF of web response times. The summary table itself is the page's table.
 //!
-//! Series are picked by name and role (see [`crate::result`]); whatever is missing becomes a
-//! panel with a note, or no figure at all when no alternative has it. Nothing here panics on
-//! odd data.
+//! Series are picked by name and role (see [`crate::result`]); an alternative without them has
+//! no panel (the table says what it lacks), a figure without any panel is left out.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -83,22 +82,19 @@ fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
     points.iter().map(|(t, v)| (*t, v * factor)).collect()
 }
 
-/// One figure over time per sub-case in which some run has a series of `names`, one panel per
-/// alternative: `fill` draws a run's panel (phase markers are added), an alternative without a
-/// run for the case gets a note; `finish` sees the whole figure before it is rendered.
+/// One figure over time per sub-case, one panel per alternative whose run for the case has data:
+/// `fill` draws a run's panel (phase markers are added); `finish` sees the whole figure before
+/// it is rendered. A case without data has no figure.
 fn time_figures(
     report: &ScenarioReport,
     names: &[&str],
     (base, what, y_label): (&str, &str, &str),
-    mut fill: impl FnMut(&str, &RunResult, &mut Panel),
+    mut fill: impl FnMut(&RunResult, &mut Panel),
     finish: impl Fn(&mut Figure),
 ) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
     for (subcase, runs) in groups(report) {
-        if !runs.values().any(|r| names.iter().any(|n| !series_named(r, n).is_empty())) {
-            continue;
-        }
         let title = format!("{}: {what}", report.scenario);
         let (title, file) = match subcase.as_str() {
             "" => (title, format!("{base}.svg")),
@@ -106,19 +102,18 @@ fn time_figures(
         };
         let mut fig = Figure::new(&title, "time (s)");
         fig.x_range = time_range(&runs, names);
-        for alt in &alts {
+        for (alt, run) in alts.iter().filter_map(|a| Some((a, *runs.get(a)?))) {
             let mut panel = Panel::new(alt.clone(), y_label);
-            match runs.get(alt) {
-                None => panel.note = Some(format!("{alt}: no run for this case")),
-                Some(run) => {
-                    fill(alt, run, &mut panel);
-                    panel.vlines = phase_markers(run);
-                }
+            fill(run, &mut panel);
+            if panel.has_data() {
+                panel.vlines = phase_markers(run);
+                fig.panels.push(panel);
             }
-            fig.panels.push(panel);
         }
-        finish(&mut fig);
-        plots.push(Plot::figure(file, title, fig)?);
+        if !fig.panels.is_empty() {
+            finish(&mut fig);
+            plots.push(Plot::figure(file, title, fig)?);
+        }
     }
     Ok(plots)
 }
@@ -142,14 +137,13 @@ fn flow_lines(flows: &[&Series], role: &str, (first, others): (usize, usize), si
 /// 17, 18, 20).
 pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let what = ("goodput", "goodput (best effort up, background upside down)", "goodput (Mbit/s)");
-    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+    let fill = |run: &RunResult, panel: &mut Panel| {
         panel.mirrored = true;
         let mut goodput = series_named(run, "goodput");
         goodput.extend(series_named(run, "udp_rate"));
         let be: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::BestEffort).collect();
         let bg: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::Background).collect();
         if be.is_empty() && bg.is_empty() {
-            panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
             return;
         }
         panel.lines.extend(flow_lines(&be, "best effort", (BE_COLOR, 2), 1.0));
@@ -198,7 +192,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         ("cwnd_estimate", "cwnd estimate", 2, LineKind::Dashed),
         ("cwnd", "cwnd (sender)", 0, LineKind::Solid),
     ];
-    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+    let fill = |run: &RunResult, panel: &mut Panel| {
         // The background flow's windows; other flows' only if no flow is background.
         let all: Vec<&Series> =
             run.series.iter().filter(|s| wanted.iter().any(|(n, ..)| s.name == *n)).collect();
@@ -214,9 +208,6 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                     panel.lines.push(Line::new(label, &scaled(&s.points, factor), color, kind));
                 }
             }
-        }
-        if !panel.has_data() {
-            panel.note = Some(format!("{alt}: no window series (no daemon estimate, sender not sampled)"));
         }
     };
     let names = wanted.map(|w| w.0);
@@ -240,7 +231,7 @@ fn single_series_plots(
     what: (&str, &str, &str),
     prefer_role: Option<Role>,
 ) -> Result<Vec<Plot>> {
-    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+    let fill = |run: &RunResult, panel: &mut Panel| {
         let mut found = series_named(run, name);
         let preferred = |s: &&Series| match prefer_role {
             Some(role) => s.role == role,
@@ -254,83 +245,32 @@ fn single_series_plots(
             let label = format!("{} ({})", s.flow, s.role);
             panel.lines.push(Line::new(label, &scaled(&s.points, to_ms(s.unit)), color, LineKind::Solid));
         }
-        if !panel.has_data() {
-            panel.note = Some(format!("{alt}: no {name} series"));
-        }
     };
     time_figures(report, &[name], what, fill, |_| {})
 }
 
-/// Whether a series holds per-item samples whose distribution matters (web response times,
-/// flow completion times) rather than a time course.
-pub fn is_distribution(name: &str) -> bool {
-    name.contains("response") || name.starts_with("fct") || name.ends_with("_samples")
-}
-
-/// The first series of each name that `keep` selects, by name.
-fn first_of_each(report: &ScenarioReport, keep: impl Fn(&Series) -> bool) -> BTreeMap<&str, &Series> {
-    let mut out = BTreeMap::new();
-    for s in report.runs.iter().flat_map(|r| &r.series).filter(|s| keep(s)) {
-        out.entry(s.name.as_str()).or_insert(s);
-    }
-    out
-}
-
-/// CDFs of every distribution series (see [`is_distribution`]), pooled over the runs of each
-/// alternative: one line per alternative.
+/// The CDF of the web's per-object response times, pooled over the runs of each alternative: one
+/// line per alternative (the table has their means by object size).
 pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let mut plots = Vec::new();
-    for (name, first) in first_of_each(report, |s| is_distribution(&s.name)) {
-        let mut panel = Panel::new("", "fraction of samples");
-        panel.y_range = Some((0.0, 1.05));
-        panel.note = Some(format!("no {name} samples"));
-        for (i, alt) in alternatives(report).iter().enumerate() {
-            let series = report.runs_of(alt).flat_map(|r| &r.series).filter(|s| s.name == name);
-            let values: Vec<f64> = series.flat_map(|s| s.points.iter().map(|p| p.1)).collect();
-            if !values.is_empty() {
-                let label = format!("{alt} (n = {})", values.len());
-                panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
-            }
+    const NAME: &str = "web_response";
+    let all = report.runs.iter().flat_map(|r| &r.series);
+    let Some(unit) = all.clone().find(|s| s.name == NAME).map(|s| s.unit) else {
+        return Ok(Vec::new());
+    };
+    let mut panel = Panel::new("", "fraction of samples");
+    panel.y_range = Some((0.0, 1.05));
+    for (i, alt) in alternatives(report).iter().enumerate() {
+        let series = report.runs_of(alt).flat_map(|r| &r.series).filter(|s| s.name == NAME);
+        let values: Vec<f64> = series.flat_map(|s| s.points.iter().map(|p| p.1)).collect();
+        if !values.is_empty() {
+            let label = format!("{alt} (n = {})", values.len());
+            panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
         }
-        let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
-        let mut fig = Figure::new(&title, format!("{} ({})", name.replace('_', " "), first.unit));
-        fig.panels.push(panel);
-        plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
     }
-    Ok(plots)
-}
-
-/// Series whose x is not time (see [`Series::x`]), e.g. web response time by
-/// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
-/// more than two decades.
-pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let groups = groups(report);
-    let mut plots = Vec::new();
-    for (name, first) in first_of_each(report, |s| s.x.is_some()) {
-        let mut panel = Panel::new("", format!("{} ({})", name.replace('_', " "), first.unit));
-        panel.note = Some(format!("no {name} points"));
-        for (ai, alt) in alternatives(report).iter().enumerate() {
-            for (subcase, runs) in &groups {
-                let Some(run) = runs.get(alt) else { continue };
-                for s in run.series.iter().filter(|s| s.name == name) {
-                    let mut pts = s.points.clone();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    let label = if subcase.is_empty() { alt.clone() } else { format!("{alt} ({subcase})") };
-                    if panel.lines.len() < 12 {
-                        panel.lines.push(Line::new(label, &pts, alt_color(ai), LineKind::Solid));
-                    }
-                }
-            }
-        }
-        let xs = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-        let log_x = crate::analysis::min_max(xs).is_some_and(|(lo, hi)| lo > 0.0 && hi / lo > 100.0);
-        let title = format!("{}: {}", report.scenario, name.replace('_', " "));
-        let mut fig = Figure::new(&title, first.x.clone().unwrap_or_default());
-        fig.log_x = log_x;
-        fig.panels.push(panel);
-        plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);
-    }
-    Ok(plots)
+    let title = format!("{}: CDF of web response", report.scenario);
+    let mut fig = Figure::new(&title, format!("web response ({unit})"));
+    fig.panels.push(panel);
+    Ok(vec![Plot::figure("cdf-web-response.svg".into(), title, fig)?])
 }
 
 /// Every figure of a scenario, in the order the report shows them.
@@ -344,6 +284,5 @@ pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let rtt = ("rtt", "RTT seen by best effort", "RTT (ms)");
     plots.extend(single_series_plots(report, "rtt", rtt, None)?);
     plots.extend(cdf_plots(report)?);
-    plots.extend(xy_plots(report)?);
     Ok(plots)
 }

@@ -64,9 +64,6 @@ fn figure_renders_titles_legend_and_units() {
     p.hlines.push(Marker::new(-9.41, None));
     p.vlines.push(Marker::new(45.0, Some("LBE on".into())));
     fig.panels.push(p);
-    let mut empty = Panel::new("vulture", "goodput (Mbit/s)");
-    empty.note = Some("series missing".into());
-    fig.panels.push(empty);
     let svg = render_figure(&fig).unwrap();
     assert_svg(&svg);
     for needle in [
@@ -75,7 +72,6 @@ fn figure_renders_titles_legend_and_units() {
         "goodput (Mbit/s)",
         "best-effort",
         "background",
-        "series missing",
         "LBE on",
     ] {
         assert!(svg.contains(needle), "missing {needle}");
@@ -105,6 +101,4 @@ fn cdf_and_ticks() {
     assert_eq!(tick(-0.0), "0");
     assert_eq!(tick(120.0), "120");
     assert_eq!(tick(0.5), "0.5");
-    assert_eq!(tick_si(1500.0), "1.5k");
-    assert_eq!(tick_si(2e6), "2M");
 }

@@ -74,29 +74,24 @@ fn goodput_is_head_to_head_per_alternative() {
     // The reverse flow is not drawn.
     assert!(!svg_texts(&g.svg).iter().any(|t| t.contains("rev")));
     assert_texts(&plot(&plots, "rtt.svg").svg, &["RTT (ms)", "ping (probe)"]);
+    // No PIV series in no-control's run: no panel for it.
     let piv = plot(&plots, "piv.svg");
-    assert_texts(&piv.svg, &["PIV sum (ms)", "no-control: no piv_sum series"]);
+    assert_texts(&piv.svg, &["PIV sum (ms)"]);
+    assert!(piv.figure.panels.iter().all(|p| p.title != "no-control"));
 }
 
 #[test]
 fn windows_and_missing_series() {
     let plots = scenario_plots(&cwnd()).unwrap();
     let w = plot(&plots, "windows.svg");
-    assert_texts(
-        &w.svg,
-        &["window (kB)", "rwnd (advertised)", "cwnd estimate", "cwnd (sender)", "htb-90: no window series"],
-    );
+    assert_texts(&w.svg, &["window (kB)", "rwnd (advertised)", "cwnd estimate", "cwnd (sender)"]);
+    assert!(w.figure.panels.iter().all(|p| p.title != "htb-90"), "htb-90 has no window series");
     // No PIV series anywhere: no PIV plot.
     assert!(plots.iter().all(|p| p.file != "piv.svg"));
     let u = scenario_plots(&udp_square()).unwrap();
-    assert_texts(
-        &plot(&u, "goodput.svg").svg,
-        &[
-            "htb-90: no best-effort or background goodput series",
-            "available to background",
-            "best effort (udp)",
-        ],
-    );
+    let g = plot(&u, "goodput.svg");
+    assert_texts(&g.svg, &["available to background", "best effort (udp)"]);
+    assert!(g.figure.panels.iter().all(|p| p.title != "htb-90"), "htb-90 has no goodput series");
 }
 
 #[test]
@@ -126,9 +121,8 @@ fn subcases_get_one_goodput_plot_each() {
 fn web_gets_a_cdf() {
     let plots = scenario_plots(&web()).unwrap();
     let c = plot(&plots, "cdf-web-response.svg");
-    let xy = plot(&plots, "xy-web-rt-by-size.svg");
-    assert_texts(&xy.svg, &["object size bytes", "web rt by size (ms)", "1k", "1M", "htb-90"]);
-    assert!(plots.iter().all(|p| !p.file.starts_with("cdf-web-rt")));
+    // Response time by object size is in the table, not drawn.
+    assert!(plots.iter().all(|p| p.file.starts_with("cdf-web-response") || !p.file.contains("web-rt")));
     assert_texts(&c.svg, &["fraction of samples", "web response (ms)", "slipstream (n = 360)"]);
 }
 
@@ -445,7 +439,7 @@ fn goodput_plot_draws_the_measured_series() {
 }
 
 /// The window, PIV and RTT figures draw each run's own series, in kB and ms, with the phase
-/// boundaries marked; an alternative without the series gets a note instead of lines.
+/// boundaries marked; an alternative without the series has no panel.
 #[test]
 fn window_piv_and_rtt_plots_draw_the_measured_series() {
     let kb = |p: &[(f64, f64)]| p.iter().map(|(t, v)| (*t, v * 1e-3)).collect::<Vec<_>>();
@@ -455,7 +449,11 @@ fn window_piv_and_rtt_plots_draw_the_measured_series() {
     let fig = &plot(&plots, "windows.svg").figure;
     for alt in ALTS {
         let run = rep.runs.iter().find(|r| r.alternative == alt).unwrap();
-        let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
+        let Some(panel) = fig.panels.iter().find(|p| p.title == alt) else {
+            let windows = ["rwnd", "cwnd_estimate", "cwnd"];
+            assert!(windows.iter().all(|n| run.series(n, "bg").is_none()), "{alt}: windows not drawn");
+            continue;
+        };
         let line = |label: &str| panel.lines.iter().find(|l| l.label == label).map(|l| &l.points);
         for (name, label) in
             [("rwnd", "rwnd (advertised)"), ("cwnd_estimate", "cwnd estimate"), ("cwnd", "cwnd (sender)")]
@@ -463,7 +461,7 @@ fn window_piv_and_rtt_plots_draw_the_measured_series() {
             let want = run.series(name, "bg").map(|s| kb(&s.points));
             assert_eq!(line(label), want.as_ref(), "{alt}: {name}");
         }
-        assert_eq!(panel.note.is_some(), panel.lines.is_empty(), "{alt}");
+        assert!(!panel.lines.is_empty(), "{alt}: a panel only where there are windows");
         let marks: Vec<f64> = panel.vlines.iter().map(|m| m.at).collect();
         assert_eq!(marks, [45.0, 135.0], "{alt}");
     }
@@ -472,7 +470,9 @@ fn window_piv_and_rtt_plots_draw_the_measured_series() {
     let (piv, rtt) = (&plot(&plots, "piv.svg").figure, &plot(&plots, "rtt.svg").figure);
     for alt in ALTS {
         let run = rep.runs.iter().find(|r| r.alternative == alt && r.params.repeat == 0).unwrap();
-        let lines = |fig: &plot::Figure| fig.panels.iter().find(|p| p.title == alt).unwrap().lines.clone();
+        let lines = |fig: &plot::Figure| {
+            fig.panels.iter().find(|p| p.title == alt).map(|p| p.lines.clone()).unwrap_or_default()
+        };
         let rtt_lines = lines(rtt);
         assert_eq!(rtt_lines.len(), 1, "{alt}");
         assert_eq!(rtt_lines[0].points, run.series("rtt", "ping").unwrap().points, "{alt}");
@@ -483,16 +483,13 @@ fn window_piv_and_rtt_plots_draw_the_measured_series() {
     }
 }
 
-/// The CDF pools each alternative's samples, the x-y figure draws each run's points in x order
-/// on a log axis, sixteen background flows are drawn as their sum, UDP's available bandwidth
-/// upside down, and every goodput panel shares one symmetric y range.
+/// The CDF pools each alternative's samples, sixteen background flows are drawn as their sum,
+/// UDP's available bandwidth upside down, and every goodput panel shares one symmetric y range.
 #[test]
-fn cdf_xy_sum_and_available_plot_the_measured_values() {
+fn cdf_sum_and_available_plot_the_measured_values() {
     let rep = web();
     let plots = scenario_plots(&rep).unwrap();
-    let (cdf, xy) =
-        (&plot(&plots, "cdf-web-response.svg").figure, &plot(&plots, "xy-web-rt-by-size.svg").figure);
-    assert!(xy.log_x && !cdf.log_x);
+    let cdf = &plot(&plots, "cdf-web-response.svg").figure;
     for alt in ALTS {
         let run = rep.runs.iter().find(|r| r.alternative == alt).unwrap();
         let samples: Vec<f64> =
@@ -507,8 +504,6 @@ fn cdf_xy_sum_and_available_plot_the_measured_values() {
         assert_eq!(line.points[line.points.len() - 1], (sorted[sorted.len() - 1], 1.0), "{alt}");
         let half = line.points[samples.len() - 1];
         assert_eq!(half, (sorted[samples.len() / 2 - 1], 0.5), "{alt}");
-        let by_size = &xy.panels[0].lines.iter().find(|l| l.label == alt).unwrap().points;
-        assert_eq!(by_size, &run.series("web_rt_by_size", "web").unwrap().points, "{alt}");
     }
 
     let rep = fairness();
@@ -547,12 +542,13 @@ fn cdf_xy_sum_and_available_plot_the_measured_values() {
     let plots = scenario_plots(&rep).unwrap();
     let fig = &plot(&plots, "goodput.svg").figure;
     for alt in ALTS {
-        let panel = fig.panels.iter().find(|p| p.title == alt).unwrap();
+        let panel = fig.panels.iter().find(|p| p.title == alt);
         let run = rep.runs.iter().find(|r| r.alternative == alt).unwrap();
         let Some(available) = run.series("available", "link") else {
-            assert!(panel.lines.is_empty() && panel.note.is_some(), "{alt}: no data, a note");
+            assert!(panel.is_none(), "{alt}: no data, no panel");
             continue;
         };
+        let panel = panel.unwrap();
         let line = panel.lines.iter().find(|l| l.label == "available to background").unwrap();
         assert_eq!(line.points, plot::negate(&available.points), "{alt}");
         let udp = panel.lines.iter().find(|l| l.label == "best effort (udp)").unwrap();

@@ -1,8 +1,8 @@
 //! `--set cpu_rates=10,100,500,0`: the daemon's CPU per Gbit/s as the background download
 //! grows (iperf3 `-b`, 0 = as fast as it goes, full-size segments), NFQUEUE and eBPF, one
 //! daemon per datapath for all rates. The notes list each point; the runs `nfqueue-by-rate`
-//! and `ebpf-by-rate` carry them as a series over the goodput reached (x), which the report
-//! plots (`xy-daemon-cpu-per-gbit.svg`), and as metrics `process_cpu_per_gbit@<rate>`.
+//! and `ebpf-by-rate` carry them as a series over the goodput reached (x, in `result.json`; the
+//! page has the notes) and as metrics `process_cpu_per_gbit@<rate>`.
 
 use std::time::Duration;
 
