@@ -5,12 +5,13 @@
 //! Series are picked by name and role (see [`crate::result`]); an alternative without them has
 //! no panel (the table says what it lacks), a figure without any panel is left out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::Result;
 
 use super::plot::{
-    self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
+    self, alt_color, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR,
+    PAPER_COLOR,
 };
 use super::subcases::{groups, phase_markers};
 use crate::result::{Role, RunResult, ScenarioReport, Series, Unit};
@@ -34,32 +35,9 @@ impl Plot {
     }
 }
 
-/// Alternative colours: the palette without the paper's grey.
-pub fn alt_color(index: usize) -> usize {
-    const ALT: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 8, 9];
-    ALT[index % ALT.len()]
-}
-
 /// The alternatives of a report in table order, then any that only appear in runs.
 pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
     super::unique(report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)).cloned())
-}
-
-/// `0 ..` the longest run (its planned duration or its last sample).
-fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f64, f64)> {
-    let end = runs
-        .values()
-        .flat_map(|r| {
-            let last = r
-                .series
-                .iter()
-                .filter(|s| names.contains(&s.name.as_str()))
-                .filter_map(|s| s.points.last().map(|p| p.0));
-            last.chain(std::iter::once(r.params.duration_s))
-        })
-        .filter(|t| t.is_finite())
-        .fold(0.0f64, f64::max);
-    (end > 0.0).then_some((0.0, end))
 }
 
 pub(super) fn slug(s: &str) -> String {
@@ -87,7 +65,6 @@ fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
 /// it is rendered. A case without data has no figure.
 fn time_figures(
     report: &ScenarioReport,
-    names: &[&str],
     (base, what, y_label): (&str, &str, &str),
     mut fill: impl FnMut(&RunResult, &mut Panel),
     finish: impl Fn(&mut Figure),
@@ -101,7 +78,6 @@ fn time_figures(
             case => (format!("{title} ({case})"), format!("{base}-{}.svg", slug(case))),
         };
         let mut fig = Figure::new(&title, "time (s)");
-        fig.x_range = time_range(&runs, names);
         for (alt, run) in alts.iter().filter_map(|a| Some((a, *runs.get(a)?))) {
             let mut panel = Panel::new(alt.clone(), y_label);
             fill(run, &mut panel);
@@ -111,6 +87,10 @@ fn time_figures(
             }
         }
         if !fig.panels.is_empty() {
+            // From 0 to the end of the longest run: its planned duration or its last sample.
+            let ends = runs.values().map(|r| r.params.duration_s);
+            let last = fig.panels.iter().flat_map(|p| &p.lines).filter_map(|l| l.points.last());
+            fig.x_range = Some((0.0, ends.chain(last.map(|p| p.0)).fold(0.0, f64::max)));
             finish(&mut fig);
             plots.push(Plot::figure(file, title, fig)?);
         }
@@ -162,8 +142,8 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         }
         let rate = run.params.rate_mbit;
         if rate.is_finite() && rate > 0.0 {
-            panel.hlines.push(Marker::new(rate, Some(format!("link {} Mbit/s", plot::tick(rate)))));
-            panel.hlines.push(Marker::new(-rate, None));
+            let label = Some(format!("link {} Mbit/s", plot::tick(rate)));
+            panel.hlines.extend([Marker { at: rate, label }, Marker { at: -rate, label: None }]);
         }
     };
     // One symmetric y range over every panel's lines and rate markers.
@@ -181,7 +161,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
         }
     };
-    time_figures(report, &["goodput", "udp_rate"], what, fill, finish)
+    time_figures(report, what, fill, finish)
 }
 
 /// Windows over time, one panel per alternative: the advertised rwnd, the cwnd estimate (dashed)
@@ -210,8 +190,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
         }
     };
-    let names = wanted.map(|w| w.0);
-    time_figures(report, &names, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill, |_| {})
+    time_figures(report, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill, |_| {})
 }
 
 fn to_ms(unit: Unit) -> f64 {
@@ -246,7 +225,7 @@ fn single_series_plots(
             panel.lines.push(Line::new(label, &scaled(&s.points, to_ms(s.unit)), color, LineKind::Solid));
         }
     };
-    time_figures(report, &[name], what, fill, |_| {})
+    time_figures(report, what, fill, |_| {})
 }
 
 /// The CDF of the web's per-object response times, pooled over the runs of each alternative: one

@@ -190,22 +190,21 @@ pub fn differences(summary: &Summary) -> Vec<Difference> {
     out
 }
 
-/// The differences as a table, with a scenario column when `with_scenario`; empty if none.
-pub fn differences_table(diffs: &[Difference], with_scenario: bool) -> String {
+/// The differences as a table; empty if none.
+pub fn differences_table(diffs: &[Difference]) -> String {
     if diffs.is_empty() {
         return String::new();
     }
-    let skip = usize::from(!with_scenario);
-    let header = &["scenario", "metric", "alternative", "measured", "paper", "verdict"][skip..];
+    let header = ["scenario", "metric", "alternative", "measured", "paper", "verdict"];
     let rows: Vec<Vec<String>> = diffs
         .iter()
         .map(|d| {
             let measured = d.measured.map_or(MISSING.into(), |v| with_unit(v, d.unit));
-            let cells = [&d.scenario, &d.metric, &d.alternative, &measured, &d.paper].map(String::as_str);
-            cells.iter().chain([&d.verdict]).skip(skip).map(|c| c.to_string()).collect()
+            let cells = [&d.scenario, &d.metric, &d.alternative, &measured, &d.paper, d.verdict];
+            cells.map(|c| c.to_string()).to_vec()
         })
         .collect();
-    grid(header, 3 - skip..4 - skip, &rows)
+    grid(&header, 3..4, &rows)
 }
 
 /// The Markdown section of one scenario; plot links are prefixed with `link_prefix`.

@@ -10,7 +10,7 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-/// Colours for series, chosen to stay apart when printed in grey (Tableau 10).
+/// Colours for series, chosen to stay apart when printed in grey (Tableau 10, its grey last).
 pub const PALETTE: [RGBColor; 10] = [
     RGBColor(31, 119, 180),
     RGBColor(255, 127, 14),
@@ -19,9 +19,9 @@ pub const PALETTE: [RGBColor; 10] = [
     RGBColor(148, 103, 189),
     RGBColor(140, 86, 75),
     RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
     RGBColor(188, 189, 34),
     RGBColor(23, 190, 207),
+    RGBColor(127, 127, 127),
 ];
 
 /// Colour of the best-effort flow in every goodput plot.
@@ -29,7 +29,7 @@ pub const BE_COLOR: usize = 0;
 /// Colour of the background (less-than-best-effort) flow in every goodput plot.
 pub const BG_COLOR: usize = 1;
 /// Grey, used for the paper's reference values.
-pub const PAPER_COLOR: usize = 7;
+pub const PAPER_COLOR: usize = 9;
 
 const FONT: &str = "sans-serif";
 const GREY: RGBColor = RGBColor(90, 90, 90);
@@ -40,6 +40,11 @@ const WIDTH: u32 = 900;
 /// A colour from [`PALETTE`], wrapping around.
 pub fn color(index: usize) -> RGBColor {
     PALETTE[index % PALETTE.len()]
+}
+
+/// The colour of the `index`th alternative: the palette without the paper's grey.
+pub fn alt_color(index: usize) -> usize {
+    index % (PALETTE.len() - 1)
 }
 
 /// How one series is drawn.
@@ -58,7 +63,7 @@ pub enum LineKind {
 pub struct Line {
     /// Legend text.
     pub label: String,
-    /// Finite points only (see [`Line::new`]).
+    /// Finite points only ([`Line::new`] drops the others).
     pub points: Vec<(f64, f64)>,
     /// Index into [`PALETTE`].
     pub color: usize,
@@ -69,7 +74,8 @@ pub struct Line {
 impl Line {
     /// A line over the finite points of `points`.
     pub fn new(label: impl Into<String>, points: &[(f64, f64)], color: usize, kind: LineKind) -> Self {
-        Line { label: label.into(), points: finite(points), color, kind }
+        let points = points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect();
+        Line { label: label.into(), points, color, kind }
     }
 }
 
@@ -80,13 +86,6 @@ pub struct Marker {
     pub at: f64,
     /// Text written beside it.
     pub label: Option<String>,
-}
-
-impl Marker {
-    /// A marker at `at`.
-    pub fn new(at: f64, label: Option<String>) -> Self {
-        Marker { at, label }
-    }
 }
 
 /// One chart of a figure.
@@ -137,11 +136,6 @@ impl Figure {
     pub fn new(title: impl Into<String>, x_label: impl Into<String>) -> Self {
         Figure { title: title.into(), x_label: x_label.into(), panels: Vec::new(), x_range: None }
     }
-}
-
-/// The finite points of `points`, in their order.
-pub fn finite(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
-    points.iter().copied().filter(|(x, y)| x.is_finite() && y.is_finite()).collect()
 }
 
 /// Points of an empirical CDF of `values` (x = value, y = fraction ≤ x, 0..=1), as a staircase.

@@ -60,9 +60,9 @@ fn figure_renders_titles_legend_and_units() {
     p.mirrored = true;
     p.lines.push(Line::new("best-effort", &square(1.0, 6.0), BE_COLOR, LineKind::Filled));
     p.lines.push(Line::new("background", &negate(&square(8.0, 3.0)), BG_COLOR, LineKind::Filled));
-    p.hlines.push(Marker::new(9.41, Some("link 9.41".into())));
-    p.hlines.push(Marker::new(-9.41, None));
-    p.vlines.push(Marker::new(45.0, Some("LBE on".into())));
+    p.hlines.push(Marker { at: 9.41, label: Some("link 9.41".into()) });
+    p.hlines.push(Marker { at: -9.41, label: None });
+    p.vlines.push(Marker { at: 45.0, label: Some("LBE on".into()) });
     fig.panels.push(p);
     let svg = render_figure(&fig).unwrap();
     assert_svg(&svg);

@@ -76,7 +76,7 @@ pub fn phase_markers(run: &RunResult) -> Vec<Marker> {
     phases
         .iter()
         .filter(|p| start(p).is_some_and(|t| t.is_finite() && t > 0.0))
-        .map(|p| Marker::new(start(p).unwrap_or(0.0), name(p)))
+        .map(|p| Marker { at: start(p).unwrap_or(0.0), label: name(p) })
         .collect()
 }
 

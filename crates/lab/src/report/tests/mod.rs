@@ -570,7 +570,8 @@ fn committed_page_rebuilds_from_committed_summaries() {
     }
     let rebuilt = std::fs::read_to_string(gather(&docs.join("no-results"), &docs).unwrap()).unwrap();
     let committed = std::fs::read_to_string(lab.join("README.md")).unwrap();
-    assert!(rebuilt == committed, "docs/lab/README.md differs from what `slipstream-lab report` rebuilds");
+    let page = docs.join("lab/README.md");
+    assert!(rebuilt == committed, "docs/lab/README.md differs from the rebuilt {}", page.display());
     assert_linked_svgs_exist(&committed, &lab.join(".."));
     let _ = std::fs::remove_dir_all(docs.parent().unwrap());
 }
