@@ -3,13 +3,10 @@
 //! alone, so re-running one scenario never needs the others' raw results (which stay in the
 //! gitignored results directory).
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::{Deserialize, Serialize};
 
 use super::figures::{alternatives, Plot};
 use super::plot::tick;
-use super::subcases::{subcase_keys, subcase_label};
 use crate::result::{rfc3339, Row, ScenarioReport};
 
 /// At most this many notes are kept; the rest are counted in a last note.
@@ -72,14 +69,10 @@ impl Summary {
     }
 }
 
-/// Repeats per alternative (the largest count over alternatives and sub-cases).
+/// Repeats per alternative: the highest repeat index, plus one (sub-cases such as web's seed
+/// or datapath's round may follow the repeat; they do not divide it).
 pub fn repeats(report: &ScenarioReport) -> u32 {
-    let keys = subcase_keys(report);
-    let mut seen: BTreeMap<(&str, String), BTreeSet<u32>> = BTreeMap::new();
-    for r in &report.runs {
-        seen.entry((&r.alternative, subcase_label(r, &keys))).or_default().insert(r.params.repeat);
-    }
-    seen.values().map(|repeats| repeats.len() as u32).max().unwrap_or(0)
+    report.runs.iter().map(|r| r.params.repeat + 1).max().unwrap_or(0)
 }
 
 /// `2023-11-14 22:13 UTC` for a Unix time.
