@@ -61,13 +61,12 @@ fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
 }
 
 /// One figure over time per sub-case, one panel per alternative whose run for the case has data:
-/// `fill` draws a run's panel (phase markers are added); `finish` sees the whole figure before
-/// it is rendered. A case without data has no figure.
+/// `fill` draws a run's panel (phase markers are added). A case without data has no figure.
+/// Panels drawn upside down share one symmetric y range, so their flows compare at a glance.
 fn time_figures(
     report: &ScenarioReport,
     (base, what, y_label): (&str, &str, &str),
     mut fill: impl FnMut(&RunResult, &mut Panel),
-    finish: impl Fn(&mut Figure),
 ) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
@@ -91,7 +90,14 @@ fn time_figures(
             let ends = runs.values().map(|r| r.params.duration_s);
             let last = fig.panels.iter().flat_map(|p| &p.lines).filter_map(|l| l.points.last());
             fig.x_range = Some((0.0, ends.chain(last.map(|p| p.0)).fold(0.0, f64::max)));
-            finish(&mut fig);
+            let mirrored = fig.panels.iter().filter(|p| p.mirrored);
+            let ys = mirrored.flat_map(|p| {
+                p.lines.iter().flat_map(|l| &l.points).map(|p| p.1).chain(p.hlines.iter().map(|m| m.at))
+            });
+            let extent = ys.fold(0.0f64, |e, y| e.max(y.abs())) * 1.08;
+            for p in fig.panels.iter_mut().filter(|p| p.mirrored && extent > 0.0) {
+                p.y_range = Some((-extent, extent));
+            }
             plots.push(Plot::figure(file, title, fig)?);
         }
     }
@@ -146,22 +152,7 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             panel.hlines.extend([Marker { at: rate, label }, Marker { at: -rate, label: None }]);
         }
     };
-    // One symmetric y range over every panel's lines and rate markers.
-    let finish = |fig: &mut Figure| {
-        let ys = fig.panels.iter().flat_map(|p| {
-            p.lines
-                .iter()
-                .flat_map(|l| l.points.iter().map(|(_, y)| y.abs()))
-                .chain(p.hlines.iter().map(|m| m.at.abs()))
-        });
-        let extent = ys.fold(0.0f64, f64::max);
-        if extent > 0.0 {
-            for p in &mut fig.panels {
-                p.y_range = Some((-extent * 1.08, extent * 1.08));
-            }
-        }
-    };
-    time_figures(report, what, fill, finish)
+    time_figures(report, what, fill)
 }
 
 /// Windows over time, one panel per alternative: the advertised rwnd, the cwnd estimate (dashed)
@@ -190,7 +181,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
             }
         }
     };
-    time_figures(report, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill, |_| {})
+    time_figures(report, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill)
 }
 
 fn to_ms(unit: Unit) -> f64 {
@@ -201,21 +192,17 @@ fn to_ms(unit: Unit) -> f64 {
     }
 }
 
-/// Series `name` over time in ms, one panel per alternative: of `prefer_role`'s flows where a
-/// run has them (without one: of the probe and best-effort flows where it has them), at most 8
-/// per panel.
+/// Series `name` over time in ms, one panel per alternative: of the flows whose role is
+/// `preferred` where a run has them (else of all its flows), at most 8 per panel.
 fn single_series_plots(
     report: &ScenarioReport,
     name: &str,
     what: (&str, &str, &str),
-    prefer_role: Option<Role>,
+    preferred: fn(Role) -> bool,
 ) -> Result<Vec<Plot>> {
     let fill = |run: &RunResult, panel: &mut Panel| {
         let mut found = series_named(run, name);
-        let preferred = |s: &&Series| match prefer_role {
-            Some(role) => s.role == role,
-            None => s.role == Role::Probe || s.role == Role::BestEffort,
-        };
+        let preferred = |s: &&Series| preferred(s.role);
         if found.iter().any(preferred) {
             found.retain(preferred);
         }
@@ -225,15 +212,14 @@ fn single_series_plots(
             panel.lines.push(Line::new(label, &scaled(&s.points, to_ms(s.unit)), color, LineKind::Solid));
         }
     };
-    time_figures(report, what, fill, |_| {})
+    time_figures(report, what, fill)
 }
 
 /// The CDF of the web's per-object response times, pooled over the runs of each alternative: one
 /// line per alternative (the table has their means by object size).
 pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     const NAME: &str = "web_response";
-    let all = report.runs.iter().flat_map(|r| &r.series);
-    let Some(unit) = all.clone().find(|s| s.name == NAME).map(|s| s.unit) else {
+    let Some(first) = report.runs.iter().flat_map(|r| &r.series).find(|s| s.name == NAME) else {
         return Ok(Vec::new());
     };
     let mut panel = Panel::new("", "fraction of samples");
@@ -247,7 +233,7 @@ pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         }
     }
     let title = format!("{}: CDF of web response", report.scenario);
-    let mut fig = Figure::new(&title, format!("web response ({unit})"));
+    let mut fig = Figure::new(&title, format!("web response ({})", first.unit));
     fig.panels.push(panel);
     Ok(vec![Plot::figure("cdf-web-response.svg".into(), title, fig)?])
 }
@@ -258,10 +244,10 @@ pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     plots.extend(window_plots(report)?);
     // PIV sums per epoch (the daemon's), Vulture Figs. 6, 7.
     let piv = ("piv", "PIV sum per epoch", "PIV sum (ms)");
-    plots.extend(single_series_plots(report, "piv_sum", piv, Some(Role::Background))?);
+    plots.extend(single_series_plots(report, "piv_sum", piv, |r| r == Role::Background)?);
     // RTT seen by best effort (ping probe or best-effort flow), Vulture Fig. 16.
     let rtt = ("rtt", "RTT seen by best effort", "RTT (ms)");
-    plots.extend(single_series_plots(report, "rtt", rtt, None)?);
+    plots.extend(single_series_plots(report, "rtt", rtt, |r| matches!(r, Role::Probe | Role::BestEffort))?);
     plots.extend(cdf_plots(report)?);
     Ok(plots)
 }
