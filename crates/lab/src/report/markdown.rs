@@ -117,21 +117,6 @@ pub fn table(summary: &Summary) -> String {
     s
 }
 
-/// How Slipstream's figure compares with the paper's, for one row and one column.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
-    pub scenario: String,
-    pub metric: String,
-    pub unit: Unit,
-    /// The column (alternative) compared.
-    pub alternative: String,
-    /// Measured value, `None` if not measured.
-    pub measured: Option<f64>,
-    pub paper: String,
-    /// What went wrong: "not measured", "worse (lower)", "worse (higher)", "differs".
-    pub verdict: &'static str,
-}
-
 /// Whether larger is better for a row (`None`: can't tell, e.g. a share).
 pub fn higher_is_better(row: &Row) -> Option<bool> {
     let m = row.metric.to_lowercase();
@@ -146,10 +131,13 @@ pub fn higher_is_better(row: &Row) -> Option<bool> {
     None
 }
 
-/// Rows where a Slipstream column misses the paper's figure: not measured, worse than the paper
-/// beyond a tolerance (5% relative, or 0.02 for ratios), or, where the better direction is
-/// unclear, off by more than 10%.
-pub fn differences(summary: &Summary) -> Vec<Difference> {
+/// The header of [`differences`]' rows.
+const DIFFERENCES: [&str; 6] = ["scenario", "metric", "alternative", "measured", "paper", "verdict"];
+
+/// Rows (as [`DIFFERENCES`] names their cells) where a Slipstream column misses the paper's
+/// figure: not measured, worse than the paper beyond a tolerance (5% relative, or 0.02 for
+/// ratios), or, where the better direction is unclear, off by more than 10%.
+pub fn differences(summary: &Summary) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let slipstream = summary.columns.iter().enumerate().filter(|(_, c)| c.starts_with("slipstream"));
     let slipstream: Vec<(usize, &String)> = slipstream.collect();
@@ -162,49 +150,30 @@ pub fn differences(summary: &Summary) -> Vec<Difference> {
             let tol = |x: f64, rel: f64| (x.abs() * rel).max(tol_abs);
             let (lo, hi) = (t.lo, t.hi);
             let verdict = match measured {
-                None => Some("not measured"),
+                None => "not measured",
                 Some(v) => match (t.bound, higher_is_better(row)) {
-                    (Bound::AtMost, _) if v > hi + tol(hi, 0.05) => Some("worse (higher)"),
-                    (Bound::AtLeast, _) if v < lo - tol(lo, 0.05) => Some("worse (lower)"),
-                    (Bound::About, Some(true)) if v < lo - tol(lo, 0.05) => Some("worse (lower)"),
-                    (Bound::About, Some(false)) if v > hi + tol(hi, 0.05) => Some("worse (higher)"),
-                    (Bound::About, None) if v < lo - tol(lo, 0.10) || v > hi + tol(hi, 0.10) => {
-                        Some("differs")
-                    }
-                    _ => None,
+                    (Bound::AtMost, _) if v > hi + tol(hi, 0.05) => "worse (higher)",
+                    (Bound::AtLeast, _) if v < lo - tol(lo, 0.05) => "worse (lower)",
+                    (Bound::About, Some(true)) if v < lo - tol(lo, 0.05) => "worse (lower)",
+                    (Bound::About, Some(false)) if v > hi + tol(hi, 0.05) => "worse (higher)",
+                    (Bound::About, None) if v < lo - tol(lo, 0.10) || v > hi + tol(hi, 0.10) => "differs",
+                    _ => continue,
                 },
             };
-            if let Some(verdict) = verdict {
-                out.push(Difference {
-                    scenario: summary.scenario.clone(),
-                    metric: row.metric.clone(),
-                    unit: row.unit,
-                    alternative: alternative.clone(),
-                    measured,
-                    paper: paper_cell(Some(paper)),
-                    verdict,
-                });
-            }
+            let measured = measured.map_or(MISSING.into(), |v| with_unit(v, row.unit));
+            let cells = [&summary.scenario, &row.metric, alternative, &measured, &paper_cell(Some(paper))];
+            out.push(cells.into_iter().cloned().chain([verdict.to_string()]).collect());
         }
     }
     out
 }
 
-/// The differences as a table; empty if none.
-pub fn differences_table(diffs: &[Difference]) -> String {
-    if diffs.is_empty() {
+/// The [`differences`] of one or more scenarios as a table; empty if none.
+pub fn differences_table(rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
         return String::new();
     }
-    let header = ["scenario", "metric", "alternative", "measured", "paper", "verdict"];
-    let rows: Vec<Vec<String>> = diffs
-        .iter()
-        .map(|d| {
-            let measured = d.measured.map_or(MISSING.into(), |v| with_unit(v, d.unit));
-            let cells = [&d.scenario, &d.metric, &d.alternative, &measured, &d.paper, d.verdict];
-            cells.map(|c| c.to_string()).to_vec()
-        })
-        .collect();
-    grid(&header, 3..4, &rows)
+    grid(&DIFFERENCES, 3..4, rows)
 }
 
 /// The Markdown section of one scenario; plot links are prefixed with `link_prefix`.

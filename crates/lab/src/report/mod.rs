@@ -49,10 +49,8 @@ pub fn scenario_markdown(summary: &Summary) -> String {
 
 /// Writes a scenario's outputs into its run directory `dir` (created if needed): `result.json`
 /// (with `params.extra["kernel"]` filled in from the running kernel where a run lacks it),
-/// `table.md` and every plot as `<name>.svg`. Returns the paths written, `result.json` first.
-///
-/// A plot that fails to render is skipped and noted in `table.md`; `result.json` is always
-/// written first so a plotting problem can never lose the measurement.
+/// `table.md` and every plot as `<name>.svg`. Returns the paths written, `result.json` first:
+/// it is written before anything is plotted, so a plotting problem can never lose the measurement.
 pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut report = report.clone();
@@ -65,16 +63,9 @@ pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec
     }
     let (json, table) = (dir.join(RESULT_JSON), dir.join(TABLE_MD));
     write(&json, serde_json::to_string_pretty(&report)?)?;
-    let (plots, problem) = match scenario_plots(&report) {
-        Ok(p) => (p, None),
-        Err(e) => (Vec::new(), Some(format!("plots could not be rendered: {e:#}"))),
-    };
+    let plots = scenario_plots(&report).context("rendering plots")?;
     let svgs = write_plots(dir, &plots)?;
-    let mut md = scenario_markdown(&Summary::of(&report, &plots, ""));
-    if let Some(problem) = problem {
-        md.push_str(&format!("\n_{problem}_\n"));
-    }
-    write(&table, md)?;
+    write(&table, scenario_markdown(&Summary::of(&report, &plots, "")))?;
     Ok([json, table].into_iter().chain(svgs).collect())
 }
 

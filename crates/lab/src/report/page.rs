@@ -133,7 +133,7 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     }
 
     // Differences from the paper, all scenarios.
-    let differences: Vec<markdown::Difference> = summaries.iter().flat_map(markdown::differences).collect();
+    let differences: Vec<Vec<String>> = summaries.iter().flat_map(markdown::differences).collect();
     s.push_str("## Not reached / differs from paper\n\n");
     if differences.is_empty() {
         s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
