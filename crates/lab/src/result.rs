@@ -186,15 +186,8 @@ pub struct Series {
 impl Series {
     /// A new empty series.
     pub fn new(name: &str, unit: Unit, flow: &str, role: Role, source: &str) -> Series {
-        Series {
-            name: name.into(),
-            unit,
-            flow: flow.into(),
-            role,
-            source: source.into(),
-            points: Vec::new(),
-            x: None,
-        }
+        let (name, flow, source) = (name.into(), flow.into(), source.into());
+        Series { name, unit, flow, role, source, ..Series::default() }
     }
 
     /// With x meaning `what` instead of time.

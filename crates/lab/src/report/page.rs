@@ -105,13 +105,6 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     s.push_str("## Testbed\n\n");
     s.push_str(TESTBED);
     s.push_str("\n\n");
-    if !summaries.is_empty() {
-        s.push_str("Per scenario:\n\n");
-        for r in summaries {
-            s.push_str(&format!("- **{}**: {}\n", r.scenario, r.how_measured));
-        }
-        s.push('\n');
-    }
 
     // Headline tables: the scenarios that compare alternatives in one table (a column per
     // alternative); a scenario with columns of its own (datapath's modes) in a table of its own.

@@ -166,28 +166,24 @@ fn fit(values: impl Iterator<Item = f64>) -> (f64, f64) {
 /// A tick label: few digits, no trailing zeros.
 pub fn tick(v: f64) -> String {
     let a = v.abs();
-    let s = if a == 0.0 {
-        "0".to_string()
-    } else if !(1e-3..1e6).contains(&a) {
-        format!("{v:.1e}")
-    } else if a >= 100.0 {
-        format!("{v:.0}")
+    if a != 0.0 && !(1e-3..1e6).contains(&a) {
+        return format!("{v:.1e}");
+    }
+    let decimals = if a >= 100.0 {
+        0
     } else if a >= 10.0 {
-        format!("{v:.1}")
+        1
     } else if a >= 1.0 {
-        format!("{v:.2}")
+        2
     } else {
-        format!("{v:.3}")
+        3
     };
-    if s.contains('.') && !s.contains('e') {
-        let t = s.trim_end_matches('0').trim_end_matches('.');
-        if t == "-0" {
-            "0".to_string()
-        } else {
-            t.to_string()
-        }
+    let s = format!("{v:.decimals$}");
+    let s = if s.contains('.') { s.trim_end_matches('0').trim_end_matches('.') } else { &s };
+    if s == "-0" {
+        "0".into()
     } else {
-        s
+        s.to_string()
     }
 }
 

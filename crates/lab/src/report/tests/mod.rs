@@ -272,11 +272,8 @@ fn gather_takes_latest_run_of_each_scenario() {
         assert!(page.contains(section), "no {section}");
     }
     assert!(page.contains("broken: "), "{page}");
-    assert!(
-        page.contains("- **datapath**: 2023-11-14 22:13 UTC; no bottleneck, no delay element;"),
-        "{page}"
-    );
-    assert!(page.contains("- **cbr**: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms"), "{page}");
+    assert!(page.contains("How measured: 2023-11-14 22:13 UTC; no bottleneck, no delay element;"), "{page}");
+    assert!(page.contains("How measured: 2023-11-14 22:13 UTC; bottleneck 10 Mbit/s, RTT 100 ms"), "{page}");
     assert!(!page.contains("nothing"), "{page}");
     // Scenarios in lab order, each with its table and plots.
     assert_sections_in_lab_order(&page);
