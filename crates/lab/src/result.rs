@@ -411,11 +411,6 @@ impl ScenarioReport {
         ScenarioReport { scenario: scenario.into(), started_unix: now_unix(), ..Default::default() }
     }
 
-    /// Runs of alternative `label`.
-    pub fn runs_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a RunResult> + 'a {
-        self.runs.iter().filter(move |r| r.alternative == label)
-    }
-
     /// Runs of the sub-case whose `params.extra[key]` is `value`.
     pub fn runs_with(&self, key: &str, value: impl Into<serde_json::Value>) -> Vec<&RunResult> {
         let value = Some(value.into());

@@ -53,5 +53,4 @@ fn table_aggregates_per_alternative() {
     let rep = ScenarioReport { scenario: "x".into(), runs: runs.to_vec(), table: t, ..Default::default() };
     let back = serde_json::from_str::<ScenarioReport>(&serde_json::to_string(&rep).unwrap()).unwrap();
     assert_eq!(back, rep);
-    assert_eq!(back.runs_of("a").count(), 2);
 }

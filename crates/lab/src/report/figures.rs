@@ -1,6 +1,7 @@
 //! The figures of a scenario, built from its [`ScenarioReport`] like the Vulture paper's
 //! (Sec. 0.4, Figs. 11-20): goodput head to head with the background flow upside down, windows,
-//! PIV sums, RTT and the CDF of web response times. The summary table itself is the page's table.
+//! PIV sums and RTT, all over time. What the page gives as numbers is not drawn again: web response
+//! times (overall and by object size) are in its table, the datapath's CPU by rate in its notes.
 //!
 //! Series are picked by name and role (see [`crate::result`]); an alternative without them has
 //! no panel (the table says what it lacks), a figure without any panel is left out.
@@ -215,29 +216,6 @@ fn single_series_plots(
     time_figures(report, what, fill)
 }
 
-/// The CDF of the web's per-object response times, pooled over the runs of each alternative: one
-/// line per alternative (the table has their means by object size).
-pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    const NAME: &str = "web_response";
-    let Some(first) = report.runs.iter().flat_map(|r| &r.series).find(|s| s.name == NAME) else {
-        return Ok(Vec::new());
-    };
-    let mut panel = Panel::new("", "fraction of samples");
-    panel.y_range = Some((0.0, 1.05));
-    for (i, alt) in alternatives(report).iter().enumerate() {
-        let series = report.runs_of(alt).flat_map(|r| &r.series).filter(|s| s.name == NAME);
-        let values: Vec<f64> = series.flat_map(|s| s.points.iter().map(|p| p.1)).collect();
-        if !values.is_empty() {
-            let label = format!("{alt} (n = {})", values.len());
-            panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
-        }
-    }
-    let title = format!("{}: CDF of web response", report.scenario);
-    let mut fig = Figure::new(&title, format!("web response ({})", first.unit));
-    fig.panels.push(panel);
-    Ok(vec![Plot::figure("cdf-web-response.svg".into(), title, fig)?])
-}
-
 /// Every figure of a scenario, in the order the report shows them.
 pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let mut plots = goodput_plots(report)?;
@@ -248,6 +226,5 @@ pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     // RTT seen by best effort (ping probe or best-effort flow), Vulture Fig. 16.
     let rtt = ("rtt", "RTT seen by best effort", "RTT (ms)");
     plots.extend(single_series_plots(report, "rtt", rtt, |r| matches!(r, Role::Probe | Role::BestEffort))?);
-    plots.extend(cdf_plots(report)?);
     Ok(plots)
 }

@@ -138,19 +138,6 @@ impl Figure {
     }
 }
 
-/// Points of an empirical CDF of `values` (x = value, y = fraction ≤ x, 0..=1), as a staircase.
-pub fn cdf_points(values: &[f64]) -> Vec<(f64, f64)> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    let n = v.len() as f64;
-    let mut out = Vec::with_capacity(v.len() * 2);
-    for (i, x) in v.iter().enumerate() {
-        out.push((*x, i as f64 / n));
-        out.push((*x, (i + 1) as f64 / n));
-    }
-    out
-}
-
 /// `points` with every y negated (to draw a flow upside down).
 pub fn negate(points: &[(f64, f64)]) -> Vec<(f64, f64)> {
     points.iter().map(|(x, y)| (*x, -*y)).collect()
