@@ -77,7 +77,7 @@ fn time_figures(
             "" => (title, format!("{base}.svg")),
             case => (format!("{title} ({case})"), format!("{base}-{}.svg", slug(case))),
         };
-        let mut fig = Figure::new(&title, "time (s)");
+        let mut fig = Figure { title: title.clone(), ..Figure::default() };
         for (alt, run) in alts.iter().filter_map(|a| Some((a, *runs.get(a)?))) {
             let mut panel = Panel::new(alt.clone(), y_label);
             fill(run, &mut panel);

@@ -1,5 +1,5 @@
 //! The lab's page, `docs/lab/README.md`, rendered from the scenarios' committed [`Summary`]s:
-//! testbed, per-scenario setup, headline tables, what differs from the paper, each scenario.
+//! a link to the testbed, headline tables, what differs from the paper, each scenario.
 
 use super::markdown;
 use super::summary::Summary;

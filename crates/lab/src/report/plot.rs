@@ -1,4 +1,4 @@
-//! Plot primitives over plain `(x, y)` slices, rendered to SVG with `plotters`.
+//! Plot primitives over plain `(t, y)` slices, rendered to SVG with `plotters`.
 //!
 //! Only the SVG backend is used: it writes text as `<text>` elements, so no font files, freetype
 //! or fontconfig are needed to build or render. Non-finite points are dropped and empty or
@@ -118,24 +118,15 @@ impl Panel {
     }
 }
 
-/// Panels stacked vertically that share one x axis range.
-#[derive(Debug, Clone)]
+/// Panels stacked vertically that share one time axis.
+#[derive(Debug, Clone, Default)]
 pub struct Figure {
     /// Title at the top.
     pub title: String,
-    /// X axis description, with unit.
-    pub x_label: String,
     /// The panels, top to bottom.
     pub panels: Vec<Panel>,
-    /// The x range; `None` fits the data of all panels.
+    /// The time range, s; `None` fits the data of all panels.
     pub x_range: Option<(f64, f64)>,
-}
-
-impl Figure {
-    /// An empty figure with a linear x axis fitted to the data.
-    pub fn new(title: impl Into<String>, x_label: impl Into<String>) -> Self {
-        Figure { title: title.into(), x_label: x_label.into(), panels: Vec::new(), x_range: None }
-    }
 }
 
 /// `points` with every y negated (to draw a flow upside down).
@@ -193,7 +184,7 @@ pub fn render_figure(fig: &Figure) -> Result<String> {
         let mut rest = root.titled(&fig.title, (FONT, 24).into_font().color(&BLACK)).map_err(err)?;
         for panel in &fig.panels {
             let (area, below) = rest.split_vertically(panel_height);
-            draw_panel(&area, panel, x_range, &fig.x_label)?;
+            draw_panel(&area, panel, x_range)?;
             rest = below;
         }
         root.present().map_err(err)?;
@@ -205,7 +196,6 @@ fn draw_panel<DB: DrawingBackend>(
     area: &DrawingArea<DB, Shift>,
     panel: &Panel,
     (x_lo, x_hi): (f64, f64),
-    x_label: &str,
 ) -> Result<()>
 where
     DB::ErrorType: 'static,
@@ -226,7 +216,7 @@ where
     let y_fmt = move |v: &f64| if mirrored { tick(v.abs()) } else { tick(*v) };
     chart
         .configure_mesh()
-        .x_desc(x_label)
+        .x_desc("time (s)")
         .y_desc(&panel.y_label)
         .x_labels(12)
         .y_labels(7)

@@ -55,7 +55,7 @@ fn square(lo: f64, hi: f64) -> Vec<(f64, f64)> {
 
 #[test]
 fn figure_renders_titles_legend_and_units() {
-    let mut fig = Figure::new("Goodput & <friends>", "time (s)");
+    let mut fig = Figure { title: "Goodput & <friends>".into(), ..Figure::default() };
     let mut p = Panel::new("slipstream", "goodput (Mbit/s)");
     p.mirrored = true;
     p.lines.push(Line::new("best-effort", &square(1.0, 6.0), BE_COLOR, LineKind::Filled));
@@ -82,14 +82,14 @@ fn figure_renders_titles_legend_and_units() {
 
 #[test]
 fn degenerate_inputs_do_not_panic() {
-    let mut fig = Figure::new("t", "x");
+    let mut fig = Figure { title: "t".into(), ..Figure::default() };
     let mut p = Panel::new("p", "y");
     p.lines.push(Line::new("one", &[(1.0, 1.0)], 0, LineKind::Solid));
     p.lines.push(Line::new("nan", &[(f64::NAN, 1.0), (2.0, f64::INFINITY)], 1, LineKind::Dashed));
     p.y_range = Some((5.0, 5.0));
     fig.panels.push(p);
     assert_svg(&render_figure(&fig).unwrap());
-    assert_svg(&render_figure(&Figure::new("empty", "x")).unwrap());
+    assert_svg(&render_figure(&Figure::default()).unwrap());
 }
 
 #[test]
