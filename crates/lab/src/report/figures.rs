@@ -81,7 +81,7 @@ fn time_figures(
         for (alt, run) in alts.iter().filter_map(|a| Some((a, *runs.get(a)?))) {
             let mut panel = Panel::new(alt.clone(), y_label);
             fill(run, &mut panel);
-            if panel.has_data() {
+            if panel.lines.iter().any(|l| !l.points.is_empty()) {
                 panel.vlines = phase_markers(run);
                 fig.panels.push(panel);
             }

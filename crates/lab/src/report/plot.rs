@@ -111,11 +111,6 @@ impl Panel {
     pub fn new(title: impl Into<String>, y_label: impl Into<String>) -> Self {
         Panel { title: title.into(), y_label: y_label.into(), ..Panel::default() }
     }
-
-    /// Whether any line has a point to draw.
-    pub fn has_data(&self) -> bool {
-        self.lines.iter().any(|l| !l.points.is_empty())
-    }
 }
 
 /// Panels stacked vertically that share one time axis.

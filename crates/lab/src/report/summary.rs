@@ -94,13 +94,8 @@ fn distinct<T: ToString>(values: impl Iterator<Item = T>) -> String {
 /// The "how measured" sentence: date, rate, RTT, queue, duration, repeats, kernel, cc.
 pub fn how_measured(report: &ScenarioReport) -> String {
     let runs = &report.runs;
-    let started = if report.started_unix > 0.0 {
-        report.started_unix
-    } else {
-        runs.iter().map(|r| r.started_unix).fold(f64::INFINITY, f64::min)
-    };
-    let date =
-        if started.is_finite() && started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
+    let started = report.started_unix;
+    let date = if started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
     let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
     // Measured RTTs as their range, not one by one.
