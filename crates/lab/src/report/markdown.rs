@@ -180,9 +180,6 @@ pub fn differences_table(rows: &[Vec<String>]) -> String {
 pub fn scenario_section(summary: &Summary, heading: &str, link_prefix: &str) -> String {
     let mut s = format!("{heading} {}\n\n", escape(&summary.title));
     s.push_str(&format!("How measured: {}\n\n", summary.how_measured));
-    if !summary.alternatives.is_empty() {
-        s.push_str(&format!("Alternatives: {}.\n\n", summary.alternatives.join(", ")));
-    }
     s.push_str(&table(summary));
     if !summary.notes.is_empty() {
         s.push_str("\nNotes:\n\n");

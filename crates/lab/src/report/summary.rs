@@ -5,7 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::figures::{alternatives, Plot};
+use super::figures::Plot;
 use super::plot::tick;
 use crate::result::{rfc3339, Row, ScenarioReport};
 
@@ -21,8 +21,6 @@ pub struct Summary {
     pub title: String,
     /// The "how measured" sentence: date, link, durations, repeats, kernel, cc, command.
     pub how_measured: String,
-    /// Alternatives run, in table order.
-    pub alternatives: Vec<String>,
     /// Table columns (alternatives, or datapath's modes).
     pub columns: Vec<String>,
     pub rows: Vec<Row>,
@@ -58,7 +56,6 @@ impl Summary {
             scenario: report.scenario.clone(),
             title: if report.title.is_empty() { report.scenario.clone() } else { report.title.clone() },
             how_measured: how_measured(report),
-            alternatives: alternatives(report),
             columns: report.table.columns.clone(),
             rows: report.table.rows.clone(),
             repeats: repeats(report),
