@@ -263,9 +263,7 @@ pub struct RunResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct FlowSpan {
     pub flow: String,
-    /// Start, s.
     pub start_s: f64,
-    /// End, s.
     pub end_s: f64,
 }
 

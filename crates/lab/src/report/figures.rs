@@ -29,13 +29,6 @@ pub struct Plot {
     pub figure: Figure,
 }
 
-impl Plot {
-    /// `fig` rendered.
-    pub fn figure(file: String, title: String, fig: Figure) -> Result<Plot> {
-        Ok(Plot { file, title, svg: render_figure(&fig)?, figure: fig })
-    }
-}
-
 /// The alternatives of a report in table order, then any that only appear in runs.
 pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
     super::unique(report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)).cloned())
@@ -99,7 +92,7 @@ fn time_figures(
             for p in fig.panels.iter_mut().filter(|p| p.mirrored && extent > 0.0) {
                 p.y_range = Some((-extent, extent));
             }
-            plots.push(Plot::figure(file, title, fig)?);
+            plots.push(Plot { file, title, svg: render_figure(&fig)?, figure: fig });
         }
     }
     Ok(plots)

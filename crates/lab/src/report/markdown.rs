@@ -37,15 +37,6 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
     }
 }
 
-/// A value and its unit as in running text: "5.98 Mbit/s", "0.986" (ratios bare).
-pub fn with_unit(v: f64, unit: Unit) -> String {
-    let n = fmt_value(v, unit);
-    match unit {
-        Unit::Ratio => n,
-        u => format!("{n} {u}"),
-    }
-}
-
 /// One table cell: "mean", "mean (min–max)", or [`MISSING`].
 pub fn cell_text(cell: Option<&Cell>, unit: Unit) -> String {
     let Some(c) = cell else {
@@ -160,7 +151,11 @@ pub fn differences(summary: &Summary) -> Vec<Vec<String>> {
                     _ => continue,
                 },
             };
-            let measured = measured.map_or(MISSING.into(), |v| with_unit(v, row.unit));
+            let measured = match (measured, row.unit) {
+                (None, _) => MISSING.into(),
+                (Some(v), Unit::Ratio) => fmt_value(v, Unit::Ratio),
+                (Some(v), unit) => format!("{} {unit}", fmt_value(v, unit)),
+            };
             let cells = [&summary.scenario, &row.metric, alternative, &measured, &paper_cell(Some(paper))];
             out.push(cells.into_iter().cloned().chain([verdict.to_string()]).collect());
         }
