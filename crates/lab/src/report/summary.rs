@@ -123,18 +123,10 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     )
 }
 
-/// Notes of the report and (deduplicated) of its runs, prefixed by alternative.
+/// Notes of the report and of its runs (prefixed by alternative), each once.
 pub fn notes(report: &ScenarioReport) -> Vec<String> {
-    let mut out: Vec<String> = report.notes.clone();
-    for r in &report.runs {
-        for n in &r.notes {
-            let line = format!("{}: {n}", r.alternative);
-            if !out.contains(&line) {
-                out.push(line);
-            }
-        }
-    }
-    out
+    let runs = report.runs.iter().flat_map(|r| r.notes.iter().map(|n| format!("{}: {n}", r.alternative)));
+    super::unique(report.notes.iter().cloned().chain(runs))
 }
 
 #[cfg(test)]
