@@ -5,11 +5,7 @@
 
 /// Arithmetic mean; `None` for no values.
 pub fn mean(values: impl IntoIterator<Item = f64>) -> Option<f64> {
-    let (mut sum, mut n) = (0.0, 0usize);
-    for v in values {
-        sum += v;
-        n += 1;
-    }
+    let (sum, n) = values.into_iter().fold((0.0, 0usize), |(sum, n), v| (sum + v, n + 1));
     (n > 0).then(|| sum / n as f64)
 }
 
@@ -28,22 +24,10 @@ pub fn mean_between(points: &[(f64, f64)], t0: f64, t1: f64) -> Option<f64> {
 /// in `(t - window_s, t]`) reaches `threshold`; `None` if never. With `window_s = 0` it is the
 /// first single sample at or above the threshold.
 pub fn time_to_reach(points: &[(f64, f64)], from: f64, threshold: f64, window_s: f64) -> Option<f64> {
-    for (i, &(t, _)) in points.iter().enumerate() {
-        if t < from {
-            continue;
-        }
-        let vals: Vec<f64> = points[..=i]
-            .iter()
-            .rev()
-            .take_while(|(tt, _)| *tt > t - window_s || *tt == t)
-            .filter(|(tt, _)| *tt >= from)
-            .map(|(_, v)| *v)
-            .collect();
-        if mean(vals).is_some_and(|m| m >= threshold) {
-            return Some(t - from);
-        }
-    }
-    None
+    let after: Vec<(f64, f64)> = points.iter().copied().filter(|(t, _)| *t >= from).collect();
+    let average =
+        |t: f64| mean(after.iter().filter(|(u, _)| *u <= t && (*u > t - window_s || *u == t)).map(|p| p.1));
+    after.iter().find(|(t, _)| average(*t).is_some_and(|m| m >= threshold)).map(|(t, _)| t - from)
 }
 
 /// Sums several goodput series sample-by-sample on the time grid of the first one: each other

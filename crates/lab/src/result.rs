@@ -1,21 +1,9 @@
-//! The JSON result schema every lab scenario writes, and small helpers to build it.
-//!
-//! Layout on disk: `<out>/<scenario>/<timestamp>/result.json` holds one [`ScenarioReport`]
-//! (serde JSON, pretty-printed); `table.md` beside it renders its [`Table`].
-//!
-//! * A [`ScenarioReport`] is one invocation of a scenario: every selected alternative, every
-//!   repeat, as [`RunResult`]s in `runs`, plus the summary [`Table`] (one column per alternative,
-//!   one row per headline metric, the paper's value where it reports one).
-//! * A [`RunResult`] is one alternative × one repeat (× one sub-case such as the on/off period
-//!   `T` or the flow count `N`, recorded in `params.extra`): its time series ([`Series`], sampled
-//!   about every 100 ms, time in seconds since the run's own t = 0) and its scalar results
-//!   ([`Metric`], optionally restricted to a named period such as `"bg-active"`).
-//!
-//! Units, roles and paper figures are typed ([`Unit`], [`Role`], [`Paper`]), not strings parsed
-//! back later. Raw results written before they were (issue 14), or before a table [`Row`] held
-//! its [`Cell`]s as the committed summary (`crate::report::summary`) does, no longer parse:
-//! `slipstream-lab report` lists such a run as not reportable and keeps the committed summary.
-//! From here on, fields are only added (with `#[serde(default)]`).
+//! The JSON result schema every lab scenario writes, `<out>/<scenario>/<timestamp>/result.json`:
+//! a [`ScenarioReport`] is one invocation (every alternative and repeat as [`RunResult`]s, plus the
+//! summary [`Table`], one column per alternative, the paper's figure per row); a [`RunResult`] is
+//! one alternative × repeat (× sub-case in `params.extra`) with its time [`Series`] (t in s since
+//! the run's start) and scalar [`Metric`]s. Units, roles and paper figures are typed. Fields are
+//! only ever added, with `#[serde(default)]` (an `Option` is `None` when missing anyway).
 
 use std::collections::BTreeMap;
 
@@ -23,32 +11,26 @@ use serde::{Deserialize, Serialize};
 
 /// The unit of a [`Series`], [`Metric`] or [`Row`]; serialized as its symbol (`"Mbit/s"`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
 pub enum Unit {
     /// Megabits per second (goodput, rates).
     #[serde(rename = "Mbit/s")]
     Mbps,
     /// Milliseconds (RTT, delays).
-    #[serde(rename = "ms")]
     Ms,
     /// Microseconds (datapath latency).
-    #[serde(rename = "us")]
     Us,
     /// Seconds (times such as time-to-90%).
-    #[serde(rename = "s")]
     S,
     /// Bytes (windows, sizes).
-    #[serde(rename = "bytes")]
     Bytes,
     /// A dimensionless ratio (utilization, shares, Jain's index).
     #[default]
-    #[serde(rename = "ratio")]
     Ratio,
-    #[serde(rename = "packets")]
     Packets,
     #[serde(rename = "packets/s")]
     PacketsPerS,
     /// A plain count (objects, flows that failed).
-    #[serde(rename = "count")]
     Count,
 }
 
@@ -167,7 +149,6 @@ pub struct RunParams {
     /// The same in full-size (1514-byte) frames, for reading convenience.
     pub queue_packets: f64,
     /// Measured base RTT (ping on the idle path before the run), ms.
-    #[serde(default)]
     pub measured_rtt_ms: Option<f64>,
     /// Planned run length, s (after `--scale`).
     pub duration_s: f64,
@@ -198,22 +179,15 @@ pub struct Series {
     /// [`Series::x`] says what x is instead of time.
     pub points: Vec<(f64, f64)>,
     /// What x is when it is not time (e.g. "object size bytes").
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub x: Option<String>,
 }
 
 impl Series {
     /// A new empty series.
     pub fn new(name: &str, unit: Unit, flow: &str, role: Role, source: &str) -> Series {
-        Series {
-            name: name.into(),
-            unit,
-            flow: flow.into(),
-            role,
-            source: source.into(),
-            points: Vec::new(),
-            x: None,
-        }
+        let (name, flow, source) = (name.into(), flow.into(), source.into());
+        Series { name, unit, flow, role, source, ..Series::default() }
     }
 
     /// With x meaning `what` instead of time.
@@ -242,10 +216,8 @@ pub struct Metric {
     pub value: f64,
     /// The period it covers, if not the whole run: e.g. "before", "bg-active", "after",
     /// "on", "off", "stable".
-    #[serde(default)]
     pub period: Option<String>,
     /// The flow it is about, if one ("be", "bg", ...).
-    #[serde(default)]
     pub flow: Option<String>,
 }
 
@@ -291,9 +263,7 @@ pub struct RunResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct FlowSpan {
     pub flow: String,
-    /// Start, s.
     pub start_s: f64,
-    /// End, s.
     pub end_s: f64,
 }
 
@@ -335,7 +305,7 @@ pub struct Cell {
     /// Mean over repeats.
     pub mean: f64,
     /// Lowest and highest repeat, when there are several.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub range: Option<(f64, f64)>,
 }
 
@@ -437,11 +407,6 @@ impl ScenarioReport {
     /// The report of `scenario` started now, without runs yet.
     pub fn starting(scenario: &str) -> ScenarioReport {
         ScenarioReport { scenario: scenario.into(), started_unix: now_unix(), ..Default::default() }
-    }
-
-    /// Runs of alternative `label`.
-    pub fn runs_of<'a>(&'a self, label: &'a str) -> impl Iterator<Item = &'a RunResult> + 'a {
-        self.runs.iter().filter(move |r| r.alternative == label)
     }
 
     /// Runs of the sub-case whose `params.extra[key]` is `value`.

@@ -1,17 +1,18 @@
 //! The figures of a scenario, built from its [`ScenarioReport`] like the Vulture paper's
 //! (Sec. 0.4, Figs. 11-20): goodput head to head with the background flow upside down, windows,
-//! PIV sums, RTT and CDFs of per-request times. The summary table itself is the page's table.
+//! PIV sums and RTT, all over time. What the page gives as numbers is not drawn again: web response
+//! times (overall and by object size) are in its table, the datapath's CPU by rate in its notes.
 //!
-//! Series are picked by name and role (see [`crate::result`]); whatever is missing becomes a
-//! panel with a note, or no figure at all when no alternative has it. Nothing here panics on
-//! odd data.
+//! Series are picked by name and role (see [`crate::result`]); an alternative without them has
+//! no panel (the table says what it lacks), a figure without any panel is left out.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use anyhow::Result;
 
 use super::plot::{
-    self, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR, PAPER_COLOR,
+    self, alt_color, negate, render_figure, Figure, Line, LineKind, Marker, Panel, BE_COLOR, BG_COLOR,
+    PAPER_COLOR,
 };
 use super::subcases::{groups, phase_markers};
 use crate::result::{Role, RunResult, ScenarioReport, Series, Unit};
@@ -28,39 +29,9 @@ pub struct Plot {
     pub figure: Figure,
 }
 
-impl Plot {
-    /// `fig` rendered.
-    pub fn figure(file: String, title: String, fig: Figure) -> Result<Plot> {
-        Ok(Plot { file, title, svg: render_figure(&fig)?, figure: fig })
-    }
-}
-
-/// Alternative colours: the palette without the paper's grey.
-pub fn alt_color(index: usize) -> usize {
-    const ALT: [usize; 9] = [0, 1, 2, 3, 4, 5, 6, 8, 9];
-    ALT[index % ALT.len()]
-}
-
 /// The alternatives of a report in table order, then any that only appear in runs.
 pub fn alternatives(report: &ScenarioReport) -> Vec<String> {
     super::unique(report.table.columns.iter().chain(report.runs.iter().map(|r| &r.alternative)).cloned())
-}
-
-/// `0 ..` the longest run (its planned duration or its last sample).
-fn time_range(runs: &BTreeMap<String, &RunResult>, names: &[&str]) -> Option<(f64, f64)> {
-    let end = runs
-        .values()
-        .flat_map(|r| {
-            let last = r
-                .series
-                .iter()
-                .filter(|s| names.contains(&s.name.as_str()))
-                .filter_map(|s| s.points.last().map(|p| p.0));
-            last.chain(std::iter::once(r.params.duration_s))
-        })
-        .filter(|t| t.is_finite())
-        .fold(0.0f64, f64::max);
-    (end > 0.0).then_some((0.0, end))
 }
 
 pub(super) fn slug(s: &str) -> String {
@@ -83,42 +54,46 @@ fn scaled(points: &[(f64, f64)], factor: f64) -> Vec<(f64, f64)> {
     points.iter().map(|(t, v)| (*t, v * factor)).collect()
 }
 
-/// One figure over time per sub-case in which some run has a series of `names`, one panel per
-/// alternative: `fill` draws a run's panel (phase markers are added), an alternative without a
-/// run for the case gets a note; `finish` sees the whole figure before it is rendered.
+/// One figure over time per sub-case, one panel per alternative whose run for the case has data:
+/// `fill` draws a run's panel (phase markers are added). A case without data has no figure.
+/// Panels drawn upside down share one symmetric y range, so their flows compare at a glance.
 fn time_figures(
     report: &ScenarioReport,
-    names: &[&str],
     (base, what, y_label): (&str, &str, &str),
-    mut fill: impl FnMut(&str, &RunResult, &mut Panel),
-    finish: impl Fn(&mut Figure),
+    mut fill: impl FnMut(&RunResult, &mut Panel),
 ) -> Result<Vec<Plot>> {
     let alts = alternatives(report);
     let mut plots = Vec::new();
     for (subcase, runs) in groups(report) {
-        if !runs.values().any(|r| names.iter().any(|n| !series_named(r, n).is_empty())) {
-            continue;
-        }
         let title = format!("{}: {what}", report.scenario);
         let (title, file) = match subcase.as_str() {
             "" => (title, format!("{base}.svg")),
             case => (format!("{title} ({case})"), format!("{base}-{}.svg", slug(case))),
         };
-        let mut fig = Figure::new(&title, "time (s)");
-        fig.x_range = time_range(&runs, names);
-        for alt in &alts {
+        let mut fig = Figure { title: title.clone(), ..Figure::default() };
+        for (alt, run) in alts.iter().filter_map(|a| Some((a, *runs.get(a)?))) {
             let mut panel = Panel::new(alt.clone(), y_label);
-            match runs.get(alt) {
-                None => panel.note = Some(format!("{alt}: no run for this case")),
-                Some(run) => {
-                    fill(alt, run, &mut panel);
-                    panel.vlines = phase_markers(run);
-                }
+            fill(run, &mut panel);
+            if panel.lines.iter().any(|l| !l.points.is_empty()) {
+                panel.vlines = phase_markers(run);
+                fig.panels.push(panel);
             }
-            fig.panels.push(panel);
         }
-        finish(&mut fig);
-        plots.push(Plot::figure(file, title, fig)?);
+        if !fig.panels.is_empty() {
+            // From 0 to the end of the longest run: its planned duration or its last sample.
+            let ends = runs.values().map(|r| r.params.duration_s);
+            let last = fig.panels.iter().flat_map(|p| &p.lines).filter_map(|l| l.points.last());
+            fig.x_range = Some((0.0, ends.chain(last.map(|p| p.0)).fold(0.0, f64::max)));
+            let mirrored = fig.panels.iter().filter(|p| p.mirrored);
+            let ys = mirrored.flat_map(|p| {
+                p.lines.iter().flat_map(|l| &l.points).map(|p| p.1).chain(p.hlines.iter().map(|m| m.at))
+            });
+            let extent = ys.fold(0.0f64, |e, y| e.max(y.abs())) * 1.08;
+            for p in fig.panels.iter_mut().filter(|p| p.mirrored && extent > 0.0) {
+                p.y_range = Some((-extent, extent));
+            }
+            plots.push(Plot { file, title, svg: render_figure(&fig)?, figure: fig });
+        }
     }
     Ok(plots)
 }
@@ -142,14 +117,13 @@ fn flow_lines(flows: &[&Series], role: &str, (first, others): (usize, usize), si
 /// 17, 18, 20).
 pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     let what = ("goodput", "goodput (best effort up, background upside down)", "goodput (Mbit/s)");
-    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+    let fill = |run: &RunResult, panel: &mut Panel| {
         panel.mirrored = true;
         let mut goodput = series_named(run, "goodput");
         goodput.extend(series_named(run, "udp_rate"));
         let be: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::BestEffort).collect();
         let bg: Vec<&Series> = goodput.iter().copied().filter(|s| s.role == Role::Background).collect();
         if be.is_empty() && bg.is_empty() {
-            panel.note = Some(format!("{alt}: no best-effort or background goodput series"));
             return;
         }
         panel.lines.extend(flow_lines(&be, "best effort", (BE_COLOR, 2), 1.0));
@@ -168,26 +142,11 @@ pub fn goodput_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         }
         let rate = run.params.rate_mbit;
         if rate.is_finite() && rate > 0.0 {
-            panel.hlines.push(Marker::new(rate, Some(format!("link {} Mbit/s", plot::tick(rate)))));
-            panel.hlines.push(Marker::new(-rate, None));
+            let label = Some(format!("link {} Mbit/s", plot::tick(rate)));
+            panel.hlines.extend([Marker { at: rate, label }, Marker { at: -rate, label: None }]);
         }
     };
-    // One symmetric y range over every panel's lines and rate markers.
-    let finish = |fig: &mut Figure| {
-        let ys = fig.panels.iter().flat_map(|p| {
-            p.lines
-                .iter()
-                .flat_map(|l| l.points.iter().map(|(_, y)| y.abs()))
-                .chain(p.hlines.iter().map(|m| m.at.abs()))
-        });
-        let extent = ys.fold(0.0f64, f64::max);
-        if extent > 0.0 {
-            for p in &mut fig.panels {
-                p.y_range = Some((-extent * 1.08, extent * 1.08));
-            }
-        }
-    };
-    time_figures(report, &["goodput", "udp_rate"], what, fill, finish)
+    time_figures(report, what, fill)
 }
 
 /// Windows over time, one panel per alternative: the advertised rwnd, the cwnd estimate (dashed)
@@ -198,7 +157,7 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
         ("cwnd_estimate", "cwnd estimate", 2, LineKind::Dashed),
         ("cwnd", "cwnd (sender)", 0, LineKind::Solid),
     ];
-    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+    let fill = |run: &RunResult, panel: &mut Panel| {
         // The background flow's windows; other flows' only if no flow is background.
         let all: Vec<&Series> =
             run.series.iter().filter(|s| wanted.iter().any(|(n, ..)| s.name == *n)).collect();
@@ -215,12 +174,8 @@ pub fn window_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
                 }
             }
         }
-        if !panel.has_data() {
-            panel.note = Some(format!("{alt}: no window series (no daemon estimate, sender not sampled)"));
-        }
     };
-    let names = wanted.map(|w| w.0);
-    time_figures(report, &names, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill, |_| {})
+    time_figures(report, ("windows", "rwnd and cwnd estimate", "window (kB)"), fill)
 }
 
 fn to_ms(unit: Unit) -> f64 {
@@ -231,21 +186,17 @@ fn to_ms(unit: Unit) -> f64 {
     }
 }
 
-/// Series `name` over time in ms, one panel per alternative: of `prefer_role`'s flows where a
-/// run has them (without one: of the probe and best-effort flows where it has them), at most 8
-/// per panel.
+/// Series `name` over time in ms, one panel per alternative: of the flows whose role is
+/// `preferred` where a run has them (else of all its flows), at most 8 per panel.
 fn single_series_plots(
     report: &ScenarioReport,
     name: &str,
     what: (&str, &str, &str),
-    prefer_role: Option<Role>,
+    preferred: fn(Role) -> bool,
 ) -> Result<Vec<Plot>> {
-    let fill = |alt: &str, run: &RunResult, panel: &mut Panel| {
+    let fill = |run: &RunResult, panel: &mut Panel| {
         let mut found = series_named(run, name);
-        let preferred = |s: &&Series| match prefer_role {
-            Some(role) => s.role == role,
-            None => s.role == Role::Probe || s.role == Role::BestEffort,
-        };
+        let preferred = |s: &&Series| preferred(s.role);
         if found.iter().any(preferred) {
             found.retain(preferred);
         }
@@ -254,83 +205,8 @@ fn single_series_plots(
             let label = format!("{} ({})", s.flow, s.role);
             panel.lines.push(Line::new(label, &scaled(&s.points, to_ms(s.unit)), color, LineKind::Solid));
         }
-        if !panel.has_data() {
-            panel.note = Some(format!("{alt}: no {name} series"));
-        }
     };
-    time_figures(report, &[name], what, fill, |_| {})
-}
-
-/// Whether a series holds per-item samples whose distribution matters (web response times,
-/// flow completion times) rather than a time course.
-pub fn is_distribution(name: &str) -> bool {
-    name.contains("response") || name.starts_with("fct") || name.ends_with("_samples")
-}
-
-/// The first series of each name that `keep` selects, by name.
-fn first_of_each(report: &ScenarioReport, keep: impl Fn(&Series) -> bool) -> BTreeMap<&str, &Series> {
-    let mut out = BTreeMap::new();
-    for s in report.runs.iter().flat_map(|r| &r.series).filter(|s| keep(s)) {
-        out.entry(s.name.as_str()).or_insert(s);
-    }
-    out
-}
-
-/// CDFs of every distribution series (see [`is_distribution`]), pooled over the runs of each
-/// alternative: one line per alternative.
-pub fn cdf_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let mut plots = Vec::new();
-    for (name, first) in first_of_each(report, |s| is_distribution(&s.name)) {
-        let mut panel = Panel::new("", "fraction of samples");
-        panel.y_range = Some((0.0, 1.05));
-        panel.note = Some(format!("no {name} samples"));
-        for (i, alt) in alternatives(report).iter().enumerate() {
-            let series = report.runs_of(alt).flat_map(|r| &r.series).filter(|s| s.name == name);
-            let values: Vec<f64> = series.flat_map(|s| s.points.iter().map(|p| p.1)).collect();
-            if !values.is_empty() {
-                let label = format!("{alt} (n = {})", values.len());
-                panel.lines.push(Line::new(label, &plot::cdf_points(&values), alt_color(i), LineKind::Solid));
-            }
-        }
-        let title = format!("{}: CDF of {}", report.scenario, name.replace('_', " "));
-        let mut fig = Figure::new(&title, format!("{} ({})", name.replace('_', " "), first.unit));
-        fig.panels.push(panel);
-        plots.push(Plot::figure(format!("cdf-{}.svg", slug(name)), title, fig)?);
-    }
-    Ok(plots)
-}
-
-/// Series whose x is not time (see [`Series::x`]), e.g. web response time by
-/// object size: one panel, one line per alternative (and sub-case), a log x axis when x spans
-/// more than two decades.
-pub fn xy_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
-    let groups = groups(report);
-    let mut plots = Vec::new();
-    for (name, first) in first_of_each(report, |s| s.x.is_some()) {
-        let mut panel = Panel::new("", format!("{} ({})", name.replace('_', " "), first.unit));
-        panel.note = Some(format!("no {name} points"));
-        for (ai, alt) in alternatives(report).iter().enumerate() {
-            for (subcase, runs) in &groups {
-                let Some(run) = runs.get(alt) else { continue };
-                for s in run.series.iter().filter(|s| s.name == name) {
-                    let mut pts = s.points.clone();
-                    pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-                    let label = if subcase.is_empty() { alt.clone() } else { format!("{alt} ({subcase})") };
-                    if panel.lines.len() < 12 {
-                        panel.lines.push(Line::new(label, &pts, alt_color(ai), LineKind::Solid));
-                    }
-                }
-            }
-        }
-        let xs = panel.lines.iter().flat_map(|l| l.points.iter().map(|p| p.0));
-        let log_x = crate::analysis::min_max(xs).is_some_and(|(lo, hi)| lo > 0.0 && hi / lo > 100.0);
-        let title = format!("{}: {}", report.scenario, name.replace('_', " "));
-        let mut fig = Figure::new(&title, first.x.clone().unwrap_or_default());
-        fig.log_x = log_x;
-        fig.panels.push(panel);
-        plots.push(Plot::figure(format!("xy-{}.svg", slug(name)), title, fig)?);
-    }
-    Ok(plots)
+    time_figures(report, what, fill)
 }
 
 /// Every figure of a scenario, in the order the report shows them.
@@ -339,11 +215,9 @@ pub fn scenario_plots(report: &ScenarioReport) -> Result<Vec<Plot>> {
     plots.extend(window_plots(report)?);
     // PIV sums per epoch (the daemon's), Vulture Figs. 6, 7.
     let piv = ("piv", "PIV sum per epoch", "PIV sum (ms)");
-    plots.extend(single_series_plots(report, "piv_sum", piv, Some(Role::Background))?);
+    plots.extend(single_series_plots(report, "piv_sum", piv, |r| r == Role::Background)?);
     // RTT seen by best effort (ping probe or best-effort flow), Vulture Fig. 16.
     let rtt = ("rtt", "RTT seen by best effort", "RTT (ms)");
-    plots.extend(single_series_plots(report, "rtt", rtt, None)?);
-    plots.extend(cdf_plots(report)?);
-    plots.extend(xy_plots(report)?);
+    plots.extend(single_series_plots(report, "rtt", rtt, |r| matches!(r, Role::Probe | Role::BestEffort))?);
     Ok(plots)
 }

@@ -37,15 +37,6 @@ pub fn fmt_value(v: f64, unit: Unit) -> String {
     }
 }
 
-/// A value and its unit as in running text: "5.98 Mbit/s", "0.986" (ratios bare).
-pub fn with_unit(v: f64, unit: Unit) -> String {
-    let n = fmt_value(v, unit);
-    match unit {
-        Unit::Ratio => n,
-        u => format!("{n} {u}"),
-    }
-}
-
 /// One table cell: "mean", "mean (min–max)", or [`MISSING`].
 pub fn cell_text(cell: Option<&Cell>, unit: Unit) -> String {
     let Some(c) = cell else {
@@ -117,21 +108,6 @@ pub fn table(summary: &Summary) -> String {
     s
 }
 
-/// How Slipstream's figure compares with the paper's, for one row and one column.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Difference {
-    pub scenario: String,
-    pub metric: String,
-    pub unit: Unit,
-    /// The column (alternative) compared.
-    pub alternative: String,
-    /// Measured value, `None` if not measured.
-    pub measured: Option<f64>,
-    pub paper: String,
-    /// What went wrong: "not measured", "worse (lower)", "worse (higher)", "differs".
-    pub verdict: &'static str,
-}
-
 /// Whether larger is better for a row (`None`: can't tell, e.g. a share).
 pub fn higher_is_better(row: &Row) -> Option<bool> {
     let m = row.metric.to_lowercase();
@@ -146,10 +122,13 @@ pub fn higher_is_better(row: &Row) -> Option<bool> {
     None
 }
 
-/// Rows where a Slipstream column misses the paper's figure: not measured, worse than the paper
-/// beyond a tolerance (5% relative, or 0.02 for ratios), or, where the better direction is
-/// unclear, off by more than 10%.
-pub fn differences(summary: &Summary) -> Vec<Difference> {
+/// The header of [`differences`]' rows.
+const DIFFERENCES: [&str; 6] = ["scenario", "metric", "alternative", "measured", "paper", "verdict"];
+
+/// Rows (as [`DIFFERENCES`] names their cells) where a Slipstream column misses the paper's
+/// figure: not measured, worse than the paper beyond a tolerance (5% relative, or 0.02 for
+/// ratios), or, where the better direction is unclear, off by more than 10%.
+pub fn differences(summary: &Summary) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     let slipstream = summary.columns.iter().enumerate().filter(|(_, c)| c.starts_with("slipstream"));
     let slipstream: Vec<(usize, &String)> = slipstream.collect();
@@ -162,59 +141,40 @@ pub fn differences(summary: &Summary) -> Vec<Difference> {
             let tol = |x: f64, rel: f64| (x.abs() * rel).max(tol_abs);
             let (lo, hi) = (t.lo, t.hi);
             let verdict = match measured {
-                None => Some("not measured"),
+                None => "not measured",
                 Some(v) => match (t.bound, higher_is_better(row)) {
-                    (Bound::AtMost, _) if v > hi + tol(hi, 0.05) => Some("worse (higher)"),
-                    (Bound::AtLeast, _) if v < lo - tol(lo, 0.05) => Some("worse (lower)"),
-                    (Bound::About, Some(true)) if v < lo - tol(lo, 0.05) => Some("worse (lower)"),
-                    (Bound::About, Some(false)) if v > hi + tol(hi, 0.05) => Some("worse (higher)"),
-                    (Bound::About, None) if v < lo - tol(lo, 0.10) || v > hi + tol(hi, 0.10) => {
-                        Some("differs")
-                    }
-                    _ => None,
+                    (Bound::AtMost, _) if v > hi + tol(hi, 0.05) => "worse (higher)",
+                    (Bound::AtLeast, _) if v < lo - tol(lo, 0.05) => "worse (lower)",
+                    (Bound::About, Some(true)) if v < lo - tol(lo, 0.05) => "worse (lower)",
+                    (Bound::About, Some(false)) if v > hi + tol(hi, 0.05) => "worse (higher)",
+                    (Bound::About, None) if v < lo - tol(lo, 0.10) || v > hi + tol(hi, 0.10) => "differs",
+                    _ => continue,
                 },
             };
-            if let Some(verdict) = verdict {
-                out.push(Difference {
-                    scenario: summary.scenario.clone(),
-                    metric: row.metric.clone(),
-                    unit: row.unit,
-                    alternative: alternative.clone(),
-                    measured,
-                    paper: paper_cell(Some(paper)),
-                    verdict,
-                });
-            }
+            let measured = match (measured, row.unit) {
+                (None, _) => MISSING.into(),
+                (Some(v), Unit::Ratio) => fmt_value(v, Unit::Ratio),
+                (Some(v), unit) => format!("{} {unit}", fmt_value(v, unit)),
+            };
+            let cells = [&summary.scenario, &row.metric, alternative, &measured, &paper_cell(Some(paper))];
+            out.push(cells.into_iter().cloned().chain([verdict.to_string()]).collect());
         }
     }
     out
 }
 
-/// The differences as a table, with a scenario column when `with_scenario`; empty if none.
-pub fn differences_table(diffs: &[Difference], with_scenario: bool) -> String {
-    if diffs.is_empty() {
+/// The [`differences`] of one or more scenarios as a table; empty if none.
+pub fn differences_table(rows: &[Vec<String>]) -> String {
+    if rows.is_empty() {
         return String::new();
     }
-    let skip = usize::from(!with_scenario);
-    let header = &["scenario", "metric", "alternative", "measured", "paper", "verdict"][skip..];
-    let rows: Vec<Vec<String>> = diffs
-        .iter()
-        .map(|d| {
-            let measured = d.measured.map_or(MISSING.into(), |v| with_unit(v, d.unit));
-            let cells = [&d.scenario, &d.metric, &d.alternative, &measured, &d.paper].map(String::as_str);
-            cells.iter().chain([&d.verdict]).skip(skip).map(|c| c.to_string()).collect()
-        })
-        .collect();
-    grid(header, 3 - skip..4 - skip, &rows)
+    grid(&DIFFERENCES, 3..4, rows)
 }
 
 /// The Markdown section of one scenario; plot links are prefixed with `link_prefix`.
 pub fn scenario_section(summary: &Summary, heading: &str, link_prefix: &str) -> String {
     let mut s = format!("{heading} {}\n\n", escape(&summary.title));
     s.push_str(&format!("How measured: {}\n\n", summary.how_measured));
-    if !summary.alternatives.is_empty() {
-        s.push_str(&format!("Alternatives: {}.\n\n", summary.alternatives.join(", ")));
-    }
     s.push_str(&table(summary));
     if !summary.notes.is_empty() {
         s.push_str("\nNotes:\n\n");

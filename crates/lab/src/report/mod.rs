@@ -1,17 +1,11 @@
-//! Reports of lab runs: SVG plots like the Vulture paper's figures, Markdown tables with the
-//! paper's values beside ours, and the one-page summary `docs/lab/README.md`.
+//! Reports of lab runs: SVG plots like the Vulture paper's figures ([`figures`], drawn by
+//! [`plot`] with `plotters`' SVG backend, so no fonts are needed), Markdown tables with the paper's
+//! values beside ours ([`markdown`]), and the page `docs/lab/README.md` ([`page`]) rendered from
+//! each scenario's committed [`Summary`] alone.
 //!
-//! * [`write_scenario_outputs`]: after a run, into its run directory: `result.json` (the raw
-//!   [`ScenarioReport`]), `table.md` and every plot as `*.svg`.
-//! * [`gather`]: `slipstream-lab report`: the latest run of each scenario under the results
-//!   directory → `docs/lab/<scenario>/*.svg` and its [`Summary`] as `docs/lab/<scenario>/result.json`;
-//!   then `docs/lab/README.md` from every committed summary alone ([`page`]).
-//! * [`figures`]: which plots a report yields; [`plot`]: the SVG primitives; [`summary`]: what
-//!   is kept of a run; [`markdown`]: the number formatter, tables, the "differs from paper" list.
-//!
-//! Plots are SVG only, drawn with `plotters`' SVG backend: text stays `<text>`, so neither the
-//! build nor the rendering needs font files, freetype or fontconfig. Missing series never fail a
-//! report: their panel carries a note, or the plot is left out.
+//! * [`write_scenario_outputs`]: a run directory's `result.json`, `table.md` and `*.svg`.
+//! * [`gather`]: `slipstream-lab report`: the latest run of each scenario → `docs/lab/<scenario>/`
+//!   (plots and summary `result.json`), then the page from every committed summary.
 
 pub mod figures;
 pub mod markdown;
@@ -45,7 +39,7 @@ pub fn running_kernel() -> Option<String> {
 /// The Markdown page of one scenario (as written to `table.md`), plots linked by file name.
 pub fn scenario_markdown(summary: &Summary) -> String {
     let mut s = markdown::scenario_section(summary, "#", "");
-    let diffs = markdown::differences_table(&markdown::differences(summary), false);
+    let diffs = markdown::differences_table(&markdown::differences(summary));
     if !diffs.is_empty() {
         s.push_str("\n## Not reached / differs from paper\n\n");
         s.push_str(&diffs);
@@ -55,10 +49,8 @@ pub fn scenario_markdown(summary: &Summary) -> String {
 
 /// Writes a scenario's outputs into its run directory `dir` (created if needed): `result.json`
 /// (with `params.extra["kernel"]` filled in from the running kernel where a run lacks it),
-/// `table.md` and every plot as `<name>.svg`. Returns the paths written, `result.json` first.
-///
-/// A plot that fails to render is skipped and noted in `table.md`; `result.json` is always
-/// written first so a plotting problem can never lose the measurement.
+/// `table.md` and every plot as `<name>.svg`. Returns the paths written, `result.json` first:
+/// it is written before anything is plotted, so a plotting problem can never lose the measurement.
 pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut report = report.clone();
@@ -71,16 +63,9 @@ pub fn write_scenario_outputs(dir: &Path, report: &ScenarioReport) -> Result<Vec
     }
     let (json, table) = (dir.join(RESULT_JSON), dir.join(TABLE_MD));
     write(&json, serde_json::to_string_pretty(&report)?)?;
-    let (plots, problem) = match scenario_plots(&report) {
-        Ok(p) => (p, None),
-        Err(e) => (Vec::new(), Some(format!("plots could not be rendered: {e:#}"))),
-    };
+    let plots = scenario_plots(&report).context("rendering plots")?;
     let svgs = write_plots(dir, &plots)?;
-    let mut md = scenario_markdown(&Summary::of(&report, &plots, ""));
-    if let Some(problem) = problem {
-        md.push_str(&format!("\n_{problem}_\n"));
-    }
-    write(&table, md)?;
+    write(&table, scenario_markdown(&Summary::of(&report, &plots, "")))?;
     Ok([json, table].into_iter().chain(svgs).collect())
 }
 

@@ -1,5 +1,5 @@
 //! The lab's page, `docs/lab/README.md`, rendered from the scenarios' committed [`Summary`]s:
-//! testbed, per-scenario setup, headline tables, what differs from the paper, each scenario.
+//! a link to the testbed, headline tables, what differs from the paper, each scenario.
 
 use super::markdown;
 use super::summary::Summary;
@@ -12,17 +12,10 @@ pub fn order_key(name: &str) -> (usize, String) {
     (pos, name.to_string())
 }
 
-const TESTBED: &str = "Network namespaces on one Linux host (`crates/testbed`): `server` (and \
-    `server2`, ...: iperf3 senders, on a bridge) → `isp` (delay element `slipstream-delay` on \
-    NFQUEUE, half the RTT each way; download bottleneck: `tbf` on its router-facing egress, \
-    queue one BDP unless noted) → `router` (upload bottleneck: `tbf` on its WAN side; \
-    `slipstreamd` on its LAN side, or the alternative's shaping) → LAN bridge `br-lan` → \
-    `client` (and `client2`, ...: receivers). `fairness` spreads its flows over four LAN hosts; \
-    in `web` LAN host 2 browses server 2 beside LAN host 1's background download from server 1. \
-    TSO/GSO/GRO off, `tcp_no_metrics_save=1`, 8 MiB TCP buffers. The Vulture paper (Li & Welzl \
-    2017, Sec. 0.4.1) used three machines, a 10 Mbit/s link (9.41 Mbit/s goodput), 100 ms RTT, \
-    an 86-packet pfifo queue and a modified receiver kernel; Slipstream does the same from the \
-    router by rewriting the window in passing ACKs.";
+/// The testbed is described once, in `docs/lab/about.md` beside the page.
+const TESTBED: &str = "Network namespaces on one Linux host, the paper's topology and link in software: \
+    see [about.md](about.md#testbed) (topology, offloads, buffers, and how the Vulture paper's \
+    three machines differ).";
 
 /// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
@@ -112,13 +105,6 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     s.push_str("## Testbed\n\n");
     s.push_str(TESTBED);
     s.push_str("\n\n");
-    if !summaries.is_empty() {
-        s.push_str("Per scenario:\n\n");
-        for r in summaries {
-            s.push_str(&format!("- **{}**: {}\n", r.scenario, r.how_measured));
-        }
-        s.push('\n');
-    }
 
     // Headline tables: the scenarios that compare alternatives in one table (a column per
     // alternative); a scenario with columns of its own (datapath's modes) in a table of its own.
@@ -140,13 +126,13 @@ pub fn render(summaries: &[Summary], broken: &[String]) -> String {
     }
 
     // Differences from the paper, all scenarios.
-    let differences: Vec<markdown::Difference> = summaries.iter().flat_map(markdown::differences).collect();
+    let differences: Vec<Vec<String>> = summaries.iter().flat_map(markdown::differences).collect();
     s.push_str("## Not reached / differs from paper\n\n");
     if differences.is_empty() {
         s.push_str("Nothing: every Slipstream figure with a paper counterpart is within tolerance (worse by at most 5%, or 0.02 for ratios).\n\n");
     } else {
         s.push_str("Slipstream columns whose value is worse than the paper's by more than 5% (0.02 for ratios), differs by more than 10% where better/worse is not obvious, or was not measured:\n\n");
-        s.push_str(&markdown::differences_table(&differences, true));
+        s.push_str(&markdown::differences_table(&differences));
         s.push('\n');
     }
     if !broken.is_empty() {

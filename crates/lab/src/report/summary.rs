@@ -3,13 +3,10 @@
 //! alone, so re-running one scenario never needs the others' raw results (which stay in the
 //! gitignored results directory).
 
-use std::collections::{BTreeMap, BTreeSet};
-
 use serde::{Deserialize, Serialize};
 
-use super::figures::{alternatives, Plot};
+use super::figures::Plot;
 use super::plot::tick;
-use super::subcases::{subcase_keys, subcase_label};
 use crate::result::{rfc3339, Row, ScenarioReport};
 
 /// At most this many notes are kept; the rest are counted in a last note.
@@ -24,8 +21,6 @@ pub struct Summary {
     pub title: String,
     /// The "how measured" sentence: date, link, durations, repeats, kernel, cc, command.
     pub how_measured: String,
-    /// Alternatives run, in table order.
-    pub alternatives: Vec<String>,
     /// Table columns (alternatives, or datapath's modes).
     pub columns: Vec<String>,
     pub rows: Vec<Row>,
@@ -61,7 +56,6 @@ impl Summary {
             scenario: report.scenario.clone(),
             title: if report.title.is_empty() { report.scenario.clone() } else { report.title.clone() },
             how_measured: how_measured(report),
-            alternatives: alternatives(report),
             columns: report.table.columns.clone(),
             rows: report.table.rows.clone(),
             repeats: repeats(report),
@@ -72,14 +66,10 @@ impl Summary {
     }
 }
 
-/// Repeats per alternative (the largest count over alternatives and sub-cases).
+/// Repeats per alternative: the highest repeat index, plus one (sub-cases such as web's seed
+/// or datapath's round may follow the repeat; they do not divide it).
 pub fn repeats(report: &ScenarioReport) -> u32 {
-    let keys = subcase_keys(report);
-    let mut seen: BTreeMap<(&str, String), BTreeSet<u32>> = BTreeMap::new();
-    for r in &report.runs {
-        seen.entry((&r.alternative, subcase_label(r, &keys))).or_default().insert(r.params.repeat);
-    }
-    seen.values().map(|repeats| repeats.len() as u32).max().unwrap_or(0)
+    report.runs.iter().map(|r| r.params.repeat + 1).max().unwrap_or(0)
 }
 
 /// `2023-11-14 22:13 UTC` for a Unix time.
@@ -101,13 +91,8 @@ fn distinct<T: ToString>(values: impl Iterator<Item = T>) -> String {
 /// The "how measured" sentence: date, rate, RTT, queue, duration, repeats, kernel, cc.
 pub fn how_measured(report: &ScenarioReport) -> String {
     let runs = &report.runs;
-    let started = if report.started_unix > 0.0 {
-        report.started_unix
-    } else {
-        runs.iter().map(|r| r.started_unix).fold(f64::INFINITY, f64::min)
-    };
-    let date =
-        if started.is_finite() && started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
+    let started = report.started_unix;
+    let date = if started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
     let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
     // Measured RTTs as their range, not one by one.
@@ -138,18 +123,10 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     )
 }
 
-/// Notes of the report and (deduplicated) of its runs, prefixed by alternative.
+/// Notes of the report and of its runs (prefixed by alternative), each once.
 pub fn notes(report: &ScenarioReport) -> Vec<String> {
-    let mut out: Vec<String> = report.notes.clone();
-    for r in &report.runs {
-        for n in &r.notes {
-            let line = format!("{}: {n}", r.alternative);
-            if !out.contains(&line) {
-                out.push(line);
-            }
-        }
-    }
-    out
+    let runs = report.runs.iter().flat_map(|r| r.notes.iter().map(|n| format!("{}: {n}", r.alternative)));
+    super::unique(report.notes.iter().cloned().chain(runs))
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! `--set cpu_rates=10,100,500,0`: the daemon's CPU per Gbit/s as the download grows, NFQUEUE
-//! and eBPF, one daemon per datapath for all rates (docs/lab/about.md, `datapath`).
+//! and eBPF, one daemon per datapath for all rates; the page lists them in the notes
+//! (docs/lab/about.md, `datapath`).
 
 use anyhow::Result;
 use slipstream_testbed::daemon::process_cpu_seconds;
