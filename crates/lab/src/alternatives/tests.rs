@@ -3,20 +3,12 @@
 use super::*;
 
 fn env() -> AltEnv {
-    AltEnv {
-        daemon_bin: "/x/slipstreamd".into(),
-        work_dir: "/tmp/x".into(),
-        background_ports: vec![6881, 6882],
-        rules: Vec::new(),
-        rate_mbit: 10.0,
-        bdp_bytes: 125_000,
-        queue_packets: 83,
-    }
+    AltEnv::new("/x/slipstreamd".into(), &ScenarioOptions::default(), "/tmp/x".into(), vec![6881, 6882])
 }
 
 #[test]
 fn labels_round_trip() {
-    for a in Alternative::ALL {
+    for a in Alternative::ALL.into_iter().chain(Alternative::MORE) {
         assert_eq!(a.label().parse::<Alternative>().unwrap(), a);
     }
     assert_eq!("fixed-rwnd=65535".parse::<Alternative>().unwrap(), Alternative::FixedRwnd(Some(65535)));
@@ -73,8 +65,7 @@ fn configs_validate() {
         ],
         ..env()
     };
-    let budgets = HouseholdBudget::ALL.map(Alternative::Household);
-    for a in Alternative::ALL.iter().chain(&budgets) {
+    for a in Alternative::ALL.iter().chain(&Alternative::MORE) {
         let Some(text) = a.daemon_config(&shared, Path::new("/tmp/s.sock")) else {
             continue;
         };
@@ -82,14 +73,14 @@ fn configs_validate() {
         std::fs::write(&p, &text).unwrap();
         let config = slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
         assert_eq!(config.rules.len(), 2, "{text}");
-        let household = matches!(a, Alternative::Household(_));
+        let household = a.is_household();
         assert_eq!(text.contains("weight = 3"), household, "{text}");
         if household {
             assert_eq!(
                 config.household.budget.kind(),
                 match a {
-                    Alternative::Household(HouseholdBudget::KeyBinarySearch) => "key_binary_search",
-                    Alternative::Household(HouseholdBudget::KeyStochastic) => "key_stochastic",
+                    Alternative::HouseholdKeyBinarySearch => "key_binary_search",
+                    Alternative::HouseholdKeyStochastic => "key_stochastic",
                     _ => "delay_target",
                 },
                 "{text}"
@@ -104,14 +95,14 @@ fn configs_validate() {
 
 #[test]
 fn htb_tree() {
-    assert!(Alternative::Slipstream.htb_commands(&env(), "br-lan").is_empty());
-    let cmds = Alternative::HtbShaping { percent: 90 }.htb_commands(&env(), "br-lan");
-    let text: Vec<String> = cmds.iter().map(|c| c.join(" ")).collect();
+    assert!(Alternative::Slipstream.htb_script(&env(), "br-lan").is_none());
+    let script = Alternative::HtbShaping { percent: 90 }.htb_script(&env(), "br-lan").unwrap();
+    let text: Vec<&str> = script.lines().collect();
     assert_eq!(text[0], "qdisc replace dev br-lan root handle 1: htb default 10");
     assert!(text[1].ends_with("rate 9000000bit ceil 9000000bit"), "{}", text[1]);
     assert!(text[2].contains("classid 1:10 htb rate 8550000bit ceil 9000000bit prio 0"), "{}", text[2]);
     assert!(text[3].contains("classid 1:20 htb rate 450000bit ceil 9000000bit prio 7"), "{}", text[3]);
     assert!(text[4].ends_with("pfifo limit 83"));
     assert!(text[6].contains("match ip sport 6881 0xffff flowid 1:20"), "{}", text[6]);
-    assert_eq!(cmds.len(), 6 + 2 * 2);
+    assert_eq!(text.len(), 6 + 2 * 2);
 }

@@ -27,7 +27,7 @@ pub use spec::{Direction, FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
-use crate::scenarios::{status_line, LabContext, ScenarioOptions, LAB_PREFIX};
+use crate::scenarios::{LabContext, ScenarioOptions, LAB_PREFIX};
 
 /// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
 pub const CBR_WRITE_BYTES: &str = "1448";
@@ -72,11 +72,10 @@ impl<'a> Run<'a> {
     /// drops in reverse order: samplers, alternative, testbed.)
     pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
         ctx.check_interrupted()?;
-        let up = opts.upload_delay_ms();
         let spec = TopologySpec {
             rate_mbit: opts.rate_mbit,
-            one_way_delay_ms: opts.rtt_ms - up,
-            upload_delay_ms: Some(up),
+            one_way_delay_ms: opts.rtt_ms / 2.0,
+            upload_delay_ms: None,
             queue_bytes: Some(opts.effective_queue_bytes()),
             name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
             delay_bin: Some(ctx.delay_bin.clone()),
@@ -91,8 +90,10 @@ impl<'a> Run<'a> {
             format!("delay accuracy check (rate {} Mbit/s, RTT {} ms)", opts.rate_mbit, opts.rtt_ms)
         })?;
         let (dir, ports) = (setup.work_dir.clone(), setup.background_ports.clone());
-        let env =
-            AltEnv { rules: setup.rules.clone(), ..AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports) };
+        let mut env = AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports);
+        if !setup.rules.is_empty() {
+            env.rules.clone_from(&setup.rules);
+        }
         let active = setup.alternative.setup(&tb, &env)?;
         let mut ports = setup.server_ports.clone();
         ports.sort_unstable();
@@ -191,6 +192,23 @@ impl<'a> Run<'a> {
         (!rates.is_empty()).then(|| rates.iter().sum())
     }
 
+    /// The progress line at t = `now`, e.g.
+    /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
+    fn status_line(&self, now: f64) -> String {
+        let RunSetup { scenario, index, count, alternative, duration_s, .. } = &self.setup;
+        let mut s = format!(
+            "[{scenario}] alternative {}/{count} {alternative}  t={now:.0}/{duration_s:.0} s",
+            index + 1
+        );
+        for (label, role) in [("BE", Role::BestEffort), ("BG", Role::Background)] {
+            match self.live_role_rate(role) {
+                Some(v) => s.push_str(&format!("  {label} {:.1} Mbit/s", v.max(0.0) + 0.0)),
+                None => s.push_str(&format!("  {label} -")),
+            }
+        }
+        s
+    }
+
     /// Sleeps until t = `t`, printing the progress line; errors on Ctrl-C.
     pub fn wait_until(&self, t: f64) -> Result<()> {
         loop {
@@ -199,19 +217,7 @@ impl<'a> Run<'a> {
             if now >= t {
                 return Ok(());
             }
-            let line = status_line(
-                &self.setup.scenario,
-                self.setup.index,
-                self.setup.count,
-                &self.setup.alternative.label(),
-                now,
-                self.setup.duration_s,
-                &[
-                    ("BE", self.live_role_rate(Role::BestEffort)),
-                    ("BG", self.live_role_rate(Role::Background)),
-                ],
-            );
-            self.ctx.progress.status(&line);
+            self.ctx.progress.status(&self.status_line(now));
             std::thread::sleep(std::time::Duration::from_secs_f64((t - now).min(0.1)));
         }
     }
@@ -252,7 +258,7 @@ impl<'a> Run<'a> {
     fn collect_samples(&mut self) {
         let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
         let daemon = self.daemon.take().map(poller::Periodic::finish).unwrap_or_default();
-        let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
+        let down_delay_s = self.opts.rtt_ms / 2.0 / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
         self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
         // One entry per flow label: its role, port and direction.

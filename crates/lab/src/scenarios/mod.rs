@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 
-use crate::alternatives::{Alternative, HouseholdBudget};
+use crate::alternatives::Alternative;
 use crate::result::{timestamp_dirname, ScenarioReport};
 
 pub mod alone;
@@ -148,7 +148,7 @@ pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] = [
     Alternative::NoControl,
     Alternative::HtbShaping { percent: 95 },
     Alternative::Slipstream,
-    Alternative::Household(HouseholdBudget::Default),
+    Alternative::Household,
 ];
 
 /// The alternatives `scenario` compares unless `--alternatives` says otherwise: every one but
@@ -157,7 +157,7 @@ pub fn default_alternatives(scenario: &Scenario) -> Vec<Alternative> {
     if scenario.household {
         HOUSEHOLD_ALTERNATIVES.to_vec()
     } else {
-        Alternative::ALL.into_iter().filter(|a| !matches!(a, Alternative::Household(_))).collect()
+        Alternative::ALL.into_iter().filter(|a| !a.is_household()).collect()
     }
 }
 
@@ -182,17 +182,10 @@ pub struct ScenarioOptions {
     /// Base RTT, ms.
     #[arg(long = "rtt", default_value_t = 100.0)]
     pub rtt_ms: f64,
-    /// One-way delay of the upload direction (LAN → server), ms (default: half the RTT; the
-    /// download direction gets the rest of --rtt).
-    #[arg(long = "up-delay")]
-    pub up_delay_ms: Option<f64>,
     /// Bottleneck queue in bytes (default: one BDP, 83 full frames at 10 Mbit/s and 100 ms;
     /// Vulture Sec. 0.4.1 used a pfifo of 86 packets).
     #[arg(long)]
     pub queue_bytes: Option<u64>,
-    /// Bottleneck queue in full-size (1514-byte) packets instead.
-    #[arg(long = "queue-packets", conflicts_with = "queue_bytes")]
-    pub queue_frames: Option<u64>,
     /// Sender congestion control of the TCP flows.
     #[arg(long, default_value = "cubic", value_parser = ["cubic", "reno", "bbr"])]
     pub cc: String,
@@ -224,11 +217,6 @@ impl ScenarioOptions {
         (secs * self.duration_scale).max(min)
     }
 
-    /// One-way delay of the upload direction, ms (`up_delay_ms` or half the RTT).
-    pub fn upload_delay_ms(&self) -> f64 {
-        self.up_delay_ms.unwrap_or(self.rtt_ms / 2.0)
-    }
-
     /// Bandwidth-delay product in bytes.
     pub fn bdp_bytes(&self) -> u64 {
         (self.rate_mbit * 1e6 / 8.0 * self.rtt_ms / 1000.0).round() as u64
@@ -236,8 +224,7 @@ impl ScenarioOptions {
 
     /// The queue limit used, bytes.
     pub fn effective_queue_bytes(&self) -> u64 {
-        let frames = self.queue_frames.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES);
-        let bytes = self.queue_bytes.or(frames).unwrap_or_else(|| self.bdp_bytes());
+        let bytes = self.queue_bytes.unwrap_or_else(|| self.bdp_bytes());
         bytes.max(2 * slipstream_testbed::cmd::FRAME_BYTES)
     }
 
@@ -379,27 +366,6 @@ impl Progress {
             let _ = writeln!(e, "{line}");
         }
     }
-}
-
-/// The standard status line.
-pub fn status_line(
-    scenario: &str,
-    alt_index: usize,
-    alt_count: usize,
-    alt: &str,
-    t: f64,
-    total: f64,
-    rates: &[(&str, Option<f64>)],
-) -> String {
-    let mut s =
-        format!("[{scenario}] alternative {}/{alt_count} {alt}  t={t:.0}/{total:.0} s", alt_index + 1);
-    for (label, v) in rates {
-        match v {
-            Some(v) => s.push_str(&format!("  {label} {:.1} Mbit/s", v.max(0.0) + 0.0)),
-            None => s.push_str(&format!("  {label} -")),
-        }
-    }
-    s
 }
 
 #[cfg(test)]

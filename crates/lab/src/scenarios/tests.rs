@@ -21,11 +21,3 @@ fn options() {
     assert_eq!(households, ["no-timestamps", "many-flows", "weights"]);
     assert_eq!(default_alternatives(&SCENARIOS[9]), HOUSEHOLD_ALTERNATIVES);
 }
-
-#[test]
-fn status_format() {
-    assert_eq!(
-        status_line("cbr", 1, 5, "slipstream", 34.2, 90.0, &[("BE", Some(5.94)), ("BG", Some(0.4))]),
-        "[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s"
-    );
-}
