@@ -16,9 +16,10 @@ use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
 use crate::scenarios::ScenarioOptions;
 
 /// One alternative compared in a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum Alternative {
     /// No daemon, no shaping.
+    #[default]
     NoControl,
     /// `slipstreamd`, Vulture, Slipstream's variant (the default config).
     Slipstream,

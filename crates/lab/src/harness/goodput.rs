@@ -6,12 +6,12 @@
 //! connection first carries data. Each flow's span (first to last interval) is kept in
 //! [`RunResult::flow_spans`].
 
+use slipstream_testbed::iperf::IperfResult;
 use slipstream_testbed::Interval;
 
 use super::spec::Direction;
-use super::ss::SsSamples;
+use super::ss::{self, SsSamples};
 use super::FlowRun;
-use crate::measure;
 use crate::result::{FlowSpan, RunResult, Series, Unit};
 
 /// Time from spawning an iperf3 client to its first data, assumed where it cannot be measured:
@@ -20,7 +20,7 @@ pub const IPERF_SETUP_GUESS_S: f64 = 0.3;
 
 /// Adds the goodput series and spans of `flows` to `result`, placed in time where the
 /// sender-side samples `ss` show each flow's data connection start (see
-/// [`measure::data_start`]); the spawn time plus [`IPERF_SETUP_GUESS_S`] where they cannot (no
+/// [`ss::data_start`]); the spawn time plus [`IPERF_SETUP_GUESS_S`] where they cannot (no
 /// `ss` sampling, a flow to another server). `down_delay_s` is the one-way download delay.
 pub(super) fn add_goodput_series(
     flows: &[FlowRun],
@@ -38,11 +38,10 @@ pub(super) fn add_goodput_series(
         // it; an upload's series is the receiving server's own.
         let measured = match (f.spec.ends.server, res.local_port, f.spec.direction) {
             (1, Some(peer), Direction::Download) => {
-                measure::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_sent)
-                    .map(|t| t + down_delay_s)
+                ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_sent).map(|t| t + down_delay_s)
             }
             (1, Some(peer), Direction::Upload) => {
-                measure::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_received)
+                ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_received)
             }
             _ => None,
         };
@@ -52,7 +51,7 @@ pub(super) fn add_goodput_series(
         });
         // Interval times are relative to iperf3's test start, when data starts flowing.
         let offset = start - first.map_or(0.0, |iv| iv.start);
-        let pts = measure::iperf_goodput_series(res, offset);
+        let pts = iperf_goodput_series(res, offset);
         if let (Some(a), Some(b)) = (pts.first(), pts.last()) {
             let half = |i: Option<&Interval>| i.map_or(0.0, |iv| (iv.end - iv.start) / 2.0);
             let last = res.intervals.iter().rev().find(counted);
@@ -76,3 +75,18 @@ pub(super) fn add_goodput_series(
         ));
     }
 }
+
+/// Receiver goodput series (Mbit/s) of an iperf3 run: `(offset + interval midpoint, rate)` for
+/// every non-omitted interval. (A rate over an interval belongs to the interval's middle: a
+/// window `[t0, t1)` then takes the intervals that lie in it.)
+fn iperf_goodput_series(r: &IperfResult, offset_s: f64) -> Vec<(f64, f64)> {
+    r.intervals
+        .iter()
+        .filter(|iv| !iv.omitted && iv.end > iv.start)
+        .map(|iv| (offset_s + (iv.start + iv.end) / 2.0, iv.bytes as f64 * 8.0 / (iv.end - iv.start) / 1e6))
+        .collect()
+}
+
+#[cfg(test)]
+#[path = "goodput_tests.rs"]
+mod tests;

@@ -1,11 +1,5 @@
 //! One run of a scenario: a fresh testbed, one alternative on its router, iperf3 flows started
-//! at chosen times, and samplers every 100 ms, turned into a [`RunResult`].
-//!
-//! Samplers (ping optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
-//! receiver (iperf3 intervals placed on the run's clock), [`ping`] (best-effort RTT), [`ss`]
-//! (sender state in the server namespace), [`daemon`] (the daemon's view of each flow, from its
-//! control socket).
-//!
+//! at chosen times, and samplers (one file each) every 100 ms, turned into a [`RunResult`].
 //! Drop order makes an error anywhere (or Ctrl-C) clean: samplers are stopped, the daemon is
 //! killed, then the testbed is torn down (namespaces with everything in them).
 
@@ -54,7 +48,7 @@ struct FlowRun {
 /// A run in progress. Fields drop in order: samplers, flows, alternative (daemon), testbed.
 pub struct Run<'a> {
     ping: Option<ping::PingSampler>,
-    ss: Option<ss::SsSampler>,
+    ss: Option<poller::Periodic<Vec<ss::SsSocket>>>,
     daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
     active: Option<ActiveAlternative>,
@@ -106,7 +100,7 @@ impl<'a> Run<'a> {
         let (t0, t0_unix) = (Instant::now(), now_unix());
         let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
         let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
-        let ss = Some(ss::SsSampler::start(&tb, t0_unix));
+        let ss = Some(ss::start(&tb, t0_unix));
         let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
@@ -188,7 +182,7 @@ impl<'a> Run<'a> {
         let ss = self.ss.as_ref()?;
         let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
         let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
-        let rates: Vec<f64> = ports.iter().filter_map(|p| ss.live_rate(*p)).collect();
+        let rates: Vec<f64> = ports.iter().filter_map(|p| ss::live_rate(ss, *p)).collect();
         (!rates.is_empty()).then(|| rates.iter().sum())
     }
 
@@ -256,7 +250,7 @@ impl<'a> Run<'a> {
 
     /// Stops the samplers and turns their samples into the result's series.
     fn collect_samples(&mut self) {
-        let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
+        let ss = self.ss.take().map(poller::Periodic::finish).unwrap_or_default();
         let daemon = self.daemon.take().map(poller::Periodic::finish).unwrap_or_default();
         let down_delay_s = self.opts.rtt_ms / 2.0 / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);

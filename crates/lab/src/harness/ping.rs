@@ -8,7 +8,6 @@ use std::process::{Child, Stdio};
 use anyhow::{Context, Result};
 use slipstream_testbed::{Ns, Testbed};
 
-use crate::measure::parse_ping_line;
 use crate::result::{Role, Series, Unit};
 
 /// The running ping and the file its output goes to.
@@ -50,3 +49,17 @@ impl Drop for PingSampler {
         self.stop();
     }
 }
+
+/// One `ping -D` reply: `(unix seconds, rtt ms)`.
+pub fn parse_ping_line(line: &str) -> Option<(f64, f64)> {
+    // "[1700000000.123456] 64 bytes from 10.77.1.2: icmp_seq=1 ttl=62 time=100 ms"
+    let rest = line.trim().strip_prefix('[')?;
+    let (ts, rest) = rest.split_once(']')?;
+    let unix: f64 = ts.trim().parse().ok()?;
+    let rtt = rest.split_whitespace().find_map(|tok| tok.strip_prefix("time=")?.parse().ok())?;
+    Some((unix, rtt))
+}
+
+#[cfg(test)]
+#[path = "ping_tests.rs"]
+mod tests;

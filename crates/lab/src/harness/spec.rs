@@ -72,7 +72,7 @@ impl FlowSpec {
 }
 
 /// What one run needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunSetup {
     pub scenario: String,
     pub alternative: Alternative,
@@ -110,22 +110,15 @@ impl RunSetup {
     /// fills in the scenario and the work directory).
     pub fn new(alternative: Alternative, duration_s: f64) -> RunSetup {
         RunSetup {
-            scenario: String::new(),
             alternative,
-            index: 0,
             count: 1,
-            repeat: 0,
             duration_s,
             background_ports: vec![BG_PORT],
             server_ports: vec![BG_PORT],
             servers: 1,
             clients: 1,
-            timestamps_off: Vec::new(),
-            rules: Vec::new(),
             ping: true,
-            work_dir: PathBuf::new(),
-            cc: None,
-            extra: BTreeMap::new(),
+            ..RunSetup::default()
         }
     }
 

@@ -11,37 +11,25 @@ use slipstream_testbed::{Ns, Testbed};
 use super::poller::{Periodic, Samples};
 use super::spec::Direction;
 use crate::analysis;
-use crate::measure::{parse_ss, SsSocket};
 use crate::result::{Role, Series, Unit};
 
 /// `(t, sockets)` samples.
 pub(super) type SsSamples = Samples<Vec<SsSocket>>;
 
-/// `ss -tinH` run every 100 ms from a thread in the server namespace.
-pub(super) struct SsSampler(Periodic<Vec<SsSocket>>);
+/// Starts `ss -tinH` every 100 ms in the server namespace; times count from `t0_unix`.
+pub(super) fn start(tb: &Testbed, t0_unix: f64) -> Periodic<Vec<SsSocket>> {
+    Periodic::start(Some(tb.ns_name(Ns::Server)), t0_unix, || {
+        let out = Command::new("ss").arg("-tinH").output().ok()?;
+        Some(parse_ss(&String::from_utf8_lossy(&out.stdout)))
+    })
+}
 
-impl SsSampler {
-    /// Starts polling the server namespace; times count from `t0_unix`.
-    pub(super) fn start(tb: &Testbed, t0_unix: f64) -> SsSampler {
-        SsSampler(Periodic::start(Some(tb.ns_name(Ns::Server)), t0_unix, || {
-            let out = Command::new("ss").arg("-tinH").output().ok()?;
-            Some(parse_ss(&String::from_utf8_lossy(&out.stdout)))
-        }))
-    }
-
-    /// Current sender-side rate (Mbit/s) of everything on server `port`, from the last two
-    /// samples.
-    pub(super) fn live_rate(&self, port: u16) -> Option<f64> {
-        let s = self.0.samples();
-        let last = s[s.len().saturating_sub(2)..].iter();
-        let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, port_bytes(socks, port) as f64)).collect();
-        analysis::rate_from_counter(&counter).pop().map(|(_, rate)| rate)
-    }
-
-    /// Stops polling; the samples.
-    pub(super) fn finish(self) -> SsSamples {
-        self.0.finish()
-    }
+/// Current sender-side rate (Mbit/s) of everything on server `port`, from the last two samples.
+pub(super) fn live_rate(sampler: &Periodic<Vec<SsSocket>>, port: u16) -> Option<f64> {
+    let s = sampler.samples();
+    let last = s[s.len().saturating_sub(2)..].iter();
+    let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, port_bytes(socks, port) as f64)).collect();
+    analysis::rate_from_counter(&counter).pop().map(|(_, rate)| rate)
 }
 
 /// The bytes of every socket on server `port`.
@@ -82,3 +70,117 @@ pub(super) fn flow_series(
         .map(|(name, unit, pts)| Series::new(name, unit, label, role, "server-ss").with_points(pts))
         .collect()
 }
+
+/// One TCP socket from `ss -tinH`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SsSocket {
+    pub local_port: u16,
+    pub peer_port: u16,
+    /// Congestion window in segments.
+    pub cwnd: Option<u64>,
+    /// Sender MSS, bytes.
+    pub mss: Option<u64>,
+    /// Smoothed RTT, ms.
+    pub rtt_ms: Option<f64>,
+    /// Bytes sent, retransmissions included (sender side).
+    pub bytes_sent: Option<u64>,
+    /// Bytes acked by the peer (sender side).
+    pub bytes_acked: Option<u64>,
+    /// Bytes received (receiver side).
+    pub bytes_received: Option<u64>,
+    /// Segments in flight (sent, not yet acked).
+    pub unacked: Option<u64>,
+}
+
+impl SsSocket {
+    /// cwnd in bytes (`cwnd × mss`).
+    pub fn cwnd_bytes(&self) -> Option<u64> {
+        Some(self.cwnd? * self.mss?)
+    }
+
+    /// The larger byte counter (sent-and-acked or received): the socket's progress either way.
+    pub fn bytes(&self) -> u64 {
+        self.bytes_acked.unwrap_or(0).max(self.bytes_received.unwrap_or(0))
+    }
+}
+
+/// Port of an `addr:port` endpoint (0 if none).
+pub fn port_of(endpoint: &str) -> u16 {
+    endpoint.rsplit_once(':').and_then(|(_, p)| p.parse().ok()).unwrap_or(0)
+}
+
+/// Parses `ss -tinH` (no header, with or without the State column): a socket line with the two
+/// endpoints, followed by an indented line of `key:value` details.
+pub fn parse_ss(text: &str) -> Vec<SsSocket> {
+    let mut out: Vec<SsSocket> = Vec::new();
+    for line in text.lines() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let indented = line.starts_with(|c: char| c.is_whitespace());
+        let toks: Vec<&str> = line.split_whitespace().collect();
+        let looks_like_socket = !indented && toks.len() >= 4;
+        if looks_like_socket {
+            // [State] Recv-Q Send-Q Local Peer [Process]
+            let start = usize::from(toks[0].parse::<u64>().is_err());
+            let (Some(local), Some(peer)) = (toks.get(start + 2), toks.get(start + 3)) else {
+                continue;
+            };
+            out.push(SsSocket { local_port: port_of(local), peer_port: port_of(peer), ..Default::default() });
+            continue;
+        }
+        let Some(s) = out.last_mut() else { continue };
+        for tok in &toks {
+            let Some((k, v)) = tok.split_once(':') else {
+                continue;
+            };
+            let num = || v.parse::<u64>().ok();
+            match k {
+                "cwnd" => s.cwnd = num(),
+                "mss" => s.mss = num(),
+                "bytes_sent" => s.bytes_sent = num(),
+                "bytes_acked" => s.bytes_acked = num(),
+                "bytes_received" => s.bytes_received = num(),
+                "unacked" => s.unacked = num(),
+                "rtt" => s.rtt_ms = v.split('/').next().and_then(|r| r.parse().ok()),
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// Bytes a data connection must have carried before it counts as started: more than iperf3's
+/// 37-byte cookie, less than one full segment.
+pub const DATA_START_BYTES: u64 = 1000;
+
+/// When the data of a TCP connection began, from the server's `ss` samples: the midpoint
+/// between the last sample before and the first sample after its counter `bytes` (sent for a
+/// server that sends, received for one that receives) passed [`DATA_START_BYTES`]. The socket
+/// is the one on `server_port` whose peer is `peer_port`; samples before `after` are ignored.
+/// `None` if no sample shows the connection's data.
+pub fn data_start(
+    ss: &[(f64, Vec<SsSocket>)],
+    server_port: u16,
+    peer_port: u16,
+    after: f64,
+    bytes: impl Fn(&SsSocket) -> Option<u64>,
+) -> Option<f64> {
+    let mut prev = after;
+    for (t, socks) in ss.iter().filter(|(t, _)| *t >= after) {
+        let started = socks.iter().any(|s| {
+            s.local_port == server_port
+                && s.peer_port == peer_port
+                && bytes(s).is_some_and(|b| b > DATA_START_BYTES)
+        });
+        if started {
+            return Some((prev + t) / 2.0);
+        }
+        prev = *t;
+    }
+    None
+}
+
+#[cfg(test)]
+#[path = "ss_tests.rs"]
+mod tests;
