@@ -7,7 +7,6 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{bail, Context, Result};
 use slipstream_testbed::daemon::Daemon;
@@ -192,8 +191,8 @@ impl Alternative {
         Some(script)
     }
 
-    /// Sets the alternative up on the router of `tb`; its daemon config, log and HTB script go to
-    /// `env.work_dir`.
+    /// Sets the alternative up on the router of `tb`; its daemon config, log, control socket
+    /// and HTB script go to `env.work_dir`.
     pub fn setup(&self, tb: &Testbed, env: &AltEnv) -> Result<ActiveAlternative> {
         let mut active = ActiveAlternative {
             daemon: None,
@@ -203,8 +202,7 @@ impl Alternative {
             notes: Vec::new(),
         };
         let stem = self.label().replace('=', "-");
-        let n = SOCKET_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let sock = std::env::temp_dir().join(format!("slipstream-lab-{}-{n}.sock", std::process::id()));
+        let sock = env.work_dir.join(format!("{stem}.sock"));
         if let Some(text) = self.daemon_config(env, &sock) {
             let config_path = env.work_dir.join(format!("{stem}.toml"));
             std::fs::write(&config_path, &text)
@@ -228,8 +226,6 @@ impl Alternative {
         Ok(active)
     }
 }
-
-static SOCKET_COUNTER: AtomicU32 = AtomicU32::new(0);
 
 /// Where the daemon's metrics listen inside the router namespace.
 const METRICS_ADDR: &str = "127.0.0.1:9617";

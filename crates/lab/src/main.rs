@@ -31,7 +31,7 @@ fn cli() -> clap::Command {
         .subcommand(ReportArgs::augment_args(clap::Command::new("report")).about(report))
         .subcommand(
             clap::Command::new("cleanup")
-                .about("Removes stale lab namespaces (any process's), their processes and control sockets."),
+                .about("Removes stale lab namespaces (any process's) and their processes."),
         )
 }
 
@@ -96,23 +96,13 @@ fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
     Ok(())
 }
 
-/// Removes stale lab namespaces (any process's), their processes and stale control sockets.
+/// Removes stale lab namespaces (any process's) and their processes.
 fn cleanup() -> Result<()> {
     let removed = slipstream_testbed::cleanup_stale(LAB_PREFIX)?;
     for n in &removed {
         println!("removed namespace {n}");
     }
-    let mut sockets = 0;
-    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with("slipstream-lab-") && name.ends_with(".sock") {
-                let _ = std::fs::remove_file(e.path());
-                sockets += 1;
-            }
-        }
-    }
-    println!("cleanup: {} namespace(s), {sockets} stale socket(s) removed", removed.len());
+    println!("cleanup: {} namespace(s) removed", removed.len());
     Ok(())
 }
 

@@ -69,7 +69,6 @@ impl<'a> Run<'a> {
         let spec = TopologySpec {
             rate_mbit: opts.rate_mbit,
             one_way_delay_ms: opts.rtt_ms / 2.0,
-            upload_delay_ms: None,
             queue_bytes: Some(opts.effective_queue_bytes()),
             name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
             delay_bin: Some(ctx.delay_bin.clone()),
@@ -77,7 +76,7 @@ impl<'a> Run<'a> {
             servers: setup.servers,
             clients: setup.clients,
             timestamps_off: setup.timestamps_off.clone(),
-            flood_source: false,
+            ..TopologySpec::default()
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(RTT_TOLERANCE_MS).with_context(|| {

@@ -1,15 +1,7 @@
-//! The lab's scenarios and what they share.
-//!
-//! Every scenario is a module with
-//!
-//! ```ignore
-//! pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> anyhow::Result<ScenarioReport>
-//! ```
-//!
-//! that runs every alternative in `opts.alternatives` (each `opts.repeats` times) one after the
-//! other on a fresh testbed, writes nothing itself except through [`LabContext::write_report`]
-//! (`<out>/<scenario>/<timestamp>/result.json` and `table.md`) and returns the report. Building
-//! blocks (topology, alternative setup, 100 ms samplers) are in [`crate::harness`].
+//! The lab's scenarios and what they share: the command table [`SCENARIOS`], a scenario's
+//! command line [`ScenarioOptions`], and [`LabContext`]. Each scenario module's
+//! `run(ctx, opts) -> Result<ScenarioReport>` runs every alternative (each `opts.repeats` times)
+//! on a fresh testbed ([`crate::harness`]) and writes only through [`LabContext::write_report`].
 
 use std::io::{IsTerminal, Write};
 use std::path::PathBuf;
