@@ -114,23 +114,16 @@ pub fn port_of(endpoint: &str) -> u16 {
 pub fn parse_ss(text: &str) -> Vec<SsSocket> {
     let mut out: Vec<SsSocket> = Vec::new();
     for line in text.lines() {
-        if line.trim().is_empty() {
-            continue;
-        }
-        let indented = line.starts_with(|c: char| c.is_whitespace());
-        let toks: Vec<&str> = line.split_whitespace().collect();
-        let looks_like_socket = !indented && toks.len() >= 4;
-        if looks_like_socket {
-            // [State] Recv-Q Send-Q Local Peer [Process]
-            let start = usize::from(toks[0].parse::<u64>().is_err());
-            let (Some(local), Some(peer)) = (toks.get(start + 2), toks.get(start + 3)) else {
-                continue;
-            };
-            out.push(SsSocket { local_port: port_of(local), peer_port: port_of(peer), ..Default::default() });
+        if !line.starts_with(|c: char| c.is_whitespace()) {
+            // [State] Recv-Q Send-Q Local Peer: the first two columns with a port.
+            let mut ends = line.split_whitespace().filter(|t| t.contains(':')).map(port_of);
+            if let (Some(local_port), Some(peer_port)) = (ends.next(), ends.next()) {
+                out.push(SsSocket { local_port, peer_port, ..Default::default() });
+            }
             continue;
         }
         let Some(s) = out.last_mut() else { continue };
-        for tok in &toks {
+        for tok in line.split_whitespace() {
             let Some((k, v)) = tok.split_once(':') else {
                 continue;
             };

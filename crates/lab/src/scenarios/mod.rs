@@ -3,7 +3,7 @@
 //! `run(ctx, opts) -> Result<ScenarioReport>` runs every alternative (each `opts.repeats` times)
 //! on a fresh testbed ([`crate::harness`]) and writes only through [`LabContext::write_report`].
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -331,32 +331,30 @@ impl Default for Progress {
 }
 
 impl Progress {
+    /// What starts a line: on a terminal, a return and erase-line over the status line.
+    fn clear(&self) -> &'static str {
+        if self.tty {
+            "\r\x1b[K"
+        } else {
+            ""
+        }
+    }
+
     /// A persistent line.
     pub fn log(&self, line: &str) {
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[K");
-        }
-        let _ = writeln!(e, "{line}");
+        eprintln!("{}{line}", self.clear());
     }
 
     /// A transient status line such as
     /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
     pub fn status(&self, line: &str) {
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
         let every = if self.tty { Duration::from_millis(200) } else { Duration::from_secs(5) };
-        if last.is_some_and(|l| now - l < every) {
+        if last.is_some_and(|l| l.elapsed() < every) {
             return;
         }
-        *last = Some(now);
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[K{line}");
-            let _ = e.flush();
-        } else {
-            let _ = writeln!(e, "{line}");
-        }
+        *last = Some(Instant::now());
+        eprint!("{}{line}{}", self.clear(), if self.tty { "" } else { "\n" });
     }
 }
 
