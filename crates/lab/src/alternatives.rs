@@ -1,21 +1,22 @@
 //! What the lab compares Slipstream with, and how each alternative is set up on (and removed
 //! from) the testbed's router namespace: `no-control`, `slipstream`, `slipstream-paper`,
-//! `slipstream-ebpf`, `fixed-rwnd[=N]`, `htb-90` / `htb-95`, `household` and its budget
+//! `slipstream-ebpf`, `fixed-rwnd`, `htb-90` / `htb-95`, `household` and its budget
 //! controllers `household-ledbat`, `household-key-bs`, `household-key-sa`. What each runs, why
 //! fixed-rwnd's default N is BDP / 2 and how the HTB tree is built: docs/lab/about.md.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use anyhow::{bail, Context, Result};
+use clap::ValueEnum;
 use slipstream_testbed::daemon::Daemon;
 use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
 
 use crate::scenarios::ScenarioOptions;
 
-/// One alternative compared in a scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+/// One alternative compared in a scenario; its command-line name (clap's [`ValueEnum`]) is its
+/// label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, ValueEnum)]
 pub enum Alternative {
     /// No daemon, no shaping.
     #[default]
@@ -26,64 +27,48 @@ pub enum Alternative {
     SlipstreamPaper,
     /// `slipstreamd`, Vulture (Slipstream's variant) on the tc eBPF datapath.
     SlipstreamEbpf,
-    /// `slipstreamd` with a fixed window; `None` = BDP / 2.
-    FixedRwnd(Option<u64>),
-    /// HTB shaping of the download on `br-lan` at `percent` % of the bottleneck rate.
-    HtbShaping {
-        /// 90 or 95 (any 1-100 is accepted).
-        percent: u8,
-    },
+    /// `slipstreamd` with a fixed window of BDP / 2.
+    FixedRwnd,
+    /// HTB shaping of the download on `br-lan` at 90 % of the bottleneck rate.
+    #[value(name = "htb-90")]
+    Htb90,
+    /// The same at 95 %.
+    #[value(name = "htb-95")]
+    Htb95,
     /// `slipstreamd` with `controller = "household"` and the default `[household]` settings.
     Household,
     /// The same with `delay_target`'s `variant = "ledbat"` (RFC 6817's per-ACK rule, per round).
     HouseholdLedbat,
     /// The same with Key et al. Sec. 4.1, binary search (eq. 26-27).
+    #[value(name = "household-key-bs")]
     HouseholdKeyBinarySearch,
     /// The same with Key et al. Sec. 4.2, stochastic approximation (eq. 31).
+    #[value(name = "household-key-sa")]
     HouseholdKeyStochastic,
 }
 
 impl Alternative {
-    /// Every alternative with its default parameters, in table order.
+    /// The alternatives of the paper's scenarios and household control, in table order (the
+    /// others run only when named).
     pub const ALL: [Alternative; 7] = [
         Alternative::NoControl,
         Alternative::Slipstream,
         Alternative::SlipstreamPaper,
-        Alternative::FixedRwnd(None),
-        Alternative::HtbShaping { percent: 90 },
-        Alternative::HtbShaping { percent: 95 },
+        Alternative::FixedRwnd,
+        Alternative::Htb90,
+        Alternative::Htb95,
         Alternative::Household,
     ];
 
-    /// The alternatives run only when named (`--alternatives`).
-    pub const MORE: [Alternative; 4] = [
-        Alternative::SlipstreamEbpf,
-        Alternative::HouseholdLedbat,
-        Alternative::HouseholdKeyBinarySearch,
-        Alternative::HouseholdKeyStochastic,
-    ];
-
-    /// The command-line label ("no-control", "slipstream", "fixed-rwnd", "htb-90", ...); also the
+    /// The command-line name ("no-control", "slipstream", "fixed-rwnd", "htb-90", ...); also the
     /// table column and [`crate::result::RunResult::alternative`].
     pub fn label(&self) -> String {
-        match self {
-            Alternative::NoControl => "no-control".into(),
-            Alternative::Slipstream => "slipstream".into(),
-            Alternative::SlipstreamPaper => "slipstream-paper".into(),
-            Alternative::SlipstreamEbpf => "slipstream-ebpf".into(),
-            Alternative::FixedRwnd(None) => "fixed-rwnd".into(),
-            Alternative::FixedRwnd(Some(n)) => format!("fixed-rwnd={n}"),
-            Alternative::HtbShaping { percent } => format!("htb-{percent}"),
-            Alternative::Household => "household".into(),
-            Alternative::HouseholdLedbat => "household-ledbat".into(),
-            Alternative::HouseholdKeyBinarySearch => "household-key-bs".into(),
-            Alternative::HouseholdKeyStochastic => "household-key-sa".into(),
-        }
+        self.to_possible_value().expect("no variant is skipped").get_name().to_string()
     }
 
     /// Whether `slipstreamd` runs for this alternative.
     pub fn uses_daemon(&self) -> bool {
-        !matches!(self, Alternative::NoControl | Alternative::HtbShaping { .. })
+        !matches!(self, Alternative::NoControl | Alternative::Htb90 | Alternative::Htb95)
     }
 
     /// Whether this is household control (`controller = "household"`), with any budget controller.
@@ -104,21 +89,18 @@ impl Alternative {
 
     /// The fixed window used by `FixedRwnd` for a path with this BDP.
     fn fixed_window_bytes(&self, bdp_bytes: u64) -> Option<u64> {
-        match self {
-            Alternative::FixedRwnd(n) => Some(n.unwrap_or(bdp_bytes / 2).max(1)),
-            _ => None,
-        }
+        (*self == Alternative::FixedRwnd).then_some((bdp_bytes / 2).max(1))
     }
 
     /// The daemon's TOML config for this alternative, or `None` if it runs no daemon.
     pub fn daemon_config(&self, env: &AltEnv, control_socket: &Path) -> Option<String> {
         let controller = match self {
-            Alternative::NoControl | Alternative::HtbShaping { .. } => return None,
+            Alternative::NoControl | Alternative::Htb90 | Alternative::Htb95 => return None,
             Alternative::Slipstream | Alternative::SlipstreamEbpf => {
                 r#"{ kind = "vulture", variant = "slipstream" }"#.to_string()
             }
             Alternative::SlipstreamPaper => r#"{ kind = "vulture", variant = "paper" }"#.to_string(),
-            Alternative::FixedRwnd(_) => format!(
+            Alternative::FixedRwnd => format!(
                 r#"{{ kind = "fixed_window", window_bytes = {} }}"#,
                 self.fixed_window_bytes(env.opts.bdp_bytes())?
             ),
@@ -164,10 +146,12 @@ impl Alternative {
     /// The `tc -batch` script that installs this alternative's HTB tree on `dev` (see
     /// docs/lab/about.md), or `None` if it uses none.
     fn htb_script(&self, env: &AltEnv, dev: &str) -> Option<String> {
-        let Alternative::HtbShaping { percent } = self else {
-            return None;
+        let percent = match self {
+            Alternative::Htb90 => 90.0,
+            Alternative::Htb95 => 95.0,
+            _ => return None,
         };
-        let shaped = (env.opts.rate_mbit * 1e6 * f64::from(*percent) / 100.0).round() as u64;
+        let shaped = (env.opts.rate_mbit * 1e6 * percent / 100.0).round() as u64;
         let bg_rate = (shaped / 20).max(8_000);
         let be_rate = shaped.saturating_sub(bg_rate).max(8_000);
         let limit = env.opts.queue_packets().max(2);
@@ -315,36 +299,6 @@ impl ActiveAlternative {
 impl fmt::Display for Alternative {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.label())
-    }
-}
-
-impl FromStr for Alternative {
-    type Err = anyhow::Error;
-
-    /// A label as [`Alternative::label`] prints it: any alternative with its default parameters,
-    /// `fixed-rwnd=BYTES` or `htb-PERCENT`.
-    fn from_str(s: &str) -> Result<Alternative> {
-        let s = s.trim();
-        let named = Alternative::ALL.into_iter().chain(Alternative::MORE);
-        if let Some(a) = named.clone().find(|a| a.label() == s) {
-            return Ok(a);
-        }
-        if let Some(n) = s.strip_prefix("fixed-rwnd=") {
-            let n: u64 = n.parse().with_context(|| format!("bad window in {s:?}"))?;
-            if n == 0 {
-                bail!("fixed-rwnd window must be positive");
-            }
-            return Ok(Alternative::FixedRwnd(Some(n)));
-        }
-        if let Some(p) = s.strip_prefix("htb-") {
-            let percent: u8 = p.parse().with_context(|| format!("bad percent in {s:?}"))?;
-            if !(1..=100).contains(&percent) {
-                bail!("htb percent must be 1-100, got {percent}");
-            }
-            return Ok(Alternative::HtbShaping { percent });
-        }
-        let known: Vec<String> = named.map(|a| a.label()).collect();
-        bail!("unknown alternative {s:?} (known: {}, fixed-rwnd=BYTES, htb-PERCENT)", known.join(", "))
     }
 }
 

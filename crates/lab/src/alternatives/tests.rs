@@ -8,15 +8,16 @@ fn env() -> AltEnv {
 
 #[test]
 fn labels_round_trip() {
-    for a in Alternative::ALL.into_iter().chain(Alternative::MORE) {
-        assert_eq!(a.label().parse::<Alternative>().unwrap(), a);
+    let parse = |s: &str| Alternative::from_str(s, false);
+    for a in Alternative::value_variants() {
+        assert_eq!(parse(&a.label()), Ok(*a));
     }
-    assert_eq!("fixed-rwnd=65535".parse::<Alternative>().unwrap(), Alternative::FixedRwnd(Some(65535)));
-    assert_eq!(Alternative::FixedRwnd(Some(65535)).label(), "fixed-rwnd=65535");
-    assert!("htb-0".parse::<Alternative>().is_err());
-    assert!("cake".parse::<Alternative>().is_err());
-    assert_eq!(" htb-90".parse::<Alternative>().unwrap(), Alternative::HtbShaping { percent: 90 });
-    assert_eq!("slipstream-ebpf".parse::<Alternative>().unwrap().label(), "slipstream-ebpf");
+    let labels: Vec<String> = Alternative::ALL.iter().map(Alternative::label).collect();
+    let want =
+        ["no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95", "household"];
+    assert_eq!(labels, want);
+    assert_eq!(Alternative::HouseholdKeyBinarySearch.label(), "household-key-bs");
+    assert!(parse("htb-0").is_err() && parse("cake").is_err());
 }
 
 /// `slipstream-ebpf` is `slipstream` on the eBPF datapath, nothing else changed.
@@ -65,7 +66,7 @@ fn configs_validate() {
         ],
         ..env()
     };
-    for a in Alternative::ALL.iter().chain(&Alternative::MORE) {
+    for a in Alternative::value_variants() {
         let Some(text) = a.daemon_config(&shared, Path::new("/tmp/s.sock")) else {
             continue;
         };
@@ -85,10 +86,9 @@ fn configs_validate() {
                 },
                 "{text}"
             );
-            assert_eq!(a.label().parse::<Alternative>().ok(), Some(*a));
         }
     }
-    let fixed = Alternative::FixedRwnd(None).daemon_config(&env(), Path::new("/s")).unwrap();
+    let fixed = Alternative::FixedRwnd.daemon_config(&env(), Path::new("/s")).unwrap();
     assert!(fixed.contains("window_bytes = 62500"), "{fixed}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -96,7 +96,7 @@ fn configs_validate() {
 #[test]
 fn htb_tree() {
     assert!(Alternative::Slipstream.htb_script(&env(), "br-lan").is_none());
-    let script = Alternative::HtbShaping { percent: 90 }.htb_script(&env(), "br-lan").unwrap();
+    let script = Alternative::Htb90.htb_script(&env(), "br-lan").unwrap();
     let text: Vec<&str> = script.lines().collect();
     assert_eq!(text[0], "qdisc replace dev br-lan root handle 1: htb default 10");
     assert!(text[1].ends_with("rate 9000000bit ceil 9000000bit"), "{}", text[1]);

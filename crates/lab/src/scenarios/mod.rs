@@ -136,12 +136,8 @@ pub fn lookup(name: &str) -> Option<&'static Scenario> {
 
 /// What household control is compared with: nothing, the shaping OpenWrt users do today,
 /// Slipstream's per-flow Vulture, and household control itself.
-pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] = [
-    Alternative::NoControl,
-    Alternative::HtbShaping { percent: 95 },
-    Alternative::Slipstream,
-    Alternative::Household,
-];
+pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] =
+    [Alternative::NoControl, Alternative::Htb95, Alternative::Slipstream, Alternative::Household];
 
 /// The alternatives `scenario` compares unless `--alternatives` says otherwise: every one but
 /// `household` for the paper's scenarios, [`HOUSEHOLD_ALTERNATIVES`] for household control's.
