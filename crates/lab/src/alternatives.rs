@@ -72,7 +72,7 @@ impl Alternative {
     }
 
     /// Whether this is household control (`controller = "household"`), with any budget controller.
-    pub fn is_household(&self) -> bool {
+    fn is_household(&self) -> bool {
         self.household_budget().is_some()
     }
 

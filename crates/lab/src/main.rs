@@ -43,12 +43,11 @@ struct ReportArgs {
     out: PathBuf,
 }
 
-/// A scenario's arguments: where results go, and its options.
+/// A scenario's arguments: where results go (as for `report`), and its options.
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Results directory.
-    #[arg(long, default_value = "lab-results")]
-    out: PathBuf,
+    #[command(flatten)]
+    report: ReportArgs,
     #[command(flatten)]
     opts: ScenarioOptions,
 }
@@ -136,7 +135,7 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     };
     let args = RunArgs::from_arg_matches(sub)?;
     check(&args.opts, &chosen)?;
-    let mut ctx = LabContext::new(&args.out);
+    let mut ctx = LabContext::new(&args.report.out);
     ctx.command_line = command_line();
     if let Err(why) = slipstream_testbed::netns_supported() {
         bail!("cannot build testbeds: {why}");
@@ -146,7 +145,7 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     for scenario in chosen {
         let name = scenario.name;
         let alternatives = match args.opts.alternatives.as_slice() {
-            [] => scenarios::default_alternatives(scenario),
+            [] => scenario.alternatives.to_vec(),
             given => given.to_vec(),
         };
         let opts = ScenarioOptions { alternatives, ..args.opts.clone() };

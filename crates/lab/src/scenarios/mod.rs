@@ -33,8 +33,7 @@ pub mod web;
 pub type ScenarioFn = fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>;
 
 /// A scenario: its command name, what it runs (its `--help` line), its runner, the `--set` keys
-/// it reads, and whether it judges household control (then, without `--alternatives`, it
-/// compares [`HOUSEHOLD_ALTERNATIVES`]).
+/// it reads, and what it compares without `--alternatives`.
 #[derive(Debug)]
 pub struct Scenario {
     /// Command-line name, e.g. "udp-square".
@@ -44,8 +43,8 @@ pub struct Scenario {
     pub run: ScenarioFn,
     /// The `--set` keys it reads (any other is an error).
     pub set_keys: &'static [&'static str],
-    /// A scenario of household control.
-    pub household: bool,
+    /// The alternatives it compares unless `--alternatives` says otherwise.
+    pub alternatives: &'static [Alternative],
 }
 
 const fn scenario(
@@ -54,13 +53,13 @@ const fn scenario(
     set_keys: &'static [&'static str],
     about: &'static str,
 ) -> Scenario {
-    Scenario { name, about, run, set_keys, household: false }
+    Scenario { name, about, run, set_keys, alternatives: PAPER_ALTERNATIVES }
 }
 
 impl Scenario {
-    /// The same scenario, of household control.
+    /// The same scenario, of household control: it compares [`HOUSEHOLD_ALTERNATIVES`].
     const fn household(self) -> Scenario {
-        Scenario { household: true, ..self }
+        Scenario { alternatives: &HOUSEHOLD_ALTERNATIVES, ..self }
     }
 }
 
@@ -139,15 +138,8 @@ pub fn lookup(name: &str) -> Option<&'static Scenario> {
 pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] =
     [Alternative::NoControl, Alternative::Htb95, Alternative::Slipstream, Alternative::Household];
 
-/// The alternatives `scenario` compares unless `--alternatives` says otherwise: every one but
-/// `household` for the paper's scenarios, [`HOUSEHOLD_ALTERNATIVES`] for household control's.
-pub fn default_alternatives(scenario: &Scenario) -> Vec<Alternative> {
-    if scenario.household {
-        HOUSEHOLD_ALTERNATIVES.to_vec()
-    } else {
-        Alternative::ALL.into_iter().filter(|a| !a.is_household()).collect()
-    }
-}
+/// What the paper's scenarios compare: [`Alternative::ALL`] but its last, household.
+const PAPER_ALTERNATIVES: &[Alternative] = Alternative::ALL.split_at(6).0;
 
 /// Options common to all scenarios: a scenario's command line (these docs are its `--help`).
 #[derive(Debug, Clone, clap::Args)]

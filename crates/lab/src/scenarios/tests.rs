@@ -17,7 +17,8 @@ fn options() {
     // datapath reads cpu_rates and base_bin with `extra`, nat with `extra_or`.
     assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates", "base_bin", "nat"][..]));
     assert!(lookup("nope").is_none());
-    let households: Vec<&str> = SCENARIOS.iter().filter(|s| s.household).map(|s| s.name).collect();
-    assert_eq!(households, ["no-timestamps", "many-flows", "weights"]);
-    assert_eq!(default_alternatives(&SCENARIOS[9]), HOUSEHOLD_ALTERNATIVES);
+    let households = SCENARIOS.iter().filter(|s| s.alternatives == HOUSEHOLD_ALTERNATIVES);
+    assert_eq!(households.map(|s| s.name).collect::<Vec<_>>(), ["no-timestamps", "many-flows", "weights"]);
+    let paper: Vec<String> = lookup("alone").unwrap().alternatives.iter().map(Alternative::label).collect();
+    assert_eq!(paper, ["no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95"]);
 }
