@@ -9,7 +9,6 @@
 use slipstream_testbed::iperf::IperfResult;
 use slipstream_testbed::Interval;
 
-use super::spec::Direction;
 use super::ss::{self, SsSamples};
 use super::FlowRun;
 use crate::result::{FlowSpan, RunResult, Series, Unit};
@@ -36,13 +35,11 @@ pub(super) fn add_goodput_series(
         // Server side, the data socket's peer is the client's data connection. A download's
         // receiver (the client) sees its first data one downstream delay after the server sent
         // it; an upload's series is the receiving server's own.
-        let measured = match (f.spec.ends.server, res.local_port, f.spec.direction) {
-            (1, Some(peer), Direction::Download) => {
+        let measured = match (f.spec.ends.server, res.local_port, f.spec.download) {
+            (1, Some(peer), true) => {
                 ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_sent).map(|t| t + down_delay_s)
             }
-            (1, Some(peer), Direction::Upload) => {
-                ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_received)
-            }
+            (1, Some(peer), false) => ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_received),
             _ => None,
         };
         let start = measured.unwrap_or_else(|| {

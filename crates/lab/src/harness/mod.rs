@@ -17,7 +17,7 @@ use anyhow::{bail, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
 use slipstream_testbed::{Ns, Testbed, TopologySpec};
 
-pub use spec::{Direction, FlowSpec, RunSetup};
+pub use spec::{FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
@@ -145,10 +145,9 @@ impl<'a> Run<'a> {
         }
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let offset_s = self.t();
-        let download = spec.direction == Direction::Download;
         let run = self
             .tb()
-            .run_iperf(spec.ends, spec.port, secs, &cc, download, &extra)
+            .run_iperf(spec.ends, spec.port, secs, &cc, spec.download, &extra)
             .with_context(|| format!("starting flow {}", spec.label))?;
         self.flows.push(FlowRun { spec, offset_s, run: Some(run), result: None });
         Ok(())
@@ -257,13 +256,13 @@ impl<'a> Run<'a> {
         // One entry per flow label: its role, port and direction.
         let mut seen: Vec<&str> = Vec::new();
         for f in &self.flows {
-            let FlowSpec { label, role, port, direction, .. } = &f.spec;
+            let FlowSpec { label, role, port, download, .. } = &f.spec;
             if seen.contains(&label.as_str()) {
                 continue;
             }
             seen.push(label);
             let series = &mut self.result.series;
-            series.extend(ss::flow_series(&ss, label, *role, *port, *direction));
+            series.extend(ss::flow_series(&ss, label, *role, *port, *download));
             series.extend(daemon::flow_series(&daemon, label, *role, *port));
         }
     }

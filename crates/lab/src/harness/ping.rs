@@ -29,24 +29,22 @@ impl PingSampler {
     }
 
     /// Stops pinging; the series, if any reply came.
-    pub(super) fn finish(mut self) -> Option<Series> {
-        self.stop();
-        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        let rtt = |(unix, rtt): (f64, f64)| (unix - self.t0_unix, rtt);
+    pub(super) fn finish(self) -> Option<Series> {
+        let (out, t0_unix) = (self.out.clone(), self.t0_unix);
+        drop(self);
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        let rtt = |(unix, rtt): (f64, f64)| (unix - t0_unix, rtt);
         let points: Vec<(f64, f64)> = text.lines().filter_map(parse_ping_line).map(rtt).collect();
         (!points.is_empty())
             .then(|| Series::new("rtt", Unit::Ms, "ping", Role::Probe, "ping").with_points(points))
     }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
+/// Stops pinging.
 impl Drop for PingSampler {
     fn drop(&mut self) {
-        self.stop();
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

@@ -9,15 +9,6 @@ use super::BG_PORT;
 use crate::alternatives::{Alternative, LabRule};
 use crate::result::Role;
 
-/// Transfer direction as seen from the LAN client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Server sends (iperf3 `-R`).
-    Download,
-    /// Client sends.
-    Upload,
-}
-
 /// One iperf3 transfer.
 #[derive(Debug, Clone)]
 pub struct FlowSpec {
@@ -28,7 +19,8 @@ pub struct FlowSpec {
     /// Server port (an iperf3 server listens there; background ports must be in
     /// [`RunSetup::background_ports`]).
     pub port: u16,
-    pub direction: Direction,
+    /// The server sends (iperf3 `-R`); otherwise the LAN client does.
+    pub download: bool,
     /// Length in seconds (iperf3 takes whole seconds; rounded up, at least 1).
     pub seconds: f64,
     /// iperf3 `-b` (e.g. "6M"), written one segment at a time so the rate is constant at
@@ -46,7 +38,7 @@ impl FlowSpec {
             label: label.into(),
             role,
             port,
-            direction: Direction::Download,
+            download: true,
             seconds,
             bitrate: None,
             ends: IperfEnds::default(),
@@ -55,7 +47,7 @@ impl FlowSpec {
 
     /// A bulk upload.
     pub fn upload(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
-        FlowSpec { direction: Direction::Upload, ..FlowSpec::download(label, role, port, seconds) }
+        FlowSpec { download: false, ..FlowSpec::download(label, role, port, seconds) }
     }
 
     /// Between LAN host `client` and server `server` (1-based numbers).

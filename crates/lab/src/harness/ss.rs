@@ -9,7 +9,6 @@ use std::process::Command;
 use slipstream_testbed::{Ns, Testbed};
 
 use super::poller::{Periodic, Samples};
-use super::spec::Direction;
 use crate::analysis;
 use crate::result::{Role, Series, Unit};
 
@@ -28,13 +27,10 @@ pub(super) fn start(tb: &Testbed, t0_unix: f64) -> Periodic<Vec<SsSocket>> {
 pub(super) fn live_rate(sampler: &Periodic<Vec<SsSocket>>, port: u16) -> Option<f64> {
     let s = sampler.samples();
     let last = s[s.len().saturating_sub(2)..].iter();
-    let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, port_bytes(socks, port) as f64)).collect();
+    let bytes =
+        |socks: &[SsSocket]| socks.iter().filter(|s| s.local_port == port).map(SsSocket::bytes).sum::<u64>();
+    let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, bytes(socks) as f64)).collect();
     analysis::rate_from_counter(&counter).pop().map(|(_, rate)| rate)
-}
-
-/// The bytes of every socket on server `port`.
-fn port_bytes(socks: &[SsSocket], port: u16) -> u64 {
-    socks.iter().filter(|s| s.local_port == port).map(SsSocket::bytes).sum()
 }
 
 /// The sender-side series of the flow `label` on server `port`.
@@ -43,9 +39,9 @@ pub(super) fn flow_series(
     label: &str,
     role: Role,
     port: u16,
-    dir: Direction,
+    download: bool,
 ) -> Vec<Series> {
-    if dir == Direction::Upload {
+    if !download {
         // The server socket of an upload is the receiver: its cwnd/rtt say nothing.
         return Vec::new();
     }
