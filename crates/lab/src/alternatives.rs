@@ -178,14 +178,8 @@ impl Alternative {
     /// Sets the alternative up on the router of `tb`; its daemon config, log, control socket
     /// and HTB script go to `env.work_dir`.
     pub fn setup(&self, tb: &Testbed, env: &AltEnv) -> Result<ActiveAlternative> {
-        let mut active = ActiveAlternative {
-            daemon: None,
-            htb: false,
-            control_socket: None,
-            log_path: None,
-            notes: Vec::new(),
-        };
-        let stem = self.label().replace('=', "-");
+        let mut active = ActiveAlternative::default();
+        let stem = self.label();
         let sock = env.work_dir.join(format!("{stem}.sock"));
         if let Some(text) = self.daemon_config(env, &sock) {
             let config_path = env.work_dir.join(format!("{stem}.toml"));
@@ -254,6 +248,7 @@ impl AltEnv {
 
 /// An alternative set up on a testbed. [`teardown`](Self::teardown) removes it; dropping it
 /// kills the daemon (the namespace's deletion removes the rest).
+#[derive(Default)]
 pub struct ActiveAlternative {
     /// The daemon, if one runs.
     pub daemon: Option<Daemon>,

@@ -68,9 +68,8 @@ impl FlowSpec {
 pub struct RunSetup {
     pub scenario: String,
     pub alternative: Alternative,
-    /// Its index among the invocation's runs and how many there are (for the progress line).
+    /// Its index among the invocation's `count` runs (for the progress line).
     pub index: usize,
-    /// Number of runs of this invocation.
     pub count: usize,
     pub repeat: u32,
     /// Planned length, s.

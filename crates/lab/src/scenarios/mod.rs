@@ -308,41 +308,35 @@ impl LabContext {
 /// terminal (and are rate-limited to one per 5 s otherwise); [`log`](Self::log) lines stay.
 #[derive(Debug)]
 pub struct Progress {
-    tty: bool,
+    /// What starts a line: on a terminal, a return and erase-line over the status line.
+    clear: &'static str,
     last: Mutex<Option<Instant>>,
 }
 
 impl Default for Progress {
     fn default() -> Self {
-        Progress { tty: std::io::stderr().is_terminal(), last: Mutex::new(None) }
+        let clear = if std::io::stderr().is_terminal() { "\r\x1b[K" } else { "" };
+        Progress { clear, last: Mutex::new(None) }
     }
 }
 
 impl Progress {
-    /// What starts a line: on a terminal, a return and erase-line over the status line.
-    fn clear(&self) -> &'static str {
-        if self.tty {
-            "\r\x1b[K"
-        } else {
-            ""
-        }
-    }
-
     /// A persistent line.
     pub fn log(&self, line: &str) {
-        eprintln!("{}{line}", self.clear());
+        eprintln!("{}{line}", self.clear);
     }
 
     /// A transient status line such as
     /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
     pub fn status(&self, line: &str) {
+        let tty = !self.clear.is_empty();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let every = if self.tty { Duration::from_millis(200) } else { Duration::from_secs(5) };
+        let every = if tty { Duration::from_millis(200) } else { Duration::from_secs(5) };
         if last.is_some_and(|l| l.elapsed() < every) {
             return;
         }
         *last = Some(Instant::now());
-        eprint!("{}{line}{}", self.clear(), if self.tty { "" } else { "\n" });
+        eprint!("{}{line}{}", self.clear, if tty { "" } else { "\n" });
     }
 }
 
