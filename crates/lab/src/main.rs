@@ -105,22 +105,8 @@ fn cleanup() -> Result<()> {
     Ok(())
 }
 
-/// This invocation as a shell line, program name shortened to `slipstream-lab`.
-fn command_line() -> String {
-    std::iter::once("slipstream-lab".to_string())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-fn main() {
-    if let Err(e) = real_main(&cli().get_matches()) {
-        eprintln!("slipstream-lab: error: {e:#}");
-        std::process::exit(1);
-    }
-}
-
-fn real_main(matches: &clap::ArgMatches) -> Result<()> {
+fn main() -> Result<()> {
+    let matches = cli().get_matches();
     let (name, sub) = matches.subcommand().expect("a subcommand is required");
     let chosen: Vec<&Scenario> = match name {
         "cleanup" => return cleanup(),
@@ -136,7 +122,9 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     let args = RunArgs::from_arg_matches(sub)?;
     check(&args.opts, &chosen)?;
     let mut ctx = LabContext::new(&args.report.out);
-    ctx.command_line = command_line();
+    // This invocation as a shell line, program name shortened to `slipstream-lab`.
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    ctx.command_line = format!("slipstream-lab {}", given.join(" "));
     if let Err(why) = slipstream_testbed::netns_supported() {
         bail!("cannot build testbeds: {why}");
     }

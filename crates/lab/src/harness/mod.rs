@@ -180,8 +180,7 @@ impl<'a> Run<'a> {
         let ss = self.ss.as_ref()?;
         let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
         let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
-        let rates: Vec<f64> = ports.iter().filter_map(|p| ss::live_rate(ss, *p)).collect();
-        (!rates.is_empty()).then(|| rates.iter().sum())
+        ss::live_rate(ss, &ports).filter(|_| !ports.is_empty())
     }
 
     /// The progress line at t = `now`, e.g.
@@ -254,13 +253,9 @@ impl<'a> Run<'a> {
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
         self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
         // One entry per flow label: its role, port and direction.
-        let mut seen: Vec<&str> = Vec::new();
-        for f in &self.flows {
+        let mut seen = BTreeSet::new();
+        for f in self.flows.iter().filter(|f| seen.insert(&f.spec.label)) {
             let FlowSpec { label, role, port, download, .. } = &f.spec;
-            if seen.contains(&label.as_str()) {
-                continue;
-            }
-            seen.push(label);
             let series = &mut self.result.series;
             series.extend(ss::flow_series(&ss, label, *role, *port, *download));
             series.extend(daemon::flow_series(&daemon, label, *role, *port));

@@ -4,6 +4,7 @@
 //! clamp actually limits) and `ss_rtt` (ms); the progress line shows the rate of the byte
 //! counters.
 
+use std::collections::BTreeSet;
 use std::process::Command;
 
 use slipstream_testbed::{Ns, Testbed};
@@ -23,12 +24,14 @@ pub(super) fn start(tb: &Testbed, t0_unix: f64) -> Periodic<Vec<SsSocket>> {
     })
 }
 
-/// Current sender-side rate (Mbit/s) of everything on server `port`, from the last two samples.
-pub(super) fn live_rate(sampler: &Periodic<Vec<SsSocket>>, port: u16) -> Option<f64> {
+/// Current sender-side rate (Mbit/s) of everything on the server `ports`, from the last two
+/// samples (`None` before two samples).
+pub(super) fn live_rate(sampler: &Periodic<Vec<SsSocket>>, ports: &BTreeSet<u16>) -> Option<f64> {
     let s = sampler.samples();
     let last = s[s.len().saturating_sub(2)..].iter();
-    let bytes =
-        |socks: &[SsSocket]| socks.iter().filter(|s| s.local_port == port).map(SsSocket::bytes).sum::<u64>();
+    let bytes = |socks: &[SsSocket]| {
+        socks.iter().filter(|s| ports.contains(&s.local_port)).map(SsSocket::bytes).sum::<u64>()
+    };
     let counter: Vec<(f64, f64)> = last.map(|(t, socks)| (*t, bytes(socks) as f64)).collect();
     analysis::rate_from_counter(&counter).pop().map(|(_, rate)| rate)
 }
