@@ -58,8 +58,7 @@ pub(super) fn add_goodput_series(
                 end_s: b.0 + half(last),
             });
         }
-        let existing = result.series.iter_mut().find(|s| s.name == "goodput" && s.flow == f.spec.label);
-        match existing {
+        match result.series.iter_mut().find(|s| s.name == "goodput" && s.flow == f.spec.label) {
             Some(s) => s.points.extend(pts),
             None => result.series.push(
                 Series::new("goodput", Unit::Mbps, &f.spec.label, f.spec.role, "receiver").with_points(pts),
