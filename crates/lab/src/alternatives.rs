@@ -7,7 +7,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{ensure, Context, Result};
 use clap::ValueEnum;
 use slipstream_testbed::daemon::Daemon;
 use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
@@ -270,14 +270,11 @@ impl ActiveAlternative {
         if let Some(d) = self.daemon.take() {
             let log = d.log();
             let status = d.stop()?;
-            if !status.success() {
-                bail!("slipstreamd exited with {status}:\n{log}");
-            }
+            ensure!(status.success(), "slipstreamd exited with {status}:\n{log}");
             let rules = tb.run_in(Ns::Router, &["iptables-legacy-save", "-t", "mangle"]).unwrap_or_default();
             let nft = tb.run_in(Ns::Router, &["nft", "list", "ruleset"]).unwrap_or_default();
-            if rules.contains("SLIPSTREAM") || nft.contains("slipstream") {
-                bail!("slipstreamd left firewall rules behind");
-            }
+            let left = rules.contains("SLIPSTREAM") || nft.contains("slipstream");
+            ensure!(!left, "slipstreamd left firewall rules behind");
             let warnings = log.lines().filter(|l| l.contains("WARN")).count();
             if warnings > 0 {
                 notes.push(format!("slipstreamd logged {warnings} warnings"));

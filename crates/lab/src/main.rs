@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, ensure, Result};
 use clap::{Args, FromArgMatches};
 use slipstream_lab::scenarios::{self, LabContext, Scenario, ScenarioOptions, LAB_PREFIX};
 
@@ -75,15 +75,9 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
 
 /// Checks the numbers of `o` and that every `--set` key is one of `chosen`'s.
 fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
-    if !(o.duration_scale > 0.0 && o.duration_scale.is_finite()) {
-        bail!("--scale must be positive");
-    }
-    if !(o.rate_mbit > 0.0 && o.rate_mbit.is_finite()) {
-        bail!("--rate must be positive");
-    }
-    if !(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite()) {
-        bail!("--rtt must be >= 0");
-    }
+    ensure!(o.duration_scale > 0.0 && o.duration_scale.is_finite(), "--scale must be positive");
+    ensure!(o.rate_mbit > 0.0 && o.rate_mbit.is_finite(), "--rate must be positive");
+    ensure!(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite(), "--rtt must be >= 0");
     let mut valid: Vec<&str> = chosen.iter().flat_map(|s| s.set_keys).copied().collect();
     valid.sort_unstable();
     valid.dedup();
@@ -105,8 +99,16 @@ fn cleanup() -> Result<()> {
     Ok(())
 }
 
-fn main() -> Result<()> {
-    let matches = cli().get_matches();
+/// Errors print as one line with their causes (anyhow's `{:#}`; returning them from `main`
+/// would print a backtrace where `RUST_BACKTRACE` is set).
+fn main() {
+    if let Err(e) = real_main(&cli().get_matches()) {
+        eprintln!("slipstream-lab: error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     let (name, sub) = matches.subcommand().expect("a subcommand is required");
     let chosen: Vec<&Scenario> = match name {
         "cleanup" => return cleanup(),
@@ -155,9 +157,7 @@ fn main() -> Result<()> {
     if ctx.interrupted.load(Ordering::SeqCst) {
         std::process::exit(130);
     }
-    if !failed.is_empty() {
-        bail!("failed: {}", failed.join(", "));
-    }
+    ensure!(failed.is_empty(), "failed: {}", failed.join(", "));
     Ok(())
 }
 

@@ -13,7 +13,7 @@ pub mod ss;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
 use slipstream_testbed::{Ns, Testbed, TopologySpec};
 
@@ -88,9 +88,7 @@ impl<'a> Run<'a> {
             env.rules.clone_from(&setup.rules);
         }
         let active = setup.alternative.setup(&tb, &env)?;
-        let mut ports = setup.server_ports.clone();
-        ports.sort_unstable();
-        ports.dedup();
+        let ports: BTreeSet<u16> = setup.server_ports.iter().copied().collect();
         for n in 1..=setup.servers {
             for &p in &ports {
                 tb.start_iperf_server_in(Ns::server(n), p)?;
@@ -239,9 +237,7 @@ impl<'a> Run<'a> {
             .into_iter()
             .filter(|n| n.starts_with(&format!("{prefix}-")))
             .collect();
-        if !left.is_empty() {
-            bail!("namespaces left after teardown: {left:?}");
-        }
+        ensure!(left.is_empty(), "namespaces left after teardown: {left:?}");
         Ok(std::mem::take(&mut self.result))
     }
 

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{ensure, Context, Result};
 
 use crate::alternatives::Alternative;
 use crate::result::{timestamp_dirname, ScenarioReport};
@@ -29,9 +29,6 @@ pub mod datapath;
 pub mod udp_square;
 pub mod web;
 
-/// The signature every scenario implements.
-pub type ScenarioFn = fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>;
-
 /// A scenario: its command name, what it runs (its `--help` line), its runner, the `--set` keys
 /// it reads, and what it compares without `--alternatives`.
 #[derive(Debug)]
@@ -40,7 +37,7 @@ pub struct Scenario {
     pub name: &'static str,
     /// One line for `--help`.
     pub about: &'static str,
-    pub run: ScenarioFn,
+    pub run: fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>,
     /// The `--set` keys it reads (any other is an error).
     pub set_keys: &'static [&'static str],
     /// The alternatives it compares unless `--alternatives` says otherwise.
@@ -49,7 +46,7 @@ pub struct Scenario {
 
 const fn scenario(
     name: &'static str,
-    run: ScenarioFn,
+    run: fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>,
     set_keys: &'static [&'static str],
     about: &'static str,
 ) -> Scenario {
@@ -278,9 +275,7 @@ impl LabContext {
 
     /// Fails if the run was interrupted (Ctrl-C).
     pub fn check_interrupted(&self) -> Result<()> {
-        if self.interrupted.load(Ordering::SeqCst) {
-            bail!("interrupted");
-        }
+        ensure!(!self.interrupted.load(Ordering::SeqCst), "interrupted");
         Ok(())
     }
 
