@@ -1,13 +1,5 @@
-//! `slipstream-lab`: runs the lab's scenarios (see the crate docs and `--help`).
-//!
-//! ```text
-//! slipstream-lab <alone|cbr|cwnd|onoff|fairness|udp-square|web|datapath|no-timestamps|many-flows|
-//!                 weights|smoke|all> [--alternatives no-control,slipstream,...] [--scale 0.5]
-//!     [--repeats N] [--out lab-results] [--cc cubic|reno|bbr] [--rate 10] [--rtt 100]
-//!     [--up-delay MS] [--queue-packets N | --queue-bytes B] [--set key=value]...
-//! slipstream-lab report [--out lab-results]
-//! slipstream-lab cleanup
-//! ```
+//! `slipstream-lab`: runs the lab's scenarios, `report` and `cleanup` (see `--help` and
+//! docs/lab/about.md).
 //!
 //! SIGINT/SIGTERM: the running scenario stops at its next check and its `Drop`s tear the testbed
 //! down; if that has not happened within 15 s, the handler removes this process's namespaces
@@ -18,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Result};
+use anyhow::{bail, ensure, Result};
 use clap::{Args, FromArgMatches};
 use slipstream_lab::scenarios::{self, LabContext, Scenario, ScenarioOptions, LAB_PREFIX};
 
@@ -39,7 +31,7 @@ fn cli() -> clap::Command {
         .subcommand(ReportArgs::augment_args(clap::Command::new("report")).about(report))
         .subcommand(
             clap::Command::new("cleanup")
-                .about("Removes stale lab namespaces (any process's), their processes and control sockets."),
+                .about("Removes stale lab namespaces (any process's) and their processes."),
         )
 }
 
@@ -51,12 +43,11 @@ struct ReportArgs {
     out: PathBuf,
 }
 
-/// A scenario's arguments: where results go, and its options.
+/// A scenario's arguments: where results go (as for `report`), and its options.
 #[derive(Args, Debug)]
 struct RunArgs {
-    /// Results directory.
-    #[arg(long, default_value = "lab-results")]
-    out: PathBuf,
+    #[command(flatten)]
+    report: ReportArgs,
     #[command(flatten)]
     opts: ScenarioOptions,
 }
@@ -84,20 +75,9 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
 
 /// Checks the numbers of `o` and that every `--set` key is one of `chosen`'s.
 fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
-    if !(o.duration_scale > 0.0 && o.duration_scale.is_finite()) {
-        bail!("--scale must be positive");
-    }
-    if !(o.rate_mbit > 0.0 && o.rate_mbit.is_finite()) {
-        bail!("--rate must be positive");
-    }
-    if !(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite()) {
-        bail!("--rtt must be >= 0");
-    }
-    if let Some(up) = o.up_delay_ms {
-        if !(up >= 0.0 && up <= o.rtt_ms) {
-            bail!("--up-delay must be between 0 and --rtt ({} ms)", o.rtt_ms);
-        }
-    }
+    ensure!(o.duration_scale > 0.0 && o.duration_scale.is_finite(), "--scale must be positive");
+    ensure!(o.rate_mbit > 0.0 && o.rate_mbit.is_finite(), "--rate must be positive");
+    ensure!(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite(), "--rtt must be >= 0");
     let mut valid: Vec<&str> = chosen.iter().flat_map(|s| s.set_keys).copied().collect();
     valid.sort_unstable();
     valid.dedup();
@@ -109,34 +89,18 @@ fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
     Ok(())
 }
 
-/// Removes stale lab namespaces (any process's), their processes and stale control sockets.
+/// Removes stale lab namespaces (any process's) and their processes.
 fn cleanup() -> Result<()> {
     let removed = slipstream_testbed::cleanup_stale(LAB_PREFIX)?;
     for n in &removed {
         println!("removed namespace {n}");
     }
-    let mut sockets = 0;
-    if let Ok(rd) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in rd.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with("slipstream-lab-") && name.ends_with(".sock") {
-                let _ = std::fs::remove_file(e.path());
-                sockets += 1;
-            }
-        }
-    }
-    println!("cleanup: {} namespace(s), {sockets} stale socket(s) removed", removed.len());
+    println!("cleanup: {} namespace(s) removed", removed.len());
     Ok(())
 }
 
-/// This invocation as a shell line, program name shortened to `slipstream-lab`.
-fn command_line() -> String {
-    std::iter::once("slipstream-lab".to_string())
-        .chain(std::env::args().skip(1))
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
+/// Errors print as one line with their causes (anyhow's `{:#}`; returning them from `main`
+/// would print a backtrace where `RUST_BACKTRACE` is set).
 fn main() {
     if let Err(e) = real_main(&cli().get_matches()) {
         eprintln!("slipstream-lab: error: {e:#}");
@@ -159,8 +123,10 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     };
     let args = RunArgs::from_arg_matches(sub)?;
     check(&args.opts, &chosen)?;
-    let mut ctx = LabContext::new(&args.out);
-    ctx.command_line = command_line();
+    let mut ctx = LabContext::new(&args.report.out);
+    // This invocation as a shell line, program name shortened to `slipstream-lab`.
+    let given: Vec<String> = std::env::args().skip(1).collect();
+    ctx.command_line = format!("slipstream-lab {}", given.join(" "));
     if let Err(why) = slipstream_testbed::netns_supported() {
         bail!("cannot build testbeds: {why}");
     }
@@ -169,7 +135,7 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     for scenario in chosen {
         let name = scenario.name;
         let alternatives = match args.opts.alternatives.as_slice() {
-            [] => scenarios::default_alternatives(scenario),
+            [] => scenario.alternatives.to_vec(),
             given => given.to_vec(),
         };
         let opts = ScenarioOptions { alternatives, ..args.opts.clone() };
@@ -191,9 +157,7 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     if ctx.interrupted.load(Ordering::SeqCst) {
         std::process::exit(130);
     }
-    if !failed.is_empty() {
-        bail!("failed: {}", failed.join(", "));
-    }
+    ensure!(failed.is_empty(), "failed: {}", failed.join(", "));
     Ok(())
 }
 

@@ -23,8 +23,8 @@ fn set_keys_are_checked_against_the_scenario() {
     assert!(err.contains("valid: periods"), "{err}");
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--set", "novalue"]).is_err());
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--repeats", "0"]).is_err());
-    let alts = run_args(&["lab", "udp-square", "--alternatives", "no-control, slipstream,htb-90"]);
-    let want = [Alternative::NoControl, Alternative::Slipstream, Alternative::HtbShaping { percent: 90 }];
+    let alts = run_args(&["lab", "udp-square", "--alternatives", "no-control,slipstream,htb-90"]);
+    let want = [Alternative::NoControl, Alternative::Slipstream, Alternative::Htb90];
     assert_eq!(alts.opts.alternatives, want);
     assert!(run_args(&["lab", "udp-square"]).opts.alternatives.is_empty());
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--alternatives", "cake"]).is_err());

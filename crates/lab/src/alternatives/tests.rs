@@ -3,28 +3,21 @@
 use super::*;
 
 fn env() -> AltEnv {
-    AltEnv {
-        daemon_bin: "/x/slipstreamd".into(),
-        work_dir: "/tmp/x".into(),
-        background_ports: vec![6881, 6882],
-        rules: Vec::new(),
-        rate_mbit: 10.0,
-        bdp_bytes: 125_000,
-        queue_packets: 83,
-    }
+    AltEnv::new("/x/slipstreamd".into(), &ScenarioOptions::default(), "/tmp/x".into(), vec![6881, 6882])
 }
 
 #[test]
 fn labels_round_trip() {
-    for a in Alternative::ALL {
-        assert_eq!(a.label().parse::<Alternative>().unwrap(), a);
+    let parse = |s: &str| Alternative::from_str(s, false);
+    for a in Alternative::value_variants() {
+        assert_eq!(parse(&a.label()), Ok(*a));
     }
-    assert_eq!("fixed-rwnd=65535".parse::<Alternative>().unwrap(), Alternative::FixedRwnd(Some(65535)));
-    assert_eq!(Alternative::FixedRwnd(Some(65535)).label(), "fixed-rwnd=65535");
-    assert!("htb-0".parse::<Alternative>().is_err());
-    assert!("cake".parse::<Alternative>().is_err());
-    assert_eq!(" htb-90".parse::<Alternative>().unwrap(), Alternative::HtbShaping { percent: 90 });
-    assert_eq!("slipstream-ebpf".parse::<Alternative>().unwrap().label(), "slipstream-ebpf");
+    let labels: Vec<String> = Alternative::ALL.iter().map(Alternative::label).collect();
+    let want =
+        ["no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95", "household"];
+    assert_eq!(labels, want);
+    assert_eq!(Alternative::HouseholdKeyBinarySearch.label(), "household-key-bs");
+    assert!(parse("htb-0").is_err() && parse("cake").is_err());
 }
 
 /// `slipstream-ebpf` is `slipstream` on the eBPF datapath, nothing else changed.
@@ -73,8 +66,7 @@ fn configs_validate() {
         ],
         ..env()
     };
-    let budgets = HouseholdBudget::ALL.map(Alternative::Household);
-    for a in Alternative::ALL.iter().chain(&budgets) {
+    for a in Alternative::value_variants() {
         let Some(text) = a.daemon_config(&shared, Path::new("/tmp/s.sock")) else {
             continue;
         };
@@ -82,36 +74,35 @@ fn configs_validate() {
         std::fs::write(&p, &text).unwrap();
         let config = slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
         assert_eq!(config.rules.len(), 2, "{text}");
-        let household = matches!(a, Alternative::Household(_));
+        let household = a.is_household();
         assert_eq!(text.contains("weight = 3"), household, "{text}");
         if household {
             assert_eq!(
                 config.household.budget.kind(),
                 match a {
-                    Alternative::Household(HouseholdBudget::KeyBinarySearch) => "key_binary_search",
-                    Alternative::Household(HouseholdBudget::KeyStochastic) => "key_stochastic",
+                    Alternative::HouseholdKeyBinarySearch => "key_binary_search",
+                    Alternative::HouseholdKeyStochastic => "key_stochastic",
                     _ => "delay_target",
                 },
                 "{text}"
             );
-            assert_eq!(a.label().parse::<Alternative>().ok(), Some(*a));
         }
     }
-    let fixed = Alternative::FixedRwnd(None).daemon_config(&env(), Path::new("/s")).unwrap();
+    let fixed = Alternative::FixedRwnd.daemon_config(&env(), Path::new("/s")).unwrap();
     assert!(fixed.contains("window_bytes = 62500"), "{fixed}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]
 fn htb_tree() {
-    assert!(Alternative::Slipstream.htb_commands(&env(), "br-lan").is_empty());
-    let cmds = Alternative::HtbShaping { percent: 90 }.htb_commands(&env(), "br-lan");
-    let text: Vec<String> = cmds.iter().map(|c| c.join(" ")).collect();
+    assert!(Alternative::Slipstream.htb_script(&env(), "br-lan").is_none());
+    let script = Alternative::Htb90.htb_script(&env(), "br-lan").unwrap();
+    let text: Vec<&str> = script.lines().collect();
     assert_eq!(text[0], "qdisc replace dev br-lan root handle 1: htb default 10");
     assert!(text[1].ends_with("rate 9000000bit ceil 9000000bit"), "{}", text[1]);
     assert!(text[2].contains("classid 1:10 htb rate 8550000bit ceil 9000000bit prio 0"), "{}", text[2]);
     assert!(text[3].contains("classid 1:20 htb rate 450000bit ceil 9000000bit prio 7"), "{}", text[3]);
     assert!(text[4].ends_with("pfifo limit 83"));
     assert!(text[6].contains("match ip sport 6881 0xffff flowid 1:20"), "{}", text[6]);
-    assert_eq!(cmds.len(), 6 + 2 * 2);
+    assert_eq!(text.len(), 6 + 2 * 2);
 }

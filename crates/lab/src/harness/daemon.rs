@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use slipstream_inspect::{FlowInfo, Request, Response};
 
 use super::poller::{Periodic, Samples};
-use crate::measure::port_of;
+use super::ss::port_of;
 use crate::result::{Role, Series, Unit};
 
 /// `(t, flows)` samples.

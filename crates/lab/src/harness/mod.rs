@@ -1,11 +1,5 @@
 //! One run of a scenario: a fresh testbed, one alternative on its router, iperf3 flows started
-//! at chosen times, and samplers every 100 ms, turned into a [`RunResult`].
-//!
-//! Samplers (ping optional, see [`RunSetup`]), one file each: [`goodput`] per flow at the
-//! receiver (iperf3 intervals placed on the run's clock), [`ping`] (best-effort RTT), [`ss`]
-//! (sender state in the server namespace), [`daemon`] (the daemon's view of each flow, from its
-//! control socket).
-//!
+//! at chosen times, and samplers (one file each) every 100 ms, turned into a [`RunResult`].
 //! Drop order makes an error anywhere (or Ctrl-C) clean: samplers are stopped, the daemon is
 //! killed, then the testbed is torn down (namespaces with everything in them).
 
@@ -19,15 +13,15 @@ pub mod ss;
 use std::collections::BTreeSet;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
 use slipstream_testbed::{Ns, Testbed, TopologySpec};
 
-pub use spec::{Direction, FlowSpec, RunSetup};
+pub use spec::{FlowSpec, RunSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
-use crate::scenarios::{status_line, LabContext, ScenarioOptions, LAB_PREFIX};
+use crate::scenarios::{LabContext, ScenarioOptions, LAB_PREFIX};
 
 /// iperf3 write size of rate-limited (`-b`) flows: one full segment (1500-byte MTU, timestamps).
 pub const CBR_WRITE_BYTES: &str = "1448";
@@ -54,7 +48,7 @@ struct FlowRun {
 /// A run in progress. Fields drop in order: samplers, flows, alternative (daemon), testbed.
 pub struct Run<'a> {
     ping: Option<ping::PingSampler>,
-    ss: Option<ss::SsSampler>,
+    ss: Option<poller::Periodic<Vec<ss::SsSocket>>>,
     daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
     active: Option<ActiveAlternative>,
@@ -72,11 +66,9 @@ impl<'a> Run<'a> {
     /// drops in reverse order: samplers, alternative, testbed.)
     pub fn start(ctx: &'a LabContext, opts: &'a ScenarioOptions, setup: RunSetup) -> Result<Run<'a>> {
         ctx.check_interrupted()?;
-        let up = opts.upload_delay_ms();
         let spec = TopologySpec {
             rate_mbit: opts.rate_mbit,
-            one_way_delay_ms: opts.rtt_ms - up,
-            upload_delay_ms: Some(up),
+            one_way_delay_ms: opts.rtt_ms / 2.0,
             queue_bytes: Some(opts.effective_queue_bytes()),
             name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
             delay_bin: Some(ctx.delay_bin.clone()),
@@ -84,19 +76,19 @@ impl<'a> Run<'a> {
             servers: setup.servers,
             clients: setup.clients,
             timestamps_off: setup.timestamps_off.clone(),
-            flood_source: false,
+            ..TopologySpec::default()
         };
         let tb = Testbed::build(spec).context("building the topology")?;
         let rtt = tb.assert_rtt_within(RTT_TOLERANCE_MS).with_context(|| {
             format!("delay accuracy check (rate {} Mbit/s, RTT {} ms)", opts.rate_mbit, opts.rtt_ms)
         })?;
         let (dir, ports) = (setup.work_dir.clone(), setup.background_ports.clone());
-        let env =
-            AltEnv { rules: setup.rules.clone(), ..AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports) };
+        let mut env = AltEnv::new(ctx.daemon_bin.clone(), opts, dir, ports);
+        if !setup.rules.is_empty() {
+            env.rules.clone_from(&setup.rules);
+        }
         let active = setup.alternative.setup(&tb, &env)?;
-        let mut ports = setup.server_ports.clone();
-        ports.sort_unstable();
-        ports.dedup();
+        let ports: BTreeSet<u16> = setup.server_ports.iter().copied().collect();
         for n in 1..=setup.servers {
             for &p in &ports {
                 tb.start_iperf_server_in(Ns::server(n), p)?;
@@ -105,7 +97,7 @@ impl<'a> Run<'a> {
         let (t0, t0_unix) = (Instant::now(), now_unix());
         let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
         let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
-        let ss = Some(ss::SsSampler::start(&tb, t0_unix));
+        let ss = Some(ss::start(&tb, t0_unix));
         let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
@@ -151,10 +143,9 @@ impl<'a> Run<'a> {
         }
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let offset_s = self.t();
-        let download = spec.direction == Direction::Download;
         let run = self
             .tb()
-            .run_iperf(spec.ends, spec.port, secs, &cc, download, &extra)
+            .run_iperf(spec.ends, spec.port, secs, &cc, spec.download, &extra)
             .with_context(|| format!("starting flow {}", spec.label))?;
         self.flows.push(FlowRun { spec, offset_s, run: Some(run), result: None });
         Ok(())
@@ -187,8 +178,24 @@ impl<'a> Run<'a> {
         let ss = self.ss.as_ref()?;
         let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
         let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
-        let rates: Vec<f64> = ports.iter().filter_map(|p| ss.live_rate(*p)).collect();
-        (!rates.is_empty()).then(|| rates.iter().sum())
+        ss::live_rate(ss, &ports).filter(|_| !ports.is_empty())
+    }
+
+    /// The progress line at t = `now`, e.g.
+    /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
+    fn status_line(&self, now: f64) -> String {
+        let RunSetup { scenario, index, count, alternative, duration_s, .. } = &self.setup;
+        let mut s = format!(
+            "[{scenario}] alternative {}/{count} {alternative}  t={now:.0}/{duration_s:.0} s",
+            index + 1
+        );
+        for (label, role) in [("BE", Role::BestEffort), ("BG", Role::Background)] {
+            match self.live_role_rate(role) {
+                Some(v) => s.push_str(&format!("  {label} {:.1} Mbit/s", v.max(0.0) + 0.0)),
+                None => s.push_str(&format!("  {label} -")),
+            }
+        }
+        s
     }
 
     /// Sleeps until t = `t`, printing the progress line; errors on Ctrl-C.
@@ -199,19 +206,7 @@ impl<'a> Run<'a> {
             if now >= t {
                 return Ok(());
             }
-            let line = status_line(
-                &self.setup.scenario,
-                self.setup.index,
-                self.setup.count,
-                &self.setup.alternative.label(),
-                now,
-                self.setup.duration_s,
-                &[
-                    ("BE", self.live_role_rate(Role::BestEffort)),
-                    ("BG", self.live_role_rate(Role::Background)),
-                ],
-            );
-            self.ctx.progress.status(&line);
+            self.ctx.progress.status(&self.status_line(now));
             std::thread::sleep(std::time::Duration::from_secs_f64((t - now).min(0.1)));
         }
     }
@@ -242,29 +237,23 @@ impl<'a> Run<'a> {
             .into_iter()
             .filter(|n| n.starts_with(&format!("{prefix}-")))
             .collect();
-        if !left.is_empty() {
-            bail!("namespaces left after teardown: {left:?}");
-        }
+        ensure!(left.is_empty(), "namespaces left after teardown: {left:?}");
         Ok(std::mem::take(&mut self.result))
     }
 
     /// Stops the samplers and turns their samples into the result's series.
     fn collect_samples(&mut self) {
-        let ss = self.ss.take().map(ss::SsSampler::finish).unwrap_or_default();
+        let ss = self.ss.take().map(poller::Periodic::finish).unwrap_or_default();
         let daemon = self.daemon.take().map(poller::Periodic::finish).unwrap_or_default();
-        let down_delay_s = (self.opts.rtt_ms - self.opts.upload_delay_ms()) / 1000.0;
+        let down_delay_s = self.opts.rtt_ms / 2.0 / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
         self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
         // One entry per flow label: its role, port and direction.
-        let mut seen: Vec<&str> = Vec::new();
-        for f in &self.flows {
-            let FlowSpec { label, role, port, direction, .. } = &f.spec;
-            if seen.contains(&label.as_str()) {
-                continue;
-            }
-            seen.push(label);
+        let mut seen = BTreeSet::new();
+        for f in self.flows.iter().filter(|f| seen.insert(&f.spec.label)) {
+            let FlowSpec { label, role, port, download, .. } = &f.spec;
             let series = &mut self.result.series;
-            series.extend(ss::flow_series(&ss, label, *role, *port, *direction));
+            series.extend(ss::flow_series(&ss, label, *role, *port, *download));
             series.extend(daemon::flow_series(&daemon, label, *role, *port));
         }
     }

@@ -8,7 +8,6 @@ use std::process::{Child, Stdio};
 use anyhow::{Context, Result};
 use slipstream_testbed::{Ns, Testbed};
 
-use crate::measure::parse_ping_line;
 use crate::result::{Role, Series, Unit};
 
 /// The running ping and the file its output goes to.
@@ -30,23 +29,35 @@ impl PingSampler {
     }
 
     /// Stops pinging; the series, if any reply came.
-    pub(super) fn finish(mut self) -> Option<Series> {
-        self.stop();
-        let text = std::fs::read_to_string(&self.out).unwrap_or_default();
-        let rtt = |(unix, rtt): (f64, f64)| (unix - self.t0_unix, rtt);
+    pub(super) fn finish(self) -> Option<Series> {
+        let (out, t0_unix) = (self.out.clone(), self.t0_unix);
+        drop(self);
+        let text = std::fs::read_to_string(out).unwrap_or_default();
+        let rtt = |(unix, rtt): (f64, f64)| (unix - t0_unix, rtt);
         let points: Vec<(f64, f64)> = text.lines().filter_map(parse_ping_line).map(rtt).collect();
         (!points.is_empty())
             .then(|| Series::new("rtt", Unit::Ms, "ping", Role::Probe, "ping").with_points(points))
     }
+}
 
-    fn stop(&mut self) {
+/// Stops pinging.
+impl Drop for PingSampler {
+    fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-impl Drop for PingSampler {
-    fn drop(&mut self) {
-        self.stop();
-    }
+/// One `ping -D` reply: `(unix seconds, rtt ms)`.
+pub fn parse_ping_line(line: &str) -> Option<(f64, f64)> {
+    // "[1700000000.123456] 64 bytes from 10.77.1.2: icmp_seq=1 ttl=62 time=100 ms"
+    let rest = line.trim().strip_prefix('[')?;
+    let (ts, rest) = rest.split_once(']')?;
+    let unix: f64 = ts.trim().parse().ok()?;
+    let rtt = rest.split_whitespace().find_map(|tok| tok.strip_prefix("time=")?.parse().ok())?;
+    Some((unix, rtt))
 }
+
+#[cfg(test)]
+#[path = "ping_tests.rs"]
+mod tests;

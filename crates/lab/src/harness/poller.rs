@@ -2,7 +2,7 @@
 //! `ss` and the daemon's control socket).
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -41,7 +41,7 @@ impl<T: Send + 'static> Periodic<T> {
             while !flag.load(Ordering::Relaxed) {
                 let t = now_unix() - t0_unix;
                 if let Some(s) = sample() {
-                    lock(&sink).push((t, s));
+                    sink.lock().unwrap_or_else(PoisonError::into_inner).push((t, s));
                 }
                 due += Duration::from_secs_f64(POLL_INTERVAL_S);
                 std::thread::sleep(due.saturating_duration_since(Instant::now()));
@@ -50,9 +50,9 @@ impl<T: Send + 'static> Periodic<T> {
         Periodic { samples, stop, thread: Some(thread) }
     }
 
-    /// The samples so far.
+    /// The samples so far (also after a sampling thread panicked).
     pub(super) fn samples(&self) -> MutexGuard<'_, Samples<T>> {
-        lock(&self.samples)
+        self.samples.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Stops sampling; the samples.
@@ -61,7 +61,7 @@ impl<T: Send + 'static> Periodic<T> {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
-        std::mem::take(&mut *lock(&self.samples))
+        std::mem::take(&mut *self.samples())
     }
 }
 
@@ -69,9 +69,4 @@ impl<T> Drop for Periodic<T> {
     fn drop(&mut self) {
         self.stop.store(true, Ordering::Relaxed);
     }
-}
-
-/// The samples, also after a sampling thread panicked.
-pub(super) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }

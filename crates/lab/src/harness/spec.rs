@@ -9,15 +9,6 @@ use super::BG_PORT;
 use crate::alternatives::{Alternative, LabRule};
 use crate::result::Role;
 
-/// Transfer direction as seen from the LAN client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Direction {
-    /// Server sends (iperf3 `-R`).
-    Download,
-    /// Client sends.
-    Upload,
-}
-
 /// One iperf3 transfer.
 #[derive(Debug, Clone)]
 pub struct FlowSpec {
@@ -28,7 +19,8 @@ pub struct FlowSpec {
     /// Server port (an iperf3 server listens there; background ports must be in
     /// [`RunSetup::background_ports`]).
     pub port: u16,
-    pub direction: Direction,
+    /// The server sends (iperf3 `-R`); otherwise the LAN client does.
+    pub download: bool,
     /// Length in seconds (iperf3 takes whole seconds; rounded up, at least 1).
     pub seconds: f64,
     /// iperf3 `-b` (e.g. "6M"), written one segment at a time so the rate is constant at
@@ -46,7 +38,7 @@ impl FlowSpec {
             label: label.into(),
             role,
             port,
-            direction: Direction::Download,
+            download: true,
             seconds,
             bitrate: None,
             ends: IperfEnds::default(),
@@ -55,7 +47,7 @@ impl FlowSpec {
 
     /// A bulk upload.
     pub fn upload(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
-        FlowSpec { direction: Direction::Upload, ..FlowSpec::download(label, role, port, seconds) }
+        FlowSpec { download: false, ..FlowSpec::download(label, role, port, seconds) }
     }
 
     /// Between LAN host `client` and server `server` (1-based numbers).
@@ -72,13 +64,12 @@ impl FlowSpec {
 }
 
 /// What one run needs.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct RunSetup {
     pub scenario: String,
     pub alternative: Alternative,
-    /// Its index among the invocation's runs and how many there are (for the progress line).
+    /// Its index among the invocation's `count` runs (for the progress line).
     pub index: usize,
-    /// Number of runs of this invocation.
     pub count: usize,
     pub repeat: u32,
     /// Planned length, s.
@@ -110,22 +101,15 @@ impl RunSetup {
     /// fills in the scenario and the work directory).
     pub fn new(alternative: Alternative, duration_s: f64) -> RunSetup {
         RunSetup {
-            scenario: String::new(),
             alternative,
-            index: 0,
             count: 1,
-            repeat: 0,
             duration_s,
             background_ports: vec![BG_PORT],
             server_ports: vec![BG_PORT],
             servers: 1,
             clients: 1,
-            timestamps_off: Vec::new(),
-            rules: Vec::new(),
             ping: true,
-            work_dir: PathBuf::new(),
-            cc: None,
-            extra: BTreeMap::new(),
+            ..RunSetup::default()
         }
     }
 

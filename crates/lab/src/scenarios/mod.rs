@@ -1,25 +1,17 @@
-//! The lab's scenarios and what they share.
-//!
-//! Every scenario is a module with
-//!
-//! ```ignore
-//! pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> anyhow::Result<ScenarioReport>
-//! ```
-//!
-//! that runs every alternative in `opts.alternatives` (each `opts.repeats` times) one after the
-//! other on a fresh testbed, writes nothing itself except through [`LabContext::write_report`]
-//! (`<out>/<scenario>/<timestamp>/result.json` and `table.md`) and returns the report. Building
-//! blocks (topology, alternative setup, 100 ms samplers) are in [`crate::harness`].
+//! The lab's scenarios and what they share: the command table [`SCENARIOS`], a scenario's
+//! command line [`ScenarioOptions`], and [`LabContext`]. Each scenario module's
+//! `run(ctx, opts) -> Result<ScenarioReport>` runs every alternative (each `opts.repeats` times)
+//! on a fresh testbed ([`crate::harness`]) and writes only through [`LabContext::write_report`].
 
-use std::io::{IsTerminal, Write};
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{ensure, Context, Result};
 
-use crate::alternatives::{Alternative, HouseholdBudget};
+use crate::alternatives::Alternative;
 use crate::result::{timestamp_dirname, ScenarioReport};
 
 pub mod alone;
@@ -37,38 +29,34 @@ pub mod datapath;
 pub mod udp_square;
 pub mod web;
 
-/// The signature every scenario implements.
-pub type ScenarioFn = fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>;
-
 /// A scenario: its command name, what it runs (its `--help` line), its runner, the `--set` keys
-/// it reads, and whether it judges household control (then, without `--alternatives`, it
-/// compares [`HOUSEHOLD_ALTERNATIVES`]).
+/// it reads, and what it compares without `--alternatives`.
 #[derive(Debug)]
 pub struct Scenario {
     /// Command-line name, e.g. "udp-square".
     pub name: &'static str,
     /// One line for `--help`.
     pub about: &'static str,
-    pub run: ScenarioFn,
+    pub run: fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>,
     /// The `--set` keys it reads (any other is an error).
     pub set_keys: &'static [&'static str],
-    /// A scenario of household control.
-    pub household: bool,
+    /// The alternatives it compares unless `--alternatives` says otherwise.
+    pub alternatives: &'static [Alternative],
 }
 
 const fn scenario(
     name: &'static str,
-    run: ScenarioFn,
+    run: fn(&LabContext, &ScenarioOptions) -> Result<ScenarioReport>,
     set_keys: &'static [&'static str],
     about: &'static str,
 ) -> Scenario {
-    Scenario { name, about, run, set_keys, household: false }
+    Scenario { name, about, run, set_keys, alternatives: PAPER_ALTERNATIVES }
 }
 
 impl Scenario {
-    /// The same scenario, of household control.
+    /// The same scenario, of household control: it compares [`HOUSEHOLD_ALTERNATIVES`].
     const fn household(self) -> Scenario {
-        Scenario { household: true, ..self }
+        Scenario { alternatives: &HOUSEHOLD_ALTERNATIVES, ..self }
     }
 }
 
@@ -139,22 +127,11 @@ pub fn lookup(name: &str) -> Option<&'static Scenario> {
 
 /// What household control is compared with: nothing, the shaping OpenWrt users do today,
 /// Slipstream's per-flow Vulture, and household control itself.
-pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] = [
-    Alternative::NoControl,
-    Alternative::HtbShaping { percent: 95 },
-    Alternative::Slipstream,
-    Alternative::Household(HouseholdBudget::Default),
-];
+pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] =
+    [Alternative::NoControl, Alternative::Htb95, Alternative::Slipstream, Alternative::Household];
 
-/// The alternatives `scenario` compares unless `--alternatives` says otherwise: every one but
-/// `household` for the paper's scenarios, [`HOUSEHOLD_ALTERNATIVES`] for household control's.
-pub fn default_alternatives(scenario: &Scenario) -> Vec<Alternative> {
-    if scenario.household {
-        HOUSEHOLD_ALTERNATIVES.to_vec()
-    } else {
-        Alternative::ALL.into_iter().filter(|a| !matches!(a, Alternative::Household(_))).collect()
-    }
-}
+/// What the paper's scenarios compare: [`Alternative::ALL`] but its last, household.
+const PAPER_ALTERNATIVES: &[Alternative] = Alternative::ALL.split_at(6).0;
 
 /// Options common to all scenarios: a scenario's command line (these docs are its `--help`).
 #[derive(Debug, Clone, clap::Args)]
@@ -177,17 +154,10 @@ pub struct ScenarioOptions {
     /// Base RTT, ms.
     #[arg(long = "rtt", default_value_t = 100.0)]
     pub rtt_ms: f64,
-    /// One-way delay of the upload direction (LAN → server), ms (default: half the RTT; the
-    /// download direction gets the rest of --rtt).
-    #[arg(long = "up-delay")]
-    pub up_delay_ms: Option<f64>,
     /// Bottleneck queue in bytes (default: one BDP, 83 full frames at 10 Mbit/s and 100 ms;
     /// Vulture Sec. 0.4.1 used a pfifo of 86 packets).
     #[arg(long)]
     pub queue_bytes: Option<u64>,
-    /// Bottleneck queue in full-size (1514-byte) packets instead.
-    #[arg(long = "queue-packets", conflicts_with = "queue_bytes")]
-    pub queue_frames: Option<u64>,
     /// Sender congestion control of the TCP flows.
     #[arg(long, default_value = "cubic", value_parser = ["cubic", "reno", "bbr"])]
     pub cc: String,
@@ -219,11 +189,6 @@ impl ScenarioOptions {
         (secs * self.duration_scale).max(min)
     }
 
-    /// One-way delay of the upload direction, ms (`up_delay_ms` or half the RTT).
-    pub fn upload_delay_ms(&self) -> f64 {
-        self.up_delay_ms.unwrap_or(self.rtt_ms / 2.0)
-    }
-
     /// Bandwidth-delay product in bytes.
     pub fn bdp_bytes(&self) -> u64 {
         (self.rate_mbit * 1e6 / 8.0 * self.rtt_ms / 1000.0).round() as u64
@@ -231,8 +196,7 @@ impl ScenarioOptions {
 
     /// The queue limit used, bytes.
     pub fn effective_queue_bytes(&self) -> u64 {
-        let frames = self.queue_frames.map(|n| n * slipstream_testbed::cmd::FRAME_BYTES);
-        let bytes = self.queue_bytes.or(frames).unwrap_or_else(|| self.bdp_bytes());
+        let bytes = self.queue_bytes.unwrap_or_else(|| self.bdp_bytes());
         bytes.max(2 * slipstream_testbed::cmd::FRAME_BYTES)
     }
 
@@ -306,9 +270,7 @@ impl LabContext {
 
     /// Fails if the run was interrupted (Ctrl-C).
     pub fn check_interrupted(&self) -> Result<()> {
-        if self.interrupted.load(Ordering::SeqCst) {
-            bail!("interrupted");
-        }
+        ensure!(!self.interrupted.load(Ordering::SeqCst), "interrupted");
         Ok(())
     }
 
@@ -336,65 +298,36 @@ impl LabContext {
 /// terminal (and are rate-limited to one per 5 s otherwise); [`log`](Self::log) lines stay.
 #[derive(Debug)]
 pub struct Progress {
-    tty: bool,
+    /// What starts a line: on a terminal, a return and erase-line over the status line.
+    clear: &'static str,
     last: Mutex<Option<Instant>>,
 }
 
 impl Default for Progress {
     fn default() -> Self {
-        Progress { tty: std::io::stderr().is_terminal(), last: Mutex::new(None) }
+        let clear = if std::io::stderr().is_terminal() { "\r\x1b[K" } else { "" };
+        Progress { clear, last: Mutex::new(None) }
     }
 }
 
 impl Progress {
     /// A persistent line.
     pub fn log(&self, line: &str) {
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[K");
-        }
-        let _ = writeln!(e, "{line}");
+        eprintln!("{}{line}", self.clear);
     }
 
     /// A transient status line such as
     /// `[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s`.
     pub fn status(&self, line: &str) {
+        let tty = !self.clear.is_empty();
         let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
-        let now = Instant::now();
-        let every = if self.tty { Duration::from_millis(200) } else { Duration::from_secs(5) };
-        if last.is_some_and(|l| now - l < every) {
+        let every = if tty { Duration::from_millis(200) } else { Duration::from_secs(5) };
+        if last.is_some_and(|l| l.elapsed() < every) {
             return;
         }
-        *last = Some(now);
-        let mut e = std::io::stderr().lock();
-        if self.tty {
-            let _ = write!(e, "\r\x1b[K{line}");
-            let _ = e.flush();
-        } else {
-            let _ = writeln!(e, "{line}");
-        }
+        *last = Some(Instant::now());
+        eprint!("{}{line}{}", self.clear, if tty { "" } else { "\n" });
     }
-}
-
-/// The standard status line.
-pub fn status_line(
-    scenario: &str,
-    alt_index: usize,
-    alt_count: usize,
-    alt: &str,
-    t: f64,
-    total: f64,
-    rates: &[(&str, Option<f64>)],
-) -> String {
-    let mut s =
-        format!("[{scenario}] alternative {}/{alt_count} {alt}  t={t:.0}/{total:.0} s", alt_index + 1);
-    for (label, v) in rates {
-        match v {
-            Some(v) => s.push_str(&format!("  {label} {:.1} Mbit/s", v.max(0.0) + 0.0)),
-            None => s.push_str(&format!("  {label} -")),
-        }
-    }
-    s
 }
 
 #[cfg(test)]

@@ -1,7 +1,6 @@
 //! Tests of `scenarios::phases`.
 
 use super::*;
-use crate::alternatives::HouseholdBudget;
 
 #[test]
 fn spread_is_uneven_and_host_fair_is_measured() {
@@ -14,7 +13,7 @@ fn spread_is_uneven_and_host_fair_is_measured() {
     assert_eq!(Mix::spread("y", 4, 1, &opts).hosts(), vec![1; 4]);
     assert_eq!(Mix::spread("z", 1, 4, &opts).be_host, 2);
     assert_eq!(m.periods()[1], ("bg-alone", 40.0, 60.0));
-    let s = m.setup(Alternative::Household(HouseholdBudget::Default));
+    let s = m.setup(Alternative::Household);
     assert_eq!((s.clients, s.server_ports.len()), (5, 17));
     assert_eq!(counts(&opts, "nope", "4, 16,64").unwrap(), vec![4, 16, 64]);
     for bad in ["4,x", "0", "101", ""] {

@@ -16,15 +16,8 @@ fn options() {
     assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods"][..]));
     assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates"][..]));
     assert!(lookup("nope").is_none());
-    let households: Vec<&str> = SCENARIOS.iter().filter(|s| s.household).map(|s| s.name).collect();
-    assert_eq!(households, ["no-timestamps", "many-flows", "weights"]);
-    assert_eq!(default_alternatives(&SCENARIOS[9]), HOUSEHOLD_ALTERNATIVES);
-}
-
-#[test]
-fn status_format() {
-    assert_eq!(
-        status_line("cbr", 1, 5, "slipstream", 34.2, 90.0, &[("BE", Some(5.94)), ("BG", Some(0.4))]),
-        "[cbr] alternative 2/5 slipstream  t=34/90 s  BE 5.9 Mbit/s  BG 0.4 Mbit/s"
-    );
+    let households = SCENARIOS.iter().filter(|s| s.alternatives == HOUSEHOLD_ALTERNATIVES);
+    assert_eq!(households.map(|s| s.name).collect::<Vec<_>>(), ["no-timestamps", "many-flows", "weights"]);
+    let paper: Vec<String> = lookup("alone").unwrap().alternatives.iter().map(Alternative::label).collect();
+    assert_eq!(paper, ["no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95"]);
 }

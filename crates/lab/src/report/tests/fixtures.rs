@@ -452,6 +452,11 @@ pub(super) fn household(scenario: &str) -> ScenarioReport {
 
 pub(super) fn all_kinds() -> Vec<ScenarioReport> {
     let mut kinds = vec![alone(), cbr(), cwnd(), onoff(), fairness(), udp_square(), web(), datapath()];
-    kinds.extend(crate::scenarios::SCENARIOS.iter().filter(|s| s.household).map(|s| household(s.name)));
+    kinds.extend(
+        crate::scenarios::SCENARIOS
+            .iter()
+            .filter(|s| s.alternatives == crate::scenarios::HOUSEHOLD_ALTERNATIVES)
+            .map(|s| household(s.name)),
+    );
     kinds
 }

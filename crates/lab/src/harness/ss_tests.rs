@@ -1,21 +1,6 @@
-//! Tests of `measure`.
+//! Tests of `harness::ss`.
 
 use super::*;
-
-#[test]
-fn ping_lines() {
-    let l = "[1700000000.123456] 64 bytes from 10.77.1.2: icmp_seq=17 ttl=62 time=104.3 ms";
-    assert_eq!(parse_ping_line(l), Some((1_700_000_000.123456, 104.3)));
-    assert_eq!(
-        parse_ping_line("[1700000000.5] 64 bytes from 10.77.1.2: icmp_seq=2 ttl=62 time=100 ms"),
-        Some((1_700_000_000.5, 100.0))
-    );
-    assert_eq!(parse_ping_line("PING 10.77.1.2 (10.77.1.2) 56(84) bytes of data."), None);
-    assert_eq!(
-        parse_ping_line("[1700000000.1] From 10.77.2.1 icmp_seq=3 Destination Host Unreachable"),
-        None
-    );
-}
 
 // Captured from `ip netns exec <srv> ss -tinH` during a download (kernel 6.x, iproute2 6.1).
 const SS_SAMPLE: &str = "ESTAB 0      0      10.77.1.2:6881 10.77.3.2:39214\n\
@@ -65,27 +50,4 @@ fn data_start_is_between_the_samples_around_the_first_data() {
     assert!((t - 1.35).abs() < 1e-9, "{t}");
     assert_eq!(data_start(&ss, 6881, 40003, 1.0, |s| s.bytes_sent), None);
     assert_eq!(data_start(&ss, 6881, 40002, 1.0, |s| s.bytes_received), None);
-}
-
-#[test]
-fn goodput_points_sit_at_interval_midpoints() {
-    let iv = |start: f64, end: f64, bytes: u64, omitted: bool| slipstream_testbed::Interval {
-        start,
-        end,
-        bytes,
-        bits_per_second: 0.0,
-        omitted,
-    };
-    let r = IperfResult {
-        goodput_mbps: 0.0,
-        intervals: vec![iv(0.0, 0.1, 0, true), iv(0.1, 0.2, 125_000, false), iv(0.2, 0.25, 0, false)],
-        local_port: None,
-        remote_port: None,
-        retransmits: None,
-        raw: serde_json::Value::Null,
-    };
-    let pts = iperf_goodput_series(&r, 10.0);
-    assert_eq!(pts.len(), 2, "omitted intervals are left out");
-    assert!((pts[0].0 - 10.15).abs() < 1e-9 && (pts[0].1 - 10.0).abs() < 1e-9);
-    assert!((pts[1].0 - 10.225).abs() < 1e-9 && pts[1].1 == 0.0);
 }
