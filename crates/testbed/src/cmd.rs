@@ -90,21 +90,25 @@ pub fn wait_until(timeout: Duration, mut pred: impl FnMut() -> bool) -> bool {
     }
 }
 
-/// Round-trip statistics from a `ping -q` summary.
+/// Round-trip statistics of a `ping` run.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RttStats {
     /// Minimum RTT, ms.
     pub min: f64,
     /// Average RTT, ms.
     pub avg: f64,
+    /// Median RTT of the replies, ms: unlike the average, a few seconds of an unusually deep
+    /// sawtooth of a cubic flow in the same queue hardly move it.
+    pub median: f64,
     /// Maximum RTT, ms.
     pub max: f64,
     /// Mean deviation, ms.
     pub mdev: f64,
 }
 
-/// Parses iputils' `rtt min/avg/max/mdev = a/b/c/d ms` line.
-pub fn parse_ping_summary(out: &str) -> Result<RttStats> {
+/// Parses iputils' `ping` output: the `rtt min/avg/max/mdev = a/b/c/d ms` summary line and,
+/// for the median, the replies' `time=t ms` fields.
+pub fn parse_ping_output(out: &str) -> Result<RttStats> {
     let line = out
         .lines()
         .find(|l| l.contains("min/avg/max"))
@@ -121,15 +125,24 @@ pub fn parse_ping_summary(out: &str) -> Result<RttStats> {
         .map(|s| s.trim().parse::<f64>())
         .collect::<Result<_, _>>()
         .with_context(|| format!("malformed ping summary: {line}"))?;
-    match v.as_slice() {
-        [min, avg, max, mdev] => Ok(RttStats {
-            min: *min,
-            avg: *avg,
-            max: *max,
-            mdev: *mdev,
-        }),
-        _ => bail!("malformed ping summary: {line}"),
+    let [min, avg, max, mdev] = v.as_slice() else {
+        bail!("malformed ping summary: {line}");
+    };
+    let mut replies: Vec<f64> = out
+        .lines()
+        .filter_map(|l| l.split_once(" time=")?.1.split_whitespace().next()?.parse().ok())
+        .collect();
+    if replies.is_empty() {
+        bail!("no replies in ping output (run without -q): {}", out.trim());
     }
+    replies.sort_by(f64::total_cmp);
+    Ok(RttStats {
+        min: *min,
+        avg: *avg,
+        median: replies[replies.len() / 2],
+        max: *max,
+        mdev: *mdev,
+    })
 }
 
 /// The packet count of the (first) rule jumping to `chain` in `iptables -L <chain> -v -n -x`
@@ -177,24 +190,34 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ping_summary() {
-        let out = "PING 10.77.1.2 (10.77.1.2) 56(84) bytes of data.\n\n--- 10.77.1.2 ping statistics ---\n\
-                   10 packets transmitted, 10 received, 0% packet loss, time 1803ms\n\
-                   rtt min/avg/max/mdev = 100.112/100.385/100.901/0.210 ms\n";
-        let s = parse_ping_summary(out).unwrap();
+    fn ping_output() {
+        let out = "PING 10.77.1.2 (10.77.1.2) 56(84) bytes of data.\n\
+                   64 bytes from 10.77.1.2: icmp_seq=1 ttl=62 time=100.9 ms\n\
+                   64 bytes from 10.77.1.2: icmp_seq=2 ttl=62 time=100.112 ms\n\
+                   64 bytes from 10.77.1.2: icmp_seq=3 ttl=62 time=100.2 ms\n\n\
+                   --- 10.77.1.2 ping statistics ---\n\
+                   3 packets transmitted, 3 received, 0% packet loss, time 403ms\n\
+                   rtt min/avg/max/mdev = 100.112/100.404/100.901/0.352 ms\n";
+        let s = parse_ping_output(out).unwrap();
         assert_eq!(
             s,
             RttStats {
                 min: 100.112,
-                avg: 100.385,
+                avg: 100.404,
+                median: 100.2,
                 max: 100.901,
-                mdev: 0.210
+                mdev: 0.352
             }
         );
-        let piped = "rtt min/avg/max/mdev = 100.334/100.471/100.572/0.056 ms, pipe 2\n";
-        assert_eq!(parse_ping_summary(piped).unwrap().avg, 100.471);
-        assert!(parse_ping_summary("10 packets transmitted, 0 received, 100% packet loss").is_err());
-        assert!(parse_ping_summary("rtt min/avg/max/mdev = 1/2/x/4 ms").is_err());
+        let piped = "64 bytes from 10.77.1.2: icmp_seq=1 ttl=62 time=100.4 ms\n\
+                     64 bytes from 10.77.1.2: icmp_seq=2 ttl=62 time=250 ms\n\
+                     rtt min/avg/max/mdev = 100.4/175.2/250.0/74.8 ms, pipe 2\n";
+        let s = parse_ping_output(piped).unwrap();
+        assert_eq!((s.avg, s.median), (175.2, 250.0));
+        assert!(parse_ping_output("10 packets transmitted, 0 received, 100% packet loss").is_err());
+        assert!(parse_ping_output("rtt min/avg/max/mdev = 1/2/x/4 ms").is_err());
+        // A -q summary alone has no replies to take the median of.
+        assert!(parse_ping_output("rtt min/avg/max/mdev = 1/2/3/4 ms").is_err());
     }
 
     #[test]

@@ -248,9 +248,9 @@ impl Testbed {
         let _ = self.run_in(from, &["ping", "-c", "1", "-W", "2", &dst]);
         let (c, i) = (count.to_string(), format!("{interval_s}"));
         let out = self
-            .run_in(from, &["ping", "-q", "-c", &c, "-i", &i, "-W", "2", &dst])
+            .run_in(from, &["ping", "-c", &c, "-i", &i, "-W", "2", &dst])
             .with_context(|| format!("ping {} -> {dst}", self.ns_name(from)))?;
-        cmd::parse_ping_summary(&out)
+        cmd::parse_ping_output(&out)
     }
 
     /// Average client -> server ping RTT in ms (10 pings, 0.2 s apart).

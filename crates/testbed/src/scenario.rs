@@ -94,8 +94,10 @@ pub struct Report {
     pub best_effort_alone_mbps: f64,
     pub best_effort_beside_background_mbps: f64,
     pub background_beside_best_effort_mbps: f64,
-    /// Ping RTT (client -> server, through the download queue) while the best-effort download
-    /// runs alone, over its measured part, ms.
+    /// Median ping RTT (client -> server, through the bottleneck queue) while the background
+    /// download runs alone, over its measured part, ms.
+    pub ping_background_alone_ms: f64,
+    /// The same while the best-effort download runs alone.
     pub ping_best_effort_alone_ms: f64,
     /// The same while the best-effort download runs beside the background one.
     pub ping_beside_background_ms: f64,
@@ -121,7 +123,8 @@ impl Report {
              best effort alone:           {:6.2} Mbit/s\n\
              best effort beside background: {:4.2} Mbit/s ({:.1}% of alone)\n\
              background beside best effort: {:4.2} Mbit/s\n\
-             ping RTT, best effort alone: {:6.1} ms; beside background: {:.1} ms\n\
+             ping RTT (median), background alone: {:.1} ms; best effort alone: {:.1} ms; \
+             beside background: {:.1} ms\n\
              background rwnd alone:       median {:.0} B (min {:.0}, max {:.0}, {} samples)\n\
              background rwnd beside BE:   median {:.0} B (min {:.0}, max {:.0}, {} samples)\n\
              TCP resets while running:    {}\n",
@@ -131,6 +134,7 @@ impl Report {
             self.best_effort_beside_background_mbps,
             100.0 * self.best_effort_kept(),
             self.background_beside_best_effort_mbps,
+            self.ping_background_alone_ms,
             self.ping_best_effort_alone_ms,
             self.ping_beside_background_ms,
             self.rwnd_alone.median,
@@ -196,11 +200,11 @@ fn sample_rwnd(daemon: &Daemon, server: (&str, &str), stop: &AtomicBool) -> Vec<
     samples
 }
 
-/// Average ping RTT (ms) over `secs` seconds, starting after `delay_secs`.
+/// Median ping RTT (ms) over `secs` seconds, starting after `delay_secs`.
 fn ping_later(tb: &Testbed, delay_secs: f64, secs: f64) -> Result<f64> {
     std::thread::sleep(Duration::from_secs_f64(delay_secs.max(0.0)));
     let count = ((secs - 1.0) / 0.2).max(3.0) as u32;
-    Ok(tb.ping_stats(count, 0.2)?.avg)
+    Ok(tb.ping_stats(count, 0.2)?.median)
 }
 
 /// Runs the three phases; `progress` gets a line per phase.
@@ -235,16 +239,23 @@ pub fn background_vs_best_effort(
     let running = |secs: u32| resets_during(tb, f64::from(secs) - 1.0);
     let joined =
         |r: std::thread::Result<Result<u64>>| r.map_err(|_| anyhow::anyhow!("reset counter panicked"))?;
-    let (bg, trace, resets) = std::thread::scope(|s| -> Result<_> {
+    let (from, to) = window(p.alone_secs);
+    let (bg, trace, ping, resets) = std::thread::scope(|s| -> Result<_> {
         let sampler = s.spawn(|| sample_rwnd(daemon, server, &stop));
+        let ping = s.spawn(|| ping_later(tb, from, p.measure_secs));
         let resets = s.spawn(|| running(p.alone_secs));
         let bg = transfer(p.background_port, p.alone_secs).and_then(|r| r.wait());
         stop.store(true, Ordering::Relaxed);
-        Ok((bg, sampler.join().unwrap_or_default(), joined(resets.join())))
+        Ok((
+            bg,
+            sampler.join().unwrap_or_default(),
+            ping.join(),
+            joined(resets.join()),
+        ))
     })?;
     report.resets_while_running += resets?;
     let bg = bg.context("background download alone")?;
-    let (from, to) = window(p.alone_secs);
+    report.ping_background_alone_ms = ping.map_err(|_| anyhow::anyhow!("ping thread panicked"))??;
     report.background_alone_mbps = bg.goodput_mbps_between(from, to).context("no intervals")?;
     report.rwnd_alone = Summary::of(trace.iter().filter(|s| s.t >= from).map(|s| s.rwnd_bytes));
     report.trace_alone = trace;
