@@ -128,10 +128,7 @@ pub fn parse_ping_output(out: &str) -> Result<RttStats> {
     let [min, avg, max, mdev] = v.as_slice() else {
         bail!("malformed ping summary: {line}");
     };
-    let mut replies: Vec<f64> = out
-        .lines()
-        .filter_map(|l| l.split_once(" time=")?.1.split_whitespace().next()?.parse().ok())
-        .collect();
+    let mut replies: Vec<f64> = out.lines().filter_map(ping_reply_rtt_ms).collect();
     if replies.is_empty() {
         bail!("no replies in ping output (run without -q): {}", out.trim());
     }
@@ -143,6 +140,13 @@ pub fn parse_ping_output(out: &str) -> Result<RttStats> {
         max: *max,
         mdev: *mdev,
     })
+}
+
+/// The RTT (ms) of one iputils `ping` reply line (`64 bytes from ...: icmp_seq=1 ttl=62 time=100
+/// ms`); `None` for any other line.
+pub fn ping_reply_rtt_ms(line: &str) -> Option<f64> {
+    line.split_whitespace()
+        .find_map(|tok| tok.strip_prefix("time=")?.parse().ok())
 }
 
 /// The packet count of the (first) rule jumping to `chain` in `iptables -L <chain> -v -n -x`

@@ -54,7 +54,7 @@ pub fn parse_ping_line(line: &str) -> Option<(f64, f64)> {
     let rest = line.trim().strip_prefix('[')?;
     let (ts, rest) = rest.split_once(']')?;
     let unix: f64 = ts.trim().parse().ok()?;
-    let rtt = rest.split_whitespace().find_map(|tok| tok.strip_prefix("time=")?.parse().ok())?;
+    let rtt = slipstream_testbed::cmd::ping_reply_rtt_ms(rest)?;
     Some((unix, rtt))
 }
 
