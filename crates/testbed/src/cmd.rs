@@ -128,15 +128,14 @@ pub fn parse_ping_output(out: &str) -> Result<RttStats> {
     let [min, avg, max, mdev] = v.as_slice() else {
         bail!("malformed ping summary: {line}");
     };
-    let mut replies: Vec<f64> = out.lines().filter_map(ping_reply_rtt_ms).collect();
-    if replies.is_empty() {
+    let replies = crate::scenario::Summary::of(out.lines().filter_map(ping_reply_rtt_ms));
+    if replies.count == 0 {
         bail!("no replies in ping output (run without -q): {}", out.trim());
     }
-    replies.sort_by(f64::total_cmp);
     Ok(RttStats {
         min: *min,
         avg: *avg,
-        median: replies[replies.len() / 2],
+        median: replies.median,
         max: *max,
         mdev: *mdev,
     })
