@@ -180,6 +180,7 @@ pub(crate) struct DelayTargetParams {
     gain: Option<f64>,
     max_growth: Option<f64>,
     early_yield: Option<bool>,
+    interactive_target: Option<String>,
 }
 
 impl Kind for DelayTargetParams {
@@ -203,12 +204,19 @@ impl Kind for DelayTargetParams {
             ));
         }
         // Every field named (no `..d`): a new one fails to compile until it is mapped here.
+        let target = v.opt_duration(p, "target", self.target, d.target)?;
         let c = DelayTargetConfig {
-            target: v.opt_duration(p, "target", self.target, d.target)?,
+            target,
             gain: self.gain.unwrap_or(d.gain),
             max_growth: self.max_growth.unwrap_or(d.max_growth),
             variant: d.variant,
             early_yield: self.early_yield.unwrap_or(d.early_yield),
+            interactive_target: v.opt_duration(
+                p,
+                "interactive_target",
+                self.interactive_target,
+                d.interactive_target.min(target),
+            )?,
         };
         v.checked(p, field_names::<Self>(), c.validate())?;
         Ok(BudgetConfig::DelayTarget(c))
@@ -336,6 +344,7 @@ mod tests {
                 "gain",
                 "max_growth",
                 "early_yield",
+                "interactive_target",
                 "interval",
                 "unit_bytes",
                 "epsilon_units",

@@ -202,7 +202,7 @@ fn bad_uci_names_section_option_and_line() {
         (hh("\toption interval '1s'\n"), "household 'household' (line 3), option interval (line 4)", "is a key_binary_search and key_stochastic parameter, not a delay_target one"),
         (hh("\toption slowdown_interval '1s'\n"), "household 'household' (line 3), option slowdown_interval (line 4)", "must be 0 (off) or at least 2s"),
         (hh("\toption turn '20s'\n"), "household 'household' (line 3), option turn (line 4)", "must be 50ms to 10s"),
-        (hh("\toption psi '20ms'\n"), "household 'household' (line 3), option psi (line 4)", "unknown option; known options of a `config household` section: budget, slowdown_interval, turn, variant, target, gain, max_growth, early_yield, interval"),
+        (hh("\toption psi '20ms'\n"), "household 'household' (line 3), option psi (line 4)", "unknown option; known options of a `config household` section: budget, slowdown_interval, turn, variant, target, gain, max_growth, early_yield, interactive_target, interval"),
         (hh("\tlist turn '1s'\n"), "household 'household' (line 3), option turn (line 4)", "takes a single value"),
         (format!("{}config household\n", hh("")), "household @household[1] (line 4)", "only one `config household` section is allowed (the first is at line 3)"),
     ];
@@ -233,6 +233,7 @@ fn household_section_in_both_syntaxes() {
                 max_growth: 2.0,
                 variant: DelayTargetVariant::Proportional,
                 early_yield: true,
+                interactive_target: Duration::from_millis(3),
             }),
             slowdown_interval: Duration::from_secs(60),
             turn: Duration::from_millis(250),
@@ -337,17 +338,21 @@ fn budget_parameters_round_trip() {
                 max_growth: DelayTargetConfig::default().max_growth,
                 variant: DelayTargetVariant::Ledbat,
                 early_yield: false,
+                interactive_target: Duration::from_millis(3),
             }),
         ),
         (
-            "{ kind = \"delay_target\", target = \"3ms\", gain = 0.25, max_growth = 3, early_yield = false }",
-            "\toption target '3ms'\n\toption gain '0.25'\n\toption max_growth '3'\n\toption early_yield '0'\n",
+            "{ kind = \"delay_target\", target = \"3ms\", gain = 0.25, max_growth = 3, early_yield = false, \
+             interactive_target = \"2ms\" }",
+            "\toption target '3ms'\n\toption gain '0.25'\n\toption max_growth '3'\n\toption early_yield '0'\n\
+             \toption interactive_target '2ms'\n",
             BudgetConfig::DelayTarget(DelayTargetConfig {
                 target: Duration::from_millis(3),
                 gain: 0.25,
                 max_growth: 3.0,
                 variant: DelayTargetVariant::Proportional,
                 early_yield: false,
+                interactive_target: Duration::from_millis(2),
             }),
         ),
         (

@@ -27,6 +27,7 @@ mod packet_loop;
 mod privileges;
 mod reload;
 mod scale_lookups;
+mod wan_counters;
 mod window_updates;
 
 use std::path::PathBuf;
@@ -291,6 +292,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
         scale_lookups: scale_lookups::ScaleLookups::start()
             .map_err(|e| warn!("no conntrack lookup thread ({e}): flows seen mid-stream stay unclamped"))
             .ok(),
+        wan_counters: wan_counters::WanCounters::new(),
     };
     let packet_thread = match tc {
         Some(tc) => {

@@ -26,6 +26,7 @@ use tracing::{info, warn};
 use crate::clock::MonotonicClock;
 use crate::datapath::Datapath;
 use crate::scale_lookups::{Outcome, ScaleLookups};
+use crate::wan_counters::WanCounters;
 use crate::window_updates::WindowUpdateCounters;
 
 const TICK: Duration = Duration::from_millis(250);
@@ -48,6 +49,9 @@ pub(crate) struct PacketLoop<D> {
     pub window_updates: Arc<WindowUpdateCounters>,
     /// Window scales of flows seen without their handshake, from conntrack (`None`: no lookups).
     pub scale_lookups: Option<ScaleLookups>,
+    /// The access link's counters (best effort's traffic is what they count beyond the
+    /// background's packets).
+    pub wan_counters: WanCounters,
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
@@ -101,6 +105,7 @@ impl<D: Datapath> PacketLoop<D> {
             errors: self.errors,
             window_updates: self.window_updates,
             scale_lookups: self.scale_lookups,
+            wan_counters: self.wan_counters,
         }
     }
 
@@ -119,6 +124,9 @@ impl<D: Datapath> PacketLoop<D> {
                     wait_readable([self.datapath.fds()[0], None], pause)?;
                 }
                 wait_readable(self.datapath.fds(), POLL_TIMEOUT)?;
+            }
+            if let Some((download, upload)) = self.wan_counters.read(std::time::Instant::now()) {
+                self.engine.on_link_counters(download, upload);
             }
             let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
             self.datapath.apply(&self.engine);

@@ -41,7 +41,7 @@ use crate::api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleS
 use crate::flow::{AckOutcome, Flow, FlowEvent, KernelClamp};
 use crate::flow_key::FlowKey;
 use crate::flow_table::{Admission, FlowTable, TableLimits};
-use crate::household::{run_round, Household};
+use crate::household::{run_round, Household, LinkCounters};
 use crate::stats::LinkDirection;
 use crate::stats::{EngineCounters, EngineSnapshot, PassReason, RuleSnapshot};
 
@@ -288,6 +288,12 @@ impl Engine {
         match self.table.admit(key, now, || Flow::new(rule, now)) {
             Admission::Existing => {}
             Admission::Inserted { evicted } => {
+                if info.flags.syn && info.flags.ack {
+                    // Classed at its SYN-ACK (a rule on the answering side): its SYN passed
+                    // unclassed and was taken for best effort's. The background does not yield to
+                    // itself.
+                    self.household.on_competitor_retracted();
+                }
                 self.counters.flows_created += 1;
                 self.counters.flows_evicted += u64::from(evicted);
                 self.classes[usize::from(rule) - 1].counters.flows_started += 1;
@@ -299,6 +305,18 @@ impl Engine {
         };
         flow.last_seen = now;
         flow.note_lan_side(side, meta.from_lan);
+        if info.payload_len > 0 {
+            // The background's own traffic on the link, taken off the link's counters to leave
+            // best effort's (`household::best_effort`).
+            let direction = if side == flow.lan_side() {
+                LinkDirection::Upload
+            } else {
+                LinkDirection::Download
+            };
+            let background = &mut self.household.links[direction.index()].background;
+            background.bytes += ip_length(info, packet);
+            background.packets += 1;
+        }
         let flags = info.flags;
         if flags.rst {
             flow.closing_since.get_or_insert(now);
@@ -458,6 +476,14 @@ impl Engine {
         }
     }
 
+    /// The router's WAN interface counters (all traffic over the access link, cumulative),
+    /// downlink and uplink: best effort's traffic is what they count beyond the background's
+    /// own packets. Give them often (every few milliseconds while packets flow): a round uses the
+    /// latest.
+    pub fn on_link_counters(&mut self, download: LinkCounters, upload: LinkCounters) {
+        self.household.on_link_counters([download, upload]);
+    }
+
     /// Timer work: household rounds while no packets come, expire idle and closed flows, and
     /// while the table is over a lowered `max_flows`, evict flows idle at least
     /// `evict_idle_after`. Call at least every few hundred milliseconds.
@@ -553,4 +579,13 @@ impl Engine {
         };
         (snapshot, keys)
     }
+}
+
+/// The packet's IP length: headers and payload (from the headers, so also for header-only
+/// copies).
+fn ip_length(info: &TcpPacketInfo, packet: &[u8]) -> u64 {
+    let tcp_header = packet
+        .get(info.tcp_offset + 12)
+        .map_or(20, |b| usize::from(b >> 4) * 4);
+    (info.tcp_offset + tcp_header) as u64 + u64::from(info.payload_len)
 }

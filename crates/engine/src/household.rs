@@ -9,8 +9,8 @@
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::Slowdown;
 use slipstream_household::{
-    allocate, Allocation, AnyBudget, BudgetController, BudgetPhase, FlowDemand, HouseholdConfig, LinkDelay,
-    LinkRound, ShareSpec,
+    allocate, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase, FlowDemand, HouseholdConfig,
+    LinkDelay, LinkRound, ShareSpec,
 };
 
 use crate::api::WindowUpdate;
@@ -36,7 +36,26 @@ pub(crate) struct Link {
     round_start: Instant,
     /// Bytes acknowledged by the link's household flows since the round started.
     pub delivered: u64,
+    /// The background's own packets on this link since the round started (every classed flow's
+    /// data, as the interface counts it), taken off the link's counters to leave best effort's.
+    pub background: BestEffort,
+    /// The link's interface counters: the latest the shell gave, and those at the round's start.
+    counters: Option<LinkCounters>,
+    counters_at_round_start: Option<LinkCounters>,
     last: LinkSnapshot,
+}
+
+/// What the router's WAN interfaces counted in one direction since they came up: all traffic
+/// that crossed the access link, best effort's and the background's.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LinkCounters {
+    /// Bytes, with the link layer's header ([`LinkCounters::header_bytes`] per packet).
+    pub bytes: u64,
+    /// Packets.
+    pub packets: u64,
+    /// Link-layer header per packet that the byte counter includes (14 for Ethernet, 0 for
+    /// PPP): added to each of the background's IP packets before they are taken off.
+    pub header_bytes: u64,
 }
 
 impl Link {
@@ -50,6 +69,9 @@ impl Link {
             next_round: None,
             round_start: Instant::ZERO,
             delivered: 0,
+            background: BestEffort::default(),
+            counters: None,
+            counters_at_round_start: None,
             last: LinkSnapshot {
                 direction,
                 controller: config.budget.kind(),
@@ -119,6 +141,30 @@ impl Household {
             if link.last.flows > 0 {
                 link.controller.on_competitor(now);
             }
+        }
+    }
+
+    /// A flow whose SYN was reported by [`Household::on_competitor`] was classed as background
+    /// at its SYN-ACK: the links take it back.
+    pub(crate) fn on_competitor_retracted(&mut self) {
+        for link in &mut self.links {
+            if link.last.flows > 0 {
+                link.controller.on_competitor_retracted();
+            }
+        }
+    }
+
+    /// The WAN interfaces' counters, downlink then uplink (the shell reads them often).
+    pub(crate) fn on_link_counters(&mut self, counters: [LinkCounters; 2]) {
+        for (link, c) in self.links.iter_mut().zip(counters) {
+            if link
+                .counters
+                .is_some_and(|old| c.bytes < old.bytes || c.packets < old.packets)
+            {
+                // Counters went back (an interface came up again): start over.
+                link.counters_at_round_start = None;
+            }
+            link.counters = Some(c);
         }
     }
 
@@ -204,6 +250,9 @@ pub(crate) fn run_round<'f>(
     }
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
+    let background = std::mem::take(&mut link.background);
+    let best_effort = best_effort(link.counters_at_round_start, link.counters, background);
+    link.counters_at_round_start = link.counters;
     let queue_delay = link.delay.end_round();
     rtts.sort_unstable();
     let base_rtt = rtts.get(rtts.len() / 2).copied();
@@ -230,6 +279,7 @@ pub(crate) fn run_round<'f>(
         mss,
         active_flows: members.len(),
         floors,
+        best_effort,
     };
     // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages
     // out after two instead of holding the flows at their floors for the rest of their lives).
@@ -289,6 +339,23 @@ pub(crate) fn run_round<'f>(
     link.last.in_flight_bytes = in_flight_total;
     link.last.goodput_bits_per_second = round.delivery_rate() * 8.0;
     link.last.slowdowns = link.slowdown.count;
+}
+
+/// Best effort's traffic between two readings of the link's counters: all of it less the
+/// background's packets (with the link-layer header each). `None` without two readings.
+fn best_effort(
+    start: Option<LinkCounters>,
+    end: Option<LinkCounters>,
+    background: BestEffort,
+) -> Option<BestEffort> {
+    let (start, end) = (start?, end?);
+    let packets = end.packets.checked_sub(start.packets)?;
+    let bytes = end.bytes.checked_sub(start.bytes)?;
+    let background_bytes = background.bytes + background.packets * end.header_bytes;
+    Some(BestEffort {
+        bytes: bytes.saturating_sub(background_bytes),
+        packets: packets.saturating_sub(background.packets),
+    })
 }
 
 /// The LAN host's key: a hash of its address (flows of one host share the host's part).

@@ -22,6 +22,7 @@ pub use engine::Engine;
 pub use flow::{FlowEvent, KernelClamp};
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
+pub use household::LinkCounters;
 pub use slipstream_household::{BudgetPhase, HouseholdConfig, ShareSpec};
 pub use stats::{
     EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,

@@ -37,6 +37,19 @@ pub struct LinkRound {
     pub active_flows: usize,
     /// Sum of the active flows' floors (two segments each): below this the allocator time-shares.
     pub floors: u64,
+    /// What crossed the link in the round besides the background (the router's WAN counters less
+    /// the background's own packets); `None` when the router cannot count it.
+    pub best_effort: Option<BestEffort>,
+}
+
+/// Best effort's traffic on a link in one round: what the router's interface counters saw less
+/// the background's own packets. The one direct sign that someone else needs the link.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BestEffort {
+    /// Bytes on the wire (as the interface counts them).
+    pub bytes: u64,
+    /// Packets.
+    pub packets: u64,
 }
 
 impl LinkRound {
@@ -134,6 +147,10 @@ pub trait BudgetController {
     /// A flow that is not background traffic opened (its SYN crossed the router): best effort is
     /// about to start. The decision waits for the next round; most controllers ignore it.
     fn on_competitor(&mut self, _now: Instant) {}
+
+    /// A flow whose SYN was taken for a competitor's turned out to be background (a rule classed
+    /// it at its SYN-ACK): background traffic never makes the household yield to itself.
+    fn on_competitor_retracted(&mut self) {}
 
     /// Current state for metrics.
     fn stats(&self) -> BudgetStats;
@@ -235,6 +252,14 @@ impl BudgetController for AnyBudget {
             AnyBudget::DelayTarget(c) => c.on_competitor(now),
             AnyBudget::KeyBinarySearch(c) => c.on_competitor(now),
             AnyBudget::KeyStochastic(c) => c.on_competitor(now),
+        }
+    }
+
+    fn on_competitor_retracted(&mut self) {
+        match self {
+            AnyBudget::DelayTarget(c) => c.on_competitor_retracted(),
+            AnyBudget::KeyBinarySearch(c) => c.on_competitor_retracted(),
+            AnyBudget::KeyStochastic(c) => c.on_competitor_retracted(),
         }
     }
 

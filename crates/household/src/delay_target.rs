@@ -34,7 +34,7 @@
 //! a budget far above what is in force (which would then take many rounds to come down).
 
 use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
-use crate::early_yield::{EarlyStep, EarlyYield};
+use crate::early_yield::{EarlyRound, EarlyStep, EarlyYield};
 use crate::link_rate::{self, LinkRate};
 use slipstream_control::{Duration, Instant};
 
@@ -63,6 +63,10 @@ pub struct DelayTargetConfig {
     /// Proportional rule: drop to the floors when a best-effort flow opens (`early_yield`);
     /// RFC 6817 knows no such signal, so the `ledbat` variant never does.
     pub early_yield: bool,
+    /// Proportional rule: the target while best effort sends packets steadily (a call, a game):
+    /// the delay the background adds to each of their packets. `target` holds while the
+    /// background is alone, where a few ms more keep a window-limited sender's link full.
+    pub interactive_target: Duration,
 }
 
 impl Default for DelayTargetConfig {
@@ -73,6 +77,7 @@ impl Default for DelayTargetConfig {
             max_growth: 1.5,
             variant: DelayTargetVariant::Proportional,
             early_yield: true,
+            interactive_target: Duration::from_millis(3),
         }
     }
 }
@@ -101,6 +106,12 @@ impl DelayTargetConfig {
         }
         if self.early_yield && self.variant != DelayTargetVariant::Proportional {
             return Err("early_yield is only for the proportional variant".into());
+        }
+        if self.interactive_target.is_zero() || self.interactive_target > self.target {
+            return Err(format!(
+                "interactive_target must be above 0 and at most target ({:?}), not {:?}",
+                self.target, self.interactive_target
+            ));
         }
         if !(1.0..=4.0).contains(&self.max_growth) {
             return Err(format!("max_growth must be 1 to 4, not {}", self.max_growth));
@@ -154,6 +165,8 @@ pub struct DelayTarget {
     earlier_budgets: [u64; 2],
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
     early: EarlyYield,
+    /// Best effort sent packets steadily until about then: the interactive target applies.
+    interactive_until: Option<Instant>,
 }
 
 /// What the share test keeps of the previous round.
@@ -207,6 +220,14 @@ const BUSY_RATE_KNOWN: f64 = 0.9;
 /// the round before is often the trough of the background's own oscillation (many flows taking
 /// turns); 0.8, not 0.9: one round's delivery is that noisy.
 const OWN_QUEUE_SHARE: f64 = 0.8;
+/// Best effort sending at least this many packets per second on the link is someone's call,
+/// game or download: every packet of theirs waits in the background's queue, so the interactive
+/// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
+/// every 100 ms (10 a second) does not count.
+const INTERACTIVE_PACKETS_PER_SECOND: f64 = 20.0;
+/// The interactive target stays this long after the last round with such traffic: a call's or
+/// a game's gaps (a muted microphone, a loading screen) do not let the queue back up at once.
+const INTERACTIVE_LINGER: Duration = Duration::from_secs(5);
 
 impl DelayTarget {
     /// A controller starting from `initial` bytes of budget.
@@ -230,6 +251,7 @@ impl DelayTarget {
             overshoot: None,
             earlier_budgets: [u64::MAX; 2],
             early: EarlyYield::default(),
+            interactive_until: None,
         }
     }
 }
@@ -253,7 +275,7 @@ impl DelayTarget {
     /// from just below it gave turns to all flows at once: the queue went from empty to a full
     /// buffer in two rounds, the cut halved the budget, and the cycle repeated every second (lab
     /// many-flows N = 64: ping 20 ms above the base with the queue empty half the time).
-    fn probe(&self, budget: f64, round: &LinkRound, link_rate: f64) -> f64 {
+    fn probe(&self, budget: f64, round: &LinkRound, link_rate: f64, target: Duration) -> f64 {
         let grown = budget * self.config.max_growth;
         let busy_rate = self.busy_rate.estimate();
         let known = self
@@ -262,7 +284,7 @@ impl DelayTarget {
             && busy_rate >= BUSY_RATE_KNOWN * link_rate;
         let grown = match round.base_rtt {
             Some(base) if known => {
-                let operating_point = busy_rate * (base + self.config.target).as_secs_f64();
+                let operating_point = busy_rate * (base + target).as_secs_f64();
                 grown.min(operating_point.max(budget))
             }
             _ => grown,
@@ -275,42 +297,66 @@ impl DelayTarget {
         }
     }
 
+    /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
+    /// sends packets steadily (proportional rule), else `target`.
+    fn target(&mut self, round: &LinkRound) -> Duration {
+        if self.config.variant != DelayTargetVariant::Proportional {
+            return self.config.target;
+        }
+        if let Some(be) = round.best_effort {
+            let secs = round.interval.as_secs_f64();
+            if secs > 0.0 && be.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND {
+                self.interactive_until = Some(round.now + INTERACTIVE_LINGER);
+            }
+        }
+        if self.interactive_until.is_some_and(|t| round.now < t) {
+            self.config.interactive_target
+        } else {
+            self.config.target
+        }
+    }
+
     /// The early yield's part of a round (see `early_yield`): `Some(budget)` when it decides.
     fn early_step(&mut self, round: &LinkRound, queue_above_target: bool) -> Option<u64> {
-        let min = 2 * u64::from(round.mss);
-        let (budget, phase) =
-            match self
-                .early
-                .on_round(round.budget_in_force, queue_above_target, round.floors, min)
-            {
-                EarlyStep::Inactive => return None,
-                EarlyStep::Hold(budget) => (budget, BudgetPhase::Yield),
-                // Nobody came: back towards the operating point before the SYN as after a long
-                // yield (a quarter of it now, doubling while the queue stays empty), so that a
-                // newcomer whose queue is late meets a quarter of the background, not all of it; as a
-                // recovery, so that the engine lifts the demands the hold made small.
-                EarlyStep::Restore(from) => {
-                    self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
-                    // No queue showed: nobody is known to have held the link; the cautious way.
-                    self.held_long = false;
-                    let budget =
-                        ((self.ceiling as f64 / RECOVERY_START_DIVISOR) as u64).max(round.budget_in_force);
-                    self.settling = false;
-                    self.low_rounds = LOW_ROUNDS_TO_PROBE;
-                    self.high_rounds = 0;
-                    self.previous = PreviousRound::default();
-                    self.cut_on = None;
-                    self.phase = BudgetPhase::Recover;
-                    self.budget = budget;
-                    return Some(budget);
-                }
-                EarlyStep::Queued { from } => {
-                    // Best effort is here: the usual yield runs from the floors. When it leaves,
-                    // recover towards the operating point before the SYN (as after a long yield).
-                    self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
-                    return None;
-                }
-            };
+        let early = EarlyRound {
+            now: round.now,
+            interval: round.interval,
+            in_force: round.budget_in_force,
+            queue_above_target,
+            floors: round.floors,
+            min: 2 * u64::from(round.mss),
+            best_effort: round.best_effort,
+            link_rate: self.link_rate.estimate().max(round.delivery_rate()),
+        };
+        let (budget, phase) = match self.early.on_round(early) {
+            EarlyStep::Inactive => return None,
+            EarlyStep::Hold(budget) => (budget, BudgetPhase::Yield),
+            // Nobody came: back towards the operating point before the SYN as after a long
+            // yield (a quarter of it now, doubling while the queue stays empty), so that a
+            // newcomer whose queue is late meets a quarter of the background, not all of it; as a
+            // recovery, so that the engine lifts the demands the hold made small.
+            EarlyStep::Restore(from) => {
+                self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
+                // No queue showed: nobody is known to have held the link; the cautious way.
+                self.held_long = false;
+                let budget =
+                    ((self.ceiling as f64 / RECOVERY_START_DIVISOR) as u64).max(round.budget_in_force);
+                self.settling = false;
+                self.low_rounds = LOW_ROUNDS_TO_PROBE;
+                self.high_rounds = 0;
+                self.previous = PreviousRound::default();
+                self.cut_on = None;
+                self.phase = BudgetPhase::Recover;
+                self.budget = budget;
+                return Some(budget);
+            }
+            EarlyStep::Queued { from } => {
+                // Best effort is here: the usual yield runs from the floors. When it leaves,
+                // recover towards the operating point before the SYN (as after a long yield).
+                self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
+                return None;
+            }
+        };
         self.settling = false;
         self.low_rounds = 0;
         self.high_rounds = 0;
@@ -329,12 +375,21 @@ impl BudgetController for DelayTarget {
         }
     }
 
+    fn on_competitor_retracted(&mut self) {
+        if self.config.early_yield {
+            self.early.on_retracted();
+        }
+    }
+
     fn on_round(&mut self, round: &LinkRound) -> u64 {
         let [two_back, one_back] = self.earlier_budgets;
         self.earlier_budgets = [one_back, round.budget_in_force];
-        let queue_above_target = round.queue_delay.is_some_and(|q| q > self.config.target);
-        if let Some(budget) = self.early_step(round, queue_above_target) {
-            return budget;
+        let target_duration = self.target(round);
+        let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
+        if self.config.early_yield {
+            if let Some(budget) = self.early_step(round, queue_above_target) {
+                return budget;
+            }
         }
         if std::mem::take(&mut self.settling) && !queue_above_target {
             // The round after an increase measured data the old budget released: wait one more
@@ -353,7 +408,7 @@ impl BudgetController for DelayTarget {
         };
         let in_force = round.budget_in_force;
         let budget = in_force.max(1) as f64;
-        let target = self.config.target.as_secs_f64();
+        let target = target_duration.as_secs_f64();
         let delay = queue_delay.as_secs_f64();
         let off_target = ((target - delay) / target).clamp(-1.0, 1.0);
         let mut recovering = false;
@@ -431,7 +486,7 @@ impl BudgetController for DelayTarget {
                         self.held_long = false;
                     }
                 } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
-                    next = next.max(self.probe(budget, round, link_rate));
+                    next = next.max(self.probe(budget, round, link_rate, target_duration));
                 }
                 // The round after a cut sees the queue the old budget built (the sender learns of
                 // the smaller window only from the ACKs that follow it): while that queue shrinks

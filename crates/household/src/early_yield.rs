@@ -1,21 +1,39 @@
-//! The early yield: when a flow that is not background traffic opens (its SYN crosses the
-//! router), the household budget drops to the flows' floors before the newcomer's slow start
-//! reaches the bottleneck, instead of after its queue shows.
+//! The early yield: when best effort is about to need the link, the household budget drops to
+//! the flows' floors before the newcomer's slow start reaches the bottleneck, instead of after
+//! its queue shows.
 //!
 //! Why: yielding on the queue alone comes a few rounds late. Best effort's slow start then
 //! overflows a queue the background still fills, the background's sender loses packets and cuts
 //! its congestion window (CUBIC x0.7, RFC 9438 Sec. 4.6), and it regrows that window slowly
 //! through the whole idle period that follows: measured in the lab's on-off run (T = 5 s), the
-//! background used under half of the freed link. A SYN is one to two RTTs ahead of the
-//! newcomer's first data and about five ahead of its slow start filling the link, time enough to
-//! drain the background's part of the queue (one RTT). Any new connection is taken as a
-//! competitor; QUIC opens none, so the queue-based yield stays the backstop.
+//! background used under half of the freed link.
 //!
-//! A false alarm (a short request, a connection that sends little) costs the background
-//! [`HOLD_ROUNDS`] rounds at its floors and two to come back: if no queue above the target
-//! showed by then, the controller recovers to where it was (from a quarter of it, doubling). If one
-//! showed, the controller's own yield takes over with the same recovery armed for when best
-//! effort leaves.
+//! Two signals start a hold:
+//! * **a competitor's SYN** (an unclassed flow opens): one to two RTTs ahead of the newcomer's
+//!   first data and about five ahead of its slow start filling the link. But a household opens
+//!   connections all the time (a browser several a second), and most carry little: a SYN is
+//!   believed only until it proves a false alarm. A hold that ends with neither a queue above
+//!   the target nor best effort's rate rising mutes SYNs for [`MUTE_FIRST`], doubling with each
+//!   false alarm in a row up to [`MUTE_MAX`] (TCP's RTO backoff, RFC 6298 Sec. 5.5); a confirmed
+//!   hold unmutes. A SYN restarts a hold at most once ([`SYN_RESTARTS`]: a download's data
+//!   connection after its control connection), so a stream of SYNs cannot hold the background
+//!   at its floors.
+//! * **best effort's rate rising** (the router's interface counters less the background's own
+//!   packets, [`crate::BestEffort`]): a round in which best effort carried at least
+//!   [`RISING_SHARE`] of the link and [`RISING_GROWTH`] times its previous round is a slow start
+//!   on its way to fill the link (one that doubles per round reaches the link two rounds later),
+//!   whatever opened it: QUIC and connections opened while SYNs are muted too. Web objects of
+//!   tens of kB end below it. It also confirms a SYN's hold and restarts a hold.
+//!
+//! If the queue rises above the target during a hold, the controller's own yield takes over with
+//! the recovery armed to the operating point before the hold. If the hold ends without a queue
+//! (a short request, a connection that sends little), the budget recovers to that point from a
+//! quarter of it, doubling while the queue stays empty. A SYN that a rule then classes as
+//! background at its SYN-ACK is retracted: the background never yields to itself.
+
+use slipstream_control::{Duration, Instant};
+
+use crate::budget::BestEffort;
 
 /// Rounds (about RTTs) the budget stays at the floors after a competitor's SYN unless a queue
 /// shows: the newcomer's data arrives one to two RTTs after its SYN, its slow start fills the
@@ -27,6 +45,21 @@ pub const HOLD_ROUNDS: u32 = 10;
 /// The early yield's budget is at most this fraction of the one in force: with many flows whose
 /// floors alone exceed the BDP, still a deep cut (the allocator time-shares below the floors).
 const DEPTH_DIVISOR: u64 = 8;
+/// How often a SYN may restart a hold: iperf3 and many download clients open a control
+/// connection and, a few RTTs later, the data connection.
+pub const SYN_RESTARTS: u32 = 1;
+/// Best effort's share of the link (bytes in the round / (link rate x round)) from which a rising
+/// rate is taken for a slow start: a slow start doubling per round fills the link two rounds
+/// later, time for the background to drain its part of the queue (one round). A 60 kB web object
+/// (10 + 20 + 11 segments at an initial window of 10) stays below it on a 125 kB BDP.
+pub const RISING_SHARE: f64 = 0.3;
+/// Growth of best effort's bytes from one round to the next that marks a slow start (doubling
+/// per RTT, RFC 5681 Sec. 3.1, read through rounds that are not exactly RTTs).
+pub const RISING_GROWTH: f64 = 1.5;
+/// SYNs are ignored this long after a hold they started proved a false alarm.
+pub const MUTE_FIRST: Duration = Duration::from_secs(4);
+/// The longest mute (after repeated false alarms).
+pub const MUTE_MAX: Duration = Duration::from_secs(64);
 
 /// What the early yield decides for a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,21 +79,66 @@ pub enum EarlyStep {
     },
 }
 
+/// What the early yield reads of a round.
+#[derive(Clone, Copy, Debug)]
+pub struct EarlyRound {
+    /// End of the round.
+    pub now: Instant,
+    /// Length of the round.
+    pub interval: Duration,
+    /// The budget of the round that ended.
+    pub in_force: u64,
+    /// Its queueing delay exceeded the target.
+    pub queue_above_target: bool,
+    /// The sum of the flows' floors.
+    pub floors: u64,
+    /// The smallest budget (two segments).
+    pub min: u64,
+    /// Best effort's traffic in the round, if the router counts it.
+    pub best_effort: Option<BestEffort>,
+    /// The link's rate (bytes/s), as the controller knows it.
+    pub link_rate: f64,
+}
+
 /// The early yield's state (one per link controller).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct EarlyYield {
-    /// A competitor's SYN was seen since the last round.
-    pending: bool,
+    /// Competitor SYNs seen since the last round (less those retracted).
+    pending: u32,
     /// Rounds of hold left (0: not holding).
     hold: u32,
     /// Budget in force when the hold began.
     from: u64,
+    /// SYNs behind the current hold that no rule has claimed as background since.
+    syns_in_hold: u32,
+    /// Restarts by a SYN the current hold has left.
+    restarts_left: u32,
+    /// The current hold saw best effort's rate rise: it is no false alarm.
+    confirmed: bool,
+    /// Every SYN behind the current hold was retracted: end it at the next round.
+    retracted: bool,
+    /// Best effort's bytes in the previous round.
+    previous_bytes: Option<u64>,
+    /// SYNs are ignored until then.
+    muted_until: Option<Instant>,
+    /// False alarms in a row.
+    false_alarms: u32,
 }
 
 impl EarlyYield {
     /// A competitor's SYN crossed the router.
     pub fn on_competitor(&mut self) {
-        self.pending = true;
+        self.pending += 1;
+    }
+
+    /// A SYN reported by [`EarlyYield::on_competitor`] belonged to a background flow.
+    pub fn on_retracted(&mut self) {
+        if self.pending > 0 {
+            self.pending -= 1;
+        } else if self.hold > 0 && !self.confirmed && self.syns_in_hold > 0 {
+            self.syns_in_hold -= 1;
+            self.retracted = self.syns_in_hold == 0;
+        }
     }
 
     /// Whether a hold is under way.
@@ -68,41 +146,83 @@ impl EarlyYield {
         self.hold > 0
     }
 
-    /// The round's decision. `in_force`: the budget of the round that ended; `queue_above_target`:
-    /// its queueing delay exceeded the target; `floors`: the sum of the flows' floors; `min`: the
-    /// smallest budget (two segments).
-    pub fn on_round(&mut self, in_force: u64, queue_above_target: bool, floors: u64, min: u64) -> EarlyStep {
-        let syn = std::mem::take(&mut self.pending);
-        // The round of the SYN starts the hold whatever its queue: the background's own operating
-        // point keeps the queue at the target, and one round reading it a little above (10.1 ms)
-        // made the lab's on-off run miss the SYN in about one on period of five, where best
-        // effort then kept 0.83-0.90 of the link instead of 0.98. If someone else already holds
-        // a queue, the next round hands over to the controller's yield, from the floors.
-        if queue_above_target && !(syn && self.hold == 0) {
-            // Best effort has arrived (or someone was there before the SYN): the controller's
-            // own yield is in charge.
-            if self.hold == 0 {
-                return EarlyStep::Inactive;
-            }
+    /// Whether SYNs are ignored now (the last holds they started were false alarms).
+    pub fn muted(&self, now: Instant) -> bool {
+        self.muted_until.is_some_and(|t| now < t)
+    }
+
+    /// Best effort's rate rose like a slow start in this round (see [`RISING_SHARE`]).
+    fn rising(&mut self, r: &EarlyRound) -> bool {
+        let Some(be) = r.best_effort else {
+            self.previous_bytes = None;
+            return false;
+        };
+        let previous = self.previous_bytes.replace(be.bytes);
+        let link_bytes = r.link_rate * r.interval.as_secs_f64();
+        link_bytes > 0.0
+            && be.bytes as f64 >= RISING_SHARE * link_bytes
+            && previous.is_some_and(|p| be.bytes as f64 >= RISING_GROWTH * p as f64)
+    }
+
+    fn confirm(&mut self) {
+        self.confirmed = true;
+        self.false_alarms = 0;
+        self.muted_until = None;
+    }
+
+    /// The round's decision.
+    pub fn on_round(&mut self, r: EarlyRound) -> EarlyStep {
+        let rising = self.rising(&r);
+        let syns = std::mem::take(&mut self.pending);
+        let syn = syns > 0 && !self.muted(r.now);
+        if std::mem::take(&mut self.retracted) && self.hold > 0 {
+            // The SYNs behind the hold were background's own: back at once, no false alarm.
             self.hold = 0;
-            return EarlyStep::Queued { from: self.from };
-        }
-        if syn {
-            if self.hold == 0 {
-                self.from = in_force;
-            }
-            // A second SYN (iperf3's data connection after its control one, a browser's
-            // parallel connections) restarts the hold.
-            self.hold = HOLD_ROUNDS + 1;
+            return EarlyStep::Restore(self.from);
         }
         if self.hold == 0 {
-            return EarlyStep::Inactive;
+            // The round of the signal starts the hold whatever its queue: the background's own
+            // operating point keeps the queue at the target, and one round reading it a little
+            // above (10.1 ms) made the lab's on-off run miss the SYN in about one on period of
+            // five. If someone else already holds a queue, the next round hands over to the
+            // controller's yield, from the floors.
+            if !(syn || rising) {
+                return EarlyStep::Inactive;
+            }
+            self.from = r.in_force;
+            self.syns_in_hold = syns;
+            self.restarts_left = SYN_RESTARTS;
+            self.confirmed = false;
+            if rising {
+                self.confirm();
+            }
+            self.hold = HOLD_ROUNDS + 1;
+        } else if r.queue_above_target {
+            // Best effort has arrived: the controller's own yield is in charge.
+            self.hold = 0;
+            self.confirm();
+            return EarlyStep::Queued { from: self.from };
+        } else if rising {
+            self.confirm();
+            self.hold = HOLD_ROUNDS + 1;
+        } else if syn && self.restarts_left > 0 {
+            self.restarts_left -= 1;
+            self.syns_in_hold += syns;
+            self.hold = HOLD_ROUNDS + 1;
         }
         self.hold -= 1;
         if self.hold == 0 {
+            if !self.confirmed {
+                // Nobody came: SYNs are believed less from now on.
+                let mute = MUTE_FIRST
+                    .saturating_mul(1 << self.false_alarms.min(8))
+                    .min(MUTE_MAX);
+                self.false_alarms += 1;
+                self.muted_until = Some(r.now + mute);
+            }
             return EarlyStep::Restore(self.from);
         }
-        EarlyStep::Hold(floors.min(self.from / DEPTH_DIVISOR).max(min))
+        EarlyStep::Hold(r.floors.min(self.from / DEPTH_DIVISOR).max(r.min))
     }
 }
 
@@ -110,23 +230,157 @@ impl EarlyYield {
 mod tests {
     use super::*;
 
+    /// A round of 100 ms on a 1.25 MB/s link (10 Mbit/s), ending at `ms`.
+    fn round(ms: u64, in_force: u64, queue: bool, floors: u64, be: Option<u64>) -> EarlyRound {
+        EarlyRound {
+            now: Instant::from_millis(ms),
+            interval: Duration::from_millis(100),
+            in_force,
+            queue_above_target: queue,
+            floors,
+            min: 2_896,
+            best_effort: be.map(|bytes| BestEffort {
+                bytes,
+                packets: bytes / 1500,
+            }),
+            link_rate: 1_250_000.0,
+        }
+    }
+
     #[test]
-    fn holds_at_the_floors_then_restores_without_a_queue() {
+    fn holds_at_the_floors_then_restores_without_a_queue_and_mutes_syns() {
         let mut e = EarlyYield::default();
-        assert_eq!(e.on_round(137_500, false, 2_896, 2_896), EarlyStep::Inactive);
+        assert_eq!(
+            e.on_round(round(0, 137_500, false, 2_896, None)),
+            EarlyStep::Inactive
+        );
         e.on_competitor();
         // One flow: its floor (2896) is below an eighth of 137500 (17187).
-        for _ in 0..HOLD_ROUNDS {
-            assert_eq!(e.on_round(137_500, false, 2_896, 2_896), EarlyStep::Hold(2_896));
+        for i in 1..=HOLD_ROUNDS {
+            let step = e.on_round(round(100 * u64::from(i), 137_500, false, 2_896, None));
+            assert_eq!(step, EarlyStep::Hold(2_896));
             assert!(e.holding());
         }
-        // Six rounds without a queue: a short request, long gone. Back to 137500 at once.
+        // No queue: a short request, long gone. Back to 137500.
         assert_eq!(
-            e.on_round(2_896, false, 2_896, 2_896),
+            e.on_round(round(1_100, 2_896, false, 2_896, None)),
             EarlyStep::Restore(137_500)
         );
         assert!(!e.holding());
-        assert_eq!(e.on_round(137_500, false, 2_896, 2_896), EarlyStep::Inactive);
+        // A false alarm: SYNs are ignored for 4 s (until 5.1 s).
+        assert!(e.muted(Instant::from_millis(5_000)));
+        assert!(!e.muted(Instant::from_millis(5_100)));
+        e.on_competitor();
+        assert_eq!(
+            e.on_round(round(1_200, 137_500, false, 2_896, None)),
+            EarlyStep::Inactive
+        );
+    }
+
+    #[test]
+    fn the_mute_doubles_with_each_false_alarm_and_a_queue_lifts_it() {
+        let mut e = EarlyYield::default();
+        let mut t = 0;
+        let mut hold_from_syn = |e: &mut EarlyYield, t: &mut u64, queue_at_end: bool| {
+            e.on_competitor();
+            let mut last = EarlyStep::Inactive;
+            for i in 0..=HOLD_ROUNDS {
+                *t += 100;
+                last = e.on_round(round(*t, 100_000, queue_at_end && i == 3, 2_896, None));
+                if !e.holding() {
+                    break;
+                }
+            }
+            last
+        };
+        assert_eq!(hold_from_syn(&mut e, &mut t, false), EarlyStep::Restore(100_000));
+        // Muted 4 s from 1.1 s.
+        assert!(e.muted(Instant::from_millis(t + 3_900)));
+        t += 4_000;
+        assert_eq!(hold_from_syn(&mut e, &mut t, false), EarlyStep::Restore(100_000));
+        // Second false alarm in a row: 8 s.
+        assert!(e.muted(Instant::from_millis(t + 7_900)));
+        assert!(!e.muted(Instant::from_millis(t + 8_000)));
+        t += 8_000;
+        // This one meets a queue: best effort came. SYNs are believed again.
+        assert_eq!(
+            hold_from_syn(&mut e, &mut t, true),
+            EarlyStep::Queued { from: 100_000 }
+        );
+        assert!(!e.muted(Instant::from_millis(t)));
+        assert_eq!(hold_from_syn(&mut e, &mut t, false), EarlyStep::Restore(100_000));
+        assert!(e.muted(Instant::from_millis(t + 3_900)));
+        assert!(!e.muted(Instant::from_millis(t + 4_000)));
+    }
+
+    #[test]
+    fn browsing_does_not_hold_the_background_at_its_floors() {
+        // A connection every 250 ms for 60 s, rounds of 100 ms, objects of 60 kB: best effort
+        // carries 14 or 29 kB a round (0.12 and 0.23 of the link), never rising past 0.3.
+        let mut e = EarlyYield::default();
+        let mut held = 0;
+        for round_no in 1..=600u64 {
+            let ms = round_no * 100;
+            if ms % 250 < 100 {
+                e.on_competitor();
+            }
+            let be = [14_480, 28_960, 16_000][(round_no % 3) as usize];
+            let step = e.on_round(round(ms, 137_500, false, 2_896, Some(be)));
+            held += u32::from(matches!(step, EarlyStep::Hold(_)));
+        }
+        // Holds at 0.1 s, then after mutes of 4, 8, 16 and 32 s: five holds of ten rounds
+        // (a SYN restarts each once: 20 rounds), 100 of 600.
+        assert!(held <= 100, "held {held} of 600 rounds");
+        // Without the mute, every SYN restarted the hold: 599 of 600.
+    }
+
+    #[test]
+    fn best_effort_rising_holds_without_a_syn_and_is_no_false_alarm() {
+        let mut e = EarlyYield::default();
+        // A QUIC download's slow start: 14.5, 29, 58 kB per 100 ms round.
+        assert_eq!(
+            e.on_round(round(100, 137_500, false, 2_896, Some(14_480))),
+            EarlyStep::Inactive
+        );
+        assert_eq!(
+            e.on_round(round(200, 137_500, false, 2_896, Some(28_960))),
+            EarlyStep::Inactive
+        );
+        // 58 kB: 0.46 of the 125 kB the link carries per round, twice the round before.
+        assert_eq!(
+            e.on_round(round(300, 137_500, false, 2_896, Some(57_920))),
+            EarlyStep::Hold(2_896)
+        );
+        // Still doubling (116 kB): the hold restarts. Then best effort fills the link without a
+        // queue (its own queue stays under the target): the hold ends ten rounds after the last
+        // rise, and SYNs are still believed.
+        assert_eq!(
+            e.on_round(round(400, 2_896, false, 2_896, Some(115_840))),
+            EarlyStep::Hold(2_896)
+        );
+        for i in 1..HOLD_ROUNDS {
+            let step = e.on_round(round(
+                400 + 100 * u64::from(i),
+                2_896,
+                false,
+                2_896,
+                Some(125_000),
+            ));
+            assert_eq!(step, EarlyStep::Hold(2_896));
+        }
+        let last = e.on_round(round(1_400, 2_896, false, 2_896, Some(125_000)));
+        assert_eq!(last, EarlyStep::Restore(137_500));
+        assert!(!e.muted(Instant::from_millis(1_400)));
+    }
+
+    #[test]
+    fn a_steady_best_effort_rate_is_not_rising() {
+        let mut e = EarlyYield::default();
+        for i in 1..50 {
+            // A call and a steady download: 60% of the link, round after round.
+            let step = e.on_round(round(100 * i, 50_000, false, 2_896, Some(75_000)));
+            assert_eq!(step, EarlyStep::Inactive);
+        }
     }
 
     #[test]
@@ -135,16 +389,22 @@ mod tests {
         e.on_competitor();
         // 64 flows: floors 185344 exceed an eighth of 160000 (20000), which wins.
         assert_eq!(
-            e.on_round(160_000, false, 185_344, 2_896),
+            e.on_round(round(100, 160_000, false, 185_344, None)),
             EarlyStep::Hold(20_000)
         );
-        assert_eq!(e.on_round(20_000, false, 185_344, 2_896), EarlyStep::Hold(20_000));
+        assert_eq!(
+            e.on_round(round(200, 20_000, false, 185_344, None)),
+            EarlyStep::Hold(20_000)
+        );
         // Best effort's slow start reached the queue.
         assert_eq!(
-            e.on_round(20_000, true, 185_344, 2_896),
+            e.on_round(round(300, 20_000, true, 185_344, None)),
             EarlyStep::Queued { from: 160_000 }
         );
-        assert_eq!(e.on_round(20_000, true, 185_344, 2_896), EarlyStep::Inactive);
+        assert_eq!(
+            e.on_round(round(400, 20_000, true, 185_344, None)),
+            EarlyStep::Inactive
+        );
     }
 
     #[test]
@@ -153,30 +413,77 @@ mod tests {
         // The round that ended with the SYN measured the queue just above the target (the
         // background's own operating point): the hold starts all the same.
         e.on_competitor();
-        assert_eq!(e.on_round(100_000, true, 2_896, 2_896), EarlyStep::Hold(2_896));
+        assert_eq!(
+            e.on_round(round(100, 100_000, true, 2_896, None)),
+            EarlyStep::Hold(2_896)
+        );
         assert!(e.holding());
         // The queue stays: someone else is there; the controller's yield takes over.
         assert_eq!(
-            e.on_round(2_896, true, 2_896, 2_896),
+            e.on_round(round(200, 2_896, true, 2_896, None)),
             EarlyStep::Queued { from: 100_000 }
         );
         assert!(!e.holding());
     }
 
     #[test]
-    fn a_second_syn_restarts_the_hold_from_the_first_operating_point() {
+    fn a_second_syn_restarts_the_hold_once() {
         let mut e = EarlyYield::default();
         e.on_competitor();
-        assert_eq!(e.on_round(100_000, false, 2_896, 2_896), EarlyStep::Hold(2_896));
-        assert_eq!(e.on_round(2_896, false, 2_896, 2_896), EarlyStep::Hold(2_896));
-        e.on_competitor();
-        for _ in 0..HOLD_ROUNDS {
-            assert_eq!(e.on_round(2_896, false, 2_896, 2_896), EarlyStep::Hold(2_896));
-        }
         assert_eq!(
-            e.on_round(2_896, false, 2_896, 2_896),
+            e.on_round(round(100, 100_000, false, 2_896, None)),
+            EarlyStep::Hold(2_896)
+        );
+        assert_eq!(
+            e.on_round(round(200, 2_896, false, 2_896, None)),
+            EarlyStep::Hold(2_896)
+        );
+        // iperf3's data connection after its control connection: ten more rounds.
+        e.on_competitor();
+        let mut t = 200;
+        for _ in 0..HOLD_ROUNDS - 1 {
+            t += 100;
+            assert_eq!(
+                e.on_round(round(t, 2_896, false, 2_896, None)),
+                EarlyStep::Hold(2_896)
+            );
+        }
+        // A third SYN does not restart it.
+        e.on_competitor();
+        t += 100;
+        assert_eq!(
+            e.on_round(round(t, 2_896, false, 2_896, None)),
+            EarlyStep::Hold(2_896)
+        );
+        t += 100;
+        assert_eq!(
+            e.on_round(round(t, 2_896, false, 2_896, None)),
             EarlyStep::Restore(100_000)
         );
+    }
+
+    #[test]
+    fn a_retracted_syn_ends_its_hold_without_muting() {
+        let mut e = EarlyYield::default();
+        // Retracted before the round: nothing happens.
+        e.on_competitor();
+        e.on_retracted();
+        assert_eq!(
+            e.on_round(round(100, 100_000, false, 2_896, None)),
+            EarlyStep::Inactive
+        );
+        // Retracted after the hold began (the SYN-ACK came a round later): back at once.
+        e.on_competitor();
+        assert_eq!(
+            e.on_round(round(200, 100_000, false, 2_896, None)),
+            EarlyStep::Hold(2_896)
+        );
+        e.on_retracted();
+        assert_eq!(
+            e.on_round(round(300, 2_896, false, 2_896, None)),
+            EarlyStep::Restore(100_000)
+        );
+        assert!(!e.muted(Instant::from_millis(400)));
     }
 
     #[test]
@@ -184,6 +491,9 @@ mod tests {
         let mut e = EarlyYield::default();
         e.on_competitor();
         // 8000 / 8 = 1000 is below the two-segment minimum.
-        assert_eq!(e.on_round(8_000, false, 2_896, 2_896), EarlyStep::Hold(2_896));
+        assert_eq!(
+            e.on_round(round(100, 8_000, false, 2_896, None)),
+            EarlyStep::Hold(2_896)
+        );
     }
 }

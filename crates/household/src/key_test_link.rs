@@ -17,6 +17,7 @@ pub(crate) fn round(budget: u64, delivered: u64, in_flight: u64) -> LinkRound {
         mss: 1448,
         active_flows: 1,
         floors: 2896,
+        best_effort: None,
     }
 }
 

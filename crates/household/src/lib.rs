@@ -27,7 +27,9 @@ pub mod rho_estimate;
 pub mod share;
 
 pub use allocator::{allocate, Allocation, FlowDemand};
-pub use budget::{AnyBudget, BudgetConfig, BudgetController, BudgetPhase, BudgetStats, LinkRound};
+pub use budget::{
+    AnyBudget, BestEffort, BudgetConfig, BudgetController, BudgetPhase, BudgetStats, LinkRound,
+};
 pub use delay_target::{DelayTarget, DelayTargetConfig};
 pub use key_binary_search::{KeyBinarySearch, KeyBinarySearchConfig};
 pub use key_stochastic::{KeyStochastic, KeyStochasticConfig};

@@ -1,6 +1,7 @@
 //! The delay-target controller's tests: hand-computed rounds.
 
 use super::*;
+use crate::budget::BestEffort;
 use slipstream_control::Instant;
 
 fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> LinkRound {
@@ -15,6 +16,7 @@ fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> 
         mss: 1448,
         active_flows: 1,
         floors: 2896,
+        best_effort: None,
     }
 }
 
@@ -398,4 +400,40 @@ fn the_probe_stops_short_of_the_backgrounds_own_overshoot() {
     assert_eq!(step(105_000, 0), (112_875, "probe"));
     // (A queue that lasts five rounds is someone else's and lifts the limit again: the quick
     // recovery test above reaches C * (base + T) after it.)
+}
+
+#[test]
+fn best_effort_packets_switch_to_the_interactive_target_for_a_while() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
+    let with_be = |ms: u64, packets: u64| {
+        let mut r = at(ms, round(150_000, Some(6), 125_000, 150_000));
+        r.best_effort = Some(BestEffort {
+            bytes: packets * 200,
+            packets,
+        });
+        r
+    };
+    // A ping every 100 ms (one packet a round): still the 10 ms target. q = 6 ms:
+    // +0.5 * 4 ms * 1.25 MB/s = 2500.
+    assert_eq!(c.on_round(&with_be(1_000, 1)), 152_500);
+    // A call: 5 packets in 100 ms (50 a second). The 3 ms target: 6 ms is 3 ms above it,
+    // -0.5 * 3 ms * 1.25 MB/s = -1875.
+    assert_eq!(c.on_round(&with_be(1_100, 5)), 148_125);
+    assert_eq!(c.stats().phase.as_str(), "yield");
+    // A pause of the call: the interactive target stays for five seconds...
+    assert_eq!(c.on_round(&with_be(6_000, 0)), 148_125);
+    // ...and then the 10 ms target again.
+    assert_eq!(c.on_round(&with_be(6_100, 0)), 152_500);
+}
+
+#[test]
+fn the_ledbat_variant_keeps_its_one_target() {
+    let mut c = DelayTarget::new(DelayTargetConfig::ledbat(), 100_000);
+    let mut r = round(100_000, Some(5), 100_000, 100_000);
+    r.best_effort = Some(BestEffort {
+        bytes: 10_000,
+        packets: 50,
+    });
+    // RFC 6817's step with the 10 ms target: +724 (see ledbat_step_by_hand).
+    assert_eq!(c.on_round(&r), 100_724);
 }
