@@ -8,7 +8,8 @@ use common::*;
 use etherparse::PacketBuilder;
 use slipstream_control::{ControllerConfig, Duration, Instant};
 use slipstream_engine::{
-    BudgetPhase, Engine, EngineConfig, HouseholdConfig, PacketCopy, PacketMeta, RuleSpec, Verdict,
+    BudgetPhase, Engine, EngineConfig, HouseholdConfig, LinkCounters, PacketCopy, PacketMeta, RuleSpec,
+    Verdict,
 };
 
 fn household_engine() -> Engine {
@@ -117,6 +118,96 @@ fn without_a_syn_the_budget_holds() {
     let mut engine = household_engine();
     handshake(&mut engine, Instant::from_millis(0), true);
     download(&mut engine, 2400, |_, _| {});
+    let (after, phase) = download_link(&engine);
+    assert_ne!(phase, BudgetPhase::Yield);
+    assert!(after > 10 * 1448, "{after}");
+}
+
+/// The SYN-ACK of an inbound connection to LAN host `CLIENT` port 8022, classed by the
+/// background rule at this packet (a MAC rule on the answering host): its SYN passed unclassed.
+fn background_syn_ack(engine: &mut Engine, now: Instant) {
+    let b = PacketBuilder::ipv4(CLIENT, SERVER, 64)
+        .tcp(8022, 50000, 9000, 64240)
+        .syn()
+        .ack(8001);
+    let mut bytes = Vec::new();
+    b.write(&mut bytes, &[]).unwrap();
+    let meta = PacketMeta {
+        rule: Some(1),
+        copy: PacketCopy::Full,
+        checksum_ready: true,
+        from_lan: Some(true),
+        arrival: None,
+    };
+    engine.handle_packet(now, &mut bytes, meta);
+}
+
+#[test]
+fn a_syn_that_a_background_rule_answers_is_no_competitor() {
+    let mut engine = household_engine();
+    handshake(&mut engine, Instant::from_millis(0), true);
+    download(&mut engine, 2400, |engine, t| {
+        if t == 2101 {
+            best_effort_syn(engine, Instant::from_millis(t));
+        }
+        if t == 2106 {
+            background_syn_ack(engine, Instant::from_millis(t));
+        }
+    });
+    let (after, phase) = download_link(&engine);
+    assert_ne!(phase, BudgetPhase::Yield);
+    assert!(after > 10 * 1448, "{after}");
+}
+
+#[test]
+fn best_effort_rising_on_the_wan_counters_drops_the_budget_without_a_syn() {
+    let mut engine = household_engine();
+    handshake(&mut engine, Instant::from_millis(0), true);
+    let mut before = None;
+    download(&mut engine, 2600, |engine, t| {
+        // What the WAN interface counted: the background's segments so far (1448 bytes of
+        // payload, 52 of TCP/IP headers with timestamps, 14 of Ethernet), and from 2.1 s a best
+        // effort QUIC download in slow start (no SYN), doubling every 100 ms from 2 kB.
+        let segments = (t - 1) / 5;
+        let best_effort = if t < 2100 {
+            0
+        } else {
+            (2000.0 * 2f64.powf((t - 2100) as f64 / 100.0)) as u64 - 2000
+        };
+        let counted = LinkCounters {
+            bytes: segments * 1514 + best_effort,
+            packets: segments + best_effort / 1000,
+            header_bytes: 14,
+        };
+        engine.on_link_counters(counted, LinkCounters::default());
+        if t == 2101 {
+            before = Some(download_link(engine));
+        }
+    });
+    let (before, phase) = before.unwrap();
+    assert_ne!(phase, BudgetPhase::Yield);
+    assert!(before > 10 * 1448, "the budget grew on an empty queue: {before}");
+    // The link carries about 29 kB per 100 ms round; best effort's round reached 16 kB (more
+    // than 0.3 of it, twice the round before) at about 2.4 s.
+    let (after, phase) = download_link(&engine);
+    assert_eq!((after, phase), (2 * 1448, BudgetPhase::Yield));
+}
+
+#[test]
+fn a_steady_best_effort_on_the_wan_counters_leaves_the_budget_alone() {
+    let mut engine = household_engine();
+    handshake(&mut engine, Instant::from_millis(0), true);
+    download(&mut engine, 2600, |engine, t| {
+        // A steady 5 kB per 100 ms beside the background (a call): not rising.
+        let segments = (t - 1) / 5;
+        let best_effort = t * 50;
+        let counted = LinkCounters {
+            bytes: segments * 1514 + best_effort,
+            packets: segments + t / 20,
+            header_bytes: 14,
+        };
+        engine.on_link_counters(counted, LinkCounters::default());
+    });
     let (after, phase) = download_link(&engine);
     assert_ne!(phase, BudgetPhase::Yield);
     assert!(after > 10 * 1448, "{after}");
