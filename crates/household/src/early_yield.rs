@@ -63,6 +63,11 @@ impl EarlyYield {
         self.pending = true;
     }
 
+    /// Whether a competitor's SYN waits for the next round.
+    pub fn pending(&self) -> bool {
+        self.pending
+    }
+
     /// Whether a hold is under way.
     pub fn holding(&self) -> bool {
         self.hold > 0
