@@ -7,7 +7,7 @@
 //! its receiver has nothing to acknowledge gets a window update the daemon sends.
 
 use slipstream_control::{Duration, Instant};
-use slipstream_household::link_delay::Slowdown;
+use slipstream_household::link_delay::{Slowdown, SlowdownRound};
 use slipstream_household::{
     allocate, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase, FlowDemand, HouseholdConfig,
     LinkDelay, LinkRound, ShareSpec,
@@ -283,19 +283,32 @@ pub(crate) fn run_round<'f>(
     };
     // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages
     // out after two instead of holding the flows at their floors for the rest of their lives).
-    let slowing = link
+    // The controller decides from the rounds that measured its budget; the rounds that measured
+    // the slowdown are its to skip, and its budget is back in force when the hold ends.
+    let slowdown = link
         .slowdown
-        .in_slowdown(now, config.slowdown_interval, round_length, &mut link.delay);
+        .round(now, config.slowdown_interval, round_length, &mut link.delay);
+    if slowdown.measured() {
+        link.budget = Some(link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET));
+    } else if slowdown == SlowdownRound::Resume {
+        link.budget = Some(
+            link.controller
+                .on_slowdown_round(&round)
+                .clamp(min_budget, MAX_BUDGET),
+        );
+    }
+    let slowing = slowdown.holds();
     let budget = if slowing {
         min_budget
     } else {
-        let next = link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET);
-        link.budget = Some(next);
-        next
+        link.budget.unwrap_or(min_budget)
     };
-    if !slowing && link.controller.stats().phase == BudgetPhase::Recover {
-        // Taking a freed link back: every flow was held below what it used before the yield,
-        // and what it acknowledged in the last round shows the held window, not its demand.
+    if slowdown == SlowdownRound::Resume
+        || (!slowing && link.controller.stats().phase == BudgetPhase::Recover)
+    {
+        // Taking a freed link back (a recovery, or the end of a slowdown): every flow was held
+        // below what it used before, and what it acknowledged in the last round shows the held
+        // window, not its demand.
         for demand in demands.iter_mut() {
             demand.demand = u64::MAX;
         }

@@ -144,6 +144,16 @@ pub trait BudgetController {
     /// `[min_budget, max_budget]`.
     fn on_round(&mut self, round: &LinkRound) -> u64;
 
+    /// A round that measured the link's coordinated slowdown, not the budget in force (the
+    /// controller's own, which the engine restored when the hold ended; see
+    /// `link_delay::SlowdownRound::Resume`): its delivery and queue are the minimum budget's.
+    /// Returns the budget for the next round. By default the round is skipped and the budget
+    /// stays: a controller goes on from where it was before the slowdown, as if the slowdown's
+    /// rounds had not happened.
+    fn on_slowdown_round(&mut self, round: &LinkRound) -> u64 {
+        round.budget_in_force
+    }
+
     /// A flow that is not background traffic opened (its SYN crossed the router): best effort is
     /// about to start. The decision waits for the next round; most controllers ignore it.
     fn on_competitor(&mut self, _now: Instant) {}
@@ -244,6 +254,14 @@ impl BudgetController for AnyBudget {
             AnyBudget::DelayTarget(c) => c.on_round(round),
             AnyBudget::KeyBinarySearch(c) => c.on_round(round),
             AnyBudget::KeyStochastic(c) => c.on_round(round),
+        }
+    }
+
+    fn on_slowdown_round(&mut self, round: &LinkRound) -> u64 {
+        match self {
+            AnyBudget::DelayTarget(c) => c.on_slowdown_round(round),
+            AnyBudget::KeyBinarySearch(c) => c.on_slowdown_round(round),
+            AnyBudget::KeyStochastic(c) => c.on_slowdown_round(round),
         }
     }
 

@@ -381,6 +381,15 @@ impl BudgetController for DelayTarget {
         }
     }
 
+    fn on_slowdown_round(&mut self, round: &LinkRound) -> u64 {
+        // Skipped like any controller's, unless a best-effort SYN came during the slowdown: the
+        // early yield needs no measurement and must not wait for the rounds after it.
+        if self.early.pending() {
+            return self.on_round(round);
+        }
+        round.budget_in_force
+    }
+
     fn on_round(&mut self, round: &LinkRound) -> u64 {
         let [two_back, one_back] = self.earlier_budgets;
         self.earlier_budgets = [one_back, round.budget_in_force];

@@ -141,6 +141,11 @@ impl EarlyYield {
         }
     }
 
+    /// Whether a competitor's SYN waits for the next round.
+    pub fn pending(&self) -> bool {
+        self.pending > 0
+    }
+
     /// Whether a hold is under way.
     pub fn holding(&self) -> bool {
         self.hold > 0
@@ -281,7 +286,7 @@ mod tests {
     fn the_mute_doubles_with_each_false_alarm_and_a_queue_lifts_it() {
         let mut e = EarlyYield::default();
         let mut t = 0;
-        let mut hold_from_syn = |e: &mut EarlyYield, t: &mut u64, queue_at_end: bool| {
+        let hold_from_syn = |e: &mut EarlyYield, t: &mut u64, queue_at_end: bool| {
             e.on_competitor();
             let mut last = EarlyStep::Inactive;
             for i in 0..=HOLD_ROUNDS {

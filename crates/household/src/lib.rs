@@ -25,6 +25,8 @@ pub mod link_delay;
 pub mod link_rate;
 pub mod rho_estimate;
 pub mod share;
+#[cfg(test)]
+mod slowdown_tests;
 
 pub use allocator::{allocate, Allocation, FlowDemand};
 pub use budget::{
@@ -33,7 +35,7 @@ pub use budget::{
 pub use delay_target::{DelayTarget, DelayTargetConfig};
 pub use key_binary_search::{KeyBinarySearch, KeyBinarySearchConfig};
 pub use key_stochastic::{KeyStochastic, KeyStochasticConfig};
-pub use link_delay::{FlowDelay, LinkDelay, Slowdown};
+pub use link_delay::{FlowDelay, LinkDelay, Slowdown, SlowdownRound};
 pub use share::ShareSpec;
 
 use slipstream_control::Duration;

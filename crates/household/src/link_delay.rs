@@ -23,6 +23,10 @@
 //! link two rounds per interval instead of one per flow, and a flow's slowdown cannot be taken
 //! by a neighbour's queue). Chosen over active probes (cake-autorate) because it needs no
 //! reflector on the internet and measures the flows' own paths.
+//!
+//! The budget controller sits the slowdown out ([`SlowdownRound`]): it is not asked while the
+//! minimum holds, nor in the two rounds after, whose measurements are still the slowdown's; the
+//! engine puts the controller's own budget back in force when the hold ends.
 
 use slipstream_control::{Duration, Instant};
 
@@ -185,6 +189,39 @@ impl LinkDelay {
     }
 }
 
+/// Rounds after a slowdown whose measurements are still the slowdown's: the one that ends as
+/// the hold does measured the minimum budget, and in the next the data acknowledged was sent
+/// while the minimum held (the flows' windows open again one RTT after the budget does).
+const RESUME_ROUNDS: u8 = 2;
+
+/// What a round is to the link's budget controller around a coordinated slowdown
+/// ([`Slowdown::round`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SlowdownRound {
+    /// No slowdown: the round measured the controller's budget and the controller decides.
+    Normal,
+    /// A slowdown starts: the round that ended measured the controller's budget (the controller
+    /// decides from it), but the next one runs at the minimum budget.
+    Start,
+    /// A slowdown runs: the round measured the minimum budget, and the next one runs at it too.
+    Hold,
+    /// The slowdown is over and the controller's budget is back, but the round measured the
+    /// slowdown ([`RESUME_ROUNDS`]): it says nothing of the budget in force.
+    Resume,
+}
+
+impl SlowdownRound {
+    /// Whether the next round runs at the minimum budget.
+    pub fn holds(self) -> bool {
+        matches!(self, SlowdownRound::Start | SlowdownRound::Hold)
+    }
+
+    /// Whether the round that ended measured the controller's own budget.
+    pub fn measured(self) -> bool {
+        matches!(self, SlowdownRound::Normal | SlowdownRound::Start)
+    }
+}
+
 /// The coordinated slowdown's schedule for one link.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Slowdown {
@@ -192,45 +229,54 @@ pub struct Slowdown {
     until: Option<Instant>,
     /// When the next one is due.
     next: Option<Instant>,
+    /// [`SlowdownRound::Resume`] rounds left after the one that ended the hold.
+    resume: u8,
     /// Slowdowns run so far.
     pub count: u64,
 }
 
 impl Slowdown {
-    /// Called at each round start while the link has flows; returns whether the budget is to be
-    /// held at its minimum this round. `interval` zero turns slowdowns off. Each slowdown starts
-    /// a base epoch of `delay` (see [`FlowDelay`]): a base too low ages out after two.
-    pub fn in_slowdown(
+    /// Called at each round's end while the link has flows: what the round is to the budget
+    /// controller. `interval` zero turns slowdowns off. Each slowdown starts a base epoch of
+    /// `delay` (see [`FlowDelay`]): a base too low ages out after two.
+    pub fn round(
         &mut self,
         now: Instant,
         interval: Duration,
         round: Duration,
         delay: &mut LinkDelay,
-    ) -> bool {
+    ) -> SlowdownRound {
         if interval.is_zero() {
-            return false;
+            self.until = None;
+            self.resume = 0;
+            return SlowdownRound::Normal;
         }
         if let Some(until) = self.until {
             if now < until {
-                return true;
+                return SlowdownRound::Hold;
             }
             self.until = None;
             self.next = Some(now + interval);
-            return false;
+            self.resume = RESUME_ROUNDS - 1;
+            return SlowdownRound::Resume;
+        }
+        if self.resume > 0 {
+            self.resume -= 1;
+            return SlowdownRound::Resume;
         }
         match self.next {
             None => {
                 // The first one comes after a few rounds of measurement.
                 self.next = Some(now + interval.min(Duration::from_secs(2).max(round * 10)));
-                false
+                SlowdownRound::Normal
             }
             Some(next) if now >= next => {
                 self.count += 1;
                 delay.next_epoch();
                 self.until = Some(now + round * 2);
-                true
+                SlowdownRound::Start
             }
-            Some(_) => false,
+            Some(_) => SlowdownRound::Normal,
         }
     }
 
@@ -371,25 +417,33 @@ mod tests {
 
     #[test]
     fn slowdown_schedule() {
+        use SlowdownRound::{Hold, Normal, Resume, Start};
         let mut s = Slowdown::default();
         let mut d = LinkDelay::default();
         let t = |v: u64| Instant::from_millis(v);
         let round = ms(100);
         let every = Duration::from_secs(30);
-        assert!(!s.in_slowdown(t(0), every, round, &mut d)); // first due at 2 s
-        assert!(!s.in_slowdown(t(1900), every, round, &mut d));
-        assert!(s.in_slowdown(t(2000), every, round, &mut d)); // two rounds
+        assert_eq!(s.round(t(0), every, round, &mut d), Normal); // first due at 2 s
+        assert_eq!(s.round(t(1900), every, round, &mut d), Normal);
+        // Two rounds at the minimum: the one that starts at 2 s and the next.
+        assert_eq!(s.round(t(2000), every, round, &mut d), Start);
         assert_eq!(d.epoch, 1, "a slowdown starts a base epoch");
-        assert!(s.in_slowdown(t(2100), every, round, &mut d));
-        assert!(!s.in_slowdown(t(2200), every, round, &mut d));
+        assert_eq!(s.round(t(2100), every, round, &mut d), Hold);
+        // Then two rounds that measured the slowdown, with the controller's budget back.
+        assert_eq!(s.round(t(2200), every, round, &mut d), Resume);
+        assert_eq!(s.round(t(2300), every, round, &mut d), Resume);
+        assert_eq!(s.round(t(2400), every, round, &mut d), Normal);
         assert_eq!((s.count, d.epoch), (1, 1));
-        assert!(!s.in_slowdown(t(32_100), every, round, &mut d));
-        assert!(s.in_slowdown(t(32_200), every, round, &mut d));
+        assert_eq!(s.round(t(32_100), every, round, &mut d), Normal);
+        assert_eq!(s.round(t(32_200), every, round, &mut d), Start);
         assert_eq!(d.epoch, 2);
-        assert!(
-            !Slowdown::default().in_slowdown(t(0), Duration::ZERO, round, &mut d),
+        assert_eq!(
+            Slowdown::default().round(t(0), Duration::ZERO, round, &mut d),
+            Normal,
             "off"
         );
+        assert!(Start.holds() && Hold.holds() && !Resume.holds() && !Normal.holds());
+        assert!(Start.measured() && Normal.measured() && !Hold.measured() && !Resume.measured());
     }
 
     #[test]
@@ -408,7 +462,7 @@ mod tests {
         let mut now = 0;
         let mut run_until = |slowdowns: u64, f: &mut FlowDelay| {
             while s.count < slowdowns {
-                s.in_slowdown(t(now), every, round, &mut link);
+                s.round(t(now), every, round, &mut link);
                 link.on_sample(f, ms(100));
                 now += 100;
             }
