@@ -167,6 +167,10 @@ pub struct DelayTarget {
     early: EarlyYield,
     /// Best effort sent packets steadily until about then: the interactive target applies.
     interactive_until: Option<Instant>,
+    /// The link's rate as background and best effort together used it (a windowed maximum of
+    /// the rounds' delivery plus best effort's bytes, when the router counts them): what the
+    /// link carries now, whoever sends. A recovery goes no further than its operating point.
+    total_rate: LinkRate,
 }
 
 /// What the share test keeps of the previous round.
@@ -252,6 +256,7 @@ impl DelayTarget {
             earlier_budgets: [u64::MAX; 2],
             early: EarlyYield::default(),
             interactive_until: None,
+            total_rate: LinkRate::default(),
         }
     }
 }
@@ -295,6 +300,21 @@ impl DelayTarget {
             }
             _ => grown,
         }
+    }
+
+    /// The ceiling of a recovery, aged: no more than the operating point at the rate the link
+    /// carries now, `total rate * (base RTT + target)`, when the router counts best effort's
+    /// traffic. A ceiling kept from before the link's rate fell (DOCSIS at peak hours, LTE) would
+    /// send several BDPs into the queue at once.
+    fn aged_ceiling(&mut self, round: &LinkRound, target: Duration) -> u64 {
+        let rate = self.total_rate.estimate();
+        if let (Some(base), true) = (round.base_rtt, rate > 0.0) {
+            let operating_point = (rate * (base + target).as_secs_f64()) as u64;
+            if self.ceiling > 0 {
+                self.ceiling = self.ceiling.min(operating_point.max(2 * u64::from(round.mss)));
+            }
+        }
+        self.ceiling
     }
 
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
@@ -393,6 +413,10 @@ impl BudgetController for DelayTarget {
     fn on_round(&mut self, round: &LinkRound) -> u64 {
         let [two_back, one_back] = self.earlier_budgets;
         self.earlier_budgets = [one_back, round.budget_in_force];
+        if let (Some(be), false) = (round.best_effort, round.interval.is_zero()) {
+            let total = (round.delivered_bytes + be.bytes) as f64 / round.interval.as_secs_f64();
+            self.total_rate.update(round.now, total);
+        }
         let target_duration = self.target(round);
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
         if self.config.early_yield {
@@ -474,7 +498,7 @@ impl BudgetController for DelayTarget {
                     self.high_rounds = 0;
                 }
                 let recover_after = if self.held_long { 1 } else { LOW_ROUNDS_TO_PROBE };
-                if self.low_rounds >= recover_after && in_force < self.ceiling {
+                if self.low_rounds >= recover_after && in_force < self.aged_ceiling(round, target_duration) {
                     // Whoever made us yield has gone: back to the old operating point, no
                     // settling round, instead of climbing from the two-segment floor. After a
                     // brief yield or a SYN without a queue (two rounds with an empty queue: one
@@ -483,7 +507,7 @@ impl BudgetController for DelayTarget {
                     // After best effort held the link for a while, its queue emptying says it
                     // left: half of it at once, all of it the next round (two RTTs).
                     recovering = true;
-                    let ceiling = self.ceiling as f64;
+                    let ceiling = self.aged_ceiling(round, target_duration) as f64;
                     let start = match (self.held_long, self.low_rounds) {
                         (true, 1) => ceiling / QUICK_START_DIVISOR,
                         (true, _) => ceiling,

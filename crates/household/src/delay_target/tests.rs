@@ -437,3 +437,36 @@ fn the_ledbat_variant_keeps_its_one_target() {
     // RFC 6817's step with the 10 ms target: +724 (see ledbat_step_by_hand).
     assert_eq!(c.on_round(&r), 100_724);
 }
+
+#[test]
+fn a_recovery_goes_no_further_than_the_links_rate_now() {
+    // The background held 137.5 kB on a 10 Mbit/s link (1.25 MB/s, 100 ms base).
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut t = 1_000;
+    let mut step = |budget: u64, queue: u64, delivered: u64, be: u64| {
+        t += 100;
+        let mut r = at(t, round(budget, Some(queue), delivered, budget));
+        r.best_effort = Some(BestEffort {
+            bytes: be,
+            packets: be / 1500,
+        });
+        let next = c.on_round(&r);
+        (next, c.stats().phase.as_str())
+    };
+    assert_eq!(step(137_500, 10, 125_000, 0).1, "hold");
+    // Best effort holds the link for a second; the ceiling is 85% of 137.5 kB (116875).
+    let mut budget = 137_500;
+    for _ in 0..12 {
+        budget = step(budget, 60, 5_000, 120_000).0;
+    }
+    // Meanwhile the link's rate halved (peak hours): 62.5 kB per 100 ms round, best effort's
+    // included, for ten seconds, so the 10 s maximum forgets the old rate.
+    for _ in 0..110 {
+        budget = step(budget, 60, 2_500, 60_000).0;
+    }
+    // Best effort leaves. The recovery's first round: half the ceiling, which the link's rate
+    // now bounds: 625 kB/s * (100 ms + the interactive target, 3 ms: best effort's packets were
+    // just there) = 64375, half of it 32188.
+    assert_eq!(step(budget, 0, 2_500, 0), (32_188, "recover"));
+    assert_eq!(step(32_188, 0, 32_188, 0), (64_375, "recover"));
+}
