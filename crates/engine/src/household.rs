@@ -83,6 +83,7 @@ impl Link {
                 held_flows: 0,
                 in_flight_bytes: 0,
                 goodput_bits_per_second: 0.0,
+                best_effort_bits_per_second: None,
                 slowdowns: 0,
                 window_updates: 0,
             },
@@ -351,6 +352,9 @@ pub(crate) fn run_round<'f>(
     link.last.held_flows = held;
     link.last.in_flight_bytes = in_flight_total;
     link.last.goodput_bits_per_second = round.delivery_rate() * 8.0;
+    link.last.best_effort_bits_per_second = best_effort
+        .filter(|_| !interval.is_zero())
+        .map(|be| be.bytes as f64 * 8.0 / interval.as_secs_f64());
     link.last.slowdowns = link.slowdown.count;
 }
 

@@ -237,6 +237,9 @@ pub struct LinkSnapshot {
     pub in_flight_bytes: u64,
     /// Their delivery rate over the last round.
     pub goodput_bits_per_second: f64,
+    /// Best effort's rate on the link over the last round: the WAN counters less the
+    /// background's packets (`None` when the router cannot count it).
+    pub best_effort_bits_per_second: Option<f64>,
     /// Coordinated slowdowns run so far (monotonic).
     pub slowdowns: u64,
     /// Window updates the daemon was asked to send (monotonic).

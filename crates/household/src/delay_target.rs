@@ -346,7 +346,13 @@ impl DelayTarget {
             floors: round.floors,
             min: 2 * u64::from(round.mss),
             best_effort: round.best_effort,
-            link_rate: self.link_rate.estimate().max(round.delivery_rate()),
+            // The link's rate whoever used it: the background's own falls to its floors' during a
+            // yield, and best effort's smallest rise would read as a slow start against it.
+            link_rate: self
+                .link_rate
+                .estimate()
+                .max(self.total_rate.estimate())
+                .max(round.delivery_rate()),
         };
         let (budget, phase) = match self.early.on_round(early) {
             EarlyStep::Inactive => return None,

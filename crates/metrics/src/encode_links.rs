@@ -97,6 +97,16 @@ pub(crate) fn encode_links(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> R
             .iter()
             .map(|l| (link_label(l), l.goodput_bits_per_second / 8.0)),
     )?;
+    gauge_family(
+        enc,
+        "household_best_effort",
+        "Best effort's rate on the link over the last round: what the WAN interfaces counted less \
+         the background's own packets (absent when the router cannot count it).",
+        Some(&bytes_per_second),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.best_effort_bits_per_second? / 8.0))),
+    )?;
     counter_family(
         enc,
         "household_slowdowns",

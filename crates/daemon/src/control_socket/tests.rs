@@ -170,6 +170,7 @@ fn link(direction: LinkDirection, flows: usize) -> LinkSnapshot {
         in_flight_bytes: 80_000,
         goodput_bits_per_second: 5e6,
         slowdowns: 1,
+        best_effort_bits_per_second: None,
         window_updates: 3,
     }
 }

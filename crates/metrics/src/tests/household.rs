@@ -20,6 +20,7 @@ fn links() -> Vec<LinkSnapshot> {
             in_flight_bytes: 120_000,
             goodput_bits_per_second: 8_000_000.0,
             slowdowns: 2,
+            best_effort_bits_per_second: None,
             window_updates: 5,
         },
         LinkSnapshot {
@@ -34,6 +35,7 @@ fn links() -> Vec<LinkSnapshot> {
             in_flight_bytes: 0,
             goodput_bits_per_second: 0.0,
             slowdowns: 0,
+            best_effort_bits_per_second: None,
             window_updates: 0,
         },
     ]
