@@ -19,5 +19,11 @@ fn options() {
     let households = SCENARIOS.iter().filter(|s| s.alternatives == HOUSEHOLD_ALTERNATIVES);
     assert_eq!(households.map(|s| s.name).collect::<Vec<_>>(), ["no-timestamps", "many-flows", "weights"]);
     let paper: Vec<String> = lookup("alone").unwrap().alternatives.iter().map(Alternative::label).collect();
-    assert_eq!(paper, ["no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95"]);
+    let want =
+        ["household", "no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95"];
+    assert_eq!(paper, want);
+    // Household control is every scenario's first column.
+    for s in all() {
+        assert_eq!(s.alternatives.first(), Some(&Alternative::Household), "{}", s.name);
+    }
 }
