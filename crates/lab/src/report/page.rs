@@ -34,7 +34,9 @@ const HEADLINE: [(&str, &[&str]); 11] = [
         "web",
         &[
             "Web response time, all objects / with plain TCP bulk (no-control)",
+            "Web response time, p95 / web-only",
             "BG share of the link while web runs",
+            "BG share of the capacity web leaves free",
         ],
     ),
     ("no-timestamps", &["N = 1: BE kept beside BG", "N = 1: BG alone / BE alone"]),
