@@ -18,6 +18,7 @@ pub mod alone;
 pub mod cbr;
 pub mod cwnd;
 pub mod fairness;
+pub mod home;
 pub mod many_flows;
 pub mod no_timestamps;
 pub mod onoff;
@@ -62,7 +63,7 @@ impl Scenario {
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
 /// not part of `all`.
-pub static SCENARIOS: [Scenario; 12] = [
+pub static SCENARIOS: [Scenario; 13] = [
     scenario("alone", alone::run, &[], "One background download alone (Vulture Sec. 0.4.4, Fig. 17)."),
     scenario(
         "cbr",
@@ -94,6 +95,12 @@ pub static SCENARIOS: [Scenario; 12] = [
         web::run,
         &["sessions"],
         "Web browsing beside a background download (Key et al. Sec. 5.3).",
+    ),
+    scenario(
+        "home",
+        home::run,
+        &["sessions"],
+        "A household's evening: browsing, a call and a game beside a download, a backup and P2P.",
     ),
     scenario("datapath", datapath::run, &["cpu_rates"], "What forwarding through NFQUEUE costs the router."),
     scenario(

@@ -11,7 +11,7 @@ fn options() {
     let o = ScenarioOptions { duration_scale: 0.01, ..o };
     assert_eq!(o.scaled(90.0, 5.0), 5.0);
     let names: Vec<&str> = all().map(|s| s.name).collect();
-    assert_eq!(names.len(), 11);
+    assert_eq!(names.len(), 12);
     assert!(!names.contains(&"smoke") && lookup("smoke").is_some());
     assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods"][..]));
     assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates"][..]));
