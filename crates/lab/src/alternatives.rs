@@ -48,16 +48,17 @@ pub enum Alternative {
 }
 
 impl Alternative {
-    /// The alternatives of the paper's scenarios and household control, in table order (the
-    /// others run only when named).
+    /// The alternatives every scenario but household control's compares, in table order:
+    /// household control first (the daemon's default controller), then the paper's (the others
+    /// run only when named).
     pub const ALL: [Alternative; 7] = [
+        Alternative::Household,
         Alternative::NoControl,
         Alternative::Slipstream,
         Alternative::SlipstreamPaper,
         Alternative::FixedRwnd,
         Alternative::Htb90,
         Alternative::Htb95,
-        Alternative::Household,
     ];
 
     /// The command-line name ("no-control", "slipstream", "fixed-rwnd", "htb-90", ...); also the

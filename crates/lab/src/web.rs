@@ -6,10 +6,12 @@
 //! The model's values, our deviations from it and the protocol are in
 //! [docs/lab/about.md](../../../docs/lab/about.md#traffic-generators).
 //!
-//! All generators here (object server, client, [`udp`] square wave and sink, [`probe`]) run as
+//! All generators here (object server, client, [`udp`] square wave and sink, [`probe`], the
+//! [`owd`] one-way delay probe) run as
 //! threads of the lab moved into their testbed namespace with [`spawn_in`]: the same sockets
 //! as a helper process, without one.
 
+pub mod owd;
 pub mod probe;
 pub mod udp;
 

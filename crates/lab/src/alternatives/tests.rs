@@ -14,7 +14,7 @@ fn labels_round_trip() {
     }
     let labels: Vec<String> = Alternative::ALL.iter().map(Alternative::label).collect();
     let want =
-        ["no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95", "household"];
+        ["household", "no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95"];
     assert_eq!(labels, want);
     assert_eq!(Alternative::HouseholdKeyBinarySearch.label(), "household-key-bs");
     assert!(parse("htb-0").is_err() && parse("cake").is_err());

@@ -141,6 +141,9 @@ impl<'a> Run<'a> {
             // a "6 Mbit/s" flow). One MSS per write makes its pacing timer (1 ms) send smoothly.
             extra.extend(["-b".into(), b.clone(), "-l".into(), CBR_WRITE_BYTES.into()]);
         }
+        if spec.streams > 1 {
+            extra.extend(["-P".into(), spec.streams.to_string()]);
+        }
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let offset_s = self.t();
         let run = self

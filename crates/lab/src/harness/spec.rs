@@ -29,6 +29,8 @@ pub struct FlowSpec {
     /// Which LAN host and which server the flow runs between (1-based; both must exist in the
     /// run's topology, see [`RunSetup::clients`] and [`RunSetup::servers`]).
     pub ends: IperfEnds,
+    /// Parallel TCP connections (iperf3 `-P`; the goodput is their sum).
+    pub streams: u8,
 }
 
 impl FlowSpec {
@@ -42,6 +44,7 @@ impl FlowSpec {
             seconds,
             bitrate: None,
             ends: IperfEnds::default(),
+            streams: 1,
         }
     }
 
@@ -53,6 +56,12 @@ impl FlowSpec {
     /// Between LAN host `client` and server `server` (1-based numbers).
     pub fn between(mut self, client: u8, server: u8) -> FlowSpec {
         self.ends = IperfEnds { client, server };
+        self
+    }
+
+    /// Over `n` parallel connections (`-P`).
+    pub fn streams(mut self, n: u8) -> FlowSpec {
+        self.streams = n.max(1);
         self
     }
 

@@ -20,7 +20,7 @@ const TESTBED: &str = "Network namespaces on one Linux host, the paper's topolog
 /// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
 /// how costly).
-const HEADLINE: [(&str, &[&str]); 11] = [
+const HEADLINE: [(&str, &[&str]); 12] = [
     ("alone", &["utilization, whole run", "utilization, stable (2nd half)", "ping RTT beside BG, stable"]),
     ("cbr", &["BE goodput, BG active", "BE RTT (ping), BG active", "BG use of spare capacity"]),
     ("cwnd", &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"]),
@@ -34,7 +34,20 @@ const HEADLINE: [(&str, &[&str]); 11] = [
         "web",
         &[
             "Web response time, all objects / with plain TCP bulk (no-control)",
+            "Web response time, p95 / web-only",
             "BG share of the link while web runs",
+            "BG share of the capacity web leaves free",
+        ],
+    ),
+    (
+        "home",
+        &[
+            "web: p95 / without background",
+            "video call, down: p95 one-way delay / without background",
+            "game, up (30 Hz): p95 one-way delay / without background",
+            "background download / capacity best effort leaves free",
+            "background upload / capacity best effort leaves free",
+            "TCP resets while measured",
         ],
     ),
     ("no-timestamps", &["N = 1: BE kept beside BG", "N = 1: BG alone / BE alone"]),

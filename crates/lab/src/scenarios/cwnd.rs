@@ -1,7 +1,8 @@
 //! `cwnd`: the daemon's cwnd estimate against the sender's real cwnd from `ss` (Vulture Sec.
 //! 0.4.2, Figs. 11-12), one background download alone per congestion control (cubic, reno); only
-//! alternatives that run the daemon have an estimate. Definitions: docs/lab/about.md, "What each
-//! scenario measures".
+//! alternatives that run the daemon run, and of those only the Vulture ones keep an estimate
+//! (household and fixed-rwnd: rwnd and goodput only, said in the notes). Definitions:
+//! docs/lab/about.md, "What each scenario measures".
 
 use anyhow::{bail, Result};
 
@@ -19,7 +20,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let mut sub = opts.clone();
     sub.alternatives.retain(|a| a.uses_daemon());
     if sub.alternatives.is_empty() {
-        bail!("cwnd needs an alternative that runs the daemon (slipstream, slipstream-paper, fixed-rwnd)");
+        bail!("cwnd needs an alternative that runs the daemon (slipstream, slipstream-paper, fixed-rwnd, household)");
     }
     let setup = |&cc: &&str, alt| RunSetup {
         ping: false,
@@ -56,6 +57,19 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         table.add_rows(&report.runs_with("cc", cc), rows);
     }
     let mut notes = Vec::new();
+    // household and fixed-rwnd set windows without estimating the sender's cwnd.
+    let has_estimate = |a: &String| {
+        report.runs.iter().any(|r| &r.alternative == a && r.series("cwnd_estimate", "bg").is_some())
+    };
+    let without: Vec<String> = sub.alternative_labels().into_iter().filter(|a| !has_estimate(a)).collect();
+    if !without.is_empty() {
+        notes.push(format!(
+            "{}: no cwnd estimate samples: household control sets each flow's share of one household budget, \
+             fixed-rwnd a constant window, neither estimates the sender's cwnd; their estimate rows stay empty \
+             (rwnd vs cwnd and goodput are measured)",
+            without.join(", ")
+        ));
+    }
     if sub.alternatives.len() < opts.alternatives.len() {
         notes.push("alternatives without the daemon were skipped (no estimate to compare)".into());
     }
@@ -78,9 +92,7 @@ pub fn with_metrics(mut r: RunResult) -> RunResult {
     let mut m = Vec::new();
     let mut push =
         |name: &str, unit, v: Option<f64>| m.extend(v.map(|v| Metric::new(name, unit, v).flow("bg")));
-    if est.is_empty() {
-        r.notes.push("no cwnd estimate samples".into());
-    } else {
+    if !est.is_empty() {
         let pairs = analysis::pair_series(&est, &real, 0.1);
         push("cwnd_mare", Unit::Ratio, analysis::mean_abs_rel_error(&pairs));
         push("cwnd_bias", Unit::Ratio, analysis::mean_rel_bias(&pairs));

@@ -18,6 +18,7 @@ pub mod alone;
 pub mod cbr;
 pub mod cwnd;
 pub mod fairness;
+pub mod home;
 pub mod many_flows;
 pub mod no_timestamps;
 pub mod onoff;
@@ -62,7 +63,7 @@ impl Scenario {
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
 /// not part of `all`.
-pub static SCENARIOS: [Scenario; 12] = [
+pub static SCENARIOS: [Scenario; 13] = [
     scenario("alone", alone::run, &[], "One background download alone (Vulture Sec. 0.4.4, Fig. 17)."),
     scenario(
         "cbr",
@@ -95,6 +96,12 @@ pub static SCENARIOS: [Scenario; 12] = [
         &["sessions"],
         "Web browsing beside a background download (Key et al. Sec. 5.3).",
     ),
+    scenario(
+        "home",
+        home::run,
+        &["sessions"],
+        "A household's evening: browsing, a call and a game beside a download, a backup and P2P.",
+    ),
     scenario("datapath", datapath::run, &["cpu_rates"], "What forwarding through NFQUEUE costs the router."),
     scenario(
         "no-timestamps",
@@ -125,13 +132,13 @@ pub fn lookup(name: &str) -> Option<&'static Scenario> {
     SCENARIOS.iter().find(|s| s.name == name)
 }
 
-/// What household control is compared with: nothing, the shaping OpenWrt users do today,
-/// Slipstream's per-flow Vulture, and household control itself.
+/// What household control is compared with (itself first, as everywhere): nothing, the
+/// shaping OpenWrt users do today, and Slipstream's per-flow Vulture.
 pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] =
-    [Alternative::NoControl, Alternative::Htb95, Alternative::Slipstream, Alternative::Household];
+    [Alternative::Household, Alternative::NoControl, Alternative::Htb95, Alternative::Slipstream];
 
-/// What the paper's scenarios compare: [`Alternative::ALL`] but its last, household.
-const PAPER_ALTERNATIVES: &[Alternative] = Alternative::ALL.split_at(6).0;
+/// What the other scenarios compare: [`Alternative::ALL`], household control first.
+const PAPER_ALTERNATIVES: &[Alternative] = &Alternative::ALL;
 
 /// Options common to all scenarios: a scenario's command line (these docs are its `--help`).
 #[derive(Debug, Clone, clap::Args)]
@@ -143,9 +150,9 @@ pub struct ScenarioOptions {
     /// Runs per alternative.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..))]
     pub repeats: u32,
-    /// Comma-separated alternatives, in run (and table column) order. Default: every one but
-    /// household (no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95); for
-    /// no-timestamps, many-flows and weights no-control,htb-95,slipstream,household.
+    /// Comma-separated alternatives, in run (and table column) order. Default:
+    /// household,no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95; for
+    /// no-timestamps, many-flows and weights household,no-control,htb-95,slipstream.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub alternatives: Vec<Alternative>,
     /// Bottleneck rate, Mbit/s (both directions).

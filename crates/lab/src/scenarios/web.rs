@@ -15,6 +15,7 @@ use crate::analysis;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Unit};
 use crate::scenarios::{LabContext, ScenarioOptions};
+use crate::web::probe::quantile;
 use crate::web::{self, ClientConfig, ObjectRecord};
 
 const NAME: &str = "web";
@@ -49,12 +50,15 @@ pub fn by_bucket(records: &[ObjectRecord]) -> Vec<Vec<f64>> {
 }
 
 /// Metrics of one run's records: the mean response time overall and per size bucket, the
-/// objects fetched and failed.
+/// median and 95th percentile overall, the objects fetched and failed.
 pub fn web_metrics(records: &[ObjectRecord]) -> Vec<Metric> {
     let ok: Vec<f64> = records.iter().filter_map(|r| r.response_s).collect();
+    let ms: Vec<f64> = ok.iter().map(|s| s * 1000.0).collect();
     let mean = |v: Vec<f64>| analysis::mean(v).unwrap_or(f64::NAN);
     let mut m = vec![
-        Metric::new("web_rt_mean", Unit::Ms, mean(ok.iter().map(|s| s * 1000.0).collect())).flow("web"),
+        Metric::new("web_rt_mean", Unit::Ms, mean(ms.clone())).flow("web"),
+        Metric::new("web_rt_p50", Unit::Ms, quantile(&ms, 0.5)).flow("web"),
+        Metric::new("web_rt_p95", Unit::Ms, quantile(&ms, 0.95)).flow("web"),
         Metric::new("web_objects", Unit::Count, ok.len() as f64).flow("web"),
         Metric::new("web_failed", Unit::Count, (records.len() - ok.len()) as f64).flow("web"),
     ];
@@ -65,6 +69,21 @@ pub fn web_metrics(records: &[ObjectRecord]) -> Vec<Metric> {
         m.push(Metric::new(&format!("web_count_{label}"), Unit::Count, count).flow("web"));
     }
     m
+}
+
+/// The browsing's goodput over `[a, b)` (s on the run's clock; the client started at `t0`),
+/// Mbit/s: each completed object's bytes spread evenly over its fetch (connect to last byte), the
+/// part inside the window counted. Failed objects count nothing.
+pub fn web_goodput_mbit(records: &[ObjectRecord], t0: f64, a: f64, b: f64) -> f64 {
+    let bytes: f64 = records
+        .iter()
+        .filter_map(|r| {
+            let (s, rt) = (t0 + r.start_s, r.response_s?);
+            let inside = ((s + rt).min(b) - s.max(a)).max(0.0);
+            Some(if rt > 0.0 { r.size as f64 * inside / rt } else { 0.0 })
+        })
+        .sum();
+    bytes * 8.0 / (b - a).max(1e-9) / 1e6
 }
 
 fn sessions_default(rate_mbit: f64) -> u32 {
@@ -148,13 +167,18 @@ fn one_run(mut run: Run, background: bool, warm: f64, d: f64, sessions: u32) -> 
     drop(server);
     let mut r = run.finish()?;
     r.params.extra.insert("seed".into(), seed.into());
+    let (a, b) = (t_web, t_end.min(t_web + d));
+    let web_goodput = web_goodput_mbit(&records, t_web, a, b);
+    r.metrics.push(Metric::new("web_goodput", Unit::Mbps, web_goodput).flow("web").period("web"));
     if background {
         let bg = r.series("goodput", "bg").map(|s| s.points.clone()).unwrap_or_default();
-        let during = analysis::mean_between(&bg, t_web, t_end.min(t_web + d));
-        if let Some(g) = during {
+        if let Some(g) = analysis::mean_between(&bg, a, b) {
             r.metrics.push(Metric::new("bg_goodput", Unit::Mbps, g).flow("bg").period("web"));
             let share = g / r.params.rate_mbit;
             r.metrics.push(Metric::new("bg_share", Unit::Ratio, share).flow("bg").period("web"));
+            let free = analysis::max_goodput_mbit(r.params.rate_mbit) - web_goodput;
+            let free_share = g / free.max(1e-9);
+            r.metrics.push(Metric::new("bg_free_share", Unit::Ratio, free_share).flow("bg").period("web"));
         }
     } else {
         r.alternative = WEB_ONLY.into();
@@ -175,10 +199,12 @@ fn one_run(mut run: Run, background: bool, warm: f64, d: f64, sessions: u32) -> 
     Ok(r)
 }
 
-/// Each background run's mean response times (overall and per size bucket, `web_rt_mean*`)
-/// divided by those of the `reference` run of the same repeat (same seed: the same pages), as
-/// `<prefix>*`: `web_rt_norm` by the web-only run, `web_rt_vs_tcp` by the `no-control` run (a
-/// plain TCP bulk transfer, Key et al.'s Fig. 8). Nothing is added without a reference run.
+/// Each background run's mean response times (overall and per size bucket, `web_rt_mean*`) and
+/// its median and 95th percentile (`web_rt_p50`, `web_rt_p95`) divided by those of the
+/// `reference` run of the same repeat (same seed: the same pages), as `<prefix>*` and
+/// `<prefix>_p50`, `<prefix>_p95`: `web_rt_norm` by the web-only run, `web_rt_vs_tcp` by the
+/// `no-control` run (a plain TCP bulk transfer, Key et al.'s Fig. 8). Nothing is added without
+/// a reference run.
 pub fn normalise(runs: &mut [RunResult], reference: &str, prefix: &str) {
     let reference: Vec<(u32, Vec<Metric>)> = runs
         .iter()
@@ -190,11 +216,15 @@ pub fn normalise(runs: &mut [RunResult], reference: &str, prefix: &str) {
             continue;
         };
         let mut added = Vec::new();
-        for m in r.metrics.iter().filter(|m| m.name.starts_with("web_rt_mean")) {
+        for m in &r.metrics {
+            let name = match m.name.strip_prefix("web_rt_") {
+                Some(q @ ("p50" | "p95")) => format!("{prefix}_{q}"),
+                Some(rest) if rest.starts_with("mean") => m.name.replacen("web_rt_mean", prefix, 1),
+                _ => continue,
+            };
             let Some(b) = base.iter().find(|x| x.name == m.name) else {
                 continue;
             };
-            let name = m.name.replacen("web_rt_mean", prefix, 1);
             added.push(Metric::new(&name, Unit::Ratio, m.value / b.value).flow("web"));
         }
         r.metrics.extend(added);
@@ -215,7 +245,11 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         )
         .paper(Paper::note(vs_tcp, SRC)),
         RowSpec::new("Web response time, all objects / web-only", Unit::Ratio, "web_rt_norm"),
+        RowSpec::new("Web response time, median / web-only", Unit::Ratio, "web_rt_norm_p50"),
+        RowSpec::new("Web response time, p95 / web-only", Unit::Ratio, "web_rt_norm_p95"),
         RowSpec::new("Web response time, mean", Unit::Ms, "web_rt_mean"),
+        RowSpec::new("Web response time, median", Unit::Ms, "web_rt_p50"),
+        RowSpec::new("Web response time, p95", Unit::Ms, "web_rt_p95"),
     ];
     let buckets: Vec<String> = (0..EDGES.len()).map(bucket_label).collect();
     for (what, unit, name) in [
@@ -234,6 +268,8 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         RowSpec::new("BG share of the link while web runs", Unit::Ratio, "bg_share")
             .period("web")
             .paper(Paper::note(share, SRC)),
+        RowSpec::new("Web goodput while web runs", Unit::Mbps, "web_goodput").period("web"),
+        RowSpec::new("BG share of the capacity web leaves free", Unit::Ratio, "bg_free_share").period("web"),
         RowSpec::new("Web objects fetched", Unit::Count, "web_objects"),
         RowSpec::new("Web objects failed", Unit::Count, "web_failed"),
     ]);

@@ -22,6 +22,8 @@ fn labels_and_metrics() {
     assert_eq!(get("web_count_8-16k"), Some(0.0));
     assert_eq!((get("web_objects"), get("web_failed")), (Some(5.0), Some(1.0)));
     assert!((get("web_rt_mean").unwrap() - 440.0).abs() < 1e-9);
+    // Nearest rank over 100, 300, 400, 400, 1000 ms: the 3rd and the 5th.
+    assert_eq!((get("web_rt_p50"), get("web_rt_p95")), (Some(400.0), Some(1000.0)));
     assert_eq!(sessions_default(10.0), 4);
     assert_eq!(sessions_default(1.5), 1);
 }
@@ -34,6 +36,8 @@ fn normalised_by_the_reference_run_of_the_same_repeat() {
         metrics: vec![
             Metric::new("web_rt_mean", Unit::Ms, mean),
             Metric::new("web_rt_mean_<4k", Unit::Ms, mean / 2.0),
+            Metric::new("web_rt_p95", Unit::Ms, mean * 3.0),
+            Metric::new("web_rt_goodput_x", Unit::Ms, mean),
         ],
         ..Default::default()
     };
@@ -53,6 +57,25 @@ fn normalised_by_the_reference_run_of_the_same_repeat() {
     assert!((runs[2].metric("web_rt_vs_tcp_<4k", None).unwrap() - 0.55).abs() < 1e-9);
     assert!((runs[2].metric("web_rt_norm", None).unwrap() - 1.1).abs() < 1e-9);
     assert!((runs[2].metric("web_rt_norm_<4k", None).unwrap() - 1.1).abs() < 1e-9);
+    assert!((runs[2].metric("web_rt_norm_p95", None).unwrap() - 1.1).abs() < 1e-9);
+    assert!((runs[2].metric("web_rt_vs_tcp_p95", None).unwrap() - 0.55).abs() < 1e-9);
+    assert_eq!(runs[2].metric("web_rt_norm_goodput_x", None), None, "only means and quantiles");
     assert!((runs[4].metric("web_rt_vs_tcp", None).unwrap() - 0.5).abs() < 1e-9);
     assert_eq!(runs[4].metric("web_rt_norm", None), None, "no web-only run in repeat 1");
+}
+
+/// Completed objects' bytes spread over their fetch, clipped to the window; failed ones count
+/// nothing.
+#[test]
+fn goodput_of_the_objects_inside_the_window() {
+    let at = |size, start_s, rt| ObjectRecord { size, start_s, response_s: rt };
+    let records = [
+        at(1_000_000, 0.0, Some(1.0)), // [10, 11): all inside
+        at(500_000, 1.5, Some(1.0)),   // [11.5, 12.5): half inside [10, 12)
+        at(700_000, 0.5, None),        // failed
+        at(250_000, 3.0, Some(0.5)),   // [13, 13.5): outside
+    ];
+    // 1 000 000 + 250 000 bytes over 2 s = 5 Mbit/s.
+    assert!((web_goodput_mbit(&records, 10.0, 10.0, 12.0) - 5.0).abs() < 1e-9);
+    assert_eq!(web_goodput_mbit(&[], 0.0, 0.0, 1.0), 0.0);
 }

@@ -395,6 +395,23 @@ pub(super) fn web() -> ScenarioReport {
     report("web", "Web browsing next to a background download", runs, &rows)
 }
 
+/// home: background goodput over time, best effort by its metrics against the run without
+/// background.
+pub(super) fn home() -> ScenarioReport {
+    let mut runs = Vec::new();
+    for alt in ALTS {
+        let y = yield_of(alt);
+        let mut r = run("home", alt, 0, BTreeMap::new());
+        r.series.push(series("goodput", Unit::Mbps, "download", Role::Background, move |t| {
+            Some(4.0 * y + wobble(t, 3.0))
+        }));
+        r.metrics.push(Metric::new("web_rt_p95_vs_alone", Unit::Ratio, 2.0 - y));
+        runs.push(r);
+    }
+    let rows = [("web: p95 / without background", Unit::Ratio, "web_rt_p95_vs_alone", Some("≤ 1.05"))];
+    report("home", "A household's evening (synthetic)", runs, &rows)
+}
+
 /// datapath: no time series at all, only per-packet costs.
 pub(super) fn datapath() -> ScenarioReport {
     let mut runs = Vec::new();
@@ -451,7 +468,8 @@ pub(super) fn household(scenario: &str) -> ScenarioReport {
 }
 
 pub(super) fn all_kinds() -> Vec<ScenarioReport> {
-    let mut kinds = vec![alone(), cbr(), cwnd(), onoff(), fairness(), udp_square(), web(), datapath()];
+    let mut kinds =
+        vec![alone(), cbr(), cwnd(), onoff(), fairness(), udp_square(), web(), home(), datapath()];
     kinds.extend(
         crate::scenarios::SCENARIOS
             .iter()

@@ -1,0 +1,38 @@
+//! Tests of `scenarios::home`.
+
+use super::*;
+
+#[test]
+fn streams_and_hosts() {
+    assert!((CALL.wire_mbit() - 2.5).abs() < 1e-9);
+    // A game's packets are small and 30-60 Hz.
+    for p in PROBES.iter().filter(|p| p.name.starts_with("game")) {
+        assert!(
+            p.stream.payload + owd::OVERHEAD <= 250 && (30.0..=60.0).contains(&(1.0 / p.stream.interval_s))
+        );
+    }
+    // The P2P transfers share the P2P port, on two servers.
+    let p2p: Vec<(u8, u16)> =
+        BACKGROUND.iter().filter(|b| b.0.starts_with("p2p")).map(|b| (b.2, b.3)).collect();
+    assert_eq!(p2p, [(1, P2P_PORT), (2, P2P_PORT)]);
+}
+
+#[test]
+fn against_the_run_without_background_of_the_same_repeat() {
+    let run = |alt: &str, repeat: u32, p95: f64| RunResult {
+        alternative: alt.into(),
+        params: crate::result::RunParams { repeat, ..Default::default() },
+        metrics: vec![
+            Metric::new("web_rt_p95", Unit::Ms, p95),
+            Metric::new("call_up_owd_p95", Unit::Ms, p95 / 10.0),
+        ],
+        ..Default::default()
+    };
+    let mut runs = vec![run(WITHOUT_BG, 0, 400.0), run("household", 0, 420.0), run("household", 1, 500.0)];
+    against_alone(&mut runs);
+    assert_eq!(runs[0].metric("web_rt_p95_vs_alone", None), None, "the reference has none");
+    assert!((runs[1].metric("web_rt_p95_vs_alone", None).unwrap() - 1.05).abs() < 1e-9);
+    assert!((runs[1].metric("call_up_owd_p95_vs_alone", None).unwrap() - 1.05).abs() < 1e-9);
+    assert_eq!(runs[1].metric("web_goodput_vs_alone", None), None, "no goodput measured");
+    assert_eq!(runs[2].metric("web_rt_p95_vs_alone", None), None, "no reference in repeat 1");
+}
