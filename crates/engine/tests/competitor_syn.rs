@@ -160,7 +160,7 @@ fn a_syn_that_a_background_rule_answers_is_no_competitor() {
 }
 
 #[test]
-fn best_effort_rising_on_the_wan_counters_drops_the_budget_without_a_syn() {
+fn best_effort_rising_on_the_wan_counters_takes_the_budget_without_a_syn() {
     let mut engine = household_engine();
     handshake(&mut engine, Instant::from_millis(0), true);
     let mut before = None;
@@ -187,18 +187,20 @@ fn best_effort_rising_on_the_wan_counters_drops_the_budget_without_a_syn() {
     let (before, phase) = before.unwrap();
     assert_ne!(phase, BudgetPhase::Yield);
     assert!(before > 10 * 1448, "the budget grew on an empty queue: {before}");
-    // The link carries about 29 kB per 100 ms round; best effort's round reached 16 kB (more
-    // than 0.3 of it, twice the round before) at about 2.4 s.
+    // The link carried about 29 kB per 100 ms round; best effort doubling past it leaves the
+    // background little of it.
     let (after, phase) = download_link(&engine);
-    assert_eq!((after, phase), (2 * 1448, BudgetPhase::Yield));
+    assert_eq!(phase, BudgetPhase::Yield);
+    assert!(after < before / 3, "{after} of {before}");
 }
 
 #[test]
-fn a_steady_best_effort_on_the_wan_counters_leaves_the_budget_alone() {
+fn a_steady_best_effort_on_the_wan_counters_leaves_the_background_what_it_uses() {
     let mut engine = household_engine();
     handshake(&mut engine, Instant::from_millis(0), true);
     download(&mut engine, 2600, |engine, t| {
-        // A steady 5 kB per 100 ms beside the background (a call): not rising.
+        // A steady 5 kB per 100 ms beside the background (a call): the background keeps what
+        // it uses (20 segments per 100 ms), the free capacity bounds the rest.
         let segments = (t - 1) / 5;
         let best_effort = t * 50;
         let counted = LinkCounters {
@@ -210,5 +212,5 @@ fn a_steady_best_effort_on_the_wan_counters_leaves_the_budget_alone() {
     });
     let (after, phase) = download_link(&engine);
     assert_ne!(phase, BudgetPhase::Yield);
-    assert!(after > 10 * 1448, "{after}");
+    assert!(after >= 20 * 1448, "{after}");
 }

@@ -171,6 +171,10 @@ pub struct DelayTarget {
     /// the rounds' delivery plus best effort's bytes, when the router counts them): what the
     /// link carries now, whoever sends. A recovery goes no further than its operating point.
     total_rate: LinkRate,
+    /// Best effort's rate in the previous round (bytes/s), when the router counts it.
+    best_effort_rate: Option<f64>,
+    /// The last round's budget was cut to the capacity best effort leaves free.
+    capped: bool,
 }
 
 /// What the share test keeps of the previous round.
@@ -224,6 +228,10 @@ const BUSY_RATE_KNOWN: f64 = 0.9;
 /// the round before is often the trough of the background's own oscillation (many flows taking
 /// turns); 0.8, not 0.9: one round's delivery is that noisy.
 const OWN_QUEUE_SHARE: f64 = 0.8;
+/// Best effort below this share of the link's rate does not bound the budget (see
+/// [`DelayTarget::free_capacity`]): the background alone keeps the operating point the delay
+/// target finds, which with many flows taking turns exceeds the rate times the flows' RTT.
+const BEST_EFFORT_NEGLIGIBLE: f64 = 0.02;
 /// Best effort sending at least this many packets per second on the link is someone's call,
 /// game or download: every packet of theirs waits in the background's queue, so the interactive
 /// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
@@ -257,6 +265,8 @@ impl DelayTarget {
             early: EarlyYield::default(),
             interactive_until: None,
             total_rate: LinkRate::default(),
+            best_effort_rate: None,
+            capped: false,
         }
     }
 }
@@ -317,6 +327,38 @@ impl DelayTarget {
         self.ceiling
     }
 
+    /// The budget that fits in what best effort leaves free (proportional rule, when the router
+    /// counts best effort's traffic): `(total rate - best effort's next rate) * (base RTT +
+    /// target)`. Best effort's next rate is this round's times its growth from the round before,
+    /// at most doubling (a slow start doubles per RTT, RFC 5681 Sec. 3.1): a download's slow
+    /// start empties the background's part of the link a round ahead of filling it, a web page's
+    /// burst takes what it needs for its few rounds, and the budget is back the round after it
+    /// ends. A steady download that holds the link holds it: the background gets what is left.
+    fn free_capacity(&mut self, round: &LinkRound, target: Duration) -> Option<u64> {
+        let be = round.best_effort?;
+        let secs = round.interval.as_secs_f64();
+        if secs <= 0.0 {
+            return None;
+        }
+        let rate = be.bytes as f64 / secs;
+        let growth = match self.best_effort_rate.replace(rate) {
+            Some(before) if before > 0.0 => (rate / before).clamp(1.0, 2.0),
+            _ if rate > 0.0 => 2.0,
+            _ => 1.0,
+        };
+        let base = round.base_rtt?;
+        let total = self.total_rate.estimate();
+        if total <= 0.0 {
+            return None;
+        }
+        if rate * growth < BEST_EFFORT_NEGLIGIBLE * total {
+            // Pings, DNS, keep-alives: the background alone is the delay target's own business.
+            return None;
+        }
+        let free = (total - rate * growth).max(0.0);
+        Some(((free * (base + target).as_secs_f64()) as u64).max(2 * u64::from(round.mss)))
+    }
+
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
     /// sends packets steadily (proportional rule), else `target`.
     fn target(&mut self, round: &LinkRound) -> Duration {
@@ -340,19 +382,10 @@ impl DelayTarget {
     fn early_step(&mut self, round: &LinkRound, queue_above_target: bool) -> Option<u64> {
         let early = EarlyRound {
             now: round.now,
-            interval: round.interval,
             in_force: round.budget_in_force,
             queue_above_target,
             floors: round.floors,
             min: 2 * u64::from(round.mss),
-            best_effort: round.best_effort,
-            // The link's rate whoever used it: the background's own falls to its floors' during a
-            // yield, and best effort's smallest rise would read as a slow start against it.
-            link_rate: self
-                .link_rate
-                .estimate()
-                .max(self.total_rate.estimate())
-                .max(round.delivery_rate()),
         };
         let (budget, phase) = match self.early.on_round(early) {
             EarlyStep::Inactive => return None,
@@ -425,7 +458,10 @@ impl BudgetController for DelayTarget {
         }
         let target_duration = self.target(round);
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
-        if self.config.early_yield {
+        // With the WAN counters, best effort's own rate says when it needs the link (the cap
+        // below): a SYN says only that a connection opened, and a household opens them all the
+        // time. Without them, the SYN is the early warning.
+        if self.config.early_yield && round.best_effort.is_none() {
             if let Some(budget) = self.early_step(round, queue_above_target) {
                 return budget;
             }
@@ -565,7 +601,12 @@ impl BudgetController for DelayTarget {
                 let two_rounds = (round.delivered_bytes + self.previous.delivered) as f64
                     / (round.interval + self.previous.interval).as_secs_f64().max(1e-3);
                 let share = two_rounds / link_rate;
-                if delay > target && self.previous.above_target && share < SHARE_TO_YIELD {
+                // (With the WAN counters the cap below measures best effort's part directly.)
+                if delay > target
+                    && self.previous.above_target
+                    && share < SHARE_TO_YIELD
+                    && round.best_effort.is_none()
+                {
                     next = next.min(budget * share);
                 }
                 self.previous = PreviousRound {
@@ -578,7 +619,23 @@ impl BudgetController for DelayTarget {
         };
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
-        self.phase = if delay > target {
+        // What best effort leaves free, measured: a cut below it is no halving of a guess.
+        let free = match self.config.variant {
+            DelayTargetVariant::Proportional => self.free_capacity(round, target_duration),
+            DelayTargetVariant::Ledbat => None,
+        };
+        let capped = free.is_some_and(|cap| next > cap as f64);
+        if let (true, Some(cap)) = (capped, free) {
+            if !self.capped {
+                // Best effort took part of the link: back to this point when it leaves, half of
+                // it in the first round with an empty queue, all of it in the second.
+                self.ceiling = self.ceiling.max(in_force);
+                self.held_long = self.ceiling > 0;
+            }
+            next = cap as f64;
+        }
+        self.capped = capped;
+        self.phase = if delay > target || (capped && next < budget) {
             BudgetPhase::Yield
         } else if recovering {
             BudgetPhase::Recover

@@ -8,22 +8,17 @@
 //! through the whole idle period that follows: measured in the lab's on-off run (T = 5 s), the
 //! background used under half of the freed link.
 //!
-//! Two signals start a hold:
-//! * **a competitor's SYN** (an unclassed flow opens): one to two RTTs ahead of the newcomer's
-//!   first data and about five ahead of its slow start filling the link. But a household opens
-//!   connections all the time (a browser several a second), and most carry little: a SYN is
-//!   believed only until it proves a false alarm. A hold that ends with neither a queue above
-//!   the target nor best effort's rate rising mutes SYNs for [`MUTE_FIRST`], doubling with each
-//!   false alarm in a row up to [`MUTE_MAX`] (TCP's RTO backoff, RFC 6298 Sec. 5.5); a confirmed
-//!   hold unmutes. A SYN restarts a hold at most once ([`SYN_RESTARTS`]: a download's data
-//!   connection after its control connection), so a stream of SYNs cannot hold the background
-//!   at its floors.
-//! * **best effort's rate rising** (the router's interface counters less the background's own
-//!   packets, [`crate::BestEffort`]): a round in which best effort carried at least
-//!   [`RISING_SHARE`] of the link and [`RISING_GROWTH`] times its previous round is a slow start
-//!   on its way to fill the link (one that doubles per round reaches the link two rounds later),
-//!   whatever opened it: QUIC and connections opened while SYNs are muted too. Web objects of
-//!   tens of kB end below it. It also confirms a SYN's hold and restarts a hold.
+//! The signal is a competitor's SYN (an unclassed flow opens): one to two RTTs ahead of the
+//! newcomer's first data and about five ahead of its slow start filling the link. But a
+//! household opens connections all the time (a browser several a second), and most carry
+//! little: a SYN is believed only until it proves a false alarm. A hold that ends without a
+//! queue above the target mutes SYNs for [`MUTE_FIRST`], doubling with each false alarm in a row
+//! up to [`MUTE_MAX`] (TCP's RTO backoff, RFC 6298 Sec. 5.5); a hold that meets a queue unmutes
+//! them. A SYN restarts a hold at most once ([`SYN_RESTARTS`]: a download's data connection
+//! after its control connection), so a stream of SYNs cannot hold the background at its floors.
+//! Where the router counts best effort's traffic (its WAN counters), the delay target bounds the
+//! budget by what best effort leaves free instead, and SYNs are not needed
+//! (`DelayTarget::free_capacity`).
 //!
 //! If the queue rises above the target during a hold, the controller's own yield takes over with
 //! the recovery armed to the operating point before the hold. If the hold ends without a queue
@@ -32,8 +27,6 @@
 //! background at its SYN-ACK is retracted: the background never yields to itself.
 
 use slipstream_control::{Duration, Instant};
-
-use crate::budget::BestEffort;
 
 /// Rounds (about RTTs) the budget stays at the floors after a competitor's SYN unless a queue
 /// shows: the newcomer's data arrives one to two RTTs after its SYN, its slow start fills the
@@ -48,14 +41,6 @@ const DEPTH_DIVISOR: u64 = 8;
 /// How often a SYN may restart a hold: iperf3 and many download clients open a control
 /// connection and, a few RTTs later, the data connection.
 pub const SYN_RESTARTS: u32 = 1;
-/// Best effort's share of the link (bytes in the round / (link rate x round)) from which a rising
-/// rate is taken for a slow start: a slow start doubling per round fills the link two rounds
-/// later, time for the background to drain its part of the queue (one round). A 60 kB web object
-/// (10 + 20 + 11 segments at an initial window of 10) stays below it on a 125 kB BDP.
-pub const RISING_SHARE: f64 = 0.3;
-/// Growth of best effort's bytes from one round to the next that marks a slow start (doubling
-/// per RTT, RFC 5681 Sec. 3.1, read through rounds that are not exactly RTTs).
-pub const RISING_GROWTH: f64 = 1.5;
 /// SYNs are ignored this long after a hold they started proved a false alarm.
 pub const MUTE_FIRST: Duration = Duration::from_secs(4);
 /// The longest mute (after repeated false alarms).
@@ -84,8 +69,6 @@ pub enum EarlyStep {
 pub struct EarlyRound {
     /// End of the round.
     pub now: Instant,
-    /// Length of the round.
-    pub interval: Duration,
     /// The budget of the round that ended.
     pub in_force: u64,
     /// Its queueing delay exceeded the target.
@@ -94,10 +77,6 @@ pub struct EarlyRound {
     pub floors: u64,
     /// The smallest budget (two segments).
     pub min: u64,
-    /// Best effort's traffic in the round, if the router counts it.
-    pub best_effort: Option<BestEffort>,
-    /// The link's rate (bytes/s), as the controller knows it.
-    pub link_rate: f64,
 }
 
 /// The early yield's state (one per link controller).
@@ -113,12 +92,10 @@ pub struct EarlyYield {
     syns_in_hold: u32,
     /// Restarts by a SYN the current hold has left.
     restarts_left: u32,
-    /// The current hold saw best effort's rate rise: it is no false alarm.
+    /// The current hold met a queue: it was no false alarm.
     confirmed: bool,
     /// Every SYN behind the current hold was retracted: end it at the next round.
     retracted: bool,
-    /// Best effort's bytes in the previous round.
-    previous_bytes: Option<u64>,
     /// SYNs are ignored until then.
     muted_until: Option<Instant>,
     /// False alarms in a row.
@@ -128,7 +105,7 @@ pub struct EarlyYield {
 impl EarlyYield {
     /// A competitor's SYN crossed the router.
     pub fn on_competitor(&mut self) {
-        self.pending += 1;
+        self.pending = self.pending.saturating_add(1);
     }
 
     /// A SYN reported by [`EarlyYield::on_competitor`] belonged to a background flow.
@@ -156,19 +133,6 @@ impl EarlyYield {
         self.muted_until.is_some_and(|t| now < t)
     }
 
-    /// Best effort's rate rose like a slow start in this round (see [`RISING_SHARE`]).
-    fn rising(&mut self, r: &EarlyRound) -> bool {
-        let Some(be) = r.best_effort else {
-            self.previous_bytes = None;
-            return false;
-        };
-        let previous = self.previous_bytes.replace(be.bytes);
-        let link_bytes = r.link_rate * r.interval.as_secs_f64();
-        link_bytes > 0.0
-            && be.bytes as f64 >= RISING_SHARE * link_bytes
-            && previous.is_some_and(|p| be.bytes as f64 >= RISING_GROWTH * p as f64)
-    }
-
     fn confirm(&mut self) {
         self.confirmed = true;
         self.false_alarms = 0;
@@ -177,7 +141,6 @@ impl EarlyYield {
 
     /// The round's decision.
     pub fn on_round(&mut self, r: EarlyRound) -> EarlyStep {
-        let rising = self.rising(&r);
         let syns = std::mem::take(&mut self.pending);
         let syn = syns > 0 && !self.muted(r.now);
         if std::mem::take(&mut self.retracted) && self.hold > 0 {
@@ -191,25 +154,19 @@ impl EarlyYield {
             // above (10.1 ms) made the lab's on-off run miss the SYN in about one on period of
             // five. If someone else already holds a queue, the next round hands over to the
             // controller's yield, from the floors.
-            if !(syn || rising) {
+            if !syn {
                 return EarlyStep::Inactive;
             }
             self.from = r.in_force;
             self.syns_in_hold = syns;
             self.restarts_left = SYN_RESTARTS;
             self.confirmed = false;
-            if rising {
-                self.confirm();
-            }
             self.hold = HOLD_ROUNDS + 1;
         } else if r.queue_above_target {
             // Best effort has arrived: the controller's own yield is in charge.
             self.hold = 0;
             self.confirm();
             return EarlyStep::Queued { from: self.from };
-        } else if rising {
-            self.confirm();
-            self.hold = HOLD_ROUNDS + 1;
         } else if syn && self.restarts_left > 0 {
             self.restarts_left -= 1;
             self.syns_in_hold += syns;
@@ -236,19 +193,13 @@ mod tests {
     use super::*;
 
     /// A round of 100 ms on a 1.25 MB/s link (10 Mbit/s), ending at `ms`.
-    fn round(ms: u64, in_force: u64, queue: bool, floors: u64, be: Option<u64>) -> EarlyRound {
+    fn round(ms: u64, in_force: u64, queue: bool, floors: u64, _: Option<u64>) -> EarlyRound {
         EarlyRound {
             now: Instant::from_millis(ms),
-            interval: Duration::from_millis(100),
             in_force,
             queue_above_target: queue,
             floors,
             min: 2_896,
-            best_effort: be.map(|bytes| BestEffort {
-                bytes,
-                packets: bytes / 1500,
-            }),
-            link_rate: 1_250_000.0,
         }
     }
 
@@ -320,8 +271,8 @@ mod tests {
 
     #[test]
     fn browsing_does_not_hold_the_background_at_its_floors() {
-        // A connection every 250 ms for 60 s, rounds of 100 ms, objects of 60 kB: best effort
-        // carries 14 or 29 kB a round (0.12 and 0.23 of the link), never rising past 0.3.
+        // A connection every 250 ms for 60 s, rounds of 100 ms, objects of 60 kB that build no
+        // queue above the target.
         let mut e = EarlyYield::default();
         let mut held = 0;
         for round_no in 1..=600u64 {
@@ -337,55 +288,6 @@ mod tests {
         // (a SYN restarts each once: 20 rounds), 100 of 600.
         assert!(held <= 100, "held {held} of 600 rounds");
         // Without the mute, every SYN restarted the hold: 599 of 600.
-    }
-
-    #[test]
-    fn best_effort_rising_holds_without_a_syn_and_is_no_false_alarm() {
-        let mut e = EarlyYield::default();
-        // A QUIC download's slow start: 14.5, 29, 58 kB per 100 ms round.
-        assert_eq!(
-            e.on_round(round(100, 137_500, false, 2_896, Some(14_480))),
-            EarlyStep::Inactive
-        );
-        assert_eq!(
-            e.on_round(round(200, 137_500, false, 2_896, Some(28_960))),
-            EarlyStep::Inactive
-        );
-        // 58 kB: 0.46 of the 125 kB the link carries per round, twice the round before.
-        assert_eq!(
-            e.on_round(round(300, 137_500, false, 2_896, Some(57_920))),
-            EarlyStep::Hold(2_896)
-        );
-        // Still doubling (116 kB): the hold restarts. Then best effort fills the link without a
-        // queue (its own queue stays under the target): the hold ends ten rounds after the last
-        // rise, and SYNs are still believed.
-        assert_eq!(
-            e.on_round(round(400, 2_896, false, 2_896, Some(115_840))),
-            EarlyStep::Hold(2_896)
-        );
-        for i in 1..HOLD_ROUNDS {
-            let step = e.on_round(round(
-                400 + 100 * u64::from(i),
-                2_896,
-                false,
-                2_896,
-                Some(125_000),
-            ));
-            assert_eq!(step, EarlyStep::Hold(2_896));
-        }
-        let last = e.on_round(round(1_400, 2_896, false, 2_896, Some(125_000)));
-        assert_eq!(last, EarlyStep::Restore(137_500));
-        assert!(!e.muted(Instant::from_millis(1_400)));
-    }
-
-    #[test]
-    fn a_steady_best_effort_rate_is_not_rising() {
-        let mut e = EarlyYield::default();
-        for i in 1..50 {
-            // A call and a steady download: 60% of the link, round after round.
-            let step = e.on_round(round(100 * i, 50_000, false, 2_896, Some(75_000)));
-            assert_eq!(step, EarlyStep::Inactive);
-        }
     }
 
     #[test]

@@ -470,3 +470,39 @@ fn a_recovery_goes_no_further_than_the_links_rate_now() {
     assert_eq!(step(budget, 0, 2_500, 0), (32_188, "recover"));
     assert_eq!(step(32_188, 0, 32_188, 0), (64_375, "recover"));
 }
+
+#[test]
+fn best_effort_counted_takes_what_it_needs_and_gives_it_back() {
+    // The background alone at its operating point on 10 Mbit/s, 100 ms (137.5 kB, 10 ms queue).
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut t = 1_000;
+    let mut step = |budget: u64, queue: u64, delivered: u64, be: u64| {
+        t += 100;
+        let mut r = at(t, round(budget, Some(queue), delivered, budget));
+        r.best_effort = Some(BestEffort {
+            bytes: be,
+            packets: be / 1_500,
+        });
+        let next = c.on_round(&r);
+        (next, c.stats().phase.as_str())
+    };
+    assert_eq!(step(137_500, 10, 125_000, 0), (137_500, "hold"));
+    // A download's slow start: 12.5 kB in a round (from nothing: it may double), then 25 and
+    // 50 kB (doubling); its packets (80 a second and more) switch to the 3 ms interactive
+    // target; the queue reads 2 ms. The link carried 1.25 MB/s; the budget is what best
+    // effort's next round leaves free times (100 + 3) ms: (1.25 MB/s - 2 * 125 kB/s) * 0.103 s
+    // = 103000, then (1.25 - 0.5) * 0.103 = 77250, then (1.25 - 1.0) * 0.103 = 25750.
+    assert_eq!(step(137_500, 2, 112_500, 12_500), (103_000, "yield"));
+    assert_eq!(step(103_000, 2, 100_000, 25_000), (77_250, "yield"));
+    assert_eq!(step(77_250, 2, 75_000, 50_000), (25_750, "yield"));
+    // Best effort fills the link (1.2 MB/s, still rising: it may double again) with 10 ms of
+    // queue: nothing left, the engine's minimum.
+    assert_eq!(step(25_750, 10, 5_000, 120_000), (2_896, "yield"));
+    // It holds the link, steady: 50 kB/s left, 5150 bytes at 103 ms; the delay rule cuts
+    // below that (at most halving: 1448, the engine raises it to its two-segment minimum).
+    assert_eq!(step(2_896, 10, 2_896, 120_000), (1_448, "yield"));
+    // It leaves: half the operating point before it came, then all of it. That point ages to the
+    // rate the link carries at the interactive target for now: 1.25 MB/s * 103 ms = 128750.
+    assert_eq!(step(2_896, 0, 2_896, 0), (64_375, "recover"));
+    assert_eq!(step(64_375, 0, 64_375, 0), (128_750, "recover"));
+}
