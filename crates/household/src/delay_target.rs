@@ -487,6 +487,8 @@ impl BudgetController for DelayTarget {
         let delay = queue_delay.as_secs_f64();
         let off_target = ((target - delay) / target).clamp(-1.0, 1.0);
         let mut recovering = false;
+        // What best effort leaves free, where the router counts it (proportional rule).
+        let mut free = None;
         let mut next = match self.config.variant {
             DelayTargetVariant::Ledbat => {
                 let step =
@@ -496,6 +498,8 @@ impl BudgetController for DelayTarget {
             }
             DelayTargetVariant::Proportional => {
                 let link_rate = self.link_rate.update(round.now, round.delivery_rate());
+                let counted = round.best_effort.is_some();
+                free = self.free_capacity(round, target_duration);
                 if delay >= target / 2.0 {
                     // A queue stands: the round's delivery rate is what the bottleneck gave us.
                     self.busy_rate.update(round.now, round.delivery_rate());
@@ -540,7 +544,19 @@ impl BudgetController for DelayTarget {
                     self.high_rounds = 0;
                 }
                 let recover_after = if self.held_long { 1 } else { LOW_ROUNDS_TO_PROBE };
-                if self.low_rounds >= recover_after && in_force < self.aged_ceiling(round, target_duration) {
+                let ceiling_now = self.aged_ceiling(round, target_duration);
+                if counted && in_force < ceiling_now && delay <= target {
+                    // The counters say what best effort leaves free now: back to that at once (up
+                    // to the operating point before it came), no waiting for an empty queue. A
+                    // web page's burst costs the background the rounds it lasts, not four more.
+                    recovering = true;
+                    let back = free.map_or(ceiling_now, |cap| cap.min(ceiling_now));
+                    next = next.max(back as f64);
+                    if next as u64 >= ceiling_now {
+                        self.ceiling = 0;
+                        self.held_long = false;
+                    }
+                } else if self.low_rounds >= recover_after && in_force < ceiling_now {
                     // Whoever made us yield has gone: back to the old operating point, no
                     // settling round, instead of climbing from the two-segment floor. After a
                     // brief yield or a SYN without a queue (two rounds with an empty queue: one
@@ -620,10 +636,6 @@ impl BudgetController for DelayTarget {
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
         // What best effort leaves free, measured: a cut below it is no halving of a guess.
-        let free = match self.config.variant {
-            DelayTargetVariant::Proportional => self.free_capacity(round, target_duration),
-            DelayTargetVariant::Ledbat => None,
-        };
         let capped = free.is_some_and(|cap| next > cap as f64);
         if let (true, Some(cap)) = (capped, free) {
             if !self.capped {
