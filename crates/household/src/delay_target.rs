@@ -636,6 +636,11 @@ impl BudgetController for DelayTarget {
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
         // What best effort leaves free, measured: a cut below it is no halving of a guess.
+        if free.is_some() && next < budget && !recovering {
+            // A cut while best effort is on the link (its burst's queue, its rate): the counters
+            // will say when it is gone, and the background goes back to where it was then.
+            self.ceiling = self.ceiling.max(in_force);
+        }
         let capped = free.is_some_and(|cap| next > cap as f64);
         if let (true, Some(cap)) = (capped, free) {
             if !self.capped {
