@@ -545,13 +545,14 @@ impl BudgetController for DelayTarget {
                 }
                 let recover_after = if self.held_long { 1 } else { LOW_ROUNDS_TO_PROBE };
                 let ceiling_now = self.aged_ceiling(round, target_duration);
-                if counted && in_force < ceiling_now && delay <= target {
-                    // The counters say what best effort leaves free now: back to that at once (up
-                    // to the operating point before it came), no waiting for an empty queue. A
-                    // web page's burst costs the background the rounds it lasts, not four more.
+                if counted && free.is_none() && in_force < ceiling_now && delay <= target {
+                    // The counters say best effort has left: back to the operating point before
+                    // it came at once, no waiting for empty-queue rounds. A web page's burst
+                    // costs the background the rounds it lasts, not four more. (While best effort
+                    // stays, a dip of its rate, such as a loss-based sender's cut, is no room to
+                    // take: the delay rule grows the budget as the queue allows.)
                     recovering = true;
-                    let back = free.map_or(ceiling_now, |cap| cap.min(ceiling_now));
-                    next = next.max(back as f64);
+                    next = next.max(ceiling_now as f64);
                     if next as u64 >= ceiling_now {
                         self.ceiling = 0;
                         self.held_long = false;
