@@ -175,9 +175,6 @@ pub struct DelayTarget {
     best_effort_rate: Option<f64>,
     /// The last round's budget was cut to the capacity best effort leaves free.
     capped: bool,
-    /// Rounds left in which a competitor's SYN lets best effort's rate be taken to grow
-    /// fourfold per round, not twofold (see [`DelayTarget::free_capacity`]).
-    syn_watch: u32,
 }
 
 /// What the share test keeps of the previous round.
@@ -231,10 +228,6 @@ const BUSY_RATE_KNOWN: f64 = 0.9;
 /// the round before is often the trough of the background's own oscillation (many flows taking
 /// turns); 0.8, not 0.9: one round's delivery is that noisy.
 const OWN_QUEUE_SHARE: f64 = 0.8;
-/// Rounds after a competitor's SYN in which best effort's rate may be taken to quadruple per
-/// round (its data comes one to two rounds after the SYN, its slow start fills the link three to
-/// four after that).
-const SYN_WATCH_ROUNDS: u32 = 6;
 /// Best effort below this share of the link's rate does not bound the budget (see
 /// [`DelayTarget::free_capacity`]): the background alone keeps the operating point the delay
 /// target finds, which with many flows taking turns exceeds the rate times the flows' RTT.
@@ -274,7 +267,6 @@ impl DelayTarget {
             total_rate: LinkRate::default(),
             best_effort_rate: None,
             capped: false,
-            syn_watch: 0,
         }
     }
 }
@@ -349,15 +341,9 @@ impl DelayTarget {
             return None;
         }
         let rate = be.bytes as f64 / secs;
-        // Right after a competitor's SYN, two doublings ahead: the SYN is a round or two ahead
-        // of the newcomer's data, and its slow start is what the background must be out of
-        // the way of (the lab's on-off run: best effort's on-period share 0.956 with one
-        // doubling, 0.98 with the SYN's hold).
-        let most = if self.syn_watch > 0 { 4.0 } else { 2.0 };
-        self.syn_watch = self.syn_watch.saturating_sub(1);
         let growth = match self.best_effort_rate.replace(rate) {
-            Some(before) if before > 0.0 => (rate / before).clamp(1.0, most),
-            _ if rate > 0.0 => most,
+            Some(before) if before > 0.0 => (rate / before).clamp(1.0, 2.0),
+            _ if rate > 0.0 => 2.0,
             _ => 1.0,
         };
         let base = round.base_rtt?;
@@ -445,7 +431,6 @@ impl BudgetController for DelayTarget {
     fn on_competitor(&mut self, _now: Instant) {
         if self.config.early_yield {
             self.early.on_competitor();
-            self.syn_watch = SYN_WATCH_ROUNDS;
         }
     }
 
@@ -633,7 +618,12 @@ impl BudgetController for DelayTarget {
                 let two_rounds = (round.delivered_bytes + self.previous.delivered) as f64
                     / (round.interval + self.previous.interval).as_secs_f64().max(1e-3);
                 let share = two_rounds / link_rate;
-                if delay > target && self.previous.above_target && share < SHARE_TO_YIELD {
+                // (With the WAN counters the cap below measures best effort's part directly.)
+                if delay > target
+                    && self.previous.above_target
+                    && share < SHARE_TO_YIELD
+                    && round.best_effort.is_none()
+                {
                     next = next.min(budget * share);
                 }
                 self.previous = PreviousRound {
