@@ -313,9 +313,12 @@ impl Engine {
             } else {
                 LinkDirection::Download
             };
+            // A packet GRO merged arrived as several: one header and one count per segment.
+            let segments = info.payload_len.div_ceil((flow.floor() / 2).max(536)).max(1);
+            let headers = ip_length(info, packet) - u64::from(info.payload_len);
             let background = &mut self.household.links[direction.index()].background;
-            background.bytes += ip_length(info, packet);
-            background.packets += 1;
+            background.bytes += u64::from(info.payload_len) + u64::from(segments) * headers;
+            background.packets += u64::from(segments);
         }
         let flags = info.flags;
         if flags.rst {

@@ -42,6 +42,8 @@ pub(crate) struct Link {
     /// The link's interface counters: the latest the shell gave, and those at the round's start.
     counters: Option<LinkCounters>,
     counters_at_round_start: Option<LinkCounters>,
+    /// Best effort's traffic as counted in the previous round (see [`best_effort`]).
+    best_effort_before: Option<BestEffort>,
     last: LinkSnapshot,
 }
 
@@ -72,6 +74,7 @@ impl Link {
             background: BestEffort::default(),
             counters: None,
             counters_at_round_start: None,
+            best_effort_before: None,
             last: LinkSnapshot {
                 direction,
                 controller: config.budget.kind(),
@@ -252,8 +255,24 @@ pub(crate) fn run_round<'f>(
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
     let background = std::mem::take(&mut link.background);
-    let best_effort = best_effort(link.counters_at_round_start, link.counters, background);
+    let counted = best_effort(link.counters_at_round_start, link.counters, background);
     link.counters_at_round_start = link.counters;
+    // What lasted two rounds: the interface counts a packet when it arrives, the engine when the
+    // daemon reads it, and a backlog that grows in one round (and drains in the next) reads as
+    // best effort's traffic in the first. A best effort that is really there is there in both.
+    let best_effort = match (
+        counted,
+        link.best_effort_before.replace(counted.unwrap_or_default()),
+    ) {
+        (Some(now), Some(before)) => Some(BestEffort {
+            bytes: now.bytes.min(before.bytes),
+            packets: now.packets.min(before.packets),
+        }),
+        (now, _) => now,
+    };
+    if counted.is_none() {
+        link.best_effort_before = None;
+    }
     let queue_delay = link.delay.end_round();
     rtts.sort_unstable();
     let base_rtt = rtts.get(rtts.len() / 2).copied();

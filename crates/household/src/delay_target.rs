@@ -29,6 +29,14 @@
 //!   after a cut whose queue is lower than the one cut on only measures: that queue is the old
 //!   budget's, draining (one reduction per window of data, as TCP's).
 //!
+//! Where the router counts best effort's traffic (its WAN counters, `LinkRound::best_effort`),
+//! the proportional rule also keeps the budget within what best effort leaves free (see
+//! [`DelayTarget::free_capacity`]), goes straight back to the operating point before best effort
+//! came once the counters say it left, keeps its recovery ceiling within the operating point at
+//! the link's current rate, and aims at `interactive_target` (3 ms) instead of `target` while
+//! best effort sends packets steadily (a call, a game): every one of their packets waits in the
+//! background's queue.
+//!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
 //! a budget far above what is in force (which would then take many rounds to come down).
