@@ -425,6 +425,11 @@ impl Engine {
         self.household_rounds
     }
 
+    /// Runs the household rounds that are due now (`handle_packet` and `on_tick` also run them).
+    pub fn run_due_rounds(&mut self, now: Instant) {
+        self.run_household(now);
+    }
+
     /// Runs the household rounds that are due (see `household`).
     fn run_household(&mut self, now: Instant) {
         if !self.household.due(now) {
