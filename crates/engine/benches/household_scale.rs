@@ -78,7 +78,11 @@ fn bench_allocate(c: &mut Criterion) {
         let varied = |i: usize| Some(u64::from(MSS) * (1 + (i as u64 * 7919) % 64));
         let total_varied: u64 = (0..n).filter_map(varied).sum();
         let cases: [(&str, Vec<FlowDemand>, u64); 3] = [
-            ("ample", demands(n, |i| (i % 4 == 0).then_some(20_000)), 4 * floors),
+            (
+                "ample",
+                demands(n, |i| (i % 4 == 0).then_some(20_000)),
+                4 * floors,
+            ),
             ("mixed", demands(n, varied), total_varied / 2),
             ("scarce", demands(n, |_| None), floors / 3),
         ];
@@ -115,7 +119,10 @@ struct BenchFlow {
 
 fn client(i: usize, hosts: usize) -> ([u8; 4], u16) {
     let h = i % hosts;
-    ([10, 0, (h / 250) as u8, (h % 250 + 2) as u8], 40000 + (i / hosts) as u16)
+    (
+        [10, 0, (h / 250) as u8, (h % 250 + 2) as u8],
+        40000 + (i / hosts) as u16,
+    )
 }
 
 const SERVER: ([u8; 4], u16) = ([192, 0, 2, 1], 6881);
@@ -184,7 +191,11 @@ fn household(n: usize, hosts: usize) -> (Engine, Vec<BenchFlow>, u64) {
         let mut syn = build(false, i, hosts, 100, 0, true, 0);
         let mut synack = build(true, i, hosts, SERVER_ISN, 101, true, 0);
         let mut ack = build(false, i, hosts, 101, SERVER_ISN + 1, false, 0);
-        e.handle_packet(Instant::from_micros(t), &mut syn, meta(rule, true, PacketCopy::Full));
+        e.handle_packet(
+            Instant::from_micros(t),
+            &mut syn,
+            meta(rule, true, PacketCopy::Full),
+        );
         e.handle_packet(
             Instant::from_micros(t + RTT_US),
             &mut synack,

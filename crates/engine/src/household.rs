@@ -9,8 +9,8 @@
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::Slowdown;
 use slipstream_household::{
-    allocate, Allocation, AnyBudget, BudgetController, BudgetPhase, FlowDemand, HouseholdConfig, LinkDelay,
-    LinkRound, ShareSpec,
+    allocate_with, AllocScratch, Allocation, AnyBudget, BudgetController, BudgetPhase, FlowDemand,
+    HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
 };
 
 use crate::api::WindowUpdate;
@@ -76,6 +76,8 @@ pub(crate) struct Household {
     demands: Vec<FlowDemand>,
     held_before: Vec<bool>,
     allocations: Vec<Allocation>,
+    scratch: AllocScratch,
+    rtts: Vec<Duration>,
 }
 
 impl Household {
@@ -89,6 +91,8 @@ impl Household {
             demands: Vec::new(),
             held_before: Vec::new(),
             allocations: Vec::new(),
+            scratch: AllocScratch::default(),
+            rtts: Vec::new(),
         }
     }
 
@@ -143,6 +147,8 @@ pub(crate) fn run_round<'f>(
         demands,
         held_before,
         allocations,
+        scratch,
+        rtts,
     } = hh;
     let link = &mut links[which];
     demands.clear();
@@ -154,7 +160,7 @@ pub(crate) fn run_round<'f>(
         .collect();
     flows.sort_unstable_by_key(|(key, _)| **key);
     let mut members: Vec<&'f mut Flow> = Vec::with_capacity(flows.len());
-    let mut rtts: Vec<Duration> = Vec::new();
+    rtts.clear();
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
@@ -250,7 +256,7 @@ pub(crate) fn run_round<'f>(
             demand.demand = u64::MAX;
         }
     }
-    allocate(budget, demands, now, config.turn, allocations);
+    allocate_with(scratch, budget, demands, now, config.turn, allocations);
     let mut held = 0;
     for (i, flow) in members.into_iter().enumerate() {
         let allocation = allocations[i];

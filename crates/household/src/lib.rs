@@ -26,7 +26,7 @@ pub mod link_rate;
 pub mod rho_estimate;
 pub mod share;
 
-pub use allocator::{allocate, Allocation, FlowDemand};
+pub use allocator::{allocate, allocate_with, AllocScratch, Allocation, FlowDemand};
 pub use budget::{AnyBudget, BudgetConfig, BudgetController, BudgetPhase, BudgetStats, LinkRound};
 pub use delay_target::{DelayTarget, DelayTargetConfig};
 pub use key_binary_search::{KeyBinarySearch, KeyBinarySearchConfig};
