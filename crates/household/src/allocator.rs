@@ -20,6 +20,7 @@
 //!    closes as their data is acknowledged. Over time every flow gets its share (deficit round
 //!    robin, Shreedhar & Varghese 1996).
 
+use std::cmp::Reverse;
 use std::collections::HashMap;
 
 use slipstream_control::{Duration, Instant};
@@ -73,8 +74,10 @@ pub struct AllocScratch {
     min_rate_flows: HashMap<u16, usize>,
     reserve: Vec<u64>,
     fair: Vec<u64>,
-    /// Flow indices by (priority, host, rule, index): a priority's flows, then each (host, rule)
-    /// group's flows, are runs of it.
+    /// (priority, host, rule, index) of every flow, sorted: a priority's flows, then each
+    /// (host, rule) group's flows, are runs of it.
+    keys: Vec<(u8, u64, u16, u32)>,
+    /// The flow indices of `keys`, in its order.
     order: Vec<usize>,
     /// One priority's groups: (start, end) in `order`, ordered by their first flow.
     groups: Vec<(usize, usize)>,
@@ -85,6 +88,8 @@ pub struct AllocScratch {
     member_share: Vec<u64>,
     fill: FillScratch,
     target: Vec<u64>,
+    /// The flows that take turns, with their place in the queue for turns (see below).
+    turn_keys: Vec<(bool, Reverse<i64>, Option<Instant>, u32)>,
     sharing: Vec<usize>,
     granted: Vec<bool>,
 }
@@ -123,6 +128,7 @@ pub fn allocate_with(
         min_rate_flows,
         reserve,
         fair,
+        keys,
         order,
         groups,
         group_demand,
@@ -132,6 +138,7 @@ pub fn allocate_with(
         member_share,
         fill,
         target,
+        turn_keys,
         sharing,
         granted,
     } = scratch;
@@ -157,9 +164,17 @@ pub fn allocate_with(
     // 2-3. Priorities, then water-filling over (host, rule) groups and within each group.
     fair.clear();
     fair.resize(n, 0);
+    // Sorted as values (not indices compared through `flows`): three times faster at 10,000.
+    keys.clear();
+    keys.extend(
+        flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| (f.share.priority, f.host, f.rule, i as u32)),
+    );
+    keys.sort_unstable();
     order.clear();
-    order.extend(0..n);
-    order.sort_unstable_by_key(|&i| (flows[i].share.priority, flows[i].host, flows[i].rule, i));
+    order.extend(keys.iter().map(|k| k.3 as usize));
     let demand = |i: usize| flows[i].demand.saturating_sub(reserve[i]);
     let mut start = 0;
     while start < n {
@@ -219,7 +234,7 @@ pub fn allocate_with(
         return reserved;
     }
     let mut left = total;
-    sharing.clear();
+    turn_keys.clear();
     for i in 0..n {
         if target[i] >= u64::from(flows[i].floor) {
             out[i] = Allocation::Window(clamp_u32(target[i]));
@@ -229,15 +244,15 @@ pub fn allocate_with(
             let f = &mut flows[i];
             let cap = i64::from(f.floor) * CREDIT_ROUNDS;
             f.credit = (f.credit + target[i] as i64).min(cap);
-            sharing.push(i);
+            // Flows within their shortest turn keep it; then the most credit first, then the
+            // longest held, then the first (the index makes the sort stable).
+            let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
+            turn_keys.push((!keeps, Reverse(f.credit), f.held_since, i as u32));
         }
     }
-    // Flows within their shortest turn keep it; then the most credit first.
-    sharing.sort_by_key(|&i| {
-        let f = &flows[i];
-        let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
-        (!keeps, std::cmp::Reverse(f.credit), f.held_since)
-    });
+    turn_keys.sort_unstable();
+    sharing.clear();
+    sharing.extend(turn_keys.iter().map(|k| k.3 as usize));
     // Turns go in that order while floors fit (one flow always has a turn, so the link is never
     // idle for want of one).
     granted.clear();
