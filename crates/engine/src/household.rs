@@ -78,6 +78,10 @@ pub(crate) struct Household {
     allocations: Vec<Allocation>,
     scratch: AllocScratch,
     rtts: Vec<Duration>,
+    /// A round's flows as the table walk finds them, and their keys to sort them by.
+    found_demands: Vec<FlowDemand>,
+    found_held: Vec<bool>,
+    by_key: Vec<(FlowKey, u32)>,
 }
 
 impl Household {
@@ -93,6 +97,9 @@ impl Household {
             allocations: Vec::new(),
             scratch: AllocScratch::default(),
             rtts: Vec::new(),
+            found_demands: Vec::new(),
+            found_held: Vec::new(),
+            by_key: Vec::new(),
         }
     }
 
@@ -149,23 +156,26 @@ pub(crate) fn run_round<'f>(
         allocations,
         scratch,
         rtts,
+        found_demands,
+        found_held,
+        by_key,
     } = hh;
     let link = &mut links[which];
-    demands.clear();
-    held_before.clear();
-    // The link's flows in key order: the allocator breaks ties by position, and the flow table's
-    // hash order differs from run to run (with it, turns and rounding went to other flows each run).
-    let mut flows: Vec<(&'f FlowKey, &'f mut Flow)> = flows
-        .filter(|(_, flow)| flow.link() == Some(link.direction))
-        .collect();
-    flows.sort_unstable_by_key(|(key, _)| **key);
-    let mut members: Vec<&'f mut Flow> = Vec::with_capacity(flows.len());
+    // The link's flows in the table's order (memory order: at 10,000 flows the walk over them is
+    // most of a round), then in key order below.
+    found_demands.clear();
+    found_held.clear();
+    by_key.clear();
+    let mut found: Vec<Option<&'f mut Flow>> = Vec::new();
     rtts.clear();
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
     let interval = now.saturating_since(link.round_start);
     for (key, flow) in flows {
+        if flow.link() != Some(link.direction) {
+            continue;
+        }
         let floor = flow.floor();
         let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
@@ -187,8 +197,9 @@ pub(crate) fn run_round<'f>(
             Some(w) if !share.is_held() && in_flight * 2 < u64::from(w) => 2 * in_flight + u64::from(floor),
             _ => u64::MAX,
         };
-        held_before.push(share.is_held());
-        demands.push(FlowDemand {
+        by_key.push((*key, found.len() as u32));
+        found_held.push(share.is_held());
+        found_demands.push(FlowDemand {
             host,
             rule,
             share: shares(rule),
@@ -206,8 +217,20 @@ pub(crate) fn run_round<'f>(
         in_flight_total += in_flight;
         floors += u64::from(floor);
         mss = mss.max(floor / 2);
-        members.push(flow);
+        found.push(Some(flow));
     }
+    // Key order: the allocator breaks ties by position, and the flow table's hash order differs
+    // from run to run (with it, turns and rounding went to other flows each run). Keys are
+    // sorted as values, not through the table (a cache miss per comparison).
+    by_key.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    demands.clear();
+    demands.extend(by_key.iter().map(|&(_, j)| found_demands[j as usize]));
+    held_before.clear();
+    held_before.extend(by_key.iter().map(|&(_, j)| found_held[j as usize]));
+    let members: Vec<&'f mut Flow> = by_key
+        .iter()
+        .filter_map(|&(_, j)| found[j as usize].take())
+        .collect();
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
     let queue_delay = link.delay.end_round();
