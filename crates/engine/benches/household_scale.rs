@@ -1,17 +1,20 @@
 //! Household control at scale: an apartment building's router with up to 10 000 background
 //! flows over 200 LAN hosts. Run: `cargo bench -p slipstream-engine --bench household_scale`.
 //!
-//! * `allocate/{ample,mixed,scarce}/N`: the allocator alone (`slipstream_household::allocate`)
+//! * `allocate/{ample,mixed,scarce}/N`: the allocator alone (`slipstream_household::allocate_with`, its scratch
+//!   space kept between rounds as the engine keeps it)
 //!   over N flows of 200 hosts and two rules (weights 1 and 3): a budget above every flow's fair
 //!   share, flows of varied demands that take half the budget, and a budget below the flows'
 //!   floors (time-sharing).
 //! * `round/N`: one household round through the engine (collect the link's flows, sort them,
 //!   build their demands, the budget controller, allocate, apply) with N flows, every flow having
 //!   had a data segment and its ACK since the last round.
-//! * `packet_10000/{no_round,with_rounds}`: the per-packet path (a data segment or an ACK of
+//! * `packet_10000/{no_round,with_rounds,batched_rounds}`: the per-packet path (a data segment or an ACK of
 //!   one of 10 000 household flows, in turn); `no_round` at one instant, so no round comes due,
-//!   and `with_rounds` with 10 us between packets (100 000 packets/s), so one round per link RTT
-//!   (20 ms, 2000 packets) runs where the engine runs it, its cost spread over the packets.
+//!   and `with_rounds` with 10 us between packets (100 000 packets/s), so a round per link and
+//!   round length runs inside `handle_packet`, its cost spread over the packets;
+//!   `batched_rounds` the same with the rounds deferred to the end of each batch of 256 packets
+//!   (`Engine::defer_rounds`, as the daemon runs them).
 
 use std::hint::black_box;
 use std::time::Duration as StdDuration;
@@ -20,7 +23,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use etherparse::{PacketBuilder, TcpOptionElement};
 use slipstream_control::{ControllerConfig, Duration, Instant};
 use slipstream_engine::{Engine, EngineConfig, PacketCopy, PacketMeta, RuleSpec, ShareSpec};
-use slipstream_household::{allocate, FlowDemand};
+use slipstream_household::{allocate_with, AllocScratch, FlowDemand};
 
 const HOSTS: usize = 200;
 const MSS: u32 = 1448;
@@ -89,12 +92,14 @@ fn bench_allocate(c: &mut Criterion) {
         for (name, flows, budget) in cases {
             let mut flows = flows;
             let mut out = Vec::new();
+            let mut scratch = AllocScratch::default();
             let mut round = 0u64;
             group.bench_with_input(BenchmarkId::new(name, n), &n, |b, _| {
                 b.iter(|| {
                     round += 1;
                     let now = Instant::from_micros(round * RTT_US);
-                    allocate(
+                    allocate_with(
+                        &mut scratch,
                         black_box(budget),
                         &mut flows,
                         now,
@@ -313,6 +318,26 @@ fn bench_packets(c: &mut Criterion) {
     });
     eprintln!(
         "packet_10000/with_rounds: {} rounds over {packets} packets",
+        e.household_rounds() - rounds_before
+    );
+    // The same, as the daemon runs it: rounds deferred to the end of each batch of 256 packets.
+    e.defer_rounds(true);
+    let rounds_before = e.household_rounds();
+    let mut packets = 0u64;
+    group.bench_function("batched_rounds", |b| {
+        b.iter(|| {
+            now += 10;
+            let i = (k / 2) % n;
+            step(&mut e, &mut flows[i], i, now, (k % 2) as u8);
+            k += 1;
+            packets += 1;
+            if packets % 256 == 0 {
+                e.run_due_rounds(Instant::from_micros(now));
+            }
+        })
+    });
+    eprintln!(
+        "packet_10000/batched_rounds: {} rounds over {packets} packets",
         e.household_rounds() - rounds_before
     );
     group.finish();
