@@ -222,7 +222,7 @@ pub(crate) fn run_round<'f>(
     // Key order: the allocator breaks ties by position, and the flow table's hash order differs
     // from run to run (with it, turns and rounding went to other flows each run). Keys are
     // sorted as values, not through the table (a cache miss per comparison).
-    by_key.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+    by_key.sort_unstable();
     demands.clear();
     demands.extend(by_key.iter().map(|&(_, j)| found_demands[j as usize]));
     held_before.clear();

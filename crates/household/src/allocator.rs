@@ -164,7 +164,7 @@ pub fn allocate_with(
     // 2-3. Priorities, then water-filling over (host, rule) groups and within each group.
     fair.clear();
     fair.resize(n, 0);
-    // Sorted as values (not indices compared through `flows`): three times faster at 10,000.
+    // Sorted as values, not as indices compared through `flows` (a cache miss per comparison).
     keys.clear();
     keys.extend(
         flows
