@@ -74,9 +74,9 @@ pub struct AllocScratch {
     min_rate_flows: HashMap<u16, usize>,
     reserve: Vec<u64>,
     fair: Vec<u64>,
-    /// (priority, host, rule, index) of every flow, sorted: a priority's flows, then each
-    /// (host, rule) group's flows, are runs of it.
-    keys: Vec<(u8, u64, u16, u32)>,
+    /// (priority, host, rule, index) of every flow packed into one number (see `group_key`),
+    /// sorted: a priority's flows, then each (host, rule) group's flows, are runs of it.
+    keys: Vec<u128>,
     /// The flow indices of `keys`, in its order.
     order: Vec<usize>,
     /// One priority's groups: (start, end) in `order`, ordered by their first flow.
@@ -164,30 +164,24 @@ pub fn allocate_with(
     // 2-3. Priorities, then water-filling over (host, rule) groups and within each group.
     fair.clear();
     fair.resize(n, 0);
-    // Sorted as values, not as indices compared through `flows` (a cache miss per comparison).
+    // Sorted as numbers, not as indices compared through `flows` (a cache miss per comparison).
     keys.clear();
-    keys.extend(
-        flows
-            .iter()
-            .enumerate()
-            .map(|(i, f)| (f.share.priority, f.host, f.rule, i as u32)),
-    );
+    keys.extend(flows.iter().enumerate().map(|(i, f)| group_key(f, i)));
     keys.sort_unstable();
     order.clear();
-    order.extend(keys.iter().map(|k| k.3 as usize));
+    order.extend(keys.iter().map(|&k| k as u32 as usize));
     let demand = |i: usize| flows[i].demand.saturating_sub(reserve[i]);
     let mut start = 0;
     while start < n {
-        let priority = flows[order[start]].share.priority;
-        let end = start + order[start..].partition_point(|&i| flows[i].share.priority == priority);
+        let priority = keys[start] >> PRIORITY_SHIFT;
+        let end = start + keys[start..].partition_point(|&k| k >> PRIORITY_SHIFT == priority);
         // The priority's groups, in the order of their first flow (water-filling hands rounding
         // leftovers to the first claimants).
         groups.clear();
         let mut g = start;
         while g < end {
-            let (host, rule) = (flows[order[g]].host, flows[order[g]].rule);
-            let g_end =
-                g + order[g..end].partition_point(|&i| flows[i].host == host && flows[i].rule == rule);
+            let group = keys[g] >> GROUP_SHIFT;
+            let g_end = g + keys[g..end].partition_point(|&k| k >> GROUP_SHIFT == group);
             groups.push((g, g_end));
             g = g_end;
         }
@@ -300,6 +294,20 @@ pub fn allocate_with(
         }
     }
     reserved
+}
+
+/// Where `group_key` puts the rule and the priority.
+const GROUP_SHIFT: u32 = 32;
+const PRIORITY_SHIFT: u32 = 112;
+
+/// Flow `i`'s (priority, host, rule, index) as one number that sorts as the tuple does: priority
+/// in bits 112-119, host 48-111, rule 32-47, index 0-31. Flows of one (priority, host, rule)
+/// share `key >> GROUP_SHIFT`.
+fn group_key(f: &FlowDemand, i: usize) -> u128 {
+    u128::from(f.share.priority) << PRIORITY_SHIFT
+        | u128::from(f.host) << 48
+        | u128::from(f.rule) << GROUP_SHIFT
+        | u128::from(i as u32)
 }
 
 fn clamp_u32(v: u64) -> u32 {
