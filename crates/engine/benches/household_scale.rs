@@ -1,20 +1,20 @@
 //! Household control at scale: an apartment building's router with up to 10 000 background
 //! flows over 200 LAN hosts. Run: `cargo bench -p slipstream-engine --bench household_scale`.
 //!
-//! * `allocate/{ample,mixed,scarce}/N`: the allocator alone (`slipstream_household::allocate_with`, its scratch
-//!   space kept between rounds as the engine keeps it)
-//!   over N flows of 200 hosts and two rules (weights 1 and 3): a budget above every flow's fair
-//!   share, flows of varied demands that take half the budget, and a budget below the flows'
-//!   floors (time-sharing).
+//! * `allocate/{ample,mixed,scarce,host_per_flow}/N`: the allocator alone
+//!   (`slipstream_household::allocate_with`, its scratch space kept between rounds as the engine
+//!   keeps it) over N flows of 200 hosts and two rules (weights 1 and 3): a budget above every
+//!   flow's fair share, flows of varied demands that take half the budget, a budget below the
+//!   flows' floors (time-sharing), and `ample` with every flow on a host of its own.
 //! * `round/N`: one household round through the engine (collect the link's flows, sort them,
 //!   build their demands, the budget controller, allocate, apply) with N flows, every flow having
 //!   had a data segment and its ACK since the last round.
-//! * `packet_10000/{no_round,with_rounds,batched_rounds}`: the per-packet path (a data segment or an ACK of
-//!   one of 10 000 household flows, in turn); `no_round` at one instant, so no round comes due,
-//!   and `with_rounds` with 10 us between packets (100 000 packets/s), so a round per link and
-//!   round length runs inside `handle_packet`, its cost spread over the packets;
-//!   `batched_rounds` the same with the rounds deferred to the end of each batch of 256 packets
-//!   (`Engine::defer_rounds`, as the daemon runs them).
+//! * `packet_10000/{no_round,with_rounds,batched_rounds}`: the per-packet path (a data segment
+//!   or an ACK of one of 10 000 household flows, in turn); `no_round` at one instant, so no
+//!   round comes due, and `with_rounds` with 10 us between packets (100 000 packets/s), so a
+//!   round per link and round length runs inside `handle_packet`, its cost spread over the
+//!   packets; `batched_rounds` the same with the rounds deferred to the end of each batch of 256
+//!   packets (`Engine::defer_rounds`, as the daemon runs them).
 //!
 //! Times are the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time: on a shared
 //! machine, wall time also counts the time other processes held the core.
@@ -105,12 +105,12 @@ fn share_of(rule: u16) -> ShareSpec {
 
 // --- The allocator alone ------------------------------------------------------------------------
 
-fn demands(n: usize, limited: impl Fn(usize) -> Option<u64>) -> Vec<FlowDemand> {
+fn demands(n: usize, hosts: usize, limited: impl Fn(usize) -> Option<u64>) -> Vec<FlowDemand> {
     (0..n)
         .map(|i| {
             let rule = rule_of(i);
             FlowDemand {
-                host: (i % HOSTS) as u64 * 0x9e37_79b9_7f4a_7c15,
+                host: (i % hosts) as u64 * 0x9e37_79b9_7f4a_7c15,
                 rule,
                 share: share_of(rule),
                 rtt: Duration::from_millis(20 + (i % 7) as u64),
@@ -133,14 +133,14 @@ fn bench_allocate(c: &mut Crit) {
         // Varied demands (one to 64 segments), so water-filling satisfies claimants in many steps.
         let varied = |i: usize| Some(u64::from(MSS) * (1 + (i as u64 * 7919) % 64));
         let total_varied: u64 = (0..n).filter_map(varied).sum();
-        let cases: [(&str, Vec<FlowDemand>, u64); 3] = [
-            (
-                "ample",
-                demands(n, |i| (i % 4 == 0).then_some(20_000)),
-                4 * floors,
-            ),
-            ("mixed", demands(n, varied), total_varied / 2),
-            ("scarce", demands(n, |_| None), floors / 3),
+        let ample = |i: usize| i.is_multiple_of(4).then_some(20_000);
+        let cases: [(&str, Vec<FlowDemand>, u64); 4] = [
+            ("ample", demands(n, HOSTS, ample), 4 * floors),
+            ("mixed", demands(n, HOSTS, varied), total_varied / 2),
+            ("scarce", demands(n, HOSTS, |_| None), floors / 3),
+            // Every flow a host of its own (a group per flow): the case a search through the
+            // groups found so far made quadratic.
+            ("host_per_flow", demands(n, n, ample), 4 * floors),
         ];
         for (name, flows, budget) in cases {
             let mut flows = flows;
