@@ -7,7 +7,8 @@
 //! every 100 ms): a reload hands it its new rules, and `slipstream status` / `slipstream flows`
 //! ask it for a snapshot of every flow, built only when asked.
 //!
-//! Each iteration handles at most a batch of packets (`Datapath::receive`), then runs the timers, takes the engine's
+//! Each iteration handles at most a batch of packets (`Datapath::receive`), then runs the
+//! household rounds that fell due meanwhile (so no verdict waits for one), then the timers, takes the engine's
 //! events (flows seen mid-stream go to the conntrack lookups, `scale_lookups`), sends the window
 //! updates the engine asked for (`window_updates`) and answers commands: under a steady stream
 //! the queue never empties, and draining it first would starve all three.
@@ -116,6 +117,9 @@ impl<D: Datapath> PacketLoop<D> {
         let mut last_publish = clock.now();
         let mut errors = 0u32;
         let mut more_waiting = false;
+        // Household rounds run between batches (below), not before the packet that finds one
+        // due: no packet's verdict waits for a round.
+        self.engine.defer_rounds(true);
         self.datapath.start(&clock);
         while !self.stop.load(Ordering::Relaxed) {
             if !more_waiting {
@@ -129,6 +133,7 @@ impl<D: Datapath> PacketLoop<D> {
                 self.engine.on_link_counters(download, upload);
             }
             let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
+            self.engine.run_due_rounds(clock.now());
             self.datapath.apply(&self.engine);
             more_waiting = received.full;
             if received.handled > 0 {

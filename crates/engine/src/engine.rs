@@ -85,6 +85,8 @@ pub struct Engine {
     household: Household,
     /// Household rounds run since start (each may change any household flow's allocation).
     household_rounds: u64,
+    /// Rounds run only from `run_due_rounds` and `on_tick`, never inside `handle_packet`.
+    rounds_deferred: bool,
 }
 
 fn table_limits(config: &EngineConfig) -> TableLimits {
@@ -118,6 +120,7 @@ impl Engine {
             window_updates: Vec::new(),
             household_rounds: 0,
             household,
+            rounds_deferred: false,
         }
     }
 
@@ -237,7 +240,9 @@ impl Engine {
             self.counters.count_pass(PassReason::Unclassified);
             return Verdict::Accept;
         };
-        self.run_household(now);
+        if !self.rounds_deferred {
+            self.run_household(now);
+        }
         match self.handle_tcp(now, &info, packet, rule, meta) {
             Ok((field, class)) => match rewrite_window(packet, info.tcp_offset, field) {
                 Ok(()) => {
@@ -444,6 +449,22 @@ impl Engine {
     /// the flow's next ACK.
     pub fn household_rounds(&self) -> u64 {
         self.household_rounds
+    }
+
+    /// Runs the household rounds that are due now (`on_tick` also runs them, and so does
+    /// `handle_packet` unless [`Engine::defer_rounds`] said otherwise).
+    pub fn run_due_rounds(&mut self, now: Instant) {
+        self.run_household(now);
+    }
+
+    /// With `true`, household rounds no longer run inside [`Engine::handle_packet`] (before the
+    /// packet that found one due), only from [`Engine::run_due_rounds`] and [`Engine::on_tick`].
+    /// A shell that handles packets in batches calls `run_due_rounds` after each batch's
+    /// verdicts: no packet's verdict then waits for a round, and a round starts at most one
+    /// batch late (a round lasts about one RTT). Default `false`: rounds run where they fall
+    /// due, which is what a caller that never calls `run_due_rounds` needs.
+    pub fn defer_rounds(&mut self, defer: bool) {
+        self.rounds_deferred = defer;
     }
 
     /// Runs the household rounds that are due (see `household`).

@@ -6,16 +6,18 @@
 //! whose ACKs then carry their allocation (`HouseholdShare`). A held flow whose turn comes while
 //! its receiver has nothing to acknowledge gets a window update the daemon sends.
 
+use std::net::{IpAddr, SocketAddr};
+
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::{Slowdown, SlowdownRound};
 use slipstream_household::{
-    allocate, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase, FlowDemand, HouseholdConfig,
-    LinkDelay, LinkRound, ShareSpec,
+    allocate_with, AllocScratch, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase,
+    FlowDemand, HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
 };
 
 use crate::api::WindowUpdate;
 use crate::flow::Flow;
-use crate::flow_key::FlowKey;
+use crate::flow_key::{FlowKey, Side};
 use crate::stats::{LinkDirection, LinkSnapshot};
 
 /// A link's budget starts at ten segments (like an initial window) and stays within these bounds.
@@ -102,6 +104,14 @@ pub(crate) struct Household {
     demands: Vec<FlowDemand>,
     held_before: Vec<bool>,
     allocations: Vec<Allocation>,
+    scratch: AllocScratch,
+    rtts: Vec<Duration>,
+    /// A round's flows as the table walk finds them, and their keys to sort them by.
+    found_demands: Vec<FlowDemand>,
+    found_held: Vec<bool>,
+    by_key: Vec<(u128, u32)>,
+    /// Flows that are not IPv4 (see `sort_key`).
+    other_keys: Vec<(FlowKey, u32)>,
 }
 
 impl Household {
@@ -115,6 +125,12 @@ impl Household {
             demands: Vec::new(),
             held_before: Vec::new(),
             allocations: Vec::new(),
+            scratch: AllocScratch::default(),
+            rtts: Vec::new(),
+            found_demands: Vec::new(),
+            found_held: Vec::new(),
+            by_key: Vec::new(),
+            other_keys: Vec::new(),
         }
     }
 
@@ -193,23 +209,30 @@ pub(crate) fn run_round<'f>(
         demands,
         held_before,
         allocations,
+        scratch,
+        rtts,
+        found_demands,
+        found_held,
+        by_key,
+        other_keys,
     } = hh;
     let link = &mut links[which];
-    demands.clear();
-    held_before.clear();
-    // The link's flows in key order: the allocator breaks ties by position, and the flow table's
-    // hash order differs from run to run (with it, turns and rounding went to other flows each run).
-    let mut flows: Vec<(&'f FlowKey, &'f mut Flow)> = flows
-        .filter(|(_, flow)| flow.link() == Some(link.direction))
-        .collect();
-    flows.sort_unstable_by_key(|(key, _)| **key);
-    let mut members: Vec<&'f mut Flow> = Vec::with_capacity(flows.len());
-    let mut rtts: Vec<Duration> = Vec::new();
+    // The link's flows in the table's order (memory order: at 10,000 flows the walk over them is
+    // most of a round), then in key order below.
+    found_demands.clear();
+    found_held.clear();
+    by_key.clear();
+    other_keys.clear();
+    let mut found: Vec<Option<&'f mut Flow>> = Vec::new();
+    rtts.clear();
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
     let interval = now.saturating_since(link.round_start);
     for (key, flow) in flows {
+        if flow.link() != Some(link.direction) {
+            continue;
+        }
         let floor = flow.floor();
         let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
@@ -231,8 +254,12 @@ pub(crate) fn run_round<'f>(
             Some(w) if !share.is_held() && in_flight * 2 < u64::from(w) => 2 * in_flight + u64::from(floor),
             _ => u64::MAX,
         };
-        held_before.push(share.is_held());
-        demands.push(FlowDemand {
+        match sort_key(key) {
+            Some(k) => by_key.push((k, found.len() as u32)),
+            None => other_keys.push((*key, found.len() as u32)),
+        }
+        found_held.push(share.is_held());
+        found_demands.push(FlowDemand {
             host,
             rule,
             share: shares(rule),
@@ -250,8 +277,28 @@ pub(crate) fn run_round<'f>(
         in_flight_total += in_flight;
         floors += u64::from(floor);
         mss = mss.max(floor / 2);
-        members.push(flow);
+        found.push(Some(flow));
     }
+    // Key order: the allocator breaks ties by position, and the flow table's hash order differs
+    // from run to run (with it, turns and rounding went to other flows each run). Keys are
+    // sorted as values, not through the table (a cache miss per comparison), and IPv4 keys as
+    // 96-bit numbers (at 10,000 flows 0.6 ms where comparing socket addresses took 1.5).
+    other_keys.sort_unstable();
+    by_key.extend(
+        other_keys
+            .iter()
+            .enumerate()
+            .map(|(rank, &(_, j))| (1 << 127 | rank as u128, j)),
+    );
+    by_key.sort_unstable();
+    demands.clear();
+    demands.extend(by_key.iter().map(|&(_, j)| found_demands[j as usize]));
+    held_before.clear();
+    held_before.extend(by_key.iter().map(|&(_, j)| found_held[j as usize]));
+    let members: Vec<&'f mut Flow> = by_key
+        .iter()
+        .filter_map(|&(_, j)| found[j as usize].take())
+        .collect();
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
     let background = std::mem::take(&mut link.background);
@@ -333,7 +380,7 @@ pub(crate) fn run_round<'f>(
             demand.demand = u64::MAX;
         }
     }
-    allocate(budget, demands, now, config.turn, allocations);
+    allocate_with(scratch, budget, demands, now, config.turn, allocations);
     let mut held = 0;
     for (i, flow) in members.into_iter().enumerate() {
         let allocation = allocations[i];
@@ -394,10 +441,67 @@ fn best_effort(
     })
 }
 
-/// The LAN host's key: a hash of its address (flows of one host share the host's part).
+/// A number that sorts as `key` among IPv4 flows, below every other flow's: the two endpoints
+/// packed (address, port, address, port; `FlowKey` compares them in that order). `None` for
+/// IPv6, which sort after (a connection's two ends are of one family).
+fn sort_key(key: &FlowKey) -> Option<u128> {
+    match (key.endpoint(Side::Low), key.endpoint(Side::High)) {
+        (SocketAddr::V4(low), SocketAddr::V4(high)) => Some(
+            u128::from(low.ip().to_bits()) << 80
+                | u128::from(low.port()) << 64
+                | u128::from(high.ip().to_bits()) << 16
+                | u128::from(high.port()),
+        ),
+        _ => None,
+    }
+}
+
+/// The LAN host's key (flows of one host share the host's part; only equality matters): an
+/// IPv4 address itself, a hash of an IPv6 address with the top bit set.
 fn host_key(key: &FlowKey, flow: &Flow) -> u64 {
     use std::hash::{Hash, Hasher};
-    let mut h = std::collections::hash_map::DefaultHasher::new();
-    key.endpoint(flow.lan_side()).ip().hash(&mut h);
-    h.finish()
+    match key.endpoint(flow.lan_side()).ip() {
+        IpAddr::V4(ip) => u64::from(ip.to_bits()),
+        ip => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            ip.hash(&mut h);
+            h.finish() | 1 << 63
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_keys_order_flows_as_their_keys() {
+        let addrs = [
+            "10.0.0.2",
+            "10.0.0.10",
+            "192.0.2.1",
+            "192.0.2.200",
+            "::1",
+            "2001:db8::1",
+        ];
+        let mut keys = Vec::new();
+        for a in addrs {
+            for b in addrs {
+                if a.contains(':') != b.contains(':') {
+                    continue; // a connection's ends are of one family
+                }
+                for (pa, pb) in [(443, 40000), (40000, 443), (6881, 6881), (1, 65535)] {
+                    keys.push(FlowKey::from_packet(a.parse().unwrap(), pa, b.parse().unwrap(), pb).0);
+                }
+            }
+        }
+        keys.sort_unstable();
+        keys.dedup();
+        let mut packed: Vec<(u128, FlowKey)> = keys
+            .iter()
+            .map(|k| (sort_key(k).unwrap_or(u128::MAX), *k))
+            .collect();
+        packed.sort_unstable();
+        assert_eq!(packed.iter().map(|p| p.1).collect::<Vec<_>>(), keys);
+    }
 }

@@ -20,6 +20,9 @@
 //!    closes as their data is acknowledged. Over time every flow gets its share (deficit round
 //!    robin, Shreedhar & Varghese 1996).
 
+use std::cmp::Reverse;
+use std::collections::HashMap;
+
 use slipstream_control::{Duration, Instant};
 
 use crate::share::ShareSpec;
@@ -63,9 +66,53 @@ pub struct FlowDemand {
 /// Credit is bounded so a flow that waited long does not then hold the link for long.
 const CREDIT_ROUNDS: i64 = 16;
 
+/// The allocator's scratch space, kept between rounds: once its vectors have grown to the link's
+/// flow count, a round allocates nothing.
+#[derive(Clone, Debug, Default)]
+pub struct AllocScratch {
+    /// Flows with a minimum rate, per rule.
+    min_rate_flows: HashMap<u16, usize>,
+    reserve: Vec<u64>,
+    fair: Vec<u64>,
+    /// (priority, host, rule, index) of every flow packed into one number (see `group_key`),
+    /// sorted: a priority's flows, then each (host, rule) group's flows, are runs of it.
+    keys: Vec<u128>,
+    /// The flow indices of `keys`, in its order.
+    order: Vec<usize>,
+    /// One priority's groups: (start, end) in `order`, ordered by their first flow.
+    groups: Vec<(usize, usize)>,
+    group_demand: Vec<u64>,
+    group_weight: Vec<f64>,
+    group_share: Vec<u64>,
+    member_demand: Vec<u64>,
+    member_share: Vec<u64>,
+    fill: FillScratch,
+    target: Vec<u64>,
+    /// The flows that take turns, with their place in the queue for turns (see below).
+    turn_keys: Vec<(bool, Reverse<i64>, Option<Instant>, u32)>,
+    sharing: Vec<usize>,
+    granted: Vec<bool>,
+}
+
 /// Splits `budget` over `flows`; `out[i]` is `flows[i]`'s allocation. `turn` is the shortest
 /// turn. Returns the bytes reserved for minimum rates (part of what was handed out).
+///
+/// [`allocate_with`] with scratch space of its own (allocates each call).
 pub fn allocate(
+    budget: u64,
+    flows: &mut [FlowDemand],
+    now: Instant,
+    turn: Duration,
+    out: &mut Vec<Allocation>,
+) -> u64 {
+    allocate_with(&mut AllocScratch::default(), budget, flows, now, turn, out)
+}
+
+/// [`allocate`] with the caller's scratch space. O(n log n) in the number of flows: one sort into
+/// (priority, host, rule) runs, water-filling by sorted demands, and one sort of the flows that
+/// take turns.
+pub fn allocate_with(
+    scratch: &mut AllocScratch,
     budget: u64,
     flows: &mut [FlowDemand],
     now: Instant,
@@ -77,67 +124,97 @@ pub fn allocate(
     if n == 0 {
         return 0;
     }
+    let AllocScratch {
+        min_rate_flows,
+        reserve,
+        fair,
+        keys,
+        order,
+        groups,
+        group_demand,
+        group_weight,
+        group_share,
+        member_demand,
+        member_share,
+        fill,
+        target,
+        turn_keys,
+        sharing,
+        granted,
+    } = scratch;
     // 1. Minimum rates.
-    let mut per_rule: Vec<(u16, usize)> = Vec::new();
+    min_rate_flows.clear();
     for f in flows.iter() {
         if f.share.min_rate > 0 {
-            match per_rule.iter_mut().find(|(r, _)| *r == f.rule) {
-                Some((_, c)) => *c += 1,
-                None => per_rule.push((f.rule, 1)),
-            }
+            *min_rate_flows.entry(f.rule).or_insert(0) += 1;
         }
     }
-    let reserve: Vec<u64> = flows
-        .iter()
-        .map(|f| {
-            if f.share.min_rate == 0 {
-                return 0;
-            }
-            let count = per_rule.iter().find(|(r, _)| *r == f.rule).map_or(1, |(_, c)| *c) as f64;
-            let window = f.share.min_rate as f64 / count * f.rtt.as_secs_f64();
-            (window.ceil() as u64).max(u64::from(f.floor))
-        })
-        .collect();
+    reserve.clear();
+    reserve.extend(flows.iter().map(|f| {
+        if f.share.min_rate == 0 {
+            return 0;
+        }
+        let count = min_rate_flows.get(&f.rule).copied().unwrap_or(1) as f64;
+        let window = f.share.min_rate as f64 / count * f.rtt.as_secs_f64();
+        (window.ceil() as u64).max(u64::from(f.floor))
+    }));
     let reserved: u64 = reserve.iter().sum();
     let mut rest = budget.saturating_sub(reserved);
 
     // 2-3. Priorities, then water-filling over (host, rule) groups and within each group.
-    let mut fair = vec![0u64; n];
-    let mut priorities: Vec<u8> = flows.iter().map(|f| f.share.priority).collect();
-    priorities.sort_unstable();
-    priorities.dedup();
-    for priority in priorities {
-        let members: Vec<usize> = (0..n).filter(|&i| flows[i].share.priority == priority).collect();
-        let mut groups: Vec<(u64, u16, Vec<usize>)> = Vec::new();
-        for &i in &members {
-            let (host, rule) = (flows[i].host, flows[i].rule);
-            match groups.iter_mut().find(|g| g.0 == host && g.1 == rule) {
-                Some(g) => g.2.push(i),
-                None => groups.push((host, rule, vec![i])),
-            }
+    fair.clear();
+    fair.resize(n, 0);
+    // Sorted as numbers, not as indices compared through `flows` (a cache miss per comparison).
+    keys.clear();
+    keys.extend(flows.iter().enumerate().map(|(i, f)| group_key(f, i)));
+    keys.sort_unstable();
+    order.clear();
+    order.extend(keys.iter().map(|&k| k as u32 as usize));
+    let demand = |i: usize| flows[i].demand.saturating_sub(reserve[i]);
+    let mut start = 0;
+    while start < n {
+        let priority = keys[start] >> PRIORITY_SHIFT;
+        let end = start + keys[start..].partition_point(|&k| k >> PRIORITY_SHIFT == priority);
+        // The priority's groups, in the order of their first flow (water-filling hands rounding
+        // leftovers to the first claimants).
+        groups.clear();
+        let mut g = start;
+        while g < end {
+            let group = keys[g] >> GROUP_SHIFT;
+            let g_end = g + keys[g..end].partition_point(|&k| k >> GROUP_SHIFT == group);
+            groups.push((g, g_end));
+            g = g_end;
         }
-        let demand = |i: usize| flows[i].demand.saturating_sub(reserve[i]);
-        let group_demand: Vec<u64> = groups
-            .iter()
-            .map(|g| g.2.iter().map(|&i| demand(i)).fold(0u64, u64::saturating_add))
-            .collect();
-        let weights: Vec<f64> = groups
-            .iter()
-            .map(|g| f64::from(flows[g.2[0]].share.weight))
-            .collect();
-        let group_share = water_fill(rest, &group_demand, &weights);
-        for (g, share) in groups.iter().zip(&group_share) {
-            let demands: Vec<u64> = g.2.iter().map(|&i| demand(i)).collect();
-            let ones = vec![1.0; demands.len()];
-            for (&i, s) in g.2.iter().zip(water_fill(*share, &demands, &ones)) {
+        groups.sort_unstable_by_key(|&(g, _)| order[g]);
+        group_demand.clear();
+        group_demand.extend(groups.iter().map(|&(a, b)| {
+            order[a..b]
+                .iter()
+                .map(|&i| demand(i))
+                .fold(0u64, u64::saturating_add)
+        }));
+        group_weight.clear();
+        group_weight.extend(
+            groups
+                .iter()
+                .map(|&(a, _)| f64::from(flows[order[a]].share.weight)),
+        );
+        water_fill(rest, group_demand, |k| group_weight[k], group_share, fill);
+        for (&(a, b), &share) in groups.iter().zip(group_share.iter()) {
+            member_demand.clear();
+            member_demand.extend(order[a..b].iter().map(|&i| demand(i)));
+            water_fill(share, member_demand, |_| 1.0, member_share, fill);
+            for (&i, &s) in order[a..b].iter().zip(member_share.iter()) {
                 fair[i] = s;
             }
         }
         rest = rest.saturating_sub(group_share.iter().sum());
+        start = end;
     }
 
     // 4. Floors and time-sharing.
-    let target: Vec<u64> = (0..n).map(|i| reserve[i] + fair[i]).collect();
+    target.clear();
+    target.extend((0..n).map(|i| reserve[i] + fair[i]));
     let floors: u64 = flows.iter().map(|f| u64::from(f.floor)).sum();
     let total = budget.max(reserved);
     out.resize(n, Allocation::Hold);
@@ -151,7 +228,7 @@ pub fn allocate(
         return reserved;
     }
     let mut left = total;
-    let mut sharing: Vec<usize> = Vec::new();
+    turn_keys.clear();
     for i in 0..n {
         if target[i] >= u64::from(flows[i].floor) {
             out[i] = Allocation::Window(clamp_u32(target[i]));
@@ -161,18 +238,19 @@ pub fn allocate(
             let f = &mut flows[i];
             let cap = i64::from(f.floor) * CREDIT_ROUNDS;
             f.credit = (f.credit + target[i] as i64).min(cap);
-            sharing.push(i);
+            // Flows within their shortest turn keep it; then the most credit first, then the
+            // longest held, then the first (the index makes the sort stable).
+            let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
+            turn_keys.push((!keeps, Reverse(f.credit), f.held_since, i as u32));
         }
     }
-    // Flows within their shortest turn keep it; then the most credit first.
-    sharing.sort_by_key(|&i| {
-        let f = &flows[i];
-        let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
-        (!keeps, std::cmp::Reverse(f.credit), f.held_since)
-    });
+    turn_keys.sort_unstable();
+    sharing.clear();
+    sharing.extend(turn_keys.iter().map(|k| k.3 as usize));
     // Turns go in that order while floors fit (one flow always has a turn, so the link is never
     // idle for want of one).
-    let mut granted: Vec<bool> = vec![false; sharing.len()];
+    granted.clear();
+    granted.resize(sharing.len(), false);
     let mut used = 0u64;
     for (k, &i) in sharing.iter().enumerate() {
         let floor = u64::from(flows[i].floor);
@@ -186,7 +264,7 @@ pub fn allocate(
     // budget (the host with more flows would get more).
     let closing: u64 = sharing
         .iter()
-        .zip(&granted)
+        .zip(granted.iter())
         .filter(|(&i, &g)| !g && flows[i].turn_since.is_some())
         .map(|(&i, _)| flows[i].outstanding)
         .sum();
@@ -218,33 +296,93 @@ pub fn allocate(
     reserved
 }
 
+/// Where `group_key` puts the rule and the priority.
+const GROUP_SHIFT: u32 = 32;
+const PRIORITY_SHIFT: u32 = 112;
+
+/// Flow `i`'s (priority, host, rule, index) as one number that sorts as the tuple does: priority
+/// in bits 112-119, host 48-111, rule 32-47, index 0-31. Flows of one (priority, host, rule)
+/// share `key >> GROUP_SHIFT`.
+fn group_key(f: &FlowDemand, i: usize) -> u128 {
+    u128::from(f.share.priority) << PRIORITY_SHIFT
+        | u128::from(f.host) << 48
+        | u128::from(f.rule) << GROUP_SHIFT
+        | u128::from(i as u32)
+}
+
 fn clamp_u32(v: u64) -> u32 {
     v.min(u64::from(u32::MAX)) as u32
 }
 
-/// Weighted max-min split of `amount` over claimants with `demands` and `weights`.
-fn water_fill(amount: u64, demands: &[u64], weights: &[f64]) -> Vec<u64> {
+/// Water-filling's scratch space.
+#[derive(Clone, Debug, Default)]
+struct FillScratch {
+    /// (level, claimant), by level.
+    by_level: Vec<(f64, usize)>,
+    open: Vec<bool>,
+}
+
+/// Weighted max-min split of `amount` over claimants with `demands` and weights `weight(i)`
+/// (whole numbers, so their sums are exact), into `share`.
+///
+/// In steps: with `per_weight` the amount left over the open claimants' weight, every claimant
+/// whose demand is at most `per_weight * weight` (as f64 arithmetic evaluates it) is satisfied,
+/// and the step repeats with what is left; when no claimant is satisfied, each open one gets
+/// `per_weight * weight` (floored) and the rounding leftovers go to the first open claimants, a
+/// byte each. The claimants satisfied at a given `per_weight` are those whose level (the
+/// smallest `per_weight` that satisfies them) is at most it, so one sort by level finds each
+/// step's claimants at the front of the open ones: O(n log n) in all, where testing every open
+/// claimant at every step was O(n^2).
+fn water_fill(
+    amount: u64,
+    demands: &[u64],
+    weight: impl Fn(usize) -> f64,
+    share: &mut Vec<u64>,
+    scratch: &mut FillScratch,
+) {
     let n = demands.len();
-    let mut share = vec![0u64; n];
-    let mut open: Vec<usize> = (0..n).collect();
+    share.clear();
+    share.resize(n, 0);
+    if n == 0 || amount == 0 {
+        return;
+    }
+    let by_level = &mut scratch.by_level;
+    by_level.clear();
+    by_level.extend((0..n).map(|i| (level(demands[i] as f64, weight(i)), i)));
+    by_level.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+    let mut open_weight: f64 = (0..n).map(&weight).sum();
     let mut left = amount;
-    while !open.is_empty() && left > 0 {
-        let weight: f64 = open.iter().map(|&i| weights[i]).sum();
-        let per_weight = left as f64 / weight;
-        // Claimants whose remaining demand is below their fair part are satisfied first.
-        let (done, rest): (Vec<usize>, Vec<usize>) = open
-            .iter()
-            .partition(|&&i| ((demands[i] - share[i]) as f64) <= per_weight * weights[i]);
-        if done.is_empty() {
+    let mut next = 0;
+    while next < n && left > 0 {
+        let per_weight = left as f64 / open_weight;
+        let step = next;
+        // With no open weight `per_weight` is infinite and `per_weight * 0` NaN: nobody is
+        // satisfied.
+        if open_weight > 0.0 {
+            while next < n && by_level[next].0 <= per_weight {
+                let i = by_level[next].1;
+                share[i] = demands[i];
+                left -= demands[i].min(left);
+                open_weight -= weight(i);
+                next += 1;
+            }
+        }
+        if next == step {
+            let open = &mut scratch.open;
+            open.clear();
+            open.resize(n, false);
+            for &(_, i) in &by_level[next..] {
+                open[i] = true;
+            }
             let mut handed = 0u64;
-            for &i in &rest {
-                let s = (per_weight * weights[i]).floor() as u64;
+            for i in (0..n).filter(|&i| open[i]) {
+                let s = (per_weight * weight(i)).floor() as u64;
                 share[i] += s;
                 handed += s;
             }
             // Rounding leftovers go to the first claimants, a byte each.
             let mut extra = left - handed.min(left);
-            for &i in &rest {
+            for i in (0..n).filter(|&i| open[i]) {
                 if extra == 0 {
                     break;
                 }
@@ -253,14 +391,26 @@ fn water_fill(amount: u64, demands: &[u64], weights: &[f64]) -> Vec<u64> {
             }
             break;
         }
-        for &i in &done {
-            let give = demands[i] - share[i];
-            share[i] += give;
-            left -= give.min(left);
-        }
-        open = rest;
     }
-    share
+}
+
+/// The smallest `p` with `demand <= p * weight` in f64 arithmetic (`p * weight` rounded grows
+/// with `p`, so every `p` from this one up satisfies it and none below does).
+fn level(demand: f64, weight: f64) -> f64 {
+    if weight <= 0.0 {
+        return if demand <= 0.0 { 0.0 } else { f64::INFINITY };
+    }
+    let mut p = demand / weight;
+    if p * weight >= demand {
+        while p.next_down() * weight >= demand {
+            p = p.next_down();
+        }
+    } else {
+        while p * weight < demand {
+            p = p.next_up();
+        }
+    }
+    p
 }
 
 #[cfg(test)]
@@ -388,6 +538,342 @@ mod tests {
         let mut flows = vec![flow(1, 1), flow(2, 1)];
         let out = run(100, &mut flows);
         assert_eq!(out.iter().filter(|a| **a != Allocation::Hold).count(), 1);
+    }
+
+    /// The allocator as it was before it was made O(n log n) (linear group lookups, a water-fill
+    /// that tests every open claimant at every step): the reference the fast one must match,
+    /// byte for byte.
+    mod reference {
+        use super::super::{clamp_u32, Allocation, FlowDemand, CREDIT_ROUNDS};
+        use slipstream_control::{Duration, Instant};
+
+        pub(super) fn allocate(
+            budget: u64,
+            flows: &mut [FlowDemand],
+            now: Instant,
+            turn: Duration,
+            out: &mut Vec<Allocation>,
+        ) -> u64 {
+            out.clear();
+            let n = flows.len();
+            if n == 0 {
+                return 0;
+            }
+            // 1. Minimum rates.
+            let mut per_rule: Vec<(u16, usize)> = Vec::new();
+            for f in flows.iter() {
+                if f.share.min_rate > 0 {
+                    match per_rule.iter_mut().find(|(r, _)| *r == f.rule) {
+                        Some((_, c)) => *c += 1,
+                        None => per_rule.push((f.rule, 1)),
+                    }
+                }
+            }
+            let reserve: Vec<u64> = flows
+                .iter()
+                .map(|f| {
+                    if f.share.min_rate == 0 {
+                        return 0;
+                    }
+                    let count = per_rule.iter().find(|(r, _)| *r == f.rule).map_or(1, |(_, c)| *c) as f64;
+                    let window = f.share.min_rate as f64 / count * f.rtt.as_secs_f64();
+                    (window.ceil() as u64).max(u64::from(f.floor))
+                })
+                .collect();
+            let reserved: u64 = reserve.iter().sum();
+            let mut rest = budget.saturating_sub(reserved);
+
+            // 2-3. Priorities, then water-filling over (host, rule) groups and within each group.
+            let mut fair = vec![0u64; n];
+            let mut priorities: Vec<u8> = flows.iter().map(|f| f.share.priority).collect();
+            priorities.sort_unstable();
+            priorities.dedup();
+            for priority in priorities {
+                let members: Vec<usize> = (0..n).filter(|&i| flows[i].share.priority == priority).collect();
+                let mut groups: Vec<(u64, u16, Vec<usize>)> = Vec::new();
+                for &i in &members {
+                    let (host, rule) = (flows[i].host, flows[i].rule);
+                    match groups.iter_mut().find(|g| g.0 == host && g.1 == rule) {
+                        Some(g) => g.2.push(i),
+                        None => groups.push((host, rule, vec![i])),
+                    }
+                }
+                let demand = |i: usize| flows[i].demand.saturating_sub(reserve[i]);
+                let group_demand: Vec<u64> = groups
+                    .iter()
+                    .map(|g| g.2.iter().map(|&i| demand(i)).fold(0u64, u64::saturating_add))
+                    .collect();
+                let weights: Vec<f64> = groups
+                    .iter()
+                    .map(|g| f64::from(flows[g.2[0]].share.weight))
+                    .collect();
+                let group_share = water_fill(rest, &group_demand, &weights);
+                for (g, share) in groups.iter().zip(&group_share) {
+                    let demands: Vec<u64> = g.2.iter().map(|&i| demand(i)).collect();
+                    let ones = vec![1.0; demands.len()];
+                    for (&i, s) in g.2.iter().zip(water_fill(*share, &demands, &ones)) {
+                        fair[i] = s;
+                    }
+                }
+                rest = rest.saturating_sub(group_share.iter().sum());
+            }
+
+            // 4. Floors and time-sharing.
+            let target: Vec<u64> = (0..n).map(|i| reserve[i] + fair[i]).collect();
+            let floors: u64 = flows.iter().map(|f| u64::from(f.floor)).sum();
+            let total = budget.max(reserved);
+            out.resize(n, Allocation::Hold);
+            if floors <= total {
+                // Every flow has a window: credits stay as they are, so turns stay fair across rounds
+                // that do and do not time-share.
+                for i in 0..n {
+                    flows[i].turn_since.get_or_insert(now);
+                    out[i] = Allocation::Window(clamp_u32(target[i].max(u64::from(flows[i].floor))));
+                }
+                return reserved;
+            }
+            let mut left = total;
+            let mut sharing: Vec<usize> = Vec::new();
+            for i in 0..n {
+                if target[i] >= u64::from(flows[i].floor) {
+                    out[i] = Allocation::Window(clamp_u32(target[i]));
+                    flows[i].turn_since.get_or_insert(now);
+                    left = left.saturating_sub(target[i]);
+                } else {
+                    let f = &mut flows[i];
+                    let cap = i64::from(f.floor) * CREDIT_ROUNDS;
+                    f.credit = (f.credit + target[i] as i64).min(cap);
+                    sharing.push(i);
+                }
+            }
+            // Flows within their shortest turn keep it; then the most credit first.
+            sharing.sort_by_key(|&i| {
+                let f = &flows[i];
+                let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
+                (!keeps, std::cmp::Reverse(f.credit), f.held_since)
+            });
+            // Turns go in that order while floors fit (one flow always has a turn, so the link is never
+            // idle for want of one).
+            let mut granted: Vec<bool> = vec![false; sharing.len()];
+            let mut used = 0u64;
+            for (k, &i) in sharing.iter().enumerate() {
+                let floor = u64::from(flows[i].floor);
+                if used + floor <= left || k == 0 {
+                    used += floor;
+                    granted[k] = true;
+                }
+            }
+            // A flow whose turn ends keeps its window open until its data is acknowledged: new turns
+            // start only as those windows close, or turns would overlap and hand out more than the
+            // budget (the host with more flows would get more).
+            let closing: u64 = sharing
+                .iter()
+                .zip(&granted)
+                .filter(|(&i, &g)| !g && flows[i].turn_since.is_some())
+                .map(|(&i, _)| flows[i].outstanding)
+                .sum();
+            let mut over = (used + closing).saturating_sub(left);
+            for k in (1..sharing.len()).rev() {
+                if over == 0 {
+                    break;
+                }
+                let i = sharing[k];
+                if granted[k] && flows[i].turn_since.is_none() {
+                    granted[k] = false;
+                    over = over.saturating_sub(u64::from(flows[i].floor));
+                }
+            }
+            for (k, &i) in sharing.iter().enumerate() {
+                let f = &mut flows[i];
+                if granted[k] {
+                    out[i] = Allocation::Window(f.floor);
+                    f.credit -= i64::from(f.floor);
+                    f.credit = f.credit.max(-i64::from(f.floor) * CREDIT_ROUNDS);
+                    f.turn_since.get_or_insert(now);
+                } else {
+                    out[i] = Allocation::Hold;
+                    if f.turn_since.take().is_some() || f.held_since.is_none() {
+                        f.held_since = Some(now);
+                    }
+                }
+            }
+            reserved
+        }
+
+        pub(super) fn water_fill(amount: u64, demands: &[u64], weights: &[f64]) -> Vec<u64> {
+            let n = demands.len();
+            let mut share = vec![0u64; n];
+            let mut open: Vec<usize> = (0..n).collect();
+            let mut left = amount;
+            while !open.is_empty() && left > 0 {
+                let weight: f64 = open.iter().map(|&i| weights[i]).sum();
+                let per_weight = left as f64 / weight;
+                // Claimants whose remaining demand is below their fair part are satisfied first.
+                let (done, rest): (Vec<usize>, Vec<usize>) = open
+                    .iter()
+                    .partition(|&&i| ((demands[i] - share[i]) as f64) <= per_weight * weights[i]);
+                if done.is_empty() {
+                    let mut handed = 0u64;
+                    for &i in &rest {
+                        let s = (per_weight * weights[i]).floor() as u64;
+                        share[i] += s;
+                        handed += s;
+                    }
+                    // Rounding leftovers go to the first claimants, a byte each.
+                    let mut extra = left - handed.min(left);
+                    for &i in &rest {
+                        if extra == 0 {
+                            break;
+                        }
+                        share[i] += 1;
+                        extra -= 1;
+                    }
+                    break;
+                }
+                for &i in &done {
+                    let give = demands[i] - share[i];
+                    share[i] += give;
+                    left -= give.min(left);
+                }
+                open = rest;
+            }
+            share
+        }
+    }
+
+    /// A small deterministic generator (SplitMix64), so the comparisons below are the same every run.
+    struct Rng(u64);
+
+    impl Rng {
+        fn next(&mut self) -> u64 {
+            self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.0;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        }
+
+        fn below(&mut self, n: u64) -> u64 {
+            self.next() % n
+        }
+
+        /// A demand: often one of few values (ties), sometimes none, huge or unlimited.
+        fn demand(&mut self) -> u64 {
+            match self.below(8) {
+                0 => 0,
+                1 => u64::MAX,
+                2 => 1 << (40 + self.below(23)),
+                3 | 4 => 1000 * (1 + self.below(4)),
+                _ => self.below(200_000),
+            }
+        }
+    }
+
+    #[test]
+    fn water_fill_matches_the_reference() {
+        let mut rng = Rng(0x5eed_0001);
+        let mut share = Vec::new();
+        let mut scratch = FillScratch::default();
+        for case in 0..20_000 {
+            let n = 1 + rng.below(if case % 10 == 0 { 300 } else { 24 }) as usize;
+            let demands: Vec<u64> = (0..n).map(|_| rng.demand()).collect();
+            let weights: Vec<f64> = match rng.below(4) {
+                0 => vec![1.0; n],
+                // A zero weight cannot be configured, but the arithmetic must still agree.
+                1 => (0..n).map(|_| rng.below(3) as f64).collect(),
+                _ => (0..n).map(|_| (1 + rng.below(1000)) as f64).collect(),
+            };
+            let finite: u64 = demands.iter().filter(|&&d| d < 1 << 40).sum();
+            let amount = match rng.below(4) {
+                0 => rng.below(1000),
+                1 => finite / (1 + rng.below(4)),
+                2 => finite + rng.below(1 << 20),
+                _ => rng.below(1 << 40),
+            };
+            water_fill(amount, &demands, |i| weights[i], &mut share, &mut scratch);
+            let expected = reference::water_fill(amount, &demands, &weights);
+            assert_eq!(
+                share, expected,
+                "case {case}: amount {amount} demands {demands:?} weights {weights:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn level_is_the_first_amount_per_weight_that_satisfies() {
+        let mut rng = Rng(0x5eed_0003);
+        let mut quotient_off = 0;
+        for _ in 0..100_000 {
+            let demand = rng.demand() as f64;
+            let weight = (1 + rng.below(1000)) as f64;
+            let p = level(demand, weight);
+            assert!(p * weight >= demand, "{demand} / {weight}: {p}");
+            assert!(p.next_down() * weight < demand, "{demand} / {weight}: {p}");
+            quotient_off += usize::from(p != demand / weight);
+        }
+        // The plain quotient is not always it (so sorting by it could misplace a claimant).
+        assert!(quotient_off > 0);
+    }
+
+    #[test]
+    fn allocate_matches_the_reference() {
+        let mut rng = Rng(0x5eed_0002);
+        let mut scratch = AllocScratch::default();
+        let (mut out, mut expected_out) = (Vec::new(), Vec::new());
+        for case in 0..2_000 {
+            let n = 1 + rng.below(if case % 10 == 0 { 400 } else { 40 }) as usize;
+            let hosts = 1 + rng.below(12);
+            let rules: Vec<ShareSpec> = (0..4)
+                .map(|_| ShareSpec {
+                    weight: 1 + rng.below(5) as u32,
+                    min_rate: if rng.below(4) == 0 { rng.below(400_000) } else { 0 },
+                    priority: rng.below(3) as u8,
+                })
+                .collect();
+            let mut flows: Vec<FlowDemand> = (0..n)
+                .map(|_| {
+                    let rule = 1 + rng.below(4) as u16;
+                    FlowDemand {
+                        host: rng.below(hosts).wrapping_mul(0x9e37_79b9_7f4a_7c15),
+                        rule,
+                        share: rules[usize::from(rule) - 1],
+                        rtt: Duration::from_millis(5 + rng.below(200)),
+                        floor: 2 * (536 + rng.below(1000) as u32),
+                        demand: rng.demand(),
+                        outstanding: rng.below(40_000),
+                        credit: 0,
+                        turn_since: None,
+                        held_since: None,
+                    }
+                })
+                .collect();
+            let floors: u64 = flows.iter().map(|f| u64::from(f.floor)).sum();
+            let budget = match rng.below(3) {
+                0 => rng.below(floors),
+                1 => floors + rng.below(4 * floors),
+                _ => rng.below(1 << 30),
+            };
+            let turn = Duration::from_millis(50 + rng.below(500));
+            let mut expected_flows = flows.clone();
+            for round in 0..1 + rng.below(6) {
+                let now = Instant::from_millis(round * (10 + rng.below(200)));
+                // Demands change between rounds, as flows speed up and slow down.
+                for (f, e) in flows.iter_mut().zip(&mut expected_flows) {
+                    if rng.below(3) == 0 {
+                        f.demand = rng.demand();
+                        e.demand = f.demand;
+                    }
+                }
+                let reserved = allocate_with(&mut scratch, budget, &mut flows, now, turn, &mut out);
+                let expected = reference::allocate(budget, &mut expected_flows, now, turn, &mut expected_out);
+                assert_eq!(reserved, expected, "case {case} round {round}: reserved");
+                assert_eq!(out, expected_out, "case {case} round {round}: {flows:?}");
+                assert_eq!(
+                    flows, expected_flows,
+                    "case {case} round {round}: time-sharing state"
+                );
+            }
+        }
     }
 
     proptest! {

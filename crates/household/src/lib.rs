@@ -28,7 +28,7 @@ pub mod share;
 #[cfg(test)]
 mod slowdown_tests;
 
-pub use allocator::{allocate, Allocation, FlowDemand};
+pub use allocator::{allocate, allocate_with, AllocScratch, Allocation, FlowDemand};
 pub use budget::{
     AnyBudget, BestEffort, BudgetConfig, BudgetController, BudgetPhase, BudgetStats, LinkRound,
 };
