@@ -239,6 +239,7 @@ impl BudgetConfig {
 
 /// Closed dispatch over the budget controllers (one per link, so size does not matter).
 #[derive(Clone, Debug)]
+#[allow(clippy::large_enum_variant)] // two per daemon: boxing would buy nothing
 pub enum AnyBudget {
     /// Keeps the shared queueing delay near a target (LEDBAT's rule per round).
     DelayTarget(crate::delay_target::DelayTarget),
