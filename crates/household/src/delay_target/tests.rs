@@ -438,21 +438,27 @@ fn the_ledbat_variant_keeps_its_one_target() {
     assert_eq!(c.on_round(&r), 100_724);
 }
 
-#[test]
-fn a_recovery_goes_no_further_than_the_links_rate_now() {
-    // The background held 137.5 kB on a 10 Mbit/s link (1.25 MB/s, 100 ms base).
-    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+/// Rounds of `c` 100 ms apart from 1.1 s on, with best effort counted (bytes, and a packet per
+/// 1500 of them): `(budget, queue ms, delivered, best effort's bytes) -> (next budget, phase)`.
+fn counted_rounds(c: &mut DelayTarget) -> impl FnMut(u64, u64, u64, u64) -> (u64, &'static str) + '_ {
     let mut t = 1_000;
-    let mut step = |budget: u64, queue: u64, delivered: u64, be: u64| {
+    move |budget, queue, delivered, be| {
         t += 100;
         let mut r = at(t, round(budget, Some(queue), delivered, budget));
         r.best_effort = Some(BestEffort {
             bytes: be,
-            packets: be / 1500,
+            packets: be / 1_500,
         });
         let next = c.on_round(&r);
         (next, c.stats().phase.as_str())
-    };
+    }
+}
+
+#[test]
+fn a_recovery_goes_no_further_than_the_links_rate_now() {
+    // The background held 137.5 kB on a 10 Mbit/s link (1.25 MB/s, 100 ms base).
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut step = counted_rounds(&mut c);
     assert_eq!(step(137_500, 10, 125_000, 0).1, "hold");
     // Best effort holds the link for a second; the ceiling is 85% of 137.5 kB (116875).
     let mut budget = 137_500;
@@ -474,17 +480,7 @@ fn a_recovery_goes_no_further_than_the_links_rate_now() {
 fn best_effort_counted_takes_what_it_needs_and_gives_it_back() {
     // The background alone at its operating point on 10 Mbit/s, 100 ms (137.5 kB, 10 ms queue).
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
-    let mut t = 1_000;
-    let mut step = |budget: u64, queue: u64, delivered: u64, be: u64| {
-        t += 100;
-        let mut r = at(t, round(budget, Some(queue), delivered, budget));
-        r.best_effort = Some(BestEffort {
-            bytes: be,
-            packets: be / 1_500,
-        });
-        let next = c.on_round(&r);
-        (next, c.stats().phase.as_str())
-    };
+    let mut step = counted_rounds(&mut c);
     assert_eq!(step(137_500, 10, 125_000, 0), (137_500, "hold"));
     // A download's slow start: 12.5 kB in a round (from nothing: it may double), then 25 and
     // 50 kB (doubling); its packets (80 a second and more) switch to the 3 ms interactive
