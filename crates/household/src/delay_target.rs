@@ -236,19 +236,6 @@ const BUSY_RATE_KNOWN: f64 = 0.9;
 /// the round before is often the trough of the background's own oscillation (many flows taking
 /// turns); 0.8, not 0.9: one round's delivery is that noisy.
 const OWN_QUEUE_SHARE: f64 = 0.8;
-/// Best effort below this share of the link's rate does not bound the budget (see
-/// [`DelayTarget::free_capacity`]): the background alone keeps the operating point the delay
-/// target finds, which with many flows taking turns exceeds the rate times the flows' RTT.
-const BEST_EFFORT_NEGLIGIBLE: f64 = 0.02;
-/// Best effort sending at least this many packets per second on the link is someone's call,
-/// game or download: every packet of theirs waits in the background's queue, so the interactive
-/// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
-/// every 100 ms (10 a second) does not count.
-const INTERACTIVE_PACKETS_PER_SECOND: f64 = 20.0;
-/// The interactive target stays this long after the last round with such traffic: a call's or
-/// a game's gaps (a muted microphone, a loading screen) do not let the queue back up at once.
-const INTERACTIVE_LINGER: Duration = Duration::from_secs(5);
-
 impl DelayTarget {
     /// A controller starting from `initial` bytes of budget.
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
@@ -317,72 +304,6 @@ impl DelayTarget {
                 grown.min((limit as f64).max(budget))
             }
             _ => grown,
-        }
-    }
-
-    /// The ceiling of a recovery, aged: no more than the operating point at the rate the link
-    /// carries now, `total rate * (base RTT + target)`, when the router counts best effort's
-    /// traffic. A ceiling kept from before the link's rate fell (DOCSIS at peak hours, LTE) would
-    /// send several BDPs into the queue at once.
-    fn aged_ceiling(&mut self, round: &LinkRound, target: Duration) -> u64 {
-        let rate = self.total_rate.estimate();
-        if let (Some(base), true) = (round.base_rtt, rate > 0.0) {
-            let operating_point = (rate * (base + target).as_secs_f64()) as u64;
-            if self.ceiling > 0 {
-                self.ceiling = self.ceiling.min(operating_point.max(2 * u64::from(round.mss)));
-            }
-        }
-        self.ceiling
-    }
-
-    /// The budget that fits in what best effort leaves free (proportional rule, when the router
-    /// counts best effort's traffic): `(total rate - best effort's next rate) * (base RTT +
-    /// target)`. Best effort's next rate is this round's times its growth from the round before,
-    /// at most doubling (a slow start doubles per RTT, RFC 5681 Sec. 3.1): a download's slow
-    /// start empties the background's part of the link a round ahead of filling it, a web page's
-    /// burst takes what it needs for its few rounds, and the budget is back the round after it
-    /// ends. A steady download that holds the link holds it: the background gets what is left.
-    fn free_capacity(&mut self, round: &LinkRound, target: Duration) -> Option<u64> {
-        let be = round.best_effort?;
-        let secs = round.interval.as_secs_f64();
-        if secs <= 0.0 {
-            return None;
-        }
-        let rate = be.bytes as f64 / secs;
-        let growth = match self.best_effort_rate.replace(rate) {
-            Some(before) if before > 0.0 => (rate / before).clamp(1.0, 2.0),
-            _ if rate > 0.0 => 2.0,
-            _ => 1.0,
-        };
-        let base = round.base_rtt?;
-        let total = self.total_rate.estimate();
-        if total <= 0.0 {
-            return None;
-        }
-        if rate * growth < BEST_EFFORT_NEGLIGIBLE * total {
-            // Pings, DNS, keep-alives: the background alone is the delay target's own business.
-            return None;
-        }
-        let free = (total - rate * growth).max(0.0);
-        Some(((free * (base + target).as_secs_f64()) as u64).max(2 * u64::from(round.mss)))
-    }
-
-    /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
-    /// sends packets steadily (proportional rule), else `target`.
-    fn target(&mut self, round: &LinkRound) -> Duration {
-        if self.config.variant != DelayTargetVariant::Proportional {
-            return self.config.target;
-        }
-        if let Some(be) = round.best_effort {
-            let secs = round.interval.as_secs_f64();
-            if secs > 0.0 && be.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND {
-                self.interactive_until = Some(round.now + INTERACTIVE_LINGER);
-            }
-        }
-        if self.interactive_until.is_some_and(|t| round.now < t) {
-            self.config.interactive_target
-        } else {
-            self.config.target
         }
     }
 
@@ -695,5 +616,6 @@ impl BudgetController for DelayTarget {
     }
 }
 
+mod counted;
 #[cfg(test)]
 mod tests;
