@@ -193,7 +193,7 @@ mod tests {
     use super::*;
 
     /// A round of 100 ms on a 1.25 MB/s link (10 Mbit/s), ending at `ms`.
-    fn round(ms: u64, in_force: u64, queue: bool, floors: u64, _: Option<u64>) -> EarlyRound {
+    fn round(ms: u64, in_force: u64, queue: bool, floors: u64) -> EarlyRound {
         EarlyRound {
             now: Instant::from_millis(ms),
             in_force,
@@ -206,20 +206,17 @@ mod tests {
     #[test]
     fn holds_at_the_floors_then_restores_without_a_queue_and_mutes_syns() {
         let mut e = EarlyYield::default();
-        assert_eq!(
-            e.on_round(round(0, 137_500, false, 2_896, None)),
-            EarlyStep::Inactive
-        );
+        assert_eq!(e.on_round(round(0, 137_500, false, 2_896)), EarlyStep::Inactive);
         e.on_competitor();
         // One flow: its floor (2896) is below an eighth of 137500 (17187).
         for i in 1..=HOLD_ROUNDS {
-            let step = e.on_round(round(100 * u64::from(i), 137_500, false, 2_896, None));
+            let step = e.on_round(round(100 * u64::from(i), 137_500, false, 2_896));
             assert_eq!(step, EarlyStep::Hold(2_896));
             assert!(e.holding());
         }
         // No queue: a short request, long gone. Back to 137500.
         assert_eq!(
-            e.on_round(round(1_100, 2_896, false, 2_896, None)),
+            e.on_round(round(1_100, 2_896, false, 2_896)),
             EarlyStep::Restore(137_500)
         );
         assert!(!e.holding());
@@ -228,7 +225,7 @@ mod tests {
         assert!(!e.muted(Instant::from_millis(5_100)));
         e.on_competitor();
         assert_eq!(
-            e.on_round(round(1_200, 137_500, false, 2_896, None)),
+            e.on_round(round(1_200, 137_500, false, 2_896)),
             EarlyStep::Inactive
         );
     }
@@ -242,7 +239,7 @@ mod tests {
             let mut last = EarlyStep::Inactive;
             for i in 0..=HOLD_ROUNDS {
                 *t += 100;
-                last = e.on_round(round(*t, 100_000, queue_at_end && i == 3, 2_896, None));
+                last = e.on_round(round(*t, 100_000, queue_at_end && i == 3, 2_896));
                 if !e.holding() {
                     break;
                 }
@@ -280,8 +277,7 @@ mod tests {
             if ms % 250 < 100 {
                 e.on_competitor();
             }
-            let be = [14_480, 28_960, 16_000][(round_no % 3) as usize];
-            let step = e.on_round(round(ms, 137_500, false, 2_896, Some(be)));
+            let step = e.on_round(round(ms, 137_500, false, 2_896));
             held += u32::from(matches!(step, EarlyStep::Hold(_)));
         }
         // Holds at 0.1 s, then after mutes of 4, 8, 16 and 32 s: five holds of ten rounds
@@ -296,22 +292,19 @@ mod tests {
         e.on_competitor();
         // 64 flows: floors 185344 exceed an eighth of 160000 (20000), which wins.
         assert_eq!(
-            e.on_round(round(100, 160_000, false, 185_344, None)),
+            e.on_round(round(100, 160_000, false, 185_344)),
             EarlyStep::Hold(20_000)
         );
         assert_eq!(
-            e.on_round(round(200, 20_000, false, 185_344, None)),
+            e.on_round(round(200, 20_000, false, 185_344)),
             EarlyStep::Hold(20_000)
         );
         // Best effort's slow start reached the queue.
         assert_eq!(
-            e.on_round(round(300, 20_000, true, 185_344, None)),
+            e.on_round(round(300, 20_000, true, 185_344)),
             EarlyStep::Queued { from: 160_000 }
         );
-        assert_eq!(
-            e.on_round(round(400, 20_000, true, 185_344, None)),
-            EarlyStep::Inactive
-        );
+        assert_eq!(e.on_round(round(400, 20_000, true, 185_344)), EarlyStep::Inactive);
     }
 
     #[test]
@@ -321,13 +314,13 @@ mod tests {
         // background's own operating point): the hold starts all the same.
         e.on_competitor();
         assert_eq!(
-            e.on_round(round(100, 100_000, true, 2_896, None)),
+            e.on_round(round(100, 100_000, true, 2_896)),
             EarlyStep::Hold(2_896)
         );
         assert!(e.holding());
         // The queue stays: someone else is there; the controller's yield takes over.
         assert_eq!(
-            e.on_round(round(200, 2_896, true, 2_896, None)),
+            e.on_round(round(200, 2_896, true, 2_896)),
             EarlyStep::Queued { from: 100_000 }
         );
         assert!(!e.holding());
@@ -338,11 +331,11 @@ mod tests {
         let mut e = EarlyYield::default();
         e.on_competitor();
         assert_eq!(
-            e.on_round(round(100, 100_000, false, 2_896, None)),
+            e.on_round(round(100, 100_000, false, 2_896)),
             EarlyStep::Hold(2_896)
         );
         assert_eq!(
-            e.on_round(round(200, 2_896, false, 2_896, None)),
+            e.on_round(round(200, 2_896, false, 2_896)),
             EarlyStep::Hold(2_896)
         );
         // iperf3's data connection after its control connection: ten more rounds.
@@ -350,21 +343,15 @@ mod tests {
         let mut t = 200;
         for _ in 0..HOLD_ROUNDS - 1 {
             t += 100;
-            assert_eq!(
-                e.on_round(round(t, 2_896, false, 2_896, None)),
-                EarlyStep::Hold(2_896)
-            );
+            assert_eq!(e.on_round(round(t, 2_896, false, 2_896)), EarlyStep::Hold(2_896));
         }
         // A third SYN does not restart it.
         e.on_competitor();
         t += 100;
-        assert_eq!(
-            e.on_round(round(t, 2_896, false, 2_896, None)),
-            EarlyStep::Hold(2_896)
-        );
+        assert_eq!(e.on_round(round(t, 2_896, false, 2_896)), EarlyStep::Hold(2_896));
         t += 100;
         assert_eq!(
-            e.on_round(round(t, 2_896, false, 2_896, None)),
+            e.on_round(round(t, 2_896, false, 2_896)),
             EarlyStep::Restore(100_000)
         );
     }
@@ -375,19 +362,16 @@ mod tests {
         // Retracted before the round: nothing happens.
         e.on_competitor();
         e.on_retracted();
-        assert_eq!(
-            e.on_round(round(100, 100_000, false, 2_896, None)),
-            EarlyStep::Inactive
-        );
+        assert_eq!(e.on_round(round(100, 100_000, false, 2_896)), EarlyStep::Inactive);
         // Retracted after the hold began (the SYN-ACK came a round later): back at once.
         e.on_competitor();
         assert_eq!(
-            e.on_round(round(200, 100_000, false, 2_896, None)),
+            e.on_round(round(200, 100_000, false, 2_896)),
             EarlyStep::Hold(2_896)
         );
         e.on_retracted();
         assert_eq!(
-            e.on_round(round(300, 2_896, false, 2_896, None)),
+            e.on_round(round(300, 2_896, false, 2_896)),
             EarlyStep::Restore(100_000)
         );
         assert!(!e.muted(Instant::from_millis(400)));
@@ -399,7 +383,7 @@ mod tests {
         e.on_competitor();
         // 8000 / 8 = 1000 is below the two-segment minimum.
         assert_eq!(
-            e.on_round(round(100, 8_000, false, 2_896, None)),
+            e.on_round(round(100, 8_000, false, 2_896)),
             EarlyStep::Hold(2_896)
         );
     }
