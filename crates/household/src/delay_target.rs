@@ -31,7 +31,7 @@
 //!
 //! Where the router counts best effort's traffic (its WAN counters, `LinkRound::best_effort`),
 //! the proportional rule also keeps the budget within what best effort leaves free (see
-//! [`DelayTarget::free_capacity`]), goes straight back to the operating point before best effort
+//! `DelayTarget::free_capacity`), goes straight back to the operating point before best effort
 //! came once the counters say it left, keeps its recovery ceiling within the operating point at
 //! the link's current rate, and aims at `interactive_target` (3 ms) instead of `target` while
 //! best effort sends packets steadily (a call, a game): every one of their packets waits in the
@@ -40,11 +40,30 @@
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
 //! a budget far above what is in force (which would then take many rounds to come down).
+//!
+//! # States
+//! Each round of the proportional rule is one of these decisions, tried in this order; the
+//! round's `BudgetPhase` names it:
+//!
+//! | state | when | budget |
+//! |---|---|---|
+//! | early yield (`early_yield`) | a best-effort SYN, no WAN counters | the floors, for a few rounds |
+//! | settle (`Pending::Settle`) | the last round grew it by over a tenth, queue not above the target | unchanged: this round measured the old budget |
+//! | drain (`Pending::Drain`) | the last round cut it, the queue is above the target but below the one cut on | unchanged: the cut is taking hold |
+//! | recover (`Recover`) | a `Recovery` is armed and best effort has gone (the counters say so, or the queue stayed empty) | back to its ceiling: at once (counted), half then all (`Pace::Quick`), or a quarter then doubling (`Pace::Cautious`) |
+//! | probe (`Probe`) | the queue under a quarter of the target for two rounds | up to `max_growth` times, bounded by `DelayTarget::probe` |
+//! | hold (`Hold`) | near the target | the proportional step |
+//! | yield (`Yield`) | above the target, or best effort's rate leaves less free | the step, `2T/q` above twice the target, the share `R/C`, the free capacity; at most halved |
+//!
+//! Every constant, what it is and where it comes from (a paper, or the lab trace that set it),
+//! is in the table in `docs/household.md`, section "Constants".
 
 use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
-use crate::early_yield::{EarlyRound, EarlyStep, EarlyYield};
-use crate::link_rate::{self, LinkRate};
+use crate::early_yield::EarlyYield;
+use crate::link_rate::LinkRate;
 use slipstream_control::{Duration, Instant};
+
+use recovery::{Pace, Recovery};
 
 /// Which step rule.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,29 +153,19 @@ pub struct DelayTarget {
     config: DelayTargetConfig,
     budget: u64,
     phase: BudgetPhase,
+    /// What the last round's decision leaves for this one (proportional rule).
+    pending: Pending,
+    /// The way back to the operating point before the last yield, while one is armed.
+    recovery: Option<Recovery>,
     /// Consecutive rounds with the queue below a quarter of the target.
     low_rounds: u32,
-    /// The last round grew the budget by more than a tenth: the next one only measures.
-    settling: bool,
-    /// The operating point before the last long yield (proportional rule): a freed link is
-    /// taken back up to it by doubling (see [`DelayTarget::on_round`]); 0 when there is none.
-    ceiling: u64,
+    /// Consecutive rounds with the queue above the target, and when the run began.
+    high_rounds: u32,
+    high_since: Instant,
     /// The operating point when the current yield began.
     yield_from: u64,
-    /// Since the ceiling was armed, the queue stayed above the target for
-    /// [`HIGH_ROUNDS_TO_RECOVER`] rounds and [`HELD_LONG`]: best effort held the link, so an
-    /// empty queue means it left, and the recovery jumps (half the ceiling, then all of it)
-    /// instead of doubling from a quarter.
-    held_long: bool,
-    /// When the current run of rounds above the target began.
-    high_since: Instant,
-    /// Consecutive rounds with the queue above the target.
-    high_rounds: u32,
     /// The round before this one (proportional rule's share test).
     previous: PreviousRound,
-    /// The queueing delay the last round cut the budget on (proportional rule): the next round
-    /// measures what the old budget released and waits while that queue shrinks.
-    cut_on: Option<Duration>,
     /// The link's rate (proportional rule's C).
     link_rate: LinkRate,
     /// The largest delivery rate of rounds with a queue of at least half the target (the
@@ -183,6 +192,20 @@ pub struct DelayTarget {
     best_effort_rate: Option<f64>,
     /// The last round's budget was cut to the capacity best effort leaves free.
     capped: bool,
+}
+
+/// What the last round's decision leaves for this one: rounds that only measure (Vulture's
+/// pause after a policy change, Sec. 0.3.3; TCP's one reduction per window of data).
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pending {
+    /// This round decides.
+    Nothing,
+    /// The last round grew the budget by over a tenth: this round measured data the old budget
+    /// released, so it only measures unless the queue is above the target.
+    Settle,
+    /// The last round cut the budget on this queueing delay: while the queue stays above the
+    /// target but below it, the cut is taking hold.
+    Drain(Duration),
 }
 
 /// What the share test keeps of the previous round.
@@ -236,6 +259,7 @@ const BUSY_RATE_KNOWN: f64 = 0.9;
 /// the round before is often the trough of the background's own oscillation (many flows taking
 /// turns); 0.8, not 0.9: one round's delivery is that noisy.
 const OWN_QUEUE_SHARE: f64 = 0.8;
+
 impl DelayTarget {
     /// A controller starting from `initial` bytes of budget.
     pub fn new(config: DelayTargetConfig, initial: u64) -> Self {
@@ -243,15 +267,13 @@ impl DelayTarget {
             config,
             budget: initial,
             phase: BudgetPhase::Start,
+            pending: Pending::Nothing,
+            recovery: None,
             low_rounds: 0,
-            settling: false,
-            ceiling: 0,
-            yield_from: 0,
-            held_long: false,
-            high_since: Instant::from_millis(0),
             high_rounds: 0,
+            high_since: Instant::from_millis(0),
+            yield_from: 0,
             previous: PreviousRound::default(),
-            cut_on: None,
             link_rate: LinkRate::default(),
             busy_rate: LinkRate::default(),
             busy_at: None,
@@ -264,95 +286,97 @@ impl DelayTarget {
             capped: false,
         }
     }
-}
 
-impl DelayTarget {
-    /// The geometric probe from `budget` (proportional rule): `max_growth` times it, but not past
-    /// the operating point `C * (base RTT + TARGET)` once the link's rate C is known, that is
-    /// measured in a round with a queue (with the background alone the link was full then) at
-    /// least [`BUSY_RATE_KNOWN`] of the largest rate seen, within the last [`link_rate::WINDOW`].
-    /// Without timestamps the queue a probe builds shows about two rounds after it (the sender
-    /// needs a round to use the window, the window-release samples another), so a probe from
-    /// just below the operating point went on to 1.4 BDP and the cut that followed took 40% of
-    /// the budget (lab no-timestamps: the background alone at 0.83 of the link in one run of six).
-    /// A budget at or above the operating point grows by the proportional step alone.
-    ///
-    /// Nor past the last budget before the background alone last built a queue above the
-    /// target, for [`link_rate::WINDOW`] after it (TCP's slow-start threshold after a loss,
-    /// RFC 5681 Sec. 3.1): above it, the proportional step. With dozens of flows
-    /// taking turns the operating point is not `C * (base RTT + TARGET)` (turns, delayed ACKs of
-    /// two-segment windows and window updates make the flows' RTT longer), and each 1.5x probe
-    /// from just below it gave turns to all flows at once: the queue went from empty to a full
-    /// buffer in two rounds, the cut halved the budget, and the cycle repeated every second (lab
-    /// many-flows N = 64: ping 20 ms above the base with the queue empty half the time).
-    fn probe(&self, budget: f64, round: &LinkRound, link_rate: f64, target: Duration) -> f64 {
-        let grown = budget * self.config.max_growth;
-        let busy_rate = self.busy_rate.estimate();
-        let known = self
-            .busy_at
-            .is_some_and(|at| round.now.saturating_since(at) < link_rate::WINDOW)
-            && busy_rate >= BUSY_RATE_KNOWN * link_rate;
-        let grown = match round.base_rtt {
-            Some(base) if known => {
-                let operating_point = busy_rate * (base + target).as_secs_f64();
-                grown.min(operating_point.max(budget))
+    /// The queue's history this round (proportional rule): the runs of low and high rounds, the
+    /// busy rate, and the yield's bookkeeping (where it began, whether the background built the
+    /// queue itself, whether best effort has held the link long enough to arm a recovery).
+    fn note_queue(&mut self, round: &LinkRound, delay: f64, target: f64, link_rate: f64) {
+        let [two_back, one_back] = self.earlier_budgets;
+        let in_force = round.budget_in_force;
+        if delay >= target / 2.0 {
+            // A queue stands: the round's delivery rate is what the bottleneck gave us.
+            self.busy_rate.update(round.now, round.delivery_rate());
+            self.busy_at = Some(round.now);
+        }
+        if delay < target / 4.0 {
+            self.low_rounds += 1;
+        } else {
+            self.low_rounds = 0;
+        }
+        if delay <= target {
+            self.high_rounds = 0;
+            return;
+        }
+        if self.high_rounds == 0 {
+            // A yield begins: remember where the household was.
+            self.yield_from = (in_force.max(1) as f64 * CEILING_FRACTION) as u64;
+            self.high_since = round.now;
+            if round.delivery_rate() >= OWN_QUEUE_SHARE * link_rate {
+                // Delivering the link's rate, the background built this queue itself (unless it
+                // lasts, see below): the probe stops short of the budget that built it.
+                self.overshoot = Some((in_force.min(one_back).min(two_back), round.now));
             }
-            _ => grown,
-        };
-        match self.overshoot {
-            Some((limit, at)) if round.now.saturating_since(at) < link_rate::WINDOW => {
-                grown.min((limit as f64).max(budget))
+        }
+        self.high_rounds += 1;
+        if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
+            // Someone else has held the link for a while: when they leave, the old operating
+            // point is worth going back to quickly. Nor was the queue the background's own
+            // overshoot.
+            self.arm_recovery(self.yield_from, None);
+            self.overshoot = None;
+        }
+        if self.high_rounds >= HIGH_ROUNDS_TO_RECOVER
+            && round.now.saturating_since(self.high_since) >= HELD_LONG
+        {
+            if let Some(r) = self.recovery.as_mut() {
+                r.pace = Pace::Quick;
             }
-            _ => grown,
         }
     }
 
-    /// The early yield's part of a round (see `early_yield`): `Some(budget)` when it decides.
-    fn early_step(&mut self, round: &LinkRound, queue_above_target: bool) -> Option<u64> {
-        let early = EarlyRound {
-            now: round.now,
-            in_force: round.budget_in_force,
-            queue_above_target,
-            floors: round.floors,
-            min: 2 * u64::from(round.mss),
+    /// The yields above the target (proportional rule), applied to `next`. Well above it someone
+    /// else needs the link: the step moves by the background's own rate, which is small beside
+    /// best effort's, so yield multiplicatively instead, by 2T/q (x0.5 at 4T, as a loss would
+    /// make a TCP sender do: best effort's slow start must not wait for us). Above it for two
+    /// rounds while the background delivers under [`SHARE_TO_YIELD`] of the link's rate C:
+    /// someone else has taken part of the link and the queue says they want more; yield to the
+    /// share still held, R / C. Best effort after an early slow-start exit (HyStart, on the queue
+    /// the background keeps) grows by a segment per RTT and keeps the queue between T and 2T,
+    /// where the step is a few kB per round: the background held a third of the link for
+    /// seconds. The background alone fills the link (R = C) and is not cut by this. R is taken
+    /// over this round and the one before, both above the target: C is a maximum, and one
+    /// round's delivery alone is noisy enough (ACK bursts, many flows taking turns, window-release
+    /// timing without timestamps) to read 0.7 C on a full link. With the WAN counters the free
+    /// capacity measures best effort's part directly, and the share test is off.
+    fn yield_cuts(
+        &mut self,
+        round: &LinkRound,
+        next: f64,
+        budget: f64,
+        delay: f64,
+        target: f64,
+        link_rate: f64,
+    ) -> f64 {
+        let mut next = next;
+        if delay > 2.0 * target {
+            next = next.min(budget * 2.0 * target / delay);
+        }
+        let two_rounds = (round.delivered_bytes + self.previous.delivered) as f64
+            / (round.interval + self.previous.interval).as_secs_f64().max(1e-3);
+        let share = two_rounds / link_rate;
+        if delay > target
+            && self.previous.above_target
+            && share < SHARE_TO_YIELD
+            && round.best_effort.is_none()
+        {
+            next = next.min(budget * share);
+        }
+        self.previous = PreviousRound {
+            delivered: round.delivered_bytes,
+            interval: round.interval,
+            above_target: delay > target,
         };
-        let (budget, phase) = match self.early.on_round(early) {
-            EarlyStep::Inactive => return None,
-            EarlyStep::Hold(budget) => (budget, BudgetPhase::Yield),
-            // Nobody came: back towards the operating point before the SYN as after a long
-            // yield (a quarter of it now, doubling while the queue stays empty), so that a
-            // newcomer whose queue is late meets a quarter of the background, not all of it; as a
-            // recovery, so that the engine lifts the demands the hold made small.
-            EarlyStep::Restore(from) => {
-                self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
-                // No queue showed: nobody is known to have held the link; the cautious way.
-                self.held_long = false;
-                let budget =
-                    ((self.ceiling as f64 / RECOVERY_START_DIVISOR) as u64).max(round.budget_in_force);
-                self.settling = false;
-                self.low_rounds = LOW_ROUNDS_TO_PROBE;
-                self.high_rounds = 0;
-                self.previous = PreviousRound::default();
-                self.cut_on = None;
-                self.phase = BudgetPhase::Recover;
-                self.budget = budget;
-                return Some(budget);
-            }
-            EarlyStep::Queued { from } => {
-                // Best effort is here: the usual yield runs from the floors. When it leaves,
-                // recover towards the operating point before the SYN (as after a long yield).
-                self.ceiling = self.ceiling.max((from as f64 * CEILING_FRACTION) as u64);
-                return None;
-            }
-        };
-        self.settling = false;
-        self.low_rounds = 0;
-        self.high_rounds = 0;
-        self.previous = PreviousRound::default();
-        self.cut_on = None;
-        self.phase = phase;
-        self.budget = budget;
-        Some(budget)
+        next
     }
 }
 
@@ -379,47 +403,63 @@ impl BudgetController for DelayTarget {
     }
 
     fn on_round(&mut self, round: &LinkRound) -> u64 {
-        let [two_back, one_back] = self.earlier_budgets;
-        self.earlier_budgets = [one_back, round.budget_in_force];
         if let (Some(be), false) = (round.best_effort, round.interval.is_zero()) {
             let total = (round.delivered_bytes + be.bytes) as f64 / round.interval.as_secs_f64();
             self.total_rate.update(round.now, total);
         }
         let target_duration = self.target(round);
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
-        // With the WAN counters, best effort's own rate says when it needs the link (the cap
-        // below): a SYN says only that a connection opened, and a household opens them all the
-        // time. Without them, the SYN is the early warning.
+        let decided = self.decide(round, target_duration, queue_above_target);
+        let [_, one_back] = self.earlier_budgets;
+        self.earlier_budgets = [one_back, round.budget_in_force];
+        decided
+    }
+
+    fn stats(&self) -> BudgetStats {
+        BudgetStats {
+            budget: self.budget,
+            phase: self.phase,
+            estimate: None,
+        }
+    }
+}
+
+impl DelayTarget {
+    /// One round's decision (see the module's table of states).
+    fn decide(&mut self, round: &LinkRound, target_duration: Duration, queue_above_target: bool) -> u64 {
+        let in_force = round.budget_in_force;
+        // With the WAN counters, best effort's own rate says when it needs the link (the free
+        // capacity below): a SYN says only that a connection opened, and a household opens them
+        // all the time. Without them, the SYN is the early warning.
         if self.config.early_yield && round.best_effort.is_none() {
             if let Some(budget) = self.early_step(round, queue_above_target) {
                 return budget;
             }
         }
-        if std::mem::take(&mut self.settling) && !queue_above_target {
-            // The round after an increase measured data the old budget released: wait one more
-            // round before deciding again (Vulture's pause after a policy change, Sec. 0.3.3), or
-            // the controller grows twice on the same empty queue and the budget oscillates. A
-            // queue above the target is never waited out: best effort may have just arrived, and
-            // each round the background holds on costs it a round of its slow start.
-            self.budget = round.budget_in_force;
-            return self.budget;
+        if self.pending == Pending::Settle {
+            self.pending = Pending::Nothing;
+            // A queue above the target is never waited out: best effort may have just arrived,
+            // and each round the background holds on costs it a round of its slow start.
+            if !queue_above_target {
+                self.budget = in_force;
+                return in_force;
+            }
         }
         let Some(queue_delay) = round.queue_delay else {
             // No sample: nothing was measured (no data, or every flow held); keep the budget.
             self.phase = BudgetPhase::Idle;
-            self.budget = round.budget_in_force;
-            return self.budget;
+            self.budget = in_force;
+            return in_force;
         };
-        let in_force = round.budget_in_force;
         let budget = in_force.max(1) as f64;
         let target = target_duration.as_secs_f64();
         let delay = queue_delay.as_secs_f64();
-        let off_target = ((target - delay) / target).clamp(-1.0, 1.0);
         let mut recovering = false;
         // What best effort leaves free, where the router counts it (proportional rule).
         let mut free = None;
         let mut next = match self.config.variant {
             DelayTargetVariant::Ledbat => {
+                let off_target = ((target - delay) / target).clamp(-1.0, 1.0);
                 let step =
                     self.config.gain * off_target * f64::from(round.mss) * round.delivered_bytes as f64
                         / budget;
@@ -427,157 +467,53 @@ impl BudgetController for DelayTarget {
             }
             DelayTargetVariant::Proportional => {
                 let link_rate = self.link_rate.update(round.now, round.delivery_rate());
-                let counted = round.best_effort.is_some();
                 free = self.free_capacity(round, target_duration);
-                if delay >= target / 2.0 {
-                    // A queue stands: the round's delivery rate is what the bottleneck gave us.
-                    self.busy_rate.update(round.now, round.delivery_rate());
-                    self.busy_at = Some(round.now);
-                }
-                let step = self.config.gain * (target - delay) * link_rate;
-                let mut next = budget + step;
-                if delay < target / 4.0 {
-                    self.low_rounds += 1;
-                } else {
-                    self.low_rounds = 0;
-                }
-                if delay > target {
-                    if self.high_rounds == 0 {
-                        // A yield begins: remember where the household was.
-                        self.yield_from = (budget * CEILING_FRACTION) as u64;
-                        self.high_since = round.now;
-                        if round.delivery_rate() >= OWN_QUEUE_SHARE * link_rate {
-                            // Delivering the link's rate, the background built this queue itself
-                            // (unless it lasts, see below): the probe stops short of the budget
-                            // that built it.
-                            let before = in_force.min(one_back).min(two_back);
-                            self.overshoot = Some((before, round.now));
-                        }
-                    }
-                    self.high_rounds += 1;
-                    if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
-                        // Someone else has held the link for a while: when they leave, the old
-                        // operating point is worth going back to quickly. Only ever raised: a
-                        // second yield that starts from the floor (one round below the target in
-                        // a long busy period resets the count) must not lower it.
-                        self.ceiling = self.ceiling.max(self.yield_from);
-                        // Nor was the queue the background's own overshoot.
-                        self.overshoot = None;
-                    }
-                    if self.high_rounds >= HIGH_ROUNDS_TO_RECOVER
-                        && round.now.saturating_since(self.high_since) >= HELD_LONG
-                    {
-                        self.held_long = self.ceiling > 0;
-                    }
-                } else {
-                    self.high_rounds = 0;
-                }
-                let recover_after = if self.held_long { 1 } else { LOW_ROUNDS_TO_PROBE };
-                let ceiling_now = self.aged_ceiling(round, target_duration);
-                if counted && free.is_none() && in_force < ceiling_now && delay <= target {
-                    // The counters say best effort has left: back to the operating point before
-                    // it came at once, no waiting for empty-queue rounds. A web page's burst
-                    // costs the background the rounds it lasts, not four more. (While best effort
-                    // stays, a dip of its rate, such as a loss-based sender's cut, is no room to
-                    // take: the delay rule grows the budget as the queue allows.)
+                self.note_queue(round, delay, target, link_rate);
+                let step = budget + self.config.gain * (target - delay) * link_rate;
+                let left = round.best_effort.is_some() && free.is_none();
+                let next = if let Some(to) = self.recover(round, target_duration, budget, left) {
                     recovering = true;
-                    next = next.max(ceiling_now as f64);
-                    if next as u64 >= ceiling_now {
-                        self.ceiling = 0;
-                        self.held_long = false;
+                    if to.max(step) as u64 >= self.ceiling() {
+                        self.recovery = None;
                     }
-                } else if self.low_rounds >= recover_after && in_force < ceiling_now {
-                    // Whoever made us yield has gone: back to the old operating point, no
-                    // settling round, instead of climbing from the two-segment floor. After a
-                    // brief yield or a SYN without a queue (two rounds with an empty queue: one
-                    // is often best effort's own dip after a loss), from a quarter of it,
-                    // doubling each round (TCP's slow start up to ssthresh): about four RTTs.
-                    // After best effort held the link for a while, its queue emptying says it
-                    // left: half of it at once, all of it the next round (two RTTs).
-                    recovering = true;
-                    let ceiling = self.aged_ceiling(round, target_duration) as f64;
-                    let start = match (self.held_long, self.low_rounds) {
-                        (true, 1) => ceiling / QUICK_START_DIVISOR,
-                        (true, _) => ceiling,
-                        (false, _) => ceiling / RECOVERY_START_DIVISOR,
-                    };
-                    next = next.max((budget * 2.0).max(start).min(ceiling));
-                    if next as u64 >= self.ceiling {
-                        self.ceiling = 0;
-                        self.held_long = false;
-                    }
+                    to.max(step)
                 } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
-                    next = next.max(self.probe(budget, round, link_rate, target_duration));
-                }
+                    step.max(self.probe(budget, round, link_rate, target_duration))
+                } else {
+                    step
+                };
                 // The round after a cut sees the queue the old budget built (the sender learns of
                 // the smaller window only from the ACKs that follow it): while that queue shrinks
                 // the cut is taking hold, and cutting again on it cuts twice for one queue (TCP
                 // reduces once per window of data, RFC 5681 Sec. 3.2, RFC 3168 Sec. 6.1.2).
                 // Without timestamps this round also delivers less while the sender waits out
-                // the smaller window, which the share test below would read as a competitor: the
+                // the smaller window, which the share test would read as a competitor: the
                 // background alone went from 1.4 BDP to a quarter of it in three rounds. A queue
                 // that held or grew is someone else's too: yield on.
-                let cut_taking_hold = self
-                    .cut_on
-                    .take()
-                    .is_some_and(|q| delay > target && delay < q.as_secs_f64());
-                if cut_taking_hold {
-                    self.previous = PreviousRound::default();
-                    self.phase = BudgetPhase::Yield;
-                    self.budget = in_force;
-                    return in_force;
+                if let Pending::Drain(cut_on) = std::mem::replace(&mut self.pending, Pending::Nothing) {
+                    if delay > target && delay < cut_on.as_secs_f64() {
+                        self.previous = PreviousRound::default();
+                        self.phase = BudgetPhase::Yield;
+                        self.budget = in_force;
+                        return in_force;
+                    }
                 }
-                // Well above the target someone else needs the link. The step above moves by
-                // the background's own rate, which is small beside best effort's: yield
-                // multiplicatively instead, by 2T/q (x0.5 at 4T, as a loss would make a TCP
-                // sender do: best effort's slow start must not wait for us).
-                if delay > 2.0 * target {
-                    next = next.min(budget * 2.0 * target / delay);
-                }
-                // Above the target while the background delivers well below the link's rate:
-                // someone else has taken part of the link and the queue says they want more.
-                // Yield to the share still held, R / C. Best effort after an early slow-start
-                // exit (HyStart, on the queue the background keeps) grows by a segment per RTT
-                // and keeps the queue between T and 2T, where the step above is a few kB per
-                // round: the background held a third of the link for seconds. The background
-                // alone fills the link (R = C) and is not cut by this. R is taken over this
-                // round and the one before, both above the target: C is a maximum, and one
-                // round's delivery alone is noisy enough (ACK bursts, many flows taking turns,
-                // window-release timing without timestamps) to read 0.7 C on a full link.
-                let two_rounds = (round.delivered_bytes + self.previous.delivered) as f64
-                    / (round.interval + self.previous.interval).as_secs_f64().max(1e-3);
-                let share = two_rounds / link_rate;
-                // (With the WAN counters the cap below measures best effort's part directly.)
-                if delay > target
-                    && self.previous.above_target
-                    && share < SHARE_TO_YIELD
-                    && round.best_effort.is_none()
-                {
-                    next = next.min(budget * share);
-                }
-                self.previous = PreviousRound {
-                    delivered: round.delivered_bytes,
-                    interval: round.interval,
-                    above_target: delay > target,
-                };
-                next
+                self.yield_cuts(round, next, budget, delay, target, link_rate)
             }
         };
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
-        // What best effort leaves free, measured: a cut below it is no halving of a guess.
         if free.is_some() && next < budget && !recovering {
             // A cut while best effort is on the link (its burst's queue, its rate): the counters
             // will say when it is gone, and the background goes back to where it was then.
-            self.ceiling = self.ceiling.max(in_force);
+            self.arm_recovery(in_force, None);
         }
+        // What best effort leaves free, measured: a cut below it is no halving of a guess.
         let capped = free.is_some_and(|cap| next > cap as f64);
         if let (true, Some(cap)) = (capped, free) {
             if !self.capped {
-                // Best effort took part of the link: back to this point when it leaves, half of
-                // it in the first round with an empty queue, all of it in the second.
-                self.ceiling = self.ceiling.max(in_force);
-                self.held_long = self.ceiling > 0;
+                // Best effort took part of the link: back to this point when it leaves.
+                self.arm_recovery(in_force, Some(Pace::Quick));
             }
             next = cap as f64;
         }
@@ -592,30 +528,29 @@ impl BudgetController for DelayTarget {
             BudgetPhase::Hold
         };
         let mut next = next.round() as u64;
-        if self.config.variant == DelayTargetVariant::Proportional && delay > target && next < in_force {
-            self.cut_on = Some(queue_delay);
-        }
         if next > in_force && !recovering {
             // Grow only into what the flows use (see the module docs). A recovery is exempt: the
             // flows were held below what they used before the yield, and the ceiling bounds it.
             let usable = 2 * round.in_flight + round.floors;
             next = next.min(usable.max(in_force));
         }
-        // No settling round while a recovery is pending either: it waits for a second low round.
-        self.settling = !recovering && in_force >= self.ceiling && next > in_force + in_force / 10;
+        self.pending =
+            if self.config.variant == DelayTargetVariant::Proportional && delay > target && next < in_force {
+                Pending::Drain(queue_delay)
+            } else if !recovering && in_force >= self.ceiling() && next > in_force + in_force / 10 {
+                // No settling round while a recovery is pending either: it waits for an empty queue.
+                Pending::Settle
+            } else {
+                Pending::Nothing
+            };
         self.budget = next;
         next
-    }
-
-    fn stats(&self) -> BudgetStats {
-        BudgetStats {
-            budget: self.budget,
-            phase: self.phase,
-            estimate: None,
-        }
     }
 }
 
 mod counted;
+mod early;
+mod probe;
+mod recovery;
 #[cfg(test)]
 mod tests;

@@ -29,11 +29,13 @@ impl DelayTarget {
         let rate = self.total_rate.estimate();
         if let (Some(base), true) = (round.base_rtt, rate > 0.0) {
             let operating_point = (rate * (base + target).as_secs_f64()) as u64;
-            if self.ceiling > 0 {
-                self.ceiling = self.ceiling.min(operating_point.max(2 * u64::from(round.mss)));
+            if let Some(recovery) = self.recovery.as_mut() {
+                recovery.ceiling = recovery
+                    .ceiling
+                    .min(operating_point.max(2 * u64::from(round.mss)));
             }
         }
-        self.ceiling
+        self.ceiling()
     }
 
     /// The budget that fits in what best effort leaves free (proportional rule, when the router
