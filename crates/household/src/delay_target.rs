@@ -184,6 +184,8 @@ pub struct DelayTarget {
     early: EarlyYield,
     /// Best effort sent packets steadily until about then: the interactive target applies.
     interactive_until: Option<Instant>,
+    /// The last round's best effort was steady enough for the interactive target.
+    steady_before: bool,
     /// The link's rate as background and best effort together used it (a windowed maximum of
     /// the rounds' delivery plus best effort's bytes, when the router counts them): what the
     /// link carries now, whoever sends. A recovery goes no further than its operating point.
@@ -281,6 +283,7 @@ impl DelayTarget {
             earlier_budgets: [u64::MAX; 2],
             early: EarlyYield::default(),
             interactive_until: None,
+            steady_before: false,
             total_rate: LinkRate::default(),
             best_effort_rate: None,
             capped: false,
@@ -428,10 +431,11 @@ impl DelayTarget {
     /// One round's decision (see the module's table of states).
     fn decide(&mut self, round: &LinkRound, target_duration: Duration, queue_above_target: bool) -> u64 {
         let in_force = round.budget_in_force;
-        // With the WAN counters, best effort's own rate says when it needs the link (the free
-        // capacity below): a SYN says only that a connection opened, and a household opens them
-        // all the time. Without them, the SYN is the early warning.
-        if self.config.early_yield && round.best_effort.is_none() {
+        // A best-effort SYN is the early warning: a download's slow start comes a few rounds
+        // later, faster than any measurement. A household opens connections all the time, so
+        // a SYN is believed until holds prove false alarms (see `early_yield`); where the router
+        // counts best effort, its rate judges each hold (a download keeps half of the link).
+        if self.config.early_yield {
             if let Some(budget) = self.early_step(round, queue_above_target) {
                 return budget;
             }

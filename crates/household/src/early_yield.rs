@@ -35,6 +35,10 @@ use slipstream_control::{Duration, Instant};
 /// six, the lab's on-off run saw holds end just before the queue showed, and the background
 /// came back into best effort's overflow.
 pub const HOLD_ROUNDS: u32 = 10;
+/// The hold where the router counts best effort: its rate shows a download's slow start two
+/// rounds before the queue does (a round to build, a round for samples that waited in it), by
+/// the fourth round after the SYN (10, 20, 40 segments: half an 83-packet BDP).
+pub const HOLD_ROUNDS_COUNTED: u32 = 6;
 /// The early yield's budget is at most this fraction of the one in force: with many flows whose
 /// floors alone exceed the BDP, still a deep cut (the allocator time-shares below the floors).
 const DEPTH_DIVISOR: u64 = 8;
@@ -45,6 +49,10 @@ pub const SYN_RESTARTS: u32 = 1;
 pub const MUTE_FIRST: Duration = Duration::from_secs(4);
 /// The longest mute (after repeated false alarms).
 pub const MUTE_MAX: Duration = Duration::from_secs(64);
+/// Where the router counts best effort, a hold its rate confirmed is judged over this long
+/// after: a download keeps half of the link or more, a web page's objects are done well within
+/// it (Key et al.'s largest, 1 MB, takes under a second at 10 Mbit/s after its slow start).
+pub const JUDGED_OVER: Duration = Duration::from_secs(2);
 
 /// What the early yield decides for a round.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -73,10 +81,24 @@ pub struct EarlyRound {
     pub in_force: u64,
     /// Its queueing delay exceeded the target.
     pub queue_above_target: bool,
+    /// Where the router counts best effort's traffic: whether it took at least half of the
+    /// link's rate in the round (see [`JUDGED_OVER`]). `None` without counters.
+    pub best_effort_busy: Option<bool>,
     /// The sum of the flows' floors.
     pub floors: u64,
     /// The smallest budget (two segments).
     pub min: u64,
+}
+
+impl EarlyRound {
+    /// How long a SYN holds the budget (see [`HOLD_ROUNDS`], [`HOLD_ROUNDS_COUNTED`]).
+    fn hold_rounds(&self) -> u32 {
+        if self.best_effort_busy.is_some() {
+            HOLD_ROUNDS_COUNTED
+        } else {
+            HOLD_ROUNDS
+        }
+    }
 }
 
 /// The early yield's state (one per link controller).
@@ -100,6 +122,11 @@ pub struct EarlyYield {
     muted_until: Option<Instant>,
     /// False alarms in a row.
     false_alarms: u32,
+    /// A hold confirmed by best effort's counted rate is judged until then (see
+    /// [`JUDGED_OVER`]); SYNs start no hold meanwhile.
+    judging_until: Option<Instant>,
+    /// Best effort took half of the link in the round before (while judging).
+    busy_before: bool,
 }
 
 impl EarlyYield {
@@ -139,9 +166,42 @@ impl EarlyYield {
         self.muted_until = None;
     }
 
+    /// Nobody who needed the link came: SYNs are believed less from now on.
+    fn false_alarm(&mut self, now: Instant) {
+        let mute = MUTE_FIRST
+            .saturating_mul(1 << self.false_alarms.min(8))
+            .min(MUTE_MAX);
+        self.false_alarms += 1;
+        self.muted_until = Some(now + mute);
+    }
+
+    /// A counted confirmation under judgement: a download if best effort still takes half of
+    /// the link when the judgement ends (in its last round or the one before: a loss-based
+    /// sender's cut), a web page's objects (a false alarm) if it has stopped by then. `true`
+    /// while judging.
+    fn judge(&mut self, r: &EarlyRound) -> bool {
+        let Some(until) = self.judging_until else {
+            return false;
+        };
+        let busy = r.best_effort_busy == Some(true);
+        if r.now >= until {
+            self.judging_until = None;
+            if busy || self.busy_before {
+                self.confirm();
+            } else {
+                self.false_alarm(r.now);
+            }
+        }
+        self.busy_before = busy;
+        true
+    }
+
     /// The round's decision.
     pub fn on_round(&mut self, r: EarlyRound) -> EarlyStep {
         let syns = std::mem::take(&mut self.pending);
+        if self.hold == 0 && self.judge(&r) {
+            return EarlyStep::Inactive;
+        }
         let syn = syns > 0 && !self.muted(r.now);
         if std::mem::take(&mut self.retracted) && self.hold > 0 {
             // The SYNs behind the hold were background's own: back at once, no false alarm.
@@ -161,26 +221,29 @@ impl EarlyYield {
             self.syns_in_hold = syns;
             self.restarts_left = SYN_RESTARTS;
             self.confirmed = false;
-            self.hold = HOLD_ROUNDS + 1;
-        } else if r.queue_above_target {
-            // Best effort has arrived: the controller's own yield is in charge.
+            self.hold = r.hold_rounds() + 1;
+        } else if r.queue_above_target || r.best_effort_busy == Some(true) {
+            // Best effort has arrived: the controller's own yield is in charge. Where the router
+            // counts it, whether it came to stay is judged over the next rounds (a web page's
+            // objects fill a queue too); else the queue confirms the SYN.
             self.hold = 0;
-            self.confirm();
+            if r.best_effort_busy.is_some() {
+                self.confirmed = true;
+                self.judging_until = Some(r.now + JUDGED_OVER);
+                self.busy_before = false;
+            } else {
+                self.confirm();
+            }
             return EarlyStep::Queued { from: self.from };
         } else if syn && self.restarts_left > 0 {
             self.restarts_left -= 1;
             self.syns_in_hold += syns;
-            self.hold = HOLD_ROUNDS + 1;
+            self.hold = r.hold_rounds() + 1;
         }
         self.hold -= 1;
         if self.hold == 0 {
             if !self.confirmed {
-                // Nobody came: SYNs are believed less from now on.
-                let mute = MUTE_FIRST
-                    .saturating_mul(1 << self.false_alarms.min(8))
-                    .min(MUTE_MAX);
-                self.false_alarms += 1;
-                self.muted_until = Some(r.now + mute);
+                self.false_alarm(r.now);
             }
             return EarlyStep::Restore(self.from);
         }
@@ -198,6 +261,7 @@ mod tests {
             now: Instant::from_millis(ms),
             in_force,
             queue_above_target: queue,
+            best_effort_busy: None,
             floors,
             min: 2_896,
         }

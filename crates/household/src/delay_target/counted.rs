@@ -16,9 +16,19 @@ const BEST_EFFORT_NEGLIGIBLE: f64 = 0.02;
 /// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
 /// every 100 ms (10 a second) does not count.
 const INTERACTIVE_PACKETS_PER_SECOND: f64 = 20.0;
+/// Best effort at this share of the link's rate in a round during an early yield confirms it:
+/// a download's slow start, not a web page's request (Key et al.'s objects of up to 1 MB still
+/// confirm it; the hold then was no false alarm).
+const BEST_EFFORT_BUSY: f64 = 0.5;
+/// Best effort above this share of the link's rate is a bulk transfer, not a call or a game
+/// (2.5 Mbit/s each way is a quarter of a 10 Mbit/s link): the background is at its floors
+/// beside it anyway, and the queue left when it ends is no one's.
+const INTERACTIVE_MAX_SHARE: f64 = 0.5;
 /// The interactive target stays this long after the last round with such traffic: a call's or
 /// a game's gaps (a muted microphone, a loading screen) do not let the queue back up at once.
-const INTERACTIVE_LINGER: Duration = Duration::from_secs(5);
+/// Short: after a download that ended, each second at the interactive target costs the
+/// background part of the link it could refill (lab `onoff`, 5 s: idle-period use 0.56).
+const INTERACTIVE_LINGER: Duration = Duration::from_secs(2);
 
 impl DelayTarget {
     /// The ceiling of a recovery, aged: no more than the operating point at the rate the link
@@ -70,17 +80,34 @@ impl DelayTarget {
         Some(((free * (base + target).as_secs_f64()) as u64).max(2 * u64::from(round.mss)))
     }
 
+    /// Whether the router counted best effort taking at least half of the link's rate this
+    /// round: a download in its slow start, which confirms the early yield to its SYN.
+    pub(super) fn best_effort_busy(&self, round: &LinkRound) -> bool {
+        let (Some(be), false) = (round.best_effort, round.interval.is_zero()) else {
+            return false;
+        };
+        let total = self.total_rate.estimate();
+        total > 0.0 && be.bytes as f64 / round.interval.as_secs_f64() >= BEST_EFFORT_BUSY * total
+    }
+
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
-    /// sends packets steadily (proportional rule), else `target`.
+    /// sends packets steadily, two rounds in a row, without taking most of the link (a call, a
+    /// game; proportional rule), else `target`.
     pub(super) fn target(&mut self, round: &LinkRound) -> Duration {
         if self.config.variant != DelayTargetVariant::Proportional {
             return self.config.target;
         }
         if let Some(be) = round.best_effort {
             let secs = round.interval.as_secs_f64();
-            if secs > 0.0 && be.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND {
+            let total = self.total_rate.estimate();
+            let steady = secs > 0.0
+                && be.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND
+                && be.bytes as f64 / secs <= INTERACTIVE_MAX_SHARE * total;
+            // Two rounds in a row: one is a burst, or the tail of a download as it ends.
+            if steady && self.steady_before {
                 self.interactive_until = Some(round.now + INTERACTIVE_LINGER);
             }
+            self.steady_before = steady;
         }
         if self.interactive_until.is_some_and(|t| round.now < t) {
             self.config.interactive_target

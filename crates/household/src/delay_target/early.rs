@@ -1,5 +1,4 @@
-//! The delay target's part in the early yield to a best-effort SYN (`early_yield`), used where
-//! the router does not count best effort's traffic.
+//! The delay target's part in the early yield to a best-effort SYN (`early_yield`).
 
 use super::{
     DelayTarget, Pace, Pending, PreviousRound, CEILING_FRACTION, LOW_ROUNDS_TO_PROBE, RECOVERY_START_DIVISOR,
@@ -14,6 +13,7 @@ impl DelayTarget {
             now: round.now,
             in_force: round.budget_in_force,
             queue_above_target,
+            best_effort_busy: round.best_effort.map(|_| self.best_effort_busy(round)),
             floors: round.floors,
             min: 2 * u64::from(round.mss),
         };

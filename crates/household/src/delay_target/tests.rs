@@ -416,14 +416,29 @@ fn best_effort_packets_switch_to_the_interactive_target_for_a_while() {
     // A ping every 100 ms (one packet a round): still the 10 ms target. q = 6 ms:
     // +0.5 * 4 ms * 1.25 MB/s = 2500.
     assert_eq!(c.on_round(&with_be(1_000, 1)), 152_500);
-    // A call: 5 packets in 100 ms (50 a second). The 3 ms target: 6 ms is 3 ms above it,
-    // -0.5 * 3 ms * 1.25 MB/s = -1875.
-    assert_eq!(c.on_round(&with_be(1_100, 5)), 148_125);
+    // A call: 5 packets in 100 ms (50 a second). One round could be a burst: +2500 again.
+    assert_eq!(c.on_round(&with_be(1_100, 5)), 152_500);
+    // The second in a row: the 3 ms target. 6 ms is 3 ms above it, -0.5 * 3 ms * 1.25 MB/s
+    // = -1875.
+    assert_eq!(c.on_round(&with_be(1_200, 5)), 148_125);
     assert_eq!(c.stats().phase.as_str(), "yield");
-    // A pause of the call: the interactive target stays for five seconds...
-    assert_eq!(c.on_round(&with_be(6_000, 0)), 148_125);
+    // A pause of the call: the interactive target stays for two seconds...
+    assert_eq!(c.on_round(&with_be(3_100, 0)), 148_125);
     // ...and then the 10 ms target again.
-    assert_eq!(c.on_round(&with_be(6_100, 0)), 152_500);
+    assert_eq!(c.on_round(&with_be(3_300, 0)), 152_500);
+    // A download with as many packets that takes most of the link (1000 a second, 150 kB in a
+    // round) is no call: the 10 ms target stays.
+    let bulk = |ms: u64| {
+        let mut r = with_be(ms, 100);
+        r.best_effort = Some(BestEffort {
+            bytes: 150_000,
+            packets: 100,
+        });
+        r
+    };
+    c.on_round(&bulk(3_400));
+    c.on_round(&bulk(3_500));
+    assert_eq!(c.on_round(&with_be(3_600, 0)), 152_500);
 }
 
 #[test]
@@ -483,11 +498,12 @@ fn best_effort_counted_takes_what_it_needs_and_gives_it_back() {
     let mut step = counted_rounds(&mut c);
     assert_eq!(step(137_500, 10, 125_000, 0), (137_500, "hold"));
     // A download's slow start: 12.5 kB in a round (from nothing: it may double), then 25 and
-    // 50 kB (doubling); its packets (80 a second and more) switch to the 3 ms interactive
-    // target; the queue reads 2 ms. The link carried 1.25 MB/s; the budget is what best
-    // effort's next round leaves free times (100 + 3) ms: (1.25 MB/s - 2 * 125 kB/s) * 0.103 s
-    // = 103000, then (1.25 - 0.5) * 0.103 = 77250, then (1.25 - 1.0) * 0.103 = 25750.
-    assert_eq!(step(137_500, 2, 112_500, 12_500), (103_000, "yield"));
+    // 50 kB (doubling); its packets (80 a second and more, two rounds in a row) switch to the
+    // 3 ms interactive target from the second round; the queue reads 2 ms. The link carried
+    // 1.25 MB/s; the budget is what best effort's next round leaves free times (100 + 10) ms:
+    // (1.25 MB/s - 2 * 125 kB/s) * 0.11 s = 110000, then times (100 + 3) ms:
+    // (1.25 - 0.5) * 0.103 = 77250, then (1.25 - 1.0) * 0.103 = 25750.
+    assert_eq!(step(137_500, 2, 112_500, 12_500), (110_000, "yield"));
     assert_eq!(step(103_000, 2, 100_000, 25_000), (77_250, "yield"));
     assert_eq!(step(77_250, 2, 75_000, 50_000), (25_750, "yield"));
     // Best effort fills the link (1.2 MB/s, still rising: it may double again) with 10 ms of
