@@ -193,6 +193,8 @@ impl Testbed {
             "--delay2-ms",
             &d2,
         ]);
+        // Read only on SIGHUP ([`Testbed::set_one_way_delays`]); not created until then.
+        c.arg("--control-file").arg(self.delay_control_file());
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

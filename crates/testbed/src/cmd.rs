@@ -169,9 +169,19 @@ pub fn tbf_burst_bytes(rate_bps: u64) -> u64 {
 
 /// `tc qdisc replace dev <dev> root tbf rate <r>bit burst <b> limit <l>` arguments (for `tc`).
 pub fn tbf_args(dev: &str, rate_bps: u64, burst_bytes: u64, limit_bytes: u64) -> Vec<String> {
+    tbf_command("replace", dev, rate_bps, burst_bytes, limit_bytes)
+}
+
+/// `tc qdisc change dev <dev> root tbf ...` arguments: the same tbf with new parameters, in
+/// place (the packets it holds stay queued, where `replace` would start an empty one).
+pub fn tbf_change_args(dev: &str, rate_bps: u64, burst_bytes: u64, limit_bytes: u64) -> Vec<String> {
+    tbf_command("change", dev, rate_bps, burst_bytes, limit_bytes)
+}
+
+fn tbf_command(verb: &str, dev: &str, rate_bps: u64, burst_bytes: u64, limit_bytes: u64) -> Vec<String> {
     [
         "qdisc",
-        "replace",
+        verb,
         "dev",
         dev,
         "root",
@@ -239,6 +249,10 @@ mod tests {
         assert_eq!(
             tbf_args("isp-rtr", 10_000_000, 3028, 125_000).join(" "),
             "qdisc replace dev isp-rtr root tbf rate 10000000bit burst 3028 limit 125000"
+        );
+        assert_eq!(
+            tbf_change_args("isp-rtr", 5_000_000, 3028, 125_000).join(" "),
+            "qdisc change dev isp-rtr root tbf rate 5000000bit burst 3028 limit 125000"
         );
     }
 

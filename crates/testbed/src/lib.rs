@@ -45,6 +45,11 @@
 //! `limit` = [`TopologySpec::queue_bytes`], by default one BDP (rate × RTT, 125 000 bytes at
 //! 10 Mbit/s and 100 ms).
 //!
+//! **Changing the link while it runs** (the lab's `link` scenario):
+//! [`Testbed::set_download_rate`] changes the download tbf in place (`tc qdisc change`, same
+//! limit in bytes), [`Testbed::set_one_way_delays`] gives the delay element new delays for the
+//! packets that arrive after it (a route change; see [`delay_line`]).
+//!
 //! **Delay binary.** The library starts `slipstream-delay` from [`delay_binary`] (or
 //! [`TopologySpec::delay_bin`]); callers outside this crate must have built it first:
 //! `cargo build -p slipstream-testbed --bins`.
@@ -53,8 +58,10 @@
 //! `ping` and `iperf3`; see [`netns_supported`] for a skip check.
 
 mod build;
+mod change;
 pub mod cmd;
 pub mod daemon;
+pub mod delay_line;
 pub mod dnsmasq;
 pub mod iperf;
 mod netns;
@@ -353,6 +360,7 @@ impl Testbed {
             }
             let _ = o.child.wait();
         }
+        let _ = std::fs::remove_file(self.delay_control_file());
         let mut errors = Vec::new();
         for name in std::mem::take(&mut self.created).into_iter().rev() {
             if let Err(e) = delete_netns(&name) {

@@ -156,6 +156,36 @@ fn timestamps_off_per_host_and_no_resets() {
     assert_eq!(resets, 0, "TCP resets while the downloads ran");
 }
 
+/// The link changes while the testbed runs: the delay element takes new one-way delays (SIGHUP
+/// and its control file) and gives them back; the download bottleneck's rate halves in place.
+#[test]
+#[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
+fn delay_and_rate_change_at_run_time() {
+    require_netns();
+    let tb = Testbed::build(spec("sschange")).expect("build testbed");
+    let median = |tb: &Testbed| tb.ping_stats(10, 0.1).expect("ping").median;
+    let base = median(&tb);
+    tb.set_one_way_delays(65.0, 65.0).expect("set delays");
+    let longer = median(&tb);
+    tb.set_one_way_delays(50.0, 50.0).expect("set delays back");
+    let back = median(&tb);
+    eprintln!("ping medians: {base:.1} ms, +30 ms: {longer:.1} ms, back: {back:.1} ms");
+    assert!((longer - base - 30.0).abs() <= 2.0, "{base} -> {longer}");
+    assert!((back - base).abs() <= 2.0, "{base} -> {back}");
+    assert!(tb.delay_control_file().is_file());
+
+    tb.set_download_rate(5.0).expect("halve the rate");
+    tb.start_iperf_server(5201).unwrap();
+    let res = tb.run_download(5201, 6, "cubic", &[]).unwrap().wait().unwrap();
+    let last3 = res.goodput_mbps_last(3.0).expect("last-3s window");
+    eprintln!("download at 5 Mbit/s: last 3 s {last3:.3} Mbit/s");
+    assert!((4.0..=5.0).contains(&last3), "{last3} Mbit/s");
+    assert!(tb.delay_element_alive());
+    let file = tb.delay_control_file();
+    drop(tb);
+    assert!(!file.exists(), "teardown removes {}", file.display());
+}
+
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn failed_build_cleans_up() {

@@ -20,7 +20,7 @@ const TESTBED: &str = "Network namespaces on one Linux host, the paper's topolog
 /// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
 /// how costly).
-const HEADLINE: [(&str, &[&str]); 12] = [
+const HEADLINE: [(&str, &[&str]); 13] = [
     ("alone", &["utilization, whole run", "utilization, stable (2nd half)", "ping RTT beside BG, stable"]),
     ("cbr", &["BE goodput, BG active", "BE RTT (ping), BG active", "BG use of spare capacity"]),
     ("cwnd", &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"]),
@@ -61,6 +61,16 @@ const HEADLINE: [(&str, &[&str]); 12] = [
         ],
     ),
     ("weights", &["weights 1:3: w3 / w1 goodput, BG alone", "min_rate 2mbit: BG goodput beside BE"]),
+    (
+        "link",
+        &[
+            "rate halved 10 s, BE beside BG: BE / alone, min over seconds 2-10",
+            "BG alone, rate halved: time until the queueing delay is under 10 ms",
+            "BG alone, rate restored: time to 90% of the link",
+            "BG alone, rate doubled: time to 90% of the new rate",
+            "BG alone, base RTT +30 ms: longest run under 90% of the link (false yield)",
+        ],
+    ),
     (
         "datapath",
         &[

@@ -19,6 +19,7 @@ pub mod cbr;
 pub mod cwnd;
 pub mod fairness;
 pub mod home;
+pub mod link;
 pub mod many_flows;
 pub mod no_timestamps;
 pub mod onoff;
@@ -63,7 +64,7 @@ impl Scenario {
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
 /// not part of `all`.
-pub static SCENARIOS: [Scenario; 13] = [
+pub static SCENARIOS: [Scenario; 14] = [
     scenario("alone", alone::run, &[], "One background download alone (Vulture Sec. 0.4.4, Fig. 17)."),
     scenario(
         "cbr",
@@ -119,6 +120,13 @@ pub static SCENARIOS: [Scenario; 13] = [
     .household(),
     scenario("weights", weights::run, &[], "Household control: per-rule weights and minimum rates.")
         .household(),
+    scenario(
+        "link",
+        link::run,
+        &[],
+        "Household control on a link that changes: the rate halves for 10 s, doubles; the base RTT steps.",
+    )
+    .household(),
     scenario("smoke", smoke::run, &[], "A short alone and cbr (CI)."),
 ];
 
@@ -152,7 +160,7 @@ pub struct ScenarioOptions {
     pub repeats: u32,
     /// Comma-separated alternatives, in run (and table column) order. Default:
     /// household,no-control,slipstream,slipstream-paper,fixed-rwnd,htb-90,htb-95; for
-    /// no-timestamps, many-flows and weights household,no-control,htb-95,slipstream.
+    /// no-timestamps, many-flows, weights and link household,no-control,htb-95,slipstream.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub alternatives: Vec<Alternative>,
     /// Bottleneck rate, Mbit/s (both directions).

@@ -19,10 +19,17 @@
 //! After binding it prints one line `ready` on stdout (the testbed waits for it before installing
 //! the iptables rules, since NFQUEUE without a listener drops). On SIGTERM/SIGINT it accepts every
 //! held packet, unbinds and exits 0, printing counters on stderr.
+//!
+//! Changing the delays at run time (a route change, the lab's `link` scenario): with
+//! `--control-file PATH`, SIGHUP makes it re-read PATH, one line `DELAY_MS [DELAY2_MS]`. A new
+//! delay applies to packets arriving after it; held packets keep their due times and none is
+//! reordered (after a shorter delay, a packet still leaves after the ones before it; see
+//! `slipstream_testbed::delay_line`). A file it cannot read or parse leaves the delays as they
+//! were (a warning on stderr). Without `--control-file`, SIGHUP keeps its default action.
 
-use std::collections::VecDeque;
 use std::io::{ErrorKind, Write};
 use std::os::fd::RawFd;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -30,6 +37,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nfq::{Message, Queue, Verdict};
+use slipstream_testbed::delay_line::{delay_from_ms, parse_control, DelayLine};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -56,6 +64,10 @@ struct Args {
     /// when the host is busy (e.g. compiling); the element uses little CPU.
     #[arg(long, default_value_t = 10)]
     rt_priority: i32,
+    /// On SIGHUP, re-read the delays from this file: one line `DELAY_MS [DELAY2_MS]` (for
+    /// `--queue` and, if given, `--queue2`); they apply to packets arriving after it.
+    #[arg(long)]
+    control_file: Option<PathBuf>,
 }
 
 /// Switches to SCHED_FIFO at `prio`; failure is only a warning (accuracy degrades under load).
@@ -83,21 +95,53 @@ fn install_signal_handlers() -> Result<Arc<AtomicBool>> {
     Ok(stop)
 }
 
+/// With a control file, SIGHUP sets the returned flag; without one, SIGHUP is left alone.
+fn install_reload_handler(control_file: Option<&Path>) -> Result<Option<Arc<AtomicBool>>> {
+    if control_file.is_none() {
+        return Ok(None);
+    }
+    let reload = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&reload))
+        .context("installing the SIGHUP handler")?;
+    Ok(Some(reload))
+}
+
+/// Applies the control file's delays to the lanes (the first to `--queue`, the second, if
+/// given, to `--queue2`); on an error the delays stay as they were.
+fn reload_delays(path: &Path, lanes: &mut [Lane]) {
+    let parsed = std::fs::read_to_string(path)
+        .with_context(|| format!("reading {}", path.display()))
+        .and_then(|text| parse_control(&text));
+    match parsed {
+        Ok((first, second)) => {
+            for (lane, delay) in lanes.iter_mut().zip([Some(first), second]) {
+                if let Some(d) = delay {
+                    lane.held.set_delay(d);
+                    lane.changes += 1;
+                }
+            }
+            let now: Vec<String> = lanes
+                .iter()
+                .map(|l| format!("queue {} {:?}", l.queue_num, l.held.delay()))
+                .collect();
+            eprintln!("slipstream-delay: delays now {}", now.join(", "));
+        }
+        Err(e) => eprintln!("slipstream-delay: warning: delays unchanged: {e:#}"),
+    }
+}
+
 /// Opens the NFQUEUE socket and recovers its file descriptor (see
 /// `slipstream_nfqueue::open_queue_with_fd`; the process is single-threaded at that point).
 fn open_queue_with_fd() -> Result<(Queue, RawFd)> {
     slipstream_nfqueue::open_queue_with_fd().context("opening NFQUEUE netlink socket (need CAP_NET_ADMIN)")
 }
 
-struct Held {
-    due: Instant,
-    msg: Message,
-}
-
 struct Lane {
     queue_num: u16,
-    delay: Duration,
-    held: VecDeque<Held>,
+    /// The held packets and the delay applied to new ones.
+    held: DelayLine<Message>,
+    /// Delay changes from the control file.
+    changes: u64,
     packets: u64,
     max_held: usize,
     /// Sum and maximum of (verdict time - due time), to report the element's own accuracy.
@@ -110,8 +154,8 @@ impl Lane {
     fn new(queue_num: u16, delay: Duration) -> Lane {
         Lane {
             queue_num,
-            delay,
-            held: VecDeque::new(),
+            held: DelayLine::new(delay),
+            changes: 0,
             packets: 0,
             max_held: 0,
             late_sum: Duration::ZERO,
@@ -119,13 +163,6 @@ impl Lane {
             late_over_1ms: 0,
         }
     }
-}
-
-fn delay_from_ms(ms: f64) -> Result<Duration> {
-    if !ms.is_finite() || ms < 0.0 {
-        bail!("delay must be a finite non-negative number of milliseconds, got {ms}");
-    }
-    Ok(Duration::from_secs_f64(ms / 1000.0))
 }
 
 /// A CLOCK_MONOTONIC timerfd used as the wake-up for the next due packet.
@@ -233,6 +270,7 @@ fn run(args: Args) -> Result<()> {
     }
 
     let stop = install_signal_handlers()?;
+    let reload = install_reload_handler(args.control_file.as_deref())?;
     set_realtime(args.rt_priority);
     // Timer slack defaults to 50 us; make ppoll wake as close to the due time as possible.
     // SAFETY: prctl with integer arguments.
@@ -260,6 +298,12 @@ fn run(args: Args) -> Result<()> {
     }
 
     while !stop.load(Ordering::Relaxed) {
+        // 0. New delays, if asked (they apply to the packets received from now on).
+        if let (Some(flag), Some(path)) = (&reload, &args.control_file) {
+            if flag.swap(false, Ordering::Relaxed) {
+                reload_delays(path, &mut lanes);
+            }
+        }
         // 1. Pull everything the kernel has for us (bounded, so verdicts are never starved).
         for _ in 0..4096 {
             match queue.recv() {
@@ -268,10 +312,7 @@ fn run(args: Args) -> Result<()> {
                     let qn = msg.get_queue_num();
                     match lanes.iter_mut().find(|l| l.queue_num == qn) {
                         Some(lane) => {
-                            lane.held.push_back(Held {
-                                due: now + lane.delay,
-                                msg,
-                            });
+                            lane.held.push(now, msg);
                             lane.packets += 1;
                             lane.max_held = lane.max_held.max(lane.held.len());
                         }
@@ -290,18 +331,17 @@ fn run(args: Args) -> Result<()> {
         // 2. Release everything that is due, in order.
         let now = Instant::now();
         for lane in &mut lanes {
-            while lane.held.front().is_some_and(|h| h.due <= now) {
-                let mut h = lane.held.pop_front().expect("front checked");
-                h.msg.set_verdict(Verdict::Accept);
-                queue.verdict(h.msg)?;
-                let late = Instant::now().saturating_duration_since(h.due);
+            while let Some((due, mut msg)) = lane.held.pop_due(now) {
+                msg.set_verdict(Verdict::Accept);
+                queue.verdict(msg)?;
+                let late = Instant::now().saturating_duration_since(due);
                 lane.late_sum += late;
                 lane.late_max = lane.late_max.max(late);
                 lane.late_over_1ms += u64::from(late > Duration::from_millis(1));
             }
         }
         // 3. Sleep until the next due time or until packets arrive.
-        let next_due = lanes.iter().filter_map(|l| l.held.front().map(|h| h.due)).min();
+        let next_due = lanes.iter().filter_map(|l| l.held.next_due()).min();
         match next_due.map(|d| d.saturating_duration_since(Instant::now())) {
             Some(Duration::ZERO) => continue,
             Some(t) if armed_for != next_due => {
@@ -315,19 +355,23 @@ fn run(args: Args) -> Result<()> {
 
     // Shutdown: accept every held packet (oldest first per lane), then unbind.
     for lane in &mut lanes {
-        while let Some(mut h) = lane.held.pop_front() {
-            h.msg.set_verdict(Verdict::Accept);
-            queue.verdict(h.msg)?;
+        for mut msg in lane.held.drain() {
+            msg.set_verdict(Verdict::Accept);
+            queue.verdict(msg)?;
         }
     }
     for lane in &lanes {
         let _ = queue.unbind(lane.queue_num);
         let mean_late = lane.late_sum.as_secs_f64() * 1e6 / lane.packets.max(1) as f64;
+        let changed = match lane.changes {
+            0 => String::new(),
+            n => format!(" (changed {n} times)"),
+        };
         eprintln!(
-            "slipstream-delay: queue {} delay {:?}: {} packets, max held {}, \
+            "slipstream-delay: queue {} delay {:?}{changed}: {} packets, max held {}, \
              lateness mean {:.0} us max {:.0} us, {} late > 1 ms",
             lane.queue_num,
-            lane.delay,
+            lane.held.delay(),
             lane.packets,
             lane.max_held,
             mean_late,
