@@ -357,6 +357,9 @@ pub(crate) fn run_round<'f>(
         .round(now, config.slowdown_interval, round_length, &mut link.delay);
     if slowdown.measured() {
         link.budget = Some(link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET));
+        if link.controller.take_stale_base() {
+            link.slowdown.fresh_base();
+        }
     } else if slowdown == SlowdownRound::Resume {
         link.budget = Some(
             link.controller

@@ -162,6 +162,14 @@ pub trait BudgetController {
     /// it at its SYN-ACK): background traffic never makes the household yield to itself.
     fn on_competitor_retracted(&mut self) {}
 
+    /// Whether the link's bases look stale: the controller read a queue that nobody's traffic
+    /// can be building (see `DelayTarget`'s stale base). The engine then runs a coordinated
+    /// slowdown at once that forgets the old bases (`link_delay::Slowdown::fresh_base`). Asked
+    /// after each round; taking the request clears it.
+    fn take_stale_base(&mut self) -> bool {
+        false
+    }
+
     /// Current state for metrics.
     fn stats(&self) -> BudgetStats;
 }
@@ -279,6 +287,14 @@ impl BudgetController for AnyBudget {
             AnyBudget::DelayTarget(c) => c.on_competitor_retracted(),
             AnyBudget::KeyBinarySearch(c) => c.on_competitor_retracted(),
             AnyBudget::KeyStochastic(c) => c.on_competitor_retracted(),
+        }
+    }
+
+    fn take_stale_base(&mut self) -> bool {
+        match self {
+            AnyBudget::DelayTarget(c) => c.take_stale_base(),
+            AnyBudget::KeyBinarySearch(c) => c.take_stale_base(),
+            AnyBudget::KeyStochastic(c) => c.take_stale_base(),
         }
     }
 

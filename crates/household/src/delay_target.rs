@@ -194,6 +194,11 @@ pub struct DelayTarget {
     best_effort_rate: Option<f64>,
     /// The last round's budget was cut to the capacity best effort leaves free.
     capped: bool,
+    /// The budget in force when the current run of rounds above the target with best effort
+    /// counted and negligible began (see `DelayTarget::note_unexplained_queue`), and whether
+    /// the bases should be measured afresh.
+    unexplained_from: Option<u64>,
+    stale_base: bool,
 }
 
 /// What the last round's decision leaves for this one: rounds that only measure (Vulture's
@@ -287,6 +292,8 @@ impl DelayTarget {
             total_rate: LinkRate::default(),
             best_effort_rate: None,
             capped: false,
+            unexplained_from: None,
+            stale_base: false,
         }
     }
 
@@ -418,6 +425,10 @@ impl BudgetController for DelayTarget {
         decided
     }
 
+    fn take_stale_base(&mut self) -> bool {
+        std::mem::take(&mut self.stale_base)
+    }
+
     fn stats(&self) -> BudgetStats {
         BudgetStats {
             budget: self.budget,
@@ -472,6 +483,7 @@ impl DelayTarget {
             DelayTargetVariant::Proportional => {
                 let link_rate = self.link_rate.update(round.now, round.delivery_rate());
                 free = self.free_capacity(round, target_duration);
+                self.note_unexplained_queue(round, free.is_none(), (delay, target), link_rate);
                 self.note_queue(round, delay, target, link_rate);
                 let step = budget + self.config.gain * (target - delay) * link_rate;
                 let left = round.best_effort.is_some() && free.is_none();

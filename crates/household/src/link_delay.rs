@@ -233,6 +233,8 @@ pub struct Slowdown {
     resume: u8,
     /// Slowdowns run so far.
     pub count: u64,
+    /// The next round starts a slowdown that forgets the bases ([`Slowdown::fresh_base`]).
+    fresh_base_due: bool,
 }
 
 impl Slowdown {
@@ -264,6 +266,15 @@ impl Slowdown {
             self.resume -= 1;
             return SlowdownRound::Resume;
         }
+        if std::mem::take(&mut self.fresh_base_due) {
+            // Two epochs at once: the flows keep no minimum from before, and measure their
+            // bases afresh on the queue the hold drains.
+            self.count += 1;
+            delay.next_epoch();
+            delay.next_epoch();
+            self.until = Some(now + round * 2);
+            return SlowdownRound::Start;
+        }
         match self.next {
             None => {
                 // The first one comes after a few rounds of measurement.
@@ -278,6 +289,14 @@ impl Slowdown {
             }
             Some(_) => SlowdownRound::Normal,
         }
+    }
+
+    /// Asks for a slowdown at the next round that forgets the flows' bases instead of keeping
+    /// the previous epoch's minimum: the path got longer (a route change, a new cell), and the
+    /// old bases, too low now, would read its extra delay as a queue for two slowdown intervals.
+    /// Ignored while slowdowns are off.
+    pub fn fresh_base(&mut self) {
+        self.fresh_base_due = true;
     }
 
     /// Whether a coordinated slowdown is in progress (base delays are being measured afresh).

@@ -16,6 +16,10 @@ const BEST_EFFORT_NEGLIGIBLE: f64 = 0.02;
 /// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
 /// every 100 ms (10 a second) does not count.
 const INTERACTIVE_PACKETS_PER_SECOND: f64 = 20.0;
+/// A queue above the target stands unexplained once the budget was cut by this fraction of its
+/// bytes (see [`DelayTarget::note_unexplained_queue`]): the background's own queue, at most
+/// twice the target while the proportional step cuts it, would then be under the target.
+const UNEXPLAINED_CUT: f64 = 0.5;
 /// Best effort at this share of the link's rate in a round during an early yield confirms it:
 /// a download's slow start, not a web page's request (Key et al.'s objects of up to 1 MB still
 /// confirm it; the hold then was no false alarm).
@@ -88,6 +92,34 @@ impl DelayTarget {
         };
         let total = self.total_rate.estimate();
         total > 0.0 && be.bytes as f64 / round.interval.as_secs_f64() >= BEST_EFFORT_BUSY * total
+    }
+
+    /// A queue above the target that nobody's traffic explains: the router counts best effort
+    /// and it is negligible, so the background alone would have to hold the queue, yet the
+    /// queue stayed above the target in every round while the budget in force two rounds ago
+    /// (the queue shows that late) was already cut by half the queue's bytes (`delay * C`) from
+    /// where it was when the run began: its own queue would have fallen below the target. The path most
+    /// likely got longer (a route change, another cell): the bases are too low, and every flow
+    /// reads the extra delay as a queue and yields for the two slowdown intervals it takes them
+    /// to age out (lab `link`, RTT +30 ms: the background alone at 0.39 of the link for the 10 s
+    /// the step lasted). The bases are then measured afresh (`take_stale_base`).
+    pub(super) fn note_unexplained_queue(
+        &mut self,
+        round: &LinkRound,
+        negligible: bool,
+        (delay, target): (f64, f64),
+        link_rate: f64,
+    ) {
+        if !(round.best_effort.is_some() && negligible && delay > target) {
+            self.unexplained_from = None;
+            return;
+        }
+        let from = *self.unexplained_from.get_or_insert(round.budget_in_force);
+        let [two_back, _] = self.earlier_budgets;
+        if from.saturating_sub(two_back) as f64 >= UNEXPLAINED_CUT * delay * link_rate {
+            self.unexplained_from = None;
+            self.stale_base = true;
+        }
     }
 
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
