@@ -441,6 +441,73 @@ mod tests {
         assert!(!e.muted(Instant::from_millis(400)));
     }
 
+    /// A round as [`round`] where the router counts best effort: `busy` when it took half of
+    /// the link.
+    fn counted(ms: u64, in_force: u64, busy: bool) -> EarlyRound {
+        EarlyRound {
+            best_effort_busy: Some(busy),
+            ..round(ms, in_force, false, 2_896)
+        }
+    }
+
+    #[test]
+    fn counted_a_download_that_stays_confirms_its_syn() {
+        let mut e = EarlyYield::default();
+        e.on_competitor();
+        assert_eq!(e.on_round(counted(100, 137_500, false)), EarlyStep::Hold(2_896));
+        assert_eq!(e.on_round(counted(200, 2_896, false)), EarlyStep::Hold(2_896));
+        // Its slow start takes half of the link: the controller's yield is in charge.
+        assert_eq!(
+            e.on_round(counted(300, 2_896, true)),
+            EarlyStep::Queued { from: 137_500 }
+        );
+        // Judged over 2 s: a SYN meanwhile starts no hold; one round under half (a loss) is
+        // no verdict.
+        e.on_competitor();
+        assert_eq!(e.on_round(counted(400, 2_896, true)), EarlyStep::Inactive);
+        assert_eq!(e.on_round(counted(1_000, 2_896, false)), EarlyStep::Inactive);
+        assert_eq!(e.on_round(counted(2_200, 2_896, true)), EarlyStep::Inactive);
+        // Still half of the link at 2.3 s: a download. SYNs are believed on.
+        assert_eq!(e.on_round(counted(2_300, 2_896, true)), EarlyStep::Inactive);
+        assert!(!e.muted(Instant::from_millis(2_400)));
+        e.on_competitor();
+        assert_eq!(e.on_round(counted(2_400, 2_896, true)), EarlyStep::Hold(2_896));
+    }
+
+    #[test]
+    fn counted_a_web_page_that_ends_is_a_false_alarm() {
+        let mut e = EarlyYield::default();
+        e.on_competitor();
+        assert_eq!(e.on_round(counted(100, 137_500, false)), EarlyStep::Hold(2_896));
+        // A large object takes half of the link for a round...
+        assert_eq!(
+            e.on_round(counted(200, 2_896, true)),
+            EarlyStep::Queued { from: 137_500 }
+        );
+        // ...and is done long before the judgement: a false alarm, SYNs muted 4 s.
+        assert_eq!(e.on_round(counted(2_100, 137_500, false)), EarlyStep::Inactive);
+        assert_eq!(e.on_round(counted(2_200, 137_500, false)), EarlyStep::Inactive);
+        assert!(e.muted(Instant::from_millis(6_100)));
+        assert!(!e.muted(Instant::from_millis(6_200)));
+    }
+
+    #[test]
+    fn counted_the_hold_is_shorter() {
+        let mut e = EarlyYield::default();
+        e.on_competitor();
+        for i in 1..=u64::from(HOLD_ROUNDS_COUNTED) {
+            assert_eq!(
+                e.on_round(counted(100 * i, 137_500, false)),
+                EarlyStep::Hold(2_896)
+            );
+        }
+        assert_eq!(
+            e.on_round(counted(700, 2_896, false)),
+            EarlyStep::Restore(137_500)
+        );
+        assert!(e.muted(Instant::from_millis(4_600)));
+    }
+
     #[test]
     fn never_below_the_minimum() {
         let mut e = EarlyYield::default();

@@ -491,4 +491,27 @@ mod tests {
         run_until(2, &mut f);
         assert_eq!(f.base(), Some(ms(100)), "two slowdowns later it is gone");
     }
+
+    #[test]
+    fn a_fresh_base_slowdown_forgets_the_old_base_at_once() {
+        let mut s = Slowdown::default();
+        let mut link = LinkDelay::default();
+        let mut f = FlowDelay::default();
+        let t = |v: u64| Instant::from_millis(v);
+        let (round, every) = (ms(100), Duration::from_secs(30));
+        // The flow's base is 50 ms; then the route gets 30 ms longer.
+        link.on_sample(&mut f, ms(50));
+        assert_eq!(s.round(t(0), every, round, &mut link), SlowdownRound::Normal);
+        link.on_sample(&mut f, ms(80));
+        assert_eq!(f.base(), Some(ms(50)));
+        // The controller asks: the next round starts a slowdown (not due for 30 s)...
+        s.fresh_base();
+        assert_eq!(s.round(t(100), every, round, &mut link), SlowdownRound::Start);
+        // ...and the samples in it set the base: nothing of the old epoch is kept.
+        link.on_sample(&mut f, ms(80));
+        assert_eq!(f.base(), Some(ms(80)));
+        assert_eq!(s.round(t(200), every, round, &mut link), SlowdownRound::Hold);
+        assert_eq!(s.round(t(300), every, round, &mut link), SlowdownRound::Resume);
+        assert_eq!(s.count, 1);
+    }
 }

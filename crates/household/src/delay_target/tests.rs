@@ -517,3 +517,27 @@ fn best_effort_counted_takes_what_it_needs_and_gives_it_back() {
     // 103 ms = 128750.
     assert_eq!(step(2_896, 0, 2_896, 0), (128_750, "recover"));
 }
+
+/// Ten rounds of the background at its operating point on 10 Mbit/s, 100 ms (137.5 kB), round
+/// `i` reading `queue(i)` ms with best effort counted at `be` bytes a round: whether the
+/// controller took the bases for stale (the request stays until the engine takes it).
+fn takes_bases_for_stale(queue: impl Fn(u32) -> u64, be: u64) -> bool {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut step = counted_rounds(&mut c);
+    let mut budget = step(137_500, 10, 125_000, 0).0;
+    for i in 0..10 {
+        budget = step(budget, queue(i), 125_000, be).0;
+    }
+    drop(step);
+    c.take_stale_base()
+}
+
+#[test]
+fn a_queue_nobody_explains_takes_the_bases_for_stale() {
+    // The path got 15 ms longer: the queue reads 15 ms however far the budget is cut.
+    assert!(takes_bases_for_stale(|_| 15, 0));
+    // The background's own queue: it falls under the target once the budget is cut.
+    assert!(!takes_bases_for_stale(|i| if i < 2 { 15 } else { 8 }, 0));
+    // Best effort holds the queue (a fifth of the link): its, not a stale base.
+    assert!(!takes_bases_for_stale(|_| 15, 25_000));
+}
