@@ -447,7 +447,7 @@ impl DelayTarget {
         // a SYN is believed until holds prove false alarms (see `early_yield`); where the router
         // counts best effort, its rate judges each hold (a download keeps half of the link).
         if self.config.early_yield {
-            if let Some(budget) = self.early_step(round, queue_above_target) {
+            if let Some(budget) = self.early_step(round, target_duration, queue_above_target) {
                 return budget;
             }
         }

@@ -23,7 +23,8 @@
 //! If the queue rises above the target during a hold, the controller's own yield takes over with
 //! the recovery armed to the operating point before the hold. If the hold ends without a queue
 //! (a short request, a connection that sends little), the budget recovers to that point from a
-//! quarter of it, doubling while the queue stays empty. A SYN that a rule then classes as
+//! quarter of it, doubling while the queue stays empty; where the router counts best effort, at
+//! once, within what best effort leaves free. A SYN that a rule then classes as
 //! background at its SYN-ACK is retracted: the background never yields to itself.
 
 use slipstream_control::{Duration, Instant};

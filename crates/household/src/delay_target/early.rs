@@ -3,12 +3,19 @@
 use super::{
     DelayTarget, Pace, Pending, PreviousRound, CEILING_FRACTION, LOW_ROUNDS_TO_PROBE, RECOVERY_START_DIVISOR,
 };
+use slipstream_control::Duration;
+
 use crate::budget::{BudgetPhase, LinkRound};
 use crate::early_yield::{EarlyRound, EarlyStep};
 
 impl DelayTarget {
     /// The early yield's part of a round (see `early_yield`): `Some(budget)` when it decides.
-    pub(super) fn early_step(&mut self, round: &LinkRound, queue_above_target: bool) -> Option<u64> {
+    pub(super) fn early_step(
+        &mut self,
+        round: &LinkRound,
+        target: Duration,
+        queue_above_target: bool,
+    ) -> Option<u64> {
         let early = EarlyRound {
             now: round.now,
             in_force: round.budget_in_force,
@@ -24,6 +31,19 @@ impl DelayTarget {
             // yield (a quarter of it now, doubling while the queue stays empty), so that a
             // newcomer whose queue is late meets a quarter of the background, not all of it; as a
             // recovery, so that the engine lifts the demands the hold made small.
+            EarlyStep::Restore(from) if round.best_effort.is_some() => {
+                // Counted: best effort never took half of the link, so the budget goes back to
+                // where the hold began at once, within what best effort leaves free (a web
+                // page's objects go on after the hold; climbing from a quarter beside them,
+                // where the queue is seldom empty, cost the background a third of its share of
+                // the lab's web run). The rest waits for best effort to leave.
+                let free = self.free_capacity(round, target);
+                let budget = free.map_or(from, |cap| from.min(cap)).max(round.budget_in_force);
+                if budget < from {
+                    self.arm_recovery(from, Some(Pace::Quick));
+                }
+                (budget, BudgetPhase::Recover)
+            }
             EarlyStep::Restore(from) => {
                 // No queue showed: nobody is known to have held the link; the cautious way.
                 self.arm_recovery((from as f64 * CEILING_FRACTION) as u64, Some(Pace::Cautious));

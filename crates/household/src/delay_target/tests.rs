@@ -541,3 +541,30 @@ fn a_queue_nobody_explains_takes_the_bases_for_stale() {
     // Best effort holds the queue (a fifth of the link): its, not a stale base.
     assert!(!takes_bases_for_stale(|_| 15, 25_000));
 }
+
+#[test]
+fn counted_a_hold_nobody_confirms_restores_at_once() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let counted = |ms: u64, budget: u64, be: u64| {
+        let mut r = at(ms, round(budget, Some(2), 125_000, 137_500));
+        r.best_effort = Some(BestEffort {
+            bytes: be,
+            packets: be / 1_500,
+        });
+        r
+    };
+    // Below the target: the budget grows to 142.5 kB.
+    let start = c.on_round(&counted(1_000, 137_500, 0));
+    assert_eq!(start, 142_500);
+    // A SYN: six rounds at the floors; best effort fetches 30 kB a round at most (a web page's
+    // object, a quarter of the link: never half of it).
+    c.on_competitor(Instant::from_millis(1_050));
+    let mut budget = start;
+    for i in 1..=6 {
+        budget = c.on_round(&counted(1_000 + 100 * i, budget, if i < 4 { 30_000 } else { 0 }));
+        assert_eq!(budget, 2_896, "round {i} of the hold");
+    }
+    // Unconfirmed: back to 137.5 kB at once (best effort negligible now: nothing bounds it).
+    assert_eq!(c.on_round(&counted(1_700, budget, 0)), start);
+    assert_eq!(c.stats().phase.as_str(), "recover");
+}
