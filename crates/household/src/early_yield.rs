@@ -16,9 +16,11 @@
 //! up to [`MUTE_MAX`] (TCP's RTO backoff, RFC 6298 Sec. 5.5); a hold that meets a queue unmutes
 //! them. A SYN restarts a hold at most once ([`SYN_RESTARTS`]: a download's data connection
 //! after its control connection), so a stream of SYNs cannot hold the background at its floors.
-//! Where the router counts best effort's traffic (its WAN counters), the delay target bounds the
-//! budget by what best effort leaves free instead, and SYNs are not needed
-//! (`DelayTarget::free_capacity`).
+//! Where the router counts best effort's traffic (its WAN counters), the counters judge instead
+//! of the queue: a hold lasts [`HOLD_ROUNDS_COUNTED`], best effort taking half of the link ends
+//! it, and that counts as a confirmation only if best effort still takes half of the link
+//! [`JUDGED_OVER`] later (a download; a web page's objects are a false alarm). Beside it the delay
+//! target bounds the budget by what best effort leaves free (`DelayTarget::free_capacity`).
 //!
 //! If the queue rises above the target during a hold, the controller's own yield takes over with
 //! the recovery armed to the operating point before the hold. If the hold ends without a queue
