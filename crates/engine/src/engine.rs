@@ -358,7 +358,15 @@ impl Engine {
             events[1] = data.event;
             if let (Some(sample), Some(LinkDirection::Download)) = (data.link_sample, flow.link()) {
                 if let Some((state, _)) = flow.household_mut() {
-                    self.household.links[0].delay.on_sample(&mut state.delay, sample);
+                    let upload_queue = self.household.links[LinkDirection::Upload.index()]
+                        .delay
+                        .own_queue_delay();
+                    let link = &mut self.household.links[LinkDirection::Download.index()].delay;
+                    if data.one_way {
+                        link.on_sample(&mut state.delay, sample);
+                    } else {
+                        link.on_round_trip_sample(&mut state.delay, sample, upload_queue);
+                    }
                 }
             }
         }
@@ -388,11 +396,24 @@ impl Engine {
                     flow.store_ack(side, packet, info);
                 }
                 if let Some((state, _)) = flow.household_mut() {
+                    let download_queue = self.household.links[LinkDirection::Download.index()]
+                        .delay
+                        .own_queue_delay();
                     let link = &mut self.household.links[direction.index()];
                     link.delivered += u64::from(ack.acked);
                     state.round_acked += u64::from(ack.acked);
                     if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
-                        link.delay.on_sample(&mut state.delay, sample);
+                        // The round trip less the queue its ACK met on the download link.
+                        match ack.ack_one_way {
+                            Some(one_way) => {
+                                let excess = state.ack_path.excess(link.delay.epoch(), one_way);
+                                link.delay
+                                    .on_sample(&mut state.delay, sample.saturating_sub(excess));
+                            }
+                            None => link
+                                .delay
+                                .on_round_trip_sample(&mut state.delay, sample, download_queue),
+                        }
                     }
                 }
             }

@@ -16,6 +16,15 @@
 //!   round's samples, from all flows, are filtered together ([`LinkDelay::end_round`]): the 25th
 //!   percentile (the minimum below four samples), so one late packet never moves the estimate.
 //!
+//! Each link is judged on its own queue. A round-trip half crosses both links' queues: a
+//! download's far half without timestamps carries the ACK up the upload link, and an upload's
+//! near half carries the receiver's ACK down the download link. Where a flow can tell the two
+//! apart it does: a download with timestamps measures its data's one-way delay (sender clock),
+//! and an upload with timestamps takes off its ACK's one-way excess ([`AckPath`], receiver
+//! clock). Those samples are the link's *own* queue ([`LinkDelay::own_queue_delay`]); a
+//! round-trip sample of the opposite link is corrected by it ([`LinkDelay::on_round_trip_sample`]),
+//! so two background directions no longer yield to each other's queues.
+//!
 //! The bases are kept true by a coordinated slowdown ([`Slowdown`]): every `interval`, the
 //! budget of all background flows of the link drops to its minimum for two rounds at once, so
 //! the queue they built drains and the flows that send in it measure their base on an empty
@@ -34,6 +43,8 @@ use slipstream_control::{Duration, Instant};
 pub const CALIBRATION_SAMPLES: u8 = 4;
 /// Queueing-delay samples kept per round (a bound on memory; later samples overwrite in turn).
 const ROUND_SAMPLES: usize = 128;
+/// Of those, the ones that crossed this link's queue alone, kept apart for the opposite link.
+const OWN_SAMPLES: usize = 64;
 
 /// The per-flow part: the flow's base on this link, as the minimum of its samples in the current
 /// and the previous base epoch (LEDBAT's base history, RFC 6817 Sec. 2.4.2, with one epoch per
@@ -96,6 +107,12 @@ pub struct LinkDelay {
     /// Flows with samples in the current round and in the last one.
     flows_this_round: u32,
     flows_last_round: u32,
+    /// This round's samples that crossed this link's queue alone (one-way, or corrected by
+    /// their ACK's path), and how many were taken.
+    own_samples: [u32; OWN_SAMPLES],
+    own_count: usize,
+    /// The filtered queueing delay of the last round's own samples; `None` if it had none.
+    own_queue_delay: Option<Duration>,
 }
 
 impl Default for LinkDelay {
@@ -109,6 +126,9 @@ impl Default for LinkDelay {
             round: 0,
             flows_this_round: 0,
             flows_last_round: 0,
+            own_samples: [0; OWN_SAMPLES],
+            own_count: 0,
+            own_queue_delay: None,
         }
     }
 }
@@ -118,9 +138,31 @@ fn micros(d: Duration) -> u32 {
 }
 
 impl LinkDelay {
-    /// A flow measured `sample` (its link-crossing half). Updates the flow's base and records
-    /// the queueing-delay sample it gives.
+    /// A flow measured `sample`, a delay that crossed this link's queue and no other (a one-way
+    /// delay, or a round trip less its ACK's one-way excess). Updates the flow's base and
+    /// records the queueing-delay sample it gives, also as one of the link's own.
     pub fn on_sample(&mut self, flow: &mut FlowDelay, sample: Duration) {
+        let excess = self.record(flow, sample);
+        self.own_samples[self.own_count % OWN_SAMPLES] = excess;
+        self.own_count += 1;
+    }
+
+    /// A flow measured `sample`, a round-trip half that crossed this link's queue and the
+    /// opposite link's: `opposite` is that link's own queueing delay
+    /// ([`LinkDelay::own_queue_delay`]), taken off where known. Without it the sample stands as
+    /// it is, the opposite queue included (the best this flow can do: no timestamps, and no
+    /// flow of the other link that measures its queue alone).
+    pub fn on_round_trip_sample(
+        &mut self,
+        flow: &mut FlowDelay,
+        sample: Duration,
+        opposite: Option<Duration>,
+    ) {
+        self.record(flow, sample.saturating_sub(opposite.unwrap_or(Duration::ZERO)));
+    }
+
+    /// Updates the flow's base with `sample` and records its excess; returns the excess (us).
+    fn record(&mut self, flow: &mut FlowDelay, sample: Duration) -> u32 {
         let sample_us = micros(sample);
         if flow.epoch != self.epoch {
             flow.previous_us = if self.epoch.wrapping_sub(flow.epoch) == 1 {
@@ -154,9 +196,10 @@ impl LinkDelay {
         };
         flow.current_us = Some(flow.current_us.map_or(candidate, |b| b.min(candidate)));
         let base = flow.base_us().unwrap_or(candidate);
-        let slot = self.count % ROUND_SAMPLES;
-        self.samples[slot] = sample_us.saturating_sub(base);
+        let excess = sample_us.saturating_sub(base);
+        self.samples[self.count % ROUND_SAMPLES] = excess;
         self.count += 1;
+        excess
     }
 
     /// Ends a round: the filtered queueing delay of its samples, or `None` if it had none (the
@@ -167,13 +210,10 @@ impl LinkDelay {
         self.round = self.round.wrapping_add(1);
         self.flows_last_round = std::mem::take(&mut self.flows_this_round);
         self.fresh = n > 0;
-        if n == 0 {
-            return None;
-        }
-        let samples = &mut self.samples[..n];
-        samples.sort_unstable();
-        let value = if n < 4 { samples[0] } else { samples[n / 4] };
-        let delay = Duration::from_micros(u64::from(value));
+        let own = self.own_count.min(OWN_SAMPLES);
+        self.own_count = 0;
+        self.own_queue_delay = filtered(&mut self.own_samples[..own]);
+        let delay = filtered(&mut self.samples[..n])?;
         self.queue_delay = Some(delay);
         Some(delay)
     }
@@ -183,9 +223,72 @@ impl LinkDelay {
         self.queue_delay
     }
 
+    /// The last round's filtered queueing delay of this link's queue alone (its one-way and
+    /// ACK-corrected samples); `None` if the last round had none. For the opposite link's
+    /// round-trip samples ([`LinkDelay::on_round_trip_sample`]).
+    pub fn own_queue_delay(&self) -> Option<Duration> {
+        self.own_queue_delay
+    }
+
+    /// The base epoch, advanced by each coordinated slowdown (for [`AckPath`]).
+    pub fn epoch(&self) -> u32 {
+        self.epoch
+    }
+
     /// A coordinated slowdown starts: flows begin a new base epoch.
     pub fn next_epoch(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
+    }
+}
+
+/// The round's filter: the 25th percentile (the minimum below four samples); `None` for none.
+fn filtered(samples: &mut [u32]) -> Option<Duration> {
+    let n = samples.len();
+    if n == 0 {
+        return None;
+    }
+    samples.sort_unstable();
+    let value = if n < 4 { samples[0] } else { samples[n / 4] };
+    Some(Duration::from_micros(u64::from(value)))
+}
+
+/// An upload's ACK path: the one-way delay of the receiver's ACKs from the receiver to the router
+/// (by the receiver's TSval clock, on an arbitrary origin), as its minimum in the current and
+/// the previous base epoch of the upload link, like [`FlowDelay`]. An ACK's excess over that
+/// minimum is the queue it met on the download link; the upload's round trip less that excess
+/// is a delay that crossed the upload link's queue alone. A route change on the ACK path moves
+/// the round trip and the ACK's delay alike, so it cancels out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AckPath {
+    current_us: Option<u32>,
+    previous_us: Option<u32>,
+    epoch: u32,
+}
+
+impl AckPath {
+    /// The excess of an ACK whose one-way delay read `one_way` over the path's minimum, in the
+    /// upload link's base `epoch` ([`LinkDelay::epoch`]).
+    pub fn excess(&mut self, epoch: u32, one_way: Duration) -> Duration {
+        let us = micros(one_way);
+        if self.epoch != epoch {
+            self.previous_us = if epoch.wrapping_sub(self.epoch) == 1 {
+                self.current_us
+            } else {
+                None
+            };
+            self.current_us = None;
+            self.epoch = epoch;
+        }
+        let current = self.current_us.map_or(us, |m| m.min(us));
+        self.current_us = Some(current);
+        let min = self.previous_us.map_or(current, |p| p.min(current));
+        Duration::from_micros(u64::from(us - min))
+    }
+
+    /// Forgets the minimum: the receiver's clock estimate changed, and with it the scale.
+    pub fn restart(&mut self) {
+        self.current_us = None;
+        self.previous_us = None;
     }
 }
 
@@ -374,6 +477,51 @@ mod tests {
         link.on_sample(&mut f, Duration::from_micros(100_165));
         link.on_sample(&mut f, Duration::from_micros(101_429));
         assert_eq!(link.end_round(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn each_link_is_judged_on_its_own_queue() {
+        // Background both ways, 100 ms base. The upload link's queue is 12 ms, the download
+        // link's 8 ms. An upload with timestamps: a round trip of 120 ms whose ACK met 8 ms
+        // (its one-way excess) is 112 ms on the upload link alone.
+        let (mut up, mut down) = (LinkDelay::default(), LinkDelay::default());
+        let mut path = AckPath::default();
+        let mut upload = FlowDelay::default();
+        // Empty queues first: the bases (round trip 100 ms, ACK one-way 50 ms).
+        assert_eq!(path.excess(up.epoch(), ms(50)), Duration::ZERO);
+        up.on_sample(&mut upload, ms(100));
+        assert_eq!(up.end_round(), Some(Duration::ZERO));
+        let excess = path.excess(up.epoch(), ms(58));
+        assert_eq!(excess, ms(8));
+        up.on_sample(&mut upload, ms(120) - excess);
+        assert_eq!(up.end_round(), Some(ms(12)));
+        assert_eq!(up.own_queue_delay(), Some(ms(12)));
+        // A download without timestamps: its far half (ACK up, data down) reads 120 ms, less
+        // the upload link's own 12 ms: the download link sees its own 8 ms.
+        let mut download = FlowDelay::default();
+        // Its base first: 112 ms while only the upload link queued.
+        down.on_round_trip_sample(&mut download, ms(112), up.own_queue_delay());
+        assert_eq!(download.base(), Some(ms(100)));
+        down.end_round();
+        down.on_round_trip_sample(&mut download, ms(120), up.own_queue_delay());
+        assert_eq!(down.end_round(), Some(ms(8)));
+        // Round-trip samples are not the link's own: the upload link cannot correct by them.
+        assert_eq!(down.own_queue_delay(), None);
+        // Where the opposite link measured nothing alone, the round trip stands as it is.
+        down.on_round_trip_sample(&mut download, ms(120), None);
+        assert_eq!(down.end_round(), Some(ms(20)));
+    }
+
+    #[test]
+    fn the_ack_path_minimum_ages_with_the_epochs_and_restarts() {
+        let mut path = AckPath::default();
+        assert_eq!(path.excess(0, ms(40)), Duration::ZERO);
+        assert_eq!(path.excess(1, ms(45)), ms(5));
+        // Two epochs on, the 40 ms minimum is gone (a clock that drifted, a route that changed).
+        assert_eq!(path.excess(2, ms(45)), Duration::ZERO);
+        assert_eq!(path.excess(2, ms(50)), ms(5));
+        path.restart();
+        assert_eq!(path.excess(2, ms(70)), Duration::ZERO);
     }
 
     #[test]

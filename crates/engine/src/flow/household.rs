@@ -1,8 +1,8 @@
 //! The parts of a flow that household control keeps: its base and time-sharing state, and the
 //! receiver's last pure ACK, from which the daemon's window updates are made.
 
-use slipstream_control::{AnyController, HouseholdShare, Instant, TsClock};
-use slipstream_household::link_delay::FlowDelay;
+use slipstream_control::{AnyController, Duration, HouseholdShare, Instant, TsClock, TsClockEstimator};
+use slipstream_household::link_delay::{AckPath, FlowDelay};
 use slipstream_wire::{fill_tcp_checksum, rewrite_window, TcpPacketInfo};
 
 use super::Flow;
@@ -21,11 +21,64 @@ pub(crate) struct HouseholdFlow {
     pub held_since: Option<Instant>,
     /// Bytes the flow's receiver acknowledged since the last round.
     pub round_acked: u64,
-    /// (arrival, TSval, clock estimate) of the first segment timed by the sender's clock: the
-    /// reference of the flow's one-way delays, restarted when the estimate changes.
-    pub(super) one_way_ref: Option<(Instant, u32, TsClock)>,
+    /// The one-way delays of the bulk sender's data (a download's, by the sender's clock).
+    pub(super) data_one_way: OneWayTimer,
+    /// An upload's ACK path: its receiver's TSval clock, the ACKs' one-way delays by it, and
+    /// their minimum (`AckPath`), to take the download link's queue off the round trip.
+    receiver_clock: TsClockEstimator,
+    ack_one_way: OneWayTimer,
+    pub ack_path: AckPath,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
     pub(super) last_ack: Option<StoredAck>,
+}
+
+/// One-way delays are kept relative to the flow's first timed segment, offset by this so they
+/// stay positive (a later segment may be faster than the first).
+const ONE_WAY_OFFSET_US: i64 = 10_000_000;
+
+/// One-way delays from a TSval clock: each segment's arrival less its send time by the
+/// clock, against the first timed segment's (an arbitrary origin, the same for every sample).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct OneWayTimer {
+    /// (arrival, TSval, clock estimate) of the first segment timed: restarted when the clock
+    /// estimate changes.
+    reference: Option<(Instant, u32, TsClock)>,
+}
+
+impl OneWayTimer {
+    /// The one-way delay of a segment that arrived `now` with `tsval`, by `clock`; and whether
+    /// the clock estimate changed since the last sample (earlier delays are on another scale).
+    pub(crate) fn sample(&mut self, clock: TsClock, now: Instant, tsval: u32) -> (Option<Duration>, bool) {
+        let rescaled = self.reference.is_some_and(|(_, _, used)| used != clock);
+        if rescaled {
+            self.reference = None;
+        }
+        let (at0, ts0, _) = *self.reference.get_or_insert((now, tsval, clock));
+        let sent_us = clock.ticks_to_micros(i64::from(tsval.wrapping_sub(ts0) as i32));
+        let one_way = now.signed_micros_since(at0) - sent_us + ONE_WAY_OFFSET_US;
+        (
+            (one_way > 0).then(|| Duration::from_micros(one_way as u64)),
+            rescaled,
+        )
+    }
+}
+
+/// The slowest receiver clock whose ticks are fine enough to take a queue off an upload's round
+/// trip: 2 ms (a 100 Hz clock's 10 ms ticks are the whole delay target; the round trip then
+/// stands, corrected by the download link's own queue where that is known).
+const MIN_ACK_CLOCK_HZ: u32 = 500;
+
+impl HouseholdFlow {
+    /// The one-way delay of an upload's ACK from its receiver, once the receiver's clock is known.
+    pub(super) fn ack_one_way(&mut self, now: Instant, tsval: u32) -> Option<Duration> {
+        self.receiver_clock.observe(now, tsval);
+        let clock = self.receiver_clock.clock().filter(|c| c.hz() >= MIN_ACK_CLOCK_HZ)?;
+        let (one_way, rescaled) = self.ack_one_way.sample(clock, now, tsval);
+        if rescaled {
+            self.ack_path.restart();
+        }
+        one_way
+    }
 }
 
 /// A pure ACK kept whole, with where its window field is.

@@ -72,11 +72,9 @@ pub(crate) struct DataOutcome {
     /// and a queue of uploads on it, out), else the far half of the RTT (router -> sender ->
     /// router, by window release without timestamps). One kind per flow, never mixed.
     pub link_sample: Option<Duration>,
+    /// `link_sample` is a one-way delay: it crossed the download link's queue alone.
+    pub one_way: bool,
 }
-
-/// One-way delays are kept relative to the flow's first timed segment, offset by this so they
-/// stay positive (a later segment may be faster than the first).
-const ONE_WAY_OFFSET_US: i64 = 10_000_000;
 
 /// What an ACK gave the engine.
 #[derive(Clone, Copy, Debug)]
@@ -84,6 +82,9 @@ pub(crate) struct AckResult {
     pub outcome: AckOutcome,
     /// A new near-half RTT sample (router -> receiver -> router).
     pub near_sample: Option<Duration>,
+    /// For a household upload with timestamps: the one-way delay of this ACK from the receiver
+    /// to the router, by the receiver's TSval clock on an arbitrary origin (`AckPath`).
+    pub ack_one_way: Option<Duration>,
     /// Bytes the receiver newly acknowledged (0 unless the ACK came from the bulk receiver).
     pub acked: u32,
 }
@@ -273,6 +274,7 @@ impl Flow {
             return DataOutcome {
                 event,
                 link_sample: None,
+                one_way: false,
             };
         }
         let timestamps = info
@@ -291,17 +293,14 @@ impl Flow {
             if let Some(t) = timestamps {
                 control.sender_clock.observe(now, t.tsval);
                 if let (Some(clock), Some(h)) = (control.sender_clock.clock(), control.household.as_mut()) {
-                    if h.one_way_ref.is_some_and(|(_, _, used)| used != clock) {
+                    let (one_way, rescaled) = h.data_one_way.sample(clock, now, t.tsval);
+                    if rescaled {
                         // The clock estimate changed (its first step reads a queue building up
                         // in the first 250 ms as a slower clock): the delays measured with the
                         // old one drifted, and so did the base taken from them.
-                        h.one_way_ref = None;
                         h.delay.restart();
                     }
-                    let (at0, ts0, _) = *h.one_way_ref.get_or_insert((now, t.tsval, clock));
-                    let sent_us = clock.ticks_to_micros(i64::from(t.tsval.wrapping_sub(ts0) as i32));
-                    let one_way = now.signed_micros_since(at0) - sent_us + ONE_WAY_OFFSET_US;
-                    link_sample = (one_way > 0).then(|| Duration::from_micros(one_way as u64));
+                    link_sample = one_way;
                 }
             }
             let sample = DataSample {
@@ -311,7 +310,11 @@ impl Flow {
             };
             control.controller.on_data(now, &ctx, &sample);
         }
-        DataOutcome { event, link_sample }
+        DataOutcome {
+            event,
+            link_sample,
+            one_way: link_sample.is_some() && timed,
+        }
     }
 
     /// Any segment with the ACK flag from `side`: returns what to do with its window field.
@@ -328,6 +331,7 @@ impl Flow {
         let pass = |reason| AckResult {
             outcome: AckOutcome::Pass(reason),
             near_sample: None,
+            ack_one_way: None,
             acked: 0,
         };
         let Some(negotiated) = self.negotiated else {
@@ -361,6 +365,7 @@ impl Flow {
                 return AckResult {
                     outcome: AckOutcome::Rewrite(field),
                     near_sample: None,
+                    ack_one_way: None,
                     acked: 0,
                 };
             }
@@ -369,6 +374,11 @@ impl Flow {
         self.goodput.on_acked(now, acked);
         let tsval = info.options.timestamps.map(|(tsval, _)| tsval);
         let near_sample = self.rtt.on_ack_forwarded(now, tsval, info.ack);
+        let upload = self.link() == Some(LinkDirection::Upload);
+        let ack_one_way = match (tsval, self.control.as_mut().and_then(|c| c.household.as_mut())) {
+            (Some(tsval), Some(h)) if upload => h.ack_one_way(now, tsval).filter(|_| near_sample.is_some()),
+            _ => None,
+        };
         let hold = matches!(
             self.control.as_ref().map(|c| &c.controller),
             Some(AnyController::Household(share)) if share.is_held()
@@ -427,6 +437,7 @@ impl Flow {
         AckResult {
             outcome,
             near_sample,
+            ack_one_way,
             acked,
         }
     }

@@ -208,3 +208,81 @@ fn a_corrected_sender_clock_restarts_the_flows_base() {
         );
     }
 }
+
+/// An upload with timestamps: its ACKs' one-way delays (by the receiver's clock) rise by the
+/// queue they meet on the download link, and by nothing the upload link queues, so the
+/// engine can take the download link's queue off the upload's round trips (`AckPath`).
+#[test]
+fn an_uploads_ack_path_reads_the_download_links_queue_alone() {
+    use slipstream_household::link_delay::AckPath;
+    let key = FlowKey::from_packet([10, 0, 0, 2].into(), 40000, [192, 0, 2, 1].into(), 80).0;
+    let t0 = Instant::ZERO;
+    let syn = |ts| TcpOptions {
+        mss: Some(MSS),
+        window_scale: Some(0),
+        timestamps: Some(ts),
+        ..TcpOptions::default()
+    };
+    let flags = |ack| TcpFlags {
+        syn: true,
+        ack,
+        ..TcpFlags::default()
+    };
+    let ack = TcpFlags {
+        ack: true,
+        ..TcpFlags::default()
+    };
+    // Low is the LAN host, sending; High the receiver on the internet, 50 ms each way.
+    let mut f = Flow::new(1, t0);
+    f.note_lan_side(Side::Low, Some(true));
+    f.on_syn(Side::Low, t0, &segment(0, 0, flags(false), 0, syn((1, 0))));
+    f.on_syn(Side::High, t0, &segment(0, 1, flags(true), 0, syn((7, 1))));
+    // From 1.5 s the upload link queues 20 ms, and from 2 s the download link 30 ms more.
+    let (up_queue, down_queue) = (
+        |s_ms: u64| if s_ms >= 1500 { 20 } else { 0 },
+        |s_ms: u64| if s_ms >= 2000 { 30 } else { 0 },
+    );
+    let mut path = AckPath::default();
+    let mut excess_at = Vec::new();
+    for s_ms in 0..2500u64 {
+        let seq = 1 + s_ms as u32 * u32::from(MSS);
+        let options = TcpOptions {
+            timestamps: Some((1 + s_ms as u32, 1)),
+            ..TcpOptions::default()
+        };
+        let data = segment(seq, 1, ack, u32::from(MSS), options);
+        f.on_data(
+            Side::Low,
+            Instant::from_millis(s_ms),
+            &data,
+            &ControllerConfig::Household,
+            key,
+        );
+        // The receiver's ACK of that segment: sent on arrival (its clock, 1 kHz, = real time),
+        // back at the router after the download link's queue.
+        let sent_ms = s_ms + 50 + up_queue(s_ms);
+        let back_ms = sent_ms + 50 + down_queue(sent_ms);
+        let options = TcpOptions {
+            timestamps: Some((sent_ms as u32, 1 + s_ms as u32)),
+            ..TcpOptions::default()
+        };
+        let reply = segment(1, seq + u32::from(MSS), ack, 0, options);
+        let result = f.on_ack(Side::High, Instant::from_millis(back_ms), &reply, Ok(()), true);
+        if let Some(one_way) = result.ack_one_way {
+            excess_at.push((sent_ms, path.excess(0, one_way)));
+        }
+    }
+    assert!(
+        excess_at.len() > 1000,
+        "the receiver's clock is learned: {}",
+        excess_at.len()
+    );
+    for (sent_ms, excess) in excess_at {
+        let expected = Duration::from_millis(down_queue(sent_ms));
+        let error = excess.abs_diff(expected);
+        assert!(
+            error <= Duration::from_millis(2),
+            "ACK sent at {sent_ms} ms: excess {excess:?}, the download link queued {expected:?}"
+        );
+    }
+}
