@@ -141,7 +141,7 @@ fn rules_by_name_with_dnsmasq() {
     let snippet_path = config.names.dnsmasq_conf.clone().unwrap();
     let snippet = std::fs::read_to_string(&snippet_path).expect("the daemon wrote the dnsmasq snippet");
     assert!(
-        snippet.contains("\nipset=/games.test/ss_dst4_games,ss_dst6_games\n"),
+        snippet.contains("\nipset=/games.test/ss_dst_games_4,ss_dst_games_6\n"),
         "{snippet}"
     );
 
@@ -170,12 +170,12 @@ fn rules_by_name_with_dnsmasq() {
     assert_eq!(bg4, [srv(1, false)]);
     assert_eq!(bg6, [srv(1, true)]);
     assert_eq!(other4, [srv(2, false)]);
-    let set4 = ipset_list(&tb, "ss_dst4_games");
-    eprintln!("ipset ss_dst4_games after the lookups:\n{set4}");
+    let set4 = ipset_list(&tb, "ss_dst_games_4");
+    eprintln!("ipset ss_dst_games_4 after the lookups:\n{set4}");
     assert_eq!(members(&set4), [srv(1, false).to_string()], "{set4}");
     assert!(set4.contains("timeout"), "{set4}");
     assert_eq!(
-        members(&ipset_list(&tb, "ss_dst6_games")),
+        members(&ipset_list(&tb, "ss_dst_games_6")),
         [srv(1, true).to_string()]
     );
     // `slipstream status` shows the sets and what they hold.
@@ -189,8 +189,8 @@ fn rules_by_name_with_dnsmasq() {
         .map(|n| (n.set.clone(), n.entries))
         .collect();
     eprintln!("status name sets: {counts:?}");
-    assert!(counts.contains(&("ss_dst4_games".into(), Some(1))), "{counts:?}");
-    assert!(counts.contains(&("ss_host4_deck".into(), Some(0))), "{counts:?}");
+    assert!(counts.contains(&("ss_dst_games_4".into(), Some(1))), "{counts:?}");
+    assert!(counts.contains(&("ss_host_deck_4".into(), Some(0))), "{counts:?}");
 
     // Two downloads at once: from the background name's address and from the other one.
     tb.start_iperf_server_in(Ns::server(1), 5201).unwrap();
@@ -241,9 +241,9 @@ fn rules_by_name_with_dnsmasq() {
     // Expiry: no new lookup, so the entry goes after the set's timeout.
     let expiry = resolved_at + Duration::from_secs(SET_TIMEOUT_SECS + 2);
     std::thread::sleep(expiry.saturating_duration_since(Instant::now()));
-    let after = ipset_list(&tb, "ss_dst4_games");
+    let after = ipset_list(&tb, "ss_dst_games_4");
     eprintln!(
-        "ipset ss_dst4_games {:.0} s after the lookup:\n{after}",
+        "ipset ss_dst_games_4 {:.0} s after the lookup:\n{after}",
         resolved_at.elapsed().as_secs_f64()
     );
     assert!(members(&after).is_empty(), "entry did not expire:\n{after}");
@@ -259,8 +259,8 @@ fn rules_by_name_with_dnsmasq() {
     let leases = dir.join("dhcp.leases");
     let client = tb.client_addr(false);
     std::fs::write(&leases, format!("0 02:00:00:00:00:01 {client} steam-deck *\n")).unwrap();
-    wait_for("the lease in ss_host4_deck", 5, || {
-        members(&ipset_list(&tb, "ss_host4_deck")) == [client.to_string()]
+    wait_for("the lease in ss_host_deck_4", 5, || {
+        members(&ipset_list(&tb, "ss_host_deck_4")) == [client.to_string()]
     });
     download(&tb, 1, 5203, 3);
     let metrics = daemon.scrape(&tb).unwrap();
@@ -277,8 +277,8 @@ fn rules_by_name_with_dnsmasq() {
     // The lease moves to another address: the set follows, the host's flows are no longer its.
     let moved: IpAddr = "10.77.3.222".parse().unwrap();
     std::fs::write(&leases, format!("0 02:00:00:00:00:01 {moved} steam-deck *\n")).unwrap();
-    wait_for("the moved lease in ss_host4_deck", 5, || {
-        members(&ipset_list(&tb, "ss_host4_deck")) == [moved.to_string()]
+    wait_for("the moved lease in ss_host_deck_4", 5, || {
+        members(&ipset_list(&tb, "ss_host_deck_4")) == [moved.to_string()]
     });
     download(&tb, 1, 5203, 2);
     let metrics = daemon.scrape(&tb).unwrap();
@@ -374,7 +374,7 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
     let list_set = || {
         tb.run_in(
             Ns::Router,
-            &["nft", "list", "set", "inet", "slipstream", "ss_dst4_games"],
+            &["nft", "list", "set", "inet", "slipstream", "ss_dst_games_4"],
         )
         .unwrap()
     };

@@ -116,6 +116,9 @@ grep -q '^conf-dir=' "$OUT/instance.conf" || { echo "FAIL: no conf-dir"; fail=1;
 grep -q '^nftset=' "$OUT/instance.conf" || case "$FEATURES" in *no-nftset*) ;; *) echo "FAIL: no nftset line"; fail=1 ;; esac
 case "$FEATURES" in *no-nftset*) ! grep -q '^nftset=' "$OUT/instance.conf" || { echo "FAIL: nftset kept without nftset"; fail=1; } ;; esac
 case "$FEATURES" in *no-ipset*) ! grep -q '^ipset=' "$OUT/instance.conf" || { echo "FAIL: ipset kept without ipset"; fail=1; } ;; esac
+# Every nft target with its family, read from the set's name (no nft asked, no "Cannot infer").
+! grep '^nftset=' "$OUT/instance.conf" | tr '/,' '\n\n' | grep -q '^inet#' || { echo "FAIL: an nft target without family"; fail=1; }
+! grep -q 'Cannot infer' "$OUT/procd" || { echo "FAIL: the init could not infer a family"; fail=1; }
 grep -q "procd_add_jail_mount /var/etc/dnsmasq.conf.cfg01411c" "$OUT/procd" || { echo "FAIL: the config not mounted in the jail"; fail=1; }
 grep -q '^exit 0$' "$OUT/test" || { echo "FAIL: dnsmasq --test"; fail=1; }
 rm -rf "$OUT"

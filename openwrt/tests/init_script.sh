@@ -249,7 +249,7 @@ batch() { # batch N: N sections, each with one domain
   : >"$TMP/batch"
   _i=1
   while [ "$_i" -le "$1" ]; do
-    printf "set dhcp.slipstream_%s=ipset\nadd_list dhcp.slipstream_%s.name='ss_dst4_r%s'\nadd_list dhcp.slipstream_%s.domain='r%s.example.com'\n" \
+    printf "set dhcp.slipstream_%s=ipset\nadd_list dhcp.slipstream_%s.name='ss_dst_r%s_4'\nadd_list dhcp.slipstream_%s.domain='r%s.example.com'\n" \
       "$_i" "$_i" "$_i" "$_i" "$_i" >>"$TMP/batch"
     _i=$((_i + 1))
   done

@@ -218,12 +218,13 @@ mod tests {
         let c = config("[[rules]]\nname = \"dl\"\ndomains = [\"dl.example.com\"]\n");
         let ipset = dnsmasq_text(&c, Backend::IptablesLegacy).unwrap();
         assert!(
-            ipset.contains("ipset=/dl.example.com/ss_dst4_dl,ss_dst6_dl\n"),
+            ipset.contains("ipset=/dl.example.com/ss_dst_dl_4,ss_dst_dl_6\n"),
             "{ipset}"
         );
         let nft = dnsmasq_text(&c, Backend::Nftables).unwrap();
-        assert!(nft
-            .contains("nftset=/dl.example.com/4#inet#slipstream#ss_dst4_dl,6#inet#slipstream#ss_dst6_dl\n"));
+        assert!(nft.contains(
+            "nftset=/dl.example.com/4#inet#slipstream#ss_dst_dl_4,6#inet#slipstream#ss_dst_dl_6\n"
+        ));
         let none = config("[[rules]]\nname = \"bt\"\nremote_ports = [1]\n");
         assert_eq!(dnsmasq_text(&none, Backend::IptablesLegacy), None);
     }
@@ -233,12 +234,15 @@ mod tests {
         let c = config("[[rules]]\nname = \"dl\"\ndomains = [\"dl.example.com\"]\n");
         let batch = dnsmasq_uci_batch(&c);
         assert!(
-            batch.contains("add_list dhcp.slipstream_1.name='ss_dst4_dl'\n"),
+            batch.contains("add_list dhcp.slipstream_1.name='ss_dst_dl_4'\n"),
             "{batch}"
         );
-        assert!(batch.contains("set dhcp.slipstream_2.family='6'\n"), "{batch}");
         assert!(
-            batch.contains("add_list dhcp.slipstream_2.domain='dl.example.com'\n"),
+            batch.contains("add_list dhcp.slipstream_1.name='ss_dst_dl_6'\n"),
+            "{batch}"
+        );
+        assert!(
+            batch.contains("add_list dhcp.slipstream_1.domain='dl.example.com'\n"),
             "{batch}"
         );
         let none = config("[[rules]]\nname = \"bt\"\nremote_ports = [1]\n");

@@ -30,14 +30,15 @@ pub const SECTION_PREFIX: &str = "slipstream_";
 pub struct IpsetSection {
     /// Section name (`slipstream_1`).
     pub id: String,
-    /// The set filled (`list name`).
-    pub set: String,
-    /// The address family of the set (`option family`): stated, because dnsmasq's init would
-    /// otherwise guess it from the name or ask nft, whose table does not exist yet at boot.
-    pub family: Family,
-    /// The nft table of the set (`option table`, family `inet`).
+    /// The sets filled (`list name`): the rule's IPv4 set, and its IPv6 set with IPv6. Both in
+    /// one section, so in one dnsmasq line: of several lines for the same name dnsmasq applies
+    /// only the last (`domain_find_sets`, the longest domain, the later on a tie). Their family
+    /// is not stated (`option family` is one per section): dnsmasq's init reads it from the
+    /// names' `_4` / `_6` ends ([`set_name`]).
+    pub sets: Vec<String>,
+    /// The nft table of the sets (`option table`, family `inet`).
     pub table: String,
-    /// The names whose answers go to the set (`list domain`).
+    /// The names whose answers go to the sets (`list domain`).
     pub domains: Vec<String>,
 }
 
@@ -47,51 +48,48 @@ impl IpsetSection {
     pub fn init_lines(&self) -> [String; 2] {
         let domains: String = self.domains.iter().map(|d| format!("/{d}")).collect();
         [
-            format!("ipset={domains}/{}", self.set),
-            format!("nftset={domains}/{}", self.nft_target()),
+            format!("ipset={domains}/{}", self.sets.join(",")),
+            format!("nftset={domains}/{}", nft_targets(&self.table, &self.sets)),
         ]
-    }
-
-    fn nft_target(&self) -> String {
-        let fam = match self.family {
-            Family::V4 => 4,
-            Family::V6 => 6,
-        };
-        format!("{fam}#inet#{}#{}", self.table, self.set)
     }
 }
 
-/// The sections for `rules` (those with domains): per rule one section per family (IPv6 only
-/// with `ipv6`), its names split over several sections where one line would pass dnsmasq's
-/// line limit ([`MAX_LINE`]).
+/// `4#inet#<table>#<set>,...`, the family from each name's end.
+fn nft_targets(table: &str, sets: &[String]) -> String {
+    sets.iter()
+        .map(|set| {
+            let fam = if set.ends_with("_6") { 6 } else { 4 };
+            format!("{fam}#inet#{table}#{set}")
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The sections for `rules` (those with domains): per rule one section, its names split over
+/// several sections where one line would pass dnsmasq's line limit ([`MAX_LINE`]).
 pub fn dhcp_ipset_sections(rules: &[RuleDomains], table: &str, ipv6: bool) -> Vec<IpsetSection> {
-    let families: &[Family] = if ipv6 {
-        &[Family::V4, Family::V6]
-    } else {
-        &[Family::V4]
-    };
     let mut out: Vec<IpsetSection> = Vec::new();
     for rule in rules.iter().filter(|r| !r.domains.is_empty()) {
-        for &family in families {
-            let set = set_name(rule.rule, SetKind::Dst, family);
-            for domains in chunks(rule.domains, table, &set) {
-                out.push(IpsetSection {
-                    id: format!("{SECTION_PREFIX}{}", out.len() + 1),
-                    set: set.clone(),
-                    family,
-                    table: table.to_owned(),
-                    domains,
-                });
-            }
+        let mut sets = vec![set_name(rule.rule, SetKind::Dst, Family::V4)];
+        if ipv6 {
+            sets.push(set_name(rule.rule, SetKind::Dst, Family::V6));
+        }
+        for domains in chunks(rule.domains, nft_targets(table, &sets).len()) {
+            out.push(IpsetSection {
+                id: format!("{SECTION_PREFIX}{}", out.len() + 1),
+                sets: sets.clone(),
+                table: table.to_owned(),
+                domains,
+            });
         }
     }
     out
 }
 
 /// The names split so that each section's `nftset=` line (the longer of the two) fits.
-fn chunks(domains: &[DomainPattern], table: &str, set: &str) -> Vec<Vec<String>> {
-    // "nftset=" + the names each with its '/' + "/" + "4#inet#<table>#<set>"
-    let fixed = "nftset=".len() + 1 + "4#inet##".len() + table.len() + set.len();
+fn chunks(domains: &[DomainPattern], targets_len: usize) -> Vec<Vec<String>> {
+    // "nftset=" + the names each with its '/' + "/" + the targets
+    let fixed = "nftset=".len() + 1 + targets_len;
     let mut out: Vec<Vec<String>> = Vec::new();
     let mut current: Vec<String> = Vec::new();
     let mut len = fixed;
@@ -115,15 +113,12 @@ pub fn uci_batch(sections: &[IpsetSection]) -> String {
     let mut s = String::new();
     for sec in sections {
         let id = &sec.id;
-        let fam = match sec.family {
-            Family::V4 => 4,
-            Family::V6 => 6,
-        };
         let _ = writeln!(s, "set dhcp.{id}=ipset");
-        let _ = writeln!(s, "add_list dhcp.{id}.name='{}'", sec.set);
+        for set in &sec.sets {
+            let _ = writeln!(s, "add_list dhcp.{id}.name='{set}'");
+        }
         let _ = writeln!(s, "set dhcp.{id}.table='{}'", sec.table);
         let _ = writeln!(s, "set dhcp.{id}.table_family='inet'");
-        let _ = writeln!(s, "set dhcp.{id}.family='{fam}'");
         for d in &sec.domains {
             let _ = writeln!(s, "add_list dhcp.{id}.domain='{d}'");
         }
@@ -162,7 +157,7 @@ mod tests {
     }
 
     #[test]
-    fn one_section_per_family_with_its_family_and_table() {
+    fn one_section_per_rule_with_both_sets_and_the_table() {
         let d = patterns(&["steamcontent.com", "*.cs.steampowered.com"]);
         let rules = [
             RuleDomains {
@@ -175,26 +170,29 @@ mod tests {
             },
         ];
         let secs = dhcp_ipset_sections(&rules, "slipstream", true);
-        assert_eq!(secs.len(), 2);
+        assert_eq!(secs.len(), 1);
         assert_eq!(secs[0].id, "slipstream_1");
-        assert_eq!(secs[1].id, "slipstream_2");
         assert_eq!(
             secs[0].init_lines(),
             [
-                "ipset=/steamcontent.com/*.cs.steampowered.com/ss_dst4_steam".to_string(),
-                "nftset=/steamcontent.com/*.cs.steampowered.com/4#inet#slipstream#ss_dst4_steam".to_string()
+                "ipset=/steamcontent.com/*.cs.steampowered.com/ss_dst_steam_4,ss_dst_steam_6".to_string(),
+                "nftset=/steamcontent.com/*.cs.steampowered.com/4#inet#slipstream#ss_dst_steam_4,6#inet#slipstream#ss_dst_steam_6"
+                    .to_string()
             ]
         );
-        assert!(secs[1].init_lines()[1].ends_with("/6#inet#slipstream#ss_dst6_steam"));
         let batch = uci_batch(&secs);
-        assert!(batch.starts_with(
-            "set dhcp.slipstream_1=ipset\nadd_list dhcp.slipstream_1.name='ss_dst4_steam'\n\
-             set dhcp.slipstream_1.table='slipstream'\nset dhcp.slipstream_1.table_family='inet'\n\
-             set dhcp.slipstream_1.family='4'\nadd_list dhcp.slipstream_1.domain='steamcontent.com'\n\
+        assert_eq!(
+            batch,
+            "set dhcp.slipstream_1=ipset\n\
+             add_list dhcp.slipstream_1.name='ss_dst_steam_4'\n\
+             add_list dhcp.slipstream_1.name='ss_dst_steam_6'\n\
+             set dhcp.slipstream_1.table='slipstream'\n\
+             set dhcp.slipstream_1.table_family='inet'\n\
+             add_list dhcp.slipstream_1.domain='steamcontent.com'\n\
              add_list dhcp.slipstream_1.domain='*.cs.steampowered.com'\n"
-        ));
-        assert!(!batch.contains("commit"));
-        assert_eq!(dhcp_ipset_sections(&rules, "slipstream", false).len(), 1);
+        );
+        let v4 = dhcp_ipset_sections(&rules, "slipstream", false);
+        assert_eq!(v4[0].sets, ["ss_dst_steam_4"]);
         assert_eq!(
             uci_batch(&dhcp_ipset_sections(&rules[1..], "slipstream", true)),
             ""
@@ -214,16 +212,16 @@ mod tests {
             domains: &d,
         }];
         let secs = dhcp_ipset_sections(&rules, "slipstream", true);
-        assert!(secs.len() > 2, "{}", secs.len());
+        assert!(secs.len() > 1, "{}", secs.len());
         for s in &secs {
             for line in s.init_lines() {
                 assert!(line.len() <= MAX_LINE, "{} bytes: {line}", line.len());
             }
         }
-        // Every name exactly once per family.
+        // Every name in exactly one section (one dnsmasq line: the last of several would win).
         for name in &many {
             let n = secs.iter().filter(|s| s.domains.contains(name)).count();
-            assert_eq!(n, 2, "{name}");
+            assert_eq!(n, 1, "{name}");
         }
         let ids: Vec<&str> = secs.iter().map(|s| s.id.as_str()).collect();
         let expected: Vec<String> = (1..=secs.len()).map(|i| format!("slipstream_{i}")).collect();
