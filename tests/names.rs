@@ -4,6 +4,13 @@
 //! fills Slipstream's sets from the answers), the LAN host resolving through its own C library
 //! (`getent`, `/etc/resolv.conf` pointing at the router) and real iperf3 downloads.
 //!
+//! dnsmasq is configured as OpenWrt's dnsmasq init configures an instance: started with
+//! `--conf-file=<dir>/var/etc/dnsmasq.conf.cfg01411c`, the instance's generated config, which
+//! names the instance's own `conf-dir` (`<dir>/tmp/dnsmasq.cfg01411c.d`, as on 24.10) and holds
+//! the lines the init writes for the `dhcp` ipset sections `slipstreamd --dnsmasq-uci` prints
+//! (`IpsetSection::init_lines`, checked against OpenWrt's own init script by
+//! `openwrt/tests/dnsmasq_init.sh`). Nothing is written to `/tmp/dnsmasq.d` or any conf-dir.
+//!
 //! * fw3 style (iptables-legacy + ipset): a name of a background rule and a name of no rule are
 //!   resolved; only the first's address lands in the rule's ipset; of two downloads at once the
 //!   first is classed and clamped (control socket, metrics), the second never reaches the daemon;
@@ -22,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use slipstream::{daemon_binary, require_netns};
 use slipstream_inspect::{query, FlowInfo, Request, Response};
+use slipstream_names::uci::IpsetSection;
 use slipstream_testbed::daemon::{metric_value, Daemon};
 use slipstream_testbed::dnsmasq::{self, ResolvConf};
 use slipstream_testbed::{unique_prefix, IperfEnds, Ns, Testbed, TopologySpec};
@@ -40,7 +48,6 @@ firewall = "iptables"
 socket = "{dir}/ctl.sock"
 [names]
 set_timeout = "{SET_TIMEOUT_SECS}s"
-dnsmasq_conf = "{dir}/dnsmasq.d/slipstream.conf"
 dhcp_leases = ["{dir}/dhcp.leases"]
 lease_poll = "300ms"
 [[rules]]
@@ -53,6 +60,68 @@ remote_ports = [5203]
 "#,
         dir = dir.display()
     )
+}
+
+/// The `dhcp` ipset sections `slipstreamd --dnsmasq-uci` prints for `config_path` (what OpenWrt's
+/// init script applies with `uci batch`), read back from the batch.
+fn uci_sections(config_path: &Path) -> Vec<IpsetSection> {
+    let out = std::process::Command::new(daemon_binary())
+        .arg("--config")
+        .arg(config_path)
+        .arg("--dnsmasq-uci")
+        .output()
+        .expect("slipstreamd --dnsmasq-uci runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let batch = String::from_utf8(out.stdout).unwrap();
+    let mut sections: Vec<IpsetSection> = Vec::new();
+    for line in batch.lines() {
+        let (cmd, rest) = line.split_once(' ').unwrap();
+        let (key, value) = rest.split_once('=').unwrap();
+        let value = value.trim_matches('\'').to_owned();
+        let mut parts = key.split('.');
+        assert_eq!(parts.next(), Some("dhcp"), "{line}");
+        let id = parts.next().unwrap().to_owned();
+        match (cmd, parts.next()) {
+            ("set", None) => {
+                assert_eq!(value, "ipset", "{line}");
+                sections.push(IpsetSection {
+                    id,
+                    sets: Vec::new(),
+                    table: String::new(),
+                    domains: Vec::new(),
+                });
+            }
+            ("add_list", Some("name")) => sections.last_mut().unwrap().sets.push(value),
+            ("add_list", Some("domain")) => sections.last_mut().unwrap().domains.push(value),
+            ("set", Some("table")) => sections.last_mut().unwrap().table = value,
+            ("set", Some("table_family")) => assert_eq!(value, "inet"),
+            _ => panic!("unexpected batch line {line:?}"),
+        }
+    }
+    sections
+}
+
+/// An OpenWrt-style dnsmasq instance `cfg01411c` under `dir`: its conf-dir, and its generated
+/// config with the init's lines of `kind` (`ipset` or `nftset`: the one a dnsmasq built for fw3
+/// or fw4 keeps) for `sections`. Returns the `--conf-file=` argument procd starts it with.
+fn openwrt_instance(dir: &Path, sections: &[IpsetSection], kind: &str) -> String {
+    let conf_dir = dir.join("tmp/dnsmasq.cfg01411c.d");
+    std::fs::create_dir_all(&conf_dir).unwrap();
+    std::fs::create_dir_all(dir.join("var/etc")).unwrap();
+    let mut conf = format!(
+        "# auto-generated config file from /etc/config/dhcp\nconf-dir={}\n",
+        conf_dir.display()
+    );
+    for line in sections.iter().flat_map(IpsetSection::init_lines) {
+        if line.starts_with(&format!("{kind}=")) {
+            conf.push_str(&line);
+            conf.push('\n');
+        }
+    }
+    let path = dir.join("var/etc/dnsmasq.conf.cfg01411c");
+    std::fs::write(&path, &conf).unwrap();
+    eprintln!("{}:\n{conf}", path.display());
+    format!("--conf-file={}", path.display())
 }
 
 fn flows(socket: &Path) -> Vec<FlowInfo> {
@@ -86,6 +155,10 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn daemon_log_text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
 }
 
 fn rule_metric(metrics: &str, name: &str, rule: &str) -> f64 {
@@ -138,14 +211,17 @@ fn rules_by_name_with_dnsmasq() {
     let daemon_log = dir.join("slipstreamd.log");
     let daemon = Daemon::start(&tb, &daemon_binary(), &config_path, "127.0.0.1:9617", &daemon_log)
         .expect("slipstreamd starts");
-    let snippet_path = config.names.dnsmasq_conf.clone().unwrap();
-    let snippet = std::fs::read_to_string(&snippet_path).expect("the daemon wrote the dnsmasq snippet");
-    assert!(
-        snippet.contains("\nipset=/games.test/ss_dst_games_4,ss_dst_games_6\n"),
-        "{snippet}"
-    );
+    // OpenWrt: no snippet file (names.dnsmasq_conf is off by default); the rules reach dnsmasq
+    // as dhcp sections, which dnsmasq's init writes into the instance's generated config.
+    assert_eq!(config.names.dnsmasq_conf, None);
+    assert!(!Path::new("/tmp/dnsmasq.d/slipstream.conf").exists());
+    let sections = uci_sections(&config_path);
+    assert_eq!(sections.len(), 1, "{sections:?}");
+    assert_eq!(sections[0].sets, ["ss_dst_games_4", "ss_dst_games_6"]);
 
-    // The router's resolver, with the daemon's snippet, forwarding to the upstream.
+    // The router's resolver, an OpenWrt-style instance built for fw3 (ipset), forwarding to
+    // the upstream.
+    let instance = openwrt_instance(&dir, &sections, "ipset");
     let router_dns = tb.router_lan_addr(false);
     let router_dnsmasq = dnsmasq::start(
         &tb,
@@ -154,7 +230,7 @@ fn rules_by_name_with_dnsmasq() {
         &[
             format!("--listen-address={router_dns}"),
             format!("--server={upstream}"),
-            format!("--conf-file={}", snippet_path.display()),
+            instance,
         ],
         &dir.join("router-dns.log"),
     )
@@ -299,18 +375,31 @@ fn rules_by_name_with_dnsmasq() {
         "exit status {status}:\n{}",
         std::fs::read_to_string(&daemon_log).unwrap_or_default()
     );
-    assert!(!snippet_path.exists(), "dnsmasq snippet left after a clean stop");
+    // Logs for a system log off a terminal: no colour codes, no timestamps (logd adds one).
+    let log = daemon_log_text(&daemon_log);
+    assert!(!log.contains('\x1b'), "colour codes in the log:\n{log}");
+    assert!(
+        log.lines().any(|l| l.starts_with("slipstreamd running: ")),
+        "no plain start line:\n{log}"
+    );
     let left = tb.run_in(Ns::Router, &["ipset", "list", "-n"]).unwrap();
     assert!(!left.lines().any(|l| l.starts_with("ss_")), "ipsets left: {left}");
     eprintln!("fw3 style (ipset): ran");
 
-    nft_style(&tb, &config, &dir, router_dnsmasq, upstream);
+    nft_style(&tb, &config, &dir, &sections, router_dnsmasq, upstream);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// fw4 style: the nft table with its sets (queue statements swapped for accept), dnsmasq with
 /// nftset= lines, and the flows' conntrack marks.
-fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_dns: u32, upstream: IpAddr) {
+fn nft_style(
+    tb: &Testbed,
+    config: &slipstream_config::Config,
+    dir: &Path,
+    sections: &[IpsetSection],
+    old_dns: u32,
+    upstream: IpAddr,
+) {
     eprintln!("== fw4 style: nftables sets, dnsmasq nftset=");
     let ruleset = slipstream_firewall::plan(config, slipstream_firewall::Backend::Nftables)
         .nft_ruleset
@@ -334,21 +423,8 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
         .unwrap();
     assert!(child.wait().unwrap().success(), "nft -f failed:\n{without_queue}");
 
-    let rules: Vec<slipstream_names::sets::RuleDomains> = config
-        .rules
-        .iter()
-        .map(|r| slipstream_names::sets::RuleDomains {
-            rule: &r.name,
-            domains: &r.domains,
-        })
-        .collect();
-    let snippet = slipstream_names::sets::dnsmasq_conf(
-        &rules,
-        slipstream_names::sets::DnsmasqSets::Nftset { table: "slipstream" },
-        true,
-    );
-    let snippet_path = dir.join("nftset.conf");
-    std::fs::write(&snippet_path, &snippet).unwrap();
+    // The same instance, now as a dnsmasq built for fw4 runs it (nftset lines).
+    let instance = openwrt_instance(dir, sections, "nftset");
     let _ = std::process::Command::new("kill")
         .arg(old_dns.to_string())
         .status();
@@ -361,7 +437,7 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
         &[
             format!("--listen-address={router_dns}"),
             format!("--server={upstream}"),
-            format!("--conf-file={}", snippet_path.display()),
+            instance,
         ],
         &dir.join("router-dns-nft.log"),
     )
