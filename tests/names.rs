@@ -531,3 +531,58 @@ fn nft_style(
         "fw4 style (nftset): ran (classification in the kernel; queueing needs nft queue, absent here)"
     );
 }
+
+/// The daemon's log as procd files it (`procd_set_param stdout 1` / `stderr 1`): each stdout line
+/// at daemon.info, each stderr line at daemon.err (procd's `instance_stdout` / `instance_stderr`),
+/// shown as `logread` shows them. The real binary, with its output on pipes as under procd, in a
+/// network namespace of its own, where it starts and stops at a control socket it cannot bind.
+#[test]
+#[ignore = "needs root (a network namespace): scripts/test.sh runs it (--include-ignored)"]
+fn daemon_logs_as_procd_files_them() {
+    let dir = std::env::temp_dir().join(format!("sslogs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("slipstream.toml");
+    std::fs::write(
+        &config,
+        "[datapath]\nlan_interfaces = [\"lo\"]\nengine = \"nfqueue\"\n[metrics]\nlisten = \"127.0.0.1:9617\"\n\
+         [control]\nsocket = \"/proc/no-such-dir/ctl.sock\"\n[[rules]]\nname = \"bt\"\nremote_ports = [6881]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("timeout")
+        .args(["30", "unshare", "-n"])
+        .arg(daemon_binary())
+        .arg("--config")
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare -n slipstreamd runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let tag = "slipstreamd[1]";
+    let logread: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| format!("daemon.info {tag}: {l}"))
+        .chain(
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .map(|l| format!("daemon.err {tag}: {l}")),
+        )
+        .collect();
+    eprintln!("exit {:?}; logread:\n{}", out.status.code(), logread.join("\n"));
+    assert!(!out.status.success());
+    let start = format!(
+        "daemon.info {tag}: slipstreamd {} starting with ",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        logread.iter().any(|l| l.starts_with(&start)),
+        "INFO not filed as info"
+    );
+    assert!(
+        logread
+            .iter()
+            .any(|l| l.starts_with(&format!("daemon.err {tag}: error: ")) && l.contains("/proc/no-such-dir")),
+        "ERROR not filed as err"
+    );
+    assert!(logread.iter().all(|l| !l.contains('\x1b')), "colour codes");
+}
