@@ -97,6 +97,7 @@ run() {
     pidof() { rec pidof "$@"; return 1; }
     sleep() { rec sleep "$@"; }
     logger() { while read -r _l; do rec "logger $* $_l"; done; }
+    extra_command() { rec extra_command "$@"; }
     # rc.common (USE_PROCD) as it calls the script's functions.
     start() { rec start; start_service; }
     stop() {
@@ -289,6 +290,14 @@ uci_start uci-back 1
 uci_start uci-disabled 0
 check "disabled: the sections removed" lacks_prefix "$UCI_DB" "dhcp.slipstream"
 check "disabled: dnsmasq reloaded once" test "$(dnsmasq_reloads)" -eq 1
+batch 2
+uci_start uci-before-unset 1
+rm -f "$TMP/dnsmasq-calls"
+FAKE_PROG=$TMP/daemon-uci FAKE_DNSMASQ=$TMP/dnsmasq-init run "$TMP/uci-unset" 1 0 unset_dnsmasq
+check "unset_dnsmasq (package removal): the sections removed" lacks_prefix "$UCI_DB" "dhcp.slipstream"
+check "unset_dnsmasq: dnsmasq reloaded once" test "$(dnsmasq_reloads)" -eq 1
+check "unset_dnsmasq: a command of the script" has_line "$TMP/uci-unset" \
+  "extra_command unset_dnsmasq Take the rules by name out of dnsmasq's config (dhcp sections)"
 printf '#!/bin/sh\ncase "$*" in --help) echo "  --dnsmasq-uci" ;; *) exit 2 ;; esac\n' >"$TMP/daemon-bad"
 chmod +x "$TMP/daemon-bad"
 batch 1
