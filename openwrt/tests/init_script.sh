@@ -77,11 +77,12 @@ run() {
     procd_running() { rec procd_running "$@"; return "$running"; }
     procd_kill() { rec procd_kill "$@"; }
     # uci on a flat file ($UCI_DB, "package.section[.option]=value" lines, values quoted as
-    # given; lists are repeated lines): get, delete, set, add_list, batch, commit.
+    # given; lists are repeated lines): get, show, delete, set, add_list, batch, commit.
     uci() {
       [ "$1" = -q ] && shift
       case "$1" in
         get) sed -n "s/^$2=//p" "$UCI_DB" | tr -d "'" | head -n1 ;;
+        show) grep "^$2[.=]" "$UCI_DB" ;;
         delete)
           grep -q "^$2[.=]" "$UCI_DB" || return 1
           grep -v "^$2[.=]" "$UCI_DB" >"$UCI_DB.new"; mv "$UCI_DB.new" "$UCI_DB" ;;
@@ -273,8 +274,11 @@ uci_start uci-boot 1
 check "boot with nothing changed: dhcp not committed" lacks_line "$TMP/uci-boot" "uci commit dhcp"
 check "boot with nothing changed: dnsmasq left alone" test ! -e "$TMP/dnsmasq-calls"
 check "boot with nothing changed: dhcp as it was" cmp -s "$UCI_DB" "$TMP/uci-db-after-first"
+# A section left by a hand edit past a gap (slipstream_2 deleted by hand, slipstream_3 kept).
+grep -v "^dhcp.slipstream_2[.=]" "$UCI_DB" >"$UCI_DB.new" && mv "$UCI_DB.new" "$UCI_DB"
 batch 1
 uci_start uci-fewer 1
+check "fewer sections: one past a gap deleted too" lacks_prefix "$UCI_DB" "dhcp.slipstream_3"
 check "fewer sections: the others deleted" lacks_prefix "$UCI_DB" "dhcp.slipstream_2"
 check "fewer sections: the one left" has_line "$UCI_DB" "dhcp.slipstream_1.domain='r1.example.com'"
 check "fewer sections: dnsmasq reloaded once" test "$(dnsmasq_reloads)" -eq 1

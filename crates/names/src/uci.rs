@@ -21,8 +21,8 @@ use crate::sets::{set_name, Family, RuleDomains, SetKind, MAX_LINE};
 use crate::DomainPattern;
 use std::fmt::Write;
 
-/// Prefix of the `dhcp` sections Slipstream owns: `slipstream_1`, `slipstream_2`, ... (numbered
-/// from 1 without gaps, so the init script deletes them in order until one is missing).
+/// Prefix of the `dhcp` sections Slipstream owns: `slipstream_1`, `slipstream_2`, ... (the init
+/// script deletes every `slipstream_<number>` before adding the new ones).
 pub const SECTION_PREFIX: &str = "slipstream_";
 
 /// One `config ipset` section of `/etc/config/dhcp`.
