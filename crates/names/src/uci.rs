@@ -32,8 +32,8 @@ pub struct IpsetSection {
     pub id: String,
     /// The sets filled (`list name`): the rule's IPv4 set, and its IPv6 set with IPv6. Both in
     /// one section, so in one dnsmasq line: of several lines for the same name dnsmasq applies
-    /// only the last (`domain_find_sets`, the longest domain, the later on a tie). Their family
-    /// is not stated (`option family` is one per section): dnsmasq's init reads it from the
+    /// only one (`domain_find_sets`: the longest domain, one entry on a tie; with a v4 line and
+    /// a v6 line for a name, dnsmasq 2.90 filled only the v4 set). Their family is not stated (`option family` is one per section): dnsmasq's init reads it from the
     /// names' `_4` / `_6` ends ([`set_name`]).
     pub sets: Vec<String>,
     /// The nft table of the sets (`option table`, family `inet`).
@@ -218,7 +218,7 @@ mod tests {
                 assert!(line.len() <= MAX_LINE, "{} bytes: {line}", line.len());
             }
         }
-        // Every name in exactly one section (one dnsmasq line: the last of several would win).
+        // Every name in exactly one section (of several dnsmasq lines for a name only one applies).
         for name in &many {
             let n = secs.iter().filter(|s| s.domains.contains(name)).count();
             assert_eq!(n, 1, "{name}");
