@@ -4,6 +4,13 @@
 //! fills Slipstream's sets from the answers), the LAN host resolving through its own C library
 //! (`getent`, `/etc/resolv.conf` pointing at the router) and real iperf3 downloads.
 //!
+//! dnsmasq is configured as OpenWrt's dnsmasq init configures an instance: started with
+//! `--conf-file=<dir>/var/etc/dnsmasq.conf.cfg01411c`, the instance's generated config, which
+//! names the instance's own `conf-dir` (`<dir>/tmp/dnsmasq.cfg01411c.d`, as on 24.10) and holds
+//! the lines the init writes for the `dhcp` ipset sections `slipstreamd --dnsmasq-uci` prints
+//! (`IpsetSection::init_lines`, checked against OpenWrt's own init script by
+//! `openwrt/tests/dnsmasq_init.sh`). Nothing is written to `/tmp/dnsmasq.d` or any conf-dir.
+//!
 //! * fw3 style (iptables-legacy + ipset): a name of a background rule and a name of no rule are
 //!   resolved; only the first's address lands in the rule's ipset; of two downloads at once the
 //!   first is classed and clamped (control socket, metrics), the second never reaches the daemon;
@@ -22,6 +29,7 @@ use std::time::{Duration, Instant};
 
 use slipstream::{daemon_binary, require_netns};
 use slipstream_inspect::{query, FlowInfo, Request, Response};
+use slipstream_names::uci::IpsetSection;
 use slipstream_testbed::daemon::{metric_value, Daemon};
 use slipstream_testbed::dnsmasq::{self, ResolvConf};
 use slipstream_testbed::{unique_prefix, IperfEnds, Ns, Testbed, TopologySpec};
@@ -40,7 +48,6 @@ firewall = "iptables"
 socket = "{dir}/ctl.sock"
 [names]
 set_timeout = "{SET_TIMEOUT_SECS}s"
-dnsmasq_conf = "{dir}/dnsmasq.d/slipstream.conf"
 dhcp_leases = ["{dir}/dhcp.leases"]
 lease_poll = "300ms"
 [[rules]]
@@ -53,6 +60,68 @@ remote_ports = [5203]
 "#,
         dir = dir.display()
     )
+}
+
+/// The `dhcp` ipset sections `slipstreamd --dnsmasq-uci` prints for `config_path` (what OpenWrt's
+/// init script applies with `uci batch`), read back from the batch.
+fn uci_sections(config_path: &Path) -> Vec<IpsetSection> {
+    let out = std::process::Command::new(daemon_binary())
+        .arg("--config")
+        .arg(config_path)
+        .arg("--dnsmasq-uci")
+        .output()
+        .expect("slipstreamd --dnsmasq-uci runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let batch = String::from_utf8(out.stdout).unwrap();
+    let mut sections: Vec<IpsetSection> = Vec::new();
+    for line in batch.lines() {
+        let (cmd, rest) = line.split_once(' ').unwrap();
+        let (key, value) = rest.split_once('=').unwrap();
+        let value = value.trim_matches('\'').to_owned();
+        let mut parts = key.split('.');
+        assert_eq!(parts.next(), Some("dhcp"), "{line}");
+        let id = parts.next().unwrap().to_owned();
+        match (cmd, parts.next()) {
+            ("set", None) => {
+                assert_eq!(value, "ipset", "{line}");
+                sections.push(IpsetSection {
+                    id,
+                    sets: Vec::new(),
+                    table: String::new(),
+                    domains: Vec::new(),
+                });
+            }
+            ("add_list", Some("name")) => sections.last_mut().unwrap().sets.push(value),
+            ("add_list", Some("domain")) => sections.last_mut().unwrap().domains.push(value),
+            ("set", Some("table")) => sections.last_mut().unwrap().table = value,
+            ("set", Some("table_family")) => assert_eq!(value, "inet"),
+            _ => panic!("unexpected batch line {line:?}"),
+        }
+    }
+    sections
+}
+
+/// An OpenWrt-style dnsmasq instance `cfg01411c` under `dir`: its conf-dir, and its generated
+/// config with the init's lines of `kind` (`ipset` or `nftset`: the one a dnsmasq built for fw3
+/// or fw4 keeps) for `sections`. Returns the `--conf-file=` argument procd starts it with.
+fn openwrt_instance(dir: &Path, sections: &[IpsetSection], kind: &str) -> String {
+    let conf_dir = dir.join("tmp/dnsmasq.cfg01411c.d");
+    std::fs::create_dir_all(&conf_dir).unwrap();
+    std::fs::create_dir_all(dir.join("var/etc")).unwrap();
+    let mut conf = format!(
+        "# auto-generated config file from /etc/config/dhcp\nconf-dir={}\n",
+        conf_dir.display()
+    );
+    for line in sections.iter().flat_map(IpsetSection::init_lines) {
+        if line.starts_with(&format!("{kind}=")) {
+            conf.push_str(&line);
+            conf.push('\n');
+        }
+    }
+    let path = dir.join("var/etc/dnsmasq.conf.cfg01411c");
+    std::fs::write(&path, &conf).unwrap();
+    eprintln!("{}:\n{conf}", path.display());
+    format!("--conf-file={}", path.display())
 }
 
 fn flows(socket: &Path) -> Vec<FlowInfo> {
@@ -86,6 +155,10 @@ fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn daemon_log_text(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_default()
 }
 
 fn rule_metric(metrics: &str, name: &str, rule: &str) -> f64 {
@@ -138,14 +211,17 @@ fn rules_by_name_with_dnsmasq() {
     let daemon_log = dir.join("slipstreamd.log");
     let daemon = Daemon::start(&tb, &daemon_binary(), &config_path, "127.0.0.1:9617", &daemon_log)
         .expect("slipstreamd starts");
-    let snippet_path = config.names.dnsmasq_conf.clone().unwrap();
-    let snippet = std::fs::read_to_string(&snippet_path).expect("the daemon wrote the dnsmasq snippet");
-    assert!(
-        snippet.contains("\nipset=/games.test/ss_dst4_games,ss_dst6_games\n"),
-        "{snippet}"
-    );
+    // OpenWrt: no snippet file (names.dnsmasq_conf is off by default); the rules reach dnsmasq
+    // as dhcp sections, which dnsmasq's init writes into the instance's generated config.
+    assert_eq!(config.names.dnsmasq_conf, None);
+    assert!(!Path::new("/tmp/dnsmasq.d/slipstream.conf").exists());
+    let sections = uci_sections(&config_path);
+    assert_eq!(sections.len(), 1, "{sections:?}");
+    assert_eq!(sections[0].sets, ["ss_dst_games_4", "ss_dst_games_6"]);
 
-    // The router's resolver, with the daemon's snippet, forwarding to the upstream.
+    // The router's resolver, an OpenWrt-style instance built for fw3 (ipset), forwarding to
+    // the upstream.
+    let instance = openwrt_instance(&dir, &sections, "ipset");
     let router_dns = tb.router_lan_addr(false);
     let router_dnsmasq = dnsmasq::start(
         &tb,
@@ -154,7 +230,7 @@ fn rules_by_name_with_dnsmasq() {
         &[
             format!("--listen-address={router_dns}"),
             format!("--server={upstream}"),
-            format!("--conf-file={}", snippet_path.display()),
+            instance,
         ],
         &dir.join("router-dns.log"),
     )
@@ -170,12 +246,12 @@ fn rules_by_name_with_dnsmasq() {
     assert_eq!(bg4, [srv(1, false)]);
     assert_eq!(bg6, [srv(1, true)]);
     assert_eq!(other4, [srv(2, false)]);
-    let set4 = ipset_list(&tb, "ss_dst4_games");
-    eprintln!("ipset ss_dst4_games after the lookups:\n{set4}");
+    let set4 = ipset_list(&tb, "ss_dst_games_4");
+    eprintln!("ipset ss_dst_games_4 after the lookups:\n{set4}");
     assert_eq!(members(&set4), [srv(1, false).to_string()], "{set4}");
     assert!(set4.contains("timeout"), "{set4}");
     assert_eq!(
-        members(&ipset_list(&tb, "ss_dst6_games")),
+        members(&ipset_list(&tb, "ss_dst_games_6")),
         [srv(1, true).to_string()]
     );
     // `slipstream status` shows the sets and what they hold.
@@ -189,8 +265,8 @@ fn rules_by_name_with_dnsmasq() {
         .map(|n| (n.set.clone(), n.entries))
         .collect();
     eprintln!("status name sets: {counts:?}");
-    assert!(counts.contains(&("ss_dst4_games".into(), Some(1))), "{counts:?}");
-    assert!(counts.contains(&("ss_host4_deck".into(), Some(0))), "{counts:?}");
+    assert!(counts.contains(&("ss_dst_games_4".into(), Some(1))), "{counts:?}");
+    assert!(counts.contains(&("ss_host_deck_4".into(), Some(0))), "{counts:?}");
 
     // Two downloads at once: from the background name's address and from the other one.
     tb.start_iperf_server_in(Ns::server(1), 5201).unwrap();
@@ -241,9 +317,9 @@ fn rules_by_name_with_dnsmasq() {
     // Expiry: no new lookup, so the entry goes after the set's timeout.
     let expiry = resolved_at + Duration::from_secs(SET_TIMEOUT_SECS + 2);
     std::thread::sleep(expiry.saturating_duration_since(Instant::now()));
-    let after = ipset_list(&tb, "ss_dst4_games");
+    let after = ipset_list(&tb, "ss_dst_games_4");
     eprintln!(
-        "ipset ss_dst4_games {:.0} s after the lookup:\n{after}",
+        "ipset ss_dst_games_4 {:.0} s after the lookup:\n{after}",
         resolved_at.elapsed().as_secs_f64()
     );
     assert!(members(&after).is_empty(), "entry did not expire:\n{after}");
@@ -259,8 +335,8 @@ fn rules_by_name_with_dnsmasq() {
     let leases = dir.join("dhcp.leases");
     let client = tb.client_addr(false);
     std::fs::write(&leases, format!("0 02:00:00:00:00:01 {client} steam-deck *\n")).unwrap();
-    wait_for("the lease in ss_host4_deck", 5, || {
-        members(&ipset_list(&tb, "ss_host4_deck")) == [client.to_string()]
+    wait_for("the lease in ss_host_deck_4", 5, || {
+        members(&ipset_list(&tb, "ss_host_deck_4")) == [client.to_string()]
     });
     download(&tb, 1, 5203, 3);
     let metrics = daemon.scrape(&tb).unwrap();
@@ -277,8 +353,8 @@ fn rules_by_name_with_dnsmasq() {
     // The lease moves to another address: the set follows, the host's flows are no longer its.
     let moved: IpAddr = "10.77.3.222".parse().unwrap();
     std::fs::write(&leases, format!("0 02:00:00:00:00:01 {moved} steam-deck *\n")).unwrap();
-    wait_for("the moved lease in ss_host4_deck", 5, || {
-        members(&ipset_list(&tb, "ss_host4_deck")) == [moved.to_string()]
+    wait_for("the moved lease in ss_host_deck_4", 5, || {
+        members(&ipset_list(&tb, "ss_host_deck_4")) == [moved.to_string()]
     });
     download(&tb, 1, 5203, 2);
     let metrics = daemon.scrape(&tb).unwrap();
@@ -299,18 +375,31 @@ fn rules_by_name_with_dnsmasq() {
         "exit status {status}:\n{}",
         std::fs::read_to_string(&daemon_log).unwrap_or_default()
     );
-    assert!(!snippet_path.exists(), "dnsmasq snippet left after a clean stop");
+    // Logs for a system log off a terminal: no colour codes, no timestamps (logd adds one).
+    let log = daemon_log_text(&daemon_log);
+    assert!(!log.contains('\x1b'), "colour codes in the log:\n{log}");
+    assert!(
+        log.lines().any(|l| l.starts_with("slipstreamd running: ")),
+        "no plain start line:\n{log}"
+    );
     let left = tb.run_in(Ns::Router, &["ipset", "list", "-n"]).unwrap();
     assert!(!left.lines().any(|l| l.starts_with("ss_")), "ipsets left: {left}");
     eprintln!("fw3 style (ipset): ran");
 
-    nft_style(&tb, &config, &dir, router_dnsmasq, upstream);
+    nft_style(&tb, &config, &dir, &sections, router_dnsmasq, upstream);
     let _ = std::fs::remove_dir_all(&dir);
 }
 
 /// fw4 style: the nft table with its sets (queue statements swapped for accept), dnsmasq with
 /// nftset= lines, and the flows' conntrack marks.
-fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_dns: u32, upstream: IpAddr) {
+fn nft_style(
+    tb: &Testbed,
+    config: &slipstream_config::Config,
+    dir: &Path,
+    sections: &[IpsetSection],
+    old_dns: u32,
+    upstream: IpAddr,
+) {
     eprintln!("== fw4 style: nftables sets, dnsmasq nftset=");
     let ruleset = slipstream_firewall::plan(config, slipstream_firewall::Backend::Nftables)
         .nft_ruleset
@@ -334,21 +423,8 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
         .unwrap();
     assert!(child.wait().unwrap().success(), "nft -f failed:\n{without_queue}");
 
-    let rules: Vec<slipstream_names::sets::RuleDomains> = config
-        .rules
-        .iter()
-        .map(|r| slipstream_names::sets::RuleDomains {
-            rule: &r.name,
-            domains: &r.domains,
-        })
-        .collect();
-    let snippet = slipstream_names::sets::dnsmasq_conf(
-        &rules,
-        slipstream_names::sets::DnsmasqSets::Nftset { table: "slipstream" },
-        true,
-    );
-    let snippet_path = dir.join("nftset.conf");
-    std::fs::write(&snippet_path, &snippet).unwrap();
+    // The same instance, now as a dnsmasq built for fw4 runs it (nftset lines).
+    let instance = openwrt_instance(dir, sections, "nftset");
     let _ = std::process::Command::new("kill")
         .arg(old_dns.to_string())
         .status();
@@ -361,7 +437,7 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
         &[
             format!("--listen-address={router_dns}"),
             format!("--server={upstream}"),
-            format!("--conf-file={}", snippet_path.display()),
+            instance,
         ],
         &dir.join("router-dns-nft.log"),
     )
@@ -374,7 +450,7 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
     let list_set = || {
         tb.run_in(
             Ns::Router,
-            &["nft", "list", "set", "inet", "slipstream", "ss_dst4_games"],
+            &["nft", "list", "set", "inet", "slipstream", "ss_dst_games_4"],
         )
         .unwrap()
     };
@@ -454,4 +530,59 @@ fn nft_style(tb: &Testbed, config: &slipstream_config::Config, dir: &Path, old_d
     eprintln!(
         "fw4 style (nftset): ran (classification in the kernel; queueing needs nft queue, absent here)"
     );
+}
+
+/// The daemon's log as procd files it (`procd_set_param stdout 1` / `stderr 1`): each stdout line
+/// at daemon.info, each stderr line at daemon.err (procd's `instance_stdout` / `instance_stderr`),
+/// shown as `logread` shows them. The real binary, with its output on pipes as under procd, in a
+/// network namespace of its own, where it starts and stops at a control socket it cannot bind.
+#[test]
+#[ignore = "needs root (a network namespace): scripts/test.sh runs it (--include-ignored)"]
+fn daemon_logs_as_procd_files_them() {
+    let dir = std::env::temp_dir().join(format!("sslogs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("slipstream.toml");
+    std::fs::write(
+        &config,
+        "[datapath]\nlan_interfaces = [\"lo\"]\nengine = \"nfqueue\"\n[metrics]\nlisten = \"127.0.0.1:9617\"\n\
+         [control]\nsocket = \"/proc/no-such-dir/ctl.sock\"\n[[rules]]\nname = \"bt\"\nremote_ports = [6881]\n",
+    )
+    .unwrap();
+    let out = std::process::Command::new("timeout")
+        .args(["30", "unshare", "-n"])
+        .arg(daemon_binary())
+        .arg("--config")
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("unshare -n slipstreamd runs");
+    let _ = std::fs::remove_dir_all(&dir);
+    let tag = "slipstreamd[1]";
+    let logread: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| format!("daemon.info {tag}: {l}"))
+        .chain(
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .map(|l| format!("daemon.err {tag}: {l}")),
+        )
+        .collect();
+    eprintln!("exit {:?}; logread:\n{}", out.status.code(), logread.join("\n"));
+    assert!(!out.status.success());
+    let start = format!(
+        "daemon.info {tag}: slipstreamd {} starting with ",
+        env!("CARGO_PKG_VERSION")
+    );
+    assert!(
+        logread.iter().any(|l| l.starts_with(&start)),
+        "INFO not filed as info"
+    );
+    assert!(
+        logread
+            .iter()
+            .any(|l| l.starts_with(&format!("daemon.err {tag}: error: ")) && l.contains("/proc/no-such-dir")),
+        "ERROR not filed as err"
+    );
+    assert!(logread.iter().all(|l| !l.contains('\x1b')), "colour codes");
 }

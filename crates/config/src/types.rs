@@ -224,9 +224,9 @@ pub struct Names {
     /// again (default 1 h; 1 s to 7 days). Longer than DNS TTLs on purpose: a download keeps
     /// opening connections to addresses its client resolved long before.
     pub set_timeout: Duration,
-    /// Where the daemon writes the dnsmasq snippet that fills the sets (default
-    /// `/tmp/dnsmasq.d/slipstream.conf`, the confdir of OpenWrt's dnsmasq); `None` (`""`): not
-    /// written, dnsmasq is configured by hand.
+    /// Where the daemon writes a dnsmasq snippet that fills the sets, for a dnsmasq configured
+    /// by files (its `conf-dir`); `None` (`""`, the default): not written. On OpenWrt the init
+    /// script adds the rules to dnsmasq as `dhcp` ipset sections instead (`--dnsmasq-uci`).
     pub dnsmasq_conf: Option<PathBuf>,
     /// DHCP lease files read for `lan_hostnames` (default `/tmp/dhcp.leases`, dnsmasq's, and
     /// `/tmp/hosts/odhcpd`, odhcpd's DHCPv6 leases); missing files count as empty.
@@ -239,7 +239,7 @@ impl Default for Names {
     fn default() -> Self {
         Names {
             set_timeout: Duration::from_secs(3600),
-            dnsmasq_conf: Some(PathBuf::from("/tmp/dnsmasq.d/slipstream.conf")),
+            dnsmasq_conf: None,
             dhcp_leases: vec![
                 PathBuf::from("/tmp/dhcp.leases"),
                 PathBuf::from("/tmp/hosts/odhcpd"),

@@ -66,15 +66,12 @@ fn names_section_defaults_and_values() {
     let d = toml("[[rules]]\nname = \"a\"\nremote_ports = [1]\n").names;
     assert_eq!(d, Names::default());
     assert_eq!(d.set_timeout, Duration::from_secs(3600));
-    assert_eq!(
-        d.dnsmasq_conf,
-        Some(PathBuf::from("/tmp/dnsmasq.d/slipstream.conf"))
-    );
+    assert_eq!(d.dnsmasq_conf, None);
     let n = toml(
         r#"
 [names]
 set_timeout = "10m"
-dnsmasq_conf = ""
+dnsmasq_conf = "/etc/dnsmasq.d/slipstream.conf"
 dhcp_leases = ["/var/lib/misc/dnsmasq.leases"]
 lease_poll = "1s"
 [[rules]]
@@ -84,7 +81,10 @@ domains = ["a.example.com"]
     )
     .names;
     assert_eq!(n.set_timeout, Duration::from_secs(600));
-    assert_eq!(n.dnsmasq_conf, None);
+    assert_eq!(
+        n.dnsmasq_conf,
+        Some(PathBuf::from("/etc/dnsmasq.d/slipstream.conf"))
+    );
     assert_eq!(n.dhcp_leases, [PathBuf::from("/var/lib/misc/dnsmasq.leases")]);
     assert_eq!(n.lease_poll, Duration::from_secs(1));
 }

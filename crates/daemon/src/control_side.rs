@@ -178,9 +178,13 @@ impl Daemon {
     }
 }
 
-/// Writes the dnsmasq snippet of the rules by name; dnsmasq reads it when it restarts (the
-/// OpenWrt init script does that). A failure is logged: rules by port still work without it.
+/// Writes the dnsmasq snippet of the rules by name (when `names.dnsmasq_conf` is set); dnsmasq
+/// reads it when it restarts. Warns when the dnsmasq found cannot fill the sets at all. A
+/// failure is logged: rules by port still work without it.
 pub(crate) fn write_dnsmasq_conf(config: &Config, backend: slipstream_firewall::Backend) {
+    if let Some(why) = names::dnsmasq_cannot_fill_sets(config, backend) {
+        warn!("rules by domain will match nothing: {why}");
+    }
     match names::write_dnsmasq_conf(config, backend) {
         Ok(true) => info!(
             "dnsmasq snippet {} updated: dnsmasq applies it when restarted",

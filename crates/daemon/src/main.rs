@@ -21,6 +21,7 @@ mod kernel_side;
 mod kernel_time;
 mod lan_hosts;
 mod lan_side;
+mod logging;
 mod metrics_server;
 mod names;
 mod packet_loop;
@@ -81,6 +82,10 @@ struct Cli {
     /// print `changed` or `unchanged`, and exit. The init script restarts dnsmasq on `changed`.
     #[arg(long, requires = "config")]
     write_dnsmasq_conf: bool,
+    /// With --config: print the `uci batch` commands that add the rules by domain to OpenWrt's
+    /// dnsmasq as `dhcp` ipset sections, and exit. The OpenWrt init script applies them.
+    #[arg(long, requires = "config")]
+    dnsmasq_uci: bool,
 }
 
 fn main() -> ExitCode {
@@ -114,6 +119,10 @@ fn main() -> ExitCode {
     if cli.cleanup {
         return cleanup(&config);
     }
+    if cli.dnsmasq_uci {
+        print!("{}", names::dnsmasq_uci_batch(&config));
+        return ExitCode::SUCCESS;
+    }
     if cli.write_dnsmasq_conf {
         let written = detect_backend(config.datapath.firewall)
             .map_err(anyhow::Error::new)
@@ -136,13 +145,12 @@ fn main() -> ExitCode {
         );
         return ExitCode::SUCCESS;
     }
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .init();
+    logging::init();
+    info!(
+        "slipstreamd {} starting with {}",
+        env!("CARGO_PKG_VERSION"),
+        path.display()
+    );
     let mut config = config;
     if config.datapath.hook.forward() && !cli.allow_flow_offload {
         use slipstream_config::DatapathEngine;

@@ -13,13 +13,12 @@ use slipstream_firewall::{Backend, CommandRunner, HostAddrs, KernelSet, NFT_TABL
 use slipstream_inspect::NameSetStatus;
 use slipstream_names::leases::{self, Lease};
 use slipstream_names::sets::{dnsmasq_conf, DnsmasqSets, RuleDomains};
+use slipstream_names::uci::{dhcp_ipset_sections, dnsmasq_features, uci_batch};
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// The dnsmasq snippet for `config` with the firewall `backend` (ipset for iptables, nftset
-/// for nftables); `None` if no rule has domains.
-pub(crate) fn dnsmasq_text(config: &Config, backend: Backend) -> Option<String> {
-    let rules: Vec<RuleDomains> = config
+fn domain_rules(config: &Config) -> Vec<RuleDomains<'_>> {
+    config
         .rules
         .iter()
         .filter(|r| !r.domains.is_empty())
@@ -27,7 +26,43 @@ pub(crate) fn dnsmasq_text(config: &Config, backend: Backend) -> Option<String> 
             rule: &r.name,
             domains: &r.domains,
         })
-        .collect();
+        .collect()
+}
+
+/// The `uci batch` commands that create the `dhcp` ipset sections of the rules by domain
+/// (`--dnsmasq-uci`; empty if no rule has domains). OpenWrt's init script applies them.
+pub(crate) fn dnsmasq_uci_batch(config: &Config) -> String {
+    uci_batch(&dhcp_ipset_sections(
+        &domain_rules(config),
+        NFT_TABLE,
+        config.datapath.ipv6,
+    ))
+}
+
+/// Why the dnsmasq on this host cannot fill the sets of the rules by domain, if it cannot
+/// (built without the directive the firewall `backend` needs, as OpenWrt's plain `dnsmasq`,
+/// or not found); `None` when it can or no rule has domains.
+pub(crate) fn dnsmasq_cannot_fill_sets(config: &Config, backend: Backend) -> Option<String> {
+    if !config.rules.iter().any(|r| !r.domains.is_empty()) {
+        return None;
+    }
+    let out = std::process::Command::new("dnsmasq").arg("--version").output();
+    let text = match out {
+        Ok(o) => String::from_utf8_lossy(&o.stdout).into_owned(),
+        Err(e) => return Some(format!("no dnsmasq found ({e})")),
+    };
+    let features = dnsmasq_features(&text)?;
+    let (ok, directive, package) = match backend {
+        Backend::Nftables => (features.nftset, "nftset", "dnsmasq-full"),
+        Backend::IptablesLegacy => (features.ipset, "ipset", "a dnsmasq-full built with ipset support"),
+    };
+    (!ok).then(|| format!("the installed dnsmasq was built without {directive} (install {package})"))
+}
+
+/// The dnsmasq snippet for `config` with the firewall `backend` (ipset for iptables, nftset
+/// for nftables); `None` if no rule has domains.
+pub(crate) fn dnsmasq_text(config: &Config, backend: Backend) -> Option<String> {
+    let rules = domain_rules(config);
     if rules.is_empty() {
         return None;
     }
@@ -183,14 +218,36 @@ mod tests {
         let c = config("[[rules]]\nname = \"dl\"\ndomains = [\"dl.example.com\"]\n");
         let ipset = dnsmasq_text(&c, Backend::IptablesLegacy).unwrap();
         assert!(
-            ipset.contains("ipset=/dl.example.com/ss_dst4_dl,ss_dst6_dl\n"),
+            ipset.contains("ipset=/dl.example.com/ss_dst_dl_4,ss_dst_dl_6\n"),
             "{ipset}"
         );
         let nft = dnsmasq_text(&c, Backend::Nftables).unwrap();
-        assert!(nft
-            .contains("nftset=/dl.example.com/4#inet#slipstream#ss_dst4_dl,6#inet#slipstream#ss_dst6_dl\n"));
+        assert!(nft.contains(
+            "nftset=/dl.example.com/4#inet#slipstream#ss_dst_dl_4,6#inet#slipstream#ss_dst_dl_6\n"
+        ));
         let none = config("[[rules]]\nname = \"bt\"\nremote_ports = [1]\n");
         assert_eq!(dnsmasq_text(&none, Backend::IptablesLegacy), None);
+    }
+
+    #[test]
+    fn uci_batch_of_the_rules_by_domain() {
+        let c = config("[[rules]]\nname = \"dl\"\ndomains = [\"dl.example.com\"]\n");
+        let batch = dnsmasq_uci_batch(&c);
+        assert!(
+            batch.contains("add_list dhcp.slipstream_1.name='ss_dst_dl_4'\n"),
+            "{batch}"
+        );
+        assert!(
+            batch.contains("add_list dhcp.slipstream_1.name='ss_dst_dl_6'\n"),
+            "{batch}"
+        );
+        assert!(
+            batch.contains("add_list dhcp.slipstream_1.domain='dl.example.com'\n"),
+            "{batch}"
+        );
+        let none = config("[[rules]]\nname = \"bt\"\nremote_ports = [1]\n");
+        assert_eq!(dnsmasq_uci_batch(&none), "");
+        assert_eq!(dnsmasq_cannot_fill_sets(&none, Backend::Nftables), None);
     }
 
     #[test]

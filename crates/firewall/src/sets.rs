@@ -28,7 +28,7 @@ pub type KeptEntries = BTreeMap<String, Vec<(IpAddr, u64)>>;
 /// One set a config needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KernelSet {
-    /// The set's name in the kernel (`ss_dst4_games`).
+    /// The set's name in the kernel (`ss_dst_games_4`).
     pub name: String,
     /// Address family of its entries.
     pub family: IpFamily,
@@ -417,14 +417,19 @@ mod tests {
         let names: Vec<&str> = sets.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(
             names,
-            ["ss_dst4_steam", "ss_dst6_steam", "ss_host4_deck", "ss_host6_deck"]
+            [
+                "ss_dst_steam_4",
+                "ss_dst_steam_6",
+                "ss_host_deck_4",
+                "ss_host_deck_6"
+            ]
         );
         assert_eq!(
             ipset_create_input(&sets),
-            "create ss_dst4_steam hash:ip family inet timeout 90 -exist\n\
-             create ss_dst6_steam hash:ip family inet6 timeout 90 -exist\n\
-             create ss_host4_deck hash:ip family inet -exist\n\
-             create ss_host6_deck hash:ip family inet6 -exist\n"
+            "create ss_dst_steam_4 hash:ip family inet timeout 90 -exist\n\
+             create ss_dst_steam_6 hash:ip family inet6 timeout 90 -exist\n\
+             create ss_host_deck_4 hash:ip family inet -exist\n\
+             create ss_host_deck_6 hash:ip family inet6 -exist\n"
         );
         let mut hosts = HostAddrs::new();
         hosts.insert(
@@ -438,20 +443,20 @@ mod tests {
             ipset_hosts_input(&sets, &hosts),
             "create ss_tmp4 hash:ip family inet -exist\nflush ss_tmp4\n\
              add ss_tmp4 192.168.1.20 -exist\nadd ss_tmp4 192.168.1.21 -exist\n\
-             swap ss_tmp4 ss_host4_deck\ndestroy ss_tmp4\n\
+             swap ss_tmp4 ss_host_deck_4\ndestroy ss_tmp4\n\
              create ss_tmp6 hash:ip family inet6 -exist\nflush ss_tmp6\n\
-             add ss_tmp6 fd00::20 -exist\nswap ss_tmp6 ss_host6_deck\ndestroy ss_tmp6\n"
+             add ss_tmp6 fd00::20 -exist\nswap ss_tmp6 ss_host_deck_6\ndestroy ss_tmp6\n"
         );
         assert_eq!(
             nft_hosts_transaction(&sets, &hosts),
-            "flush set inet slipstream ss_host4_deck\n\
-             add element inet slipstream ss_host4_deck { 192.168.1.20, 192.168.1.21 }\n\
-             flush set inet slipstream ss_host6_deck\n\
-             add element inet slipstream ss_host6_deck { fd00::20 }\n"
+            "flush set inet slipstream ss_host_deck_4\n\
+             add element inet slipstream ss_host_deck_4 { 192.168.1.20, 192.168.1.21 }\n\
+             flush set inet slipstream ss_host_deck_6\n\
+             add element inet slipstream ss_host_deck_6 { fd00::20 }\n"
         );
         let mut kept = KeptEntries::new();
         kept.insert(
-            "ss_dst4_steam".into(),
+            "ss_dst_steam_4".into(),
             vec![
                 ("203.0.113.7".parse().unwrap(), 40),
                 ("203.0.113.8".parse().unwrap(), 500),
@@ -467,10 +472,10 @@ mod tests {
         );
         let decl = nft_declarations(&sets, &hosts, &KeptEntries::new());
         assert!(decl.contains(
-            "\tset ss_dst4_steam {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t\ttimeout 90s\n\t}\n"
+            "\tset ss_dst_steam_4 {\n\t\ttype ipv4_addr\n\t\tflags timeout\n\t\ttimeout 90s\n\t}\n"
         ));
         assert!(
-            decl.contains("\tset ss_host6_deck {\n\t\ttype ipv6_addr\n\t\telements = { fd00::20 }\n\t}\n")
+            decl.contains("\tset ss_host_deck_6 {\n\t\ttype ipv6_addr\n\t\telements = { fd00::20 }\n\t}\n")
         );
     }
 }

@@ -66,17 +66,22 @@ fn ipsets_follow_the_rules() {
         Firewall::install_with(&c, Backend::IptablesLegacy, ns.runner()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(
         our_sets(&ns),
-        ["ss_dst4_steam", "ss_dst6_steam", "ss_host4_deck", "ss_host6_deck"]
+        [
+            "ss_dst_steam_4",
+            "ss_dst_steam_6",
+            "ss_host_deck_4",
+            "ss_host_deck_6"
+        ]
     );
-    let dst = ns.run("ipset", &["list", "ss_dst4_steam"]);
+    let dst = ns.run("ipset", &["list", "ss_dst_steam_4"]);
     assert!(dst.contains("timeout 90"), "{dst}");
     let v4 = ns.run("iptables-legacy-save", &["-t", "mangle"]);
     assert!(
-        v4.contains("-i lan0 -p tcp -m set --match-set ss_dst4_steam dst -j CONNMARK"),
+        v4.contains("-i lan0 -p tcp -m set --match-set ss_dst_steam_4 dst -j CONNMARK"),
         "{v4}"
     );
     assert!(
-        v4.contains("-o lan0 -p tcp -m set --match-set ss_dst4_steam src -j CONNMARK"),
+        v4.contains("-o lan0 -p tcp -m set --match-set ss_dst_steam_4 src -j CONNMARK"),
         "{v4}"
     );
     assert!(
@@ -85,26 +90,28 @@ fn ipsets_follow_the_rules() {
     );
     assert!(
         v4.contains(
-            "-i lan0 -p tcp -m multiport --dports 443 -m set --match-set ss_host4_deck src -j CONNMARK"
+            "-i lan0 -p tcp -m multiport --dports 443 -m set --match-set ss_host_deck_4 src -j CONNMARK"
         ),
         "{v4}"
     );
     let v6 = ns.run("ip6tables-legacy-save", &["-t", "mangle"]);
-    assert!(v6.contains("--match-set ss_dst6_steam dst"), "{v6}");
-    assert!(v6.contains("--match-set ss_host6_deck src"), "{v6}");
+    assert!(v6.contains("--match-set ss_dst_steam_6 dst"), "{v6}");
+    assert!(v6.contains("--match-set ss_host_deck_6 src"), "{v6}");
 
     // Leases: the deck gets addresses, then changes its IPv4 address.
     assert!(fw.set_hosts(hosts(&["192.168.1.20", "fd00::20"])).unwrap());
     assert!(ns
-        .run("ipset", &["list", "ss_host4_deck"])
+        .run("ipset", &["list", "ss_host_deck_4"])
         .contains("\n192.168.1.20"));
-    assert!(ns.run("ipset", &["list", "ss_host6_deck"]).contains("\nfd00::20"));
+    assert!(ns
+        .run("ipset", &["list", "ss_host_deck_6"])
+        .contains("\nfd00::20"));
     assert!(
         !fw.set_hosts(hosts(&["192.168.1.20", "fd00::20"])).unwrap(),
         "unchanged: no write"
     );
     assert!(fw.set_hosts(hosts(&["192.168.1.33", "fd00::20"])).unwrap());
-    let h4 = ns.run("ipset", &["list", "ss_host4_deck"]);
+    let h4 = ns.run("ipset", &["list", "ss_host_deck_4"]);
     assert!(
         h4.contains("\n192.168.1.33") && !h4.contains("192.168.1.20"),
         "{h4}"
@@ -112,12 +119,12 @@ fn ipsets_follow_the_rules() {
     assert!(!our_sets(&ns).contains(&"ss_tmp4".to_owned()));
 
     // A reload without the deck rule: its sets go, the steam sets keep their entries.
-    ns.run("ipset", &["add", "ss_dst4_steam", "203.0.113.7"]);
+    ns.run("ipset", &["add", "ss_dst_steam_4", "203.0.113.7"]);
     let fewer = config(&CONFIG[..CONFIG.find("[[rules]]\nname = \"deck\"").unwrap()]);
     fw.replace(&fewer).unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(our_sets(&ns), ["ss_dst4_steam", "ss_dst6_steam"]);
+    assert_eq!(our_sets(&ns), ["ss_dst_steam_4", "ss_dst_steam_6"]);
     assert!(ns
-        .run("ipset", &["list", "ss_dst4_steam"])
+        .run("ipset", &["list", "ss_dst_steam_4"])
         .contains("203.0.113.7"));
     // And back: the host sets are recreated, and filled from the lease addresses still known
     // for a rule of that name only if the rule is back (here: forgotten with the rule).
@@ -143,15 +150,15 @@ fn nft_sets_load_into_the_kernel() {
         .nft_ruleset
         .unwrap();
     assert!(
-        text.contains("iifname \"lan0\" ip daddr @ss_dst4_steam ct mark set"),
+        text.contains("iifname \"lan0\" ip daddr @ss_dst_steam_4 ct mark set"),
         "{text}"
     );
     assert!(
-        text.contains("oifname \"lan0\" ip6 saddr @ss_dst6_steam ct mark set"),
+        text.contains("oifname \"lan0\" ip6 saddr @ss_dst_steam_6 ct mark set"),
         "{text}"
     );
     assert!(
-        text.contains("iifname \"lan0\" ip saddr @ss_host4_deck tcp dport 443 ct mark set"),
+        text.contains("iifname \"lan0\" ip saddr @ss_host_deck_4 tcp dport 443 ct mark set"),
         "{text}"
     );
     assert!(text.contains("elements = { 192.168.1.20 }"), "{text}");
@@ -165,7 +172,7 @@ fn nft_sets_load_into_the_kernel() {
     ns.runner()
         .run(&PlannedCommand::new("nft", &["-f", "-"]).with_stdin(without_queue.clone()))
         .unwrap_or_else(|e| panic!("{e}\n{without_queue}"));
-    let listed = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_dst4_steam"]);
+    let listed = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_dst_steam_4"]);
     assert!(listed.contains("timeout 1m30s"), "{listed}");
     // The lease update transaction.
     let sets = slipstream_firewall::kernel_sets(&c);
@@ -173,7 +180,7 @@ fn nft_sets_load_into_the_kernel() {
     ns.runner()
         .run(&PlannedCommand::new("nft", &["-f", "-"]).with_stdin(update))
         .unwrap_or_else(|e| panic!("{e}"));
-    let h = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_host4_deck"]);
+    let h = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_host_deck_4"]);
     assert!(h.contains("192.168.1.33") && !h.contains("192.168.1.20"), "{h}");
 
     // A reload replaces the table: what dnsmasq put in the remote sets is read first and
@@ -185,12 +192,12 @@ fn nft_sets_load_into_the_kernel() {
             "element",
             "inet",
             "slipstream",
-            "ss_dst4_steam",
+            "ss_dst_steam_4",
             "{ 203.0.113.7 }",
         ],
     );
     let kept = slipstream_firewall::nft_kept_entries(&ns.runner(), &sets);
-    let left = kept["ss_dst4_steam"].clone();
+    let left = kept["ss_dst_steam_4"].clone();
     assert_eq!(left.len(), 1, "{kept:?}");
     assert_eq!(left[0].0.to_string(), "203.0.113.7");
     assert!((85..=90).contains(&left[0].1), "{left:?}");
@@ -210,6 +217,6 @@ fn nft_sets_load_into_the_kernel() {
     ns.runner()
         .run(&PlannedCommand::new("nft", &["-f", "-"]).with_stdin(replace))
         .unwrap_or_else(|e| panic!("{e}"));
-    let after = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_dst4_steam"]);
+    let after = ns.run("nft", &["list", "set", "inet", "slipstream", "ss_dst_steam_4"]);
     assert!(after.contains("203.0.113.7 expires"), "{after}");
 }

@@ -123,7 +123,7 @@ pub struct Status {
 pub struct NameSetStatus {
     /// The rule's name.
     pub rule: String,
-    /// Kernel set name (`ss_dst4_games`).
+    /// Kernel set name (`ss_dst_games_4`).
     pub set: String,
     /// Entries now; `None` if the set could not be listed.
     pub entries: Option<usize>,

@@ -145,7 +145,7 @@ fn status() -> Status {
         household: household(),
         name_sets: vec![NameSetStatus {
             rule: "games".into(),
-            set: "ss_dst4_games".into(),
+            set: "ss_dst_games_4".into(),
             entries: Some(3),
         }],
     }
@@ -451,7 +451,7 @@ fn status_text() {
     let text = render_status(&missing, 1_000_000);
     assert!(text.contains("rules MISSING (not checked yet)"), "{text}");
     assert!(
-        text.contains("\nnames       rule games: set ss_dst4_games holds 3 addresses\n"),
+        text.contains("\nnames       rule games: set ss_dst_games_4 holds 3 addresses\n"),
         "{text}"
     );
     assert!(

@@ -8,10 +8,13 @@
 //! * [`leases`]: DHCP lease files (dnsmasq's `/tmp/dhcp.leases`, odhcpd's lease file) to the
 //!   addresses of the LAN hosts that `lan_hostnames` name.
 //! * [`sets`]: the names of the kernel address sets and the dnsmasq directives that fill them.
+//! * [`uci`]: the same directives as OpenWrt `dhcp` sections (`config ipset`), which OpenWrt's
+//!   dnsmasq init writes into every instance's config.
 
 pub mod leases;
 mod pattern;
 pub mod presets;
 pub mod sets;
+pub mod uci;
 
 pub use pattern::DomainPattern;

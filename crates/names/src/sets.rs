@@ -33,20 +33,23 @@ pub enum Family {
 /// Longest ipset name (IPSET_MAXNAMELEN 32, with the terminating NUL).
 pub const MAX_SET_NAME: usize = 31;
 
-/// The set of `kind` and `family` for the rule named `rule` (`ss_dst4_steam`). Long rule names are
-/// cut and get a hash of the full name, so two long names sharing a start stay apart.
+/// The set of `kind` and `family` for the rule named `rule` (`ss_dst_steam_4`). Long rule names
+/// are cut and get a hash of the full name, so two long names sharing a start stay apart. The
+/// family is the last character, after a `_`: OpenWrt's dnsmasq init reads a set's family from
+/// its name in that form (`dnsmasq_ipset_add`), where it would otherwise ask nft, whose table
+/// does not exist yet when dnsmasq starts at boot.
 pub fn set_name(rule: &str, kind: SetKind, family: Family) -> String {
     let prefix = format!(
-        "{SET_PREFIX}{}{}_",
+        "{SET_PREFIX}{}_",
         match kind {
             SetKind::Dst => "dst",
             SetKind::Host => "host",
-        },
-        match family {
-            Family::V4 => "4",
-            Family::V6 => "6",
         }
     );
+    let suffix = match family {
+        Family::V4 => "_4",
+        Family::V6 => "_6",
+    };
     // Set names: letters, digits, '_' and '-' (nft identifiers allow no '.').
     let clean: String = rule
         .chars()
@@ -58,9 +61,9 @@ pub fn set_name(rule: &str, kind: SetKind, family: Family) -> String {
             }
         })
         .collect();
-    let room = MAX_SET_NAME - prefix.len();
+    let room = MAX_SET_NAME - prefix.len() - suffix.len();
     if clean.len() <= room && clean == rule {
-        return format!("{prefix}{clean}");
+        return format!("{prefix}{clean}{suffix}");
     }
     // FNV-1a of the full name: stable across versions and platforms.
     let hash = rule.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
@@ -68,7 +71,7 @@ pub fn set_name(rule: &str, kind: SetKind, family: Family) -> String {
     });
     let keep = room - 7;
     format!(
-        "{prefix}{}_{:06x}",
+        "{prefix}{}_{:06x}{suffix}",
         &clean[..clean.len().min(keep)],
         hash & 0xff_ffff
     )
@@ -179,10 +182,13 @@ mod tests {
 
     #[test]
     fn set_names_fit_and_stay_apart() {
-        assert_eq!(set_name("steam", SetKind::Dst, Family::V4), "ss_dst4_steam");
+        assert_eq!(set_name("steam", SetKind::Dst, Family::V4), "ss_dst_steam_4");
         assert_eq!(set_name("game.consoles", SetKind::Host, Family::V6), {
             let n = set_name("game.consoles", SetKind::Host, Family::V6);
-            assert!(n.starts_with("ss_host6_game_consoles_"), "{n}");
+            assert!(
+                n.starts_with("ss_host_game_consoles_") && n.ends_with("_6"),
+                "{n}"
+            );
             n
         });
         let a = set_name("a-very-long-rule-name-for-downloads-1", SetKind::Host, Family::V4);
@@ -213,12 +219,12 @@ mod tests {
         ];
         let ipset = dnsmasq_conf(&rules, DnsmasqSets::Ipset, true);
         assert!(
-            ipset.contains("\nipset=/steamcontent.com/*.cs.steampowered.com/ss_dst4_steam,ss_dst6_steam\n")
+            ipset.contains("\nipset=/steamcontent.com/*.cs.steampowered.com/ss_dst_steam_4,ss_dst_steam_6\n")
         );
         assert!(!ipset.contains("bt"));
         let nft = dnsmasq_conf(&rules, DnsmasqSets::Nftset { table: "slipstream" }, false);
         assert!(nft
-            .contains("\nnftset=/steamcontent.com/*.cs.steampowered.com/4#inet#slipstream#ss_dst4_steam\n"));
+            .contains("\nnftset=/steamcontent.com/*.cs.steampowered.com/4#inet#slipstream#ss_dst_steam_4\n"));
         // Long names: every line within dnsmasq's buffer, every name on exactly one line.
         let label = "a".repeat(60);
         let many: Vec<DomainPattern> = (0..20)
