@@ -406,7 +406,7 @@ impl Engine {
                         // The round trip less the queue its ACK met on the download link.
                         match ack.ack_one_way {
                             Some(one_way) => {
-                                let excess = state.ack_path.excess(link.delay.epoch(), one_way);
+                                let excess = state.ack_path.excess(at, one_way);
                                 link.delay
                                     .on_sample(&mut state.delay, sample.saturating_sub(excess));
                             }

@@ -230,11 +230,6 @@ impl LinkDelay {
         self.own_queue_delay
     }
 
-    /// The base epoch, advanced by each coordinated slowdown (for [`AckPath`]).
-    pub fn epoch(&self) -> u32 {
-        self.epoch
-    }
-
     /// A coordinated slowdown starts: flows begin a new base epoch.
     pub fn next_epoch(&mut self) {
         self.epoch = self.epoch.wrapping_add(1);
@@ -253,31 +248,40 @@ fn filtered(samples: &mut [u32]) -> Option<Duration> {
 }
 
 /// An upload's ACK path: the one-way delay of the receiver's ACKs from the receiver to the router
-/// (by the receiver's TSval clock, on an arbitrary origin), as its minimum in the current and
-/// the previous base epoch of the upload link, like [`FlowDelay`]. An ACK's excess over that
-/// minimum is the queue it met on the download link; the upload's round trip less that excess
-/// is a delay that crossed the upload link's queue alone. A route change on the ACK path moves
-/// the round trip and the ACK's delay alike, so it cancels out.
+/// (by the receiver's TSval clock, on an arbitrary origin), as its minimum over the last one to
+/// two [`ACK_PATH_EPOCH`]s. An ACK's excess over that minimum is the queue it met on the download
+/// link; the upload's round trip less that excess is a delay that crossed the upload link's
+/// queue alone. A route change on the ACK path moves the round trip and the ACK's delay alike,
+/// so it cancels out; the epochs only let a drifting receiver clock age out. They are the path's
+/// own, not the upload link's base epochs: the upload link's slowdowns (and a stale base's two
+/// epochs at once) do not drain the download link, and a minimum forgotten while best effort
+/// queues there would be taken on its queue, which the upload would then yield to.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AckPath {
     current_us: Option<u32>,
     previous_us: Option<u32>,
-    epoch: u32,
+    /// When the current epoch began.
+    epoch_start: Option<Instant>,
 }
 
+/// The length of an [`AckPath`] epoch: the minimum spans one to two of them.
+pub const ACK_PATH_EPOCH: Duration = Duration::from_secs(60);
+
 impl AckPath {
-    /// The excess of an ACK whose one-way delay read `one_way` over the path's minimum, in the
-    /// upload link's base `epoch` ([`LinkDelay::epoch`]).
-    pub fn excess(&mut self, epoch: u32, one_way: Duration) -> Duration {
+    /// The excess of an ACK that arrived `now` and whose one-way delay read `one_way` over the
+    /// path's minimum.
+    pub fn excess(&mut self, now: Instant, one_way: Duration) -> Duration {
         let us = micros(one_way);
-        if self.epoch != epoch {
-            self.previous_us = if epoch.wrapping_sub(self.epoch) == 1 {
+        let start = *self.epoch_start.get_or_insert(now);
+        let age = now.saturating_since(start);
+        if age >= ACK_PATH_EPOCH {
+            self.previous_us = if age < 2 * ACK_PATH_EPOCH {
                 self.current_us
             } else {
                 None
             };
             self.current_us = None;
-            self.epoch = epoch;
+            self.epoch_start = Some(now);
         }
         let current = self.current_us.map_or(us, |m| m.min(us));
         self.current_us = Some(current);
@@ -287,8 +291,7 @@ impl AckPath {
 
     /// Forgets the minimum: the receiver's clock estimate changed, and with it the scale.
     pub fn restart(&mut self) {
-        self.current_us = None;
-        self.previous_us = None;
+        *self = AckPath::default();
     }
 }
 
@@ -488,10 +491,10 @@ mod tests {
         let mut path = AckPath::default();
         let mut upload = FlowDelay::default();
         // Empty queues first: the bases (round trip 100 ms, ACK one-way 50 ms).
-        assert_eq!(path.excess(up.epoch(), ms(50)), Duration::ZERO);
+        assert_eq!(path.excess(Instant::ZERO, ms(50)), Duration::ZERO);
         up.on_sample(&mut upload, ms(100));
         assert_eq!(up.end_round(), Some(Duration::ZERO));
-        let excess = path.excess(up.epoch(), ms(58));
+        let excess = path.excess(Instant::from_millis(100), ms(58));
         assert_eq!(excess, ms(8));
         up.on_sample(&mut upload, ms(120) - excess);
         assert_eq!(up.end_round(), Some(ms(12)));
@@ -513,15 +516,18 @@ mod tests {
     }
 
     #[test]
-    fn the_ack_path_minimum_ages_with_the_epochs_and_restarts() {
+    fn the_ack_path_minimum_ages_with_its_own_epochs_and_restarts() {
+        let at = |s: u64| Instant::from_millis(s * 1000);
         let mut path = AckPath::default();
-        assert_eq!(path.excess(0, ms(40)), Duration::ZERO);
-        assert_eq!(path.excess(1, ms(45)), ms(5));
-        // Two epochs on, the 40 ms minimum is gone (a clock that drifted, a route that changed).
-        assert_eq!(path.excess(2, ms(45)), Duration::ZERO);
-        assert_eq!(path.excess(2, ms(50)), ms(5));
+        assert_eq!(path.excess(at(0), ms(40)), Duration::ZERO);
+        assert_eq!(path.excess(at(61), ms(45)), ms(5));
+        // Two epochs on, the 40 ms minimum is gone (a clock that drifted).
+        assert_eq!(path.excess(at(122), ms(45)), Duration::ZERO);
+        assert_eq!(path.excess(at(123), ms(50)), ms(5));
+        // After a silence of two epochs nothing old is kept.
+        assert_eq!(path.excess(at(300), ms(70)), Duration::ZERO);
         path.restart();
-        assert_eq!(path.excess(2, ms(70)), Duration::ZERO);
+        assert_eq!(path.excess(at(301), ms(90)), Duration::ZERO);
     }
 
     #[test]

@@ -72,7 +72,10 @@ impl HouseholdFlow {
     /// The one-way delay of an upload's ACK from its receiver, once the receiver's clock is known.
     pub(super) fn ack_one_way(&mut self, now: Instant, tsval: u32) -> Option<Duration> {
         self.receiver_clock.observe(now, tsval);
-        let clock = self.receiver_clock.clock().filter(|c| c.hz() >= MIN_ACK_CLOCK_HZ)?;
+        let clock = self
+            .receiver_clock
+            .clock()
+            .filter(|c| c.hz() >= MIN_ACK_CLOCK_HZ)?;
         let (one_way, rescaled) = self.ack_one_way.sample(clock, now, tsval);
         if rescaled {
             self.ack_path.restart();

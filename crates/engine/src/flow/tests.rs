@@ -269,7 +269,7 @@ fn an_uploads_ack_path_reads_the_download_links_queue_alone() {
         let reply = segment(1, seq + u32::from(MSS), ack, 0, options);
         let result = f.on_ack(Side::High, Instant::from_millis(back_ms), &reply, Ok(()), true);
         if let Some(one_way) = result.ack_one_way {
-            excess_at.push((sent_ms, path.excess(0, one_way)));
+            excess_at.push((sent_ms, path.excess(Instant::from_millis(back_ms), one_way)));
         }
     }
     assert!(

@@ -1,0 +1,145 @@
+//! Each link judged on its own queue: an upload's round trip crosses the upload link's queue and,
+//! with its receiver's ACKs, the download link's. With timestamps the engine takes the ACKs'
+//! one-way excess (by the receiver's clock) off, so a queue on the download link (best effort
+//! downloading) is not the upload's to yield to, and a queue on the upload link still is.
+
+mod common;
+
+use common::*;
+use slipstream_control::{ControllerConfig, Duration, Instant};
+use slipstream_engine::{Engine, HouseholdConfig, LinkDirection};
+
+fn household_engine() -> Engine {
+    Engine::new(slipstream_engine::EngineConfig {
+        household: HouseholdConfig {
+            slowdown_interval: Duration::ZERO,
+            ..Default::default()
+        },
+        ..engine_config(
+            vec![slipstream_engine::RuleSpec {
+                name: "bulk".into(),
+                controller: ControllerConfig::Household,
+                share: Default::default(),
+            }],
+            64,
+        )
+    })
+}
+
+/// An upload from the LAN client, a segment every 5 ms for `until_ms`; the server is 50 ms away
+/// each way, its ACK leaves at once (TSval: its 1 kHz clock, here the same as ours) and meets
+/// `up(t)` ms of queue on the way there and `down(t)` ms on the way back. Returns the upload
+/// link's queueing delay after each round (ms), with the time.
+fn upload(up: impl Fn(u64) -> u64, down: impl Fn(u64) -> u64, until_ms: u64) -> Vec<(u64, f64)> {
+    let mut engine = household_engine();
+    let t0 = Instant::from_millis(0);
+    feed_lan(
+        &mut engine,
+        t0,
+        Seg {
+            syn: true,
+            seq: 100,
+            ts: Some((1000, 0)),
+            wscale: Some(7),
+            mss: Some(1460),
+            ..Default::default()
+        },
+    );
+    feed_lan(
+        &mut engine,
+        t0,
+        Seg {
+            from_server: true,
+            syn: true,
+            seq: 5000,
+            ack: 101,
+            ts: Some((70000, 1000)),
+            wscale: Some(7),
+            mss: Some(1460),
+            ..Default::default()
+        },
+    );
+    // (time at the router, packet): data as sent, ACKs when they come back.
+    let mut packets: Vec<(u64, Seg)> = Vec::new();
+    for t in (10..until_ms).step_by(5) {
+        let k = (t / 5 - 2) as u32;
+        let seq = 101 + k * 1448;
+        packets.push((
+            t,
+            Seg {
+                seq,
+                ack: 5001,
+                payload: 1448,
+                ts: Some((1000 + t as u32, 70000)),
+                ..Default::default()
+            },
+        ));
+        let sent = t + 50 + up(t);
+        let back = sent + 50 + down(sent);
+        packets.push((
+            back,
+            Seg {
+                from_server: true,
+                seq: 5001,
+                ack: seq + 1448,
+                window: 2000,
+                ts: Some((70000 + sent as u32, 1000 + t as u32)),
+                ..Default::default()
+            },
+        ));
+    }
+    packets.sort_by_key(|(t, s)| (*t, s.from_server));
+    let mut queue = Vec::new();
+    for (t, seg) in packets {
+        feed_lan(&mut engine, Instant::from_millis(t), seg);
+        let s = engine.snapshot(0);
+        let link = s
+            .links
+            .iter()
+            .find(|l| l.direction == LinkDirection::Upload)
+            .expect("the upload link");
+        if let Some(q) = link.queue_delay.filter(|_| link.flows > 0) {
+            queue.push((t, q.as_secs_f64() * 1e3));
+        }
+    }
+    queue
+}
+
+/// The last round's reading at each packet: `(time ms, queueing delay ms)`, as [`upload`] gives.
+type Readings = [(u64, f64)];
+
+/// The largest queueing delay the upload link read between `from` and `to` ms.
+fn max_between(queue: &Readings, from: u64, to: u64) -> f64 {
+    queue
+        .iter()
+        .filter(|(t, _)| (from..to).contains(t))
+        .map(|(_, q)| *q)
+        .fold(0.0, f64::max)
+}
+
+#[test]
+fn an_upload_does_not_read_the_download_links_queue() {
+    // Best effort downloads from 3 s: 60 ms on the download link, nothing on the upload link.
+    let queue = upload(|_| 0, |t| if t >= 3000 { 60 } else { 0 }, 6000);
+    assert!(max_between(&queue, 1000, 3000) < 3.0, "an empty link");
+    assert!(
+        max_between(&queue, 3500, 6000) < 3.0,
+        "the download link's queue read as the upload's"
+    );
+}
+
+#[test]
+fn an_upload_still_reads_its_own_links_queue() {
+    // The same with 20 ms on the upload link from 3 s as well: that one is the upload's.
+    let queue = upload(
+        |t| if t >= 3000 { 20 } else { 0 },
+        |t| if t >= 3000 { 60 } else { 0 },
+        6000,
+    );
+    let late = max_between(&queue, 3500, 6000);
+    assert!(late > 0.0, "no reading: {:?}", &queue[..queue.len().min(20)]);
+    assert!(
+        (17.0..23.0).contains(&late),
+        "the upload link's own 20 ms read as {late} ms"
+    );
+}
