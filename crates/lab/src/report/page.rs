@@ -20,7 +20,7 @@ const TESTBED: &str = "Network namespaces on one Linux host, the paper's topolog
 /// The rows a scenario shows in the headline, by row label: what a reader of the paper looks
 /// for first (how much best effort keeps, how much spare the background flow uses, how fair,
 /// how costly).
-const HEADLINE: [(&str, &[&str]); 13] = [
+const HEADLINE: [(&str, &[&str]); 14] = [
     ("alone", &["utilization, whole run", "utilization, stable (2nd half)", "ping RTT beside BG, stable"]),
     ("cbr", &["BE goodput, BG active", "BE RTT (ping), BG active", "BG use of spare capacity"]),
     ("cwnd", &["reno: cwnd estimate bias", "cubic: estimate vs in-flight MARE"]),
@@ -69,6 +69,17 @@ const HEADLINE: [(&str, &[&str]); 13] = [
             "BG alone, rate restored: time to 90% of the link",
             "BG alone, rate doubled: time to 90% of the new rate",
             "BG alone, base RTT +30 ms: longest run under 90% of the link (false yield)",
+        ],
+    ),
+    (
+        "both",
+        &[
+            "timestamps: BE download kept beside BG both ways",
+            "timestamps: BE upload kept beside BG both ways",
+            "timestamps: BG alone, download / BE alone",
+            "timestamps: BG alone, upload / BE alone",
+            "no timestamps: BE download kept beside BG both ways",
+            "no timestamps: BE upload kept beside BG both ways",
         ],
     ),
     (

@@ -15,6 +15,7 @@ use crate::alternatives::Alternative;
 use crate::result::{timestamp_dirname, ScenarioReport};
 
 pub mod alone;
+pub mod both;
 pub mod cbr;
 pub mod cwnd;
 pub mod fairness;
@@ -64,7 +65,7 @@ impl Scenario {
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
 /// not part of `all`.
-pub static SCENARIOS: [Scenario; 14] = [
+pub static SCENARIOS: [Scenario; 15] = [
     scenario("alone", alone::run, &[], "One background download alone (Vulture Sec. 0.4.4, Fig. 17)."),
     scenario(
         "cbr",
@@ -125,6 +126,13 @@ pub static SCENARIOS: [Scenario; 14] = [
         link::run,
         &[],
         "Household control on a link that changes: the rate halves for 10 s, doubles; the base RTT steps.",
+    )
+    .household(),
+    scenario(
+        "both",
+        both::run,
+        &["timestamps"],
+        "Household control: background downloading and uploading at once, beside best effort either way.",
     )
     .household(),
     scenario("smoke", smoke::run, &[], "A short alone and cbr (CI)."),
