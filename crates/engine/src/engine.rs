@@ -312,9 +312,11 @@ impl Engine {
         };
         flow.last_seen = now;
         flow.note_lan_side(side, meta.from_lan);
-        if info.payload_len > 0 {
-            // The background's own traffic on the link, taken off the link's counters to leave
-            // best effort's (`household::best_effort`).
+        {
+            // The background's own traffic on the link it crosses, taken off the link's counters
+            // to leave best effort's (`household::best_effort`): its data on its link, and its
+            // ACKs on the opposite one (a background download's ACKs, counted as best effort on
+            // the upload link, read as a call there: hundreds of small packets a second).
             let direction = if side == flow.lan_side() {
                 LinkDirection::Upload
             } else {
