@@ -143,3 +143,118 @@ fn an_upload_still_reads_its_own_links_queue() {
         "the upload link's own 20 ms read as {late} ms"
     );
 }
+
+/// A packet of the flow of LAN port `port` (server port [`SERVER_PORT`]), with etherparse.
+fn packet(port: u16, seg: Seg) -> Vec<u8> {
+    let mut bytes = build(seg);
+    // `build` writes the client port; this flow's is `port` (the checksums are not checked).
+    let at = if seg.from_server { 22 } else { 20 };
+    bytes[at..at + 2].copy_from_slice(&port.to_be_bytes());
+    bytes
+}
+
+#[test]
+fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
+    use slipstream_engine::{LinkCounters, PacketCopy, PacketMeta};
+    let mut engine = household_engine();
+    let (down, up) = (40001u16, 40002u16);
+    let mut feed_port = |engine: &mut Engine, t: u64, port: u16, seg: Seg| -> u64 {
+        let mut bytes = packet(port, seg);
+        let len = bytes.len() as u64;
+        let meta = PacketMeta {
+            from_lan: Some(!seg.from_server),
+            ..meta(PacketCopy::Full)
+        };
+        engine.handle_packet(Instant::from_millis(t), &mut bytes, meta);
+        len
+    };
+    for port in [down, up] {
+        let syn = Seg {
+            syn: true,
+            seq: 100,
+            ts: Some((1000, 0)),
+            wscale: Some(7),
+            mss: Some(1460),
+            ..Default::default()
+        };
+        feed_port(&mut engine, 0, port, syn);
+        let syn_ack = Seg {
+            from_server: true,
+            syn: true,
+            seq: 5000,
+            ack: 101,
+            ts: Some((70000, 1000)),
+            wscale: Some(7),
+            mss: Some(1460),
+            ..Default::default()
+        };
+        feed_port(&mut engine, 0, port, syn_ack);
+    }
+    // Both background flows for 3 s, a segment each way every 5 ms, each ACKed 100 ms later.
+    // The WAN counters see exactly their packets (14 bytes of Ethernet each), nothing else.
+    let (mut downlink, mut uplink) = (
+        LinkCounters {
+            header_bytes: 14,
+            ..Default::default()
+        },
+        LinkCounters {
+            header_bytes: 14,
+            ..Default::default()
+        },
+    );
+    for t in (10..3000u64).step_by(5) {
+        let k = (t / 5 - 2) as u32;
+        let ts = Some((1000 + t as u32, 70000 + t as u32));
+        let data = Seg {
+            from_server: true,
+            seq: 5001 + k * 1448,
+            ack: 101,
+            payload: 1448,
+            ts,
+            ..Default::default()
+        };
+        downlink.bytes += feed_port(&mut engine, t, down, data) + 14;
+        downlink.packets += 1;
+        let data = Seg {
+            seq: 101 + k * 1448,
+            ack: 5001,
+            payload: 1448,
+            ts,
+            ..Default::default()
+        };
+        uplink.bytes += feed_port(&mut engine, t, up, data) + 14;
+        uplink.packets += 1;
+        if k >= 20 {
+            let acked = (k - 19) * 1448;
+            let ack = Seg {
+                seq: 101,
+                ack: 5001 + acked,
+                window: 2000,
+                ts,
+                ..Default::default()
+            };
+            uplink.bytes += feed_port(&mut engine, t, down, ack) + 14;
+            uplink.packets += 1;
+            let ack = Seg {
+                from_server: true,
+                seq: 5001,
+                ack: 101 + acked,
+                window: 2000,
+                ts,
+                ..Default::default()
+            };
+            downlink.bytes += feed_port(&mut engine, t, up, ack) + 14;
+            downlink.packets += 1;
+        }
+        engine.on_link_counters(downlink, uplink);
+    }
+    let s = engine.snapshot(0);
+    for link in &s.links {
+        let best_effort = link.best_effort_bits_per_second.expect("counted");
+        assert!(
+            best_effort < 10_000.0,
+            "{:?}: the other direction's ACKs read as {best_effort} bit/s of best effort",
+            link.direction
+        );
+    }
+}
