@@ -69,7 +69,7 @@ for (const f of files) {
 
 // --- 3: run the views against the stand-in ----------------------------------------------------
 const answers = JSON.parse(fs.readFileSync(answersFile, 'utf8'));
-const record = { options: [], rpc: [], uciConfigs: new Set(), errors: [] };
+const record = { options: [], rpc: [], uciConfigs: new Set(), errors: [], notes: [], applied: [] };
 
 if (!String.prototype.format) {
 	// LuCI's String.prototype.format, enough of it: %s %d %f %h %% in order.
@@ -137,7 +137,12 @@ function makeForm() {
 			return s;
 		};
 		this.render = () => Promise.resolve(E('div', { 'class': 'cbi-map' }));
+		this.renderContents = this.render;
 		this.save = () => Promise.resolve();
+		this.parse = () => Promise.resolve();
+		this.load = () => Promise.resolve();
+		this.lookupOption = () => null;
+		this.findElement = () => null;
 	};
 	return form;
 }
@@ -209,11 +214,17 @@ const SAMPLE = {
 };
 const stubs = {
 	baseclass: { extend: o => o },
-	view: { extend: o => o },
+	// view.extend as LuCI's: the default handleSave saves the maps (here: nothing to save).
+	view: { extend: o => Object.assign({ handleSave: () => Promise.resolve() }, o) },
 	form: makeForm(),
 	uci,
 	rpc,
-	ui: { addNotification() {}, createHandlerFn: (ctx, fn) => fn, changes: { apply() {} }, showModal() {}, hideModal() {} },
+	ui: {
+		addNotification(title, body, kind) { record.notes.push({ title, body: JSON.stringify(body), kind }); },
+		createHandlerFn: (ctx, fn) => fn,
+		changes: { apply(checked) { record.applied.push(checked); } },
+		showModal() {}, hideModal() {}
+	},
 	poll: { add(fn, secs) { polls.push([fn, secs]); } },
 	dom: { content(node, c) { node.children = [c]; } },
 	widgets: { DeviceSelect: cls('DeviceSelect') }
@@ -301,6 +312,36 @@ function daemonTakesList(type, option) {
 		for (const r of await runView(v))
 			edited.push(Object.assign({ view: v }, r));
 
+	// Save & Apply of the form views: applied when slipstreamd accepts the config, refused with
+	// the daemon's message at the top when it does not.
+	for (const v of ['settings', 'household', 'rules']) {
+		const view = load('view.slipstream.' + v);
+		for (const verdict of ['valid', 'invalid']) {
+			const real = answers['luci.slipstream'].check_config;
+			if (verdict == 'invalid')
+				answers['luci.slipstream'].check_config = { valid: false, source: 'staged', section_type: 'rule', section: 'bittorrent',
+					option: 'remote_port', message: 'port range 6999-6881 is reversed', error: 'x' };
+			record.notes = []; record.applied = [];
+			let err = null;
+			try { await view.handleSaveApply({}, '0'); } catch (e) { err = e.stack || String(e); }
+			answers['luci.slipstream'].check_config = real;
+			if (verdict == 'valid')
+				check(`${v}: Save & Apply of a config slipstreamd accepts applies it (no error shown)`,
+					!err && record.applied.length == 1 && record.applied[0] === true && record.notes.length == 0, err || JSON.stringify(record));
+			else
+				check(`${v}: Save & Apply of a config slipstreamd refuses applies nothing and shows its message`,
+					!err && record.applied.length == 0 && record.notes.length == 1 && record.notes[0].kind == 'danger' &&
+					record.notes[0].body.includes('port range 6999-6881 is reversed'), err || JSON.stringify(record));
+		}
+	}
+	{
+		const rules = load('view.slipstream.rules');
+		const m = rules.map;
+		let err = null;
+		try { await rules.handleAddTemplate(m, { value: 'game_downloads' }); } catch (e) { err = e.stack || String(e); }
+		check('rules: adding a rule from a preset template runs', !err, err);
+	}
+
 	// UCI options: each the views edit is one the daemon accepts, as a list where it is one.
 	const uciEdited = edited.filter(e => !e.o.option.startsWith('_') && e.o.widget != 'DummyValue' && e.o.widget != 'Button');
 	const types = [...new Set(uciEdited.map(e => e.section))];
@@ -320,6 +361,39 @@ function daemonTakesList(type, option) {
 		const dList = daemonTakesList(e.section, e.o.option);
 		check(`option ${e.o.option}: ${jsList ? 'list' : 'single value'} in the view, ${dList ? 'list' : 'single value'} for slipstreamd`, jsList == dList);
 	}
+	// The values the views offer (each choice of a list, the placeholder shown as the default, a
+	// flag's default) are values slipstreamd takes, with the options they depend on set as the
+	// view requires.
+	const header = { slipstream: "config slipstream 'main'\n", household: "config household 'household'\n",
+		rule: "config rule 'probe'\n" };
+	for (const e of uciEdited) {
+		if (!(known[e.section] || []).includes(e.o.option)) continue;
+		const jsList = ['DynamicList', 'MultiValue'].includes(e.o.widget) || (e.o.widget == 'DeviceSelect' && e.o.multiple);
+		const values = new Set(e.o.choices.map(String));
+		if (e.o.placeholder != null) values.add(String(e.o.placeholder));
+		if (e.o.default != null) values.add(String(e.o.default));
+		if (e.o.widget == 'Flag') { values.add('0'); values.add('1'); }
+		for (const v of values) {
+			let text = header[e.section];
+			const deps = e.o.deps[0] || {};
+			for (const [k, dv] of Object.entries(deps)) if (k != e.o.option) text += `\toption ${k} '${dv}'\n`;
+			if (e.section == 'rule' && e.o.option != 'remote_port') text += "\toption remote_port '6881'\n";
+			text += `\t${jsList ? 'list' : 'option'} ${e.o.option} '${v}'\n`;
+			// What LuCI writes beside it: the section's required fields (rmempty off) with their
+			// defaults, where their dependencies hold.
+			const set = Object.assign({}, deps, { [e.o.option]: v });
+			for (const f of uciEdited)
+				if (f.view == e.view && f.section == e.section && f.o !== e.o && f.o.rmempty === false && f.o.default != null &&
+					!(f.o.option in set) && (f.o.deps.length == 0 || f.o.deps.some(d => Object.entries(d).every(([k, dv]) => set[k] == dv))))
+					text += `\toption ${f.o.option} '${f.o.default}'\n`;
+			// A config needs an enabled rule.
+			text += "config rule 'other'\n\toption remote_port '6882'\n";
+			const out = daemonCheck(text);
+			check(`value '${v}' of ${e.o.option} (config ${e.section}, view ${e.view}) is accepted by slipstreamd`,
+				/: valid/.test(out), out.trim() + '\n  config:\n' + text);
+		}
+	}
+
 	// Every option the shipped config shows (set, or in a commented example) can be edited.
 	const shipped = fs.readFileSync(path.join(appDir, '../files/slipstream.config'), 'utf8');
 	let type = null;

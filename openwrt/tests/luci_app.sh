@@ -245,6 +245,7 @@ a.rc.init = {};
 fs.writeFileSync(d + "/answers.json", JSON.stringify(a));
 ' "$TMP"
 if node openwrt/tests/luci_app.js "$APP" "$SLIPSTREAMD" "$TMP/backend-list.json" "$TMP/answers.json" >"$TMP/js.log" 2>&1; then
+	[ -n "${LUCI_APP_VERBOSE:-}" ] && cat "$TMP/js.log"
 	ok "views, menu and ACL (openwrt/tests/luci_app.js: $(tail -n 1 "$TMP/js.log"))"
 else
 	grep -v '^ok: ' "$TMP/js.log"

@@ -21,8 +21,18 @@ var callHostHints = rpc.declare({ object: 'luci-rpc', method: 'getHostHints', ex
 var callDHCPLeases = rpc.declare({ object: 'luci-rpc', method: 'getDHCPLeases', expect: { '': {} } });
 
 // Errors the daemon found, keyed by '<section id>.<option>': shown by the field's own
-// validation until its value changes.
+// validation until its value changes, or until the next check.
 var serverErrors = {};
+
+// Forgets the daemon's errors and has the fields they marked validate again (a widget keeps its
+// last verdict until it is validated again, and an invalid field blocks saving).
+function clearServerErrors() {
+	var marked = serverErrors;
+	serverErrors = {};
+	Object.keys(marked).forEach(function(k) {
+		marked[k].option.triggerValidation(marked[k].sid);
+	});
+}
 
 function fmtRate(bps) {
 	if (bps == null || isNaN(bps))
@@ -150,7 +160,9 @@ function showCheckError(map, res) {
 			var option = found[0], field = map.findElement('data-field', option.cbid(found[1]));
 			serverErrors[found[1] + '.' + res.option] = {
 				message: res.message,
-				value: String(option.formvalue(found[1]))
+				value: String(option.formvalue(found[1])),
+				option: option,
+				sid: found[1]
 			};
 			option.triggerValidation(found[1]);
 			if (field && field.scrollIntoView)
@@ -191,7 +203,7 @@ return baseclass.extend({
 	// check the result, and apply only a config it accepts.
 	saveCheckApply: function(view, ev, mode) {
 		var map = view.map;
-		serverErrors = {};
+		clearServerErrors();
 		return view.handleSave(ev).then(function() {
 			return callCheckConfig();
 		}).then(function(res) {
@@ -201,7 +213,9 @@ return baseclass.extend({
 			}
 			ui.changes.apply(mode == '0');
 		}).catch(function(e) {
-			ui.addNotification(null, E('p', {}, _('Could not check the configuration: %s').format(e.message || e)), 'danger');
+			// A rejection without an error is LuCI's own "invalid values" (it has told the user).
+			if (e)
+				ui.addNotification(null, E('p', {}, _('Could not check the configuration: %s').format(e.message || e)), 'danger');
 		});
 	}
 });
