@@ -63,10 +63,15 @@ ln -s "$SLIPSTREAMD" "$BIN/slipstreamd"
 ln -s "$CLI" "$BIN/slipstream"
 if command -v busybox >/dev/null 2>&1; then
 	for a in sed awk tr head cat mktemp cp rm; do ln -s "$(command -v busybox)" "$BIN/$a"; done
-	SHELL_RUN="busybox sh"
-else
-	SHELL_RUN=sh
 fi
+# $RUN ARGS...: the backend under OpenWrt's shell (busybox ash) where busybox is installed.
+RUN=$TMP/run-backend
+if command -v busybox >/dev/null 2>&1; then
+	printf '#!/bin/sh\nexec busybox sh "%s" "$@"\n' "$BACKEND" >"$RUN"
+else
+	printf '#!/bin/sh\nexec sh "%s" "$@"\n' "$BACKEND" >"$RUN"
+fi
+chmod +x "$RUN"
 cat >"$BIN/uci" <<'EOF'
 #!/bin/sh
 # Stand-in for OpenWrt's uci: `uci -q -c DIR get slipstream.@slipstream[0].OPTION` only.
@@ -87,7 +92,7 @@ CONF_DIR=$TMP/etc
 mkdir -p "$CONF_DIR"
 # call METHOD [ARGS-JSON]: the backend as rpcd runs it; its stdout in $TMP/out.json.
 call() {
-	printf '%s' "${2:-{\}}" | env PATH="$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" $SHELL_RUN "$BACKEND" call "$1" >"$TMP/out.json" 2>"$TMP/err"
+	printf '%s' "${2:-{\}}" | env PATH="$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" "$RUN" call "$1" >"$TMP/out.json" 2>"$TMP/err"
 }
 # js EXPR: evaluates EXPR with `a` = the last answer (parsed); true when it is truthy.
 js() {
@@ -107,7 +112,7 @@ if command -v shellcheck >/dev/null 2>&1; then
 fi
 
 # --- list ---------------------------------------------------------------------------------------
-env PATH="$BIN:$PATH" $SHELL_RUN "$BACKEND" list >"$TMP/out.json" 2>"$TMP/err"
+env PATH="$BIN:$PATH" "$RUN" list >"$TMP/out.json" 2>"$TMP/err"
 check "list: a JSON object" valid_json
 cp "$TMP/out.json" "$TMP/backend-list.json"
 check "list: the seven methods" js 'Object.keys(a).sort().join() == "check_config,environment,flows,history,hosts,presets,status"'
@@ -142,6 +147,7 @@ printf "config slipstream 'main'\n\toption hook \"a'b\\\\\\\\\\\\\"c\"\n" >"$CON
 call check_config
 check "check_config: quotes and backslashes escaped (valid JSON)" valid_json
 want=$("$SLIPSTREAMD" --check-config "$CONF_DIR/slipstream" 2>&1)
+# shellcheck disable=SC2016 # $0 is expanded by the inner sh
 check "check_config: quotes and backslashes round-trip (the error is the daemon's, byte for byte)" \
 	env WANT="${want#error: }" sh -c 'node -e "const a = JSON.parse(require(\"fs\").readFileSync(process.argv[1], \"utf8\")); process.exit(a.error === process.env.WANT && a.option == \"hook\" ? 0 : 1)" "$0"' "$TMP/out.json"
 
@@ -175,9 +181,9 @@ mkdir -p "$TMP/bin2"
 printf '#!/bin/sh\necho "Dnsmasq version 2.90"\necho "Compile time options: IPv6 GNU-getopt no-DBus UBus no-i18n no-IDN DHCP DHCPv6 no-Lua TFTP no-conntrack no-ipset no-nftset auth no-cryptohash no-DNSSEC loop-detect inotify dumpfile"\n' \
 	>"$TMP/bin2/dnsmasq"
 chmod +x "$TMP/bin2/dnsmasq"
-printf '{}' | env PATH="$TMP/bin2:$BIN:$PATH" $SHELL_RUN "$BACKEND" call environment >"$TMP/out.json"
+printf '{}' | env PATH="$TMP/bin2:$BIN:$PATH" "$RUN" call environment >"$TMP/out.json"
 check "environment: dnsmasq without nftset/ipset is basic" js 'a.dnsmasq == "basic"'
-printf '{}' | env PATH="$BIN:$PATH" $SHELL_RUN "$BACKEND" call nosuch >"$TMP/out.json"
+printf '{}' | env PATH="$BIN:$PATH" "$RUN" call nosuch >"$TMP/out.json"
 check "unknown method: exit status 1" test $? -eq 1
 
 # --- A real daemon (root: a network namespace of its own) ---------------------------------------
@@ -195,7 +201,7 @@ if [ "$(id -u)" -eq 0 ] && ip netns add "sslu$$" 2>/dev/null; then
 	# ncall METHOD [ARGS]: the backend inside the daemon's namespace (its loopback HTTP listener).
 	ncall() {
 		printf '%s' "${2:-{\}}" | ip netns exec "$NS" env PATH="$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" \
-			$SHELL_RUN "$BACKEND" call "$1" >"$TMP/out.json" 2>"$TMP/err"
+			"$RUN" call "$1" >"$TMP/out.json" 2>"$TMP/err"
 	}
 	ncall status
 	answer status
@@ -256,6 +262,7 @@ fi
 SDK=$TMP/sdk
 mkdir -p "$SDK/package" "$SDK/feeds/luci" "$SDK/include"
 ln -s "$APP" "$SDK/package/luci-app-slipstream"
+# shellcheck disable=SC2016 # a make expression
 printf 'INCLUDE_DIR:=$(TOPDIR)/include\n' >"$SDK/rules.mk"
 # Stand-in for the LuCI feed's luci.mk: the package name from the directory, and its install
 # (htdocs/ to /www, root/ to /) as the real one does it.
