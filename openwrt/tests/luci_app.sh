@@ -72,21 +72,26 @@ else
 	printf '#!/bin/sh\nexec sh "%s" "$@"\n' "$BACKEND" >"$RUN"
 fi
 chmod +x "$RUN"
-cat >"$BIN/uci" <<'EOF'
+if [ -n "${LUCI_APP_UCI:-}" ]; then
+	# OpenWrt's real uci (built from openwrt/uci by hand; Debian has none): the staged path too.
+	printf '#!/bin/sh\nexec "%s" "$@"\n' "$LUCI_APP_UCI" >"$BIN/uci"
+else
+	cat >"$BIN/uci" <<'EOF'
 #!/bin/sh
-# Stand-in for OpenWrt's uci: `uci -q -c DIR get slipstream.@slipstream[0].OPTION` only.
-dir=/etc/config
-while [ $# -gt 0 ]; do
-	case "$1" in
-	-q) shift ;;
-	-c) dir=$2; shift 2 ;;
-	-t) shift 2 ;;
-	get) opt=${2##*.}; sed -n "/^config slipstream/,/^config /s/^[[:space:]]*option $opt '\(.*\)'/\1/p" "$dir/slipstream" | head -n 1; exit 0 ;;
-	*) exit 1 ;;
-	esac
-done
-exit 1
+	# Stand-in for OpenWrt's uci: `uci -q -c DIR get slipstream.@slipstream[0].OPTION` only.
+	dir=/etc/config
+	while [ $# -gt 0 ]; do
+		case "$1" in
+		-q) shift ;;
+		-c) dir=$2; shift 2 ;;
+		-t) shift 2 ;;
+		get) opt=${2##*.}; sed -n "/^config slipstream/,/^config /s/^[[:space:]]*option $opt '\(.*\)'/\1/p" "$dir/slipstream" | head -n 1; exit 0 ;;
+		*) exit 1 ;;
+		esac
+	done
+	exit 1
 EOF
+fi
 chmod +x "$BIN/uci"
 CONF_DIR=$TMP/etc
 mkdir -p "$CONF_DIR"
@@ -123,6 +128,19 @@ cp openwrt/files/slipstream.config "$CONF_DIR/slipstream"
 call check_config '{"ubus_rpc_session":"00000000000000000000000000000000"}'
 check "check_config: shipped config valid" js 'a.valid === true && a.summary == "valid (3 rules)" && a.source == "committed"'
 answer check_config
+if [ -n "${LUCI_APP_UCI:-}" ]; then
+	# A change staged in a session's delta directory (as rpcd keeps them), not committed: the
+	# check sees it; without the session it checks the committed file.
+	sid=0123456789abcdef0123456789abcdef
+	mkdir -p "$TMP/rpcd/uci-$sid"
+	"$LUCI_APP_UCI" -c "$CONF_DIR" -t "$TMP/rpcd/uci-$sid" set slipstream.bittorrent.remote_port='6999-6881'
+	printf '{"ubus_rpc_session":"%s"}' "$sid" | env PATH="$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" \
+		SLIPSTREAM_SESSION_DELTA_PREFIX="$TMP/rpcd/uci-" "$RUN" call check_config >"$TMP/out.json"
+	check "check_config (real uci): a staged change is checked" \
+		js "a.valid === false && a.source == 'staged' && a.section == 'bittorrent' && a.option == 'remote_port' && a.message.includes('reversed')"
+	call check_config
+	check "check_config (real uci): without the session, the committed file" js 'a.valid === true && a.source == "committed"'
+fi
 # bad FILE-EDIT TYPE SECTION OPTION MESSAGE-PART: the config with one edit (a sed script or
 # a whole file), and what the answer must name.
 bad() {
