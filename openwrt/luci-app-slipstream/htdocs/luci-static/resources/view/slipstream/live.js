@@ -20,8 +20,9 @@ function svgEl(tag, attrs) {
 
 // A small chart: one polyline per series over the window, common y scale, max labelled.
 function chart(series, nowMs) {
-	var w = 600, h = 90, max = 1;
-	series.forEach(function(s) { s.points.forEach(function(p) { if (p[1] != null) max = Math.max(max, p[1]); }); });
+	var w = 600, h = 90, top = 0;
+	series.forEach(function(s) { s.points.forEach(function(p) { if (p[1] != null) top = Math.max(top, p[1]); }); });
+	var max = Math.max(top, 1);
 	var svg = svgEl('svg', { 'viewBox': '0 0 ' + w + ' ' + h, 'width': '100%', 'height': h, 'preserveAspectRatio': 'none',
 		'style': 'max-width:' + w + 'px;border:1px solid #ccc;background:#fafafa' });
 	series.forEach(function(s) {
@@ -33,7 +34,7 @@ function chart(series, nowMs) {
 			svg.appendChild(svgEl('polyline', { 'points': pts.join(' '), 'fill': 'none', 'stroke': s.color, 'stroke-width': 2 }));
 	});
 	var label = svgEl('text', { 'x': 4, 'y': 11, 'font-size': 10, 'fill': '#555' });
-	label.textContent = ss.fmtRate(max);
+	label.textContent = ss.fmtRate(top);
 	svg.appendChild(label);
 	return svg;
 }

@@ -158,7 +158,7 @@ return view.extend({
 				s.flows_active || 0, s.flows_max || 0, s.packets || 0, s.packets_rewritten || 0)));
 		}
 		if (check.valid != null) {
-			var label = (check.source == 'staged') ? _('Configuration with your unsaved changes') : _('Configuration file');
+			var label = (check.source == 'staged') ? _('Configuration, with any unsaved changes') : _('Configuration file');
 			rows.push(row(label, check.valid ? yesNo(true, check.summary || _('valid'), '')
 				: E('span', { 'style': 'color:#c00' }, (check.section ? '%s %s%s: '.format(check.section_type, check.section, check.option ? ', option ' + check.option : '') : '') + (check.message || check.error))));
 		}
