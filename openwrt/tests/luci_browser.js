@@ -329,6 +329,37 @@ function stopDaemon() {
 			/option data_queue '8472'/.test(fs.readFileSync(path.join(CONF, 'slipstream'), 'utf8')));
 		const errs = (await logs()).filter(l => l.level == 'SEVERE');
 		check('settings: no console errors through the two saves', errs.length == 0, errs.map(e => e.message).join('\n  '));
+
+		// Rules: a rule's edit dialog (presets from the daemon, LAN hosts from the leases), then
+		// a rule added from a preset template, applied and committed with its presets.
+		await wd('POST', S + '/url', { url: base + '/cgi-bin/luci/admin/services/slipstream/rules' });
+		await waitFor("return !!document.querySelector('.cbi-section-table-row[data-sid=\"bittorrent\"]')", 15000);
+		await run("document.querySelector('.cbi-section-table-row[data-sid=\"bittorrent\"] .cbi-button-edit').click()");
+		const modal = await waitFor("return !!document.querySelector('.modal .cbi-section')", 8000);
+		await sleep(500);
+		const modalHtml = await run("var m = document.querySelector('.modal'); return m ? m.innerHTML : ''");
+		await shot('rules-edit');
+		check('rules: the edit dialog opens', modal);
+		check('rules: the dialog offers the daemon\'s presets (steam: ...)', /steam: Steam game downloads/.test(modalHtml));
+		check('rules: the dialog offers the LAN hosts of the DHCP leases (steam-deck, 192.168.1.20, aa:bb:cc:dd:ee:ff)',
+			/steam-deck/.test(modalHtml) && /192\.168\.1\.20/.test(modalHtml) && /aa:bb:cc:dd:ee:ff/.test(modalHtml));
+		await run("var b = [...document.querySelectorAll('.modal button')].find(b => /Dismiss/.test(b.textContent)); b && b.click();");
+		await sleep(500);
+		const before2 = applied;
+		await run("var s = [...document.querySelectorAll('select')].find(x => [...x.options].some(o => o.value == 'game_downloads')); s.value = 'game_downloads'; [...document.querySelectorAll('button')].find(b => b.textContent == 'Add').click();");
+		const added = await waitFor("return !!document.querySelector('.cbi-section-table-row[data-sid=\"game_downloads\"]')", 8000);
+		check('rules: "Add a rule from a preset" adds game_downloads to the grid', added);
+		await run("L.require('view.slipstream.rules').then(function(v) { v.handleSaveApply(new Event('click'), '0'); });");
+		for (let t = 0; t < 10000 && applied == before2; t += 200) await sleep(200);
+		await sleep(500);
+		const committed = fs.readFileSync(path.join(CONF, 'slipstream'), 'utf8');
+		check('rules: the new rule is applied with its presets and household control', applied == before2 + 1 &&
+			/config rule 'game_downloads'[\s\S]*list preset 'steam'[\s\S]*list preset 'nintendo'/.test(committed) &&
+			/config rule 'game_downloads'[^]*?option controller 'household'/.test(committed), committed.slice(-400));
+		check('rules: the applied file passes slipstreamd --check-config', /valid \(4 rules\)/.test(
+			execFileSync(path.join(BIN, 'slipstreamd'), ['--check-config', path.join(CONF, 'slipstream')], { encoding: 'utf8' })));
+		const errs2 = (await logs()).filter(l => l.level == 'SEVERE');
+		check('rules: no console errors', errs2.length == 0, errs2.map(e => e.message).join('\n  '));
 	} catch (e) {
 		check('browser run', false, e.stack);
 	} finally {
