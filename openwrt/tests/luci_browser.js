@@ -239,18 +239,35 @@ const sleep = ms => new Promise(r => setTimeout(r, ms));
 // As root, a real daemon in a network namespace of its own (its control socket is a file, so the
 // backend reaches it from here).
 let daemon = null, ns = null;
+// With it, a LAN host and an internet server in namespaces of their own, and a download the
+// bittorrent rule classes (remote port 6881) through the daemon's router, so the Live page has
+// a flow to show.
+let traffic = [];
 function startDaemon() {
 	if (process.getuid() != 0) return;
 	ns = 'sslb' + process.pid;
 	const sh = c => execFileSync('sh', ['-c', c]);
-	sh(`ip netns add ${ns} && ip -n ${ns} link set lo up && ip -n ${ns} link add br-lan type veth peer name br-peer && ip -n ${ns} link set br-lan up`);
+	const lan = ns + 'c', wan = ns + 's';
+	sh(`ip netns add ${ns} && ip netns add ${lan} && ip netns add ${wan}
+		for n in ${ns} ${lan} ${wan}; do ip -n $n link set lo up; done
+		ip link add br-lan netns ${ns} type veth peer name eth0 netns ${lan}
+		ip link add wan netns ${ns} type veth peer name eth0 netns ${wan}
+		ip -n ${ns} addr add 192.168.1.1/24 dev br-lan; ip -n ${ns} link set br-lan up
+		ip -n ${ns} addr add 203.0.113.1/24 dev wan; ip -n ${ns} link set wan up
+		ip -n ${lan} addr add 192.168.1.20/24 dev eth0; ip -n ${lan} link set eth0 up; ip -n ${lan} route add default via 192.168.1.1
+		ip -n ${wan} addr add 203.0.113.7/24 dev eth0; ip -n ${wan} link set eth0 up; ip -n ${wan} route add default via 203.0.113.1
+		ip netns exec ${ns} sysctl -qw net.ipv4.ip_forward=1
+		ip netns exec ${ns} tc qdisc add dev br-lan root tbf rate 20mbit burst 32k latency 100ms`);
 	const conf = path.join(CONF, 'slipstream');
 	fs.writeFileSync(conf, fs.readFileSync(conf, 'utf8').replace(/option control_socket '[^']*'/, `option control_socket '${TMP}/ctl.sock'`));
 	daemon = spawn('ip', ['netns', 'exec', ns, path.join(BIN, 'slipstreamd'), '--config', conf, '--allow-flow-offload'], { stdio: 'ignore' });
+	traffic.push(spawn('ip', ['netns', 'exec', wan, 'iperf3', '-s', '-p', '6881'], { stdio: 'ignore' }));
+	setTimeout(() => traffic.push(spawn('ip', ['netns', 'exec', lan, 'iperf3', '-c', '203.0.113.7', '-p', '6881', '-R', '-t', '120'], { stdio: 'ignore' })), 2000);
 }
 function stopDaemon() {
+	for (const t of traffic) t.kill();
 	if (daemon) daemon.kill();
-	if (ns) try { execFileSync('ip', ['netns', 'del', ns]); } catch (e) { /* gone */ }
+	if (ns) for (const n of [ns, ns + 'c', ns + 's']) try { execFileSync('ip', ['netns', 'del', n]); } catch (e) { /* gone */ }
 }
 
 (async function main() {
@@ -295,6 +312,17 @@ function stopDaemon() {
 				const overflow = await run('return document.documentElement.scrollWidth - document.documentElement.clientWidth');
 				check(`${view} (${tag}): no horizontal overflow of the page (${overflow} px)`, overflow <= 0);
 				await shot(`${view}-${tag}`);
+				if (view == 'live' && tag == 'desktop' && daemon) {
+					// The page against the daemon's own answer, and a page update.
+					const flows = backend('flows', {}).flows.flows.filter(f => f.goodput_bps > 0);
+					const row = await run("var t = document.querySelectorAll('#slipstream-live table'); var r = t[t.length - 1].querySelectorAll('tr')[1]; return r ? r.innerText : ''");
+					check('live: the busiest flow shown is the daemon\'s busiest (' + (flows[0] || {}).endpoints + ')',
+						flows.length > 0 && flows[0].endpoints.every(e => row.includes(e)), row);
+					const t1 = await run('return document.querySelector("#slipstream-live").innerText');
+					await sleep(4500);
+					const t2 = await run('return document.querySelector("#slipstream-live").innerText');
+					check('live: the page updates (its text changed within 4.5 s)', t1 != t2);
+				}
 			}
 		}
 		await open(false);

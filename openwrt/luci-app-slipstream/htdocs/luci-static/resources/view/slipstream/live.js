@@ -24,7 +24,7 @@ function chart(series, nowMs) {
 	series.forEach(function(s) { s.points.forEach(function(p) { if (p[1] != null) top = Math.max(top, p[1]); }); });
 	var max = Math.max(top, 1);
 	var svg = svgEl('svg', { 'viewBox': '0 0 ' + w + ' ' + h, 'width': '100%', 'height': h, 'preserveAspectRatio': 'none',
-		'style': 'max-width:' + w + 'px;border:1px solid #ccc;background:#fafafa' });
+		'style': 'display:block;max-width:' + w + 'px;border:1px solid #ccc;background:#fafafa' });
 	series.forEach(function(s) {
 		var pts = s.points.filter(function(p) { return p[1] != null; }).map(function(p) {
 			var x = w - (nowMs - p[0]) / WINDOW_MS * w, y = h - 4 - p[1] / max * (h - 16);
@@ -43,7 +43,8 @@ function table(headers, rows) {
 	return E('table', { 'class': 'table' }, [
 		E('tr', { 'class': 'tr table-titles' }, headers.map(function(h) { return E('th', { 'class': 'th' }, h); }))
 	].concat(rows.length ? rows.map(function(r) {
-		return E('tr', { 'class': 'tr' }, r.map(function(c) { return E('td', { 'class': 'td' }, c); }));
+		// data-title: LuCI's narrow-screen style shows each cell under its column's name.
+		return E('tr', { 'class': 'tr' }, r.map(function(c, i) { return E('td', { 'class': 'td', 'data-title': headers[i] }, c); }));
 	}) : [E('tr', { 'class': 'tr placeholder' }, E('td', { 'class': 'td', 'colspan': headers.length }, E('em', {}, _('none'))))]));
 }
 
@@ -125,7 +126,7 @@ return view.extend({
 					_('%d flows (%d waiting), %s').format(l.flows, l.held_flows, l.phase)
 				]),
 				chart([{ points: be, color: '#2ca02c' }, { points: bg, color: '#1f77b4' }], haveHistory ? history.now_unix_ms : nowMs),
-				E('small', {}, haveHistory ? _('Last 10 minutes (the daemon\'s history).') : _('Since this page was opened (the daemon\'s history API is not reachable).'))
+				E('div', { 'style': 'font-size:smaller' }, haveHistory ? _('Last 10 minutes (the daemon\'s history).') : _('Since this page was opened (the daemon\'s history API is not reachable).'))
 			]);
 		}, this);
 	},
