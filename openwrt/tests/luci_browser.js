@@ -85,7 +85,9 @@ function uciSetValues(config, section, values) {
 // --- ubus ---------------------------------------------------------------------------------------
 const calls = [];
 function backend(method, args) {
-	const out = execFileSync('sh', [path.join(APP, 'root/usr/libexec/rpcd/luci.slipstream'), 'call', method], {
+	// Inside the daemon's namespace when there is one: its HTTP listener is on that loopback.
+	const cmd = ns ? ['ip', ['netns', 'exec', ns, 'sh']] : ['sh', []];
+	const out = execFileSync(cmd[0], cmd[1].concat([path.join(APP, 'root/usr/libexec/rpcd/luci.slipstream'), 'call', method]), {
 		encoding: 'utf8',
 		input: JSON.stringify(Object.assign({ ubus_rpc_session: SID }, args)),
 		env: Object.assign({}, process.env, {

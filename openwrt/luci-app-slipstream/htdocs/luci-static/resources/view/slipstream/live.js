@@ -166,9 +166,13 @@ return view.extend({
 			});
 		}
 
-		var ruleRows = (history.rules || st.rules || []).map(function(r) {
-			return [r.name, String(r.active_flows), r.rate_bps != null ? ss.fmtRate(r.rate_bps) : '-',
-				r.bytes_today != null ? ss.fmtBytes(r.bytes_today) : '-', r.flows_started != null ? String(r.flows_started) : '-'];
+		// status's rules, with the history's rate and bytes today where the daemon has them.
+		var ruleHist = {};
+		(history.rules || []).forEach(function(r) { ruleHist[r.name] = r; });
+		var ruleRows = (st.rules || []).map(function(r) {
+			var h = ruleHist[r.name] || {};
+			return [r.name + (r.removed ? ' ' + _('(removed)') : ''), String(r.active_flows), h.rate_bps != null ? ss.fmtRate(h.rate_bps) : '-',
+				h.bytes_today != null ? ss.fmtBytes(h.bytes_today) : '-', String(r.flows_started)];
 		});
 
 		var flowRows = flows.slice(0, 20).map(function(f) {
