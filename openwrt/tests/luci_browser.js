@@ -56,10 +56,12 @@ function uciValues(config) {
 	const out = {};
 	let cur = null, n = 0;
 	const unq = s => s.replace(/^'(.*)'$/, '$1').replace(/'\\''/g, "'");
+	// uci's own names of the sections, anonymous ones included (cfg0a1b2c), in order.
+	const names = uci(['-X', 'show', config]).split('\n').map(l => /^[^.]+\.([^.=]+)=/.exec(l)).filter(Boolean).map(m => m[1]);
 	for (const line of uci(['export', config]).split('\n')) {
 		let m = /^config (\S+)(?: (.+))?$/.exec(line);
 		if (m) {
-			const name = m[2] ? unq(m[2]) : 'cfg' + (n + 1).toString(16).padStart(6, '0');
+			const name = names[n];
 			cur = out[name] = { '.name': name, '.type': m[1], '.anonymous': !m[2], '.index': n++ };
 			continue;
 		}
@@ -359,6 +361,16 @@ function stopDaemon() {
 			/option data_queue '8472'/.test(fs.readFileSync(path.join(CONF, 'slipstream'), 'utf8')));
 		const errs = (await logs()).filter(l => l.level == 'SEVERE');
 		check('settings: no console errors through the two saves', errs.length == 0, errs.map(e => e.message).join('\n  '));
+
+		// Overview: the flow offloading warning's button turns it off (staged and applied).
+		await wd('POST', S + '/url', { url: base + '/cgi-bin/luci/admin/services/slipstream/overview' });
+		await waitFor("return [...document.querySelectorAll('button')].some(b => b.textContent == 'Turn offloading off')", 15000);
+		const before3 = applied;
+		await run("[...document.querySelectorAll('button')].find(b => b.textContent == 'Turn offloading off').click()");
+		for (let t = 0; t < 10000 && applied == before3; t += 200) await sleep(200);
+		await sleep(500);
+		check('overview: "Turn offloading off" applies flow_offloading 0 to the firewall config',
+			/option flow_offloading '0'/.test(fs.readFileSync(path.join(CONF, 'firewall'), 'utf8')));
 
 		// Rules: a rule's edit dialog (presets from the daemon, LAN hosts from the leases), then
 		// a rule added from a preset template, applied and committed with its presets.
