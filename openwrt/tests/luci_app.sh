@@ -85,7 +85,7 @@ else
 		-q) shift ;;
 		-c) dir=$2; shift 2 ;;
 		-t) shift 2 ;;
-		get) opt=${2##*.}; sed -n "/^config slipstream/,/^config /s/^[[:space:]]*option $opt '\(.*\)'/\1/p" "$dir/slipstream" | head -n 1; exit 0 ;;
+		get) opt=${2##*.}; sed -n "/^config slipstream/,/^config /s/^[[:space:]]*option $opt '\(.*\)'/\1/p" "$dir/slipstream" 2>/dev/null | head -n 1; exit 0 ;;
 		*) exit 1 ;;
 		esac
 	done
@@ -121,7 +121,7 @@ env PATH="$BIN:$PATH" "$RUN" list >"$TMP/out.json" 2>"$TMP/err"
 check "list: a JSON object" valid_json
 cp "$TMP/out.json" "$TMP/backend-list.json"
 check "list: the seven methods" js 'Object.keys(a).sort().join() == "check_config,environment,flows,history,hosts,presets,status"'
-check "list: history takes since as a 64-bit integer" js 'a.history.since === 64'
+check "list: history takes since as a 64-bit integer, flows top" js 'a.history.since === 64 && a.flows.top === 32'
 
 # --- check_config -------------------------------------------------------------------------------
 cp openwrt/files/slipstream.config "$CONF_DIR/slipstream"
@@ -199,9 +199,24 @@ mkdir -p "$TMP/bin2"
 printf '#!/bin/sh\necho "Dnsmasq version 2.90"\necho "Compile time options: IPv6 GNU-getopt no-DBus UBus no-i18n no-IDN DHCP DHCPv6 no-Lua TFTP no-conntrack no-ipset no-nftset auth no-cryptohash no-DNSSEC loop-detect inotify dumpfile"\n' \
 	>"$TMP/bin2/dnsmasq"
 chmod +x "$TMP/bin2/dnsmasq"
-printf '{}' | env PATH="$TMP/bin2:$BIN:$PATH" "$RUN" call environment >"$TMP/out.json"
+printf '{}' | env PATH="$TMP/bin2:$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" "$RUN" call environment >"$TMP/out.json"
 check "environment: dnsmasq without nftset/ipset is basic" js 'a.dnsmasq == "basic"'
-printf '{}' | env PATH="$BIN:$PATH" "$RUN" call nosuch >"$TMP/out.json"
+# flows keeps the `top` busiest of the CLI's pretty JSON (serde_json's layout: two-space
+# indentation, as JSON.stringify(x, null, 2)); a stand-in CLI prints three flows, one with a
+# nested object.
+mkdir -p "$TMP/bin3"
+node -e 'const f = i => ({ rule: "r" + i, endpoints: ["192.168.1.2:" + i, "1.2.3.4:80"], sender: null,
+	piv: i == 1 ? { sum_ms: 1.5, positive_ratio: 0.5, count: 3 } : null, goodput_bps: 10 - i, held: false });
+	console.log(JSON.stringify({ active: 3, max: 4096, flows: [f(0), f(1), f(2)] }, null, 2));' >"$TMP/flows3.json"
+printf '#!/bin/sh\ncat "%s"\n' "$TMP/flows3.json" >"$TMP/bin3/slipstream"
+chmod +x "$TMP/bin3/slipstream"
+for top in 1 2 3 9; do
+	printf '{"top": %s}' "$top" | env PATH="$TMP/bin3:$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" "$RUN" call flows >"$TMP/out.json"
+	n=$((top < 3 ? top : 3))
+	check "flows top $top: the $n busiest, active still 3" \
+		js "a.running === true && a.flows.active == 3 && a.flows.flows.map(f => f.rule).join() == ['r0','r1','r2'].slice(0, $n).join() && (a.flows.flows[1] ? a.flows.flows[1].piv.count == 3 : true)"
+done
+printf '{}' | env PATH="$BIN:$PATH" SLIPSTREAM_CONF_DIR="$CONF_DIR" "$RUN" call nosuch >"$TMP/out.json"
 check "unknown method: exit status 1" test $? -eq 1
 
 # --- A real daemon (root: a network namespace of its own) ---------------------------------------

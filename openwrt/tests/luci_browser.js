@@ -322,6 +322,9 @@ function stopDaemon() {
 					const row = await run("var t = document.querySelectorAll('#slipstream-live table'); var r = t[t.length - 1].querySelectorAll('tr')[1]; return r ? r.innerText : ''");
 					check('live: the busiest flow shown is the daemon\'s busiest (' + (flows[0] || {}).endpoints + ')',
 						flows.length > 0 && flows[0].endpoints.every(e => row.includes(e)), row);
+					const one = backend('flows', { top: 1 }).flows;
+					check(`backend: flows top 1 of the daemon's ${one.active}: the busiest alone`,
+						one.active >= 2 && one.flows.length == 1 && one.flows[0].endpoints.join() == flows[0].endpoints.join());
 					const t1 = await run('return document.querySelector("#slipstream-live").innerText');
 					await sleep(4500);
 					const t2 = await run('return document.querySelector("#slipstream-live").innerText');
