@@ -62,13 +62,22 @@ return view.extend({
 		return L.resolveDefault(ss.callHostHints(), {});
 	},
 
+	// When the daemon's live page API does not answer, it is asked again only after this time
+	// (ms), not on every poll.
+	apiRetryAt: 0,
+
 	fetch: function() {
+		var self = this, api = Date.now() >= this.apiRetryAt;
 		return Promise.all([
 			L.resolveDefault(ss.callStatus(), { running: false, error: _('no answer from rpcd') }),
 			L.resolveDefault(ss.callFlows(), {}),
-			L.resolveDefault(ss.callHistory(this.history ? this.history.lastT : 0), {}),
-			L.resolveDefault(ss.callHosts(), {})
-		]);
+			api ? L.resolveDefault(ss.callHistory(this.history ? this.history.lastT : 0), {}) : {},
+			api ? L.resolveDefault(ss.callHosts(), {}) : {}
+		]).then(function(data) {
+			if (api && !(data[2] && data[2].available))
+				self.apiRetryAt = Date.now() + 30000;
+			return data;
+		});
 	},
 
 	// Merges a history answer into what this view has: new samples appended, the window kept,
