@@ -4,7 +4,8 @@
 set -euo pipefail
 
 # dnsmasq-base: the dnsmasq binary without Debian's service (the rules-by-name test runs its own
-# instances inside test namespaces); ipset and nftables: the sets dnsmasq fills. procps (sysctl,
+# instances inside test namespaces); ipset and nftables: the sets dnsmasq fills; nodejs: the
+# LuCI app's JavaScript checks (openwrt/tests/luci_app.sh). procps (sysctl,
 # pgrep) is in every Debian install but a minimal one (debootstrap --variant=minbase).
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
@@ -18,7 +19,7 @@ apt_install() {
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
             shellcheck:shellcheck busybox:busybox ipset:ipset nft:nftables getent:libc-bin \
-            dnsmasq:dnsmasq-base clang:clang sysctl:procps pgrep:procps; do
+            dnsmasq:dnsmasq-base clang:clang sysctl:procps pgrep:procps node:nodejs; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done

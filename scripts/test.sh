@@ -67,6 +67,11 @@ bounded 900 cargo test -p slipstream --test dashboard -- --include-ignored --noc
 sh openwrt/tests/init_script.sh
 busybox sh openwrt/tests/init_script.sh   # OpenWrt's shell: busybox ash
 sh openwrt/tests/makefile_check.sh
+# luci-app-slipstream: its rpcd backend run as rpcd runs it (busybox userland, the release
+# binaries, a real daemon in a namespace), its views run under node against a stand-in of LuCI's
+# API, every UCI option and value they offer checked by slipstreamd --check-config, menu, ACL,
+# Makefile (~16 s with the release binaries on a busy 2-core machine, 9 s of CPU).
+bounded 300 sh openwrt/tests/luci_app.sh
 # The static aarch64 build for routers: size budget, a smoke run and the core crates' tests,
 # all under qemu-user (target/cross; ~5 min on a fresh machine, 1-1.5 min warm).
 bounded 2400 scripts/cross-aarch64.sh
