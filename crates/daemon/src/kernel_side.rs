@@ -424,6 +424,7 @@ mod tests {
         let mut tc = TcDatapath::load(TcConfig {
             max_flows: 64,
             ring_bytes: 1 << 16,
+            ..TcConfig::default()
         })
         .expect("load the tc program");
         tc.heartbeat(StdDuration::from_secs(60)).unwrap();

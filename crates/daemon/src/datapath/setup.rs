@@ -66,6 +66,7 @@ pub(crate) fn open_kernel_datapath(
 fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
     let mut tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
         max_flows: u32::try_from(config.limits.max_flows).unwrap_or(u32::MAX),
+        attach: slipstream_ebpf::AttachMode::from_env(),
         ..slipstream_ebpf::TcConfig::default()
     })?;
     let devices = lan_side::devices(&config.datapath.lan_interfaces);
