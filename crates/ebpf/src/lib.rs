@@ -318,6 +318,20 @@ impl TcDatapath {
         }
     }
 
+    /// What the map holds for one direction, if anything.
+    pub fn flow(&self, key: &DirKey) -> Option<FlowCfg> {
+        self.flows.get(key, 0).ok()
+    }
+
+    /// Forgets the right edge kept for one direction (recorded in units that were wrong).
+    pub fn forget_edge(&mut self, key: &DirKey) -> io::Result<()> {
+        match self.edges.remove(key) {
+            Ok(()) => Ok(()),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(other("removing an edge", e)),
+        }
+    }
+
     /// The right edge the program last advertised in this direction, if any.
     pub fn edge(&self, key: &DirKey) -> Option<u32> {
         let word = self.edges.get(key, 0).ok()?;
