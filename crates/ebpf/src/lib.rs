@@ -454,6 +454,29 @@ fn interface_index(interface: &str) -> io::Result<u32> {
     Ok(index)
 }
 
+/// The maps program `id` uses (any loaded program, by its kernel id). For tests and
+/// diagnostics: a leaked filter keeps its program and the program its maps.
+pub fn program_map_ids(id: u32) -> io::Result<Vec<u32>> {
+    for info in aya::programs::loaded_programs() {
+        let info = info.map_err(|e| other("listing programs", e))?;
+        if info.id() == id {
+            return Ok(info
+                .map_ids()
+                .map_err(|e| other("program maps", e))?
+                .unwrap_or_default());
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no program {id}"),
+    ))
+}
+
+/// Whether a map with kernel id `id` exists.
+pub fn map_exists(id: u32) -> bool {
+    aya::maps::MapInfo::from_id(id).is_ok()
+}
+
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> io::Result<&'a mut SchedClassifier> {
     ebpf.program_mut(name)
         .ok_or_else(|| io::Error::other(format!("program {name} missing from the object")))?

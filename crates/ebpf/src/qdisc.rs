@@ -57,13 +57,64 @@ pub(crate) fn ingress_parent_is(ifindex: u32, kind: &str) -> io::Result<bool> {
     if sent < 0 {
         return Err(io::Error::last_os_error());
     }
+    let timeout = libc::timeval {
+        tv_sec: 1,
+        tv_usec: 0,
+    };
+    // SAFETY: setsockopt with a timeval of the right size on our socket.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&timeout as *const libc::timeval).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
     let mut buffer = vec![0u8; 8192];
-    // SAFETY: recv writes at most buffer.len() bytes into the buffer.
-    let n = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
+    let mut seen = false;
+    // The qdisc (if of that kind) and the ACK may come in one datagram or two.
+    for _ in 0..4 {
+        // SAFETY: recv writes at most buffer.len() bytes into the buffer.
+        let n = unsafe { libc::recv(fd.as_raw_fd(), buffer.as_mut_ptr().cast(), buffer.len(), 0) };
+        if n < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        let (qdisc, done) = answer(&buffer[..n as usize])?;
+        seen |= qdisc;
+        if done {
+            return Ok(seen);
+        }
     }
-    answer(&buffer[..n as usize])
+    Ok(seen)
+}
+
+/// Reads the messages of one datagram: whether one is the qdisc (of the kind asked), and
+/// whether the answer is over (the ACK, or EINVAL for another kind, ENOENT for none).
+fn answer(reply: &[u8]) -> io::Result<(bool, bool)> {
+    let mut qdisc = false;
+    let mut offset = 0;
+    while reply.len().saturating_sub(offset) >= 16 {
+        let m = &reply[offset..];
+        let len = u32::from_ne_bytes([m[0], m[1], m[2], m[3]]) as usize;
+        if len < 16 || len > m.len() {
+            return Err(io::Error::other("bad netlink length"));
+        }
+        match u16::from_ne_bytes([m[4], m[5]]) {
+            RTM_NEWQDISC => qdisc = true,
+            NLMSG_ERROR if len >= 20 => {
+                let code = i32::from_ne_bytes([m[16], m[17], m[18], m[19]]);
+                return match -code {
+                    0 => Ok((qdisc, true)),
+                    libc::EINVAL | libc::ENOENT => Ok((false, true)),
+                    errno => Err(io::Error::from_raw_os_error(errno)),
+                };
+            }
+            other => return Err(io::Error::other(format!("unexpected netlink message {other}"))),
+        }
+        offset += len.div_ceil(4) * 4;
+    }
+    Ok((qdisc, false))
 }
 
 /// nlmsghdr + tcmsg + TCA_KIND.
@@ -81,10 +132,12 @@ fn request(ifindex: u32, kind: &str) -> Vec<u8> {
     let mut m = Vec::with_capacity(len);
     m.extend_from_slice(&(len as u32).to_ne_bytes());
     m.extend_from_slice(&RTM_GETQDISC.to_ne_bytes());
-    m.extend_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    // Without ECHO the kernel (6.18) answers a GET for one qdisc with nothing at all; with it,
+    // the qdisc, then the ACK.
+    m.extend_from_slice(&((libc::NLM_F_REQUEST | libc::NLM_F_ACK | libc::NLM_F_ECHO) as u16).to_ne_bytes());
     m.extend_from_slice(&1u32.to_ne_bytes()); // sequence
     m.extend_from_slice(&0u32.to_ne_bytes()); // port: the kernel
-                                              // tcmsg: family, two pad bytes... then ifindex, handle (any), parent, info.
+                                              // tcmsg: family and padding, ifindex, handle (any), parent, info.
     m.extend_from_slice(&[libc::AF_UNSPEC as u8, 0, 0, 0]);
     m.extend_from_slice(&(ifindex as i32).to_ne_bytes());
     m.extend_from_slice(&0u32.to_ne_bytes());
@@ -92,25 +145,6 @@ fn request(ifindex: u32, kind: &str) -> Vec<u8> {
     m.extend_from_slice(&0u32.to_ne_bytes());
     m.extend_from_slice(&attr);
     m
-}
-
-/// A qdisc message: it is of the kind asked; EINVAL (other kind) or ENOENT (none): it is not.
-fn answer(reply: &[u8]) -> io::Result<bool> {
-    if reply.len() < 16 {
-        return Err(io::Error::other("short RTM_GETQDISC reply"));
-    }
-    match u16::from_ne_bytes([reply[4], reply[5]]) {
-        RTM_NEWQDISC => Ok(true),
-        NLMSG_ERROR if reply.len() >= 20 => {
-            let code = i32::from_ne_bytes([reply[16], reply[17], reply[18], reply[19]]);
-            match -code {
-                libc::EINVAL | libc::ENOENT => Ok(false),
-                0 => Ok(true),
-                errno => Err(io::Error::from_raw_os_error(errno)),
-            }
-        }
-        other => Err(io::Error::other(format!("unexpected netlink message {other}"))),
-    }
 }
 
 #[cfg(test)]
@@ -131,14 +165,20 @@ mod tests {
     #[test]
     fn answers_are_read_by_type_and_error_code() {
         let mut qdisc = vec![0u8; 36];
+        qdisc[0..4].copy_from_slice(&36u32.to_ne_bytes());
         qdisc[4..6].copy_from_slice(&RTM_NEWQDISC.to_ne_bytes());
-        assert!(answer(&qdisc).unwrap());
-        let mut error = vec![0u8; 36];
-        error[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        assert_eq!(answer(&qdisc).unwrap(), (true, false));
+        let mut ack = vec![0u8; 36];
+        ack[0..4].copy_from_slice(&36u32.to_ne_bytes());
+        ack[4..6].copy_from_slice(&NLMSG_ERROR.to_ne_bytes());
+        assert_eq!(answer(&ack).unwrap(), (false, true));
+        let both: Vec<u8> = qdisc.iter().chain(&ack).copied().collect();
+        assert_eq!(answer(&both).unwrap(), (true, true));
+        let mut error = ack.clone();
         error[16..20].copy_from_slice(&(-libc::EINVAL).to_ne_bytes());
-        assert!(!answer(&error).unwrap());
+        assert_eq!(answer(&error).unwrap(), (false, true));
         error[16..20].copy_from_slice(&(-libc::EPERM).to_ne_bytes());
         assert!(answer(&error).is_err());
-        assert!(answer(&[0; 4]).is_err());
+        assert_eq!(answer(&[0; 4]).unwrap(), (false, false));
     }
 }
