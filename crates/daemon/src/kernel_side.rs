@@ -50,6 +50,8 @@ pub(crate) const HEARTBEAT: StdDuration = StdDuration::from_secs(2);
 /// A flow put into the map that the engine has not taken into its table this long after is
 /// removed again (a conntrack entry's other NAT side, a flow that sent nothing since start).
 const UNCLAIMED: StdDuration = StdDuration::from_secs(10);
+/// `TCP_CONNTRACK_ESTABLISHED`: the only state whose flows are seeded.
+const TCP_ESTABLISHED: u8 = 3;
 /// Longest wait for one ctnetlink answer of the conntrack dump at start.
 const CONNTRACK_TIMEOUT: StdDuration = StdDuration::from_millis(500);
 
@@ -208,6 +210,10 @@ impl KernelSide {
             let Ok(rule) = u16::try_from((m.mark & self.mark_mask) >> shift) else {
                 continue;
             };
+            // Closing and closed connections linger in conntrack for a while: not running.
+            if m.entry.tcp.is_none_or(|t| t.state != TCP_ESTABLISHED) {
+                continue;
+            }
             let (orig, reply) = (m.entry.original, m.entry.reply);
             let mut sides = vec![orig, (reply.1, reply.0)];
             sides.dedup();

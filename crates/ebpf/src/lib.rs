@@ -216,9 +216,10 @@ impl TcDatapath {
         }
     }
 
-    /// Checks that both programs are still attached to `interface` and attaches what is gone
-    /// (a `tc qdisc del dev X ingress` deletes the clsact qdisc with our filters; a TCX link
-    /// can be detached with bpftool). Call every few seconds.
+    /// Checks that both netlink filters are still on `interface` and attaches what is gone
+    /// (deleting the clsact qdisc, as `tc qdisc del dev X clsact` or a tool that rebuilds its
+    /// qdiscs does, deletes our filters with it). TCX links need no check (see `is_attached`).
+    /// Call every few seconds.
     pub fn recheck(&mut self, interface: &str) -> io::Result<Recheck> {
         let missing: Vec<(&str, TcAttachType)> =
             [(INGRESS, TcAttachType::Ingress), (EGRESS, TcAttachType::Egress)]
@@ -238,16 +239,16 @@ impl TcDatapath {
         Ok(Recheck::Reattached)
     }
 
-    /// Whether the program `name` runs at `hook` of `interface`: a TCX link of it, or our netlink
-    /// filter (asked with a replace of the filter at our priority and handle by itself: the
-    /// kernel answers ENOENT when it is gone, and swaps the program for the same one when not).
+    /// Whether the program `name` runs at `hook` of `interface`. A TCX link stays attached
+    /// whatever happens to the interface's qdiscs (the kernel keeps TCX programs apart from
+    /// them) until the interface goes, which the daemon notices by its index: it counts as
+    /// attached (asking the kernel by name would need CAP_SYS_ADMIN, BPF_PROG_GET_FD_BY_ID,
+    /// which the daemon no longer has). Our netlink filter is asked for with a replace of the
+    /// filter at our priority and handle by itself: the kernel answers ENOENT when it is gone,
+    /// and swaps the program for the same one when not.
     fn is_attached(&mut self, interface: &str, name: &str, hook: TcAttachType) -> bool {
         if self.attach.tcx() {
-            return SchedClassifier::query_tcx(interface, hook).is_ok_and(|(_, programs)| {
-                programs
-                    .iter()
-                    .any(|p| name.starts_with(p.name_as_str().unwrap_or("-")))
-            });
+            return true;
         }
         let Ok(prog) = program(&mut self.ebpf, name) else {
             return false;
