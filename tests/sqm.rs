@@ -141,6 +141,7 @@ struct Measured {
     ifb_bytes: u64,
     rewritten: f64,
     kernel_rewritten: Option<f64>,
+    attach_failed: Option<f64>,
 }
 
 /// Three transfers at once; the goodputs of their last `SECS - 2` seconds, the IFB's bytes and
@@ -185,6 +186,7 @@ fn measure(tb: &Testbed, daemon: &Daemon) -> Measured {
         )
         .unwrap_or(0.0),
         kernel_rewritten: metric_value(&m, "slipstream_ebpf_rewritten_total", &[]),
+        attach_failed: metric_value(&m, "slipstream_ebpf_attach_failed_total", &[]),
     }
 }
 
@@ -226,6 +228,7 @@ fn check(case: &str, sqm: &[(String, bool)], m: &Measured, ebpf: bool) {
             m.kernel_rewritten.is_some_and(|n| n > 0.0),
             "{case}: the kernel lowered windows: {m:?}"
         );
+        assert_eq!(m.attach_failed, Some(0.0), "{case}: no attachment failed: {m:?}");
     }
 }
 
