@@ -704,6 +704,51 @@ mod tests {
         assert_eq!(kernel.tc.edge(&dir), Some(ack + (255 << 8)));
     }
 
+    /// Reports the daemon does not read fill the ring buffer (one page here, about 25 reports);
+    /// the program then drops further reports, never the packets, and the drops reach
+    /// `/metrics` as `slipstream_ebpf_ringbuf_dropped_total`.
+    #[test]
+    #[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
+    fn ring_buffer_drops_reach_the_metrics() {
+        if let Some(why) = slipstream_testbed::missing_prerequisite(&[]) {
+            panic!("cannot run here: {why} (BPF_PROG_TEST_RUN of a tc program)");
+        }
+        let mut tc = TcDatapath::load(TcConfig {
+            max_flows: 64,
+            ring_bytes: 4096,
+            ..TcConfig::default()
+        })
+        .expect("load the tc program");
+        tc.heartbeat(StdDuration::from_secs(60)).unwrap();
+        let (host, server) = ("192.168.1.10:40000", "93.184.216.34:443");
+        let dir = DirKey::new(host.parse().unwrap(), server.parse().unwrap()).unwrap();
+        tc.start_flow(&dir, 1).unwrap();
+        let counters = Arc::new(KernelCounters::default());
+        let mut kernel = KernelSide::new(tc, 64, Vec::new(), 0xff_0000, counters.clone());
+        let ack = frame(host, server, false, Some(5000), 60_000, 0);
+        for _ in 0..100 {
+            let (verdict, out) = kernel.tc.test_run(Hook::Ingress, &ack).unwrap();
+            assert_eq!(
+                (verdict, out.len()),
+                (u32::MAX, ack.len()),
+                "passed whatever the ring"
+            );
+        }
+        kernel.publish_counters();
+        let (reported, dropped) = (
+            counters.reported.load(Ordering::Relaxed),
+            counters.ringbuf_full.load(Ordering::Relaxed),
+        );
+        assert_eq!(reported + dropped, 100);
+        assert!(dropped >= 50, "{reported} reported, {dropped} dropped");
+        let mut registry = slipstream_metrics::registry(slipstream_metrics::SharedSnapshot::default());
+        slipstream_metrics::register_kernel_counters(&mut registry, counters);
+        let text = slipstream_metrics::render(&registry);
+        let line = format!("slipstream_ebpf_ringbuf_dropped_total {dropped}");
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        eprintln!("{reported} reported, {dropped} dropped; /metrics: {line}");
+    }
+
     #[test]
     fn the_map_entry_is_the_receivers_ack_direction() {
         let (key, side) = FlowKey::from_packet(
