@@ -3,8 +3,10 @@
 //! across `kill -9`: a killed daemon leaves its filters and, through their programs, its maps.
 //! Ten times: kill -9, start again; after each start the router's LAN interface has exactly one
 //! filter of each program (at the fixed priority and handle) and the killed daemon's programs'
-//! maps are gone (freed once its filters were replaced), so one set is attached. Then a last
-//! kill -9 and `--cleanup`: no filter left, no map of the last daemon left.
+//! maps are gone (freed once its filters were replaced), so one set is attached. Then the clsact
+//! qdisc is deleted under the last daemon (as another tc user may): its re-check attaches the
+//! filters again within seconds and counts it in `/metrics`. Then a last kill -9 and
+//! `--cleanup`: no filter left, no map of the last daemon left.
 //!
 //! Needs root, BPF, `tc` and the testbed's tools; ignored by default, run with --ignored.
 
@@ -118,6 +120,34 @@ fn kill_and_start_ten_times_leaves_one_filter_and_cleanup_none() {
         daemon = start_router_daemon(&tb, &dir, &lan, "engine = \"ebpf\"\n");
     }
     let cycles = started.elapsed();
+    // Another tool deletes the clsact qdisc (our filters go with it): the daemon's re-check
+    // (every 2 s) puts them back and counts it.
+    tb.run_in(Ns::Router, &["tc", "qdisc", "del", "dev", &dev, "clsact"])
+        .expect("delete clsact");
+    assert_eq!(ours(&tb, &dev), Vec::new(), "gone with the qdisc");
+    let deleted = Instant::now();
+    let mut back = None;
+    while deleted.elapsed() < Duration::from_secs(5) {
+        let m = daemon.scrape(&tb).unwrap_or_default();
+        let reattached =
+            slipstream_testbed::daemon::metric_value(&m, "slipstream_ebpf_reattached_total", &[]);
+        if ours(&tb, &dev).len() == 2 && reattached == Some(1.0) {
+            back = Some(deleted.elapsed());
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let back = back.unwrap_or_else(|| panic!("filters not back within 5 s:\n{}", daemon.log()));
+    // Two more re-checks find them in place: nothing detached or attached again.
+    std::thread::sleep(Duration::from_millis(4500));
+    let m = daemon.scrape(&tb).unwrap_or_default();
+    assert_eq!(
+        slipstream_testbed::daemon::metric_value(&m, "slipstream_ebpf_reattached_total", &[]),
+        Some(1.0),
+        "{}",
+        daemon.log()
+    );
+    assert_eq!(ours(&tb, &dev).len(), 2, "still attached");
     daemon.kill().expect("kill -9");
     let cleanup = tb
         .exec(
@@ -141,7 +171,9 @@ fn kill_and_start_ten_times_leaves_one_filter_and_cleanup_none() {
     assert!(left.is_empty(), "--cleanup leaves no map: {left:?}");
     eprintln!(
         "10 kill -9 / start cycles in {:.1} s: one filter per hook each time, the killed daemon's \
-         maps freed; --cleanup removed the last filters and maps",
-        cycles.as_secs_f64()
+         maps freed; filters back {:.1} s after their clsact qdisc was deleted; --cleanup removed \
+         the last filters and maps",
+        cycles.as_secs_f64(),
+        back.as_secs_f64()
     );
 }

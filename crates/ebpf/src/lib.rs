@@ -132,6 +132,10 @@ pub struct TcDatapath {
     events: RingBuf<MapData>,
     attached: Vec<String>,
     attach: AttachMode,
+    /// The link of each program on each interface, as aya keeps it: dropped from aya's books
+    /// before the program is attached there again (aya refuses a second link of the same
+    /// priority and handle, and the refused one, dropped, detached the filter just added).
+    links: std::collections::HashMap<(String, &'static str), aya::programs::tc::SchedClassifierLinkId>,
 }
 
 impl TcDatapath {
@@ -173,6 +177,7 @@ impl TcDatapath {
             events,
             attached: Vec::new(),
             attach: config.attach,
+            links: std::collections::HashMap::new(),
         })
     }
 
@@ -196,7 +201,12 @@ impl TcDatapath {
         Ok(())
     }
 
-    fn attach_one(&mut self, interface: &str, name: &str, hook: TcAttachType) -> Result<(), ProgramError> {
+    fn attach_one(
+        &mut self,
+        interface: &str,
+        name: &'static str,
+        hook: TcAttachType,
+    ) -> Result<(), ProgramError> {
         let options = if self.attach.tcx() {
             TcAttachOptions::TcxOrder(LinkOrder::default())
         } else {
@@ -206,14 +216,14 @@ impl TcDatapath {
                 classid: None,
             })
         };
-        match program(&mut self.ebpf, name)
-            .map_err(|e| ProgramError::IOError(io::Error::other(e)))?
-            .attach_with_options(interface, hook, options)
-        {
-            // Attached again at the same priority and handle: aya still holds the first link.
-            Ok(_) | Err(ProgramError::AlreadyAttached) => Ok(()),
-            Err(e) => Err(e),
+        let prog = program(&mut self.ebpf, name).map_err(|e| ProgramError::IOError(io::Error::other(e)))?;
+        if let Some(old) = self.links.remove(&(interface.to_owned(), name)) {
+            // Gone already (its qdisc or interface deleted): this only clears aya's books.
+            let _ = prog.detach(old);
         }
+        let id = prog.attach_with_options(interface, hook, options)?;
+        self.links.insert((interface.to_owned(), name), id);
+        Ok(())
     }
 
     /// Checks that both netlink filters are still on `interface` and attaches what is gone
@@ -221,10 +231,10 @@ impl TcDatapath {
     /// qdiscs does, deletes our filters with it). TCX links need no check (see `is_attached`).
     /// Call every few seconds.
     pub fn recheck(&mut self, interface: &str) -> io::Result<Recheck> {
-        let missing: Vec<(&str, TcAttachType)> =
+        let missing: Vec<(&'static str, TcAttachType)> =
             [(INGRESS, TcAttachType::Ingress), (EGRESS, TcAttachType::Egress)]
                 .into_iter()
-                .filter(|(name, hook)| !self.is_attached(interface, name, *hook))
+                .filter(|(_, hook)| !self.is_attached(interface, *hook))
                 .collect();
         if missing.is_empty() {
             return Ok(Recheck::Present);
@@ -243,30 +253,19 @@ impl TcDatapath {
     /// whatever happens to the interface's qdiscs (the kernel keeps TCX programs apart from
     /// them) until the interface goes, which the daemon notices by its index: it counts as
     /// attached (asking the kernel by name would need CAP_SYS_ADMIN, BPF_PROG_GET_FD_BY_ID,
-    /// which the daemon no longer has). Our netlink filter is asked for with a replace of the
-    /// filter at our priority and handle by itself: the kernel answers ENOENT when it is gone,
-    /// and swaps the program for the same one when not.
-    fn is_attached(&mut self, interface: &str, name: &str, hook: TcAttachType) -> bool {
+    /// which the daemon no longer has). Our netlink filter is asked for by its parent, priority
+    /// and handle (RTM_GETTFILTER).
+    fn is_attached(&self, interface: &str, hook: TcAttachType) -> bool {
         if self.attach.tcx() {
             return true;
         }
-        let Ok(prog) = program(&mut self.ebpf, name) else {
-            return false;
+        let parent = match hook {
+            TcAttachType::Egress => 0xffff_fff3,
+            _ => 0xffff_fff2,
         };
-        let Ok(link) = aya::programs::tc::SchedClassifierLink::attached(
-            interface,
-            hook,
-            NETLINK_PRIORITY,
-            TcHandle::from(NETLINK_HANDLE),
-            None,
-        ) else {
-            return false;
-        };
-        // aya still holds the link of the first attach: the replace succeeded all the same.
-        matches!(
-            prog.attach_to_link(link),
-            Ok(_) | Err(ProgramError::AlreadyAttached)
-        )
+        interface_index(interface)
+            .and_then(|index| qdisc::filter_exists(index, parent, NETLINK_PRIORITY, NETLINK_HANDLE))
+            .unwrap_or(false)
     }
 
     /// Interfaces the programs are attached to.
