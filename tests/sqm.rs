@@ -164,16 +164,6 @@ fn measure(tb: &Testbed, daemon: &Daemon) -> Measured {
     let m = daemon.scrape(tb).unwrap_or_default();
     let rwnd = metric_value(&m, "slipstream_flow_rwnd_bytes", &[("rule", "bittorrent")]);
     eprintln!("  background's forwarded window {rwnd:?} bytes");
-    if std::env::var_os("SQM_DEBUG").is_some() {
-        eprintln!(
-            "{}\n{}",
-            m.lines()
-                .filter(|l| l.contains("bittorrent") || l.contains("pass"))
-                .collect::<Vec<_>>()
-                .join("\n"),
-            daemon.log()
-        );
-    }
     eprintln!("  background {bg:.2} Mbit/s, best effort {be:.2} Mbit/s, upload {up:.2} Mbit/s");
     Measured {
         downloads_mbps: bg + be,
@@ -232,7 +222,7 @@ fn check(case: &str, sqm: &[(String, bool)], m: &Measured, ebpf: bool) {
     }
 }
 
-/// The programs on the LAN interface's TCX hooks (this kernel has TCX).
+/// The tc filters at the LAN interface's ingress hook (where netlink-attached programs sit).
 fn programs_attached(tb: &Testbed) -> String {
     tb.run_in(
         Ns::Router,
