@@ -46,15 +46,16 @@ const DOWN: Duration = Duration::from_millis(500);
 /// Control must resume within this long after the restart.
 const RESUME_WITHIN: Duration = Duration::from_secs(2);
 
-/// tests/configs/household.toml with a control socket of its own.
-fn config(dir: &Path) -> PathBuf {
+/// tests/configs/household.toml with a control socket of its own, on the datapath `engine`.
+fn config(dir: &Path, engine: &str) -> PathBuf {
     let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/household.toml");
     let text = std::fs::read_to_string(&shipped)
         .expect("tests/configs/household.toml")
         .replace(
             "/tmp/slipstream-household-test.sock",
             &dir.join("control.sock").display().to_string(),
-        );
+        )
+        .replace("[datapath]\n", &format!("[datapath]\nengine = \"{engine}\"\n"));
     let path = dir.join("restart.toml");
     std::fs::write(&path, text).expect("write config");
     slipstream_config::load(&path).expect("config is valid");
@@ -123,10 +124,10 @@ fn wait_for_control(tb: &Testbed, daemon: &Daemon, spawned: Instant, sender: &st
 /// A testbed whose router masquerades, as a home router does (conntrack's original tuple has
 /// the LAN address, its reply tuple the router's WAN address; the daemon, at the forward hook,
 /// sees the LAN side), with iperf3 servers on both ports; its work dir, config and daemon log.
-fn masquerading_testbed(prefix: &str) -> (PathBuf, PathBuf, PathBuf, Testbed) {
+fn masquerading_testbed(prefix: &str, engine: &str) -> (PathBuf, PathBuf, PathBuf, Testbed) {
     let dir = std::env::temp_dir().join(format!("slipstream-{prefix}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
-    let config = config(&dir);
+    let config = config(&dir, engine);
     let log = dir.join("slipstreamd.log");
     let tb = Testbed::build(TopologySpec::with_prefix(unique_prefix(prefix))).expect("testbed");
     tb.masquerade().expect("masquerade on the router's WAN side");
@@ -152,7 +153,7 @@ fn start_both_downloads(tb: &Testbed, secs: u32) -> (Instant, IperfRun, IperfRun
 
 fn soak(cycles: u32) {
     require_netns();
-    let (dir, config, log, tb) = masquerading_testbed("ssrst");
+    let (dir, config, log, tb) = masquerading_testbed("ssrst", "nfqueue");
     let sender = format!("{}:{BG_PORT}", tb.server_addr(false));
 
     let mut daemon = start_daemon(&tb, &config, &log);
@@ -298,10 +299,23 @@ fn kill_and_restart_100_times() {
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn one_restart_keeps_best_effort() {
+    one_restart("nfqueue");
+}
+
+/// The same on the eBPF datapath: the tc programs learn a flow from its handshake, which the
+/// new daemon never saw; it puts the classed flows conntrack knows into the programs' map at
+/// start (with their window scales), and the engine recovers them from their reports.
+#[test]
+#[ignore = "needs root, network namespaces and BPF: scripts/test.sh runs it (--ignored)"]
+fn one_restart_keeps_best_effort_ebpf() {
+    one_restart("ebpf");
+}
+
+fn one_restart(engine: &str) {
     const ALONE_SECS: u32 = 10;
     const AFTER_SECS: u64 = 15;
     require_netns();
-    let (dir, config, log, tb) = masquerading_testbed("ss1rs");
+    let (dir, config, log, tb) = masquerading_testbed("ss1rs", engine);
     let mut daemon = start_daemon(&tb, &config, &log);
     let alone = tb
         .run_download(BE_PORT, ALONE_SECS, "cubic", &[])
@@ -337,7 +351,7 @@ fn one_restart_keeps_best_effort() {
     let before = be.goodput_mbps_between(WARMUP_SECS as f64 - 4.0, WARMUP_SECS as f64 - 0.5);
     let kept = be_after / alone_mbps;
     eprintln!(
-        "one restart: best effort alone {alone_mbps:.2} Mbit/s; beside the background before the kill {}, \
+        "one restart ({engine}): best effort alone {alone_mbps:.2} Mbit/s; beside the background before the kill {}, \
          from 2 s after the restart to the end ({:.1} s) {be_after:.2} Mbit/s = {:.1}% of alone \
          (background {bg_after:.2}); control back after {}; {resets} resets",
         before.map_or("?".to_string(), |b| format!("{b:.2}")),

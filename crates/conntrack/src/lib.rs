@@ -434,5 +434,8 @@ impl Conntrack {
     }
 }
 
+mod dump;
+pub use dump::{dump_request, parse_dump, Marked};
+
 #[cfg(test)]
 mod tests;

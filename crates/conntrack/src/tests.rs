@@ -237,3 +237,41 @@ proptest! {
         }
     }
 }
+
+/// `hex` with its CTA_MARK (attribute 8, big endian) set to `mark`.
+fn with_mark(hex: &str, mark: u32) -> Vec<u8> {
+    let mut b = bytes(hex);
+    let at = b
+        .windows(4)
+        .position(|w| w == [0x08, 0x00, 0x08, 0x00])
+        .expect("a CTA_MARK attribute");
+    b[at + 4..at + 8].copy_from_slice(&mark.to_be_bytes());
+    b
+}
+
+/// A dump datagram holding two entries (the captured replies, one with a rule in its mark) and
+/// the end: only the marked one is kept, with its mark, and the end is seen.
+#[test]
+fn a_dump_keeps_the_entries_with_a_rule_in_their_mark() {
+    let mut datagram = with_mark(SYN_SEEN_LO, 0x0000_0001);
+    datagram.extend(with_mark(MASQUERADED, 0x0002_0001));
+    let mut out = Vec::new();
+    assert!(
+        !parse_dump(&datagram, 0x00ff_0000, &mut out).unwrap(),
+        "not over yet"
+    );
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].mark, 0x0002_0001);
+    assert_eq!(out[0].entry.original.1, addr("10.9.1.2:6882"));
+    // NLMSG_DONE ends it.
+    let mut done = vec![0u8; 20];
+    done[0] = 20;
+    done[4] = 3;
+    assert!(parse_dump(&done, 0x00ff_0000, &mut out).unwrap());
+    assert_eq!(out.len(), 1);
+    // A dump request: IPCTNL_MSG_CT_GET with NLM_F_DUMP, for IPv4 or IPv6.
+    let v4 = dump_request(9, false);
+    assert_eq!(u16::from_ne_bytes([v4[6], v4[7]]) & 0x300, 0x300);
+    assert_eq!(v4[16], libc::AF_INET as u8);
+    assert_eq!(dump_request(9, true)[16], libc::AF_INET6 as u8);
+}

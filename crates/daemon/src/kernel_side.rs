@@ -16,17 +16,29 @@
 //! before its verdict. And a held flow whose turn comes gets a window update the daemon sends
 //! itself: its right edge goes into the flow's map entry first ([`KernelSide::on_window_update`]),
 //! where the program counts it as advertised, so no later ACK goes left of it.
+//!
+//! The map follows the engine's table: flows the engine forgot (closed, expired, evicted,
+//! reopened) are removed from it within a second ([`KernelSide::sweep`]); flows running across
+//! a restart, whose handshake this daemon never saw, are put into it from conntrack at start
+//! ([`KernelSide::seed_from_conntrack`]: the connection mark holds their rule, conntrack's TCP
+//! state their window scales), after which the engine recovers them from their reports as the
+//! NFQUEUE datapath does from queued packets (`scale_lookups`). The attachments are checked
+//! every two seconds and put back where they went ([`KernelSide::recheck_attachments`]), and
+//! the kernel's counters are copied for `/metrics` every tick.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
 use std::os::fd::RawFd;
-use std::time::Duration as StdDuration;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration as StdDuration, Instant as StdInstant};
 
 use slipstream_control::Instant;
 use slipstream_ebpf::{
-    monotonic_ns, Counters, DirKey, FlowCfg, TcDatapath, FLOW_CLAMP, FLOW_HOLD, FLOW_SENT_EDGE,
+    monotonic_ns, Counters, DirKey, FlowCfg, Recheck, TcDatapath, FLOW_CLAMP, FLOW_HOLD, FLOW_SENT_EDGE,
 };
 use slipstream_engine::{Engine, FlowKey, KernelClamp, PacketCopy, PacketMeta, Side, WindowUpdate};
+use slipstream_metrics::KernelCounters;
 use slipstream_wire::{is_complete, parse_headers};
 use tracing::{info, warn};
 
@@ -35,6 +47,13 @@ use crate::lan_side;
 
 /// How long the kernel acts on one heartbeat; renewed every tick (250 ms).
 pub(crate) const HEARTBEAT: StdDuration = StdDuration::from_secs(2);
+/// A flow put into the map that the engine has not taken into its table this long after is
+/// removed again (a conntrack entry's other NAT side, a flow that sent nothing since start).
+const UNCLAIMED: StdDuration = StdDuration::from_secs(10);
+/// `TCP_CONNTRACK_ESTABLISHED`: the only state whose flows are seeded.
+const TCP_ESTABLISHED: u8 = 3;
+/// Longest wait for one ctnetlink answer of the conntrack dump at start.
+const CONNTRACK_TIMEOUT: StdDuration = StdDuration::from_millis(500);
 
 pub(crate) struct KernelSide {
     tc: TcDatapath,
@@ -56,11 +75,25 @@ pub(crate) struct KernelSide {
     /// The interfaces the programs are attached to, with their index then (an interface
     /// deleted and created again under its name has a new index and needs a new attachment).
     attached: HashMap<String, u32>,
+    /// Interfaces whose attachment failed, with their index then (logged once per index).
+    failed: HashMap<String, u32>,
+    /// Every flow put into the map, with when: removed once the engine no longer has it.
+    mapped: HashMap<FlowKey, StdInstant>,
+    /// `datapath.mark_mask`: where the connection mark keeps the rule number.
+    mark_mask: u32,
+    /// The counters `/metrics` shows.
+    counters: Arc<KernelCounters>,
     warned: bool,
 }
 
 impl KernelSide {
-    pub(crate) fn new(tc: TcDatapath, max_flows: usize, lan_interfaces: Vec<String>) -> KernelSide {
+    pub(crate) fn new(
+        tc: TcDatapath,
+        max_flows: usize,
+        lan_interfaces: Vec<String>,
+        mark_mask: u32,
+        counters: Arc<KernelCounters>,
+    ) -> KernelSide {
         let attached = tc
             .attached()
             .iter()
@@ -76,6 +109,10 @@ impl KernelSide {
             rounds_seen: 0,
             lan_interfaces,
             attached,
+            failed: HashMap::new(),
+            mapped: HashMap::new(),
+            mark_mask,
+            counters,
             warned: false,
         }
     }
@@ -84,6 +121,8 @@ impl KernelSide {
     /// or VLAN created after the daemon started, a Wi-Fi interface brought up later). Polled
     /// from the tick rather than told by rtnetlink: a readdir of `/sys/class/net` a second is
     /// cheap, and a poll cannot miss a notification (netlink sockets drop them on overrun).
+    /// A failed attachment is counted and tried again at the next look (logged once per
+    /// interface index).
     pub(crate) fn attach_new_interfaces(&mut self) {
         for name in lan_side::devices(&self.lan_interfaces) {
             let index = lan_side::interface_index(&name);
@@ -93,13 +132,192 @@ impl KernelSide {
             match self.tc.attach(&name) {
                 Ok(()) => {
                     info!("eBPF datapath: tc programs attached to {name}, which appeared after start");
+                    self.failed.remove(&name);
                     self.attached.insert(name, index);
                 }
                 Err(e) => {
-                    // Tried again at the next look; logged once per interface index.
-                    warn!("eBPF datapath: attaching to {name}, which appeared after start: {e}");
-                    self.attached.insert(name, index);
+                    self.counters.attach_failed.fetch_add(1, Ordering::Relaxed);
+                    if self.failed.insert(name.clone(), index) != Some(index) {
+                        warn!("eBPF datapath: attaching to {name}, which appeared after start, failed: {e}; its flows are not seen (tried again every second)");
+                    }
                 }
+            }
+        }
+    }
+
+    /// Puts back attachments that went: sqm-scripts and other tc users delete and recreate
+    /// qdiscs, and deleting a clsact qdisc deletes our netlink filters with it; a TCX link can
+    /// be detached from outside. Counted in `/metrics` (`slipstream_ebpf_reattached_total`).
+    pub(crate) fn recheck_attachments(&mut self) {
+        let names: Vec<(String, u32)> = self.attached.iter().map(|(n, i)| (n.clone(), *i)).collect();
+        for (name, index) in names {
+            if lan_side::interface_index(&name) != index {
+                continue; // gone or recreated: attach_new_interfaces takes it
+            }
+            match self.tc.recheck(&name) {
+                Ok(Recheck::Present) => {
+                    self.failed.remove(&name);
+                }
+                Ok(Recheck::Reattached) => {
+                    self.counters.reattached.fetch_add(1, Ordering::Relaxed);
+                    self.failed.remove(&name);
+                    warn!("eBPF datapath: the tc programs on {name} were gone (its qdisc deleted?); attached again");
+                }
+                Err(e) => {
+                    self.counters.attach_failed.fetch_add(1, Ordering::Relaxed);
+                    if self.failed.insert(name.clone(), index) != Some(index) {
+                        warn!("eBPF datapath: the tc programs on {name} are gone and could not be attached again: {e}; its flows pass unclamped (tried again every 2 s)");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Copies the kernel's counters for `/metrics`.
+    pub(crate) fn publish_counters(&self) {
+        let k = self.tc.counters();
+        let c = &self.counters;
+        for (atomic, value) in [
+            (&c.reported, k.events),
+            (&c.ringbuf_full, k.ringbuf_full),
+            (&c.rewritten, k.rewritten),
+            (&c.no_daemon, k.no_daemon),
+            (&c.edge_lost, k.edge_lost),
+            (&c.stale_forgotten, k.stale_forgotten),
+        ] {
+            atomic.store(value, Ordering::Relaxed);
+        }
+    }
+
+    /// Puts the classed connections conntrack knows into the map (at start: flows running
+    /// across a restart), each direction with its sender's window scale from conntrack. Both
+    /// sides of a NATed connection are written (the LAN side is the one the programs see; the
+    /// other is removed unclaimed). Flows whose scales conntrack does not know are left out:
+    /// they could not be clamped anyway. Returns how many flows were written.
+    pub(crate) fn seed_from_conntrack(&mut self, limit: usize) -> usize {
+        let marked = slipstream_conntrack::Conntrack::open(CONNTRACK_TIMEOUT)
+            .and_then(|mut ct| ct.marked(self.mark_mask, limit));
+        let marked = match marked {
+            Ok(m) => m,
+            Err(e) => {
+                warn!("eBPF datapath: reading conntrack for flows running across the restart failed ({e}): they stay unclamped");
+                return 0;
+            }
+        };
+        let shift = self.mark_mask.trailing_zeros();
+        let mut seeded = 0;
+        for m in marked {
+            let Ok(rule) = u16::try_from((m.mark & self.mark_mask) >> shift) else {
+                continue;
+            };
+            // Closing and closed connections linger in conntrack for a while: not running.
+            if m.entry.tcp.is_none_or(|t| t.state != TCP_ESTABLISHED) {
+                continue;
+            }
+            let (orig, reply) = (m.entry.original, m.entry.reply);
+            let mut sides = vec![orig, (reply.1, reply.0)];
+            sides.dedup();
+            for (src, dst) in sides {
+                let Some(slipstream_conntrack::Scales::Known { a, b }) = m.entry.scales_of(src, dst) else {
+                    continue;
+                };
+                let (Some(there), Some(back)) = (DirKey::new(src, dst), DirKey::new(dst, src)) else {
+                    continue;
+                };
+                let written = [(there, a), (back, b)].iter().try_for_each(|(dir, scale)| {
+                    self.tc.set_flow(
+                        dir,
+                        FlowCfg {
+                            rule,
+                            scale: *scale,
+                            ..FlowCfg::default()
+                        },
+                    )
+                });
+                match written {
+                    Ok(()) => {
+                        let (key, _) = FlowKey::from_packet(src.ip(), src.port(), dst.ip(), dst.port());
+                        self.mapped.insert(key, StdInstant::now());
+                        seeded += 1;
+                    }
+                    Err(e) => self.warn(&e),
+                }
+            }
+        }
+        self.counters.seeded.fetch_add(seeded as u64, Ordering::Relaxed);
+        seeded
+    }
+
+    /// Removes from the map the flows the engine no longer has (closed, expired, evicted,
+    /// reopened by an unclassed connection), so that a later connection on the same ports is
+    /// not clamped as the old one. Flows the engine never took in are removed after
+    /// [`UNCLAIMED`].
+    pub(crate) fn sweep(&mut self, engine: &Engine) {
+        let now = StdInstant::now();
+        let gone: Vec<FlowKey> = self
+            .mapped
+            .iter()
+            .filter(|(key, since)| {
+                !engine.contains(key) && now.duration_since(**since) >= self.claimed_grace(key)
+            })
+            .map(|(key, _)| *key)
+            .collect();
+        for key in gone {
+            self.forget(&key);
+        }
+    }
+
+    /// A flow the engine had in its table needs no grace once gone; one it never had gets
+    /// [`UNCLAIMED`].
+    fn claimed_grace(&self, key: &FlowKey) -> StdDuration {
+        if self.written.contains_key(key) {
+            StdDuration::ZERO
+        } else {
+            UNCLAIMED
+        }
+    }
+
+    fn forget(&mut self, key: &FlowKey) {
+        self.mapped.remove(key);
+        self.written.remove(key);
+        if let Some(dir) = DirKey::new(key.endpoint(Side::Low), key.endpoint(Side::High)) {
+            self.tc.remove_flow(&dir);
+            self.counters.removed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The engine learned a flow's window scales from conntrack (seen mid-stream): both
+    /// directions' entries get their sender's shift, and edges the program recorded in the
+    /// wrong units go (each is learned again from the next ACK, which passes unlowered until
+    /// the engine has a target).
+    pub(crate) fn on_scales_learned(&mut self, engine: &Engine, key: FlowKey) {
+        let Some(scales) = engine.window_scales(&key) else {
+            return;
+        };
+        for side in [Side::Low, Side::High] {
+            let Some(dir) = DirKey::new(key.endpoint(side), key.endpoint(side.other())) else {
+                return;
+            };
+            let Some(mut cfg) = self.tc.flow(&dir) else {
+                continue;
+            };
+            if cfg.scale != scales[side.index()] {
+                cfg.scale = scales[side.index()];
+                let _ = self.tc.forget_edge(&dir);
+                if let Err(e) = self.tc.set_flow(&dir, cfg) {
+                    self.warn(&e);
+                }
+            }
+        }
+    }
+
+    /// At stop: every entry of the map stops lowering (the host's own windows pass), before the
+    /// programs go or their heartbeat lapses.
+    pub(crate) fn release_all(&mut self) {
+        let entries: Vec<(DirKey, FlowCfg)> = self.written.values().copied().collect();
+        for (dir, cfg) in entries {
+            if cfg.flags & FLOW_CLAMP != 0 {
+                let _ = self.tc.set_flow(&dir, FlowCfg { flags: 0, ..cfg });
             }
         }
     }
@@ -135,23 +353,39 @@ impl KernelSide {
     /// SYN-ACK completes the handshake, after which the engine may want a household LAN host's
     /// early clamp in the kernel before its first ACK.
     pub(crate) fn on_handshake(&mut self, engine: &Engine, packet: &[u8], rule: Option<u16>) {
-        let Some(rule) = rule.filter(|r| *r >= 1) else {
-            return;
-        };
         let Ok(info) = parse_headers(packet) else { return };
         if !info.flags.syn || info.flags.rst {
             return;
         }
         let (key, _) = FlowKey::from_packet(info.src, info.src_port, info.dst, info.dst_port);
+        let Some(rule) = rule.filter(|r| *r >= 1) else {
+            // An unclassed SYN (queued for household control) on the ports of a mapped flow:
+            // a new connection, which must not inherit the old one's clamp.
+            if !info.flags.ack && self.mapped.contains_key(&key) {
+                self.forget(&key);
+            }
+            return;
+        };
         if info.flags.ack {
+            if !self.mapped.contains_key(&key) {
+                // Classed at its SYN-ACK (a rule on the answering side): its SYN passed
+                // unclassed, so the flow starts here.
+                self.start(&info, key, rule);
+            }
             self.set_scales(engine, key, rule);
             self.sync_flow(engine, key, rule);
             return;
         }
+        self.start(&info, key, rule);
+    }
+
+    /// A flow afresh in both directions (a reused port forgets the old connection's edge).
+    fn start(&mut self, info: &slipstream_wire::TcpPacketInfo, key: FlowKey, rule: u16) {
         let src = std::net::SocketAddr::new(info.src, info.src_port);
         let dst = std::net::SocketAddr::new(info.dst, info.dst_port);
         let Some(dir) = DirKey::new(src, dst) else { return };
         self.written.remove(&key);
+        self.mapped.insert(key, StdInstant::now());
         if let Err(e) = self.tc.start_flow(&dir, rule) {
             self.warn(&e);
         }
@@ -334,6 +568,9 @@ impl KernelSide {
             }
             (None, _) => Ok(()),
         };
+        if self.written.contains_key(&key) {
+            self.mapped.entry(key).or_insert_with(StdInstant::now);
+        }
         if let Err(e) = result {
             self.warn(&e);
         }
@@ -424,10 +661,11 @@ mod tests {
         let mut tc = TcDatapath::load(TcConfig {
             max_flows: 64,
             ring_bytes: 1 << 16,
+            ..TcConfig::default()
         })
         .expect("load the tc program");
         tc.heartbeat(StdDuration::from_secs(60)).unwrap();
-        let mut kernel = KernelSide::new(tc, 64, Vec::new());
+        let mut kernel = KernelSide::new(tc, 64, Vec::new(), 0xff_0000, Arc::default());
         let mut engine = Engine::new(EngineConfig {
             rules: vec![RuleSpec {
                 name: "uploads".into(),
@@ -464,6 +702,51 @@ mod tests {
         assert_eq!(u16::from_be_bytes([out[48], out[49]]), 255, "passed unlowered");
         let dir = DirKey::new(server.parse().unwrap(), host.parse().unwrap()).unwrap();
         assert_eq!(kernel.tc.edge(&dir), Some(ack + (255 << 8)));
+    }
+
+    /// Reports the daemon does not read fill the ring buffer (one page here, about 25 reports);
+    /// the program then drops further reports, never the packets, and the drops reach
+    /// `/metrics` as `slipstream_ebpf_ringbuf_dropped_total`.
+    #[test]
+    #[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
+    fn ring_buffer_drops_reach_the_metrics() {
+        if let Some(why) = slipstream_testbed::missing_prerequisite(&[]) {
+            panic!("cannot run here: {why} (BPF_PROG_TEST_RUN of a tc program)");
+        }
+        let mut tc = TcDatapath::load(TcConfig {
+            max_flows: 64,
+            ring_bytes: 4096,
+            ..TcConfig::default()
+        })
+        .expect("load the tc program");
+        tc.heartbeat(StdDuration::from_secs(60)).unwrap();
+        let (host, server) = ("192.168.1.10:40000", "93.184.216.34:443");
+        let dir = DirKey::new(host.parse().unwrap(), server.parse().unwrap()).unwrap();
+        tc.start_flow(&dir, 1).unwrap();
+        let counters = Arc::new(KernelCounters::default());
+        let mut kernel = KernelSide::new(tc, 64, Vec::new(), 0xff_0000, counters.clone());
+        let ack = frame(host, server, false, Some(5000), 60_000, 0);
+        for _ in 0..100 {
+            let (verdict, out) = kernel.tc.test_run(Hook::Ingress, &ack).unwrap();
+            assert_eq!(
+                (verdict, out.len()),
+                (u32::MAX, ack.len()),
+                "passed whatever the ring"
+            );
+        }
+        kernel.publish_counters();
+        let (reported, dropped) = (
+            counters.reported.load(Ordering::Relaxed),
+            counters.ringbuf_full.load(Ordering::Relaxed),
+        );
+        assert_eq!(reported + dropped, 100);
+        assert!(dropped >= 50, "{reported} reported, {dropped} dropped");
+        let mut registry = slipstream_metrics::registry(slipstream_metrics::SharedSnapshot::default());
+        slipstream_metrics::register_kernel_counters(&mut registry, counters);
+        let text = slipstream_metrics::render(&registry);
+        let line = format!("slipstream_ebpf_ringbuf_dropped_total {dropped}");
+        assert!(text.lines().any(|l| l == line), "{line} not in\n{text}");
+        eprintln!("{reported} reported, {dropped} dropped; /metrics: {line}");
     }
 
     #[test]

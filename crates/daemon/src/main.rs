@@ -190,8 +190,8 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--cleanup`: removes what a previous run may have left (firewall rules by name, the control
-/// socket file). Refuses, touching nothing, while a daemon answers on the control socket.
+/// `--cleanup`: removes what a previous run may have left (firewall rules by name, the tc
+/// programs' filters on the LAN interfaces, the control socket file). Refuses, touching nothing, while a daemon answers on the control socket.
 /// Exit 0 if everything is gone, 1 otherwise.
 fn cleanup(config: &Config) -> ExitCode {
     let socket = &config.control.socket;
@@ -211,6 +211,13 @@ fn cleanup(config: &Config) -> ExitCode {
             }
         }
         Err(e) => {
+            eprintln!("cleanup: {e}");
+            ok = false;
+        }
+    }
+    // The tc programs' netlink filters a killed daemon left (kernels before 6.6), with their maps.
+    for device in lan_side::devices(&config.datapath.lan_interfaces) {
+        if let Err(e) = slipstream_ebpf::remove_leftovers(&device) {
             eprintln!("cleanup: {e}");
             ok = false;
         }
@@ -235,6 +242,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let mut queues = datapath::setup::open_queues(&config)?;
     // Loaded and attached while the daemon still has CAP_BPF/CAP_SYS_ADMIN; decides the rules.
+    let wanted_engine = config.datapath.engine;
     let tc = datapath::setup::open_kernel_datapath(&mut config)?;
     if tc.is_none() {
         datapath::setup::enable_timestamps(&mut queues);
@@ -260,7 +268,8 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
             .with_context(|| format!("binding the metrics endpoint {metrics}"))?;
         anyhow::Ok((listener, ControlSocket::bind(&config.control.socket)?))
     })?;
-    privileges::drop_privileges();
+    privileges::drop_privileges(tc.is_some() && privileges::bpf_needed_after_setup());
+    let tc = datapath::setup::check_maps_writable(&mut config, tc, wanted_engine, &mut queues)?;
     // From here on the firewall programs run with the two capabilities the daemon kept.
     let backend = detect_backend(config.datapath.firewall).context("choosing a firewall backend")?;
     let firewall = Firewall::install(&config, backend).context("installing firewall rules")?;
@@ -302,15 +311,20 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
             .ok(),
         wan_counters: wan_counters::WanCounters::new(),
     };
+    let kernel_counters = Arc::new(slipstream_metrics::KernelCounters::default());
+    let ebpf_in_use = tc.is_some();
     let packet_thread = match tc {
         Some(tc) => {
             let kernel = kernel_side::KernelSide::new(
                 tc,
                 config.limits.max_flows,
                 config.datapath.lan_interfaces.clone(),
+                config.datapath.mark_mask,
+                kernel_counters.clone(),
             );
+            let max_flows = config.limits.max_flows;
             spawn_packet_thread(
-                packet_loop.map_datapath(|nfq| EbpfDatapath::new(nfq, kernel)),
+                packet_loop.map_datapath(|nfq| EbpfDatapath::new(nfq, kernel, max_flows)),
                 done_tx,
             )?
         }
@@ -331,6 +345,9 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
         );
     }
     slipstream_metrics::register_daemon_counters(&mut registry, counters.clone());
+    if ebpf_in_use {
+        slipstream_metrics::register_kernel_counters(&mut registry, kernel_counters);
+    }
     let registry = Arc::new(registry);
     let control = Arc::new(Control {
         state: Mutex::new(ControlState {

@@ -151,7 +151,7 @@ impl<D: Datapath> PacketLoop<D> {
             if now.saturating_since(last_tick) >= TICK {
                 self.engine.on_tick(now);
                 last_tick = now;
-                self.datapath.on_tick();
+                self.datapath.on_tick(&self.engine);
             }
             // Every batch, not only at ticks: after a restart under load each running flow
             // reports its missed handshake at once, and the engine keeps a bounded queue.
@@ -163,6 +163,7 @@ impl<D: Datapath> PacketLoop<D> {
                 last_publish = now;
             }
         }
+        self.release_held_flows(&clock);
         self.datapath.log_totals();
         let counters = self.engine.counters();
         let updates = &self.window_updates;
@@ -184,6 +185,23 @@ impl<D: Datapath> PacketLoop<D> {
         }
     }
 
+    /// At stop: flows the household held get a last window update opening them to their
+    /// receiver's own window (a held sender would otherwise wait for its persist timer once the
+    /// daemon is gone), then the datapath lowers nothing more.
+    fn release_held_flows(&mut self, clock: &MonotonicClock) {
+        let updates = self.engine.final_window_updates(clock.now());
+        for update in &updates {
+            self.datapath.send_window_update(&self.engine, update);
+        }
+        self.datapath.release_all();
+        if !updates.is_empty() {
+            info!(
+                "stopping: {} held flows released with a last window update",
+                updates.len()
+            );
+        }
+    }
+
     /// Hands the scales conntrack found to the engine (never waits for the lookup thread).
     fn learn_window_scales(&mut self) {
         let Some(lookups) = self.scale_lookups.as_mut() else {
@@ -194,6 +212,7 @@ impl<D: Datapath> PacketLoop<D> {
             match outcome {
                 Outcome::Scales { low, high } => {
                     if self.engine.learn_window_scales(key, low, high) {
+                        self.datapath.on_scales_learned(&self.engine, key);
                         info!("flow {a} <-> {b}: window scales {low} / {high} from conntrack; controlled from its next packet");
                     }
                 }

@@ -31,6 +31,18 @@
 //! the program without CAP_PERFMON) and CAP_SETPCAP (to shrink the bounding set here); those
 //! three go. Attaching the programs to interfaces that appear later needs only CAP_NET_ADMIN
 //! (TCX links and netlink filters alike), and the loaded maps are used through their descriptors.
+//!
+//! Except on kernels before 5.19: there `bpf(2)` refuses *every* command, map lookups and
+//! updates on a descriptor the daemon already holds included, to a caller without CAP_BPF (or
+//! CAP_SYS_ADMIN) while `kernel.unprivileged_bpf_disabled` is set, as OpenWrt and Debian set it
+//! (`__sys_bpf` in kernel/bpf/syscall.c up to 5.18; 5.19's "bpf: refactor
+//! unprivileged_bpf_disabled logic" narrowed the check to BPF_MAP_CREATE and BPF_PROG_LOAD).
+//! The heartbeat and every map write would fail and the programs sit inert. So with the eBPF
+//! datapath on such a kernel the daemon keeps CAP_BPF too, in its effective and permitted sets
+//! only (no program it runs inherits it; [`bpf_needed_after_setup`]). Every kernel that loads
+//! the programs has CAP_BPF (5.8+; the programs need 5.12's atomics), so CAP_SYS_ADMIN is never
+//! kept. The daemon then checks a map write (`datapath::setup::check_maps_writable`) and falls
+//! back to NFQUEUE, loudly, if it fails.
 #![allow(
     unsafe_code,
     reason = "prctl(PR_SET_NO_NEW_PRIVS) has no safe wrapper in libc"
@@ -42,20 +54,47 @@ use tracing::{info, warn};
 /// The capabilities the daemon keeps after setup.
 pub(crate) const KEPT: [Capability; 2] = [Capability::CAP_NET_ADMIN, Capability::CAP_NET_RAW];
 
+/// Whether the eBPF datapath needs CAP_BPF after setup on this kernel: before 5.19 every
+/// `bpf(2)` command, a map write too, needs it while unprivileged BPF is disabled.
+pub(crate) fn bpf_needed_after_setup() -> bool {
+    let disabled = std::fs::read_to_string("/proc/sys/kernel/unprivileged_bpf_disabled")
+        .map_or(true, |v| v.trim() != "0");
+    disabled && kernel_before(5, 19)
+}
+
+/// Whether the running kernel is older than `major.minor` (unknown counts as older).
+fn kernel_before(major: u32, minor: u32) -> bool {
+    let release = std::fs::read_to_string("/proc/sys/kernel/osrelease").unwrap_or_default();
+    let mut parts = release.trim().split(['.', '-']).map(|p| p.parse::<u32>().ok());
+    match (parts.next().flatten(), parts.next().flatten()) {
+        (Some(a), Some(b)) => (a, b) < (major, minor),
+        _ => true,
+    }
+}
+
 /// Drops every capability but [`KEPT`] from all five sets of the calling thread (call it before
-/// other threads start) and sets no_new_privs. Logs once what is kept; anything that could not be
+/// other threads start) and sets no_new_privs; with `keep_bpf`, CAP_BPF stays in the effective
+/// and permitted sets (see the module docs). Logs once what is kept; anything that could not be
 /// dropped is a warning, never an error.
-pub(crate) fn drop_privileges() {
-    let problems = restrict(&KEPT);
+pub(crate) fn drop_privileges(keep_bpf: bool) {
+    let own: &[Capability] = if keep_bpf { &[Capability::CAP_BPF] } else { &[] };
+    let problems = restrict(&KEPT, own);
     let status = std::fs::read_to_string("/proc/thread-self/status")
         .ok()
         .and_then(|s| CapStatus::parse(&s));
     let kept_mask = KEPT.iter().fold(0, |m, c| m | c.bitmask());
+    let own_mask = own.iter().fold(0, |m, c| m | c.bitmask());
     match status {
-        Some(s) if problems.is_empty() && s.is_restricted_to(kept_mask) => info!(
-            "privileges: keeping {} (effective, permitted, inheritable, ambient and bounding sets); \
+        Some(s) if problems.is_empty() && s.is_restricted_to(kept_mask, own_mask) => info!(
+            "privileges: keeping {} (effective, permitted, inheritable, ambient and bounding sets){}; \
              every other capability dropped, no_new_privs set",
-            names(s.effective)
+            names(s.effective & !own_mask),
+            if keep_bpf {
+                " and CAP_BPF (effective and permitted only: this kernel, before 5.19, refuses the \
+                 eBPF datapath's map writes without it)"
+            } else {
+                ""
+            }
         ),
         Some(s) => warn!(
             "privileges: COULD NOT DROP ALL CAPABILITIES; running with more privilege than needed \
@@ -77,14 +116,17 @@ pub(crate) fn drop_privileges() {
     }
 }
 
-/// Restricts every set to `keep` (those of them that are permitted now); returns what failed.
-fn restrict(keep: &[Capability]) -> Vec<String> {
+/// Restricts every set to `keep` (those of them that are permitted now), and the effective and
+/// permitted sets to `keep` and `own`; returns what failed.
+pub(crate) fn restrict(keep: &[Capability], own: &[Capability]) -> Vec<String> {
     let mut problems = Vec::new();
     let permitted = match caps::read(None, CapSet::Permitted) {
         Ok(p) => p,
         Err(e) => return vec![format!("reading the permitted set: {e}")],
     };
     let keep: CapsHashSet = keep.iter().copied().filter(|c| permitted.contains(c)).collect();
+    let mut keep_own = keep.clone();
+    keep_own.extend(own.iter().copied().filter(|c| permitted.contains(c)));
     // The bounding set first: shrinking it takes CAP_SETPCAP, which goes with the effective set.
     match caps::read(None, CapSet::Bounding) {
         Ok(bounding) => {
@@ -121,7 +163,7 @@ fn restrict(keep: &[Capability]) -> Vec<String> {
     }
     // Effective before permitted: the effective set must stay within the permitted one.
     for set in [CapSet::Effective, CapSet::Permitted] {
-        if let Err(e) = caps::set(None, set, &keep) {
+        if let Err(e) = caps::set(None, set, &keep_own) {
             problems.push(format!("setting the {set:?} set: {e}"));
         }
     }
@@ -170,17 +212,15 @@ impl CapStatus {
         (seen == 6).then_some(s)
     }
 
-    /// Every set is within `mask` and no_new_privs is on.
-    fn is_restricted_to(&self, mask: u64) -> bool {
-        [
-            self.inheritable,
-            self.permitted,
-            self.effective,
-            self.bounding,
-            self.ambient,
-        ]
-        .iter()
-        .all(|set| set & !mask == 0)
+    /// Every set is within `mask` (the effective and permitted sets within `mask | own`) and
+    /// no_new_privs is on.
+    fn is_restricted_to(&self, mask: u64, own: u64) -> bool {
+        [self.inheritable, self.bounding, self.ambient]
+            .iter()
+            .all(|set| set & !mask == 0)
+            && [self.permitted, self.effective]
+                .iter()
+                .all(|set| set & !(mask | own) == 0)
             && self.no_new_privs
     }
 }
@@ -217,13 +257,95 @@ mod tests {
         let s = CapStatus::parse(STATUS).unwrap();
         assert_eq!(s.effective, 0x3000);
         assert!(s.no_new_privs);
-        assert!(s.is_restricted_to(0x3000));
-        assert!(!s.is_restricted_to(1 << 12));
+        assert!(s.is_restricted_to(0x3000, 0));
+        assert!(!s.is_restricted_to(1 << 12, 0));
         let full = STATUS.replace("CapBnd:\t0000000000003000", "CapBnd:\t000001ffffffffff");
-        assert!(!CapStatus::parse(&full).unwrap().is_restricted_to(0x3000));
+        assert!(!CapStatus::parse(&full).unwrap().is_restricted_to(0x3000, 0));
         let no_nnp = STATUS.replace("NoNewPrivs:\t1", "NoNewPrivs:\t0");
-        assert!(!CapStatus::parse(&no_nnp).unwrap().is_restricted_to(0x3000));
+        assert!(!CapStatus::parse(&no_nnp).unwrap().is_restricted_to(0x3000, 0));
+        // CAP_BPF (39) kept in the effective and permitted sets only.
+        let bpf = STATUS
+            .replace("CapPrm:\t0000000000003000", "CapPrm:\t0000008000003000")
+            .replace("CapEff:\t0000000000003000", "CapEff:\t0000008000003000");
+        let bpf = CapStatus::parse(&bpf).unwrap();
+        assert!(bpf.is_restricted_to(0x3000, 1 << 39));
+        assert!(!bpf.is_restricted_to(0x3000, 0));
+        let inherited = STATUS.replace("CapAmb:\t0000000000003000", "CapAmb:\t0000008000003000");
+        assert!(!CapStatus::parse(&inherited)
+            .unwrap()
+            .is_restricted_to(0x3000, 1 << 39));
         assert_eq!(CapStatus::parse("Name:\tx\nCapEff:\t0\n"), None);
+    }
+
+    /// The capability sets of the calling thread.
+    fn own_status() -> CapStatus {
+        CapStatus::parse(&std::fs::read_to_string("/proc/thread-self/status").unwrap()).unwrap()
+    }
+
+    /// Loads the tc program with every privilege, drops them on a fresh thread exactly as the
+    /// daemon does (`restrict` with what `drop_privileges` keeps on this kernel, then with CAP_BPF
+    /// kept as on kernels before 5.19), and writes the maps there: the heartbeat, a flow entry,
+    /// and reads the counters back. On this kernel (6.18) the write works without CAP_BPF too
+    /// (only BPF_MAP_CREATE and BPF_PROG_LOAD check it since 5.19); before 5.19 only the CAP_BPF
+    /// variant would (see the module docs).
+    #[test]
+    #[ignore = "needs root and BPF: scripts/test.sh runs it (--ignored)"]
+    fn maps_are_writable_after_dropping_privileges_as_the_daemon_does() {
+        if let Some(why) = slipstream_testbed::missing_prerequisite(&[]) {
+            panic!("cannot run here: {why}");
+        }
+        let needed = bpf_needed_after_setup();
+        for keep_bpf in [needed, true] {
+            let tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
+                max_flows: 16,
+                ring_bytes: 1 << 16,
+                ..Default::default()
+            })
+            .expect("load with every privilege");
+            let (status, written) = std::thread::spawn(move || {
+                let mut tc = tc;
+                let own: &[Capability] = if keep_bpf { &[Capability::CAP_BPF] } else { &[] };
+                let problems = restrict(&KEPT, own);
+                assert!(problems.is_empty(), "{problems:?}");
+                let key = slipstream_ebpf::DirKey::new(
+                    "192.168.1.10:40000".parse().unwrap(),
+                    "93.184.216.34:443".parse().unwrap(),
+                )
+                .unwrap();
+                let written = tc
+                    .heartbeat(std::time::Duration::from_secs(1))
+                    .and_then(|()| tc.start_flow(&key, 1))
+                    .map(|()| tc.flow(&key).map(|cfg| cfg.rule));
+                (own_status(), written.map_err(|e| e.to_string()))
+            })
+            .join()
+            .unwrap();
+            let bpf = if keep_bpf {
+                Capability::CAP_BPF.bitmask()
+            } else {
+                0
+            };
+            assert_eq!(status.effective, 0x3000 | bpf, "keep_bpf {keep_bpf}");
+            assert_eq!(status.permitted, 0x3000 | bpf);
+            assert_eq!((status.ambient, status.bounding), (0x3000, 0x3000));
+            assert!(status.no_new_privs);
+            assert_eq!(
+                written,
+                Ok(Some(1)),
+                "keep_bpf {keep_bpf}: map writes after the drop"
+            );
+            eprintln!(
+                "CAP_BPF kept: {keep_bpf} (this kernel needs it: {needed}); effective {:#x}; \
+                 heartbeat and flow entry written and read back",
+                status.effective
+            );
+        }
+    }
+
+    #[test]
+    fn kernel_versions_compare_by_major_and_minor() {
+        assert!(!kernel_before(0, 0));
+        assert!(kernel_before(u32::MAX, 0));
     }
 
     #[test]

@@ -8,20 +8,30 @@
 //! deciding: it reads the reports, as it reads NFQUEUE packets, and says where to aim.
 //!
 //! Nothing is left behind: on kernels with TCX (6.6+) the attachments are links owned by this
-//! process and go with it (`kill -9` included); on older kernels the netlink filters would
-//! stay, so the program also checks a heartbeat the daemon renews ([`TcDatapath::heartbeat`])
-//! and passes every packet untouched once it is stale.
+//! process and go with it (`kill -9` included). On older kernels they are netlink filters on a
+//! clsact qdisc at a fixed priority and handle ([`NETLINK_PRIORITY`], [`NETLINK_HANDLE`]),
+//! which a killed daemon leaves behind with their maps: the program then checks a heartbeat
+//! the daemon renews ([`TcDatapath::heartbeat`]) and passes every packet untouched once it is
+//! stale, and the next start ([`TcDatapath::attach`]) or `--cleanup` ([`remove_leftovers`])
+//! removes every filter of the programs' names on the interface first, so one set is attached.
+//! Either kind of attachment can vanish under the daemon (sqm-scripts deletes the ingress qdisc,
+//! with every filter on it, before adding its own): [`TcDatapath::recheck`] finds and replaces
+//! it.
 
 mod event;
 mod maps;
+mod qdisc;
 
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::Duration;
 
 use aya::maps::{Array, HashMap, MapData, PerCpuArray, RingBuf};
-use aya::programs::tc::{qdisc_add_clsact, SchedClassifier, TcAttachType};
-use aya::programs::{TestRun, TestRunOptions};
+use aya::programs::tc::{
+    qdisc_add_clsact, qdisc_detach_program, NlOptions, SchedClassifier, TcAttachOptions, TcAttachType,
+    TcError, TcHandle,
+};
+use aya::programs::{LinkOrder, ProgramError, TestRun, TestRunOptions};
 use aya::{Ebpf, EbpfLoader};
 
 pub use event::{Event, EVENT_BYTES, HEAD_BYTES};
@@ -35,6 +45,52 @@ static PROGRAM: &[u8] = aya::include_bytes_aligned!(concat!(env!("OUT_DIR"), "/s
 const INGRESS: &str = "slipstream_ingress";
 const EGRESS: &str = "slipstream_egress";
 
+/// Priority of the netlink filters (kernels before 6.6): fixed, so that a start finds a killed
+/// daemon's filter where it left it, and low (runs first), so that each packet is seen before
+/// a filter that takes it away (sqm-scripts' redirect to its IFB sits at priority 10).
+pub const NETLINK_PRIORITY: u16 = 1;
+/// Handle of the netlink filters ("SS").
+pub const NETLINK_HANDLE: u32 = 0x5353;
+
+/// How the programs are attached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AttachMode {
+    /// TCX links where the kernel has them (6.6+), netlink filters on clsact before.
+    #[default]
+    Auto,
+    /// Netlink filters on clsact whatever the kernel, as before 6.6: for tests of the old
+    /// kernels' path on a new kernel (`SLIPSTREAM_TC_ATTACH=netlink`).
+    Netlink,
+}
+
+impl AttachMode {
+    /// `SLIPSTREAM_TC_ATTACH=netlink` forces netlink filters; anything else is [`AttachMode::Auto`].
+    pub fn from_env() -> AttachMode {
+        match std::env::var("SLIPSTREAM_TC_ATTACH").as_deref() {
+            Ok("netlink") => AttachMode::Netlink,
+            _ => AttachMode::Auto,
+        }
+    }
+
+    fn tcx(self) -> bool {
+        self == AttachMode::Auto && tcx_available()
+    }
+}
+
+/// Whether this kernel attaches tc programs as TCX links (Linux 6.6+).
+pub fn tcx_available() -> bool {
+    aya::util::KernelVersion::current().is_ok_and(|v| v >= aya::util::KernelVersion::new(6, 6, 0))
+}
+
+/// What [`TcDatapath::recheck`] found on one interface.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recheck {
+    /// Both programs are still attached.
+    Present,
+    /// One or both were gone and are attached again.
+    Reattached,
+}
+
 /// Sizes of the kernel side.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcConfig {
@@ -43,6 +99,8 @@ pub struct TcConfig {
     /// Ring buffer bytes (a power of two, at least a page); each report takes
     /// [`EVENT_BYTES`] plus an 8-byte header.
     pub ring_bytes: u32,
+    /// TCX links or netlink filters.
+    pub attach: AttachMode,
 }
 
 impl Default for TcConfig {
@@ -50,6 +108,7 @@ impl Default for TcConfig {
         TcConfig {
             max_flows: 4096,
             ring_bytes: 4 << 20,
+            attach: AttachMode::Auto,
         }
     }
 }
@@ -72,6 +131,11 @@ pub struct TcDatapath {
     counters: PerCpuArray<MapData, u64>,
     events: RingBuf<MapData>,
     attached: Vec<String>,
+    attach: AttachMode,
+    /// The link of each program on each interface, as aya keeps it: dropped from aya's books
+    /// before the program is attached there again (aya refuses a second link of the same
+    /// priority and handle, and the refused one, dropped, detached the filter just added).
+    links: std::collections::HashMap<(String, &'static str), aya::programs::tc::SchedClassifierLinkId>,
 }
 
 impl TcDatapath {
@@ -112,23 +176,96 @@ impl TcDatapath {
             counters,
             events,
             attached: Vec::new(),
+            attach: config.attach,
+            links: std::collections::HashMap::new(),
         })
     }
 
-    /// Attaches both programs to `interface` (ingress and egress). Adds the clsact qdisc where
-    /// the kernel needs one (before TCX) and keeps whatever other filters are there.
+    /// Attaches both programs to `interface` (ingress and egress), after removing any filter of
+    /// theirs a killed daemon left there, and keeps whatever other filters are there. With TCX
+    /// no qdisc is added (an `ingress` qdisc, such as sqm-scripts', stays usable beside the
+    /// links); netlink filters need clsact, which an `ingress` qdisc excludes: then this fails
+    /// rather than put the egress program on the ingress qdisc, which would run it on ingress.
     pub fn attach(&mut self, interface: &str) -> io::Result<()> {
-        // With TCX (6.6+) no qdisc is needed; before it, clsact may already exist (EEXIST).
-        let _ = qdisc_add_clsact(interface);
+        remove_leftovers(interface)?;
+        if !self.attach.tcx() {
+            prepare_clsact(interface)?;
+        }
         for (name, hook) in [(INGRESS, TcAttachType::Ingress), (EGRESS, TcAttachType::Egress)] {
-            program(&mut self.ebpf, name)?
-                .attach(interface, hook)
+            self.attach_one(interface, name, hook)
                 .map_err(|e| other(&format!("attaching {name} to {interface}"), e))?;
         }
         if !self.attached.iter().any(|a| a == interface) {
             self.attached.push(interface.to_owned());
         }
         Ok(())
+    }
+
+    fn attach_one(
+        &mut self,
+        interface: &str,
+        name: &'static str,
+        hook: TcAttachType,
+    ) -> Result<(), ProgramError> {
+        let options = if self.attach.tcx() {
+            TcAttachOptions::TcxOrder(LinkOrder::default())
+        } else {
+            TcAttachOptions::Netlink(NlOptions {
+                priority: NETLINK_PRIORITY,
+                handle: TcHandle::from(NETLINK_HANDLE),
+                classid: None,
+            })
+        };
+        let prog = program(&mut self.ebpf, name).map_err(|e| ProgramError::IOError(io::Error::other(e)))?;
+        if let Some(old) = self.links.remove(&(interface.to_owned(), name)) {
+            // Gone already (its qdisc or interface deleted): this only clears aya's books.
+            let _ = prog.detach(old);
+        }
+        let id = prog.attach_with_options(interface, hook, options)?;
+        self.links.insert((interface.to_owned(), name), id);
+        Ok(())
+    }
+
+    /// Checks that both netlink filters are still on `interface` and attaches what is gone
+    /// (deleting the clsact qdisc, as `tc qdisc del dev X clsact` or a tool that rebuilds its
+    /// qdiscs does, deletes our filters with it). TCX links need no check (see `is_attached`).
+    /// Call every few seconds.
+    pub fn recheck(&mut self, interface: &str) -> io::Result<Recheck> {
+        let missing: Vec<(&'static str, TcAttachType)> =
+            [(INGRESS, TcAttachType::Ingress), (EGRESS, TcAttachType::Egress)]
+                .into_iter()
+                .filter(|(_, hook)| !self.is_attached(interface, *hook))
+                .collect();
+        if missing.is_empty() {
+            return Ok(Recheck::Present);
+        }
+        if !self.attach.tcx() {
+            prepare_clsact(interface)?;
+        }
+        for (name, hook) in missing {
+            self.attach_one(interface, name, hook)
+                .map_err(|e| other(&format!("attaching {name} to {interface} again"), e))?;
+        }
+        Ok(Recheck::Reattached)
+    }
+
+    /// Whether the program `name` runs at `hook` of `interface`. A TCX link stays attached
+    /// whatever happens to the interface's qdiscs (the kernel keeps TCX programs apart from
+    /// them) until the interface goes, which the daemon notices by its index: it counts as
+    /// attached (asking the kernel by name would need CAP_SYS_ADMIN, BPF_PROG_GET_FD_BY_ID,
+    /// which the daemon no longer has). Our netlink filter is asked for by its parent, priority
+    /// and handle (RTM_GETTFILTER).
+    fn is_attached(&self, interface: &str, hook: TcAttachType) -> bool {
+        if self.attach.tcx() {
+            return true;
+        }
+        let parent = match hook {
+            TcAttachType::Egress => 0xffff_fff3,
+            _ => 0xffff_fff2,
+        };
+        interface_index(interface)
+            .and_then(|index| qdisc::filter_exists(index, parent, NETLINK_PRIORITY, NETLINK_HANDLE))
+            .unwrap_or(false)
     }
 
     /// Interfaces the programs are attached to.
@@ -181,6 +318,20 @@ impl TcDatapath {
         }
     }
 
+    /// What the map holds for one direction, if anything.
+    pub fn flow(&self, key: &DirKey) -> Option<FlowCfg> {
+        self.flows.get(key, 0).ok()
+    }
+
+    /// Forgets the right edge kept for one direction (recorded in units that were wrong).
+    pub fn forget_edge(&mut self, key: &DirKey) -> io::Result<()> {
+        match self.edges.remove(key) {
+            Ok(()) => Ok(()),
+            Err(aya::maps::MapError::KeyNotFound) => Ok(()),
+            Err(e) => Err(other("removing an edge", e)),
+        }
+    }
+
     /// The right edge the program last advertised in this direction, if any.
     pub fn edge(&self, key: &DirKey) -> Option<u32> {
         let word = self.edges.get(key, 0).ok()?;
@@ -216,6 +367,8 @@ impl TcDatapath {
             ringbuf_full: sum(1),
             rewritten: sum(2),
             no_daemon: sum(3),
+            edge_lost: sum(4),
+            stale_forgotten: sum(5),
         }
     }
 
@@ -252,6 +405,76 @@ pub fn tcx_programs(interface: &str, hook: Hook) -> io::Result<Vec<String>> {
         .iter()
         .map(|p| p.name_as_str().unwrap_or_default().to_owned())
         .collect())
+}
+
+/// Removes every filter of the programs' names from `interface` (netlink filters a killed daemon
+/// left, at any priority): at start, before attaching, and for `--cleanup`. Returns how many
+/// hooks had one. TCX links need nothing: they went with the process that held them.
+pub fn remove_leftovers(interface: &str) -> io::Result<usize> {
+    let mut removed = 0;
+    for (name, hook) in [(INGRESS, TcAttachType::Ingress), (EGRESS, TcAttachType::Egress)] {
+        match qdisc_detach_program(interface, hook, name) {
+            Ok(()) => removed += 1,
+            Err(TcError::IoError(e)) if e.kind() == io::ErrorKind::NotFound => {}
+            // No clsact qdisc (nothing of ours can be there) or no such interface.
+            Err(TcError::NetlinkError(_)) => {}
+            Err(e) => return Err(other(&format!("removing {name} from {interface}"), e)),
+        }
+    }
+    Ok(removed)
+}
+
+/// Adds the clsact qdisc netlink filters need, unless there; fails on an `ingress` qdisc (only
+/// one of the two can exist, and the egress program has no hook on `ingress`).
+fn prepare_clsact(interface: &str) -> io::Result<()> {
+    if qdisc_add_clsact(interface).is_ok() {
+        return Ok(());
+    }
+    let index = interface_index(interface)?;
+    if qdisc::ingress_parent_is(index, "clsact")? {
+        return Ok(());
+    }
+    let why = if qdisc::ingress_parent_is(index, "ingress")? {
+        "an `ingress` qdisc (sqm-scripts adds one for its ingress shaping) holds the hook clsact \
+         needs; before Linux 6.6 the tc programs and it cannot share an interface"
+    } else {
+        "clsact could not be added"
+    };
+    Err(io::Error::other(format!("{interface}: {why}")))
+}
+
+fn interface_index(interface: &str) -> io::Result<u32> {
+    let name = std::ffi::CString::new(interface).map_err(io::Error::other)?;
+    // SAFETY: a NUL-terminated name; if_nametoindex reads nothing else.
+    #[allow(unsafe_code, reason = "if_nametoindex(3) through libc")]
+    let index = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if index == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(index)
+}
+
+/// The maps program `id` uses (any loaded program, by its kernel id). For tests and
+/// diagnostics: a leaked filter keeps its program and the program its maps.
+pub fn program_map_ids(id: u32) -> io::Result<Vec<u32>> {
+    for info in aya::programs::loaded_programs() {
+        let info = info.map_err(|e| other("listing programs", e))?;
+        if info.id() == id {
+            return Ok(info
+                .map_ids()
+                .map_err(|e| other("program maps", e))?
+                .unwrap_or_default());
+        }
+    }
+    Err(io::Error::new(
+        io::ErrorKind::NotFound,
+        format!("no program {id}"),
+    ))
+}
+
+/// Whether a map with kernel id `id` exists.
+pub fn map_exists(id: u32) -> bool {
+    aya::maps::MapInfo::from_id(id).is_ok()
 }
 
 fn program<'a>(ebpf: &'a mut Ebpf, name: &str) -> io::Result<&'a mut SchedClassifier> {

@@ -118,4 +118,10 @@ pub struct Counters {
     pub rewritten: u64,
     /// Packets of known flows passed untouched because the daemon's heartbeat was stale.
     pub no_daemon: u64,
+    /// ACKs passed unlowered because other CPUs kept moving the right edge (compare-and-swap
+    /// gave up).
+    pub edge_lost: u64,
+    /// Map entries of an earlier connection dropped at a LAN host's opening SYN on the same
+    /// ports.
+    pub stale_forgotten: u64,
 }

@@ -17,7 +17,8 @@ use slipstream_engine::window_clamp::{clamp_window, ClampRequest};
 
 const MAC_A: [u8; 6] = [2, 0, 0, 0, 0, 1];
 const MAC_B: [u8; 6] = [2, 0, 0, 0, 0, 2];
-const TC_ACT_OK: u32 = 0;
+/// TC_ACT_UNSPEC (-1; TCX_NEXT under TCX): no verdict, the next filter runs (sqm's redirect).
+const PASS: u32 = u32::MAX;
 
 fn datapath() -> Option<TcDatapath> {
     if let Some(why) = slipstream_testbed::missing_prerequisite(&[]) {
@@ -26,6 +27,7 @@ fn datapath() -> Option<TcDatapath> {
     let mut dp = TcDatapath::load(TcConfig {
         max_flows: 64,
         ring_bytes: 1 << 16,
+        ..TcConfig::default()
     })
     .expect("load the tc program");
     dp.heartbeat(Duration::from_secs(60)).unwrap();
@@ -124,7 +126,7 @@ fn lowers_windows_as_the_engine_rules_say() {
                     let payload: Vec<u8> = (0..payload_len).map(|i| i as u8).collect();
                     let frame = ack_frame(host, server, 5, ack, host_field, &payload);
                     let (verdict, out) = dp.test_run(Hook::Ingress, &frame).unwrap();
-                    assert_eq!(verdict, TC_ACT_OK);
+                    assert_eq!(verdict, PASS);
                     assert_eq!(out.len(), frame.len(), "same length out");
                     let want = clamp_window(ClampRequest {
                         host_field,
@@ -272,7 +274,7 @@ fn passes_anything_unexpected_unmodified() {
     let frame = ack_frame(host, server, 5, 1000, 60_000, &[]);
     let same = |dp: &mut TcDatapath, frame: &[u8], what: &str| {
         let (verdict, out) = dp.test_run(Hook::Ingress, frame).unwrap();
-        assert_eq!(verdict, TC_ACT_OK, "{what}");
+        assert_eq!(verdict, PASS, "{what}");
         assert_eq!(out, frame, "{what}: unmodified");
     };
     same(&mut dp, &frame, "unknown flow");
@@ -355,4 +357,69 @@ fn reports_packets_before_rewriting_them() {
     );
     let counters = dp.counters();
     assert_eq!((counters.events, counters.rewritten), (2, 1));
+}
+
+/// An ACK passed while the daemon's heartbeat is stale still has its right edge recorded: when
+/// the clamp resumes, the next ACK is not lowered left of what that ACK advertised.
+#[test]
+#[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
+fn a_stale_heartbeat_still_records_the_edge() {
+    let Some(mut dp) = datapath() else { return };
+    let (host, server) = endpoints(false);
+    let key = DirKey::new(host, server).unwrap();
+    dp.start_flow(&key, 1).unwrap();
+    dp.set_flow(&key, clamp(1, 1448, 0, false)).unwrap();
+    dp.heartbeat(Duration::ZERO).unwrap();
+    std::thread::sleep(Duration::from_millis(2));
+    let (verdict, out) = dp
+        .test_run(Hook::Ingress, &ack_frame(host, server, 5, 1000, 60_000, &[]))
+        .unwrap();
+    assert_eq!(verdict, PASS);
+    assert_eq!(window_of(&out), 60_000, "passed untouched without a daemon");
+    assert_eq!(dp.edge(&key), Some(61_000), "but its edge recorded");
+    dp.heartbeat(Duration::from_secs(60)).unwrap();
+    let (_, out) = dp
+        .test_run(Hook::Ingress, &ack_frame(host, server, 5, 2000, 60_000, &[]))
+        .unwrap();
+    assert_eq!(
+        window_of(&out),
+        59_000,
+        "lowered no further than the recorded edge"
+    );
+}
+
+/// A LAN host's opening SYN on the ports of an earlier connection (the tc ingress hook sees it
+/// before netfilter and the daemon): the earlier connection's entries go, so a new connection
+/// the firewall does not class inherits no clamp. A SYN towards the LAN host leaves them (the
+/// daemon writes a classed flow's entry before that SYN reaches tc egress).
+#[test]
+#[ignore = "needs root and BPF (BPF_PROG_TEST_RUN): scripts/test.sh runs it (--include-ignored)"]
+fn a_lan_hosts_syn_forgets_an_earlier_connection() {
+    let Some(mut dp) = datapath() else { return };
+    let (host, server) = endpoints(false);
+    let key = DirKey::new(host, server).unwrap();
+    dp.start_flow(&key, 1).unwrap();
+    dp.set_flow(&key, clamp(1, 1448, 0, false)).unwrap();
+    let mut syn = ack_frame(host, server, 5, 0, 60_000, &[]);
+    syn[14 + 20 + 13] = 0x02; // SYN alone
+    let mut inbound = ack_frame(server, host, 5, 0, 60_000, &[]);
+    inbound[14 + 20 + 13] = 0x02;
+    let (verdict, _) = dp.test_run(Hook::Egress, &inbound).unwrap();
+    assert_eq!(verdict, PASS);
+    let later = ack_frame(host, server, 5, 1000, 60_000, &[]);
+    let (_, out) = dp.test_run(Hook::Ingress, &later).unwrap();
+    assert!(
+        window_of(&out) < 60_000,
+        "still clamped after a SYN towards the LAN"
+    );
+    let (verdict, out) = dp.test_run(Hook::Ingress, &syn).unwrap();
+    assert_eq!(
+        (verdict, out.as_slice()),
+        (PASS, syn.as_slice()),
+        "the SYN passes as it is"
+    );
+    let (_, out) = dp.test_run(Hook::Ingress, &later).unwrap();
+    assert_eq!(window_of(&out), 60_000, "the new connection is not clamped");
+    assert_eq!(dp.edge(&key), None, "nor is the old edge kept");
+    assert_eq!(dp.counters().stale_forgotten, 1);
 }

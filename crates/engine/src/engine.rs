@@ -461,6 +461,22 @@ impl Engine {
         flow.kernel_clamp(matches!(class.spec.controller, ControllerConfig::Household))
     }
 
+    /// Whether the flow is in the table: a kernel datapath drops its map entries once the flow
+    /// is gone (closed, expired, evicted, reopened).
+    pub fn contains(&self, key: &FlowKey) -> bool {
+        self.table.contains(key)
+    }
+
+    /// At stop: a window update for every household flow whose receiver was held below what it
+    /// last advertised, opening the window to that (the host's own window), so that no sender
+    /// waits for its persist timer once the daemon is gone. The edges are recorded as forwarded.
+    pub fn final_window_updates(&mut self, now: Instant) -> Vec<WindowUpdate> {
+        self.table
+            .iter_mut()
+            .filter_map(|(_, flow)| flow.window_update(now, u32::MAX))
+            .collect()
+    }
+
     /// The window-scale shift each end of the flow applies to the windows it sends, by
     /// [`Side`](crate::Side) index, once the handshake showed them. A kernel datapath
     /// tracks the right edge advertised in both directions from the first ACK, before it knows

@@ -680,3 +680,30 @@ fn every_controller_goes_on_across_a_slowdown() {
         }
     }
 }
+
+/// At stop the engine opens every held flow to its receiver's own window (issue 23: the daemon
+/// sends these before it goes, so no sender waits for its persist timer): flows that yielded to
+/// best effort each get a window update wider than what they were held to, and a second call
+/// has none left (their edges are recorded as forwarded).
+#[test]
+fn held_flows_get_a_final_window_at_stop() {
+    let net = Net::home(10.0, 100);
+    let flows: Vec<(u8, u16)> = (0..16).map(|_| (3, 1)).collect();
+    let mut sim = Sim::new(net, BudgetConfig::default(), &flows, &[ShareSpec::default()]);
+    for i in 0..16 {
+        sim.open(i, i as u64 * 20_000);
+    }
+    sim.cross_rate = 0.95 * net.rate;
+    sim.cross_until = 30_000_000;
+    sim.at(5_000_000, Event::Cross);
+    sim.run(15.0, |_, _| {});
+    let now = Instant::from_micros(15_000_000);
+    let finals = sim.engine.final_window_updates(now);
+    eprintln!("{} of 16 flows held at stop got a final window", finals.len());
+    assert!(!finals.is_empty(), "flows beside best effort are held");
+    for update in &finals {
+        let info = parse(&update.packet).expect("a TCP packet");
+        assert!(info.flags.ack && info.window > 0, "{info:?}");
+    }
+    assert!(sim.engine.final_window_updates(now).is_empty(), "sent once");
+}

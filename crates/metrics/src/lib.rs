@@ -40,11 +40,13 @@ mod encode_host;
 mod encode_links;
 mod families;
 mod host;
+mod kernel;
 
 use encode_engine::encode_snapshot;
 use encode_host::HostCollector;
 
 pub use daemon::{register_daemon_counters, DaemonCounters};
+pub use kernel::{register_kernel_counters, KernelCounters};
 
 pub use host::{
     interface_matches, parse_net_dev, parse_netlink_drops, parse_nfnetlink_queue, read_interface_bytes,

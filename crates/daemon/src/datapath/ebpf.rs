@@ -36,18 +36,25 @@ pub(crate) struct EbpfDatapath {
     reports_came: bool,
     /// Ticks since start: new LAN interfaces are looked for every [`INTERFACE_TICKS`].
     ticks: u32,
+    /// `limits.max_flows`: at most this many flows are taken from conntrack at start.
+    max_flows: usize,
 }
 
-/// Ticks (250 ms) between two looks for LAN interfaces that appeared.
+/// Ticks (250 ms) between two looks for LAN interfaces that appeared (and for flows the engine
+/// forgot).
 const INTERFACE_TICKS: u32 = 4;
+/// Ticks between two checks that the attachments are still there: sqm-scripts' restart takes
+/// a second or so, and a flow unclamped for two seconds is what a restart of the daemon costs.
+const RECHECK_TICKS: u32 = 8;
 
 impl EbpfDatapath {
-    pub(crate) fn new(nfq: NfqueueDatapath, kernel: KernelSide) -> EbpfDatapath {
+    pub(crate) fn new(nfq: NfqueueDatapath, kernel: KernelSide, max_flows: usize) -> EbpfDatapath {
         EbpfDatapath {
             nfq,
             kernel,
             reports_came: false,
             ticks: 0,
+            max_flows,
         }
     }
 }
@@ -56,6 +63,10 @@ impl Datapath for EbpfDatapath {
     fn start(&mut self, clock: &MonotonicClock) {
         self.kernel.align_clock(clock);
         self.kernel.heartbeat();
+        let seeded = self.kernel.seed_from_conntrack(self.max_flows);
+        if seeded > 0 {
+            info!("eBPF datapath: {seeded} classed flows from conntrack put into the kernel's map (running across a restart)");
+        }
     }
 
     fn fds(&self) -> [Option<RawFd>; 2] {
@@ -94,13 +105,27 @@ impl Datapath for EbpfDatapath {
         self.nfq.send(&update.packet);
     }
 
-    fn on_tick(&mut self) {
-        self.nfq.on_tick();
+    fn on_tick(&mut self, engine: &Engine) {
+        self.nfq.on_tick(engine);
         self.kernel.heartbeat();
+        self.kernel.publish_counters();
         self.ticks = self.ticks.wrapping_add(1);
         if self.ticks.is_multiple_of(INTERFACE_TICKS) {
             self.kernel.attach_new_interfaces();
+            self.kernel.sweep(engine);
         }
+        if self.ticks.is_multiple_of(RECHECK_TICKS) {
+            self.kernel.recheck_attachments();
+        }
+    }
+
+    fn on_scales_learned(&mut self, engine: &Engine, key: slipstream_engine::FlowKey) {
+        self.kernel.on_scales_learned(engine, key);
+    }
+
+    fn release_all(&mut self) {
+        self.kernel.release_all();
+        self.kernel.publish_counters();
     }
 
     fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>) {
@@ -115,8 +140,8 @@ impl Datapath for EbpfDatapath {
     fn log_totals(&self) {
         let k = self.kernel.counters();
         info!(
-            "eBPF datapath: {} packets reported, {} windows lowered in the kernel, {} not reported (ring buffer full), {} passed without a daemon heartbeat",
-            k.events, k.rewritten, k.ringbuf_full, k.no_daemon
+            "eBPF datapath: {} packets reported, {} windows lowered in the kernel, {} not reported (ring buffer full), {} passed without a daemon heartbeat, {} ACKs left unlowered (right edge contended), {} stale entries dropped at a new SYN",
+            k.events, k.rewritten, k.ringbuf_full, k.no_daemon, k.edge_lost, k.stale_forgotten
         );
     }
 }

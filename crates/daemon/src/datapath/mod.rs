@@ -46,8 +46,15 @@ pub(crate) trait Datapath {
     /// records its right edge first, so that no later ACK goes left of it.
     fn send_window_update(&mut self, engine: &Engine, update: &WindowUpdate);
 
-    /// Every tick (250 ms): heartbeats, caches, interfaces that appeared.
-    fn on_tick(&mut self);
+    /// Every tick (250 ms): heartbeats, caches, interfaces that appeared, flows the engine
+    /// forgot.
+    fn on_tick(&mut self, engine: &Engine);
+
+    /// The engine learned a flow's window scales from conntrack (it was seen mid-stream).
+    fn on_scales_learned(&mut self, _engine: &Engine, _key: slipstream_engine::FlowKey) {}
+
+    /// At stop, after the engine's final window updates went out: nothing lowered any more.
+    fn release_all(&mut self) {}
 
     /// A reload: the hook and the LAN interfaces.
     fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>);

@@ -144,7 +144,7 @@ impl Datapath for NfqueueDatapath {
         self.send(&update.packet);
     }
 
-    fn on_tick(&mut self) {
+    fn on_tick(&mut self, _engine: &Engine) {
         self.lan_side.expire(std::time::Instant::now());
     }
 

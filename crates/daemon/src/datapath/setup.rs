@@ -5,7 +5,7 @@
 use anyhow::Context;
 use slipstream_config::{Config, DatapathEngine};
 use slipstream_nfqueue::QueueConfig;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::lan_side;
 
@@ -66,6 +66,7 @@ pub(crate) fn open_kernel_datapath(
 fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
     let mut tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
         max_flows: u32::try_from(config.limits.max_flows).unwrap_or(u32::MAX),
+        attach: slipstream_ebpf::AttachMode::from_env(),
         ..slipstream_ebpf::TcConfig::default()
     })?;
     let devices = lan_side::devices(&config.datapath.lan_interfaces);
@@ -78,4 +79,38 @@ fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
         tc.attach(&device)?;
     }
     Ok(tc)
+}
+
+/// After the privileges went: writes the heartbeat, the map write the packet thread makes every
+/// tick. A kernel that refuses it (before 5.19 without CAP_BPF, see `privileges`) would leave the
+/// programs inert while the daemon believed them working: with "auto" the daemon falls back to
+/// NFQUEUE (the firewall rules are not installed yet, so they follow), with "ebpf" it stops.
+pub(crate) fn check_maps_writable(
+    config: &mut Config,
+    tc: Option<slipstream_ebpf::TcDatapath>,
+    wanted: DatapathEngine,
+    queues: &mut slipstream_nfqueue::Datapath,
+) -> anyhow::Result<Option<slipstream_ebpf::TcDatapath>> {
+    let Some(mut tc) = tc else { return Ok(None) };
+    match tc.heartbeat(crate::kernel_side::HEARTBEAT) {
+        Ok(()) => {
+            info!("eBPF datapath: maps writable after dropping privileges");
+            Ok(Some(tc))
+        }
+        Err(e) if wanted == DatapathEngine::Auto => {
+            error!(
+                "eBPF DATAPATH UNUSABLE: its maps cannot be written after dropping privileges ({e}); \
+                 falling back to NFQUEUE (kernels before 5.19 need CAP_BPF kept: check the \
+                 capability file)"
+            );
+            drop(tc);
+            config.datapath.engine = DatapathEngine::Nfqueue;
+            enable_timestamps(queues);
+            Ok(None)
+        }
+        Err(e) => Err(anyhow::anyhow!(
+            "the eBPF datapath's maps cannot be written after dropping privileges ({e}); kernels \
+             before 5.19 need CAP_BPF kept (datapath.engine = \"ebpf\")"
+        )),
+    }
 }

@@ -13,7 +13,12 @@
  *      patches the TCP checksum incrementally (RFC 1624) with bpf_l4_csum_replace.
  *
  * Anything unexpected (not Ethernet/IP/TCP, fragments, IPv6 extension headers, a full ring
- * buffer, no daemon heartbeat) passes unmodified: every path returns TC_ACT_OK.
+ * buffer, no daemon heartbeat) passes unmodified. Every path returns PASS (TC_ACT_UNSPEC, which
+ * TCX calls TCX_NEXT): "no verdict", so the filters and TCX programs after this one still run,
+ * such as sqm-scripts' ingress redirect to its IFB. TC_ACT_OK would end the classification
+ * there: in cls_bpf's direct-action mode any verdict but TC_ACT_UNSPEC stops the filter chain
+ * (cls_bpf_classify), and under TCX TCX_PASS skips the classic clsact/ingress filters after the
+ * TCX programs (sch_handle_ingress/egress in net/core/dev.c, 6.6+).
  *
  * Handshakes (SYN, SYN-ACK) are not handled here: they still go through the firewall's
  * classification and NFQUEUE, where the daemon learns the flow's rule, window scales and MSS.
@@ -32,6 +37,8 @@
  * fit, with room for IPv4 options. Keep in sync with HEAD_BYTES in src/event.rs. */
 #define HEAD_BYTES 128
 #define MAX_SCALE 14
+/* The verdict of every path: let the next filter decide (see the top of the file). */
+#define PASS TC_ACT_UNSPEC
 
 /* One direction of a flow: addresses and ports as the packet carries them. IPv4 addresses
  * use the first word of each address. */
@@ -102,6 +109,8 @@ enum counter {
 	C_RINGBUF_FULL,
 	C_REWRITTEN,
 	C_NO_DAEMON,
+	C_EDGE_LOST,
+	C_STALE_FORGOTTEN,
 	C_MAX,
 };
 
@@ -145,6 +154,27 @@ static __always_inline void count(__u32 which)
 		*n += 1;
 }
 
+/* Drops both directions of a flow (entries and right edges). */
+static __always_inline void forget(struct flow_key *key)
+{
+	struct flow_key back = *key;
+	back.saddr[0] = key->daddr[0];
+	back.saddr[1] = key->daddr[1];
+	back.saddr[2] = key->daddr[2];
+	back.saddr[3] = key->daddr[3];
+	back.daddr[0] = key->saddr[0];
+	back.daddr[1] = key->saddr[1];
+	back.daddr[2] = key->saddr[2];
+	back.daddr[3] = key->saddr[3];
+	back.sport = key->dport;
+	back.dport = key->sport;
+	bpf_map_delete_elem(&flows, key);
+	bpf_map_delete_elem(&flows, &back);
+	bpf_map_delete_elem(&edges, key);
+	bpf_map_delete_elem(&edges, &back);
+	count(C_STALE_FORGOTTEN);
+}
+
 /* a - b as a signed distance in sequence space (RFC 1982). */
 static __always_inline __s32 seq_diff(__u32 a, __u32 b)
 {
@@ -185,14 +215,14 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 	struct tcphdr *tcp;
 
 	if ((void *)(eth + 1) > data_end || skb->mark == OWN_MARK)
-		return TC_ACT_OK;
+		return PASS;
 	if (eth->h_proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *ip = (void *)(eth + 1);
 		if ((void *)(ip + 1) > data_end || ip->protocol != IPPROTO_TCP || ip->ihl < 5)
-			return TC_ACT_OK;
+			return PASS;
 		/* Fragments (offset or more-fragments set) pass. */
 		if (ip->frag_off & bpf_htons(0x3fff))
-			return TC_ACT_OK;
+			return PASS;
 		key.family = 4;
 		key.saddr[0] = ip->saddr;
 		key.daddr[0] = ip->daddr;
@@ -201,36 +231,42 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 	} else if (eth->h_proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = (void *)(eth + 1);
 		if ((void *)(ip6 + 1) > data_end || ip6->nexthdr != IPPROTO_TCP)
-			return TC_ACT_OK;
+			return PASS;
 		key.family = 6;
 		__builtin_memcpy(key.saddr, &ip6->saddr, 16);
 		__builtin_memcpy(key.daddr, &ip6->daddr, 16);
 		l4 = l3 + sizeof(struct ipv6hdr);
 		ip_len = sizeof(struct ipv6hdr) + bpf_ntohs(ip6->payload_len);
 	} else {
-		return TC_ACT_OK;
+		return PASS;
 	}
 	if (l4 > 100)
-		return TC_ACT_OK;
+		return PASS;
 	tcp = data + l4;
 	if ((void *)(tcp + 1) > data_end || tcp->doff < 5)
-		return TC_ACT_OK;
+		return PASS;
 	key.sport = tcp->source;
 	key.dport = tcp->dest;
 
 	struct flow_cfg *cfg = bpf_map_lookup_elem(&flows, &key);
 	if (!cfg)
-		return TC_ACT_OK;
-	/* The handshake reaches the daemon through NFQUEUE. */
-	if (tcp->syn)
-		return TC_ACT_OK;
+		return PASS;
+	/* The handshake reaches the daemon through NFQUEUE. A LAN host's opening SYN meets this
+	 * program before netfilter (tc ingress comes first), so an entry found for it belongs to
+	 * an earlier connection on the same ports: forgotten, so that a new connection the
+	 * firewall does not class inherits no clamp (a classed one is put back by the daemon,
+	 * from NFQUEUE, before the SYN's verdict). */
+	if (tcp->syn) {
+		if (!egress && !tcp->ack)
+			forget(&key);
+		return PASS;
+	}
 	__u32 zero = 0;
 	struct control *ctl = bpf_map_lookup_elem(&control, &zero);
 	__u64 now = bpf_ktime_get_ns();
-	if (!ctl || ctl->alive_until_ns < now) {
-		count(C_NO_DAEMON);
-		return TC_ACT_OK;
-	}
+	/* Without a fresh heartbeat nothing is reported or lowered, but the right edge each ACK
+	 * advertises is still recorded: a clamp resumed later must not move it left. */
+	int alive = ctl && ctl->alive_until_ns >= now;
 
 	__u16 host_field = bpf_ntohs(tcp->window);
 	__u32 ack = bpf_ntohl(tcp->ack_seq);
@@ -239,8 +275,10 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 	__u32 win_off = l4 + offsetof(struct tcphdr, window);
 
 	/* 1. Report the packet as it came (the engine needs the host's window). */
-	struct event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	if (ev) {
+	struct event *ev = alive ? bpf_ringbuf_reserve(&events, sizeof(*ev), 0) : NULL;
+	if (!alive) {
+		count(C_NO_DAEMON);
+	} else if (ev) {
 		__u32 avail = skb->len - l3;
 		__u32 n = avail < HEAD_BYTES ? avail : HEAD_BYTES;
 		/* A data segment's IP and TCP headers are all the engine reads of it: its payload is
@@ -270,14 +308,14 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 
 	/* 2. The receiver's ACKs: track the right edge, lower the window. */
 	if (!is_ack || tcp->rst)
-		return TC_ACT_OK;
+		return PASS;
 	struct flow_edge *e = bpf_map_lookup_elem(&edges, &key);
 	if (!e) {
 		struct flow_edge fresh = {};
 		bpf_map_update_elem(&edges, &key, &fresh, BPF_NOEXIST);
 		e = bpf_map_lookup_elem(&edges, &key);
 		if (!e)
-			return TC_ACT_OK;
+			return PASS;
 	}
 	__u8 scale = cfg->scale > MAX_SCALE ? MAX_SCALE : cfg->scale;
 	__u16 field = host_field;
@@ -292,7 +330,7 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 			known = 1;
 		}
 		field = host_field;
-		if (cfg->flags & FLOW_CLAMP)
+		if (alive && (cfg->flags & FLOW_CLAMP))
 			field = clamp_field(host_field, scale, ack, edge, known, cfg->target_bytes,
 					    cfg->mss, cfg->flags & FLOW_HOLD);
 		__u32 new_edge = ack + ((__u32)field << scale);
@@ -308,20 +346,22 @@ static __always_inline int handle(struct __sk_buff *skb, __u8 egress)
 			break;
 		}
 	}
-	if (!stored)
-		return TC_ACT_OK;
+	if (!stored) {
+		count(C_EDGE_LOST);
+		return PASS;
+	}
 	if (field >= host_field)
-		return TC_ACT_OK;
+		return PASS;
 
 	__u16 old_be = bpf_htons(host_field), new_be = bpf_htons(field);
 	/* RFC 1624 incremental update of the TCP checksum; under CHECKSUM_PARTIAL the helper leaves
 	 * the field (it holds only the pseudo-header sum, the device sums the new window). */
 	if (bpf_l4_csum_replace(skb, csum_off, old_be, new_be, 2) < 0)
-		return TC_ACT_OK;
+		return PASS;
 	if (bpf_skb_store_bytes(skb, win_off, &new_be, 2, 0) < 0)
-		return TC_ACT_OK;
+		return PASS;
 	count(C_REWRITTEN);
-	return TC_ACT_OK;
+	return PASS;
 }
 
 SEC("classifier")
