@@ -360,9 +360,8 @@ impl Engine {
             events[1] = data.event;
             if let (Some(sample), Some(LinkDirection::Download)) = (data.link_sample, flow.link()) {
                 if let Some((state, _)) = flow.household_mut() {
-                    let upload_queue = self.household.links[LinkDirection::Upload.index()]
-                        .delay
-                        .own_queue_delay();
+                    let upload_queue =
+                        self.household.links[LinkDirection::Upload.index()].queue_for_opposite();
                     let link = &mut self.household.links[LinkDirection::Download.index()].delay;
                     if data.one_way {
                         link.on_sample(&mut state.delay, sample);
@@ -398,21 +397,24 @@ impl Engine {
                     flow.store_ack(side, packet, info);
                 }
                 if let Some((state, _)) = flow.household_mut() {
-                    let download_queue = self.household.links[LinkDirection::Download.index()]
-                        .delay
-                        .own_queue_delay();
+                    let download_link = &self.household.links[LinkDirection::Download.index()];
+                    let (download_queue, download_backgrounds) = (
+                        download_link.queue_for_opposite(),
+                        download_link.queue_is_backgrounds(),
+                    );
                     let link = &mut self.household.links[direction.index()];
                     link.delivered += u64::from(ack.acked);
                     state.round_acked += u64::from(ack.acked);
                     if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
-                        // The round trip less the queue its ACK met on the download link.
+                        // The round trip less the queue its ACK met on the download link,
+                        // where that queue is the background's own.
                         match ack.ack_one_way {
-                            Some(one_way) => {
+                            Some(one_way) if download_backgrounds => {
                                 let excess = state.ack_path.excess(at, one_way);
                                 link.delay
                                     .on_sample(&mut state.delay, sample.saturating_sub(excess));
                             }
-                            None => link
+                            _ => link
                                 .delay
                                 .on_round_trip_sample(&mut state.delay, sample, download_queue),
                         }

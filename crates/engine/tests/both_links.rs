@@ -7,7 +7,7 @@ mod common;
 
 use common::*;
 use slipstream_control::{ControllerConfig, Duration, Instant};
-use slipstream_engine::{Engine, HouseholdConfig, LinkDirection};
+use slipstream_engine::{Engine, HouseholdConfig, LinkCounters, LinkDirection};
 
 fn household_engine() -> Engine {
     Engine::new(slipstream_engine::EngineConfig {
@@ -31,6 +31,17 @@ fn household_engine() -> Engine {
 /// `up(t)` ms of queue on the way there and `down(t)` ms on the way back. Returns the upload
 /// link's queueing delay after each round (ms), with the time.
 fn upload(up: impl Fn(u64) -> u64, down: impl Fn(u64) -> u64, until_ms: u64) -> Vec<(u64, f64)> {
+    upload_beside(up, down, |_| 0, until_ms)
+}
+
+/// [`upload`] with best effort downloading `best_effort(t)` bytes per 5 ms beside it, as the WAN
+/// counters count it (they count the background's packets too, as an interface does).
+fn upload_beside(
+    up: impl Fn(u64) -> u64,
+    down: impl Fn(u64) -> u64,
+    best_effort: impl Fn(u64) -> u64,
+    until_ms: u64,
+) -> Vec<(u64, f64)> {
     let mut engine = household_engine();
     let t0 = Instant::from_millis(0);
     feed_lan(
@@ -90,8 +101,27 @@ fn upload(up: impl Fn(u64) -> u64, down: impl Fn(u64) -> u64, until_ms: u64) -> 
     }
     packets.sort_by_key(|(t, s)| (*t, s.from_server));
     let mut queue = Vec::new();
+    let counted = |_| LinkCounters {
+        header_bytes: 14,
+        ..Default::default()
+    };
+    let (mut downlink, mut uplink) = (counted(()), counted(()));
+    let mut next_tick = 0;
     for (t, seg) in packets {
-        feed_lan(&mut engine, Instant::from_millis(t), seg);
+        while next_tick <= t {
+            downlink.bytes += best_effort(next_tick);
+            downlink.packets += best_effort(next_tick).div_ceil(1514);
+            next_tick += 5;
+        }
+        let (_, bytes) = feed_lan(&mut engine, Instant::from_millis(t), seg);
+        let link = if seg.from_server {
+            &mut downlink
+        } else {
+            &mut uplink
+        };
+        link.bytes += bytes.len() as u64 + 14;
+        link.packets += 1;
+        engine.on_link_counters(downlink, uplink);
         let s = engine.snapshot(0);
         let link = s
             .links
@@ -129,6 +159,21 @@ fn an_upload_does_not_read_the_download_links_queue() {
 }
 
 #[test]
+fn an_upload_yields_to_a_queue_best_effort_built_on_the_download_link() {
+    // The same 60 ms, built by best effort downloading at 8 Mbit/s (5 kB per 5 ms): its ACKs
+    // cross the upload link, and the upload steps back from them as from best effort there.
+    let queue = upload_beside(
+        |_| 0,
+        |t| if t >= 3000 { 60 } else { 0 },
+        |t| if t >= 3000 { 5000 } else { 0 },
+        6000,
+    );
+    assert!(max_between(&queue, 1000, 3000) < 3.0, "an empty link");
+    let late = max_between(&queue, 3500, 6000);
+    assert!(late > 40.0, "best effort's queue read as {late} ms");
+}
+
+#[test]
 fn an_upload_still_reads_its_own_links_queue() {
     // The same with 20 ms on the upload link from 3 s as well: that one is the upload's.
     let queue = upload(
@@ -158,7 +203,7 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
     use slipstream_engine::{LinkCounters, PacketCopy, PacketMeta};
     let mut engine = household_engine();
     let (down, up) = (40001u16, 40002u16);
-    let mut feed_port = |engine: &mut Engine, t: u64, port: u16, seg: Seg| -> u64 {
+    let feed_port = |engine: &mut Engine, t: u64, port: u16, seg: Seg| -> u64 {
         let mut bytes = packet(port, seg);
         let len = bytes.len() as u64;
         let meta = PacketMeta {
