@@ -14,6 +14,7 @@
 //! engine's window updates, commands. Dispatch is static (the loop is generic over the
 //! datapath), as quinn and smoltcp keep their per-packet paths free of virtual calls.
 
+#[cfg(feature = "ebpf")]
 pub(crate) mod ebpf;
 pub(crate) mod nfqueue;
 pub(crate) mod setup;
