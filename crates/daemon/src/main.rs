@@ -22,6 +22,10 @@ mod control_side;
 mod control_socket;
 mod datapath;
 #[cfg(feature = "ebpf")]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "the eBPF datapath needs Rust 1.87 (aya), the rest 1.85"
+)]
 mod kernel_side;
 mod kernel_time;
 mod lan_hosts;

@@ -15,6 +15,10 @@
 //! datapath), as quinn and smoltcp keep their per-packet paths free of virtual calls.
 
 #[cfg(feature = "ebpf")]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "the eBPF datapath needs Rust 1.87 (aya), the rest 1.85"
+)]
 pub(crate) mod ebpf;
 pub(crate) mod nfqueue;
 pub(crate) mod setup;
