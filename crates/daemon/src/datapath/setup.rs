@@ -106,7 +106,10 @@ mod tests_without_ebpf {
     use super::*;
 
     fn config(engine: &str) -> Config {
-        let text = format!("[datapath]\nhook = \"forward\"\nengine = \"{engine}\"\n");
+        let text = format!(
+            "[datapath]\nhook = \"forward\"\nengine = \"{engine}\"\n\
+             [[rules]]\nname = \"dl\"\nremote_ports = [\"6881\"]\n"
+        );
         slipstream_config::parse(&text, "t.toml").unwrap()
     }
 
