@@ -25,6 +25,11 @@ for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping
 done
 # The tc eBPF program (crates/ebpf) includes libbpf's bpf_helpers.h.
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
+# MIPS uapi headers (headers_install for ARCH=mips, what OpenWrt's bpf-headers stages): the
+# OpenWrt Makefile check builds the tc program against them, big- and little-endian. llvm:
+# llvm-strip and llvm-objdump for that check (clang alone does not pull them in).
+[ -f /usr/mips-linux-gnu/include/asm/byteorder.h ] || need_pkgs+=(linux-libc-dev-mips-cross)
+have llvm-objdump || need_pkgs+=(llvm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing ${need_pkgs[*]}"
   apt_install "${need_pkgs[@]}"

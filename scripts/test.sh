@@ -31,6 +31,9 @@ export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
 # ignored, with the reason); this script runs them (--ignored / --include-ignored), where a
 # missing prerequisite fails the test. Measurements and long soaks stay out (--skip).
 bounded 2400 cargo test --workspace --exclude slipstream -- --test-threads=1
+# The NFQUEUE-only daemon (the OpenWrt package with SLIPSTREAM_EBPF=0, cargo feature `ebpf` off)
+# builds, and its "auto" falls back to NFQUEUE (datapath::setup's tests_without_ebpf).
+cargo test -p slipstreamd --no-default-features --bins -- --test-threads=1
 # The crates' namespace tests: firewall rules and sets, NFQUEUE, conntrack, the daemon (control
 # socket, reload, privileges, window updates), the tc eBPF program run by the kernel on crafted
 # frames, the testbed itself, dnsmasq accepting the set lines; the lab's smoke run and Ctrl-C.

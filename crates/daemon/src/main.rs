@@ -13,16 +13,26 @@
 //! * **watchdog**: every 5 s the rules are checked and re-applied if something removed them
 //!   (`slipstream_config_reloads_total`, `slipstream_firewall_reapplied_total` count both).
 
+// Built without the eBPF datapath (NFQUEUE only, cargo feature `ebpf` off), the helpers only it
+// uses (LAN interface lookups, link-frame marks) are left unused; the default build still lints them.
+#![cfg_attr(not(feature = "ebpf"), allow(dead_code, unused_imports))]
+
 mod clock;
 mod control_side;
 mod control_socket;
 mod datapath;
+#[cfg(feature = "ebpf")]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "the eBPF datapath needs Rust 1.87 (aya), the rest 1.85"
+)]
 mod kernel_side;
 mod kernel_time;
 mod lan_hosts;
 mod lan_side;
 mod logging;
 mod metrics_server;
+mod multicall;
 mod names;
 mod packet_loop;
 mod privileges;
@@ -47,6 +57,7 @@ use tracing::{error, info, warn};
 
 use crate::control_side::{matched_by, write_dnsmasq_conf, Daemon, Reloaded};
 use crate::control_socket::{unix_now, unix_now_ms, Control, ControlSocket, ControlState};
+#[cfg(feature = "ebpf")]
 use crate::datapath::ebpf::EbpfDatapath;
 use crate::datapath::nfqueue::NfqueueDatapath;
 use crate::datapath::Datapath;
@@ -89,6 +100,9 @@ struct Cli {
 }
 
 fn main() -> ExitCode {
+    if multicall::called_as_cli(std::env::args_os().next().as_deref()) {
+        return slipstream_cli::run(std::env::args_os());
+    }
     let cli = Cli::parse();
     if let Some(path) = cli.check_config {
         return match slipstream_config::load(&path) {
@@ -156,8 +170,9 @@ fn main() -> ExitCode {
         use slipstream_config::DatapathEngine;
         let findings = slipstream_firewall::detect_flow_offload(&slipstream_firewall::CommandRunner::host());
         // Software offloading leaves the tc hooks in the path (docs/flow-offload.md): the eBPF
-        // datapath works with it, NFQUEUE does not; "auto" then needs eBPF.
-        let ebpf_possible = config.datapath.engine != DatapathEngine::Nfqueue;
+        // datapath works with it, NFQUEUE does not; "auto" then needs eBPF (which a binary built
+        // without the `ebpf` feature does not have).
+        let ebpf_possible = cfg!(feature = "ebpf") && config.datapath.engine != DatapathEngine::Nfqueue;
         let blocking = slipstream_firewall::blocking_findings(&findings, ebpf_possible);
         if !blocking.is_empty() {
             for finding in &blocking {
@@ -216,6 +231,7 @@ fn cleanup(config: &Config) -> ExitCode {
         }
     }
     // The tc programs' netlink filters a killed daemon left (kernels before 6.6), with their maps.
+    #[cfg(feature = "ebpf")]
     for device in lan_side::devices(&config.datapath.lan_interfaces) {
         if let Err(e) = slipstream_ebpf::remove_leftovers(&device) {
             eprintln!("cleanup: {e}");
@@ -249,7 +265,9 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     }
     // Opened before the firewall rules exist, like the queues; read by the control side later.
     let window_update_counters = Arc::new(WindowUpdateCounters::default());
+    #[cfg_attr(not(feature = "ebpf"), allow(unused_mut))]
     let mut window_updates = WindowUpdateSender::open(window_update_counters.clone());
+    #[cfg(feature = "ebpf")]
     if tc.is_some() {
         if let Err(e) = window_updates.mark_link_frames(slipstream_ebpf::OWN_MARK) {
             warn!("cannot mark the daemon's window updates to LAN hosts ({e}): the tc program will report them too");
@@ -314,6 +332,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let kernel_counters = Arc::new(slipstream_metrics::KernelCounters::default());
     let ebpf_in_use = tc.is_some();
     let packet_thread = match tc {
+        #[cfg(feature = "ebpf")]
         Some(tc) => {
             let kernel = kernel_side::KernelSide::new(
                 tc,
@@ -328,6 +347,8 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
                 done_tx,
             )?
         }
+        #[cfg(not(feature = "ebpf"))]
+        Some(never) => match never {},
         None => spawn_packet_thread(packet_loop, done_tx)?,
     };
 

@@ -1,6 +1,9 @@
-//! The command line as a user meets it: `--check-config` on good and bad files.
+//! The command line as a user meets it: `--check-config` on good and bad files, and the one
+//! binary that is the daemon as `slipstreamd` and the CLI as `slipstream`.
 
 use std::process::Command;
+
+mod common;
 
 fn slipstreamd(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_slipstreamd"))
@@ -48,4 +51,39 @@ fn config_is_required() {
     let (code, _, stderr) = slipstreamd(&[]);
     assert_eq!(code, 2);
     assert!(stderr.contains("--config"), "{stderr}");
+}
+
+fn run(program: &std::path::Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(program).args(args).output().expect("run");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn one_binary_is_the_cli_under_the_name_slipstream() {
+    let cli = common::cli_binary();
+    let version = env!("CARGO_PKG_VERSION");
+    let (code, stdout, _) = run(&cli, &["--version"]);
+    assert_eq!(
+        (code, stdout.trim()),
+        (0, format!("slipstream {version}").as_str())
+    );
+    let (code, stdout, _) = run(&cli, &["presets"]);
+    assert_eq!(code, 0);
+    assert!(stdout.contains("steam"), "{stdout}");
+    // The CLI's own errors, not the daemon's: no daemon listens on this socket.
+    let (code, _, stderr) = run(&cli, &["status", "--socket", "/nonexistent/slipstream.sock"]);
+    assert_eq!(code, 1, "{stderr}");
+    assert!(stderr.starts_with("error: "), "{stderr}");
+    // The same file under its own name is the daemon.
+    let (code, stdout, _) = slipstreamd(&["--version"]);
+    assert_eq!(
+        (code, stdout.trim()),
+        (0, format!("slipstreamd {version}").as_str())
+    );
+    let (code, _, stderr) = slipstreamd(&["presets"]);
+    assert_eq!(code, 2, "the daemon takes no subcommand: {stderr}");
 }

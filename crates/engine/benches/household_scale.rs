@@ -18,6 +18,10 @@
 //!
 //! Times are the thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), not wall time: on a shared
 //! machine, wall time also counts the time other processes held the core.
+#![allow(
+    clippy::incompatible_msrv,
+    reason = "benches, like the tests, build with Rust 1.88+; the 1.85 floor is the router build's"
+)]
 #![allow(unsafe_code, reason = "clock_gettime for the thread's CPU time")]
 
 use std::hint::black_box;

@@ -402,15 +402,33 @@ fn level(demand: f64, weight: f64) -> f64 {
     }
     let mut p = demand / weight;
     if p * weight >= demand {
-        while p.next_down() * weight >= demand {
-            p = p.next_down();
+        while next_down(p) * weight >= demand {
+            p = next_down(p);
         }
     } else {
         while p * weight < demand {
-            p = p.next_up();
+            p = next_up(p);
         }
     }
     p
+}
+
+/// The least f64 above `x` (`f64::next_up`, which needs Rust 1.86: this keeps the router build
+/// at Rust 1.85, what OpenWrt 23.05's packages feed has).
+fn next_up(x: f64) -> f64 {
+    if x.is_nan() || x == f64::INFINITY {
+        return x;
+    }
+    if x == 0.0 {
+        return f64::from_bits(1); // the least positive subnormal, from 0.0 and -0.0 alike
+    }
+    let bits = x.to_bits();
+    f64::from_bits(if x > 0.0 { bits + 1 } else { bits - 1 })
+}
+
+/// The greatest f64 below `x` (`f64::next_down`, Rust 1.86).
+fn next_down(x: f64) -> f64 {
+    -next_up(-x)
 }
 
 #[cfg(test)]

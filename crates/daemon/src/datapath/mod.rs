@@ -14,6 +14,11 @@
 //! engine's window updates, commands. Dispatch is static (the loop is generic over the
 //! datapath), as quinn and smoltcp keep their per-packet paths free of virtual calls.
 
+#[cfg(feature = "ebpf")]
+#[allow(
+    clippy::incompatible_msrv,
+    reason = "the eBPF datapath needs Rust 1.87 (aya), the rest 1.85"
+)]
 pub(crate) mod ebpf;
 pub(crate) mod nfqueue;
 pub(crate) mod setup;

@@ -34,9 +34,7 @@ pub(crate) fn enable_timestamps(queues: &mut slipstream_nfqueue::Datapath) {
 /// Loads the tc programs and attaches them to the LAN interfaces when `datapath.engine` asks
 /// for them ("ebpf": a failure stops the start; "auto": falls back to NFQUEUE), and records the
 /// datapath in use in `config`, which the firewall rules follow.
-pub(crate) fn open_kernel_datapath(
-    config: &mut Config,
-) -> anyhow::Result<Option<slipstream_ebpf::TcDatapath>> {
+pub(crate) fn open_kernel_datapath(config: &mut Config) -> anyhow::Result<Option<KernelDatapath>> {
     let wanted = config.datapath.engine;
     if wanted == DatapathEngine::Nfqueue {
         return Ok(None);
@@ -63,6 +61,29 @@ pub(crate) fn open_kernel_datapath(
     }
 }
 
+/// The tc programs, loaded and attached.
+#[cfg(feature = "ebpf")]
+pub(crate) type KernelDatapath = slipstream_ebpf::TcDatapath;
+
+/// A binary built without the cargo feature `ebpf` (an NFQUEUE-only package, built without
+/// clang) has no tc programs: no value of this type exists.
+#[cfg(not(feature = "ebpf"))]
+pub(crate) enum KernelDatapath {}
+
+#[cfg(not(feature = "ebpf"))]
+impl KernelDatapath {
+    fn attached(&self) -> Vec<String> {
+        match *self {}
+    }
+}
+
+/// Why `datapath.engine` "ebpf" cannot start, and what "auto" logs before it uses NFQUEUE.
+#[cfg(not(feature = "ebpf"))]
+fn load_tc(_config: &Config) -> anyhow::Result<KernelDatapath> {
+    anyhow::bail!("this slipstreamd was built without the eBPF datapath (cargo feature \"ebpf\" off)")
+}
+
+#[cfg(feature = "ebpf")]
 fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
     let mut tc = slipstream_ebpf::TcDatapath::load(slipstream_ebpf::TcConfig {
         max_flows: u32::try_from(config.limits.max_flows).unwrap_or(u32::MAX),
@@ -85,6 +106,7 @@ fn load_tc(config: &Config) -> anyhow::Result<slipstream_ebpf::TcDatapath> {
 /// tick. A kernel that refuses it (before 5.19 without CAP_BPF, see `privileges`) would leave the
 /// programs inert while the daemon believed them working: with "auto" the daemon falls back to
 /// NFQUEUE (the firewall rules are not installed yet, so they follow), with "ebpf" it stops.
+#[cfg(feature = "ebpf")]
 pub(crate) fn check_maps_writable(
     config: &mut Config,
     tc: Option<slipstream_ebpf::TcDatapath>,
@@ -112,5 +134,43 @@ pub(crate) fn check_maps_writable(
             "the eBPF datapath's maps cannot be written after dropping privileges ({e}); kernels \
              before 5.19 need CAP_BPF kept (datapath.engine = \"ebpf\")"
         )),
+    }
+}
+
+/// Without the eBPF datapath there are no maps to check.
+#[cfg(not(feature = "ebpf"))]
+pub(crate) fn check_maps_writable(
+    _config: &mut Config,
+    tc: Option<KernelDatapath>,
+    _wanted: DatapathEngine,
+    _queues: &mut slipstream_nfqueue::Datapath,
+) -> anyhow::Result<Option<KernelDatapath>> {
+    Ok(tc)
+}
+
+#[cfg(all(test, not(feature = "ebpf")))]
+mod tests_without_ebpf {
+    use super::*;
+
+    fn config(engine: &str) -> Config {
+        let text = format!(
+            "[datapath]\nhook = \"forward\"\nengine = \"{engine}\"\n\
+             [[rules]]\nname = \"dl\"\nremote_ports = [\"6881\"]\n"
+        );
+        slipstream_config::parse(&text, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn auto_falls_back_to_nfqueue() {
+        let mut c = config("auto");
+        assert!(open_kernel_datapath(&mut c).unwrap().is_none());
+        assert_eq!(c.datapath.engine, DatapathEngine::Nfqueue);
+    }
+
+    #[test]
+    fn ebpf_asked_for_stops_the_start_and_says_why() {
+        let mut c = config("ebpf");
+        let e = format!("{:#}", open_kernel_datapath(&mut c).err().unwrap());
+        assert!(e.contains("built without the eBPF datapath"), "{e}");
     }
 }

@@ -145,25 +145,19 @@ impl Drop for Daemon {
     }
 }
 
-/// The `slipstream` binary beside this test's target directory (built if missing).
+/// The `slipstream` CLI: a symlink named `slipstream` to the `slipstreamd` under test, which runs
+/// the CLI when started under that name (one binary, as the package installs it).
 pub(crate) fn cli_binary() -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let mut dir = exe.parent().unwrap().to_path_buf();
-    if dir.file_name().is_some_and(|n| n == "deps") {
-        dir.pop();
-    }
-    let bin = dir.join("slipstream");
-    if !bin.exists() {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut c = Command::new(cargo);
-        c.args(["build", "-p", "slipstream-cli", "--bin", "slipstream"]);
-        if dir.file_name().is_some_and(|n| n == "release") {
-            c.arg("--release");
-        }
-        let status = c.status().expect("cargo build -p slipstream-cli");
-        assert!(status.success() && bin.exists(), "building {}", bin.display());
-    }
-    bin
+    let daemon = Path::new(env!("CARGO_BIN_EXE_slipstreamd"));
+    let dir = daemon.parent().unwrap().join("multicall");
+    let link = dir.join("slipstream");
+    std::fs::create_dir_all(&dir).unwrap();
+    // Replaced each time: a link of another name or target left behind must not be used.
+    let tmp = dir.join(format!("slipstream.{}", std::process::id()));
+    let _ = std::fs::remove_file(&tmp);
+    std::os::unix::fs::symlink(daemon, &tmp).unwrap();
+    std::fs::rename(&tmp, &link).unwrap();
+    link
 }
 
 /// Polls `pred` every 100 ms for up to 15 s; on timeout panics with `what` and the daemon's log.

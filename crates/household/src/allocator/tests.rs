@@ -497,3 +497,31 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn next_up_and_down_match_std() {
+    let values = [
+        0.0,
+        -0.0,
+        1.0,
+        -1.0,
+        0.1,
+        1e-310, // subnormal
+        -1e-310,
+        f64::MIN_POSITIVE,
+        f64::MAX,
+        f64::MIN,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        12_345.678,
+    ];
+    for x in values {
+        assert_eq!(next_up(x).to_bits(), x.next_up().to_bits(), "next_up({x:e})");
+        assert_eq!(
+            next_down(x).to_bits(),
+            x.next_down().to_bits(),
+            "next_down({x:e})"
+        );
+    }
+    assert!(next_up(f64::NAN).is_nan() && next_down(f64::NAN).is_nan());
+}

@@ -7,7 +7,11 @@
 //! ```
 //!
 //! Exit status: 0 on success, 1 if the daemon cannot be reached or answers with an error.
+//!
+//! A library, not a binary of its own: `slipstreamd` runs [`run`] when it is started under the
+//! name `slipstream` (the package installs one file and a symlink; `crates/daemon/src/multicall.rs`).
 
+use std::ffi::OsString;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -52,8 +56,10 @@ enum Command {
     },
 }
 
-fn main() -> ExitCode {
-    let cli = Cli::parse();
+/// Runs the CLI with `args` (the first is the program name, as in `std::env::args_os`) and
+/// returns its exit status.
+pub fn run(args: impl IntoIterator<Item = OsString>) -> ExitCode {
+    let cli = Cli::parse_from(args);
     let (request, watch) = match cli.command {
         Command::Status => (Request::Status, None),
         Command::Flows { watch } => (Request::Flows, watch),
