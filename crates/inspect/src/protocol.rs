@@ -152,6 +152,11 @@ pub struct LinkStatus {
     pub held_flows: usize,
     /// Delivery rate of the link's household flows over the last round, bits per second.
     pub goodput_bps: f64,
+    /// Best effort's rate on the link over the last round: what the WAN counters saw beyond the
+    /// background's packets (`null` when the router cannot count it, and from daemons that
+    /// predate it).
+    #[serde(default)]
+    pub best_effort_bps: Option<f64>,
     /// Coordinated slowdowns so far.
     pub slowdowns: u64,
     /// Window updates the daemon sent for held flows.
