@@ -91,6 +91,10 @@ pub struct Status {
     pub rules: Vec<RuleStatus>,
     /// The firewall rules and the watchdog's view of them.
     pub firewall: FirewallStatus,
+    /// The datapath in use: `nfqueue`, or `ebpf` (the tc program; NFQUEUE still takes the
+    /// handshakes). Empty from daemons that predate it.
+    #[serde(default)]
+    pub datapath: String,
     /// NFQUEUE number of handshakes and ACKs.
     pub ack_queue: u16,
     /// NFQUEUE number of data packets.

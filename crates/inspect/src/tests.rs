@@ -135,6 +135,7 @@ fn status() -> Status {
             reapplied: 1,
             last_error: None,
         },
+        datapath: "nfqueue".into(),
         ack_queue: 8470,
         data_queue: 8471,
         packets: 1000,

@@ -202,7 +202,10 @@ impl HistoryRecorder {
             None => {
                 let quiet = w.quiet_since.is_some_and(|q| t.saturating_sub(q) >= QUIET_MS);
                 if quiet && share > ARRIVED_SHARE && before > 0.0 {
-                    found = Some(event("best_effort_arrived", None));
+                    found = Some(YieldEvent {
+                        background_bps: before,
+                        ..event("best_effort_arrived", None)
+                    });
                     w.arrival = Some((t, before));
                 }
             }

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-use super::{HostList, HostRates};
+use super::{HostList, HostRates, Prefix};
 use crate::{lan_and_remote, FlowInfo};
 
 /// Hosts listed at most (busiest first).
@@ -12,17 +12,18 @@ pub const MAX_HOSTS: usize = 64;
 
 /// The hosts of `flows` and of `best_effort` (each LAN host's rate of its traffic through the
 /// router outside the background flows, from [`ConntrackRates`](super::ConntrackRates); `None`
-/// when not counted), named from `names` (address -> lease name).
+/// when not counted), named from `names` (address -> lease name). A flow's LAN host is its end
+/// in a `lan` prefix when exactly one end is, else the LAN end `slipstream flows` shows.
 pub fn host_list(
     flows: &[FlowInfo],
     names: &BTreeMap<IpAddr, String>,
+    lan: &[Prefix],
     best_effort: Option<&BTreeMap<IpAddr, f64>>,
     note: Option<String>,
 ) -> HostList {
     let mut hosts: BTreeMap<IpAddr, HostRates> = BTreeMap::new();
     for flow in flows {
-        let (lan, _, _) = lan_and_remote(flow);
-        let Some(addr) = address_of(&lan) else { continue };
+        let Some(addr) = lan_host(flow, lan) else { continue };
         let h = host(&mut hosts, names, addr);
         h.background_bps += flow.goodput_bps;
         h.background_flows += 1;
@@ -61,6 +62,16 @@ fn host<'a>(
         name: names.get(&addr).cloned(),
         ..HostRates::default()
     })
+}
+
+fn lan_host(flow: &FlowInfo, lan: &[Prefix]) -> Option<IpAddr> {
+    let in_lan = |ip: &Option<IpAddr>| ip.is_some_and(|ip| lan.iter().any(|p| p.contains(ip)));
+    let [a, b] = flow.endpoints.each_ref().map(|e| address_of(e));
+    match (in_lan(&a), in_lan(&b)) {
+        (true, false) => a,
+        (false, true) => b,
+        _ => address_of(&lan_and_remote(flow).0),
+    }
 }
 
 /// The address of an `addr:port` endpoint (`[v6]:port` too).

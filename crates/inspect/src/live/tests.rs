@@ -67,6 +67,10 @@ fn a_yield_is_an_arrival_then_a_step_back() {
     assert_eq!(y.len(), 2, "{y:?}");
     assert_eq!(y[0].kind, "best_effort_arrived");
     assert_eq!(y[0].t_unix_ms, 100_005 * 1000);
+    assert_eq!(
+        y[0].background_bps, 9.5e6,
+        "the background's rate before the arrival"
+    );
     assert_eq!(y[1].kind, "background_stepped_back");
     assert_eq!(y[1].after_ms, Some(2000));
     assert_eq!(y[1].background_bps, 3e6);
@@ -169,7 +173,7 @@ fn hosts_sum_their_flows_and_take_names_and_best_effort() {
     ];
     let ip = |s: &str| s.parse::<IpAddr>().unwrap();
     let names = BTreeMap::from([(ip("10.77.3.2"), "deck".to_owned())]);
-    let without = host_list(&flows, &names, None, Some("no accounting".into()));
+    let without = host_list(&flows, &names, &[], None, Some("no accounting".into()));
     assert!(!without.best_effort_counted);
     assert_eq!(without.hosts.len(), 2);
     let h = &without.hosts[0];
@@ -186,13 +190,27 @@ fn hosts_sum_their_flows_and_take_names_and_best_effort() {
     assert_eq!(h.best_effort_bps, None);
     assert_eq!(without.hosts[1].address, "fd77:3::2");
     let best_effort = BTreeMap::from([(ip("10.77.3.9"), 8e6), (ip("10.77.3.2"), 0.0)]);
-    let with = host_list(&flows, &names, Some(&best_effort), None);
+    let with = host_list(&flows, &names, &[], Some(&best_effort), None);
     assert!(with.best_effort_counted);
     let addrs: Vec<_> = with.hosts.iter().map(|h| h.address.as_str()).collect();
     assert_eq!(addrs, ["10.77.3.9", "10.77.3.2", "fd77:3::2"]);
     assert_eq!(with.hosts[0].best_effort_bps, Some(8e6));
     assert_eq!(with.hosts[1].best_effort_bps, Some(0.0));
     assert_eq!(with.hosts[2].best_effort_bps, Some(0.0));
+    // A flow whose bulk direction is not known yet, both ends private: the LAN prefixes tell
+    // which end is the LAN host.
+    let unknown = FlowInfo {
+        endpoints: ["10.77.1.2:6881".into(), "10.77.3.2:40006".into()],
+        ..FlowInfo::default()
+    };
+    let lan = lan_prefixes(ROUTE, "", &["lan0".to_owned()]);
+    let by_prefix = host_list(&[unknown.clone()], &names, &lan, None, None);
+    assert_eq!(by_prefix.hosts[0].address, "10.77.3.2");
+    let guessed = host_list(&[unknown], &names, &[], None, None);
+    assert_eq!(
+        guessed.hosts[0].address, "10.77.1.2",
+        "without prefixes: as `slipstream flows`"
+    );
 }
 
 const CONNTRACK: &str = "\
