@@ -10,6 +10,7 @@ Usage: check_page.py BASE_URL LAN_ADDRESS LEASE_NAME RULE OUT_DIR
 import json
 import sys
 import time
+import urllib.error
 import urllib.request
 
 from selenium import webdriver
@@ -196,6 +197,16 @@ def main():
 
         layout(driver, 1280)
         layout(driver, 375)
+
+        # Read-only: anything but GET and HEAD is refused.
+        codes = []
+        for method in ("POST", "PUT", "DELETE"):
+            try:
+                urllib.request.urlopen(urllib.request.Request(BASE + "/api/status", data=b"x", method=method), timeout=5)
+                codes.append(200)
+            except urllib.error.HTTPError as e:
+                codes.append(e.code)
+        check("read-only", codes == [405, 405, 405], f"POST, PUT, DELETE /api/status: {codes}")
 
         logs = driver.get_log("browser")
         errors = [e for e in logs if e.get("level") == "SEVERE"]

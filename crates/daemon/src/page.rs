@@ -164,7 +164,7 @@ fn local_midnight(unix: u64) -> u64 {
     let offset = if unsafe { libc::localtime_r(&t, &mut tm) }.is_null() {
         0
     } else {
-        tm.tm_gmtoff as i64
+        i64::from(tm.tm_gmtoff)
     };
     let local = unix as i64 + offset;
     (local - local.rem_euclid(86_400) - offset).max(0) as u64
