@@ -15,7 +15,7 @@
 use std::collections::{BTreeMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use slipstream_inspect::live::{
     host_list, lan_prefixes, parse_conntrack, ConntrackRates, History, HistoryInput, HistoryRecorder,
@@ -26,6 +26,7 @@ use slipstream_metrics::household_links;
 use slipstream_names::leases;
 
 use crate::control_socket::{link_status, unix_now_ms, Control};
+use crate::wan_counters::WanCounters;
 
 /// The kernel's connection table of the daemon's network namespace.
 const CONNTRACK_PATH: &str = "/proc/net/nf_conntrack";
@@ -35,6 +36,29 @@ pub(crate) struct Page {
     control: Arc<Control>,
     history: Mutex<HistoryRecorder>,
     conntrack: Mutex<ConntrackRates>,
+    wan: Mutex<WanRates>,
+}
+
+/// The WAN interfaces' own byte counters, read once a sample: the link's rate also while no
+/// background flow runs (household rounds, which measure best effort, run only while one does).
+struct WanRates {
+    counters: WanCounters,
+    last: Option<(Instant, u64, u64)>,
+}
+
+impl WanRates {
+    /// Download and upload rates since the previous call, bits per second.
+    fn rates(&mut self) -> Option<(f64, f64)> {
+        let now = Instant::now();
+        let (down, up) = self.counters.read(now)?;
+        let previous = self.last.replace((now, down.bytes, up.bytes));
+        let (at, down0, up0) = previous?;
+        let secs = now.duration_since(at).as_secs_f64();
+        (secs > 0.0).then(|| {
+            let rate = |a: u64, b: u64| a.saturating_sub(b) as f64 * 8.0 / secs;
+            (rate(down.bytes, down0), rate(up.bytes, up0))
+        })
+    }
 }
 
 impl Page {
@@ -43,6 +67,10 @@ impl Page {
             control,
             history: Mutex::new(HistoryRecorder::default()),
             conntrack: Mutex::new(ConntrackRates::default()),
+            wan: Mutex::new(WanRates {
+                counters: WanCounters::new(),
+                last: None,
+            }),
         }
     }
 
@@ -60,18 +88,29 @@ impl Page {
     fn sample(&self) {
         let snapshot = self.control.published.latest();
         let now_ms = unix_now_ms();
+        let wan = lock(&self.wan).rates();
         let links = household_links(&snapshot)
             .map(link_status)
-            .map(|l| LinkSample {
-                link_bps: l.best_effort_bps.map(|b| b + l.goodput_bps),
-                link: l.link,
-                phase: l.phase,
-                background_bps: l.goodput_bps,
-                best_effort_bps: l.best_effort_bps,
-                budget_bytes: l.budget_bytes,
-                queue_delay_ms: l.queue_delay_ms,
-                flows: l.flows,
-                held_flows: l.held_flows,
+            .map(|l| {
+                let wan_bps = wan.map(|(down, up)| if l.link == "upload" { up } else { down });
+                // While household rounds run they measure best effort; between them (no
+                // background flow) all that crosses the WAN is best effort.
+                let best_effort_bps = match (l.best_effort_bps, wan_bps) {
+                    (Some(b), _) if l.flows > 0 => Some(b),
+                    (_, Some(w)) => Some((w - l.goodput_bps).max(0.0)),
+                    (b, None) => b,
+                };
+                LinkSample {
+                    link_bps: best_effort_bps.map(|b| b + l.goodput_bps),
+                    link: l.link,
+                    phase: l.phase,
+                    background_bps: l.goodput_bps,
+                    best_effort_bps,
+                    budget_bytes: l.budget_bytes,
+                    queue_delay_ms: l.queue_delay_ms,
+                    flows: l.flows,
+                    held_flows: l.held_flows,
+                }
             })
             .collect();
         let rules = snapshot
