@@ -169,6 +169,13 @@ impl HistoryRecorder {
 
     fn watch_link(&mut self, t: u64, link: &LinkSample) {
         let before = self.background_before(&link.link, t);
+        // The background still ran in the previous sample (a download that just ended is not
+        // one that yields).
+        let still_running = self
+            .samples
+            .back()
+            .and_then(|s| s.links.iter().find(|l| l.link == link.link))
+            .is_some_and(|l| l.flows > 0 && l.background_bps >= STEPPED_BACK_FRACTION * before);
         let i = match self.links.iter().position(|w| w.link == link.link) {
             Some(i) => i,
             None => {
@@ -194,6 +201,8 @@ impl HistoryRecorder {
         let mut found = None;
         match w.arrival {
             Some((at, _)) if t.saturating_sub(at) > STEP_BACK_WITHIN_MS => w.arrival = None,
+            // Its flows gone, the background did not step back: it ended.
+            Some(_) if link.flows == 0 => w.arrival = None,
             Some((at, before)) if link.background_bps <= STEPPED_BACK_FRACTION * before => {
                 found = Some(event("background_stepped_back", Some(t.saturating_sub(at))));
                 w.arrival = None;
@@ -201,7 +210,7 @@ impl HistoryRecorder {
             Some(_) => {}
             None => {
                 let quiet = w.quiet_since.is_some_and(|q| t.saturating_sub(q) >= QUIET_MS);
-                if quiet && share > ARRIVED_SHARE && before > 0.0 {
+                if quiet && share > ARRIVED_SHARE && before > 0.0 && still_running && link.flows > 0 {
                     found = Some(YieldEvent {
                         background_bps: before,
                         ..event("best_effort_arrived", None)

@@ -109,6 +109,42 @@ fn no_yield_without_background_or_when_it_does_not_step_back() {
 }
 
 #[test]
+fn a_background_that_ended_did_not_yield() {
+    let mut h = HistoryRecorder::default();
+    let mut t = 100_000;
+    for _ in 0..5 {
+        h.record(input(t, vec![link(9e6, 0.1e6)], 0));
+        t += 1;
+    }
+    // The download ends (its flows linger in the table a moment), then best effort starts.
+    let ended = |best_effort: f64, flows: usize| LinkSample {
+        flows,
+        ..link(0.0, best_effort)
+    };
+    h.record(input(t, vec![ended(0.0, 1)], 0));
+    t += 1;
+    h.record(input(t, vec![ended(5e6, 1)], 0));
+    t += 1;
+    h.record(input(t, vec![ended(9e6, 0)], 0));
+    assert!(h.view(None, 0).yields.is_empty(), "{:?}", h.view(None, 0).yields);
+    // Best effort arrives while the background runs, and the download ends before stepping
+    // back: the arrival alone.
+    let mut h = HistoryRecorder::default();
+    for _ in 0..5 {
+        h.record(input(t, vec![link(9e6, 0.1e6)], 0));
+        t += 1;
+    }
+    h.record(input(t, vec![link(8e6, 2e6)], 0));
+    t += 1;
+    h.record(input(t, vec![ended(9e6, 0)], 0));
+    let y = h.view(None, 0).yields;
+    assert_eq!(
+        y.iter().map(|y| y.kind.as_str()).collect::<Vec<_>>(),
+        ["best_effort_arrived"]
+    );
+}
+
+#[test]
 fn yields_are_bounded() {
     let mut h = HistoryRecorder::default();
     let mut t = 100_000;

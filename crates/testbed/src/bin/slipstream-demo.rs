@@ -80,7 +80,10 @@ fn run(args: Args) -> Result<()> {
     println!("testbed up, ping RTT {:.1} ms", tb.check_rtt()?);
     // Conntrack counts bytes, as on OpenWrt (Debian's default is off): the live page's best
     // effort per LAN host.
-    tb.run_in(Ns::Router, &["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"])?;
+    tb.run_in(
+        Ns::Router,
+        &["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"],
+    )?;
     let log = std::env::temp_dir().join(format!("slipstreamd-demo-{}.log", std::process::id()));
     let daemon = Daemon::start(
         &tb,
