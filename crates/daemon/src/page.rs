@@ -195,6 +195,10 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// Local midnight before `unix` (the daemon's time zone, `TZ`), in seconds since the epoch.
+#[allow(
+    clippy::useless_conversion,
+    reason = "tm_gmtoff is a c_long: i64 here, i32 on 32-bit routers"
+)]
 fn local_midnight(unix: u64) -> u64 {
     let t = libc::time_t::try_from(unix).unwrap_or(0);
     // SAFETY: tm is plain data; zero is a valid value for every field.

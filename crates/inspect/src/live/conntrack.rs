@@ -168,9 +168,8 @@ impl ConntrackRates {
         let previous = std::mem::take(&mut self.previous);
         let mut bytes_by_host: BTreeMap<IpAddr, u64> = BTreeMap::new();
         for entry in entries {
-            let Some(bytes) = entry.bytes else {
-                return None;
-            };
+            // Without accounting, no rates at all.
+            let bytes = entry.bytes?;
             if self.previous.len() >= MAX_ENTRIES {
                 break;
             }

@@ -240,7 +240,7 @@ fn hosts_sum_their_flows_and_take_names_and_best_effort() {
         ..FlowInfo::default()
     };
     let lan = lan_prefixes(ROUTE, "", &["lan0".to_owned()]);
-    let by_prefix = host_list(&[unknown.clone()], &names, &lan, None, None);
+    let by_prefix = host_list(std::slice::from_ref(&unknown), &names, &lan, None, None);
     assert_eq!(by_prefix.hosts[0].address, "10.77.3.2");
     let guessed = host_list(&[unknown], &names, &[], None, None);
     assert_eq!(
