@@ -132,7 +132,7 @@ fn run(args: Args) -> Result<()> {
         Ok(url) => println!(
             "\nThe live page showed all this as it happened at {url}: the two downloads, the household \
              budget and the background stepping back when best effort arrived (a screenshot: \
-             docs/img/live-page-1280.png). To look at it after the downloads too: scripts/demo.sh --linger 300"
+             docs/img/live-page-demo.png). To look at it after the downloads too: scripts/demo.sh --linger 300"
         ),
         Err(_) => println!("\nThe daemon's live page (docs/live-page.md) was not reachable from this machine."),
     }
