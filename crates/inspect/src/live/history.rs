@@ -21,6 +21,9 @@ const QUIET_MS: u64 = 3000;
 /// arrival (mean of the samples of the `QUIET_MS` before), within `STEP_BACK_WITHIN_MS`.
 const STEPPED_BACK_FRACTION: f64 = 0.5;
 const STEP_BACK_WITHIN_MS: u64 = 30_000;
+/// A background below this fraction of its rate before, in the sample before best effort
+/// arrived, had ended rather than yielded.
+const ENDED_FRACTION: f64 = 0.25;
 /// Rules followed at most (a config has far fewer; removed rules go).
 const MAX_RULES: usize = 256;
 
@@ -175,7 +178,7 @@ impl HistoryRecorder {
             .samples
             .back()
             .and_then(|s| s.links.iter().find(|l| l.link == link.link))
-            .is_some_and(|l| l.flows > 0 && l.background_bps >= STEPPED_BACK_FRACTION * before);
+            .is_some_and(|l| l.flows > 0 && l.background_bps >= ENDED_FRACTION * before);
         let i = match self.links.iter().position(|w| w.link == link.link) {
             Some(i) => i,
             None => {
@@ -219,9 +222,11 @@ impl HistoryRecorder {
                 }
             }
         }
+        // Hysteresis: best effort ramping up passes through the shares between the two
+        // thresholds without ending the quiet that came before it.
         if share < QUIET_SHARE {
             w.quiet_since.get_or_insert(t);
-        } else {
+        } else if share > ARRIVED_SHARE {
             w.quiet_since = None;
         }
         if let Some(e) = found {

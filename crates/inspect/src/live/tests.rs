@@ -109,6 +109,24 @@ fn no_yield_without_background_or_when_it_does_not_step_back() {
 }
 
 #[test]
+fn best_effort_ramping_up_through_the_thresholds_still_arrives() {
+    let mut h = HistoryRecorder::default();
+    let mut t = 100_000;
+    for _ in 0..5 {
+        h.record(input(t, vec![link(9e6, 0.1e6)], 0));
+        t += 1;
+    }
+    // 7% of the link: between the quiet and the arrival shares.
+    h.record(input(t, vec![link(8.4e6, 0.63e6)], 0));
+    t += 1;
+    h.record(input(t, vec![link(6e6, 3.5e6)], 0));
+    t += 1;
+    h.record(input(t, vec![link(2e6, 7.5e6)], 0));
+    let kinds: Vec<String> = h.view(None, 0).yields.into_iter().map(|y| y.kind).collect();
+    assert_eq!(kinds, ["best_effort_arrived", "background_stepped_back"]);
+}
+
+#[test]
 fn a_background_that_ended_did_not_yield() {
     let mut h = HistoryRecorder::default();
     let mut t = 100_000;
