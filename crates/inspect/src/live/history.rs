@@ -178,7 +178,7 @@ impl HistoryRecorder {
             .samples
             .back()
             .and_then(|s| s.links.iter().find(|l| l.link == link.link))
-            .is_some_and(|l| l.flows > 0 && l.background_bps >= ENDED_FRACTION * before);
+            .is_some_and(|l| l.background_bps >= ENDED_FRACTION * before);
         let i = match self.links.iter().position(|w| w.link == link.link) {
             Some(i) => i,
             None => {
@@ -213,7 +213,7 @@ impl HistoryRecorder {
             Some(_) => {}
             None => {
                 let quiet = w.quiet_since.is_some_and(|q| t.saturating_sub(q) >= QUIET_MS);
-                if quiet && share > ARRIVED_SHARE && before > 0.0 && still_running && link.flows > 0 {
+                if quiet && share > ARRIVED_SHARE && before > 0.0 && still_running {
                     found = Some(YieldEvent {
                         background_bps: before,
                         ..event("best_effort_arrived", None)

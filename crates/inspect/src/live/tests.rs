@@ -357,3 +357,24 @@ fn best_effort_per_host_from_two_reads() {
     );
     assert_eq!(rates.update(&plain, 22_000, &lan, &background), None);
 }
+
+#[test]
+fn a_yield_within_one_sample() {
+    let mut h = HistoryRecorder::default();
+    let mut t = 100_000;
+    let start = LinkSample {
+        flows: 0,
+        ..link(0.0, 3e6)
+    };
+    h.record(input(t, vec![start], 0));
+    t += 1;
+    for bg in [2e6, 6e6, 8e6, 9e6, 9e6, 9.2e6] {
+        h.record(input(t, vec![link(bg, 0.0)], 0));
+        t += 1;
+    }
+    h.record(input(t, vec![link(0.2e6, 9.8e6)], 0));
+    t += 1;
+    h.record(input(t, vec![link(0.1e6, 9.9e6)], 0));
+    let kinds: Vec<String> = h.view(None, 0).yields.into_iter().map(|y| y.kind).collect();
+    assert_eq!(kinds, ["best_effort_arrived", "background_stepped_back"]);
+}
