@@ -204,8 +204,6 @@ impl HistoryRecorder {
         let mut found = None;
         match w.arrival {
             Some((at, _)) if t.saturating_sub(at) > STEP_BACK_WITHIN_MS => w.arrival = None,
-            // Its flows gone, the background did not step back: it ended.
-            Some(_) if link.flows == 0 => w.arrival = None,
             Some((at, before)) if link.background_bps <= STEPPED_BACK_FRACTION * before => {
                 found = Some(event("background_stepped_back", Some(t.saturating_sub(at))));
                 w.arrival = None;
