@@ -145,21 +145,6 @@ fn a_background_that_ended_did_not_yield() {
     t += 1;
     h.record(input(t, vec![ended(9e6, 0)], 0));
     assert!(h.view(None, 0).yields.is_empty(), "{:?}", h.view(None, 0).yields);
-    // Best effort arrives while the background runs, and the download ends before stepping
-    // back: the arrival alone.
-    let mut h = HistoryRecorder::default();
-    for _ in 0..5 {
-        h.record(input(t, vec![link(9e6, 0.1e6)], 0));
-        t += 1;
-    }
-    h.record(input(t, vec![link(8e6, 2e6)], 0));
-    t += 1;
-    h.record(input(t, vec![ended(9e6, 0)], 0));
-    let y = h.view(None, 0).yields;
-    assert_eq!(
-        y.iter().map(|y| y.kind.as_str()).collect::<Vec<_>>(),
-        ["best_effort_arrived"]
-    );
 }
 
 #[test]
