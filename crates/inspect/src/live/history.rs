@@ -21,9 +21,6 @@ const QUIET_MS: u64 = 3000;
 /// arrival (mean of the samples of the `QUIET_MS` before), within `STEP_BACK_WITHIN_MS`.
 const STEPPED_BACK_FRACTION: f64 = 0.5;
 const STEP_BACK_WITHIN_MS: u64 = 30_000;
-/// A background below this fraction of its rate before, in the sample before best effort
-/// arrived, had ended rather than yielded.
-const ENDED_FRACTION: f64 = 0.25;
 /// Rules followed at most (a config has far fewer; removed rules go).
 const MAX_RULES: usize = 256;
 
@@ -172,13 +169,6 @@ impl HistoryRecorder {
 
     fn watch_link(&mut self, t: u64, link: &LinkSample) {
         let before = self.background_before(&link.link, t);
-        // The background still ran in the previous sample (a download that just ended is not
-        // one that yields).
-        let still_running = self
-            .samples
-            .back()
-            .and_then(|s| s.links.iter().find(|l| l.link == link.link))
-            .is_some_and(|l| l.background_bps >= ENDED_FRACTION * before);
         let i = match self.links.iter().position(|w| w.link == link.link) {
             Some(i) => i,
             None => {
@@ -211,7 +201,7 @@ impl HistoryRecorder {
             Some(_) => {}
             None => {
                 let quiet = w.quiet_since.is_some_and(|q| t.saturating_sub(q) >= QUIET_MS);
-                if quiet && share > ARRIVED_SHARE && before > 0.0 && still_running {
+                if quiet && share > ARRIVED_SHARE && before > 0.0 {
                     found = Some(YieldEvent {
                         background_bps: before,
                         ..event("best_effort_arrived", None)

@@ -127,27 +127,6 @@ fn best_effort_ramping_up_through_the_thresholds_still_arrives() {
 }
 
 #[test]
-fn a_background_that_ended_did_not_yield() {
-    let mut h = HistoryRecorder::default();
-    let mut t = 100_000;
-    for _ in 0..5 {
-        h.record(input(t, vec![link(9e6, 0.1e6)], 0));
-        t += 1;
-    }
-    // The download ends (its flows linger in the table a moment), then best effort starts.
-    let ended = |best_effort: f64, flows: usize| LinkSample {
-        flows,
-        ..link(0.0, best_effort)
-    };
-    h.record(input(t, vec![ended(0.0, 1)], 0));
-    t += 1;
-    h.record(input(t, vec![ended(5e6, 1)], 0));
-    t += 1;
-    h.record(input(t, vec![ended(9e6, 0)], 0));
-    assert!(h.view(None, 0).yields.is_empty(), "{:?}", h.view(None, 0).yields);
-}
-
-#[test]
 fn yields_are_bounded() {
     let mut h = HistoryRecorder::default();
     let mut t = 100_000;
