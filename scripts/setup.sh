@@ -23,6 +23,11 @@ for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done
+# The live page's browser test (tests/page.rs): Debian's chromium and its WebDriver, driven by
+# Debian's python3 with python3-selenium (not a pyenv or venv python: /usr/bin/python3).
+have chromium || need_pkgs+=(chromium)
+have chromedriver || need_pkgs+=(chromium-driver)
+/usr/bin/python3 -c 'import selenium' >/dev/null 2>&1 || need_pkgs+=(python3-selenium)
 # The tc eBPF program (crates/ebpf) includes libbpf's bpf_helpers.h.
 [ -f /usr/include/bpf/bpf_helpers.h ] || need_pkgs+=(libbpf-dev)
 # MIPS uapi headers (headers_install for ARCH=mips, what OpenWrt's bpf-headers stages): the

@@ -70,6 +70,12 @@ bounded 1500 scripts/fuzz.sh short
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
 bounded 900 cargo test -p slipstream --test dashboard -- --include-ignored --nocapture --test-threads=1
+# The live page in a real browser (Debian's chromium and chromium-driver, through python3-selenium):
+# what it shows against the daemon's JSON and /metrics under a background and a best-effort
+# download (the yield, engine, flow count, LAN host's name and rates, rule's bytes today, link
+# budget), an update, no console errors, no overflow at 375 and 1280 px. About 40 s; the CPU
+# measurement page_cpu_cost is skipped.
+bounded 300 cargo test -p slipstream --test page -- --include-ignored --nocapture --test-threads=1 --skip page_cpu_cost
 # The OpenWrt package: its init script against stand-ins for procd (under dash and under
 # busybox ash, OpenWrt's shell), its Makefile against stand-ins for the SDK.
 sh openwrt/tests/init_script.sh

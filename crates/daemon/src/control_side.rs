@@ -103,6 +103,8 @@ impl Daemon {
         self.control.update(|s| {
             s.matched_by = by;
             s.name_sets = sets;
+            s.dhcp_leases = effective.names.dhcp_leases.clone();
+            s.lan_interfaces = effective.datapath.lan_interfaces.clone();
         });
         self.leases = names::LeaseWatch::new(&effective.names.dhcp_leases);
         self.running = effective;

@@ -57,6 +57,8 @@ pub(crate) struct ControlState {
     pub firewall_installed: bool,
     pub firewall_last_check_unix: Option<u64>,
     pub firewall_last_error: Option<String>,
+    /// `nfqueue` or `ebpf`: the datapath the daemon runs (`status`).
+    pub datapath: String,
     pub ack_queue: u16,
     pub data_queue: u16,
     /// How each rule classes by name (`preset steam`), by rule name; shown by `flows`.
@@ -64,6 +66,10 @@ pub(crate) struct ControlState {
     /// The address sets of rules by name and the backend holding them; `status` counts entries.
     pub name_sets: Vec<slipstream_firewall::KernelSet>,
     pub name_sets_backend: Option<slipstream_firewall::Backend>,
+    /// The DHCP lease files (`names.dhcp_leases`): the live page names LAN hosts from them.
+    pub dhcp_leases: Vec<std::path::PathBuf>,
+    /// The LAN interfaces (`datapath.lan_interfaces`): the live page's LAN prefixes.
+    pub lan_interfaces: Vec<String>,
 }
 
 /// Everything a connection handler needs.
@@ -82,7 +88,7 @@ impl Control {
         f(&mut self.state.lock().unwrap_or_else(PoisonError::into_inner));
     }
 
-    fn state(&self) -> ControlState {
+    pub(crate) fn state(&self) -> ControlState {
         self.state.lock().unwrap_or_else(PoisonError::into_inner).clone()
     }
 
@@ -106,32 +112,41 @@ impl Control {
 
     async fn respond(&self, request: Request) -> Response {
         match request {
-            Request::Status => {
-                let view = match self.ask(0).await {
-                    Some(view) => view,
-                    None => {
-                        let snapshot = (*self.published.latest()).clone();
-                        PacketView {
-                            configured_rules: snapshot.rules.len(),
-                            snapshot,
-                            keys: Vec::new(),
-                        }
-                    }
-                };
-                Response::Status(Box::new(self.status(&view)))
-            }
-            Request::Flows => match self.ask(usize::MAX).await {
-                Some(view) => {
-                    let mut list = flow_list(&view);
-                    let by = self.state().matched_by;
-                    for f in &mut list.flows {
-                        f.matched_by = by.get(&f.rule).cloned().unwrap_or_default();
-                    }
-                    Response::Flows(list)
-                }
+            Request::Status => Response::Status(Box::new(self.status_now().await)),
+            Request::Flows => match self.flows_now(usize::MAX).await {
+                Some(list) => Response::Flows(list),
                 None => Response::Error("the packet thread does not answer (stopped?)".into()),
             },
         }
+    }
+
+    /// `status`, as the control socket and `GET /api/status` answer it: from a fresh snapshot,
+    /// or the metrics snapshot if the packet thread does not answer.
+    pub(crate) async fn status_now(&self) -> Status {
+        let view = match self.ask(0).await {
+            Some(view) => view,
+            None => {
+                let snapshot = (*self.published.latest()).clone();
+                PacketView {
+                    configured_rules: snapshot.rules.len(),
+                    snapshot,
+                    keys: Vec::new(),
+                }
+            }
+        };
+        self.status(&view)
+    }
+
+    /// `flows` with the `top` busiest flows (`usize::MAX`: all), as the control socket and
+    /// `GET /api/flows` answer it; `None` if the packet thread does not answer.
+    pub(crate) async fn flows_now(&self, top: usize) -> Option<FlowList> {
+        let view = self.ask(top).await?;
+        let mut list = flow_list(&view);
+        let by = self.state().matched_by;
+        for f in &mut list.flows {
+            f.matched_by = by.get(&f.rule).cloned().unwrap_or_default();
+        }
+        Some(list)
     }
 
     fn status(&self, view: &PacketView) -> Status {
@@ -168,6 +183,7 @@ impl Control {
                 reapplied: self.counters.firewall_reapplied_count(),
                 last_error: state.firewall_last_error,
             },
+            datapath: state.datapath,
             ack_queue: state.ack_queue,
             data_queue: state.data_queue,
             packets: s.counters.packets,
@@ -183,7 +199,7 @@ impl Control {
     }
 }
 
-fn link_status(l: &LinkSnapshot) -> LinkStatus {
+pub(crate) fn link_status(l: &LinkSnapshot) -> LinkStatus {
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1000.0;
     LinkStatus {
         link: l.direction.as_str().to_owned(),
@@ -196,6 +212,7 @@ fn link_status(l: &LinkSnapshot) -> LinkStatus {
         flows: l.flows,
         held_flows: l.held_flows,
         goodput_bps: l.goodput_bits_per_second,
+        best_effort_bps: l.best_effort_bits_per_second,
         slowdowns: l.slowdowns,
         window_updates: l.window_updates,
     }

@@ -35,6 +35,7 @@ mod metrics_server;
 mod multicall;
 mod names;
 mod packet_loop;
+mod page;
 mod privileges;
 mod reload;
 mod scale_lookups;
@@ -331,6 +332,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     };
     let kernel_counters = Arc::new(slipstream_metrics::KernelCounters::default());
     let ebpf_in_use = tc.is_some();
+    let datapath_name = if ebpf_in_use { "ebpf" } else { "nfqueue" };
     let packet_thread = match tc {
         #[cfg(feature = "ebpf")]
         Some(tc) => {
@@ -377,11 +379,14 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
             firewall_backend: backend.to_string(),
             firewall_installed: true,
             firewall_last_check_unix: Some(unix_now()),
+            datapath: datapath_name.to_owned(),
             ack_queue: config.datapath.ack_queue,
             data_queue: config.datapath.data_queue,
             matched_by: matched_by(&config),
             name_sets: firewall.plan().sets.clone(),
             name_sets_backend: Some(backend),
+            dhcp_leases: config.names.dhcp_leases.clone(),
+            lan_interfaces: config.datapath.lan_interfaces.clone(),
             ..ControlState::default()
         }),
         counters: counters.clone(),
@@ -390,6 +395,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
         datapath_errors,
         published: snapshot,
     });
+    let page = Arc::new(page::Page::new(control.clone()));
     let lease_poll = config.names.lease_poll;
     let mut daemon = Daemon {
         config_path,
@@ -405,7 +411,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let served = runtime.block_on(async {
         // Moved in: the socket file goes when `socket` drops, at the end of this block.
         let socket = socket;
-        let metrics_server = metrics_server::serve(listener, registry);
+        let metrics_server = metrics_server::serve(listener, registry, page);
         let control_server = control_socket::serve(&socket.listener, control);
         tokio::pin!(metrics_server, control_server, done_rx);
         use tokio::signal::unix::{signal, SignalKind};

@@ -22,6 +22,7 @@
 //! views of the `slipstream` CLI.
 
 mod client;
+pub mod live;
 mod protocol;
 mod render;
 

@@ -91,6 +91,10 @@ pub struct Status {
     pub rules: Vec<RuleStatus>,
     /// The firewall rules and the watchdog's view of them.
     pub firewall: FirewallStatus,
+    /// The datapath in use: `nfqueue`, or `ebpf` (the tc program; NFQUEUE still takes the
+    /// handshakes). Empty from daemons that predate it.
+    #[serde(default)]
+    pub datapath: String,
     /// NFQUEUE number of handshakes and ACKs.
     pub ack_queue: u16,
     /// NFQUEUE number of data packets.
@@ -152,6 +156,11 @@ pub struct LinkStatus {
     pub held_flows: usize,
     /// Delivery rate of the link's household flows over the last round, bits per second.
     pub goodput_bps: f64,
+    /// Best effort's rate on the link over the last round: what the WAN counters saw beyond the
+    /// background's packets (`null` when the router cannot count it, and from daemons that
+    /// predate it).
+    #[serde(default)]
+    pub best_effort_bps: Option<f64>,
     /// Coordinated slowdowns so far.
     pub slowdowns: u64,
     /// Window updates the daemon sent for held flows.

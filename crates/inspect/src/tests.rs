@@ -74,6 +74,7 @@ fn household() -> Vec<LinkStatus> {
             flows: 3,
             held_flows: 1,
             goodput_bps: 8_000_000.0,
+            best_effort_bps: Some(1_500_000.0),
             slowdowns: 2,
             window_updates: 5,
         },
@@ -134,6 +135,7 @@ fn status() -> Status {
             reapplied: 1,
             last_error: None,
         },
+        datapath: "nfqueue".into(),
         ack_queue: 8470,
         data_queue: 8471,
         packets: 1000,
@@ -222,7 +224,7 @@ fn responses_round_trip() {
     for field in [
         "\"household\":[{\"link\":\"download\",\"controller\":\"delay_target\",\"phase\":\"hold\",\
          \"budget_bytes\":150000,\"in_flight_bytes\":120000,\"queue_delay_ms\":4.5,\"base_rtt_ms\":20.0,\
-         \"flows\":3,\"held_flows\":1,\"goodput_bps\":8000000.0,\"slowdowns\":2,\"window_updates\":5}",
+         \"flows\":3,\"held_flows\":1,\"goodput_bps\":8000000.0,\"best_effort_bps\":1500000.0,\"slowdowns\":2,\"window_updates\":5}",
         "\"queue_delay_ms\":null,\"base_rtt_ms\":null",
     ] {
         assert!(text.contains(field), "{field} in {text}");

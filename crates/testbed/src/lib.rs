@@ -63,6 +63,7 @@ pub mod cmd;
 pub mod daemon;
 pub mod delay_line;
 pub mod dnsmasq;
+pub mod forward;
 pub mod iperf;
 mod netns;
 pub mod scenario;

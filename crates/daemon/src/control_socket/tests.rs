@@ -213,6 +213,7 @@ fn status_shows_household_links_while_household_control_is_in_use() {
                 flows: 4,
                 held_flows: 2,
                 goodput_bps: 5e6,
+                best_effort_bps: None,
                 slowdowns: 1,
                 window_updates: 3,
             },
