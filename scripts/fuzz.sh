@@ -3,7 +3,7 @@
 # targets are in fuzz/ (fuzz/README.md says what each one checks).
 #
 #   scripts/fuzz.sh short                  # CI pass: the harness's unit tests, then every target
-#                                          # for FUZZ_SHORT_SECONDS (default 20) from the seeds
+#                                          # for FUZZ_SHORT_SECONDS (default 10) from the seeds
 #   scripts/fuzz.sh long TARGET SECONDS    # one target, corpus kept in fuzz/work/TARGET
 #   scripts/fuzz.sh repro TARGET FILE      # run one input (e.g. a crash artifact) and show why
 #   scripts/fuzz.sh seeds                  # regenerate the committed seeds in fuzz/corpus/
@@ -68,7 +68,7 @@ run() {
 case "${1:-}" in
   short)
     setup
-    seconds=${FUZZ_SHORT_SECONDS:-20}
+    seconds=${FUZZ_SHORT_SECONDS:-10}
     # The harness itself: packet builder, seed encoding round trip, scenarios reach their states.
     (cd fuzz && cargo +nightly test --release --target-dir "$target_dir" --lib --quiet)
     work=$(mktemp -d)

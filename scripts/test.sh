@@ -65,7 +65,8 @@ bounded 900 cargo test -p slipstream --test names -- --include-ignored --nocaptu
 # best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored syn_flood_1m).
 bounded 900 cargo test -p slipstream --test flood -- --include-ignored --nocapture --test-threads=1 --skip syn_flood_1m
 # Fuzzing, a short pass: each cargo-fuzz target (packet parsing, the window rewrite, the engine's
-# whole handle_packet) for 20 s from the committed seeds; a panic or failed check fails the run.
+# whole handle_packet) for 10 s from the committed seeds (20 s before the live page, SQM and eBPF
+# restart tests joined this script); a panic or failed check fails the run.
 bounded 1500 scripts/fuzz.sh short
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
