@@ -44,32 +44,9 @@ fn upload_beside(
 ) -> Vec<(u64, f64)> {
     let mut engine = household_engine();
     let t0 = Instant::from_millis(0);
-    feed_lan(
-        &mut engine,
-        t0,
-        Seg {
-            syn: true,
-            seq: 100,
-            ts: Some((1000, 0)),
-            wscale: Some(7),
-            mss: Some(1460),
-            ..Default::default()
-        },
-    );
-    feed_lan(
-        &mut engine,
-        t0,
-        Seg {
-            from_server: true,
-            syn: true,
-            seq: 5000,
-            ack: 101,
-            ts: Some((70000, 1000)),
-            wscale: Some(7),
-            mss: Some(1460),
-            ..Default::default()
-        },
-    );
+    for seg in handshake_segments(true) {
+        feed_lan(&mut engine, t0, seg);
+    }
     // (time at the router, packet): data as sent, ACKs when they come back.
     let mut packets: Vec<(u64, Seg)> = Vec::new();
     for t in (10..until_ms).step_by(5) {
@@ -214,26 +191,9 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
         len
     };
     for port in [down, up] {
-        let syn = Seg {
-            syn: true,
-            seq: 100,
-            ts: Some((1000, 0)),
-            wscale: Some(7),
-            mss: Some(1460),
-            ..Default::default()
-        };
-        feed_port(&mut engine, 0, port, syn);
-        let syn_ack = Seg {
-            from_server: true,
-            syn: true,
-            seq: 5000,
-            ack: 101,
-            ts: Some((70000, 1000)),
-            wscale: Some(7),
-            mss: Some(1460),
-            ..Default::default()
-        };
-        feed_port(&mut engine, 0, port, syn_ack);
+        for seg in handshake_segments(true) {
+            feed_port(&mut engine, 0, port, seg);
+        }
     }
     // Both background flows for 3 s, a segment each way every 5 ms, each ACKed 100 ms later.
     // The WAN counters see exactly their packets (14 bytes of Ethernet each), nothing else.

@@ -143,36 +143,35 @@ pub(crate) fn feed(engine: &mut Engine, now: Instant, seg: Seg) -> (Verdict, Vec
     (v, bytes)
 }
 
-/// SYN (client) and SYN-ACK (server), both offering window scale 7, timestamps and MSS 1460;
-/// `timestamps = false` leaves the timestamp option off the client's SYN.
+/// The handshake's SYN (client) and SYN-ACK (server), both offering window scale 7, timestamps
+/// and MSS 1460; `timestamps = false` leaves the timestamp option off the client's SYN.
+pub(crate) fn handshake_segments(timestamps: bool) -> [Seg; 2] {
+    let syn = Seg {
+        syn: true,
+        seq: 100,
+        ts: timestamps.then_some((1000, 0)),
+        wscale: Some(7),
+        mss: Some(1460),
+        ..Default::default()
+    };
+    let syn_ack = Seg {
+        from_server: true,
+        syn: true,
+        seq: 5000,
+        ack: 101,
+        ts: Some((70000, 1000)),
+        wscale: Some(7),
+        mss: Some(1460),
+        ..Default::default()
+    };
+    [syn, syn_ack]
+}
+
+/// The handshake ([`handshake_segments`]) fed as the datapath would.
 pub(crate) fn handshake(engine: &mut Engine, now: Instant, timestamps: bool) {
-    let ts = timestamps.then_some((1000, 0));
-    feed(
-        engine,
-        now,
-        Seg {
-            syn: true,
-            seq: 100,
-            ts,
-            wscale: Some(7),
-            mss: Some(1460),
-            ..Default::default()
-        },
-    );
-    feed(
-        engine,
-        now,
-        Seg {
-            from_server: true,
-            syn: true,
-            seq: 5000,
-            ack: 101,
-            ts: Some((70000, 1000)),
-            wscale: Some(7),
-            mss: Some(1460),
-            ..Default::default()
-        },
-    );
+    for seg in handshake_segments(timestamps) {
+        feed(engine, now, seg);
+    }
 }
 
 /// The window field of a packet built by [`build`] (IPv4, no IP options).
