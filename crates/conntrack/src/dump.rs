@@ -109,23 +109,7 @@ impl Conntrack {
         for v6 in [false, true] {
             self.seq = self.seq.wrapping_add(1);
             let request = dump_request(self.seq, v6);
-            // SAFETY: an all-zero sockaddr_nl with the family set addresses the kernel.
-            let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
-            kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
-            // SAFETY: sendto with a valid buffer and address of the given sizes.
-            let sent = unsafe {
-                libc::sendto(
-                    self.fd.as_raw_fd(),
-                    request.as_ptr() as *const libc::c_void,
-                    request.len(),
-                    0,
-                    &kernel as *const libc::sockaddr_nl as *const libc::sockaddr,
-                    std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
-                )
-            };
-            if sent < 0 {
-                return Err(io::Error::last_os_error());
-            }
+            self.send_request(&request)?;
             loop {
                 // SAFETY: recv into our buffer of its length.
                 let n = unsafe {

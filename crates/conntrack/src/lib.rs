@@ -370,12 +370,8 @@ impl Conntrack {
         })
     }
 
-    /// The entry holding the TCP tuple `src -> dst` in either direction.
-    pub fn get(&mut self, src: SocketAddr, dst: SocketAddr) -> io::Result<Reply> {
-        self.seq = self.seq.wrapping_add(1);
-        let seq = self.seq;
-        let request = get_request(seq, src, dst)
-            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "addresses of two families"))?;
+    /// Sends one netlink request to the kernel.
+    fn send_request(&self, request: &[u8]) -> io::Result<()> {
         // SAFETY: an all-zero sockaddr_nl with the family set addresses the kernel.
         let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
         kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
@@ -393,6 +389,16 @@ impl Conntrack {
         if sent < 0 {
             return Err(io::Error::last_os_error());
         }
+        Ok(())
+    }
+
+    /// The entry holding the TCP tuple `src -> dst` in either direction.
+    pub fn get(&mut self, src: SocketAddr, dst: SocketAddr) -> io::Result<Reply> {
+        self.seq = self.seq.wrapping_add(1);
+        let seq = self.seq;
+        let request = get_request(seq, src, dst)
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "addresses of two families"))?;
+        self.send_request(&request)?;
         // Late answers to earlier (timed-out) requests are skipped; a few at most.
         for _ in 0..8 {
             // SAFETY: recv into our buffer of its length.
