@@ -50,7 +50,9 @@ find_bin() {
 	return 1
 }
 SLIPSTREAMD=$(find_bin slipstreamd) || { echo "luci_app: no slipstreamd built (cargo build --bins)"; exit 1; }
-CLI=$(find_bin slipstream) || { echo "luci_app: no slipstream CLI built beside $SLIPSTREAMD"; exit 1; }
+# One multicall binary: `slipstream` is slipstreamd under another name (the package installs a
+# symlink); a separately built CLI is used only where one sits beside it.
+CLI=$(find_bin slipstream) || CLI=$SLIPSTREAMD
 echo "luci_app: slipstreamd $SLIPSTREAMD, slipstream $CLI"
 
 # The backend's PATH: the two binaries, busybox's applets where busybox is installed (OpenWrt's
