@@ -189,7 +189,7 @@ check "hosts, no listener: available false" js 'a.available === false'
 # --- presets, environment, an unknown method ----------------------------------------------------
 call presets
 answer presets
-n_cli=$("$CLI" presets | awk 'NR > 1 && /^$/ { exit } NR > 1 { n++ } END { print n }')
+n_cli=$("$BIN/slipstream" presets | awk 'NR > 1 && /^$/ { exit } NR > 1 { n++ } END { print n }')
 check "presets: the CLI's $n_cli presets, steam first with its description" \
 	js "a.presets.length == $n_cli && a.presets[0].name == 'steam' && a.presets[0].names > 0 && a.presets[0].description.startsWith('Steam')"
 call environment
