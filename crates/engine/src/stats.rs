@@ -72,7 +72,7 @@ impl PassReason {
 }
 
 /// Every parse error, in the order the counters keep them.
-pub const PARSE_ERRORS: [ParseError; 7] = ParseError::ALL;
+pub const PARSE_ERRORS: [ParseError; 8] = ParseError::ALL;
 
 /// Monotonic counters of the engine.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

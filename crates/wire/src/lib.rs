@@ -20,6 +20,8 @@
 mod checksum;
 mod options;
 mod parse;
+mod udp;
+mod utp;
 
 pub use checksum::{
     checksum_adjust, fill_tcp_checksum, rewrite_window, tcp_checksum, tcp_checksum_valid, RewriteError,
@@ -29,3 +31,5 @@ pub use parse::{
     is_complete, parse, parse_headers, IpVersion, ParseError, TcpFlags, TcpPacketInfo, TCP_CHECKSUM_OFFSET,
     TCP_WINDOW_OFFSET,
 };
+pub use udp::{parse_udp, parse_udp_headers, set_ce, Ecn, MarkError, UdpPacketInfo, UDP_HEADER_LEN};
+pub use utp::{parse_utp, UtpHeader, UtpType, UTP_HEADER_LEN};

@@ -121,17 +121,19 @@ pub enum ParseError {
     BadIpHeader,
     /// IPv4 MF set or non-zero fragment offset, or any IPv6 Fragment header.
     Fragmented,
-    /// Not TCP (also TCP behind an IPsec AH header).
+    /// Not TCP (also TCP behind an IPsec AH header); from the UDP parser, not UDP either.
     NotTcp,
     /// TCP data offset < 5 or the TCP header does not fit in the IP payload.
     BadTcpHeader,
     /// Unreadable TCP option list.
     BadOptions,
+    /// UDP length below the 8-byte header or beyond the IP payload.
+    BadUdpHeader,
 }
 
 impl ParseError {
     /// All variants, e.g. for pre-registering metric labels.
-    pub const ALL: [ParseError; 7] = [
+    pub const ALL: [ParseError; 8] = [
         ParseError::NotIp,
         ParseError::Truncated,
         ParseError::BadIpHeader,
@@ -139,6 +141,7 @@ impl ParseError {
         ParseError::NotTcp,
         ParseError::BadTcpHeader,
         ParseError::BadOptions,
+        ParseError::BadUdpHeader,
     ];
 
     /// snake_case label for metrics.
@@ -151,6 +154,7 @@ impl ParseError {
             ParseError::NotTcp => "not_tcp",
             ParseError::BadTcpHeader => "bad_tcp_header",
             ParseError::BadOptions => "bad_options",
+            ParseError::BadUdpHeader => "bad_udp_header",
         }
     }
 }
@@ -164,20 +168,20 @@ impl std::fmt::Display for ParseError {
 impl std::error::Error for ParseError {}
 
 /// What the IP layer tells us, independent of strict/lax parsing.
-struct IpLayer {
-    ip_version: IpVersion,
-    src: IpAddr,
-    dst: IpAddr,
-    dscp: u8,
+pub(crate) struct IpLayer {
+    pub ip_version: IpVersion,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    pub dscp: u8,
     /// Protocol of the payload after all extension headers.
-    ip_number: IpNumber,
-    fragmented: bool,
+    pub ip_number: IpNumber,
+    pub fragmented: bool,
     /// An IPsec Authentication Header precedes the payload.
-    has_auth: bool,
-    /// Offset of the IP payload (the TCP header) in the buffer.
-    tcp_offset: usize,
+    pub has_auth: bool,
+    /// Offset of the IP payload (the TCP or UDP header) in the buffer.
+    pub tcp_offset: usize,
     /// Length of the IP payload according to the IP length fields.
-    declared_len: usize,
+    pub declared_len: usize,
 }
 
 /// Whether `packet` holds the whole IP packet its length field declares (the datapath copied all
@@ -201,6 +205,13 @@ pub fn is_complete(packet: &[u8]) -> bool {
 /// Parse a whole packet (IP header first). The entire IP packet as declared
 /// by its length fields must be present; trailing padding is ignored.
 pub fn parse(packet: &[u8]) -> Result<TcpPacketInfo, ParseError> {
+    let (packet, layer) = strict_ip_layer(packet)?;
+    parse_tcp(packet, layer)
+}
+
+/// The IP layer of a whole packet (see [`parse`]), and the packet as far as its length fields
+/// reach.
+pub(crate) fn strict_ip_layer(packet: &[u8]) -> Result<(&[u8], IpLayer), ParseError> {
     let packet = limit_zero_ipv6_payload(packet)?;
     let ip = IpSlice::from_slice(packet).map_err(map_ip_slice_error)?;
     let layer = match &ip {
@@ -231,13 +242,19 @@ pub fn parse(packet: &[u8]) -> Result<TcpPacketInfo, ParseError> {
             declared_len: v6.payload().payload.len(),
         },
     };
-    parse_tcp(packet, layer)
+    Ok((packet, layer))
 }
 
 /// Parse a packet whose headers (IP, extension headers, full TCP header) are
 /// present but whose TCP payload may be cut off (NFQUEUE copy range).
 /// `payload_len` is computed from the IP length fields.
 pub fn parse_headers(packet: &[u8]) -> Result<TcpPacketInfo, ParseError> {
+    let (packet, layer) = lax_ip_layer(packet)?;
+    parse_tcp(packet, layer)
+}
+
+/// The IP layer of a packet whose payload may be cut off (see [`parse_headers`]).
+pub(crate) fn lax_ip_layer(packet: &[u8]) -> Result<(&[u8], IpLayer), ParseError> {
     let packet = limit_zero_ipv6_payload(packet)?;
     let (ip, ext_err) = LaxIpSlice::from_slice(packet).map_err(|e| match e {
         err::ip::LaxHeaderSliceError::Len(_) => ParseError::Truncated,
@@ -290,7 +307,7 @@ pub fn parse_headers(packet: &[u8]) -> Result<TcpPacketInfo, ParseError> {
             }
         }
     };
-    parse_tcp(packet, layer)
+    Ok((packet, layer))
 }
 
 /// An IPv6 payload length of 0 would make etherparse treat the rest of the
