@@ -21,8 +21,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, LinkSnapshot, PassReason, Side};
 use slipstream_inspect::{
-    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, Request, Response, RuleStatus, Status,
-    MAX_REQUEST_BYTES,
+    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, PolicerInfo, Request, Response, RuleStatus,
+    Status, MAX_REQUEST_BYTES,
 };
 use slipstream_metrics::{household_links, DaemonCounters, SharedSnapshot};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -265,6 +265,13 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
         link: f.link.map(|l| l.as_str().to_owned()),
         allocation_bytes: f.allocation,
         held: f.held,
+        protocol: f.udp.as_ref().map_or("tcp", |u| u.kind).to_owned(),
+        policer: f.udp.as_ref().map(|u| PolicerInfo {
+            rate_bps: u.policed_bits_per_second,
+            dropped_packets: u.dropped_packets,
+            dropped_bytes: u.dropped_bytes,
+            marked_packets: u.marked_packets,
+        }),
     }
 }
 

@@ -74,8 +74,11 @@ pub struct WindowUpdate {
 pub enum Verdict {
     /// Accept the packet as it came.
     Accept,
-    /// Accept the packet with the modified bytes (the window field was lowered).
+    /// Accept the packet with the modified bytes (the window field was lowered, or a UDP
+    /// packet was marked CE).
     AcceptModified,
+    /// Drop the packet: a background UDP flow sent beyond its share (its policer).
+    Drop,
 }
 
 /// What [`Engine::reconfigure`] did.

@@ -35,7 +35,7 @@
 use std::collections::VecDeque;
 
 use slipstream_control::{ControllerConfig, Instant};
-use slipstream_wire::{parse, parse_headers, rewrite_window, TcpPacketInfo};
+use slipstream_wire::{parse, parse_headers, rewrite_window, ParseError, TcpPacketInfo};
 
 use crate::api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
 use crate::flow::{AckOutcome, Flow, FlowEvent, KernelClamp};
@@ -43,9 +43,11 @@ use crate::flow_key::FlowKey;
 use crate::flow_table::{Admission, FlowTable, TableLimits};
 use crate::household::Household;
 use crate::stats::LinkDirection;
-use crate::stats::{EngineCounters, EngineSnapshot, PassReason, RuleSnapshot};
+use crate::stats::{EngineCounters, EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot};
+use crate::udp::{UdpFlow, UdpTable};
 
 mod rounds;
+mod udp;
 
 /// At most this many events wait for the shell; more are dropped and counted. A packet makes at
 /// most two, and the daemon takes them after every batch of 256 packets.
@@ -85,6 +87,8 @@ pub struct Engine {
     events: VecDeque<(FlowEvent, Instant)>,
     window_updates: Vec<WindowUpdate>,
     household: Household,
+    /// Background UDP flows (QUIC, uTP), held to their share by policers.
+    udp: UdpTable,
     /// Household rounds run since start (each may change any household flow's allocation).
     household_rounds: u64,
     /// Rounds run only from `run_due_rounds` and `on_tick`, never inside `handle_packet`.
@@ -117,6 +121,7 @@ impl Engine {
             configured: classes.len(),
             classes,
             table,
+            udp: UdpTable::default(),
             counters: EngineCounters::default(),
             events: VecDeque::new(),
             window_updates: Vec::new(),
@@ -134,12 +139,17 @@ impl Engine {
         let old: Vec<RuleClass> = std::mem::take(&mut self.classes);
         let old_configured = self.configured;
         let mut summary = ReconfigureSummary {
-            flows: self.table.len(),
+            flows: self.table.len() + self.udp.len(),
             ..ReconfigureSummary::default()
         };
         let mut used = vec![false; old.len()];
-        for (_, flow) in self.table.iter() {
-            if let Some(u) = used.get_mut(usize::from(flow.rule).wrapping_sub(1)) {
+        let rules_in_use = self
+            .table
+            .iter()
+            .map(|(_, f)| f.rule)
+            .chain(self.udp.iter().map(|(_, f)| f.rule));
+        for rule in rules_in_use {
+            if let Some(u) = used.get_mut(usize::from(rule).wrapping_sub(1)) {
                 *u = true;
             }
         }
@@ -208,6 +218,22 @@ impl Engine {
                 summary.released += 1;
             }
         }
+        for (_, flow) in self.udp.iter_mut() {
+            match remap
+                .get(usize::from(flow.rule).wrapping_sub(1))
+                .copied()
+                .flatten()
+            {
+                Some(new) => {
+                    flow.rule = (new + 1) as u16;
+                    if !classes[new].configured && !flow.is_released() {
+                        flow.release();
+                        summary.released += 1;
+                    }
+                }
+                None => flow.release(),
+            }
+        }
         self.classes = classes;
         self.configured = configured;
         summary
@@ -228,6 +254,7 @@ impl Engine {
         };
         let info = match parsed {
             Ok(info) => info,
+            Err(ParseError::NotTcp) => return self.handle_udp(now, packet, meta),
             Err(error) => {
                 self.counters.count_malformed(error);
                 return Verdict::Accept;
@@ -492,6 +519,7 @@ impl Engine {
     /// `evict_idle_after`. Call at least every few hundred milliseconds.
     pub fn on_tick(&mut self, now: Instant) {
         self.run_household(now);
+        self.counters.udp_flows_expired += self.udp.expire(now, self.table.limits().idle_timeout);
         let expired = self.table.expire(now);
         self.counters.flows_expired += expired.idle;
         self.counters.flows_closed += expired.closed;
@@ -515,7 +543,7 @@ impl Engine {
 
     /// Flows in the table now.
     pub fn active_flows(&self) -> usize {
-        self.table.len()
+        self.table.len() + self.udp.len()
     }
 
     /// A consistent picture for metrics and `slipstream flows`: counters, per-rule figures and the
@@ -532,8 +560,13 @@ impl Engine {
     /// that show flows whose bulk direction is not known yet.
     pub fn snapshot_keyed(&self, top_flows: usize) -> (EngineSnapshot, Vec<FlowKey>) {
         let mut active = vec![0usize; self.classes.len()];
-        for (_, flow) in self.table.iter() {
-            if let Some(n) = active.get_mut(usize::from(flow.rule).wrapping_sub(1)) {
+        let rules_in_use = self
+            .table
+            .iter()
+            .map(|(_, f)| f.rule)
+            .chain(self.udp.iter().map(|(_, f)| f.rule));
+        for rule in rules_in_use {
+            if let Some(n) = active.get_mut(usize::from(rule).wrapping_sub(1)) {
                 *n += 1;
             }
         }
@@ -553,26 +586,42 @@ impl Engine {
             });
             number[i] = rules.len() as u16;
         }
-        let mut busiest: Vec<(&FlowKey, &Flow)> = self.table.iter().collect();
-        let by_rate = |f: &Flow| (f.goodput_bits_per_second(), f.acked_bytes());
+        /// A flow of either table, to rank them together.
+        enum Listed<'a> {
+            Tcp(&'a Flow),
+            Udp(&'a UdpFlow),
+        }
+        let rate = |f: &Listed| match f {
+            Listed::Tcp(f) => (f.goodput_bits_per_second(), f.acked_bytes()),
+            Listed::Udp(f) => (f.goodput_bits_per_second(), f.forwarded_bytes()),
+        };
+        let mut busiest: Vec<(&FlowKey, Listed)> = self
+            .table
+            .iter()
+            .map(|(k, f)| (k, Listed::Tcp(f)))
+            .chain(self.udp.iter().map(|(k, f)| (k, Listed::Udp(f))))
+            .collect();
         busiest.sort_by(|a, b| {
-            by_rate(b.1)
-                .partial_cmp(&by_rate(a.1))
+            rate(&b.1)
+                .partial_cmp(&rate(&a.1))
                 .unwrap_or(std::cmp::Ordering::Equal)
         });
         busiest.truncate(top_flows);
         let keys = busiest.iter().map(|(k, _)| **k).collect();
         let snapshot = EngineSnapshot {
             counters: self.counters.clone(),
-            active_flows: self.table.len(),
+            active_flows: self.active_flows(),
             max_flows: self.table.limits().max_flows,
             rules,
             flows: busiest
                 .into_iter()
                 .map(|(k, f)| {
-                    let mut snap = f.snapshot(k);
+                    let mut snap: FlowSnapshot = match f {
+                        Listed::Tcp(f) => f.snapshot(k),
+                        Listed::Udp(f) => f.flow_snapshot(k),
+                    };
                     snap.rule = number
-                        .get(usize::from(f.rule).wrapping_sub(1))
+                        .get(usize::from(snap.rule).wrapping_sub(1))
                         .copied()
                         .unwrap_or(0);
                     snap

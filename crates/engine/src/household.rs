@@ -8,6 +8,7 @@
 
 use std::net::{IpAddr, SocketAddr};
 
+use slipstream_control::HouseholdShare;
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::{Slowdown, SlowdownRound};
 use slipstream_household::{
@@ -16,9 +17,10 @@ use slipstream_household::{
 };
 
 use crate::api::WindowUpdate;
-use crate::flow::Flow;
+use crate::flow::{Flow, HouseholdFlow};
 use crate::flow_key::{FlowKey, Side};
 use crate::stats::{LinkDirection, LinkSnapshot};
+use crate::udp::UdpFlow;
 
 /// A link's budget starts at ten segments (like an initial window) and stays within these bounds.
 const INITIAL_SEGMENTS: u64 = 10;
@@ -218,12 +220,109 @@ impl Household {
     }
 }
 
+/// A household flow as a round sees it: a TCP flow, held to its allocation by the window of its
+/// ACKs, or a UDP flow, held to it by a policer.
+pub(crate) trait Member {
+    /// The link its bulk data crosses, once known.
+    fn link(&self) -> Option<LinkDirection>;
+    /// The smallest allocation a flow with a turn gets (two packets).
+    fn floor(&self) -> u32;
+    /// Bytes its receiver's windows still let the sender send (0 where there is no window).
+    fn open_window(&self) -> u64;
+    fn rtt_estimate(&self) -> Option<Duration>;
+    fn lan_side(&self) -> Side;
+    fn rule(&self) -> u16;
+    fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)>;
+    /// The round's allocation (already in its share): `None` if held. `rtt` is the RTT the
+    /// allocator used. Returns the window update a TCP flow whose turn came needs.
+    fn allocated(
+        &mut self,
+        now: Instant,
+        window: Option<u32>,
+        was_held: bool,
+        rtt: Duration,
+    ) -> Option<WindowUpdate>;
+}
+
+impl Member for Flow {
+    fn link(&self) -> Option<LinkDirection> {
+        Flow::link(self)
+    }
+    fn floor(&self) -> u32 {
+        Flow::floor(self)
+    }
+    fn open_window(&self) -> u64 {
+        Flow::open_window(self)
+    }
+    fn rtt_estimate(&self) -> Option<Duration> {
+        Flow::rtt_estimate(self)
+    }
+    fn lan_side(&self) -> Side {
+        Flow::lan_side(self)
+    }
+    fn rule(&self) -> u16 {
+        self.rule
+    }
+    fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
+        Flow::household_mut(self)
+    }
+    fn allocated(
+        &mut self,
+        now: Instant,
+        window: Option<u32>,
+        was_held: bool,
+        _rtt: Duration,
+    ) -> Option<WindowUpdate> {
+        match (was_held, window) {
+            (true, Some(w)) => self.window_update(now, w),
+            _ => None,
+        }
+    }
+}
+
+impl Member for UdpFlow {
+    fn link(&self) -> Option<LinkDirection> {
+        UdpFlow::link(self)
+    }
+    fn floor(&self) -> u32 {
+        UdpFlow::floor(self)
+    }
+    fn open_window(&self) -> u64 {
+        0
+    }
+    fn rtt_estimate(&self) -> Option<Duration> {
+        UdpFlow::rtt_estimate(self)
+    }
+    fn lan_side(&self) -> Side {
+        UdpFlow::lan_side(self)
+    }
+    fn rule(&self) -> u16 {
+        self.rule
+    }
+    fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
+        UdpFlow::household_mut(self)
+    }
+    fn allocated(
+        &mut self,
+        now: Instant,
+        window: Option<u32>,
+        _was_held: bool,
+        rtt: Duration,
+    ) -> Option<WindowUpdate> {
+        self.apply_allocation(now, window, window.is_none(), rtt);
+        None
+    }
+}
+
+/// A member as the table walk hands it over.
+pub(crate) type MemberRef<'f> = &'f mut (dyn Member + 'f);
+
 /// One round of link `which` over the table's flows; window updates are pushed to `updates`.
 pub(crate) fn run_round<'f>(
     hh: &mut Household,
     which: usize,
     now: Instant,
-    flows: impl Iterator<Item = (&'f FlowKey, &'f mut Flow)>,
+    flows: impl Iterator<Item = (&'f FlowKey, MemberRef<'f>)>,
     shares: &dyn Fn(u16) -> ShareSpec,
     updates: &mut Vec<WindowUpdate>,
 ) {
@@ -247,7 +346,7 @@ pub(crate) fn run_round<'f>(
     found_held.clear();
     by_key.clear();
     other_keys.clear();
-    let mut found: Vec<Option<&'f mut Flow>> = Vec::new();
+    let mut found: Vec<Option<MemberRef<'f>>> = Vec::new();
     rtts.clear();
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
@@ -260,8 +359,8 @@ pub(crate) fn run_round<'f>(
         let floor = flow.floor();
         let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
-        let host = host_key(key, flow);
-        let rule = flow.rule;
+        let host = host_key(key, flow.lan_side());
+        let rule = flow.rule();
         let Some((state, share)) = flow.household_mut() else {
             continue;
         };
@@ -319,7 +418,7 @@ pub(crate) fn run_round<'f>(
     demands.extend(by_key.iter().map(|&(_, j)| found_demands[j as usize]));
     held_before.clear();
     held_before.extend(by_key.iter().map(|&(_, j)| found_held[j as usize]));
-    let members: Vec<&'f mut Flow> = by_key
+    let members: Vec<MemberRef<'f>> = by_key
         .iter()
         .filter_map(|&(_, j)| found[j as usize].take())
         .collect();
@@ -430,11 +529,9 @@ pub(crate) fn run_round<'f>(
         if window.is_none() {
             held += 1;
         }
-        if let (true, Some(w)) = (was_held, window) {
-            if let Some(update) = flow.window_update(now, w) {
-                updates.push(update);
-                link.last.window_updates += 1;
-            }
+        if let Some(update) = flow.allocated(now, window, was_held, demand.rtt) {
+            updates.push(update);
+            link.last.window_updates += 1;
         }
     }
     link.last.phase = if slowing {
@@ -486,9 +583,9 @@ fn sort_key(key: &FlowKey) -> Option<u128> {
 
 /// The LAN host's key (flows of one host share the host's part; only equality matters): an
 /// IPv4 address itself, a hash of an IPv6 address with the top bit set.
-fn host_key(key: &FlowKey, flow: &Flow) -> u64 {
+fn host_key(key: &FlowKey, lan_side: Side) -> u64 {
     use std::hash::{Hash, Hasher};
-    match key.endpoint(flow.lan_side()).ip() {
+    match key.endpoint(lan_side).ip() {
         IpAddr::V4(ip) => u64::from(ip.to_bits()),
         ip => {
             let mut h = std::collections::hash_map::DefaultHasher::new();

@@ -15,6 +15,7 @@ mod household;
 mod rtt;
 mod stats;
 mod tcp_state;
+mod udp;
 pub mod window_clamp;
 
 pub use api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
@@ -26,5 +27,5 @@ pub use household::LinkCounters;
 pub use slipstream_household::{BudgetPhase, HouseholdConfig, ShareSpec};
 pub use stats::{
     EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,
-    PARSE_ERRORS,
+    UdpSnapshot, PARSE_ERRORS,
 };

@@ -101,6 +101,14 @@ pub struct EngineCounters {
     pub flows_reopened: u64,
     /// Flow events dropped because the event queue was full (the queue is bounded).
     pub events_dropped: u64,
+    /// Background UDP flows added to the UDP table.
+    pub udp_flows_created: u64,
+    /// Background UDP flows removed after their idle timeout.
+    pub udp_flows_expired: u64,
+    /// Packets of background UDP flows dropped by their policer (over their share).
+    pub udp_dropped: u64,
+    /// Packets of background UDP flows marked CE by their policer instead of dropped.
+    pub udp_marked: u64,
 }
 
 impl EngineCounters {
@@ -181,6 +189,24 @@ pub struct FlowSnapshot {
     pub held: bool,
     /// Which access link the flow loads, once its bulk direction is known.
     pub link: Option<LinkDirection>,
+    /// A UDP flow's transport and policer; `None` for TCP.
+    pub udp: Option<UdpSnapshot>,
+}
+
+/// What a background UDP flow shows besides what every flow does (its goodput is the bulk data
+/// the router forwarded, its allocation the bytes per RTT its policer lets through).
+#[derive(Clone, Debug, PartialEq)]
+pub struct UdpSnapshot {
+    /// "utp" when its headers say so, else "udp" (QUIC and the rest are opaque).
+    pub kind: &'static str,
+    /// The policer's rate, `None` while the flow is not policed.
+    pub policed_bits_per_second: Option<f64>,
+    /// Packets the policer dropped.
+    pub dropped_packets: u64,
+    /// Their bytes (IP packets).
+    pub dropped_bytes: u64,
+    /// Packets the policer marked CE instead (ECN-capable transports).
+    pub marked_packets: u64,
 }
 
 /// The two access links a household has: background downloads share the downlink, uploads the

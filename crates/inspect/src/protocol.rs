@@ -259,6 +259,30 @@ pub struct FlowInfo {
     /// Household control: the flow waits for its turn (its window is held).
     #[serde(default)]
     pub held: bool,
+    /// The transport: `tcp`, or for a UDP flow `udp` (QUIC and other opaque payloads) or `utp`
+    /// (BitTorrent's uTP, its headers recognised).
+    #[serde(default = "tcp")]
+    pub protocol: String,
+    /// A UDP flow's policer, which holds it to its share (UDP has no window to lower).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policer: Option<PolicerInfo>,
+}
+
+fn tcp() -> String {
+    "tcp".to_owned()
+}
+
+/// A background UDP flow's policer: the rate it lets through and what it stopped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolicerInfo {
+    /// The rate in force, bits per second (`null` until the flow's first allocation).
+    pub rate_bps: Option<f64>,
+    /// Packets dropped over the rate.
+    pub dropped_packets: u64,
+    /// Their bytes.
+    pub dropped_bytes: u64,
+    /// Packets marked CE instead (ECN-capable senders).
+    pub marked_packets: u64,
 }
 
 /// A controller's last analysis epoch (Vulture Alg. 2).

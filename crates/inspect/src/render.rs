@@ -164,15 +164,24 @@ pub fn render_flows(list: &FlowList) -> String {
             } else {
                 f.rule.clone()
             };
-            let mode = if f.mode.is_empty() {
-                "-".to_owned()
-            } else {
-                format!("{}/{}", f.mode, f.policy)
+            // A UDP flow has no window: its mode is its policer's rate, and where a TCP flow
+            // shows its PIV, what the policer dropped and marked.
+            let mode = match (&f.policer, f.mode.is_empty()) {
+                (Some(p), _) => format!(
+                    "{} police {}",
+                    f.protocol,
+                    p.rate_bps.map_or_else(|| "-".to_owned(), fmt_rate)
+                ),
+                (None, true) => "-".to_owned(),
+                (None, false) => format!("{}/{}", f.mode, f.policy),
             };
-            let piv = f.piv.map_or_else(
-                || "-".to_owned(),
-                |p| format!("{:+.1} ms/{:.0}%/{}", p.sum_ms, p.positive_ratio * 100.0, p.count),
-            );
+            let piv = match &f.policer {
+                Some(p) => format!("{} drop/{} ce", p.dropped_packets, p.marked_packets),
+                None => f.piv.map_or_else(
+                    || "-".to_owned(),
+                    |p| format!("{:+.1} ms/{:.0}%/{}", p.sum_ms, p.positive_ratio * 100.0, p.count),
+                ),
+            };
             vec![
                 lan,
                 remote,

@@ -28,6 +28,8 @@ fn bulk() -> FlowInfo {
         link: Some("download".into()),
         allocation_bytes: None,
         held: false,
+        protocol: "tcp".into(),
+        policer: None,
     }
 }
 
@@ -56,6 +58,8 @@ fn waiting() -> FlowInfo {
         allocation_bytes: Some(0),
         target_window_bytes: Some(0),
         held: true,
+        protocol: "tcp".into(),
+        policer: None,
         goodput_bps: 0.0,
         ..shared()
     }

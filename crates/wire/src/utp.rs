@@ -109,7 +109,13 @@ mod tests {
 
     #[test]
     fn knows_every_type_and_refuses_the_rest() {
-        let kinds = [UtpType::Data, UtpType::Fin, UtpType::State, UtpType::Reset, UtpType::Syn];
+        let kinds = [
+            UtpType::Data,
+            UtpType::Fin,
+            UtpType::State,
+            UtpType::Reset,
+            UtpType::Syn,
+        ];
         for (n, kind) in kinds.iter().enumerate() {
             assert_eq!(parse_utp(&header(n as u8, 1)).map(|h| h.kind), Some(*kind));
         }

@@ -40,6 +40,7 @@ fn flows_name_their_rule_and_removed_rules() {
         allocation: None,
         held: false,
         link: None,
+        udp: None,
     };
     let rule = |name: &str| RuleSnapshot {
         name: name.into(),
@@ -115,6 +116,7 @@ fn household_flow(allocation: u32, held: bool) -> FlowSnapshot {
         allocation: Some(allocation),
         held,
         link: Some(LinkDirection::Upload),
+        udp: None,
     }
 }
 

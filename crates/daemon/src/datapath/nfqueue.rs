@@ -113,6 +113,11 @@ impl NfqueueDatapath {
         if verdict == Verdict::AcceptModified {
             msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
             self.queues.verdict(msg)?;
+        } else if verdict == Verdict::Drop {
+            // A background UDP flow over its share (its policer): the one verdict that is not
+            // an accept, sent at once like a modified packet's (the batch accepts the rest).
+            msg.set_verdict(slipstream_nfqueue::Verdict::Drop);
+            self.queues.verdict(msg)?;
         } else {
             // Unchanged packets are accepted together after the batch (one message per queue).
             self.queues.accept_later(msg)?;

@@ -4,7 +4,7 @@
 use slipstream_control::Instant;
 
 use super::{Engine, MAX_PENDING_UPDATES};
-use crate::household::{run_round, LinkCounters};
+use crate::household::{run_round, LinkCounters, MemberRef};
 use crate::stats::LinkDirection;
 
 impl Engine {
@@ -47,14 +47,12 @@ impl Engine {
         for which in 0..LinkDirection::ALL.len() {
             if self.household.link_due(which, now) {
                 self.household_rounds += 1;
-                run_round(
-                    &mut self.household,
-                    which,
-                    now,
-                    self.table.iter_mut(),
-                    &shares,
-                    &mut updates,
-                );
+                let members = self
+                    .table
+                    .iter_mut()
+                    .map(|(k, f)| (k, f as MemberRef))
+                    .chain(self.udp.iter_mut().map(|(k, f)| (k, f as MemberRef)));
+                run_round(&mut self.household, which, now, members, &shares, &mut updates);
             }
         }
         for update in updates {

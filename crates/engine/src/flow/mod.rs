@@ -570,6 +570,7 @@ impl Flow {
                 Some(AnyController::Household(share)) if share.is_held()
             ),
             link: self.link(),
+            udp: None,
         }
     }
 }

@@ -58,6 +58,7 @@ fn household_snapshot() -> EngineSnapshot {
         allocation: Some(100_000),
         held: false,
         link: Some(LinkDirection::Download),
+        udp: None,
         ..bulk_flow()
     };
     let waiting = FlowSnapshot {
@@ -76,6 +77,7 @@ fn household_snapshot() -> EngineSnapshot {
         receiver: addr("10.0.0.5:43000"),
         allocation: None,
         link: None,
+        udp: None,
         ..household.clone()
     };
     s.flows.extend([household, waiting, fresh]);

@@ -64,6 +64,7 @@ fn bulk_flow() -> FlowSnapshot {
         allocation: None,
         held: false,
         link: None,
+        udp: None,
     }
 }
 
@@ -83,6 +84,7 @@ fn backup_flow() -> FlowSnapshot {
         allocation: None,
         held: false,
         link: None,
+        udp: None,
     }
 }
 

@@ -14,10 +14,14 @@ fn v4(tos: u8, payload: &[u8]) -> Vec<u8> {
 
 fn v6(traffic_class: u8, payload: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    PacketBuilder::ipv6([0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1], [0xfd; 16], 64)
-        .udp(6881, 51_413)
-        .write(&mut out, payload)
-        .unwrap();
+    PacketBuilder::ipv6(
+        [0x20, 1, 0xd, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1],
+        [0xfd; 16],
+        64,
+    )
+    .udp(6881, 51_413)
+    .write(&mut out, payload)
+    .unwrap();
     out[0] = 0x60 | traffic_class >> 4;
     out[1] = (traffic_class & 0x0f) << 4 | (out[1] & 0x0f);
     out
@@ -56,7 +60,10 @@ fn reads_ports_lengths_dscp_and_ecn() {
     assert_eq!(info.ecn, Ecn::Ect0);
     let p6 = v6(0x01, &[1; 100]);
     let info6 = parse_udp(&p6).unwrap();
-    assert_eq!((info6.src_port, info6.dst_port, info6.payload_len), (6881, 51_413, 100));
+    assert_eq!(
+        (info6.src_port, info6.dst_port, info6.payload_len),
+        (6881, 51_413, 100)
+    );
     assert_eq!((info6.ecn, info6.ip_version), (Ecn::Ect1, IpVersion::V6));
 }
 

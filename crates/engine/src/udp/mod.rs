@@ -1,0 +1,280 @@
+//! Background UDP flows (QUIC, uTP): tracked, measured and held to their household allocation
+//! by a policer, since they have no window to lower.
+//!
+//! A UDP flow of a household rule is a household flow like a TCP one: it has a LAN host, a link
+//! (the one its bulk data crosses), a rule with weight, priority and minimum rate, and each
+//! round the allocator gives it bytes in flight. Its packets in the bulk direction then pass
+//! through a [`policer::TokenBucket`] at `allocation / RTT`; what exceeds it is dropped, or
+//! CE-marked where the packet is ECN-capable. The other direction (ACKs) always passes.
+//!
+//! What the router measures without reading an encrypted payload:
+//! * the RTT of the path beyond it, once, from the flow's opening exchange: the LAN host's first
+//!   packet out and the first answer in (a QUIC Initial and the server's reply, a uTP SYN and
+//!   its STATE);
+//! * the delivered rate, from the bytes it forwards;
+//! * uTP's one-way delays (`utp`); a QUIC flow gives none, and the link is then measured by the
+//!   daemon's delay probes (`Engine::probe_interval`).
+
+pub(crate) mod policer;
+pub(crate) mod utp;
+
+use std::collections::HashMap;
+
+use slipstream_control::{Duration, HouseholdShare, Instant};
+
+use crate::flow::HouseholdFlow;
+use crate::flow_key::{FlowKey, Side};
+use crate::goodput::GoodputMeter;
+use crate::stats::{FlowSnapshot, LinkDirection, PassReason, UdpSnapshot};
+use policer::TokenBucket;
+use utp::{UdpKind, UtpTracker};
+
+/// Payload bytes one side must have sent before it can be taken for the bulk sender, and how
+/// much more than the other: a QUIC handshake or a few uTP requests decide nothing.
+const BULK_MIN_BYTES: u64 = 32 * 1024;
+const BULK_RATIO: u64 = 4;
+/// The largest UDP payload counted as one full-size packet for the flow's floor.
+const FULL_SIZE: u32 = 1500;
+
+/// One background UDP flow.
+#[derive(Clone, Debug)]
+pub(crate) struct UdpFlow {
+    pub rule: u16,
+    pub last_seen: Instant,
+    lan_side: Option<Side>,
+    /// Payload bytes each side sent (by [`Side::index`]).
+    sent: [u64; 2],
+    first_packet: [Option<Instant>; 2],
+    /// The far half of the opening exchange (router → server → router).
+    rtt: Option<Duration>,
+    bulk_sender: Option<Side>,
+    /// The largest IP packet the bulk sender sent.
+    largest: u32,
+    pub utp: UtpTracker,
+    /// Household state and allocation; `None` for a rule that is not household control (its UDP
+    /// flows are only counted).
+    pub household: Option<(HouseholdFlow, HouseholdShare)>,
+    pub policer: TokenBucket,
+    forwarded: GoodputMeter,
+    pub dropped_packets: u64,
+    pub dropped_bytes: u64,
+    pub marked_packets: u64,
+    /// The rule was removed by a reload: every packet passes.
+    released: bool,
+}
+
+impl UdpFlow {
+    pub(crate) fn new(rule: u16, now: Instant, household: bool) -> UdpFlow {
+        UdpFlow {
+            rule,
+            last_seen: now,
+            lan_side: None,
+            sent: [0; 2],
+            first_packet: [None; 2],
+            rtt: None,
+            bulk_sender: None,
+            largest: 0,
+            utp: UtpTracker::default(),
+            household: household.then(Default::default),
+            policer: TokenBucket::default(),
+            forwarded: GoodputMeter::default(),
+            dropped_packets: 0,
+            dropped_bytes: 0,
+            marked_packets: 0,
+            released: false,
+        }
+    }
+
+    /// Learns the LAN side from the first packet that says where it came from.
+    pub(crate) fn note_lan_side(&mut self, side: Side, from_lan: Option<bool>) {
+        if self.lan_side.is_none() {
+            self.lan_side = from_lan.map(|lan| if lan { side } else { side.other() });
+        }
+    }
+
+    /// The LAN endpoint: the one a packet said, else the flow's lower address.
+    pub(crate) fn lan_side(&self) -> Side {
+        self.lan_side.unwrap_or(Side::Low)
+    }
+
+    /// A packet of `payload` bytes (`ip_len` with headers) from `side` arrived at `at`.
+    pub(crate) fn on_packet(&mut self, side: Side, at: Instant, payload: u32, ip_len: u32) {
+        let i = side.index();
+        self.sent[i] += u64::from(payload);
+        if self.first_packet[i].is_none() {
+            self.first_packet[i] = Some(at);
+            // The answer to the LAN host's opening packet: the far half of a round trip.
+            if side != self.lan_side() {
+                if let Some(opened) = self.first_packet[side.other().index()] {
+                    self.rtt = Some(at.saturating_since(opened)).filter(|d| !d.is_zero());
+                }
+            }
+        }
+        let (mine, theirs) = (self.sent[i], self.sent[side.other().index()]);
+        if self.bulk_sender != Some(side) && mine >= BULK_MIN_BYTES && mine > BULK_RATIO * theirs {
+            self.bulk_sender = Some(side);
+        }
+        if self.bulk_sender == Some(side) {
+            self.largest = self.largest.max(ip_len.min(FULL_SIZE));
+        }
+    }
+
+    pub(crate) fn bulk_sender(&self) -> Option<Side> {
+        self.bulk_sender
+    }
+
+    /// Which access link the flow loads, once its bulk direction is known.
+    pub(crate) fn link(&self) -> Option<LinkDirection> {
+        let sender = self.bulk_sender?;
+        Some(if sender == self.lan_side() {
+            LinkDirection::Upload
+        } else {
+            LinkDirection::Download
+        })
+    }
+
+    /// Two full-size packets: the smallest allocation a flow with a turn gets.
+    pub(crate) fn floor(&self) -> u32 {
+        2 * self.largest.max(1200)
+    }
+
+    pub(crate) fn rtt_estimate(&self) -> Option<Duration> {
+        self.rtt
+    }
+
+    /// Bulk bytes forwarded (they passed the policer).
+    pub(crate) fn on_forwarded(&mut self, now: Instant, bytes: u32) {
+        self.forwarded.on_acked(now, bytes);
+    }
+
+    pub(crate) fn forwarded_bytes(&self) -> u64 {
+        self.forwarded.total_acked()
+    }
+
+    pub(crate) fn goodput_bits_per_second(&self) -> f64 {
+        self.forwarded.bits_per_second()
+    }
+
+    pub(crate) fn on_tick(&mut self, now: Instant) {
+        self.forwarded.roll(now);
+    }
+
+    pub(crate) fn release(&mut self) {
+        self.released = true;
+        self.household = None;
+        self.policer.stop();
+    }
+
+    pub(crate) fn is_released(&self) -> bool {
+        self.released
+    }
+
+    pub(crate) fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
+        self.household.as_mut().map(|(state, share)| (state, share))
+    }
+
+    /// The allocator's decision, as the policer's rate: `window` bytes per RTT (the RTT the
+    /// allocator used for the flow), held flows get two packets' worth per RTT.
+    pub(crate) fn apply_allocation(&mut self, now: Instant, window: Option<u32>, held: bool, rtt: Duration) {
+        match (window, held) {
+            (_, true) => self.policer.set(now, u64::from(self.floor() / 2), rtt),
+            (Some(w), false) => self.policer.set(now, u64::from(w), rtt),
+            (None, false) => {}
+        }
+    }
+
+    /// The flow as `slipstream flows` and the metrics list flows (`rule` is its class index,
+    /// which the engine renumbers).
+    pub(crate) fn flow_snapshot(&self, key: &FlowKey) -> FlowSnapshot {
+        let share = self.household.as_ref().map(|(_, share)| share);
+        FlowSnapshot {
+            rule: self.rule,
+            sender: self.bulk_sender.map(|s| key.endpoint(s)),
+            receiver: self.bulk_sender.map(|s| key.endpoint(s.other())),
+            controller: None,
+            rtt: self.rtt,
+            goodput_bits_per_second: self.goodput_bits_per_second(),
+            acked_bytes: self.forwarded_bytes(),
+            host_window: None,
+            forwarded_window: None,
+            unclamped_reason: match (self.released, &self.household, self.policer.rate()) {
+                (true, _, _) => Some(PassReason::RuleRemoved),
+                (false, None, _) => Some(PassReason::Observed),
+                (false, Some(_), None) => Some(PassReason::NoTarget),
+                (false, Some(_), Some(_)) => None,
+            },
+            allocation: share.and_then(|s| s.window()),
+            held: share.is_some_and(|s| s.is_held()),
+            link: self.link(),
+            udp: Some(self.snapshot()),
+        }
+    }
+
+    fn snapshot(&self) -> UdpSnapshot {
+        UdpSnapshot {
+            kind: match self.utp.kind {
+                UdpKind::Utp => "utp",
+                UdpKind::Other | UdpKind::Unknown => "udp",
+            },
+            policed_bits_per_second: self.policer.rate().map(|r| r * 8.0),
+            dropped_packets: self.dropped_packets,
+            dropped_bytes: self.dropped_bytes,
+            marked_packets: self.marked_packets,
+        }
+    }
+}
+
+/// The UDP flows, bounded like the TCP table: a full table refuses new flows (their packets pass
+/// unpoliced), idle flows expire.
+#[derive(Debug, Default)]
+pub(crate) struct UdpTable {
+    flows: HashMap<FlowKey, UdpFlow>,
+}
+
+impl UdpTable {
+    pub(crate) fn len(&self) -> usize {
+        self.flows.len()
+    }
+
+    pub(crate) fn contains(&self, key: &FlowKey) -> bool {
+        self.flows.contains_key(key)
+    }
+
+    /// The flow of `key`, created with `make` if the table has room; `None` if it has not.
+    /// The bool says whether it was created.
+    pub(crate) fn admit(
+        &mut self,
+        key: FlowKey,
+        max_flows: usize,
+        make: impl FnOnce() -> UdpFlow,
+    ) -> Option<(&mut UdpFlow, bool)> {
+        if self.flows.contains_key(&key) {
+            return self.flows.get_mut(&key).map(|f| (f, false));
+        }
+        if self.flows.len() >= max_flows {
+            return None;
+        }
+        Some((self.flows.entry(key).or_insert_with(make), true))
+    }
+
+    /// Ticks every flow; drops those idle for `idle_timeout`. Returns how many went.
+    pub(crate) fn expire(&mut self, now: Instant, idle_timeout: Duration) -> u64 {
+        let before = self.flows.len();
+        self.flows.retain(|_, flow| {
+            flow.on_tick(now);
+            now.saturating_since(flow.last_seen) < idle_timeout
+        });
+        (before - self.flows.len()) as u64
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&FlowKey, &UdpFlow)> {
+        self.flows.iter()
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = (&FlowKey, &mut UdpFlow)> {
+        self.flows.iter_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,97 @@
+use super::*;
+
+fn at(ms: u64) -> Instant {
+    Instant::from_millis(ms)
+}
+
+/// A flow whose LAN host is the low side (as packets from the LAN say).
+fn lan_flow() -> UdpFlow {
+    let mut f = UdpFlow::new(1, at(0), true);
+    f.note_lan_side(Side::Low, Some(true));
+    f
+}
+
+#[test]
+fn the_opening_exchange_gives_the_far_half() {
+    let mut f = lan_flow();
+    f.on_packet(Side::Low, at(10), 1200, 1228);
+    f.on_packet(Side::Low, at(11), 1200, 1228);
+    assert_eq!(f.rtt_estimate(), None);
+    f.on_packet(Side::High, at(95), 1200, 1228);
+    assert_eq!(f.rtt_estimate(), Some(Duration::from_millis(85)));
+    f.on_packet(Side::High, at(300), 1200, 1228);
+    assert_eq!(
+        f.rtt_estimate(),
+        Some(Duration::from_millis(85)),
+        "only the first answer"
+    );
+}
+
+#[test]
+fn a_flow_opened_from_outside_learns_no_rtt_from_the_lan_hosts_answer() {
+    let mut f = lan_flow();
+    f.on_packet(Side::High, at(10), 100, 128);
+    f.on_packet(Side::Low, at(11), 100, 128);
+    assert_eq!(f.rtt_estimate(), None);
+}
+
+#[test]
+fn the_bulk_sender_is_the_side_that_sent_four_times_more_and_32_kb() {
+    let mut f = lan_flow();
+    for i in 0..20 {
+        f.on_packet(Side::High, at(i), 1200, 1228);
+        f.on_packet(Side::Low, at(i), 60, 88);
+    }
+    // 24 kB so far: not yet.
+    assert_eq!(f.link(), None);
+    for i in 20..30 {
+        f.on_packet(Side::High, at(i), 1200, 1228);
+    }
+    assert_eq!(f.link(), Some(LinkDirection::Download));
+    assert_eq!(f.floor(), 2 * 1228);
+    // The LAN host starts an upload far larger than what it received: it becomes one.
+    for i in 30..200 {
+        f.on_packet(Side::Low, at(i), 1400, 1428);
+    }
+    assert_eq!(f.link(), Some(LinkDirection::Upload));
+}
+
+#[test]
+fn an_allocation_becomes_the_policers_rate_and_a_hold_two_packets_per_rtt() {
+    let mut f = lan_flow();
+    for i in 0..40 {
+        f.on_packet(Side::High, at(i), 1200, 1228);
+    }
+    f.apply_allocation(at(100), Some(50_000), false, Duration::from_millis(100));
+    assert_eq!(f.policer.rate(), Some(500_000.0));
+    f.apply_allocation(at(200), None, true, Duration::from_millis(100));
+    assert_eq!(f.policer.rate(), Some(12_280.0));
+    f.release();
+    assert_eq!(f.policer.rate(), None);
+    assert!(f.household_mut().is_none());
+}
+
+#[test]
+fn the_table_is_bounded_and_forgets_idle_flows() {
+    let mut t = UdpTable::default();
+    let key = |port| {
+        FlowKey::from_packet(
+            "10.0.0.2".parse().unwrap(),
+            port,
+            "192.0.2.1".parse().unwrap(),
+            443,
+        )
+        .0
+    };
+    assert!(t
+        .admit(key(1), 2, || UdpFlow::new(1, at(0), true))
+        .is_some_and(|(_, new)| new));
+    assert!(t
+        .admit(key(1), 2, || UdpFlow::new(1, at(0), true))
+        .is_some_and(|(_, new)| !new));
+    assert!(t.admit(key(2), 2, || UdpFlow::new(1, at(0), true)).is_some());
+    assert!(t.admit(key(3), 2, || UdpFlow::new(1, at(0), true)).is_none());
+    assert_eq!(t.expire(at(59_000), Duration::from_secs(60)), 0);
+    assert_eq!(t.expire(at(60_000), Duration::from_secs(60)), 2);
+    assert_eq!(t.len(), 0);
+}
