@@ -160,6 +160,34 @@ pub(crate) fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -
     )?;
     counter(
         enc,
+        "udp_flows_created",
+        "Background UDP flows (QUIC, uTP) added to the UDP flow table.",
+        None,
+        c.udp_flows_created,
+    )?;
+    counter(
+        enc,
+        "udp_flows_expired",
+        "Background UDP flows removed after their idle timeout.",
+        None,
+        c.udp_flows_expired,
+    )?;
+    counter(
+        enc,
+        "udp_policer_dropped_packets",
+        "Packets of background UDP flows dropped by their policer (sent beyond their household share).",
+        None,
+        c.udp_dropped,
+    )?;
+    counter(
+        enc,
+        "udp_policer_marked_packets",
+        "Packets of background UDP flows marked CE by their policer instead of dropped (ECN-capable senders).",
+        None,
+        c.udp_marked,
+    )?;
+    counter(
+        enc,
         "events_dropped",
         "Flow events dropped because the event queue was full.",
         None,

@@ -101,6 +101,10 @@ fn snapshot() -> EngineSnapshot {
     counters.flows_recovered = 4;
     counters.flows_reopened = 7;
     counters.events_dropped = 6;
+    counters.udp_flows_created = 11;
+    counters.udp_flows_expired = 12;
+    counters.udp_dropped = 13;
+    counters.udp_marked = 14;
     for _ in 0..3 {
         counters.count_pass(PassReason::Observed);
     }
