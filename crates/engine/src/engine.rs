@@ -46,6 +46,7 @@ use crate::stats::LinkDirection;
 use crate::stats::{EngineCounters, EngineSnapshot, FlowSnapshot, PassReason, RuleSnapshot};
 use crate::udp::{UdpFlow, UdpTable};
 
+mod probes;
 mod rounds;
 mod udp;
 

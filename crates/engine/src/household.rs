@@ -10,7 +10,7 @@ use std::net::{IpAddr, SocketAddr};
 
 use slipstream_control::HouseholdShare;
 use slipstream_control::{Duration, Instant};
-use slipstream_household::link_delay::{Slowdown, SlowdownRound};
+use slipstream_household::link_delay::{FlowDelay, Slowdown, SlowdownRound};
 use slipstream_household::{
     allocate_with, AllocScratch, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase,
     FlowDemand, HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
@@ -49,6 +49,9 @@ pub(crate) struct Link {
     /// Best effort's traffic as counted in the previous round (see [`best_effort`]).
     best_effort_before: Option<BestEffort>,
     last: LinkSnapshot,
+    /// The daemon's delay probes as one more flow of the link (their own base), for links whose
+    /// flows cannot be timed (QUIC); see `Engine::on_probe_sample`.
+    pub probe_delay: FlowDelay,
 }
 
 /// What the router's WAN interfaces counted in one direction since they came up: all traffic
@@ -103,6 +106,7 @@ impl Link {
             counters: None,
             counters_at_round_start: None,
             best_effort_before: None,
+            probe_delay: FlowDelay::default(),
             last: LinkSnapshot {
                 direction,
                 controller: config.budget.kind(),
@@ -176,6 +180,11 @@ impl Household {
         self.links.iter().any(|l| l.next_round.is_none_or(|t| now >= t))
     }
 
+    /// The base RTT the link's last round used (the median of its flows').
+    pub(crate) fn base_rtt(&self, which: usize) -> Option<Duration> {
+        self.links[which].last.base_rtt
+    }
+
     pub(crate) fn snapshot(&self) -> Vec<LinkSnapshot> {
         self.links.iter().map(|l| l.last.clone()).collect()
     }
@@ -233,15 +242,9 @@ pub(crate) trait Member {
     fn lan_side(&self) -> Side;
     fn rule(&self) -> u16;
     fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)>;
-    /// The round's allocation (already in its share): `None` if held. `rtt` is the RTT the
-    /// allocator used. Returns the window update a TCP flow whose turn came needs.
-    fn allocated(
-        &mut self,
-        now: Instant,
-        window: Option<u32>,
-        was_held: bool,
-        rtt: Duration,
-    ) -> Option<WindowUpdate>;
+    /// The round's allocation (already in its share, see [`Allocated`]). Returns the window
+    /// update a TCP flow whose turn came needs.
+    fn allocated(&mut self, round: &Allocated) -> Option<WindowUpdate>;
 }
 
 impl Member for Flow {
@@ -266,15 +269,9 @@ impl Member for Flow {
     fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
         Flow::household_mut(self)
     }
-    fn allocated(
-        &mut self,
-        now: Instant,
-        window: Option<u32>,
-        was_held: bool,
-        _rtt: Duration,
-    ) -> Option<WindowUpdate> {
-        match (was_held, window) {
-            (true, Some(w)) => self.window_update(now, w),
+    fn allocated(&mut self, round: &Allocated) -> Option<WindowUpdate> {
+        match (round.was_held, round.window) {
+            (true, Some(w)) => self.window_update(round.now, w),
             _ => None,
         }
     }
@@ -302,16 +299,22 @@ impl Member for UdpFlow {
     fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
         UdpFlow::household_mut(self)
     }
-    fn allocated(
-        &mut self,
-        now: Instant,
-        window: Option<u32>,
-        _was_held: bool,
-        rtt: Duration,
-    ) -> Option<WindowUpdate> {
-        self.apply_allocation(now, window, window.is_none(), rtt);
+    fn allocated(&mut self, round: &Allocated) -> Option<WindowUpdate> {
+        self.apply_allocation(round);
         None
     }
+}
+
+/// One member's allocation in a round.
+pub(crate) struct Allocated {
+    pub now: Instant,
+    /// Bytes per RTT; `None`: held (time-sharing).
+    pub window: Option<u32>,
+    pub was_held: bool,
+    /// The RTT the allocator used for the flow.
+    pub rtt: Duration,
+    /// What the link's budget is doing this round (`Slowdown` during a coordinated slowdown).
+    pub phase: BudgetPhase,
 }
 
 /// A member as the table walk hands it over.
@@ -511,6 +514,11 @@ pub(crate) fn run_round<'f>(
         }
     }
     allocate_with(scratch, budget, demands, now, config.turn, allocations);
+    let phase = if slowing {
+        BudgetPhase::Slowdown
+    } else {
+        link.controller.stats().phase
+    };
     let mut held = 0;
     for (i, flow) in members.into_iter().enumerate() {
         let allocation = allocations[i];
@@ -529,16 +537,19 @@ pub(crate) fn run_round<'f>(
         if window.is_none() {
             held += 1;
         }
-        if let Some(update) = flow.allocated(now, window, was_held, demand.rtt) {
+        let round = Allocated {
+            now,
+            window,
+            was_held,
+            rtt: demand.rtt,
+            phase,
+        };
+        if let Some(update) = flow.allocated(&round) {
             updates.push(update);
             link.last.window_updates += 1;
         }
     }
-    link.last.phase = if slowing {
-        BudgetPhase::Slowdown
-    } else {
-        link.controller.stats().phase
-    };
+    link.last.phase = phase;
     link.last.budget_bytes = budget;
     link.last.queue_delay = link.delay.queue_delay();
     link.last.base_rtt = base_rtt;

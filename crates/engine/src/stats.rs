@@ -109,6 +109,8 @@ pub struct EngineCounters {
     pub udp_dropped: u64,
     /// Packets of background UDP flows marked CE by their policer instead of dropped.
     pub udp_marked: u64,
+    /// Delay probes answered and taken as samples of a link (`Engine::on_probe_sample`).
+    pub probe_samples: u64,
 }
 
 impl EngineCounters {

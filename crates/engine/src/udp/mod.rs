@@ -25,14 +25,19 @@ use slipstream_control::{Duration, HouseholdShare, Instant};
 use crate::flow::HouseholdFlow;
 use crate::flow_key::{FlowKey, Side};
 use crate::goodput::GoodputMeter;
+use crate::household::Allocated;
 use crate::stats::{FlowSnapshot, LinkDirection, PassReason, UdpSnapshot};
 use policer::TokenBucket;
+use slipstream_household::BudgetPhase;
 use utp::{UdpKind, UtpTracker};
 
 /// Payload bytes one side must have sent before it can be taken for the bulk sender, and how
 /// much more than the other: a QUIC handshake or a few uTP requests decide nothing.
 const BULK_MIN_BYTES: u64 = 32 * 1024;
 const BULK_RATIO: u64 = 4;
+/// While the link's budget is free to grow, a flow's policer lets through at least this much
+/// more than it sent last round (see [`UdpFlow::apply_allocation`]).
+const HEADROOM: f64 = 2.0;
 /// The largest UDP payload counted as one full-size packet for the flow's floor.
 const FULL_SIZE: u32 = 1500;
 
@@ -56,6 +61,9 @@ pub(crate) struct UdpFlow {
     pub household: Option<(HouseholdFlow, HouseholdShare)>,
     pub policer: TokenBucket,
     forwarded: GoodputMeter,
+    /// Bulk bytes forwarded since the last allocation, and when that was.
+    round_forwarded: u64,
+    round_start: Instant,
     pub dropped_packets: u64,
     pub dropped_bytes: u64,
     pub marked_packets: u64,
@@ -78,6 +86,8 @@ impl UdpFlow {
             household: household.then(Default::default),
             policer: TokenBucket::default(),
             forwarded: GoodputMeter::default(),
+            round_forwarded: 0,
+            round_start: now,
             dropped_packets: 0,
             dropped_bytes: 0,
             marked_packets: 0,
@@ -145,6 +155,7 @@ impl UdpFlow {
     /// Bulk bytes forwarded (they passed the policer).
     pub(crate) fn on_forwarded(&mut self, now: Instant, bytes: u32) {
         self.forwarded.on_acked(now, bytes);
+        self.round_forwarded += u64::from(bytes);
     }
 
     pub(crate) fn forwarded_bytes(&self) -> u64 {
@@ -173,14 +184,37 @@ impl UdpFlow {
         self.household.as_mut().map(|(state, share)| (state, share))
     }
 
-    /// The allocator's decision, as the policer's rate: `window` bytes per RTT (the RTT the
-    /// allocator used for the flow), held flows get two packets' worth per RTT.
-    pub(crate) fn apply_allocation(&mut self, now: Instant, window: Option<u32>, held: bool, rtt: Duration) {
-        match (window, held) {
-            (_, true) => self.policer.set(now, u64::from(self.floor() / 2), rtt),
-            (Some(w), false) => self.policer.set(now, u64::from(w), rtt),
-            (None, false) => {}
-        }
+    /// The allocator's decision, as the policer's rate: the allocation per RTT (the RTT the
+    /// allocator used). A loss-based sender loses half its rate at each drop and gets it back
+    /// one packet per round trip, where a TCP sender held by its window loses nothing; so:
+    /// * while the budget grows (its queue well below the target: `Probe`, `Recover`, or before
+    ///   it has decided), the rate is at least [`HEADROOM`] times what the flow sent last round,
+    ///   so a sender in slow start is not cut while the link has room;
+    /// * near and above the target (`Hold`, `Yield`), the allocation: the budget binds;
+    /// * during a coordinated slowdown, half of what the flow sent: one loss, one halving, and
+    ///   the queue drains for the base measurement (the allocation's two packets would make
+    ///   the sender lose a window per round trip and start over from nothing);
+    /// * a held flow (time-sharing) gets two packets per RTT.
+    pub(crate) fn apply_allocation(&mut self, round: &Allocated) {
+        let sent = std::mem::take(&mut self.round_forwarded);
+        let interval = round
+            .now
+            .saturating_since(std::mem::replace(&mut self.round_start, round.now));
+        let used = if interval.is_zero() {
+            0
+        } else {
+            (sent as f64 * round.rtt.as_secs_f64() / interval.as_secs_f64()) as u64
+        };
+        let floor = u64::from(self.floor() / 2);
+        let per_rtt = match (round.window, round.phase) {
+            (None, _) => floor,
+            (Some(_), BudgetPhase::Slowdown) => (used / 2).max(floor),
+            (Some(w), BudgetPhase::Start | BudgetPhase::Idle | BudgetPhase::Probe | BudgetPhase::Recover) => {
+                u64::from(w).max((used as f64 * HEADROOM) as u64)
+            }
+            (Some(w), _) => u64::from(w),
+        };
+        self.policer.set(round.now, per_rtt, round.rtt);
     }
 
     /// The flow as `slipstream flows` and the metrics list flows (`rule` is its class index,

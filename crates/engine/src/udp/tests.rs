@@ -1,4 +1,5 @@
 use super::*;
+use crate::household::Allocated;
 
 fn at(ms: u64) -> Instant {
     Instant::from_millis(ms)
@@ -56,19 +57,55 @@ fn the_bulk_sender_is_the_side_that_sent_four_times_more_and_32_kb() {
     assert_eq!(f.link(), Some(LinkDirection::Upload));
 }
 
+fn round(ms: u64, window: Option<u32>, phase: BudgetPhase) -> Allocated {
+    Allocated {
+        now: at(ms),
+        window,
+        was_held: false,
+        rtt: Duration::from_millis(100),
+        phase,
+    }
+}
+
 #[test]
 fn an_allocation_becomes_the_policers_rate_and_a_hold_two_packets_per_rtt() {
     let mut f = lan_flow();
     for i in 0..40 {
         f.on_packet(Side::High, at(i), 1200, 1228);
     }
-    f.apply_allocation(at(100), Some(50_000), false, Duration::from_millis(100));
+    f.apply_allocation(&round(100, Some(50_000), BudgetPhase::Yield));
     assert_eq!(f.policer.rate(), Some(500_000.0));
-    f.apply_allocation(at(200), None, true, Duration::from_millis(100));
+    f.apply_allocation(&round(200, None, BudgetPhase::Yield));
     assert_eq!(f.policer.rate(), Some(12_280.0));
     f.release();
     assert_eq!(f.policer.rate(), None);
     assert!(f.household_mut().is_none());
+}
+
+#[test]
+fn a_growing_budget_never_polices_below_what_the_flow_sends_and_a_slowdown_halves_it() {
+    let mut f = lan_flow();
+    for i in 0..40 {
+        f.on_packet(Side::High, at(i), 1200, 1228);
+    }
+    f.apply_allocation(&round(100, Some(10_000), BudgetPhase::Probe));
+    // 100 kB forwarded in 100 ms: 1 MB/s; the allocation's 100 kB/s would drop nine in ten.
+    f.on_forwarded(at(150), 100_000);
+    f.apply_allocation(&round(200, Some(10_000), BudgetPhase::Probe));
+    assert_eq!(f.policer.rate(), Some(2_000_000.0));
+    f.on_forwarded(at(250), 100_000);
+    f.apply_allocation(&round(300, Some(10_000), BudgetPhase::Slowdown));
+    assert_eq!(
+        f.policer.rate(),
+        Some(500_000.0),
+        "a slowdown: half of what it sent"
+    );
+    // Near or above the target: the allocation, whatever the flow sends.
+    for phase in [BudgetPhase::Hold, BudgetPhase::Yield] {
+        f.on_forwarded(at(350), 100_000);
+        f.apply_allocation(&round(400, Some(10_000), phase));
+        assert_eq!(f.policer.rate(), Some(100_000.0));
+    }
 }
 
 #[test]
