@@ -112,6 +112,7 @@ pub(crate) struct RawHousehold {
     pub budget: Option<Kinded<RawBudget>>,
     pub slowdown_interval: Option<String>,
     pub turn: Option<String>,
+    pub probe: Option<String>,
 }
 
 /// One string or a list of them (`preset = "steam"`, `preset = ["steam", "epic"]`).

@@ -29,6 +29,10 @@ pub struct Config {
     /// share, the coordinated slowdown, the time-sharing turn. TOML `[household]`, UCI
     /// `config household`.
     pub household: HouseholdConfig,
+    /// Where the daemon sends its link-delay probes while the engine wants them (flows with
+    /// nothing to time, such as QUIC). TOML `household.probe`, UCI `option probe` of
+    /// `config household`; default [`ProbeTarget::Auto`].
+    pub probe: ProbeTarget,
     /// Services and devices by name: the sets dnsmasq fills, the DHCP lease files. TOML
     /// `[names]`, UCI options of `config slipstream`.
     pub names: Names,
@@ -119,6 +123,29 @@ impl Default for Datapath {
             mark_mask: 0x00ff_0000,
             ipv6: true,
             engine: DatapathEngine::default(),
+        }
+    }
+}
+
+/// The reflector of the link-delay probes (ICMP echo requests): a host beyond the access link,
+/// whose round-trip time is the link's base delay plus its queueing delay.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ProbeTarget {
+    /// The gateway of the default route, looked up again while probing (`"auto"`, default).
+    #[default]
+    Auto,
+    /// No probes (`"off"`).
+    Off,
+    /// This address.
+    Address(IpAddr),
+}
+
+impl std::fmt::Display for ProbeTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProbeTarget::Auto => f.write_str("auto"),
+            ProbeTarget::Off => f.write_str("off"),
+            ProbeTarget::Address(ip) => write!(f, "{ip}"),
         }
     }
 }

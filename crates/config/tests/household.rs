@@ -154,6 +154,11 @@ fn bad_toml_names_the_field() {
         (hh("slowdown_interval = \"never\""), "household.slowdown_interval", "not a duration"),
         (hh("turn = \"10ms\""), "household.turn", "must be 50ms to 10s"),
         (hh("turn = \"11s\""), "household.turn", "must be 50ms to 10s"),
+        (hh("probe = \"gateway\""), "household.probe", "\"gateway\" is not \"auto\" (the default route's gateway), \"off\" or an IP address like \"192.0.2.1\""),
+        (hh("probe = \"10.0.0.300\""), "household.probe", "is not \"auto\""),
+        (hh("probe = \"0.0.0.0\""), "household.probe", "cannot answer an echo request"),
+        (hh("probe = \"ff02::1\""), "household.probe", "cannot answer an echo request"),
+        (hh("probe = 1"), "line 2", "invalid type"),
         (hh("target = \"5ms\""), "line 2", "unknown field `target`"),
     ];
     for (text, path, phrase) in &cases {
@@ -202,7 +207,8 @@ fn bad_uci_names_section_option_and_line() {
         (hh("\toption interval '1s'\n"), "household 'household' (line 3), option interval (line 4)", "is a key_binary_search and key_stochastic parameter, not a delay_target one"),
         (hh("\toption slowdown_interval '1s'\n"), "household 'household' (line 3), option slowdown_interval (line 4)", "must be 0 (off) or at least 2s"),
         (hh("\toption turn '20s'\n"), "household 'household' (line 3), option turn (line 4)", "must be 50ms to 10s"),
-        (hh("\toption psi '20ms'\n"), "household 'household' (line 3), option psi (line 4)", "unknown option; known options of a `config household` section: budget, slowdown_interval, turn, variant, target, gain, max_growth, early_yield, interactive_target, interval"),
+        (hh("\toption probe 'gw'\n"), "household 'household' (line 3), option probe (line 4)", "\"gw\" is not \"auto\""),
+        (hh("\toption psi '20ms'\n"), "household 'household' (line 3), option psi (line 4)", "unknown option; known options of a `config household` section: budget, slowdown_interval, turn, probe, variant, target, gain, max_growth, early_yield, interactive_target, interval"),
         (hh("\tlist turn '1s'\n"), "household 'household' (line 3), option turn (line 4)", "takes a single value"),
         (format!("{}config household\n", hh("")), "household @household[1] (line 4)", "only one `config household` section is allowed (the first is at line 3)"),
     ];
@@ -258,6 +264,31 @@ fn household_section_in_both_syntaxes() {
         uci(&format!("config household 'household'\n{}", uci_rule(""))).household,
         HouseholdConfig::default()
     );
+}
+
+/// `probe`: "auto" by default, "off", or an address of either family, in both syntaxes.
+#[test]
+fn probe_target_in_both_syntaxes() {
+    assert_eq!(toml(&toml_rule("")).probe, ProbeTarget::Auto);
+    assert_eq!(uci(&uci_rule("")).probe, ProbeTarget::Auto);
+    for (given, wanted) in [
+        ("auto", ProbeTarget::Auto),
+        ("off", ProbeTarget::Off),
+        (" 192.0.2.1 ", ProbeTarget::Address("192.0.2.1".parse().unwrap())),
+        (
+            "2001:db8::1",
+            ProbeTarget::Address("2001:db8::1".parse().unwrap()),
+        ),
+    ] {
+        let t = toml(&format!("[household]\nprobe = \"{given}\"\n{}", toml_rule("")));
+        assert_eq!(t.probe, wanted, "{given}");
+        let u = uci(&format!(
+            "config household\n\toption probe '{given}'\n{}",
+            uci_rule("")
+        ));
+        assert_eq!(u, t, "{given}");
+        assert_eq!(wanted.to_string(), given.trim());
+    }
 }
 
 #[test]

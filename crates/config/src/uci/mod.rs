@@ -279,6 +279,7 @@ impl Reader<'_> {
         h.budget = self.kinded::<RawBudget>(&o, "budget", "household.budget", BudgetConfig::default().kind());
         h.slowdown_interval = self.string(&o, "slowdown_interval", "household.slowdown_interval");
         h.turn = self.string(&o, "turn", "household.turn");
+        h.probe = self.string(&o, "probe", "household.probe");
         Ok(())
     }
 

@@ -9,6 +9,7 @@ use crate::types::*;
 use crate::{uci, ConfigError, DatapathEngine, Format, MAX_RULES};
 use slipstream_household::HouseholdConfig;
 use std::collections::HashSet;
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -100,6 +101,7 @@ impl Validator<'_> {
         let metrics = self.metrics(raw.metrics)?;
         let limits = self.limits(raw.limits)?;
         let control = self.control(raw.control)?;
+        let probe = self.probe(raw.household.probe.as_deref())?;
         let household = self.household(raw.household)?;
         let names_settings = self.names(raw.names)?;
         let (rules_name, rule_name) = match self.format {
@@ -151,6 +153,7 @@ impl Validator<'_> {
             limits,
             control,
             household,
+            probe,
             names: names_settings,
             rules,
         })
@@ -174,6 +177,39 @@ impl Validator<'_> {
         };
         self.checked("household", &["slowdown_interval", "turn"], household.validate())?;
         Ok(household)
+    }
+
+    /// `household.probe`: "auto", "off" or the reflector's address (one that can answer an echo
+    /// request: not unspecified, multicast or broadcast).
+    fn probe(&self, raw: Option<&str>) -> VResult<ProbeTarget> {
+        let Some(given) = raw else {
+            return Ok(ProbeTarget::default());
+        };
+        let path = "household.probe";
+        match given.trim() {
+            "auto" => Ok(ProbeTarget::Auto),
+            "off" => Ok(ProbeTarget::Off),
+            text => match text.parse::<IpAddr>() {
+                Ok(ip)
+                    if ip.is_unspecified()
+                        || ip.is_multicast()
+                        || ip == IpAddr::from([255, 255, 255, 255]) =>
+                {
+                    Err(self.err(
+                        path,
+                        format!("{given:?} cannot answer an echo request; give the reflector's own address"),
+                    ))
+                }
+                Ok(ip) => Ok(ProbeTarget::Address(ip)),
+                Err(_) => Err(self.err(
+                    path,
+                    format!(
+                        "{given:?} is not \"auto\" (the default route's gateway), \"off\" or an IP \
+                         address like \"192.0.2.1\""
+                    ),
+                )),
+            },
+        }
     }
 
     fn control(&self, raw: raw::RawControl) -> VResult<Control> {
