@@ -70,10 +70,11 @@ impl Daemon {
         }
         let (reply, summary) = tokio::sync::oneshot::channel();
         let sent = self.control.send(PacketCommand::Reconfigure {
-            engine: reload::engine_config(&effective),
+            engine: Box::new(reload::engine_config(&effective)),
             top_flows: effective.metrics.top_flows,
             hook: effective.datapath.hook,
             lan_interfaces: effective.datapath.lan_interfaces.clone(),
+            probe: effective.probe,
             reply,
         });
         let summary = if sent {

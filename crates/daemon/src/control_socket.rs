@@ -21,10 +21,10 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{bail, Context};
 use slipstream_engine::{EngineSnapshot, FlowKey, FlowSnapshot, LinkSnapshot, PassReason, Side};
 use slipstream_inspect::{
-    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, PolicerInfo, Request, Response, RuleStatus,
-    Status, MAX_REQUEST_BYTES,
+    FirewallStatus, FlowInfo, FlowList, LinkStatus, PivSummary, PolicerInfo, ProbeStatus, Request, Response,
+    RuleStatus, Status, MAX_REQUEST_BYTES,
 };
-use slipstream_metrics::{household_links, DaemonCounters, SharedSnapshot};
+use slipstream_metrics::{household_links, DaemonCounters, ProbeCounters, SharedSnapshot};
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{UnixListener, UnixStream};
 use tracing::debug;
@@ -81,6 +81,8 @@ pub(crate) struct Control {
     pub datapath_errors: Arc<AtomicU64>,
     /// The metrics snapshot, used for `status` if the packet thread does not answer.
     pub published: SharedSnapshot,
+    /// The link-delay prober's counters and target (the packet thread writes them).
+    pub probes: Arc<ProbeCounters>,
 }
 
 impl Control {
@@ -195,7 +197,19 @@ impl Control {
             // The same links as the metrics show, so `status` and the dashboard agree.
             household: household_links(s).map(link_status).collect(),
             name_sets,
+            probe: Some(probe_status(&self.probes)),
         }
+    }
+}
+
+/// The prober's part of `status`.
+fn probe_status(c: &ProbeCounters) -> ProbeStatus {
+    ProbeStatus {
+        target: c.target(),
+        sent: c.sent.load(Ordering::Relaxed),
+        answered: c.answered.load(Ordering::Relaxed),
+        lost: c.lost.load(Ordering::Relaxed),
+        last_rtt_ms: c.last_rtt_seconds().map(|s| s * 1000.0),
     }
 }
 

@@ -37,6 +37,7 @@ mod names;
 mod packet_loop;
 mod page;
 mod privileges;
+mod prober;
 mod reload;
 mod scale_lookups;
 mod wan_counters;
@@ -310,6 +311,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
     let datapath_errors = Arc::new(AtomicU64::new(0));
     let (commands_tx, commands_rx) = std::sync::mpsc::channel();
     let (done_tx, done_rx) = tokio::sync::oneshot::channel();
+    let probe_counters = Arc::new(slipstream_metrics::ProbeCounters::default());
     let nfqueue = NfqueueDatapath::new(
         queues,
         config.datapath.mark_mask,
@@ -329,6 +331,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
             .map_err(|e| warn!("no conntrack lookup thread ({e}): flows seen mid-stream stay unclamped"))
             .ok(),
         wan_counters: wan_counters::WanCounters::new(),
+        prober: prober::Prober::new(config.probe, probe_counters.clone()),
     };
     let kernel_counters = Arc::new(slipstream_metrics::KernelCounters::default());
     let ebpf_in_use = tc.is_some();
@@ -368,6 +371,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
         );
     }
     slipstream_metrics::register_daemon_counters(&mut registry, counters.clone());
+    slipstream_metrics::register_probe_counters(&mut registry, probe_counters.clone());
     if ebpf_in_use {
         slipstream_metrics::register_kernel_counters(&mut registry, kernel_counters);
     }
@@ -394,6 +398,7 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
         packets: Mutex::new(commands_tx),
         datapath_errors,
         published: snapshot,
+        probes: probe_counters,
     });
     let page = Arc::new(page::Page::new(control.clone()));
     let lease_poll = config.names.lease_poll;

@@ -18,7 +18,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, TryRecvError};
 use std::sync::Arc;
 
-use slipstream_config::Hook;
+use slipstream_config::{Hook, ProbeTarget};
 use slipstream_control::Duration;
 use slipstream_engine::{Engine, EngineConfig, EngineSnapshot, FlowEvent, FlowKey, ReconfigureSummary, Side};
 use slipstream_metrics::SharedSnapshot;
@@ -26,6 +26,7 @@ use tracing::{info, warn};
 
 use crate::clock::MonotonicClock;
 use crate::datapath::Datapath;
+use crate::prober::Prober;
 use crate::scale_lookups::{Outcome, ScaleLookups};
 use crate::wan_counters::WanCounters;
 use crate::window_updates::WindowUpdateCounters;
@@ -53,6 +54,8 @@ pub(crate) struct PacketLoop<D> {
     /// The access link's counters (best effort's traffic is what they count beyond the
     /// background's packets).
     pub wan_counters: WanCounters,
+    /// The link-delay probes the engine asks for (`household.probe`).
+    pub prober: Prober,
 }
 
 /// What the control side asks of the packet thread. Replies go back on one-shot channels.
@@ -60,10 +63,13 @@ pub(crate) enum PacketCommand {
     /// A reload: new rules and limits for the engine, the new number of per-flow series, and
     /// the hook and LAN interfaces the LAN side is told by.
     Reconfigure {
-        engine: EngineConfig,
+        /// Boxed: the command stays small (a reload is rare, a snapshot request is not).
+        engine: Box<EngineConfig>,
         top_flows: usize,
         hook: Hook,
         lan_interfaces: Vec<String>,
+        /// `household.probe`.
+        probe: ProbeTarget,
         reply: tokio::sync::oneshot::Sender<ReconfigureSummary>,
     },
     /// A snapshot with the `top_flows` busiest flows (`usize::MAX`: all, 0: none).
@@ -107,6 +113,7 @@ impl<D: Datapath> PacketLoop<D> {
             window_updates: self.window_updates,
             scale_lookups: self.scale_lookups,
             wan_counters: self.wan_counters,
+            prober: self.prober,
         }
     }
 
@@ -127,7 +134,12 @@ impl<D: Datapath> PacketLoop<D> {
                     // Handshakes still end the pause at once: they wait in NFQUEUE for it.
                     wait_readable([self.datapath.fds()[0], None], pause)?;
                 }
-                wait_readable(self.datapath.fds(), POLL_TIMEOUT)?;
+                // Woken in time for the next probe, if the engine wants them.
+                let probe_due = self.prober.until_due(self.engine.probe_interval(), clock.now());
+                wait_readable(
+                    self.datapath.fds(),
+                    probe_due.map_or(POLL_TIMEOUT, |d| d.min(POLL_TIMEOUT)),
+                )?;
             }
             if let Some((download, upload)) = self.wan_counters.read(std::time::Instant::now()) {
                 self.engine.on_link_counters(download, upload);
@@ -135,6 +147,11 @@ impl<D: Datapath> PacketLoop<D> {
             let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
             self.engine.run_due_rounds(clock.now());
             self.datapath.apply(&self.engine);
+            let engine = &mut self.engine;
+            self.prober
+                .turn(engine.probe_interval(), &clock, |sent, received| {
+                    engine.on_probe_sample(sent, received)
+                });
             more_waiting = received.full;
             if received.handled > 0 {
                 errors = 0;
@@ -237,11 +254,13 @@ impl<D: Datapath> PacketLoop<D> {
                     top_flows,
                     hook,
                     lan_interfaces,
+                    probe,
                     reply,
                 }) => {
-                    let summary = self.engine.reconfigure(engine);
+                    let summary = self.engine.reconfigure(*engine);
                     self.top_flows = top_flows;
                     self.datapath.reconfigure(hook, lan_interfaces);
+                    self.prober.reconfigure(probe);
                     reconfigured = true;
                     let _ = reply.send(summary);
                 }

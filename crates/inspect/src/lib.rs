@@ -28,8 +28,8 @@ mod render;
 
 pub use client::{query, QueryError};
 pub use protocol::{
-    FirewallStatus, FlowInfo, FlowList, LinkStatus, NameSetStatus, PivSummary, PolicerInfo, Request,
-    Response, RuleStatus, Status, DEFAULT_SOCKET, MAX_REQUEST_BYTES,
+    FirewallStatus, FlowInfo, FlowList, LinkStatus, NameSetStatus, PivSummary, PolicerInfo, ProbeStatus,
+    Request, Response, RuleStatus, Status, DEFAULT_SOCKET, MAX_REQUEST_BYTES,
 };
 pub use render::{fmt_bytes, fmt_duration, fmt_ms, fmt_rate, lan_and_remote, render_flows, render_status};
 

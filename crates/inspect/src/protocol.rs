@@ -119,6 +119,25 @@ pub struct Status {
     /// without such rules, and from daemons that predate them).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub name_sets: Vec<NameSetStatus>,
+    /// The link-delay probes (`household.probe`); `None` from daemons that predate them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probe: Option<ProbeStatus>,
+}
+
+/// The link-delay prober in `status`: ICMP echo to a reflector beyond the access link, sent
+/// while the engine wants them.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeStatus {
+    /// Where probes go: `192.0.2.1 (gateway via wan)`, `off`, `none: no default gateway`, ...
+    pub target: String,
+    /// Probes sent since start.
+    pub sent: u64,
+    /// Of those, answered in time.
+    pub answered: u64,
+    /// Of those, lost (unanswered in time, or not sent).
+    pub lost: u64,
+    /// Round-trip time of the last answered probe.
+    pub last_rtt_ms: Option<f64>,
 }
 
 /// One address set of a rule by name (`domains`/`preset`: remote addresses dnsmasq resolved;

@@ -282,6 +282,17 @@ pub fn render_status(s: &Status, now_unix: u64) -> String {
             .map_or_else(|| "cannot be listed".to_owned(), |e| format!("{e} addresses"));
         let _ = writeln!(out, "names       rule {}: set {} holds {entries}", n.rule, n.set);
     }
+    if let Some(p) = &s.probe {
+        let _ = write!(
+            out,
+            "probes      {}: {} sent, {} answered, {} lost",
+            p.target, p.sent, p.answered, p.lost
+        );
+        let _ = match p.last_rtt_ms {
+            Some(rtt) => writeln!(out, ", last RTT {}", fmt_ms(rtt)),
+            None => writeln!(out),
+        };
+    }
     out.push('\n');
     let rows: Vec<Vec<String>> = s
         .rules

@@ -154,6 +154,13 @@ fn status() -> Status {
             set: "ss_dst_games_4".into(),
             entries: Some(3),
         }],
+        probe: Some(ProbeStatus {
+            target: "192.0.2.1 (gateway via wan)".into(),
+            sent: 120,
+            answered: 118,
+            lost: 2,
+            last_rtt_ms: Some(23.5),
+        }),
     }
 }
 
@@ -435,6 +442,7 @@ fn status_text() {
         "queues      ack 8470, data 8471",
         "packets     1000 handled, 600 rewritten, 400 passed; 0 datapath errors",
         "flows       4 active of 4096 max",
+        "probes      192.0.2.1 (gateway via wan): 120 sent, 118 answered, 2 lost, last RTT 24 ms",
         "#  RULE            CONTROLLER    ACTIVE FLOWS  STARTED",
         "1  bittorrent      vulture                  3       17",
         "-  gone (removed)  fixed_window             1        4",

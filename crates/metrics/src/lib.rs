@@ -41,12 +41,14 @@ mod encode_links;
 mod families;
 mod host;
 mod kernel;
+mod probes;
 
 use encode_engine::encode_snapshot;
 use encode_host::HostCollector;
 
 pub use daemon::{register_daemon_counters, DaemonCounters};
 pub use kernel::{register_kernel_counters, KernelCounters};
+pub use probes::{register_probe_counters, ProbeCounters};
 
 pub use host::{
     interface_matches, parse_net_dev, parse_netlink_drops, parse_nfnetlink_queue, read_interface_bytes,

@@ -185,6 +185,7 @@ fn control() -> Control {
         packets: Mutex::new(std::sync::mpsc::channel().0),
         datapath_errors: Arc::default(),
         published: SharedSnapshot::default(),
+        probes: Arc::default(),
     }
 }
 

@@ -1,0 +1,118 @@
+//! The probes sent and not yet answered: bounded, in the order sent. A probe unanswered for
+//! [`LOST_AFTER`], or pushed out of a full table by a newer one, is lost; a reply that comes
+//! later finds nothing and is ignored (it would be a sample of a queue long gone).
+
+use std::collections::VecDeque;
+
+use slipstream_control::{Duration, Instant};
+
+/// How long a probe may wait for its reply. A bloated access link can hold a second or two of
+/// queue; longer than that, the sample would arrive too late to steer anything.
+pub(crate) const LOST_AFTER: Duration = Duration::from_secs(4);
+/// Most probes waiting at once (40 per second for [`LOST_AFTER`] at 100 ms intervals fits).
+pub(crate) const MAX_OUTSTANDING: usize = 64;
+
+#[derive(Debug, Default)]
+pub(crate) struct Outstanding {
+    /// Sequence number and send time of each waiting probe, oldest first.
+    waiting: VecDeque<(u16, Instant)>,
+}
+
+impl Outstanding {
+    /// A probe sent at `sent`; returns how many older probes this pushed out (lost).
+    pub(crate) fn sent(&mut self, seq: u16, sent: Instant) -> u64 {
+        let mut lost = 0;
+        // A sequence number wrapped round onto a probe still waiting: that one is long lost.
+        if let Some(i) = self.waiting.iter().position(|(s, _)| *s == seq) {
+            self.waiting.remove(i);
+            lost += 1;
+        }
+        while self.waiting.len() >= MAX_OUTSTANDING {
+            self.waiting.pop_front();
+            lost += 1;
+        }
+        self.waiting.push_back((seq, sent));
+        lost
+    }
+
+    /// The send time of probe `seq`, which is answered now (`None`: not waiting, a duplicate
+    /// or late reply).
+    pub(crate) fn answered(&mut self, seq: u16) -> Option<Instant> {
+        let i = self.waiting.iter().position(|(s, _)| *s == seq)?;
+        self.waiting.remove(i).map(|(_, sent)| sent)
+    }
+
+    /// Removes the probes unanswered for [`LOST_AFTER`] at `now`; returns how many.
+    pub(crate) fn expire(&mut self, now: Instant) -> u64 {
+        let mut lost = 0;
+        while self
+            .waiting
+            .front()
+            .is_some_and(|(_, sent)| now.saturating_since(*sent) >= LOST_AFTER)
+        {
+            self.waiting.pop_front();
+            lost += 1;
+        }
+        lost
+    }
+
+    /// Forgets every waiting probe (a new target); returns how many.
+    pub(crate) fn clear(&mut self) -> u64 {
+        let n = self.waiting.len() as u64;
+        self.waiting.clear();
+        n
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.waiting.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(ms: u64) -> Instant {
+        Instant::from_micros(ms * 1000)
+    }
+
+    #[test]
+    fn a_reply_finds_its_probe_once() {
+        let mut o = Outstanding::default();
+        assert_eq!(o.sent(1, at(0)), 0);
+        assert_eq!(o.sent(2, at(100)), 0);
+        assert_eq!(o.answered(2), Some(at(100)), "out of order");
+        assert_eq!(o.answered(2), None, "a duplicate");
+        assert_eq!(o.answered(3), None, "never sent");
+        assert_eq!(o.answered(1), Some(at(0)));
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn unanswered_probes_are_lost_after_the_timeout() {
+        let mut o = Outstanding::default();
+        o.sent(1, at(0));
+        o.sent(2, at(1000));
+        assert_eq!(o.expire(at(3999)), 0);
+        assert_eq!(o.expire(at(4000)), 1);
+        assert_eq!(o.answered(1), None, "a late reply is ignored");
+        assert_eq!(o.expire(at(5000)), 1);
+        assert!(o.is_empty());
+    }
+
+    #[test]
+    fn the_table_is_bounded() {
+        let mut o = Outstanding::default();
+        for seq in 0..MAX_OUTSTANDING as u16 {
+            assert_eq!(o.sent(seq, at(u64::from(seq))), 0);
+        }
+        assert_eq!(o.sent(1000, at(100)), 1, "the oldest goes");
+        assert_eq!(o.answered(0), None);
+        assert_eq!(o.answered(1), Some(at(1)));
+        // A sequence number that wrapped onto a waiting probe replaces it.
+        assert_eq!(o.sent(5, at(200)), 1);
+        assert_eq!(o.answered(5), Some(at(200)));
+        assert_eq!(o.clear(), MAX_OUTSTANDING as u64 - 2);
+        assert!(o.is_empty());
+    }
+}
