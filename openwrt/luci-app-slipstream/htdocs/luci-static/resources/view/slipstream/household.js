@@ -125,6 +125,12 @@ return view.extend({
 			_('When the budget cannot give every flow two segments, flows take turns of at least this long (50ms to 10s).'));
 		o.placeholder = '500ms';
 
+		o = s.option(form.Value, 'probe', _('Delay probes to'),
+			_('While the link carries background flows whose packets cannot be timed (QUIC is encrypted), the router pings a host beyond the access link to measure its queueing delay. auto: the default route\'s gateway (a PPPoE link has none: give an address, such as the ISP\'s first hop); off: no probes; or an IPv4 or IPv6 address.'));
+		o.value('auto', _('auto (the default gateway)'));
+		o.value('off', _('off'));
+		o.placeholder = 'auto';
+
 		this.map = m;
 		ss.attachServerErrors(m);
 		return m.render();
