@@ -6,7 +6,9 @@
 //!   sends afterwards (nfnetlink checks the capability of the sending thread on each message, so
 //!   it must stay effective); ctnetlink lookups of window scales; `nft` and `iptables-legacy`
 //!   changing rules.
-//! * CAP_NET_RAW: the raw sockets window updates go out on (checked when they are opened), and
+//! * CAP_NET_RAW: the raw sockets window updates go out on (checked when they are opened), the
+//!   link-delay prober's raw ICMP socket where `net.ipv4.ping_group_range` allows no
+//!   unprivileged one (opened by the packet thread at the first probe, `prober`), and
 //!   `iptables-legacy`, `-save` and `-restore`, which open a raw socket to reach the kernel's
 //!   tables: with CAP_NET_ADMIN alone they fail with "can't initialize iptables table `mangle':
 //!   Permission denied". `nft` needs only CAP_NET_ADMIN.
