@@ -122,6 +122,12 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert_eq!(rule_names(&s), ["bt", "le"]);
     assert_eq!(s["config_path"], cfg.to_str().unwrap());
     assert_eq!(s["firewall"]["installed"], true);
+    // No probes while the engine wants none: the target is not even looked up.
+    assert_eq!(
+        s["probe"]["target"],
+        "auto (the default gateway, looked up at the first probe)"
+    );
+    assert_eq!(s["probe"]["sent"], 0);
 
     // A real download from the other namespace's port 6881: listed by `flows` under "bt".
     let mut server = Pair::exec(&pair.b, &["iperf3", "-s", "-1", "-p", "6881"])
@@ -176,9 +182,10 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     let _ = client.wait();
     let _ = server.wait();
 
-    // SIGHUP with a valid, changed config: rules replaced (in the firewall too); the ack queue
-    // change needs a restart and is kept.
-    std::fs::write(&cfg, config(&socket, 9000, RULES_B)).unwrap();
+    // SIGHUP with a valid, changed config: rules replaced (in the firewall too), probes off; the
+    // ack queue change needs a restart and is kept.
+    let probes_off = format!("[household]\nprobe = \"off\"\n{RULES_B}");
+    std::fs::write(&cfg, config(&socket, 9000, &probes_off)).unwrap();
     slipstream_testbed::cmd::signal(pid, libc::SIGHUP);
     wait_until("the reload", &log, || status(&socket)["reloads_ok"] == 1);
     let s = status(&socket);
@@ -187,6 +194,7 @@ fn control_socket_reload_watchdog_and_clean_exit() {
     assert!(names[2..].is_empty() || s["rules"][2]["removed"] == true, "{s:#}");
     assert_eq!(s["last_reload_error"], Value::Null);
     assert_eq!(s["ack_queue"], 8470);
+    assert_eq!(s["probe"]["target"], "off", "applied live");
     let restart = s["restart_needed"][0].as_str().unwrap();
     assert!(
         restart.starts_with("datapath.ack_queue changed from 8470 to 9000"),

@@ -6,8 +6,9 @@
 //! flood from `b` to `a` (iperf3, 20 Mbit/s, twice the rate) keeps it full, every echo reply
 //! waits behind 50 ms of queue (62 500 bytes × 8 / 10 Mbit/s). The prober runs on a thread
 //! that entered `a`, driven as the packet loop drives it, with a fixed interval (the engine
-//! decides it in the daemon). Checked: idle RTTs are small with both socket kinds (raw, and
-//! unprivileged once `ping_group_range` allows); with a slow loop too (kernel receive stamps:
+//! decides it in the daemon). Checked: idle RTTs are small with both socket kinds (raw, with
+//! the daemon's two capabilities, and unprivileged, with none, once `ping_group_range`
+//! allows); with neither, nothing is sent; with a slow loop too (kernel receive stamps:
 //! the time a reply waits to be read does not count); loaded, the RTT rises by the queue's
 //! 50 ms, and agrees with `ping` measuring next to it; the counters add up.
 //!
@@ -34,6 +35,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use caps::{CapSet, Capability};
 use common::{sh, Pair};
 use slipstream_config::ProbeTarget;
 use slipstream_metrics::ProbeCounters;
@@ -67,9 +69,13 @@ struct Run {
     counters: Arc<ProbeCounters>,
 }
 
-/// Runs a prober (target "auto") in namespace `ns` for `length`, probing every `interval`, the
-/// loop turning every `turn` (as the packet loop does between batches).
-fn probe(ns: &str, length: Duration, interval: Duration, turn: Duration) -> Run {
+/// The capabilities the daemon keeps (`privileges::KEPT`): its packet thread opens the socket.
+const KEPT: [Capability; 2] = [Capability::CAP_NET_ADMIN, Capability::CAP_NET_RAW];
+
+/// Runs a prober (target "auto") in namespace `ns` for `length` with only the `effective`
+/// capabilities, probing every `interval`, the loop turning every `turn` (as the packet loop
+/// does between batches).
+fn probe(ns: &str, effective: &[Capability], length: Duration, interval: Duration, turn: Duration) -> Run {
     let path = format!("/var/run/netns/{ns}");
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -77,6 +83,8 @@ fn probe(ns: &str, length: Duration, interval: Duration, turn: Duration) -> Run 
             // SAFETY: setns on a valid namespace descriptor; it moves only this thread.
             let r = unsafe { libc::setns(netns.as_raw_fd(), libc::CLONE_NEWNET) };
             assert_eq!(r, 0, "setns: {}", std::io::Error::last_os_error());
+            // This thread only: capabilities belong to threads.
+            caps::set(None, CapSet::Effective, &effective.iter().copied().collect()).expect("capset");
             let counters = Arc::new(ProbeCounters::default());
             let mut prober = prober::Prober::new(ProbeTarget::Auto, counters.clone());
             let clock = clock::MonotonicClock::start();
@@ -133,6 +141,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     let interval = Duration::from_millis(20);
     let idle = probe(
         &pair.a,
+        &KEPT,
         Duration::from_millis(1500),
         interval,
         Duration::from_millis(1),
@@ -150,6 +159,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     // A slow loop (turns 25 ms apart): replies wait up to 25 ms to be read, and do not count.
     let slow = probe(
         &pair.a,
+        &KEPT,
         Duration::from_millis(1500),
         interval,
         Duration::from_millis(25),
@@ -165,7 +175,18 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
         "with a 25 ms loop the median is {slow_ms} ms: no kernel stamps?"
     );
 
-    // Idle, unprivileged socket.
+    // Without CAP_NET_RAW and without unprivileged pings: no socket, nothing sent, no samples.
+    let none = probe(
+        &pair.a,
+        &[Capability::CAP_NET_ADMIN],
+        Duration::from_millis(300),
+        interval,
+        Duration::from_millis(1),
+    );
+    assert!(none.rtts_ms.is_empty());
+    assert_eq!(none.counters.sent.load(Ordering::Relaxed), 0);
+
+    // Idle, unprivileged socket (no capability needed).
     sh(&[
         "ip",
         "netns",
@@ -178,6 +199,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     ]);
     let dgram = probe(
         &pair.a,
+        &[],
         Duration::from_millis(1000),
         interval,
         Duration::from_millis(1),
@@ -229,6 +251,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
         .unwrap();
     let loaded = probe(
         &pair.a,
+        &KEPT,
         Duration::from_millis(2500),
         interval,
         Duration::from_millis(1),
