@@ -8,9 +8,10 @@
 //! that entered `a`, driven as the packet loop drives it, with a fixed interval (the engine
 //! decides it in the daemon). Checked: idle RTTs are small with both socket kinds (raw, with
 //! the daemon's two capabilities, and unprivileged, with none, once `ping_group_range`
-//! allows); with neither, nothing is sent; with a slow loop too (kernel receive stamps:
-//! the time a reply waits to be read does not count); loaded, the RTT rises by the queue's
-//! 50 ms, and agrees with `ping` measuring next to it; the counters add up.
+//! allows), over IPv6 to an address, and with a slow loop (kernel receive stamps: the time a
+//! reply waits to be read does not count); with neither socket kind allowed, nothing is sent;
+//! loaded, the RTT rises by the queue's 50 ms, and agrees with `ping` measuring next to it; the
+//! counters add up.
 //!
 //! Needs root, `ip`, `tc`, `iperf3` and `ping`: ignored by default, `scripts/test.sh` runs it
 //! (--ignored); without them it fails saying why. About 10 s. Namespaces are `ssprb{a,b}<pid>`,
@@ -76,6 +77,18 @@ const KEPT: [Capability; 2] = [Capability::CAP_NET_ADMIN, Capability::CAP_NET_RA
 /// capabilities, probing every `interval`, the loop turning every `turn` (as the packet loop
 /// does between batches).
 fn probe(ns: &str, effective: &[Capability], length: Duration, interval: Duration, turn: Duration) -> Run {
+    probe_to(ProbeTarget::Auto, ns, effective, length, interval, turn)
+}
+
+/// [`probe`] to `target`.
+fn probe_to(
+    target: ProbeTarget,
+    ns: &str,
+    effective: &[Capability],
+    length: Duration,
+    interval: Duration,
+    turn: Duration,
+) -> Run {
     let path = format!("/var/run/netns/{ns}");
     std::thread::scope(|s| {
         s.spawn(|| {
@@ -86,7 +99,7 @@ fn probe(ns: &str, effective: &[Capability], length: Duration, interval: Duratio
             // This thread only: capabilities belong to threads.
             caps::set(None, CapSet::Effective, &effective.iter().copied().collect()).expect("capset");
             let counters = Arc::new(ProbeCounters::default());
-            let mut prober = prober::Prober::new(ProbeTarget::Auto, counters.clone());
+            let mut prober = prober::Prober::new(target, counters.clone());
             let clock = clock::MonotonicClock::start();
             let mut rtts_ms = Vec::new();
             let end = Instant::now() + length;
@@ -174,6 +187,22 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
         slow_ms < 5.0,
         "with a 25 ms loop the median is {slow_ms} ms: no kernel stamps?"
     );
+
+    // IPv6, to an address (raw ICMPv6 socket).
+    pair.add_v6("fd84");
+    let v6 = probe_to(
+        ProbeTarget::Address("fd84::2".parse().unwrap()),
+        &pair.a,
+        &KEPT,
+        Duration::from_millis(600),
+        interval,
+        Duration::from_millis(1),
+    );
+    let v6_ms = median(&v6.rtts_ms);
+    println!("idle, IPv6: {} samples, median {v6_ms:.3} ms", v6.rtts_ms.len());
+    assert_eq!(v6.counters.target(), "fd84::2");
+    assert!(v6.rtts_ms.len() >= 20, "{} samples", v6.rtts_ms.len());
+    assert!(v6_ms < 5.0, "idle median {v6_ms} ms");
 
     // Without CAP_NET_RAW and without unprivileged pings: no socket, nothing sent, no samples.
     let none = probe(
