@@ -68,6 +68,8 @@ struct Run {
     /// Round-trip times of the answered probes, ms.
     rtts_ms: Vec<f64>,
     counters: Arc<ProbeCounters>,
+    /// Turns after which the prober said the next probe was due at once (the loop would spin).
+    spinning_turns: usize,
 }
 
 /// The capabilities the daemon keeps (`privileges::KEPT`): its packet thread opens the socket.
@@ -102,11 +104,15 @@ fn probe_to(
             let mut prober = prober::Prober::new(target, counters.clone());
             let clock = clock::MonotonicClock::start();
             let mut rtts_ms = Vec::new();
+            let mut spinning_turns = 0;
             let end = Instant::now() + length;
             while Instant::now() < end {
                 prober.turn(Some(interval), &clock, |sent, received| {
                     rtts_ms.push(received.saturating_since(sent).as_secs_f64() * 1000.0);
                 });
+                if prober.until_due(Some(interval), clock.now()) == Some(Duration::ZERO) {
+                    spinning_turns += 1;
+                }
                 std::thread::sleep(turn);
             }
             // The last replies in flight: read, nothing more sent.
@@ -114,7 +120,11 @@ fn probe_to(
             prober.turn(None, &clock, |sent, received| {
                 rtts_ms.push(received.saturating_since(sent).as_secs_f64() * 1000.0);
             });
-            Run { rtts_ms, counters }
+            Run {
+                rtts_ms,
+                counters,
+                spinning_turns,
+            }
         })
         .join()
         .expect("the prober's thread")
@@ -213,6 +223,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
         Duration::from_millis(1),
     );
     assert!(none.rtts_ms.is_empty());
+    assert_eq!(none.spinning_turns, 0, "without a socket the loop would spin");
     assert_eq!(none.counters.sent.load(Ordering::Relaxed), 0);
 
     // Idle, unprivileged socket (no capability needed).
@@ -303,6 +314,9 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
         ping_rtts(&ping_out).len()
     );
     assert!(loaded.rtts_ms.len() >= 20, "{} samples", loaded.rtts_ms.len());
+    for run in [&idle, &slow, &v6, &dgram, &loaded] {
+        assert_eq!(run.spinning_turns, 0);
+    }
     let rise = loaded_ms - idle_ms;
     assert!(
         (QUEUE_DELAY_MS * 0.8..=QUEUE_DELAY_MS * 1.2).contains(&rise),
@@ -320,4 +334,17 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     );
     assert!(sent >= 100, "{sent} probes in 2.5 s at 20 ms");
     assert!(c.last_rtt_seconds().is_some());
+
+    // "auto" without a default route: no target, nothing sent, said in the target.
+    sh(&["ip", "-n", &pair.a, "route", "del", "default"]);
+    let gone = probe(
+        &pair.a,
+        &KEPT,
+        Duration::from_millis(300),
+        interval,
+        Duration::from_millis(1),
+    );
+    assert_eq!(gone.counters.target(), "none: no default gateway");
+    assert_eq!(gone.counters.sent.load(Ordering::Relaxed), 0);
+    assert_eq!(gone.spinning_turns, 0);
 }

@@ -69,6 +69,7 @@ pub(crate) struct Prober {
     /// Drawn at start: replies to an earlier run's probes are not ours.
     cookie: [u8; 8],
     next_seq: u16,
+    /// When the last probe was due (sent, or not for want of a target or socket).
     last_sent: Option<Instant>,
     /// A send failed since the last one that went out (said once).
     send_failing: bool,
@@ -145,6 +146,9 @@ impl Prober {
         if self.last_sent.is_some_and(|t| now.saturating_since(t) < interval) {
             return;
         }
+        // The slot is used even if no probe can go (no target, no socket): else the next one
+        // would be due at once, and the loop would spin.
+        self.last_sent = Some(now);
         if self
             .resolved_at
             .is_none_or(|t| now.saturating_since(t) >= RESOLVE_EVERY)
@@ -234,7 +238,6 @@ impl Prober {
         self.next_seq = seq.wrapping_add(1);
         let message = echo::request(target.ip(), self.id, seq, self.cookie);
         let sent = clock.now();
-        self.last_sent = Some(sent);
         self.counters.sent.fetch_add(1, Ordering::Relaxed);
         match socket.send(target, &message) {
             Ok(()) => {
