@@ -326,7 +326,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
         (loaded_ms - ping_ms).abs() <= 5.0,
         "prober {loaded_ms:.2} ms, ping {ping_ms:.2} ms"
     );
-    // Each answer is one sample; a probe the full queue dropped waits to be counted lost (4 s).
+    // Each answer is one sample; a probe the full queue dropped waits to be counted lost (2 s).
     assert_eq!(answered, loaded.rtts_ms.len() as u64);
     assert!(
         answered + lost <= sent,

@@ -6,11 +6,12 @@ use std::collections::VecDeque;
 
 use slipstream_control::{Duration, Instant};
 
-/// How long a probe may wait for its reply. A bloated access link can hold a second or two of
-/// queue; longer than that, the sample would arrive too late to steer anything.
-pub(crate) const LOST_AFTER: Duration = Duration::from_secs(4);
-/// Most probes waiting at once (40 per second for [`LOST_AFTER`] at 100 ms intervals fits).
-pub(crate) const MAX_OUTSTANDING: usize = 64;
+/// How long a probe may wait for its reply: the engine takes no longer round trip as a
+/// measurement of a queue (`MAX_PROBE_RTT` in `crates/engine/src/engine/probes.rs`).
+pub(crate) const LOST_AFTER: Duration = Duration::from_secs(2);
+/// Most probes waiting at once: [`LOST_AFTER`] at the engine's shortest interval (20 ms) is
+/// 100, so only a faster engine would push unanswered probes out early.
+pub(crate) const MAX_OUTSTANDING: usize = 128;
 
 #[derive(Debug, Default)]
 pub(crate) struct Outstanding {
@@ -93,10 +94,10 @@ mod tests {
         let mut o = Outstanding::default();
         o.sent(1, at(0));
         o.sent(2, at(1000));
-        assert_eq!(o.expire(at(3999)), 0);
-        assert_eq!(o.expire(at(4000)), 1);
+        assert_eq!(o.expire(at(1999)), 0);
+        assert_eq!(o.expire(at(2000)), 1);
         assert_eq!(o.answered(1), None, "a late reply is ignored");
-        assert_eq!(o.expire(at(5000)), 1);
+        assert_eq!(o.expire(at(3000)), 1);
         assert!(o.is_empty());
     }
 
