@@ -241,6 +241,8 @@ impl Reader<'_> {
             self.list(&o, "preset", &format!("{p}.preset"))
                 .unwrap_or_default(),
         );
+        let protocol = self.string(&o, "protocol", &format!("{p}.protocol"));
+        let quic = self.string(&o, "quic", &format!("{p}.quic"));
 
         let weight = self.int(&o, "weight", &format!("{p}.weight"))?;
         let min_rate = self
@@ -264,6 +266,8 @@ impl Reader<'_> {
             lan_hostnames,
             domains,
             preset,
+            protocol,
+            quic,
             controller,
             weight,
             min_rate,
