@@ -47,6 +47,7 @@ mod firewall;
 mod nft;
 mod offload;
 mod plan;
+mod refuse;
 mod reset;
 mod runner;
 mod sets;
@@ -62,6 +63,7 @@ pub use plan::{
     multiport_chunks, plan, plan_keeping, plan_with_hosts, IpFamily, IptablesPlan, PlannedCommand, RulePlan,
     CLASSIFY_CHAIN, HOOK_CHAINS, MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
 };
+pub use refuse::REFUSE_CHAIN;
 pub use reset::{reset, reset_with};
 pub use runner::CommandRunner;
 pub use sets::{

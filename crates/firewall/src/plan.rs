@@ -27,10 +27,11 @@
 //! `hook = "forward"` (iptables rejects a MAC match in a chain reachable from OUTPUT).
 
 use crate::nft;
+use crate::refuse::{self, REFUSE_CHAIN};
 use crate::sets::{self, HostAddrs, KeptEntries, KernelSet};
 use crate::Backend;
 use ipnet::IpNet;
-use slipstream_config::{Config, Datapath, DatapathEngine, Hook, MacAddr, PortRange, Rule};
+use slipstream_config::{Config, Datapath, DatapathEngine, Hook, MacAddr, PortRange, Protocol, Rule};
 use std::fmt;
 
 /// The chain every hooked packet jumps to: classifies unclassed flows, restores the rule number
@@ -140,12 +141,23 @@ pub struct IptablesPlan {
     pub main_rules: Vec<String>,
     /// `-A SLIPSTREAM_CLASSIFY ...`.
     pub classify_rules: Vec<String>,
+    /// Table `filter`: `-I FORWARD 1 -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE` etc., only
+    /// when a rule says `quic = "refuse"` (see `refuse.rs`).
+    pub refuse_hooks: Vec<String>,
+    /// Table `filter`: `-A SLIPSTREAM_REFUSE ... -j REJECT ...`.
+    pub refuse_rules: Vec<String>,
 }
 
 impl IptablesPlan {
     /// Input for `iptables-legacy-restore --noflush`: declares (and so empties) both chains, fills
-    /// them and inserts the jumps, in one atomic table replacement.
+    /// them and inserts the jumps, in one atomic table replacement (and, if a rule refuses QUIC,
+    /// the same for table `filter`'s chain, see `refuse.rs`).
     pub fn restore_input(&self) -> String {
+        self.mangle_input() + &refuse::filter_section(None, self)
+    }
+
+    /// The `*mangle` part of [`IptablesPlan::restore_input`].
+    pub(crate) fn mangle_input(&self) -> String {
         let mut s = String::from("*mangle\n");
         s += &format!(":{MAIN_CHAIN} - [0:0]\n:{CLASSIFY_CHAIN} - [0:0]\n");
         for line in self
@@ -163,16 +175,12 @@ impl IptablesPlan {
 
     /// The hook rules as `iptables -S` prints them once installed (`-A FORWARD ...`).
     pub fn hook_rules_as_listed(&self) -> Vec<String> {
-        self.hook_rules
-            .iter()
-            .map(|r| {
-                let mut words: Vec<&str> = r.split_whitespace().collect();
-                // "-I CHAIN 1 rest" -> "-A CHAIN rest"
-                words[0] = "-A";
-                words.remove(2);
-                words.join(" ")
-            })
-            .collect()
+        as_listed(&self.hook_rules)
+    }
+
+    /// The `filter` table's hook rules as `iptables -t filter -S` prints them.
+    pub fn refuse_hooks_as_listed(&self) -> Vec<String> {
+        as_listed(&self.refuse_hooks)
     }
 
     /// Commands undoing exactly this plan (the live removal lists the table instead, see
@@ -193,8 +201,31 @@ impl IptablesPlan {
                 cmds.push(PlannedCommand::new(p, &["-w", "-t", "mangle", op, chain]));
             }
         }
+        if !self.refuse_rules.is_empty() {
+            for r in self.refuse_hooks_as_listed() {
+                let mut args = vec!["-w", "-t", "filter", "-D"];
+                args.extend(r.split_whitespace().skip(1));
+                cmds.push(PlannedCommand::new(p, &args));
+            }
+            for op in ["-F", "-X"] {
+                cmds.push(PlannedCommand::new(p, &["-w", "-t", "filter", op, REFUSE_CHAIN]));
+            }
+        }
         cmds
     }
+}
+
+/// "-I CHAIN 1 rest" -> "-A CHAIN rest", as `iptables -S` lists an inserted rule.
+fn as_listed(inserts: &[String]) -> Vec<String> {
+    inserts
+        .iter()
+        .map(|r| {
+            let mut words: Vec<&str> = r.split_whitespace().collect();
+            words[0] = "-A";
+            words.remove(2);
+            words.join(" ")
+        })
+        .collect()
 }
 
 /// Everything Slipstream installs for one config and backend. Pure data; see the crate docs.
@@ -315,13 +346,13 @@ pub(crate) struct Direction {
 
 impl Direction {
     /// Packets entering from a LAN interface: the only ones whose source MAC is the LAN host's.
-    fn enters_from_lan(&self) -> bool {
+    pub(crate) fn enters_from_lan(&self) -> bool {
         matches!(&self.iface, Some(("-i", _)))
     }
 }
 
 /// The directions a rule is matched in, for the hook setting (iptables: one shared classify chain).
-fn iptables_directions(d: &Datapath) -> Vec<Direction> {
+pub(crate) fn iptables_directions(d: &Datapath) -> Vec<Direction> {
     let mut dirs = Vec::new();
     let both = d.hook == Hook::Both;
     if d.hook.forward() {
@@ -413,6 +444,20 @@ pub(crate) fn household_in_use(config: &Config) -> bool {
     config.rules.iter().any(|r| r.controller.kind() == "household")
 }
 
+/// Whether some rule covers UDP: only then do UDP packets enter Slipstream's chains at all, so a
+/// config of TCP rules costs the household's UDP nothing.
+pub(crate) fn udp_in_use(config: &Config) -> bool {
+    config.rules.iter().any(|r| r.protocol.udp())
+}
+
+/// The transport protocols of a rule, as iptables / nft name them, TCP first.
+pub(crate) fn protocol_names(p: Protocol) -> Vec<&'static str> {
+    [(p.tcp(), "tcp"), (p.udp(), "udp")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+}
+
 fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     let d = &config.datapath;
     let mask = d.mark_mask;
@@ -431,20 +476,36 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     } else {
         "-p tcp"
     };
+    let udp = udp_in_use(config);
+    // UDP has no handshake and the tc programs leave it alone: with a UDP rule every UDP packet
+    // enters the chain, whose first rule sends the household's ordinary UDP back at once.
+    let protos: Vec<&str> = if udp { vec![tcp, "-p udp"] } else { vec![tcp] };
     let mut hook_rules = Vec::new();
-    if d.hook.forward() {
-        hook_rules.push(format!("-I FORWARD 1 {tcp} -j {MAIN_CHAIN}"));
-    }
-    if d.hook.local() {
-        // Loopback traffic is left alone: no access link to protect, and the daemon's own
-        // connections (metrics) must never wait for the daemon.
-        hook_rules.push(format!("-I OUTPUT 1 ! -o lo {tcp} -j {MAIN_CHAIN}"));
-        hook_rules.push(format!("-I INPUT 1 ! -i lo {tcp} -j {MAIN_CHAIN}"));
+    for proto in &protos {
+        if d.hook.forward() {
+            hook_rules.push(format!("-I FORWARD 1 {proto} -j {MAIN_CHAIN}"));
+        }
+        if d.hook.local() {
+            // Loopback traffic is left alone: no access link to protect, and the daemon's own
+            // connections (metrics) must never wait for the daemon.
+            hook_rules.push(format!("-I OUTPUT 1 ! -o lo {proto} -j {MAIN_CHAIN}"));
+            hook_rules.push(format!("-I INPUT 1 ! -i lo {proto} -j {MAIN_CHAIN}"));
+        }
     }
 
-    let mut main_rules = vec![format!(
+    let mut main_rules = Vec::new();
+    if udp {
+        // The hot path of ordinary UDP (DNS, calls, games, best-effort QUIC): a packet of an
+        // unclassed flow that is not its conntrack entry's first leaves here, never queued.
+        // Then the first packet of a new flow, from either end, is classed (UDP has no SYN).
+        main_rules.push(format!(
+            "-A {MAIN_CHAIN} -p udp {unclassed} -m conntrack ! --ctstate NEW -j RETURN"
+        ));
+        main_rules.push(format!("-A {MAIN_CHAIN} -p udp {unclassed} -j {CLASSIFY_CHAIN}"));
+    }
+    main_rules.push(format!(
         "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {unclassed} -j {CLASSIFY_CHAIN}"
-    )];
+    ));
     if household_in_use(config) {
         // Still unclassed after the classify chain: the opening SYN of an ordinary flow, queued
         // (rate-limited) so that household control yields before its slow start arrives.
@@ -462,6 +523,18 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
             "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {classed} -j NFQUEUE --queue-num {} --queue-bypass",
             d.ack_queue
         ));
+        if udp {
+            // ... but not UDP: every packet of a classed UDP flow goes to the daemon, split by
+            // length like TCP's with the NFQUEUE datapath.
+            main_rules.push(format!(
+                "-A {MAIN_CHAIN} -p udp {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
+                d.ack_queue
+            ));
+            main_rules.push(format!(
+                "-A {MAIN_CHAIN} -p udp {classed} -j NFQUEUE --queue-num {} --queue-bypass",
+                d.data_queue
+            ));
+        }
     } else {
         main_rules.push(format!(
             "-A {MAIN_CHAIN} {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
@@ -482,11 +555,14 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
             classify_rules.push(format!("-A {CLASSIFY_CHAIN} {classed} -j RETURN"));
         }
     }
+    let (refuse_hooks, refuse_rules) = refuse::iptables_rules(config, family, &directions);
     IptablesPlan {
         family,
         hook_rules,
         main_rules,
         classify_rules,
+        refuse_hooks,
+        refuse_rules,
     }
 }
 
@@ -522,53 +598,55 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
     let remote_chunks = any_or_each(multiport_chunks(&rule.remote_ports));
 
     let mut out = Vec::new();
-    for dir in dirs.iter().filter(|d| !has_macs || d.enters_from_lan()) {
-        let (local_side, remote_side) = if dir.local_is_src {
-            ("src", "dst")
-        } else {
-            ("dst", "src")
-        };
-        for host in &hosts {
-            for mac in &macs {
-                for dscp in &dscps {
-                    for local in &local_chunks {
-                        for remote in &remote_chunks {
-                            let (src_ports, dst_ports) = if dir.local_is_src {
-                                (local, remote)
-                            } else {
-                                (remote, local)
-                            };
-                            let mut r = format!("-A {CLASSIFY_CHAIN}");
-                            if let Some(HostSel::Net(net)) = host {
-                                r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
+    for proto in protocol_names(rule.protocol) {
+        for dir in dirs.iter().filter(|d| !has_macs || d.enters_from_lan()) {
+            let (local_side, remote_side) = if dir.local_is_src {
+                ("src", "dst")
+            } else {
+                ("dst", "src")
+            };
+            for host in &hosts {
+                for mac in &macs {
+                    for dscp in &dscps {
+                        for local in &local_chunks {
+                            for remote in &remote_chunks {
+                                let (src_ports, dst_ports) = if dir.local_is_src {
+                                    (local, remote)
+                                } else {
+                                    (remote, local)
+                                };
+                                let mut r = format!("-A {CLASSIFY_CHAIN}");
+                                if let Some(HostSel::Net(net)) = host {
+                                    r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
+                                }
+                                if let Some((flag, name)) = &dir.iface {
+                                    r += &format!(" {flag} {name}");
+                                }
+                                r += &format!(" -p {proto}");
+                                if let Some(a) = dir.addrtype {
+                                    r += &format!(" -m addrtype {a}");
+                                }
+                                if let Some(m) = mac {
+                                    r += &format!(" -m mac --mac-source {}", mac_text(m));
+                                }
+                                if let Some(p) = src_ports {
+                                    r += &format!(" -m multiport --sports {p}");
+                                }
+                                if let Some(p) = dst_ports {
+                                    r += &format!(" -m multiport --dports {p}");
+                                }
+                                if let Some(HostSel::Set(set)) = host {
+                                    r += &format!(" -m set --match-set {set} {local_side}");
+                                }
+                                if let Some(set) = &remote_set {
+                                    r += &format!(" -m set --match-set {set} {remote_side}");
+                                }
+                                if let Some(v) = dscp {
+                                    r += &format!(" -m dscp --dscp {v:#04x}");
+                                }
+                                r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
+                                out.push(r);
                             }
-                            if let Some((flag, name)) = &dir.iface {
-                                r += &format!(" {flag} {name}");
-                            }
-                            r += " -p tcp";
-                            if let Some(a) = dir.addrtype {
-                                r += &format!(" -m addrtype {a}");
-                            }
-                            if let Some(m) = mac {
-                                r += &format!(" -m mac --mac-source {}", mac_text(m));
-                            }
-                            if let Some(p) = src_ports {
-                                r += &format!(" -m multiport --sports {p}");
-                            }
-                            if let Some(p) = dst_ports {
-                                r += &format!(" -m multiport --dports {p}");
-                            }
-                            if let Some(HostSel::Set(set)) = host {
-                                r += &format!(" -m set --match-set {set} {local_side}");
-                            }
-                            if let Some(set) = &remote_set {
-                                r += &format!(" -m set --match-set {set} {remote_side}");
-                            }
-                            if let Some(v) = dscp {
-                                r += &format!(" -m dscp --dscp {v:#04x}");
-                            }
-                            r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
-                            out.push(r);
                         }
                     }
                 }
