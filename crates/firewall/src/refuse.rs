@@ -184,3 +184,45 @@ pub(crate) fn nft_lines(config: &Config, sends: &[String]) -> Vec<String> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{plan, Backend};
+
+    fn v4(toml: &str) -> crate::IptablesPlan {
+        let config = slipstream_config::parse(&format!("[datapath]\nipv6 = false\n{toml}"), "t").unwrap();
+        plan(&config, Backend::IptablesLegacy).iptables.remove(0)
+    }
+
+    const REFUSING: &str =
+        "[[rules]]\nname = \"r\"\nremote_ports = [443]\nprotocol = \"udp\"\nquic = \"refuse\"\n";
+    const NOT_REFUSING: &str = "[[rules]]\nname = \"r\"\nremote_ports = [443]\nprotocol = \"udp\"\n";
+
+    /// A config that never refused leaves table filter alone; taking over or replacing keeps a
+    /// jump both have, and a config that stops refusing deletes the jump and the chain.
+    #[test]
+    fn filter_transitions() {
+        let (on, off) = (v4(REFUSING), v4(NOT_REFUSING));
+        assert_eq!(filter_section(None, &off), "");
+        let jump = "-A FORWARD -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE".to_owned();
+        let reject = "-A SLIPSTREAM_REFUSE -i br-lan -m connmark --mark 0x10000/0xff0000 -j REJECT --reject-with icmp-port-unreachable";
+        assert_eq!(
+            filter_section(None, &on),
+            format!(
+                "*filter\n:SLIPSTREAM_REFUSE - [0:0]\n{reject}\n-I FORWARD 1 -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE\nCOMMIT\n"
+            )
+        );
+        assert_eq!(
+            filter_section(Some(&[jump.clone(), jump.clone()]), &on),
+            format!(
+                "*filter\n:SLIPSTREAM_REFUSE - [0:0]\n{reject}\n-D FORWARD -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE\nCOMMIT\n"
+            ),
+            "the jump stays once, its duplicate goes"
+        );
+        assert_eq!(
+            filter_section(Some(&[jump]), &off),
+            "*filter\n:SLIPSTREAM_REFUSE - [0:0]\n-D FORWARD -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE\n-X SLIPSTREAM_REFUSE\nCOMMIT\n"
+        );
+    }
+}
