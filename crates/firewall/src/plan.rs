@@ -16,6 +16,16 @@
 //! chain. Nothing is lost: a flow whose handshake the daemon did not see cannot be clamped anyway,
 //! since its window scale is unknown.
 //!
+//! # UDP flows
+//!
+//! With a rule that covers UDP, UDP packets jump to `SLIPSTREAM` too. Its first rule returns every
+//! packet of an unclassed UDP flow that is not its conntrack entry's first (`! --ctstate NEW`):
+//! the household's ordinary UDP costs that one rule (two match tests) and is never queued. The
+//! first packet of a new UDP flow, sent by either end, walks the classify chain, whose UDP lines
+//! are the same cross product with `-p udp`; the packets of a classed UDP flow are queued by the
+//! same rules as TCP's (with the eBPF datapath by UDP rules of their own, as the tc programs
+//! handle TCP only). A UDP rule with MACs classes only the flows the LAN host opens.
+//!
 //! # MAC addresses
 //!
 //! `lan_macs` become `-m mac --mac-source` / nft `ether saddr`, which only mean something on
