@@ -241,8 +241,13 @@ impl Reader<'_> {
             self.list(&o, "preset", &format!("{p}.preset"))
                 .unwrap_or_default(),
         );
-        let protocol = self.string(&o, "protocol", &format!("{p}.protocol"));
-        let quic = self.string(&o, "quic", &format!("{p}.quic"));
+        // An empty value is LuCI's "automatic" choice: the default.
+        let protocol = self
+            .string(&o, "protocol", &format!("{p}.protocol"))
+            .filter(|v| !v.trim().is_empty());
+        let quic = self
+            .string(&o, "quic", &format!("{p}.quic"))
+            .filter(|v| !v.trim().is_empty());
 
         let weight = self.int(&o, "weight", &format!("{p}.weight"))?;
         let min_rate = self
