@@ -524,6 +524,9 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
             d.ack_queue
         ));
     }
+    let directions = iptables_directions(d);
+    // UDP/443 of a rule refusing QUIC: not for the daemon, table filter rejects it.
+    main_rules.extend(refuse::iptables_mangle_returns(config, &directions));
     main_rules.push(format!(
         "-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"
     ));
@@ -556,7 +559,6 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
         ));
     }
 
-    let directions = iptables_directions(d);
     let mut classify_rules = Vec::new();
     for (i, rule) in config.rules.iter().enumerate() {
         let block = classify_block(rule, d.mark_for_rule((i + 1) as u16), mask, family, &directions);

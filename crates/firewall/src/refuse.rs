@@ -3,7 +3,7 @@
 //! receive window controls them.
 //!
 //! The flow is classed as usual (first match wins, so an earlier rule that classes it keeps
-//! it), and rejected by its connmark: one rule per refusing config rule and LAN-host-sends
+//! it), is not queued to the daemon, and is rejected by its connmark: one rule per refusing config rule and LAN-host-sends
 //! direction (`-i <lan>`, or this host's own packets in local mode), reached only by UDP to port
 //! 443. A rejected first packet takes its unconfirmed conntrack entry (and mark) with it, so every
 //! retry is classed and rejected anew.
@@ -15,7 +15,7 @@
 //! * nftables: `reject` works in any chain of type `filter`, which Slipstream's hook chains are
 //!   (at priority `mangle`): the lines come right after classification, before the queueing.
 
-use crate::plan::{Direction, IpFamily};
+use crate::plan::{Direction, IpFamily, MAIN_CHAIN};
 use crate::{CommandRunner, FirewallError, PlannedCommand};
 use slipstream_config::{Config, QUIC_PORT};
 
@@ -30,6 +30,42 @@ fn refusing_rules(config: &Config) -> impl Iterator<Item = u16> + '_ {
         .enumerate()
         .filter(|(_, r)| r.refuses_quic())
         .map(|(i, _)| (i + 1) as u16)
+}
+
+/// The `-i <lan>` / `-m addrtype ...` matches of each direction where the LAN host sends: there
+/// the destination port is the remote port.
+fn sending(directions: &[Direction]) -> Vec<String> {
+    directions
+        .iter()
+        .filter(|dir| dir.local_is_src)
+        .map(|dir| {
+            let mut m = String::new();
+            if let Some((flag, name)) = &dir.iface {
+                m += &format!(" {flag} {name}");
+            }
+            if let Some(a) = dir.addrtype {
+                m += &format!(" -m addrtype {a}");
+            }
+            m
+        })
+        .collect()
+}
+
+/// Table `mangle`, chain `SLIPSTREAM`, before the queueing: the packets the filter rules will
+/// reject return unqueued, so the daemon never sees a flow that cannot exist.
+pub(crate) fn iptables_mangle_returns(config: &Config, directions: &[Direction]) -> Vec<String> {
+    let d = &config.datapath;
+    let mut out = Vec::new();
+    for n in refusing_rules(config) {
+        for m in sending(directions) {
+            out.push(format!(
+                "-A {MAIN_CHAIN}{m} -p udp -m udp --dport {QUIC_PORT} -m connmark --mark {:#x}/{:#x} -j RETURN",
+                d.mark_for_rule(n),
+                d.mark_mask
+            ));
+        }
+    }
+    out
 }
 
 /// Table `filter`: the hook jumps (`-I FORWARD 1 ...`) and the chain's rules; both empty unless
@@ -47,20 +83,11 @@ pub(crate) fn iptables_rules(
     };
     let mut rules = Vec::new();
     for n in refusing_rules(config) {
-        // Only where the LAN host sends: there the destination port is the remote port.
-        for dir in directions.iter().filter(|dir| dir.local_is_src) {
-            let mut r = format!("-A {REFUSE_CHAIN}");
-            if let Some((flag, name)) = &dir.iface {
-                r += &format!(" {flag} {name}");
-            }
-            if let Some(a) = dir.addrtype {
-                r += &format!(" -m addrtype {a}");
-            }
-            r += &format!(
-                " -m connmark --mark {:#x}/{mask:#x} -j REJECT --reject-with {reject}",
+        for m in sending(directions) {
+            rules.push(format!(
+                "-A {REFUSE_CHAIN}{m} -m connmark --mark {:#x}/{mask:#x} -j REJECT --reject-with {reject}",
                 d.mark_for_rule(n)
-            );
-            rules.push(r);
+            ));
         }
     }
     if rules.is_empty() {

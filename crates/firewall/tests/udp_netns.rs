@@ -7,7 +7,8 @@
 //! the rule's connmark and every packet of it, both ways, hits a queueing rule, also when the
 //! far end opens it; a UDP flow to port 53 keeps mark 0, is never queued, and all its packets but
 //! the first leave at the chain's first rule; `quic = "refuse"` makes a UDP/443 send fail with
-//! ECONNREFUSED at the client while the server's socket receives nothing, and TCP/443 works; the
+//! ECONNREFUSED at the client while the server's socket receives nothing and nothing is queued,
+//! and TCP/443 works; the
 //! same with the nftables ruleset (its queue statements swapped for `accept`, since this
 //! kernel's nftables has no queue expression).
 
@@ -259,12 +260,23 @@ fn udp_flows_are_classed_queued_or_refused() {
     // quic = "refuse": UDP/443 refused at the client (the server's socket gets nothing, so the
     // refusal is the router's), twice in a row; TCP/443 of the same rule works.
     let server_443 = udp_in(&t.srv.0, &format!("{SERVER}:443"));
+    t.rtr.run("iptables-legacy", &["-w", "-t", "mangle", "-Z"]);
     for _ in 0..2 {
         assert_eq!(
             quic_attempt(&t.cli.0, &server_443),
             Some(ErrorKind::ConnectionRefused)
         );
     }
+    let (_, classify, acks, data) = counters(&t.rtr);
+    assert_eq!(
+        classify, 2,
+        "each attempt is classed anew (its conntrack entry went with it)"
+    );
+    assert_eq!(
+        (acks, data),
+        (0, 0),
+        "refused packets are not queued to the daemon"
+    );
     tcp_443_works(&t);
 
     // A reload without the refusal removes the filter rules (in the same restore) and lets

@@ -294,6 +294,16 @@ fn quic_refuse_iptables_in_filter() {
         !v4[..v4.find("*filter").unwrap()].contains("REJECT"),
         "mangle cannot reject"
     );
+    // ... and mangle sends the packets to be rejected on unqueued, right before the queueing.
+    let main = &p.iptables[0].main_rules;
+    let restore = main.iter().position(|l| l.contains("--restore-mark")).unwrap();
+    assert_eq!(
+        main[restore - 2..restore],
+        [
+            "-A SLIPSTREAM -i br-lan -p udp -m udp --dport 443 -m connmark --mark 0x10000/0xff0000 -j RETURN",
+            "-A SLIPSTREAM -i br-lan -p udp -m udp --dport 443 -m connmark --mark 0x30000/0xff0000 -j RETURN",
+        ]
+    );
     let v6 = p.iptables[1].restore_input();
     assert!(v6.contains("-A SLIPSTREAM_REFUSE -i br-lan -m connmark --mark 0x30000/0xff0000 -j REJECT --reject-with icmp6-port-unreachable\n"), "{v6}");
     assert_eq!(
