@@ -309,6 +309,26 @@ fn udp_flows_are_classed_queued_or_refused() {
         None,
         "nothing refused once removed"
     );
+
+    // IPv6 too: both families' rules are taken by the kernel and read back as planned.
+    let dual = parse(&RULES.replace("ipv6 = false\n", ""), "udp").unwrap();
+    let fw = Firewall::install_with(&dual, Backend::IptablesLegacy, t.rtr.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    for p in &plan(&dual, Backend::IptablesLegacy).iptables {
+        for (table, chain, lines) in [
+            ("mangle", "SLIPSTREAM", &p.main_rules),
+            ("filter", "SLIPSTREAM_REFUSE", &p.refuse_rules),
+        ] {
+            let listed = t.rtr.run(p.family.program(), &["-t", table, "-S", chain]);
+            let listed: Vec<&str> = listed.lines().filter(|l| l.starts_with("-A ")).collect();
+            assert_eq!(&listed, lines, "{} {table} {chain}", p.family.program());
+        }
+    }
+    assert_eq!(plan(&dual, Backend::IptablesLegacy).iptables.len(), 2);
+    assert!(fw.check().unwrap());
+    fw.remove().unwrap_or_else(|e| panic!("{e}"));
+    let dump = t.rtr.run("ip6tables-legacy-save", &[]);
+    assert!(!dump.contains("SLIPSTREAM"), "{dump}");
 }
 
 /// The nftables ruleset of the same rules, its queue statements swapped for `accept` (this
