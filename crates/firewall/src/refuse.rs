@@ -6,7 +6,8 @@
 //! it), is not queued to the daemon, and is rejected by its connmark: one rule per refusing config rule and LAN-host-sends
 //! direction (`-i <lan>`, or this host's own packets in local mode), reached only by UDP to port
 //! 443. A rejected first packet takes its unconfirmed conntrack entry (and mark) with it, so every
-//! retry is classed and rejected anew.
+//! retry is classed and rejected anew. A LAN host's socket gets ECONNREFUSED from the ICMP error;
+//! a local one (OUTPUT) sees its send fail with EPERM (measured in namespaces).
 //!
 //! * iptables: `REJECT` exists only in table `filter`, so the rules live in chain
 //!   `SLIPSTREAM_REFUSE` there, jumped to from `filter FORWARD` (and `OUTPUT` in local mode),
