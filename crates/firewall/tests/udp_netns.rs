@@ -191,8 +191,20 @@ fn udp_flows_are_classed_queued_or_refused() {
     assert!(have("conntrack"), "conntrack not found");
     let t = topology("ssfu");
     let config: Config = parse(RULES, "udp").unwrap();
-    let mut fw = Firewall::install_with(&config, Backend::IptablesLegacy, t.rtr.runner())
+    // First TCP rules only (UDP never enters the chains), then a reload to the UDP rules: the UDP
+    // hook jump and table filter's rules are added in place.
+    let tcp_only = parse(
+        &RULES
+            .replace("protocol = \"udp\"\n", "")
+            .replace("protocol = \"both\"\nquic = \"refuse\"\n", ""),
+        "tcp",
+    )
+    .unwrap();
+    let mut fw = Firewall::install_with(&tcp_only, Backend::IptablesLegacy, t.rtr.runner())
         .unwrap_or_else(|e| panic!("{e}"));
+    let mangle = t.rtr.run("iptables-legacy-save", &["-t", "mangle"]);
+    assert!(!mangle.contains("udp"), "{mangle}");
+    fw.replace(&config).unwrap_or_else(|e| panic!("{e}"));
 
     // Installed as planned, in canonical form: mangle and filter read back line for line.
     let p = &plan(&config, Backend::IptablesLegacy).iptables[0];
@@ -314,6 +326,24 @@ fn udp_flows_are_classed_queued_or_refused() {
     let dual = parse(&RULES.replace("ipv6 = false\n", ""), "udp").unwrap();
     let fw = Firewall::install_with(&dual, Backend::IptablesLegacy, t.rtr.runner())
         .unwrap_or_else(|e| panic!("{e}"));
+    // A crash (nothing removed) and a new start take the rules over without doubling a jump.
+    std::mem::forget(fw);
+    let fw = Firewall::install_with(&dual, Backend::IptablesLegacy, t.rtr.runner())
+        .unwrap_or_else(|e| panic!("{e}"));
+    for save in ["iptables-legacy-save", "ip6tables-legacy-save"] {
+        let dump = t.rtr.run(save, &[]);
+        for jump in [
+            "-A FORWARD -p tcp -j SLIPSTREAM",
+            "-A FORWARD -p udp -j SLIPSTREAM",
+            "-A FORWARD -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE",
+        ] {
+            assert_eq!(
+                dump.lines().filter(|l| *l == jump).count(),
+                1,
+                "{save}: {jump}\n{dump}"
+            );
+        }
+    }
     for p in &plan(&dual, Backend::IptablesLegacy).iptables {
         for (table, chain, lines) in [
             ("mangle", "SLIPSTREAM", &p.main_rules),
