@@ -238,7 +238,10 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
         let _ = writeln!(s, "\tchain classify_{hook} {{");
         for (i, rule) in config.rules.iter().enumerate() {
             let value = d.mark_for_rule((i + 1) as u16);
-            let lines = rule_lines(rule, dirs, d.ipv6, udp);
+            let lines: Vec<String> = crate::plan::protocol_names(rule.protocol)
+                .into_iter()
+                .flat_map(|proto| rule_lines(rule, proto, dirs, d.ipv6, udp))
+                .collect();
             if lines.is_empty() {
                 continue;
             }
@@ -291,8 +294,9 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
     s
 }
 
-/// The match part (ending in a space) of each nft rule for one config rule in one hook.
-fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool, say_proto: bool) -> Vec<String> {
+/// The match part (ending in a space) of each nft rule for one config rule in one hook, for one
+/// protocol (`tcp`, `udp`); `say_proto`: name it (UDP enters the classify chains too).
+fn rule_lines(rule: &Rule, proto: &str, dirs: &[NftDirection], ipv6: bool, say_proto: bool) -> Vec<String> {
     let fams: Vec<Fam> = if ipv6 {
         vec![Fam::V4, Fam::V6]
     } else {
@@ -327,57 +331,55 @@ fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool, say_proto: bool) -
     macs.sort_unstable();
     macs.dedup();
     let mut out = Vec::new();
-    for proto in crate::plan::protocol_names(rule.protocol) {
-        // A MAC can only match packets entering from the LAN.
-        for dir in dirs.iter().filter(|d| macs.is_empty() || d.from_lan) {
-            for (fam, host) in &variants {
-                let mut l = String::new();
-                if let Some(i) = &dir.iface {
-                    l += i;
-                    l.push(' ');
-                }
-                if !macs.is_empty() {
-                    l += &format!("ether saddr {} ", set(&macs));
-                }
-                let (local_addr, remote_addr) = if dir.local_is_src {
-                    ("saddr", "daddr")
-                } else {
-                    ("daddr", "saddr")
-                };
-                match (fam, host) {
-                    (Some(f), Some(HostSel::Nets(nets))) => {
-                        l += &format!("{} {local_addr} {} ", f.kw(), set(nets))
-                    }
-                    (Some(f), Some(HostSel::Set(name))) => l += &format!("{} {local_addr} @{name} ", f.kw()),
-                    _ => {}
-                }
-                if let (Some(f), false) = (fam, rule.domains.is_empty()) {
-                    let name = set_name(&rule.name, SetKind::Dst, f.names());
-                    l += &format!("{} {remote_addr} @{name} ", f.kw());
-                }
-                let (sp, dp) = if dir.local_is_src {
-                    (&rule.local_ports, &rule.remote_ports)
-                } else {
-                    (&rule.remote_ports, &rule.local_ports)
-                };
-                if say_proto {
-                    // Without UDP rules only TCP SYNs enter the classify chains.
-                    l += &format!("meta l4proto {proto} ");
-                }
-                if !sp.is_empty() {
-                    l += &format!("{proto} sport {} ", ports(sp));
-                }
-                if !dp.is_empty() {
-                    l += &format!("{proto} dport {} ", ports(dp));
-                }
-                if let (Some(f), false) = (fam, rule.dscp.is_empty()) {
-                    let mut v = rule.dscp.clone();
-                    v.sort_unstable();
-                    v.dedup();
-                    l += &format!("{} dscp {} ", f.kw(), set(&v));
-                }
-                out.push(l);
+    // A MAC can only match packets entering from the LAN.
+    for dir in dirs.iter().filter(|d| macs.is_empty() || d.from_lan) {
+        for (fam, host) in &variants {
+            let mut l = String::new();
+            if let Some(i) = &dir.iface {
+                l += i;
+                l.push(' ');
             }
+            if !macs.is_empty() {
+                l += &format!("ether saddr {} ", set(&macs));
+            }
+            let (local_addr, remote_addr) = if dir.local_is_src {
+                ("saddr", "daddr")
+            } else {
+                ("daddr", "saddr")
+            };
+            match (fam, host) {
+                (Some(f), Some(HostSel::Nets(nets))) => {
+                    l += &format!("{} {local_addr} {} ", f.kw(), set(nets))
+                }
+                (Some(f), Some(HostSel::Set(name))) => l += &format!("{} {local_addr} @{name} ", f.kw()),
+                _ => {}
+            }
+            if let (Some(f), false) = (fam, rule.domains.is_empty()) {
+                let name = set_name(&rule.name, SetKind::Dst, f.names());
+                l += &format!("{} {remote_addr} @{name} ", f.kw());
+            }
+            let (sp, dp) = if dir.local_is_src {
+                (&rule.local_ports, &rule.remote_ports)
+            } else {
+                (&rule.remote_ports, &rule.local_ports)
+            };
+            if say_proto {
+                // Without UDP rules only TCP SYNs enter the classify chains.
+                l += &format!("meta l4proto {proto} ");
+            }
+            if !sp.is_empty() {
+                l += &format!("{proto} sport {} ", ports(sp));
+            }
+            if !dp.is_empty() {
+                l += &format!("{proto} dport {} ", ports(dp));
+            }
+            if let (Some(f), false) = (fam, rule.dscp.is_empty()) {
+                let mut v = rule.dscp.clone();
+                v.sort_unstable();
+                v.dedup();
+                l += &format!("{} dscp {} ", f.kw(), set(&v));
+            }
+            out.push(l);
         }
     }
     out

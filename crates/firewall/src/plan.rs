@@ -561,7 +561,11 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
 
     let mut classify_rules = Vec::new();
     for (i, rule) in config.rules.iter().enumerate() {
-        let block = classify_block(rule, d.mark_for_rule((i + 1) as u16), mask, family, &directions);
+        let value = d.mark_for_rule((i + 1) as u16);
+        let block: Vec<String> = protocol_names(rule.protocol)
+            .into_iter()
+            .flat_map(|proto| classify_block(rule, proto, value, mask, family, &directions))
+            .collect();
         if !block.is_empty() {
             classify_rules.extend(block);
             classify_rules.push(format!("-A {CLASSIFY_CHAIN} {classed} -j RETURN"));
@@ -586,10 +590,18 @@ enum HostSel {
 }
 
 /// The rules of one config rule: the cross product direction x host (CIDR or host set) x MAC x
-/// DSCP x local-port chunk x remote-port chunk, each setting the connmark to the rule's value;
+/// DSCP x local-port chunk x remote-port chunk for one protocol (`tcp`, `udp`), each setting the
+/// connmark to the rule's value;
 /// a rule with domains also needs the remote address in its set. A rule with MACs has lines
 /// only in the from-LAN directions.
-fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[Direction]) -> Vec<String> {
+fn classify_block(
+    rule: &Rule,
+    proto: &str,
+    value: u32,
+    mask: u32,
+    family: IpFamily,
+    dirs: &[Direction],
+) -> Vec<String> {
     let nets = dedup(&rule.lan_hosts);
     let mut family_hosts: Vec<HostSel> = nets
         .iter()
@@ -610,55 +622,53 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
     let remote_chunks = any_or_each(multiport_chunks(&rule.remote_ports));
 
     let mut out = Vec::new();
-    for proto in protocol_names(rule.protocol) {
-        for dir in dirs.iter().filter(|d| !has_macs || d.enters_from_lan()) {
-            let (local_side, remote_side) = if dir.local_is_src {
-                ("src", "dst")
-            } else {
-                ("dst", "src")
-            };
-            for host in &hosts {
-                for mac in &macs {
-                    for dscp in &dscps {
-                        for local in &local_chunks {
-                            for remote in &remote_chunks {
-                                let (src_ports, dst_ports) = if dir.local_is_src {
-                                    (local, remote)
-                                } else {
-                                    (remote, local)
-                                };
-                                let mut r = format!("-A {CLASSIFY_CHAIN}");
-                                if let Some(HostSel::Net(net)) = host {
-                                    r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
-                                }
-                                if let Some((flag, name)) = &dir.iface {
-                                    r += &format!(" {flag} {name}");
-                                }
-                                r += &format!(" -p {proto}");
-                                if let Some(a) = dir.addrtype {
-                                    r += &format!(" -m addrtype {a}");
-                                }
-                                if let Some(m) = mac {
-                                    r += &format!(" -m mac --mac-source {}", mac_text(m));
-                                }
-                                if let Some(p) = src_ports {
-                                    r += &format!(" -m multiport --sports {p}");
-                                }
-                                if let Some(p) = dst_ports {
-                                    r += &format!(" -m multiport --dports {p}");
-                                }
-                                if let Some(HostSel::Set(set)) = host {
-                                    r += &format!(" -m set --match-set {set} {local_side}");
-                                }
-                                if let Some(set) = &remote_set {
-                                    r += &format!(" -m set --match-set {set} {remote_side}");
-                                }
-                                if let Some(v) = dscp {
-                                    r += &format!(" -m dscp --dscp {v:#04x}");
-                                }
-                                r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
-                                out.push(r);
+    for dir in dirs.iter().filter(|d| !has_macs || d.enters_from_lan()) {
+        let (local_side, remote_side) = if dir.local_is_src {
+            ("src", "dst")
+        } else {
+            ("dst", "src")
+        };
+        for host in &hosts {
+            for mac in &macs {
+                for dscp in &dscps {
+                    for local in &local_chunks {
+                        for remote in &remote_chunks {
+                            let (src_ports, dst_ports) = if dir.local_is_src {
+                                (local, remote)
+                            } else {
+                                (remote, local)
+                            };
+                            let mut r = format!("-A {CLASSIFY_CHAIN}");
+                            if let Some(HostSel::Net(net)) = host {
+                                r += &format!(" {} {net}", if dir.local_is_src { "-s" } else { "-d" });
                             }
+                            if let Some((flag, name)) = &dir.iface {
+                                r += &format!(" {flag} {name}");
+                            }
+                            r += &format!(" -p {proto}");
+                            if let Some(a) = dir.addrtype {
+                                r += &format!(" -m addrtype {a}");
+                            }
+                            if let Some(m) = mac {
+                                r += &format!(" -m mac --mac-source {}", mac_text(m));
+                            }
+                            if let Some(p) = src_ports {
+                                r += &format!(" -m multiport --sports {p}");
+                            }
+                            if let Some(p) = dst_ports {
+                                r += &format!(" -m multiport --dports {p}");
+                            }
+                            if let Some(HostSel::Set(set)) = host {
+                                r += &format!(" -m set --match-set {set} {local_side}");
+                            }
+                            if let Some(set) = &remote_set {
+                                r += &format!(" -m set --match-set {set} {remote_side}");
+                            }
+                            if let Some(v) = dscp {
+                                r += &format!(" -m dscp --dscp {v:#04x}");
+                            }
+                            r += &format!(" -j CONNMARK --set-xmark {}", mark(value, mask));
+                            out.push(r);
                         }
                     }
                 }
