@@ -8,6 +8,9 @@
 //! As with iptables (see [`crate::plan`]), only packets with SYN set (`tcp flags & syn == syn`: the
 //! SYN and the SYN-ACK) of unclassed flows jump to a classify chain, and MAC criteria
 //! (`ether saddr`) are matched only on packets entering from the LAN (`iifname <lan>`).
+//! With a UDP rule, a UDP flow's first packet (`ct state new`) jumps to the classify chain too
+//! (whose lines then say their protocol), classed UDP packets jump to `enqueue`, and the
+//! `reject` lines of `quic = "refuse"` sit between the two (see `refuse.rs`).
 //!
 //! Restoring the rule number into the packet mark is done with one rule per config rule
 //! (`ct mark and M == V meta mark set meta mark and ~M or V`), because combining two non-constant
