@@ -356,13 +356,13 @@ pub(crate) struct Direction {
 
 impl Direction {
     /// Packets entering from a LAN interface: the only ones whose source MAC is the LAN host's.
-    pub(crate) fn enters_from_lan(&self) -> bool {
+    fn enters_from_lan(&self) -> bool {
         matches!(&self.iface, Some(("-i", _)))
     }
 }
 
 /// The directions a rule is matched in, for the hook setting (iptables: one shared classify chain).
-pub(crate) fn iptables_directions(d: &Datapath) -> Vec<Direction> {
+fn iptables_directions(d: &Datapath) -> Vec<Direction> {
     let mut dirs = Vec::new();
     let both = d.hook == Hook::Both;
     if d.hook.forward() {
