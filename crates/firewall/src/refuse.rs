@@ -141,8 +141,20 @@ pub(crate) fn filter_section(installed: Option<&[String]>, new: &crate::Iptables
 }
 
 /// The jumps to [`REFUSE_CHAIN`] in table `filter` as `iptables -S` lists them, or `None` if the
-/// chain does not exist, or the table cannot be listed (then nothing of ours can be in it).
+/// chain does not exist, or the table does not (then nothing of ours can be in it). Listing a
+/// table makes the kernel set it up, with hooks every packet then passes, so a table not set up
+/// in this namespace (not in `/proc/net/ip_tables_names`) is left alone.
 pub(crate) fn installed_hooks(runner: &CommandRunner, family: IpFamily) -> Option<Vec<String>> {
+    let names = match family {
+        IpFamily::V4 => "/proc/net/ip_tables_names",
+        IpFamily::V6 => "/proc/net/ip6_tables_names",
+    };
+    let tables = runner
+        .run(&PlannedCommand::new("cat", &[names]))
+        .unwrap_or_default();
+    if !tables.lines().any(|t| t.trim() == "filter") {
+        return None;
+    }
     let listing = match runner.run(&PlannedCommand::new(
         family.program(),
         &["-w", "-t", "filter", "-S"],

@@ -204,6 +204,9 @@ fn udp_flows_are_classed_queued_or_refused() {
         .unwrap_or_else(|e| panic!("{e}"));
     let mangle = t.rtr.run("iptables-legacy-save", &["-t", "mangle"]);
     assert!(!mangle.contains("udp"), "{mangle}");
+    // Table filter was not even set up (listing it would have: every packet would pass its hooks).
+    let tables = t.rtr.run("cat", &["/proc/net/ip_tables_names"]);
+    assert!(!tables.contains("filter"), "{tables}");
     fw.replace(&config).unwrap_or_else(|e| panic!("{e}"));
 
     // Installed as planned, in canonical form: mangle and filter read back line for line.
