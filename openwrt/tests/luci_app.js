@@ -377,7 +377,8 @@ function daemonTakesList(type, option) {
 			let text = header[e.section];
 			const deps = e.o.deps[0] || {};
 			for (const [k, dv] of Object.entries(deps)) if (k != e.o.option) text += `\toption ${k} '${dv}'\n`;
-			if (e.section == 'rule' && e.o.option != 'remote_port') text += "\toption remote_port '6881'\n";
+			// A criterion; port 443, which quic = 'refuse' needs among the remote ports.
+			if (e.section == 'rule' && e.o.option != 'remote_port') text += "\toption remote_port '443'\n";
 			text += `\t${jsList ? 'list' : 'option'} ${e.o.option} '${v}'\n`;
 			// What LuCI writes beside it: the section's required fields (rmempty off) with their
 			// defaults, where their dependencies hold.

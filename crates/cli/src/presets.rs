@@ -38,9 +38,19 @@ pub(crate) fn list(all: &[Preset]) -> String {
     s
 }
 
-/// A preset's patterns, sources and note.
+/// A preset's protocol, patterns, sources and note.
 pub(crate) fn detail(p: &Preset) -> String {
-    let mut s = format!("{}: {}\n\nnames:\n", p.name, p.description);
+    let mut s = format!(
+        "{}: {}\n\nprotocol: {}{}\n\nnames:\n",
+        p.name,
+        p.description,
+        p.protocol,
+        if p.protocol.udp() {
+            " (the hosts also serve QUIC: a rule naming the preset covers UDP too)"
+        } else {
+            ""
+        }
+    );
     for d in &p.domains {
         let _ = writeln!(s, "  {d}");
     }
@@ -71,5 +81,8 @@ mod tests {
         assert!(d.contains("\n  *.dl.delivery.mp.microsoft.com\n"), "{d}");
         assert!(d.contains("sources:\n  https://"), "{d}");
         assert!(d.contains("note: Delivery Optimization"), "{d}");
+        assert!(d.contains("\nprotocol: tcp\n"), "{d}");
+        let d = detail(presets::find("google_play").unwrap());
+        assert!(d.contains("\nprotocol: both (the hosts also serve QUIC"), "{d}");
     }
 }

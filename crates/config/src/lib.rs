@@ -6,7 +6,8 @@
 //! (where packets are intercepted and how they reach the daemon), `[metrics]`, `[limits]` (flow
 //! table size and timeouts), `[control]` (the daemon's local control socket), `[household]` (the
 //! budget all household-controlled flows of a link share) and one or more `[[rules]]` that class
-//! TCP flows as background and name the controller that clamps their receive window.
+//! TCP flows (and UDP flows, with `protocol`) as background and name the controller that holds
+//! them back.
 //!
 //! The same configuration can be written in OpenWrt's UCI syntax (`/etc/config/slipstream`, see
 //! `openwrt/files/slipstream.config`): [`parse_uci`] reads it into the same raw structs the TOML

@@ -100,6 +100,8 @@ pub(crate) struct RawRule {
     /// `preset = "steam"` or `preset = ["steam", "epic"]` (also spelled `presets`).
     #[serde(default, alias = "presets")]
     pub preset: OneOrMany,
+    pub protocol: Option<String>,
+    pub quic: Option<String>,
     pub controller: Option<Kinded<RawController>>,
     pub weight: Option<i64>,
     pub min_rate: Option<IntOrString>,

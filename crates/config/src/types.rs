@@ -5,6 +5,7 @@ use crate::DatapathEngine;
 use ipnet::IpNet;
 use slipstream_control::ControllerConfig;
 use slipstream_household::{HouseholdConfig, ShareSpec};
+pub use slipstream_names::presets::Protocol;
 pub use slipstream_names::DomainPattern;
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -308,6 +309,12 @@ pub struct Rule {
     /// `lan_hosts` these are the rule's LAN host criterion: an address or a named host (OR).
     /// Matched in the kernel through a set the daemon fills from the lease files.
     pub lan_hostnames: Vec<String>,
+    /// Which flows the rule classes: TCP (the default), UDP or both. Set by `protocol`; if not
+    /// set, TCP plus whatever the rule's presets serve over (a preset with UDP adds UDP).
+    pub protocol: Protocol,
+    /// What happens to the rule's UDP flows to remote port 443 (QUIC); only `Control` unless
+    /// the rule covers UDP.
+    pub quic: Quic,
     /// The controller of the rule's flows.
     pub controller: ControllerConfig,
     /// The rule's claim on the household budget (`weight`, `min_rate`, `priority`); only
@@ -315,8 +322,42 @@ pub struct Rule {
     pub share: ShareSpec,
 }
 
+/// What a rule does with its UDP flows to remote port 443: QUIC, mostly HTTP/3.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Quic {
+    /// Classed and queued like the rule's other UDP flows (`"control"`, the default).
+    #[default]
+    Control,
+    /// Rejected (ICMP port unreachable), so that browsers and apps fall back to TCP, where the
+    /// receive window controls them (`"refuse"`).
+    Refuse,
+}
+
+impl Quic {
+    /// Every setting with its config name.
+    pub const ALL: [(Quic, &'static str); 2] = [(Quic::Control, "control"), (Quic::Refuse, "refuse")];
+
+    /// Its config name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(q, _)| *q == self)
+            .map_or("control", |(_, n)| n)
+    }
+}
+
+/// The remote port QUIC runs on (HTTP/3), which `quic = "refuse"` rejects.
+pub const QUIC_PORT: u16 = 443;
+
 impl Rule {
+    /// Whether the rule rejects its UDP flows to remote port 443 (`quic = "refuse"`).
+    pub fn refuses_quic(&self) -> bool {
+        self.quic == Quic::Refuse && self.protocol.udp()
+    }
+
     /// Whether a flow (or packet) with these properties matches the rule. Pure.
+    ///
+    /// The transport protocol is not checked: the kernel matches it.
     ///
     /// Names (`domains`, `lan_hostnames`) are not checked either: they are matched through
     /// kernel sets. A rule with `lan_hostnames` but no `lan_hosts` answers as if any host matched.

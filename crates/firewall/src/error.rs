@@ -149,8 +149,9 @@ fn hint_for(stderr: &str) -> String {
         return "another program holds the xtables lock; retry".to_owned();
     }
     if s.contains("table does not exist") || s.contains("can't initialize") {
-        return "the mangle table is missing: modprobe iptable_mangle / ip6table_mangle \
-                (OpenWrt: kmod-ipt-core, kmod-ip6tables), or set datapath.ipv6 = false if IPv6 is the problem"
+        return "the mangle table (or filter, for quic = \"refuse\") is missing: modprobe iptable_mangle / \
+                ip6table_mangle (iptable_filter / ip6table_filter) (OpenWrt: kmod-ipt-core, kmod-ip6tables), \
+                or set datapath.ipv6 = false if IPv6 is the problem"
             .to_owned();
     }
     let mut modules = Vec::new();
@@ -173,6 +174,14 @@ fn hint_for(stderr: &str) -> String {
             "length match missing: modprobe xt_length (OpenWrt: kmod-ipt-ipopt)",
         ),
         ("addrtype", "addrtype match missing: modprobe xt_addrtype"),
+        (
+            "conntrack",
+            "conntrack match missing (UDP rules): modprobe xt_conntrack (OpenWrt: kmod-ipt-conntrack)",
+        ),
+        (
+            "reject",
+            "REJECT target missing (quic = \"refuse\"): modprobe ipt_REJECT / ip6t_REJECT (OpenWrt: kmod-ipt-core, kmod-ip6tables)",
+        ),
         (
             "queue",
             "nft queue missing: modprobe nft_queue (OpenWrt: kmod-nft-queue)",
@@ -212,6 +221,8 @@ mod tests {
     fn hints() {
         assert!(hint_for("Couldn't load target `NFQUEUE'").contains("xt_NFQUEUE"));
         assert!(hint_for("Permission denied (you must be root)").contains("root"));
+        assert!(hint_for("Couldn't load match `conntrack':No such file").contains("xt_conntrack"));
+        assert!(hint_for("Couldn't load target `REJECT'").contains("ipt_REJECT"));
         assert!(
             hint_for("can't initialize ip6tables table `mangle': Table does not exist")
                 .contains("ip6table_mangle")

@@ -1,11 +1,12 @@
 //! [`Firewall`]: the installed rules, their check, in-place replace and removal.
 
 use crate::plan_with_hosts;
+use crate::refuse;
 use crate::reset::{installed_hooks, reset_backend, reset_iptables_family};
 use crate::sets::{self, HostAddrs};
 use crate::{
     plan, Backend, CommandRunner, FirewallError, IpFamily, IptablesPlan, PlannedCommand, RulePlan,
-    CLASSIFY_CHAIN, MAIN_CHAIN, NFT_TABLE,
+    CLASSIFY_CHAIN, MAIN_CHAIN, NFT_TABLE, REFUSE_CHAIN,
 };
 use slipstream_config::Config;
 
@@ -86,21 +87,23 @@ impl Firewall {
             return self.apply();
         }
         for p in &self.plan.iptables {
-            let input = match installed_hooks(&self.runner, p.family) {
+            let mangle = match installed_hooks(&self.runner, p.family) {
                 Ok(Some(hooks)) => {
                     tracing::info!(family = ?p.family, jumps = hooks.len(), "taking over the rules of a previous run");
                     Self::hooks_replace_input(&hooks, p)
                 }
-                Ok(None) => p.restore_input(),
+                Ok(None) => p.mangle_input(),
                 Err(e) => {
                     // Cannot list: start from a clean slate as before.
                     tracing::debug!(error = %e, "listing before install failed; resetting the family");
                     for e in reset_iptables_family(&self.runner, p.family) {
                         tracing::debug!(error = %e, "reset before install");
                     }
-                    p.restore_input()
+                    p.mangle_input()
                 }
             };
+            let filter = refuse::installed_hooks(&self.runner, p.family);
+            let input = mangle + &refuse::filter_section(filter.as_deref(), p);
             let cmd = PlannedCommand::new(p.family.restore_program(), &["-w", "--noflush"])
                 .with_stdin(input.clone());
             self.runner.run(&cmd).map_err(|e| e.with_input_line(&input))?;
@@ -165,13 +168,21 @@ impl Firewall {
                 }
             }
             let jump = format!("-j {MAIN_CHAIN}");
-            for listed in p.hook_rules_as_listed() {
-                let chain = listed.split_whitespace().nth(1).unwrap_or_default();
-                let n = count(chain, &|l| l.trim_end().ends_with(&jump));
-                if n != 1 {
+            let planned = p.hook_rules_as_listed();
+            let chain_of = |l: &String| l.split_whitespace().nth(1).unwrap_or_default().to_owned();
+            for chain in planned.iter().map(chain_of) {
+                // One jump per protocol (TCP, and UDP when a rule covers it).
+                let expected = planned.iter().filter(|l| chain_of(l) == chain).count();
+                let n = count(&chain, &|l| l.trim_end().ends_with(&jump));
+                if n != expected {
                     return Ok(Err(format!(
-                        "{prog}: chain {chain} has {n} jumps to {MAIN_CHAIN}, expected 1"
+                        "{prog}: chain {chain} has {n} jumps to {MAIN_CHAIN}, expected {expected}"
                     )));
+                }
+            }
+            if !p.refuse_rules.is_empty() {
+                if let Err(what) = self.refuse_installed(p)? {
+                    return Ok(Err(what));
                 }
             }
         }
@@ -190,6 +201,42 @@ impl Firewall {
                 .run(&PlannedCommand::new("nft", &["list", "table", "inet", NFT_TABLE]))?;
             if !out.contains("chain enqueue") {
                 return Ok(Err(format!("table inet {NFT_TABLE} has no chain enqueue")));
+            }
+        }
+        Ok(Ok(()))
+    }
+
+    /// [`Firewall::installed`] for table `filter` (a rule refuses QUIC): our chain with the
+    /// planned number of rules, and one of each planned jump to it.
+    fn refuse_installed(&self, p: &IptablesPlan) -> Result<Result<(), String>, FirewallError> {
+        let prog = p.family.program();
+        let listing = self
+            .runner
+            .run(&PlannedCommand::new(prog, &["-w", "-t", "filter", "-S"]))?;
+        let lines: Vec<&str> = listing.lines().map(str::trim_end).collect();
+        if !lines.contains(&format!("-N {REFUSE_CHAIN}").as_str()) {
+            return Ok(Err(format!("{prog}: chain {REFUSE_CHAIN} is missing")));
+        }
+        let prefix = format!("-A {REFUSE_CHAIN} ");
+        let n = lines.iter().filter(|l| l.starts_with(&prefix)).count();
+        if n != p.refuse_rules.len() {
+            return Ok(Err(format!(
+                "{prog}: chain {REFUSE_CHAIN} has {n} rules, expected {}",
+                p.refuse_rules.len()
+            )));
+        }
+        let jump = format!("-j {REFUSE_CHAIN}");
+        for listed in p.refuse_hooks_as_listed() {
+            let chain = listed.split_whitespace().nth(1).unwrap_or_default();
+            let prefix = format!("-A {chain} ");
+            let n = lines
+                .iter()
+                .filter(|l| l.starts_with(&prefix) && l.ends_with(&jump))
+                .count();
+            if n != 1 {
+                return Ok(Err(format!(
+                    "{prog}: filter chain {chain} has {n} jumps to {REFUSE_CHAIN}, expected 1"
+                )));
             }
         }
         Ok(Ok(()))
@@ -338,11 +385,14 @@ impl Firewall {
         let Some(old) = old else {
             return new.restore_input();
         };
+        let old_refuse = (!old.refuse_rules.is_empty()).then(|| old.refuse_hooks_as_listed());
         Self::hooks_replace_input(&old.hook_rules_as_listed(), new)
+            + &refuse::filter_section(old_refuse.as_deref(), new)
     }
 
-    /// [`Firewall::replace_input`] from the hook jumps installed now, as `iptables -S` lists
-    /// them (`-A FORWARD -p tcp -j SLIPSTREAM`); a jump listed twice is deleted once more.
+    /// The `*mangle` part of [`Firewall::replace_input`] from the hook jumps installed now, as
+    /// `iptables -S` lists them (`-A FORWARD -p tcp -j SLIPSTREAM`); a jump listed twice is
+    /// deleted once more.
     fn hooks_replace_input(old_hooks: &[String], new: &IptablesPlan) -> String {
         let new_hooks = new.hook_rules_as_listed();
         let mut s = String::from("*mangle\n");
@@ -416,6 +466,8 @@ mod tests {
             hook_rules: vec!["-I FORWARD 1 -p tcp -j SLIPSTREAM".into()],
             main_rules: vec!["-A SLIPSTREAM -j RETURN".into()],
             classify_rules: vec![],
+            refuse_hooks: vec![],
+            refuse_rules: vec![],
         };
         let forward = "-A FORWARD -p tcp -j SLIPSTREAM".to_string();
         let output = "-A OUTPUT ! -o lo -p tcp -j SLIPSTREAM".to_string();

@@ -13,6 +13,13 @@
 //!   (first match wins, as in the config). Flows that match nothing stay at 0 and never leave the
 //!   kernel; their other packets skip the classify chain (the docs of `plan.rs` explain MAC
 //!   criteria, and why classing on SYNs only loses nothing).
+//! * **UDP rules** (`protocol = "udp"` / `"both"`): UDP has no SYN, so a UDP flow is classed on
+//!   the first packet of its conntrack entry (`--ctstate NEW`), from either end, into the same
+//!   connmark, and every packet of a classed UDP flow is queued as TCP's are (with the eBPF
+//!   datapath too, whose tc programs handle TCP only). UDP enters the chains only when a rule
+//!   covers it, and then an unclassed flow's later packets leave at the chain's first rule.
+//!   `quic = "refuse"` rejects a rule's UDP/443 flows: in table `filter` for iptables, where
+//!   `REJECT` lives (`refuse.rs`).
 //! * **Flow offloading** (OpenWrt's fw4/fw3 flowtables) hides established flows from all of this;
 //!   [`detect_flow_offload`] finds it and says how to turn it off.
 //! * **The rule number travels with each packet.** `CONNMARK --restore-mark` copies the connmark
@@ -22,8 +29,9 @@
 //!   the daemon rewrites their window; longer data packets go to `data_queue`, copied as
 //!   `datapath.data_copy_bytes` says (whole by default). `--queue-bypass` lets traffic flow if the daemon is not running.
 //! * **The daemon owns its chains** (netavark / mullvad style): `SLIPSTREAM` and
-//!   `SLIPSTREAM_CLASSIFY` in table `mangle` (or `table inet slipstream` for nftables), plus one
-//!   jump from each hooked built-in chain. Nothing else is touched, so [`reset`] can delete
+//!   `SLIPSTREAM_CLASSIFY` in table `mangle` (and `SLIPSTREAM_REFUSE` in `filter` when a rule
+//!   refuses QUIC), or `table inet slipstream` for nftables, plus one jump per protocol from
+//!   each hooked built-in chain. Nothing else is touched, so [`reset`] can delete
 //!   everything by name.
 //!
 //! # Lifecycle
@@ -47,6 +55,7 @@ mod firewall;
 mod nft;
 mod offload;
 mod plan;
+mod refuse;
 mod reset;
 mod runner;
 mod sets;
@@ -62,6 +71,7 @@ pub use plan::{
     multiport_chunks, plan, plan_keeping, plan_with_hosts, IpFamily, IptablesPlan, PlannedCommand, RulePlan,
     CLASSIFY_CHAIN, HOOK_CHAINS, MAIN_CHAIN, MULTIPORT_MAX_SLOTS, NFT_TABLE,
 };
+pub use refuse::REFUSE_CHAIN;
 pub use reset::{reset, reset_with};
 pub use runner::CommandRunner;
 pub use sets::{

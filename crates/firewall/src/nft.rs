@@ -8,6 +8,9 @@
 //! As with iptables (see [`crate::plan`]), only packets with SYN set (`tcp flags & syn == syn`: the
 //! SYN and the SYN-ACK) of unclassed flows jump to a classify chain, and MAC criteria
 //! (`ether saddr`) are matched only on packets entering from the LAN (`iifname <lan>`).
+//! With a UDP rule, a UDP flow's first packet (`ct state new`) jumps to the classify chain too
+//! (whose lines then say their protocol), classed UDP packets jump to `enqueue`, and the
+//! `reject` lines of `quic = "refuse"` sit between the two (see `refuse.rs`).
 //!
 //! Restoring the rule number into the packet mark is done with one rule per config rule
 //! (`ct mark and M == V meta mark set meta mark and ~M or V`), because combining two non-constant
@@ -19,6 +22,7 @@
 //! test); the rest of the ruleset is kernel-checked, the queue statements only by eye.
 
 use crate::plan::NFT_TABLE;
+use crate::refuse;
 use ipnet::{IpNet, Ipv4Net, Ipv6Net};
 use slipstream_config::{Config, DatapathEngine, PortRange, Rule};
 use slipstream_names::sets::{set_name, Family, SetKind};
@@ -138,6 +142,7 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
     let _ = writeln!(s, "table inet {NFT_TABLE} {{");
     s.push_str(set_declarations);
 
+    let udp = crate::plan::udp_in_use(config);
     let lan = set(&d.lan_interfaces.iter().map(|n| ifname(n)).collect::<Vec<_>>());
     let mut hooks: Vec<(&str, &str, Vec<NftDirection>)> = Vec::new();
     if d.hook.forward() {
@@ -186,6 +191,15 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
             s,
             "\t\t{skip_lo}{v4only}meta l4proto tcp tcp flags & syn == syn ct mark and {mask:#x} == 0x0 jump classify_{hook}"
         );
+        if udp {
+            // UDP has no SYN: the first packet of the conntrack entry, from either end. Other
+            // packets of the household's ordinary UDP fail `ct state new` here and the
+            // `ct mark` test of the enqueue jump, and are never queued.
+            let _ = writeln!(
+                s,
+                "\t\t{skip_lo}{v4only}meta l4proto udp ct state new ct mark and {mask:#x} == 0x0 jump classify_{hook}"
+            );
+        }
         if crate::plan::household_in_use(config) {
             // As with iptables (see `plan::household_in_use`): a best-effort flow's opening SYN.
             let _ = writeln!(
@@ -194,6 +208,18 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
                 crate::plan::COMPETITOR_SYNS_PER_SECOND,
                 d.ack_queue
             );
+        }
+        // quic = "refuse": after classification, before queueing (see `refuse.rs`).
+        let sends: Vec<String> = dirs
+            .iter()
+            .filter(|dir| dir.local_is_src)
+            .map(|dir| match &dir.iface {
+                Some(i) => format!("{v4only}{i} "),
+                None => format!("{skip_lo}{v4only}"),
+            })
+            .collect();
+        for line in refuse::nft_lines(config, &sends) {
+            let _ = writeln!(s, "\t\t{line}");
         }
         // eBPF datapath: only handshakes are queued, the rest need not enter `enqueue`.
         let syn = if d.engine == DatapathEngine::Ebpf {
@@ -205,11 +231,20 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
             s,
             "\t\t{skip_lo}{v4only}meta l4proto tcp {syn}ct mark and {mask:#x} != 0x0 jump enqueue"
         );
+        if udp {
+            let _ = writeln!(
+                s,
+                "\t\t{skip_lo}{v4only}meta l4proto udp ct mark and {mask:#x} != 0x0 jump enqueue"
+            );
+        }
         let _ = writeln!(s, "\t}}\n");
         let _ = writeln!(s, "\tchain classify_{hook} {{");
         for (i, rule) in config.rules.iter().enumerate() {
             let value = d.mark_for_rule((i + 1) as u16);
-            let lines = rule_lines(rule, dirs, d.ipv6);
+            let lines: Vec<String> = crate::plan::protocol_names(rule.protocol)
+                .into_iter()
+                .flat_map(|proto| rule_lines(rule, proto, dirs, d.ipv6, udp))
+                .collect();
             if lines.is_empty() {
                 continue;
             }
@@ -230,32 +265,41 @@ pub(crate) fn ruleset(config: &Config, set_declarations: &str) -> String {
             "\t\tct mark and {mask:#x} == {value:#x} meta mark set meta mark and {keep:#x} or {value:#x}"
         );
     }
-    if d.engine == DatapathEngine::Ebpf {
-        // The tc programs see every other packet; only handshakes reach the daemon here.
-        let _ = writeln!(s, "\t\ttcp flags & syn == syn queue num {} bypass", d.ack_queue);
-    } else {
+    // The length split between the two queues, for every packet (NFQUEUE datapath) or UDP only.
+    let split = |s: &mut String, only: &str| {
         let _ = writeln!(
             s,
-            "\t\tmeta nfproto ipv4 meta length <= {} queue num {} bypass",
+            "\t\t{only}meta nfproto ipv4 meta length <= {} queue num {} bypass",
             d.ack_max_len, d.ack_queue
         );
         if d.ipv6 {
             let _ = writeln!(
                 s,
-                "\t\tmeta nfproto ipv6 meta length <= {} queue num {} bypass",
+                "\t\t{only}meta nfproto ipv6 meta length <= {} queue num {} bypass",
                 d.ack_max_len_v6(),
                 d.ack_queue
             );
         }
-        let _ = writeln!(s, "\t\tqueue num {} bypass", d.data_queue);
+        let _ = writeln!(s, "\t\t{only}queue num {} bypass", d.data_queue);
+    };
+    if d.engine == DatapathEngine::Ebpf {
+        // The tc programs see every other TCP packet; only handshakes reach the daemon here.
+        let _ = writeln!(s, "\t\ttcp flags & syn == syn queue num {} bypass", d.ack_queue);
+        if udp {
+            // The tc programs leave UDP alone: all of a classed UDP flow comes here.
+            split(&mut s, "meta l4proto udp ");
+        }
+    } else {
+        split(&mut s, "");
     }
     let _ = writeln!(s, "\t}}");
     s.push_str("}\n");
     s
 }
 
-/// The match part (ending in a space) of each nft rule for one config rule in one hook.
-fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool) -> Vec<String> {
+/// The match part (ending in a space) of each nft rule for one config rule in one hook, for one
+/// protocol (`tcp`, `udp`); `say_proto`: name it (UDP enters the classify chains too).
+fn rule_lines(rule: &Rule, proto: &str, dirs: &[NftDirection], ipv6: bool, say_proto: bool) -> Vec<String> {
     let fams: Vec<Fam> = if ipv6 {
         vec![Fam::V4, Fam::V6]
     } else {
@@ -322,11 +366,15 @@ fn rule_lines(rule: &Rule, dirs: &[NftDirection], ipv6: bool) -> Vec<String> {
             } else {
                 (&rule.remote_ports, &rule.local_ports)
             };
+            if say_proto {
+                // Without UDP rules only TCP SYNs enter the classify chains.
+                l += &format!("meta l4proto {proto} ");
+            }
             if !sp.is_empty() {
-                l += &format!("tcp sport {} ", ports(sp));
+                l += &format!("{proto} sport {} ", ports(sp));
             }
             if !dp.is_empty() {
-                l += &format!("tcp dport {} ", ports(dp));
+                l += &format!("{proto} dport {} ", ports(dp));
             }
             if let (Some(f), false) = (fam, rule.dscp.is_empty()) {
                 let mut v = rule.dscp.clone();

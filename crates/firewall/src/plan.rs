@@ -16,6 +16,16 @@
 //! chain. Nothing is lost: a flow whose handshake the daemon did not see cannot be clamped anyway,
 //! since its window scale is unknown.
 //!
+//! # UDP flows
+//!
+//! With a rule that covers UDP, UDP packets jump to `SLIPSTREAM` too. Its first rule returns every
+//! packet of an unclassed UDP flow that is not its conntrack entry's first (`! --ctstate NEW`):
+//! the household's ordinary UDP costs that one rule (two match tests) and is never queued. The
+//! first packet of a new UDP flow, sent by either end, walks the classify chain, whose UDP lines
+//! are the same cross product with `-p udp`; the packets of a classed UDP flow are queued by the
+//! same rules as TCP's (with the eBPF datapath by UDP rules of their own, as the tc programs
+//! handle TCP only). A UDP rule with MACs classes only the flows the LAN host opens.
+//!
 //! # MAC addresses
 //!
 //! `lan_macs` become `-m mac --mac-source` / nft `ether saddr`, which only mean something on
@@ -27,10 +37,11 @@
 //! `hook = "forward"` (iptables rejects a MAC match in a chain reachable from OUTPUT).
 
 use crate::nft;
+use crate::refuse::{self, REFUSE_CHAIN};
 use crate::sets::{self, HostAddrs, KeptEntries, KernelSet};
 use crate::Backend;
 use ipnet::IpNet;
-use slipstream_config::{Config, Datapath, DatapathEngine, Hook, MacAddr, PortRange, Rule};
+use slipstream_config::{Config, Datapath, DatapathEngine, Hook, MacAddr, PortRange, Protocol, Rule};
 use std::fmt;
 
 /// The chain every hooked packet jumps to: classifies unclassed flows, restores the rule number
@@ -140,12 +151,23 @@ pub struct IptablesPlan {
     pub main_rules: Vec<String>,
     /// `-A SLIPSTREAM_CLASSIFY ...`.
     pub classify_rules: Vec<String>,
+    /// Table `filter`: `-I FORWARD 1 -p udp -m udp --dport 443 -j SLIPSTREAM_REFUSE` etc., only
+    /// when a rule says `quic = "refuse"` (see `refuse.rs`).
+    pub refuse_hooks: Vec<String>,
+    /// Table `filter`: `-A SLIPSTREAM_REFUSE ... -j REJECT ...`.
+    pub refuse_rules: Vec<String>,
 }
 
 impl IptablesPlan {
     /// Input for `iptables-legacy-restore --noflush`: declares (and so empties) both chains, fills
-    /// them and inserts the jumps, in one atomic table replacement.
+    /// them and inserts the jumps, in one atomic table replacement (and, if a rule refuses QUIC,
+    /// the same for table `filter`'s chain, see `refuse.rs`).
     pub fn restore_input(&self) -> String {
+        self.mangle_input() + &refuse::filter_section(None, self)
+    }
+
+    /// The `*mangle` part of [`IptablesPlan::restore_input`].
+    pub(crate) fn mangle_input(&self) -> String {
         let mut s = String::from("*mangle\n");
         s += &format!(":{MAIN_CHAIN} - [0:0]\n:{CLASSIFY_CHAIN} - [0:0]\n");
         for line in self
@@ -163,16 +185,12 @@ impl IptablesPlan {
 
     /// The hook rules as `iptables -S` prints them once installed (`-A FORWARD ...`).
     pub fn hook_rules_as_listed(&self) -> Vec<String> {
-        self.hook_rules
-            .iter()
-            .map(|r| {
-                let mut words: Vec<&str> = r.split_whitespace().collect();
-                // "-I CHAIN 1 rest" -> "-A CHAIN rest"
-                words[0] = "-A";
-                words.remove(2);
-                words.join(" ")
-            })
-            .collect()
+        as_listed(&self.hook_rules)
+    }
+
+    /// The `filter` table's hook rules as `iptables -t filter -S` prints them.
+    pub fn refuse_hooks_as_listed(&self) -> Vec<String> {
+        as_listed(&self.refuse_hooks)
     }
 
     /// Commands undoing exactly this plan (the live removal lists the table instead, see
@@ -193,8 +211,31 @@ impl IptablesPlan {
                 cmds.push(PlannedCommand::new(p, &["-w", "-t", "mangle", op, chain]));
             }
         }
+        if !self.refuse_rules.is_empty() {
+            for r in self.refuse_hooks_as_listed() {
+                let mut args = vec!["-w", "-t", "filter", "-D"];
+                args.extend(r.split_whitespace().skip(1));
+                cmds.push(PlannedCommand::new(p, &args));
+            }
+            for op in ["-F", "-X"] {
+                cmds.push(PlannedCommand::new(p, &["-w", "-t", "filter", op, REFUSE_CHAIN]));
+            }
+        }
         cmds
     }
+}
+
+/// "-I CHAIN 1 rest" -> "-A CHAIN rest", as `iptables -S` lists an inserted rule.
+fn as_listed(inserts: &[String]) -> Vec<String> {
+    inserts
+        .iter()
+        .map(|r| {
+            let mut words: Vec<&str> = r.split_whitespace().collect();
+            words[0] = "-A";
+            words.remove(2);
+            words.join(" ")
+        })
+        .collect()
 }
 
 /// Everything Slipstream installs for one config and backend. Pure data; see the crate docs.
@@ -413,6 +454,20 @@ pub(crate) fn household_in_use(config: &Config) -> bool {
     config.rules.iter().any(|r| r.controller.kind() == "household")
 }
 
+/// Whether some rule covers UDP: only then do UDP packets enter Slipstream's chains at all, so a
+/// config of TCP rules costs the household's UDP nothing.
+pub(crate) fn udp_in_use(config: &Config) -> bool {
+    config.rules.iter().any(|r| r.protocol.udp())
+}
+
+/// The transport protocols of a rule, as iptables / nft name them, TCP first.
+pub(crate) fn protocol_names(p: Protocol) -> Vec<&'static str> {
+    [(p.tcp(), "tcp"), (p.udp(), "udp")]
+        .into_iter()
+        .filter_map(|(on, name)| on.then_some(name))
+        .collect()
+}
+
 fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     let d = &config.datapath;
     let mask = d.mark_mask;
@@ -431,20 +486,36 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
     } else {
         "-p tcp"
     };
+    let udp = udp_in_use(config);
+    // UDP has no handshake and the tc programs leave it alone: with a UDP rule every UDP packet
+    // enters the chain, whose first rule sends the household's ordinary UDP back at once.
+    let protos: Vec<&str> = if udp { vec![tcp, "-p udp"] } else { vec![tcp] };
     let mut hook_rules = Vec::new();
-    if d.hook.forward() {
-        hook_rules.push(format!("-I FORWARD 1 {tcp} -j {MAIN_CHAIN}"));
-    }
-    if d.hook.local() {
-        // Loopback traffic is left alone: no access link to protect, and the daemon's own
-        // connections (metrics) must never wait for the daemon.
-        hook_rules.push(format!("-I OUTPUT 1 ! -o lo {tcp} -j {MAIN_CHAIN}"));
-        hook_rules.push(format!("-I INPUT 1 ! -i lo {tcp} -j {MAIN_CHAIN}"));
+    for proto in &protos {
+        if d.hook.forward() {
+            hook_rules.push(format!("-I FORWARD 1 {proto} -j {MAIN_CHAIN}"));
+        }
+        if d.hook.local() {
+            // Loopback traffic is left alone: no access link to protect, and the daemon's own
+            // connections (metrics) must never wait for the daemon.
+            hook_rules.push(format!("-I OUTPUT 1 ! -o lo {proto} -j {MAIN_CHAIN}"));
+            hook_rules.push(format!("-I INPUT 1 ! -i lo {proto} -j {MAIN_CHAIN}"));
+        }
     }
 
-    let mut main_rules = vec![format!(
+    let mut main_rules = Vec::new();
+    if udp {
+        // The hot path of ordinary UDP (DNS, calls, games, best-effort QUIC): a packet of an
+        // unclassed flow that is not its conntrack entry's first leaves here, never queued.
+        // Then the first packet of a new flow, from either end, is classed (UDP has no SYN).
+        main_rules.push(format!(
+            "-A {MAIN_CHAIN} -p udp {unclassed} -m conntrack ! --ctstate NEW -j RETURN"
+        ));
+        main_rules.push(format!("-A {MAIN_CHAIN} -p udp {unclassed} -j {CLASSIFY_CHAIN}"));
+    }
+    main_rules.push(format!(
         "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {unclassed} -j {CLASSIFY_CHAIN}"
-    )];
+    ));
     if household_in_use(config) {
         // Still unclassed after the classify chain: the opening SYN of an ordinary flow, queued
         // (rate-limited) so that household control yields before its slow start arrives.
@@ -453,6 +524,9 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
             d.ack_queue
         ));
     }
+    let directions = iptables_directions(d);
+    // UDP/443 of a rule refusing QUIC: not for the daemon, table filter rejects it.
+    main_rules.extend(refuse::iptables_mangle_returns(config, &directions));
     main_rules.push(format!(
         "-A {MAIN_CHAIN} {classed} -j CONNMARK --restore-mark --nfmask {mask:#x} --ctmask {mask:#x}"
     ));
@@ -462,6 +536,18 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
             "-A {MAIN_CHAIN} -p tcp -m tcp --tcp-flags SYN SYN {classed} -j NFQUEUE --queue-num {} --queue-bypass",
             d.ack_queue
         ));
+        if udp {
+            // ... but not UDP: every packet of a classed UDP flow goes to the daemon, split by
+            // length like TCP's with the NFQUEUE datapath.
+            main_rules.push(format!(
+                "-A {MAIN_CHAIN} -p udp {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
+                d.ack_queue
+            ));
+            main_rules.push(format!(
+                "-A {MAIN_CHAIN} -p udp {classed} -j NFQUEUE --queue-num {} --queue-bypass",
+                d.data_queue
+            ));
+        }
     } else {
         main_rules.push(format!(
             "-A {MAIN_CHAIN} {classed} -m length --length 0:{ack_max_len} -j NFQUEUE --queue-num {} --queue-bypass",
@@ -473,20 +559,26 @@ fn iptables_plan(config: &Config, family: IpFamily) -> IptablesPlan {
         ));
     }
 
-    let directions = iptables_directions(d);
     let mut classify_rules = Vec::new();
     for (i, rule) in config.rules.iter().enumerate() {
-        let block = classify_block(rule, d.mark_for_rule((i + 1) as u16), mask, family, &directions);
+        let value = d.mark_for_rule((i + 1) as u16);
+        let block: Vec<String> = protocol_names(rule.protocol)
+            .into_iter()
+            .flat_map(|proto| classify_block(rule, proto, value, mask, family, &directions))
+            .collect();
         if !block.is_empty() {
             classify_rules.extend(block);
             classify_rules.push(format!("-A {CLASSIFY_CHAIN} {classed} -j RETURN"));
         }
     }
+    let (refuse_hooks, refuse_rules) = refuse::iptables_rules(config, family, &directions);
     IptablesPlan {
         family,
         hook_rules,
         main_rules,
         classify_rules,
+        refuse_hooks,
+        refuse_rules,
     }
 }
 
@@ -498,10 +590,18 @@ enum HostSel {
 }
 
 /// The rules of one config rule: the cross product direction x host (CIDR or host set) x MAC x
-/// DSCP x local-port chunk x remote-port chunk, each setting the connmark to the rule's value;
+/// DSCP x local-port chunk x remote-port chunk for one protocol (`tcp`, `udp`), each setting the
+/// connmark to the rule's value;
 /// a rule with domains also needs the remote address in its set. A rule with MACs has lines
 /// only in the from-LAN directions.
-fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[Direction]) -> Vec<String> {
+fn classify_block(
+    rule: &Rule,
+    proto: &str,
+    value: u32,
+    mask: u32,
+    family: IpFamily,
+    dirs: &[Direction],
+) -> Vec<String> {
     let nets = dedup(&rule.lan_hosts);
     let mut family_hosts: Vec<HostSel> = nets
         .iter()
@@ -545,7 +645,7 @@ fn classify_block(rule: &Rule, value: u32, mask: u32, family: IpFamily, dirs: &[
                             if let Some((flag, name)) = &dir.iface {
                                 r += &format!(" {flag} {name}");
                             }
-                            r += " -p tcp";
+                            r += &format!(" -p {proto}");
                             if let Some(a) = dir.addrtype {
                                 r += &format!(" -m addrtype {a}");
                             }

@@ -84,7 +84,8 @@ pub(crate) fn installed_hooks(
     Ok(ours.then_some(hooks))
 }
 
-/// Lists table `mangle` and deletes every jump to our chains, then flushes and deletes the chains.
+/// Lists table `mangle` and deletes every jump to our chains, then flushes and deletes the chains;
+/// the same for table `filter`'s [`crate::REFUSE_CHAIN`].
 pub(crate) fn reset_iptables_family(runner: &CommandRunner, family: IpFamily) -> Vec<FirewallError> {
     let p = family.program();
     let listing = match runner.run(&PlannedCommand::new(p, &["-w", "-t", "mangle", "-S"])) {
@@ -120,5 +121,7 @@ pub(crate) fn reset_iptables_family(runner: &CommandRunner, family: IpFamily) ->
             }
         }
     }
+    // Table filter: the reject rules of `quic = "refuse"`, if any.
+    errors.extend(crate::refuse::reset(runner, family));
     errors
 }

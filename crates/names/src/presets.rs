@@ -17,12 +17,74 @@ pub struct Preset {
     pub name: String,
     /// One line for `slipstream presets`.
     pub description: String,
+    /// Which transport the listed hosts serve their content over: a rule naming a preset with
+    /// UDP (HTTP/3's QUIC) covers UDP flows too, unless the rule sets its own `protocol`.
+    pub protocol: Protocol,
     /// The names it classes, as a rule's `domains`.
     pub domains: Vec<DomainPattern>,
     /// Vendor documentation, public lists (with the file), or captures.
     pub sources: Vec<String>,
     /// Caveats: what is not covered, what else to add.
     pub note: Option<String>,
+}
+
+/// The transport protocols a rule (or a preset's hosts) covers: `"tcp"`, `"udp"` or `"both"`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Protocol {
+    /// TCP only (`"tcp"`): what every rule meant before rules could name a protocol.
+    #[default]
+    Tcp,
+    /// UDP only (`"udp"`): QUIC, uTP, other UDP transfers.
+    Udp,
+    /// TCP and UDP (`"both"`).
+    Both,
+}
+
+impl Protocol {
+    /// Every protocol with its config name.
+    pub const ALL: [(Protocol, &'static str); 3] = [
+        (Protocol::Tcp, "tcp"),
+        (Protocol::Udp, "udp"),
+        (Protocol::Both, "both"),
+    ];
+
+    /// The protocol a config names (`"tcp"`, `"udp"`, `"both"`; lower case).
+    pub fn from_name(name: &str) -> Option<Protocol> {
+        Self::ALL.iter().find(|(_, n)| *n == name).map(|(p, _)| *p)
+    }
+
+    /// Its config name.
+    pub fn name(self) -> &'static str {
+        Self::ALL
+            .iter()
+            .find(|(p, _)| *p == self)
+            .map_or("tcp", |(_, n)| n)
+    }
+
+    /// Whether TCP flows are covered.
+    pub fn tcp(self) -> bool {
+        matches!(self, Protocol::Tcp | Protocol::Both)
+    }
+
+    /// Whether UDP flows are covered.
+    pub fn udp(self) -> bool {
+        matches!(self, Protocol::Udp | Protocol::Both)
+    }
+
+    /// What covers the flows of both.
+    pub fn union(self, other: Protocol) -> Protocol {
+        match (self.tcp() || other.tcp(), self.udp() || other.udp()) {
+            (true, true) => Protocol::Both,
+            (false, true) => Protocol::Udp,
+            _ => Protocol::Tcp,
+        }
+    }
+}
+
+impl std::fmt::Display for Protocol {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 #[derive(Deserialize)]
@@ -36,6 +98,7 @@ struct RawFile {
 struct RawPreset {
     name: String,
     description: String,
+    protocol: String,
     domains: Vec<String>,
     sources: Vec<String>,
     note: Option<String>,
@@ -64,6 +127,12 @@ pub fn parse(text: &str) -> Result<Vec<Preset>, String> {
         if p.sources.is_empty() || p.sources.iter().any(|s| s.trim().is_empty()) {
             return Err(format!("{at}: every preset needs at least one non-empty source"));
         }
+        let Some(protocol) = Protocol::from_name(&p.protocol) else {
+            return Err(format!(
+                "{at}: protocol {:?} is not \"tcp\", \"udp\" or \"both\"",
+                p.protocol
+            ));
+        };
         if p.domains.is_empty() {
             return Err(format!("{at}: no domains"));
         }
@@ -78,6 +147,7 @@ pub fn parse(text: &str) -> Result<Vec<Preset>, String> {
         out.push(Preset {
             name: p.name,
             description: p.description,
+            protocol,
             domains,
             sources: p.sources,
             note: p.note,
@@ -150,6 +220,11 @@ mod tests {
             !hit(steam, "store.steampowered.com"),
             "the store page stays best effort"
         );
+        // Google's hosts serve HTTP/3 (QUIC on UDP 443); Valve's content servers only HTTP.
+        assert_eq!(steam.protocol, Protocol::Tcp);
+        for name in ["google_play", "android_ota", "google_photos"] {
+            assert_eq!(find(name).unwrap().protocol, Protocol::Both, "{name}");
+        }
         let wu = find("windows_update").unwrap();
         assert!(hit(wu, "7.tlu.dl.delivery.mp.microsoft.com"));
         assert!(!hit(wu, "login.microsoftonline.com"));
@@ -157,7 +232,8 @@ mod tests {
 
     #[test]
     fn bad_files_are_rejected() {
-        let one = |body: &str| format!("[[preset]]\nname = \"x\"\ndescription = \"d\"\n{body}");
+        let one =
+            |body: &str| format!("[[preset]]\nname = \"x\"\ndescription = \"d\"\nprotocol = \"tcp\"\n{body}");
         for (text, why) in [
             (one("domains = [\"a.com\"]\nsources = []\n"), "source"),
             (one("domains = [\"a.com\"]\nsources = [\" \"]\n"), "source"),
@@ -182,9 +258,39 @@ mod tests {
                 one("domains = [\"a.com\"]\nsources = [\"s\"]\nurl = \"\"\n"),
                 "unknown field",
             ),
+            (
+                "[[preset]]\nname = \"x\"\ndescription = \"d\"\ndomains = [\"a.com\"]\nsources = [\"s\"]\n"
+                    .to_owned(),
+                "protocol",
+            ),
+            (
+                "[[preset]]\nname = \"x\"\ndescription = \"d\"\nprotocol = \"quic\"\ndomains = [\"a.com\"]\nsources = [\"s\"]\n"
+                    .to_owned(),
+                "protocol \"quic\"",
+            ),
         ] {
             let e = parse(&text).expect_err(&text);
             assert!(e.contains(why), "{text}: {e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod protocol_tests {
+    use super::Protocol;
+
+    #[test]
+    fn names_and_union() {
+        for (p, n) in Protocol::ALL {
+            assert_eq!(Protocol::from_name(n), Some(p));
+            assert_eq!(p.name(), n);
+        }
+        assert_eq!(Protocol::from_name("TCP"), None, "callers lower-case first");
+        assert_eq!(Protocol::Tcp.union(Protocol::Udp), Protocol::Both);
+        assert_eq!(Protocol::Tcp.union(Protocol::Tcp), Protocol::Tcp);
+        assert_eq!(Protocol::Udp.union(Protocol::Udp), Protocol::Udp);
+        assert_eq!(Protocol::Both.union(Protocol::Tcp), Protocol::Both);
+        assert!(Protocol::Both.tcp() && Protocol::Both.udp());
+        assert!(!Protocol::Udp.tcp() && !Protocol::Tcp.udp());
     }
 }

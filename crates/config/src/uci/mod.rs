@@ -241,6 +241,13 @@ impl Reader<'_> {
             self.list(&o, "preset", &format!("{p}.preset"))
                 .unwrap_or_default(),
         );
+        // An empty value is LuCI's "automatic" choice: the default.
+        let protocol = self
+            .string(&o, "protocol", &format!("{p}.protocol"))
+            .filter(|v| !v.trim().is_empty());
+        let quic = self
+            .string(&o, "quic", &format!("{p}.quic"))
+            .filter(|v| !v.trim().is_empty());
 
         let weight = self.int(&o, "weight", &format!("{p}.weight"))?;
         let min_rate = self
@@ -264,6 +271,8 @@ impl Reader<'_> {
             lan_hostnames,
             domains,
             preset,
+            protocol,
+            quic,
             controller,
             weight,
             min_rate,

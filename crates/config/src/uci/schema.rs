@@ -43,6 +43,8 @@ pub const RULE_OPTIONS: &[&str] = &[
     "lan_hostname",
     "domain",
     "preset",
+    "protocol",
+    "quic",
     "controller",
     "weight",
     "min_rate",

@@ -3,7 +3,7 @@
 
 use super::{VResult, Validator};
 use crate::raw::{RawNames, RawRule};
-use crate::types::{Datapath, DomainPattern, Names};
+use crate::types::{Datapath, DomainPattern, Names, Protocol};
 use slipstream_names::{leases, presets};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -13,6 +13,8 @@ pub(super) struct RuleNames {
     pub domains: Vec<DomainPattern>,
     pub presets: Vec<String>,
     pub lan_hostnames: Vec<String>,
+    /// What the named presets' hosts serve over, together; `None` without presets.
+    pub preset_protocol: Option<Protocol>,
 }
 
 /// Most patterns one rule may have (its own and its presets'): each becomes a dnsmasq match.
@@ -30,6 +32,7 @@ impl Validator<'_> {
             }
         }
         let mut names = Vec::new();
+        let mut preset_protocol: Option<Protocol> = None;
         for (j, name) in std::mem::take(&mut raw.preset).into_vec().into_iter().enumerate() {
             let name = name.trim().to_ascii_lowercase();
             let Some(preset) = presets::find(&name) else {
@@ -41,6 +44,7 @@ impl Validator<'_> {
                     ),
                 ));
             };
+            preset_protocol = Some(preset_protocol.map_or(preset.protocol, |p| p.union(preset.protocol)));
             for d in &preset.domains {
                 if !domains.contains(d) {
                     domains.push(d.clone());
@@ -81,6 +85,7 @@ impl Validator<'_> {
             domains,
             presets: names,
             lan_hostnames,
+            preset_protocol,
         })
     }
 

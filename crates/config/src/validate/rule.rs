@@ -190,6 +190,7 @@ impl Validator<'_> {
                 ),
             ));
         }
+        let (protocol, quic) = self.protocol_and_quic(&p, &raw, names.preset_protocol, &remote_ports)?;
         let controller = match raw.controller.take() {
             None => default_controller(),
             Some(c) => c.validate(self, &format!("{p}.controller"))?,
@@ -205,9 +206,71 @@ impl Validator<'_> {
             domains: names.domains,
             presets: names.presets,
             lan_hostnames: names.lan_hostnames,
+            protocol,
+            quic,
             controller,
             share,
         })
+    }
+
+    /// `protocol` (default: TCP, plus UDP if a preset's hosts serve over UDP) and `quic`, which
+    /// only a rule covering UDP may set, and whose "refuse" needs remote port 443 in the rule.
+    fn protocol_and_quic(
+        &self,
+        p: &str,
+        raw: &RawRule,
+        preset_protocol: Option<Protocol>,
+        remote_ports: &[PortRange],
+    ) -> VResult<(Protocol, Quic)> {
+        let protocol = match raw.protocol.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
+            None => preset_protocol.map_or(Protocol::Tcp, |pp| Protocol::Tcp.union(pp)),
+            Some(s) => Protocol::from_name(&s).ok_or_else(|| {
+                self.err(
+                    format!("{p}.protocol"),
+                    format!("unknown protocol {s:?}, expected \"tcp\", \"udp\" or \"both\""),
+                )
+            })?,
+        };
+        let Some(given) = raw.quic.as_deref().map(|s| s.trim().to_ascii_lowercase()) else {
+            return Ok((protocol, Quic::default()));
+        };
+        let quic = Quic::ALL
+            .iter()
+            .find(|(_, n)| *n == given)
+            .map(|(q, _)| *q)
+            .ok_or_else(|| {
+                self.err(
+                    format!("{p}.quic"),
+                    format!("unknown setting {given:?}, expected \"control\" or \"refuse\""),
+                )
+            })?;
+        if !protocol.udp() {
+            return Err(self.err(
+                format!("{p}.quic"),
+                format!(
+                    "QUIC runs over UDP, but this rule covers TCP only; set {} (or leave {} out)",
+                    match self.format {
+                        Format::Toml => "protocol = \"udp\" or \"both\"",
+                        Format::Uci => "option protocol 'udp' or 'both'",
+                    },
+                    self.name("quic")
+                ),
+            ));
+        }
+        if quic == Quic::Refuse
+            && !remote_ports.is_empty()
+            && !remote_ports.iter().any(|r| r.contains(QUIC_PORT))
+        {
+            return Err(self.err(
+                format!("{p}.quic"),
+                format!(
+                    "\"refuse\" rejects the rule's UDP flows to remote port {QUIC_PORT}, but its {} leave \
+                     {QUIC_PORT} out, so nothing would be refused",
+                    self.name("remote_ports")
+                ),
+            ));
+        }
+        Ok((protocol, quic))
     }
 
     fn ports(&self, path: &str, raw: &[IntOrString]) -> VResult<Vec<PortRange>> {

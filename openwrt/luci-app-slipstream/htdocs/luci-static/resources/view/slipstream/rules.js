@@ -16,8 +16,8 @@ var TEMPLATES = [
 		set: { preset: ['windows_update', 'apple_updates', 'google_play', 'android_ota'] } },
 	{ id: 'cloud_backups', title: _('Cloud backups (iCloud, OneDrive, Google Photos)'),
 		set: { preset: ['icloud_backup', 'onedrive', 'google_photos'] } },
-	{ id: 'bittorrent', title: _('BitTorrent (usual ports)'),
-		set: { remote_port: ['6881-6999', '51413'] } },
+	{ id: 'bittorrent', title: _('BitTorrent (usual ports, TCP and uTP)'),
+		set: { remote_port: ['6881-6999', '51413'], protocol: 'both' } },
 	{ id: 'dscp_background', title: _('Traffic marked as background (DSCP LE, CS1)'),
 		set: { dscp: ['LE', 'CS1'] } }
 ];
@@ -71,7 +71,7 @@ return view.extend({
 		var m, s, o, self = this;
 
 		m = new form.Map('slipstream', _('Slipstream: rules'),
-			_('Each rule classes some TCP flows as background; all other traffic is left alone. A flow is classed by its first packets and keeps its class. Rules are tried from the top, the first match wins: drag the handle to reorder. Within a rule every criterion given must match; within a list any value matches.'));
+			_('Each rule classes some TCP flows (and UDP flows, with its protocol) as background; all other traffic is left alone. A flow is classed by its first packets and keeps its class. Rules are tried from the top, the first match wins: drag the handle to reorder. Within a rule every criterion given must match; within a list any value matches.'));
 
 		s = m.section(form.GridSection, 'rule', _('Rules'));
 		s.sortable = true;
@@ -95,7 +95,8 @@ return view.extend({
 		o.textvalue = function(sid) {
 			var parts = [];
 			[['preset', _('presets')], ['domain', _('names')], ['lan_hostname', _('devices')], ['lan_host', _('hosts')],
-			 ['lan_mac', _('MACs')], ['remote_port', _('remote ports')], ['local_port', _('local ports')], ['dscp', 'DSCP']
+			 ['lan_mac', _('MACs')], ['remote_port', _('remote ports')], ['local_port', _('local ports')], ['dscp', 'DSCP'],
+			 ['protocol', _('protocol')], ['quic', 'QUIC']
 			].forEach(function(c) {
 				var v = L.toArray(uci.get('slipstream', sid, c[0]));
 				if (v.length)
@@ -169,6 +170,24 @@ return view.extend({
 		o = s.taboption('match', form.DynamicList, 'dscp', _('DSCP'), _('Values 0-63 or names: LE, CS1, AF11, EF, ...'));
 		o.modalonly = true;
 		['LE', 'CS1', 'AF11', 'AF12', 'AF13'].forEach(function(v) { o.value(v); });
+
+		o = s.taboption('match', form.ListValue, 'protocol', _('Protocol'),
+			_('Which flows the rule classes. UDP: uTP (BitTorrent), QUIC (HTTP/3) downloads. Automatic: TCP, and UDP too where a chosen preset\'s hosts also serve QUIC.'));
+		o.modalonly = true;
+		o.value('', _('automatic (TCP; UDP too for presets with QUIC)'));
+		o.value('tcp', 'TCP');
+		o.value('udp', 'UDP');
+		o.value('both', _('TCP and UDP'));
+
+		o = s.taboption('match', form.ListValue, 'quic', _('QUIC (UDP to port 443)'),
+			_('control: classed like the rule\'s other UDP flows. refuse: rejected, so browsers fall back to TCP, where the window controls them (the rule\'s remote ports must include 443, or be empty).'));
+		o.modalonly = true;
+		o.value('control', _('control'));
+		o.value('refuse', _('refuse (fall back to TCP)'));
+		o.default = 'control';
+		o.depends('protocol', 'udp');
+		o.depends('protocol', 'both');
+		o.depends('protocol', '');
 
 		o = s.taboption('control', form.ListValue, 'controller', _('Controller'),
 			_('household: the flows get a part of the household budget (works without TCP timestamps). vulture: each flow yields when the link\'s delay rises (needs TCP timestamps). fixed_window: a constant window.'));
