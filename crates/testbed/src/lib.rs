@@ -66,6 +66,7 @@ pub mod dnsmasq;
 pub mod forward;
 pub mod iperf;
 mod netns;
+pub mod quic;
 pub mod scenario;
 mod topology;
 
