@@ -69,6 +69,7 @@ mod netns;
 pub mod quic;
 pub mod scenario;
 mod topology;
+pub mod torrent;
 
 use std::ffi::OsStr;
 use std::net::IpAddr;
