@@ -250,7 +250,11 @@ impl<'a> Run<'a> {
     /// flows or before two samples).
     fn live_role_rate(&self, role: Role) -> Option<f64> {
         let ss = self.ss.as_ref()?;
-        let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
+        // `ss` sees TCP only: QUIC and the torrent have no live rate.
+        let running = self
+            .flows
+            .iter()
+            .filter(|f| f.spec.role == role && f.run.is_some() && f.spec.kind == FlowKind::Iperf);
         let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
         ss::live_rate(ss, &ports).filter(|_| !ports.is_empty())
     }
