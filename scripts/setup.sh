@@ -7,6 +7,9 @@ set -euo pipefail
 # instances inside test namespaces); ipset and nftables: the sets dnsmasq fills; nodejs: the
 # LuCI app's JavaScript checks (openwrt/tests/luci_app.sh). procps (sysctl,
 # pgrep) is in every Debian install but a minimal one (debootstrap --variant=minbase).
+# transmission-daemon, transmission-cli (create, show, remote) and opentracker: the uTP torrent
+# swarm of the testbed and the lab (crates/testbed/src/torrent.rs); the packages' own services
+# are not started (the testbed runs its instances inside its namespaces).
 need_pkgs=()
 have() { command -v "$1" >/dev/null 2>&1; }
 apt_updated=
@@ -19,7 +22,9 @@ apt_install() {
 for pair in ip:iproute2 iptables-legacy:iptables iperf3:iperf3 ping:iputils-ping ethtool:ethtool \
             conntrack:conntrack curl:curl modprobe:kmod cc:build-essential pkg-config:pkg-config \
             shellcheck:shellcheck busybox:busybox ipset:ipset nft:nftables getent:libc-bin \
-            dnsmasq:dnsmasq-base clang:clang sysctl:procps pgrep:procps node:nodejs; do
+            dnsmasq:dnsmasq-base clang:clang sysctl:procps pgrep:procps node:nodejs \
+            transmission-daemon:transmission-daemon transmission-create:transmission-cli \
+            opentracker:opentracker; do
   cmd=${pair%%:*}; pkg=${pair#*:}
   have "$cmd" || need_pkgs+=("$pkg")
 done
@@ -38,6 +43,13 @@ have llvm-objdump || need_pkgs+=(llvm)
 if [ ${#need_pkgs[@]} -gt 0 ]; then
   echo "setup: installing ${need_pkgs[*]}"
   apt_install "${need_pkgs[@]}"
+  # Their Debian services are not wanted (the testbed starts its own inside its namespaces).
+  case " ${need_pkgs[*]} " in
+    *" transmission-daemon "*|*" opentracker "*)
+      if [ -d /run/systemd/system ] && have systemctl; then
+        systemctl disable --now transmission-daemon.service opentracker.service >/dev/null 2>&1 || true
+      fi ;;
+  esac
 fi
 
 # Prometheus (/usr/bin/prometheus) for the dashboard test, which runs its own instance inside a

@@ -132,6 +132,9 @@ impl Alternative {
                 rule.name,
                 ports.join(", ")
             ));
+            if let Some(p) = env.protocol {
+                text.push_str(&format!("protocol = \"{p}\"\n"));
+            }
             if self.is_household() {
                 for (key, value) in &rule.share {
                     text.push_str(&format!("{key} = {value}\n"));
@@ -232,6 +235,9 @@ pub struct AltEnv {
     pub rules: Vec<LabRule>,
     /// The bottleneck: rate, BDP and queue.
     pub opts: ScenarioOptions,
+    /// Every rule's `protocol` (issue 24: `"udp"`, `"both"`); `None` leaves the key out (TCP),
+    /// so scenarios without UDP background also run a daemon that lacks the key.
+    pub protocol: Option<&'static str>,
 }
 
 impl AltEnv {
@@ -243,7 +249,7 @@ impl AltEnv {
         background_ports: Vec<u16>,
     ) -> AltEnv {
         let rule = LabRule { name: "lab-background".into(), ports: background_ports, share: Vec::new() };
-        AltEnv { daemon_bin, work_dir, rules: vec![rule], opts: opts.clone() }
+        AltEnv { daemon_bin, work_dir, rules: vec![rule], opts: opts.clone(), protocol: None }
     }
 }
 

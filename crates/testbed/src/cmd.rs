@@ -157,6 +157,18 @@ pub fn chain_jump_packets(listing: &str, chain: &str) -> Option<u64> {
     })
 }
 
+/// The packet and byte counts of the (first) rule jumping to `chain` in `iptables -L <chain>
+/// -v -n -x` output; `None` if no rule jumps there.
+pub fn chain_jump_counters(listing: &str, chain: &str) -> Option<(u64, u64)> {
+    listing.lines().find_map(|l| {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.get(2) != Some(&chain) {
+            return None;
+        }
+        Some((f[0].parse().ok()?, f[1].parse().ok()?))
+    })
+}
+
 /// Largest frame on the veths (1500 MTU + Ethernet header), as tbf accounts it.
 pub const FRAME_BYTES: u64 = 1514;
 
@@ -240,6 +252,8 @@ mod tests {
                    \x20      3      120 ss-rst     tcp  --  *      *       0.0.0.0/0            0.0.0.0/0            tcp flags:0x04/0x04\n";
         assert_eq!(chain_jump_packets(out, "ss-rst"), Some(3));
         assert_eq!(chain_jump_packets(out, "other"), None);
+        assert_eq!(chain_jump_counters(out, "ss-rst"), Some((3, 120)));
+        assert_eq!(chain_jump_counters(out, "other"), None);
     }
 
     #[test]

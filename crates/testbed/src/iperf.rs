@@ -194,6 +194,8 @@ pub struct IperfRun {
     stdout: Option<JoinHandle<String>>,
     stderr: Option<JoinHandle<String>>,
     deadline: Instant,
+    /// Turns the client's stdout into a result ([`IperfResult::parse`] for iperf3).
+    parse: fn(&str) -> Result<IperfResult>,
     /// What was run, for error messages.
     pub description: String,
 }
@@ -210,7 +212,18 @@ fn drain<R: Read + Send + 'static>(r: Option<R>) -> Option<JoinHandle<String>> {
 
 impl IperfRun {
     /// Wraps a spawned iperf3 client (stdout/stderr piped). `max_runtime` bounds [`wait`](Self::wait).
-    pub fn new(mut child: Child, max_runtime: Duration, description: String) -> IperfRun {
+    pub fn new(child: Child, max_runtime: Duration, description: String) -> IperfRun {
+        IperfRun::with_parser(child, max_runtime, description, IperfResult::parse)
+    }
+
+    /// Wraps another bulk-transfer client whose stdout `parse` turns into an [`IperfResult`]
+    /// (e.g. `slipstream-quic`, see [`crate::quic`]).
+    pub fn with_parser(
+        mut child: Child,
+        max_runtime: Duration,
+        description: String,
+        parse: fn(&str) -> Result<IperfResult>,
+    ) -> IperfRun {
         let stdout = drain(child.stdout.take());
         let stderr = drain(child.stderr.take());
         IperfRun {
@@ -218,6 +231,7 @@ impl IperfRun {
             stdout,
             stderr,
             deadline: Instant::now() + max_runtime,
+            parse,
             description,
         }
     }
@@ -251,7 +265,7 @@ impl IperfRun {
             .take()
             .map(|h| h.join().unwrap_or_default())
             .unwrap_or_default();
-        IperfResult::parse(&out)
+        (self.parse)(&out)
             .with_context(|| format!("{} (exit {status}); stderr: {}", self.description, err.trim()))
     }
 }

@@ -66,8 +66,10 @@ pub mod dnsmasq;
 pub mod forward;
 pub mod iperf;
 mod netns;
+pub mod quic;
 pub mod scenario;
 mod topology;
+pub mod torrent;
 
 use std::ffi::OsStr;
 use std::net::IpAddr;

@@ -54,6 +54,12 @@ fn configs_validate() {
         slipstream_config::load(&p).unwrap_or_else(|e| panic!("{a}: {e}\n{text}"));
         assert!(text.contains("remote_ports = [6881, 6882]"), "{text}");
     }
+    // The rules' protocol (issue 24) only where a scenario asks for it.
+    let text = Alternative::Household.daemon_config(&env(), Path::new("/tmp/s.sock")).unwrap();
+    assert!(!text.contains("protocol"), "{text}");
+    let udp = AltEnv { protocol: Some("both"), ..env() };
+    let text = Alternative::Household.daemon_config(&udp, Path::new("/tmp/s.sock")).unwrap();
+    assert!(text.contains("controller = \"household\"\nprotocol = \"both\"\n"), "{text}");
     // Rules with shares: written for household only, and valid there.
     let shared = AltEnv {
         rules: vec![

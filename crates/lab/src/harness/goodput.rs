@@ -36,13 +36,14 @@ pub(super) fn add_goodput_series(
         // receiver (the client) sees its first data one downstream delay after the server sent
         // it; an upload's series is the receiving server's own.
         let measured = match (f.spec.ends.server, res.local_port, f.spec.download) {
+            _ if f.series_start_s.is_some() => None,
             (1, Some(peer), true) => {
                 ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_sent).map(|t| t + down_delay_s)
             }
             (1, Some(peer), false) => ss::data_start(ss, f.spec.port, peer, f.offset_s, |s| s.bytes_received),
             _ => None,
         };
-        let start = measured.unwrap_or_else(|| {
+        let start = f.series_start_s.or(measured).unwrap_or_else(|| {
             guessed += 1;
             f.offset_s + IPERF_SETUP_GUESS_S
         });

@@ -10,14 +10,16 @@ mod poller;
 mod spec;
 pub mod ss;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 use std::time::Instant;
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{anyhow, bail, ensure, Context, Result};
 use slipstream_testbed::iperf::{IperfResult, IperfRun};
+use slipstream_testbed::torrent::{Peer, Swarm, TorrentRun};
 use slipstream_testbed::{Ns, Testbed, TopologySpec};
 
-pub use spec::{FlowSpec, RunSetup};
+pub use spec::{FlowKind, FlowSpec, RunSetup, TorrentSetup};
 
 use crate::alternatives::{ActiveAlternative, AltEnv, Alternative};
 use crate::result::{now_unix, Role, RunParams, RunResult, ScenarioReport, Unit};
@@ -37,12 +39,47 @@ pub const BE_PORT: u16 = 5201;
 /// Server port of the reverse-direction (upload) flow.
 pub const REV_PORT: u16 = 5202;
 
-/// One started iperf3 flow.
+/// A flow's transfer while it runs.
+enum Transfer {
+    /// iperf3 or `slipstream-quic` (a child process).
+    Client(IperfRun),
+    /// A leecher polled over RPC.
+    Torrent(TorrentRun),
+}
+
+impl Transfer {
+    /// Waits for the transfer's end and its result.
+    fn wait(self) -> Result<IperfResult> {
+        match self {
+            Transfer::Client(r) => r.wait(),
+            Transfer::Torrent(t) => Ok(t.finish()?.into_iperf()),
+        }
+    }
+}
+
+/// One started flow.
 struct FlowRun {
     spec: FlowSpec,
     offset_s: f64,
-    run: Option<IperfRun>,
+    /// Where t = 0 of its series lies on the run's clock when known without `ss` (QUIC: the
+    /// request, one RTT after the spawn; the torrent: its start); `None` for iperf3.
+    series_start_s: Option<f64>,
+    run: Option<Transfer>,
     result: Option<IperfResult>,
+}
+
+/// `slipstream-quic`: beside the running executable, or `$SLIPSTREAM_QUIC_BIN`.
+fn quic_binary() -> PathBuf {
+    slipstream_testbed::workspace_binary("slipstream-quic", "SLIPSTREAM_QUIC_BIN")
+}
+
+/// The QUIC sender's congestion control for the lab's `--cc`.
+fn quic_cc(cc: &str) -> &'static str {
+    match cc {
+        "reno" => "newreno",
+        "bbr" => "bbr",
+        _ => "cubic",
+    }
 }
 
 /// A run in progress. Fields drop in order: samplers, flows, alternative (daemon), testbed.
@@ -51,6 +88,9 @@ pub struct Run<'a> {
     ss: Option<poller::Periodic<Vec<ss::SsSocket>>>,
     daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
+    /// The torrent's leechers not yet downloading, by LAN host.
+    leechers: BTreeMap<u8, Peer>,
+    swarm: Option<Swarm>,
     active: Option<ActiveAlternative>,
     tb: Option<Testbed>,
     ctx: &'a LabContext,
@@ -87,12 +127,26 @@ impl<'a> Run<'a> {
         if !setup.rules.is_empty() {
             env.rules.clone_from(&setup.rules);
         }
+        env.protocol = setup.protocol;
         let active = setup.alternative.setup(&tb, &env)?;
         let ports: BTreeSet<u16> = setup.server_ports.iter().copied().collect();
+        let cc = quic_cc(setup.cc.as_deref().unwrap_or(&opts.cc));
         for n in 1..=setup.servers {
             for &p in &ports {
                 tb.start_iperf_server_in(Ns::server(n), p)?;
             }
+            for &p in &setup.quic_ports {
+                tb.start_quic_server_in(&quic_binary(), Ns::server(n), p, cc)?;
+            }
+        }
+        let (mut swarm, mut leechers) = (None, BTreeMap::new());
+        if let Some(t) = &setup.torrent {
+            let dir = setup.work_dir.join(format!("{}-torrent", tb.spec().name_prefix));
+            let s = tb.start_swarm(&dir, t.server, t.file_bytes).context("starting the torrent swarm")?;
+            for &host in &t.leechers {
+                leechers.insert(host, tb.start_leecher(&s, host)?);
+            }
+            swarm = Some(s);
         }
         let (t0, t0_unix) = (Instant::now(), now_unix());
         let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
@@ -113,7 +167,9 @@ impl<'a> Run<'a> {
         let (scenario, alternative) = (setup.scenario.clone(), setup.alternative.label());
         let result = RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
         let flows = Vec::new();
-        Ok(Run { ping, ss, daemon, flows, active: Some(active), tb: Some(tb), ctx, opts, setup, t0, result })
+        let active = Some(active);
+        let tb = Some(tb);
+        Ok(Run { ping, ss, daemon, flows, leechers, swarm, active, tb, ctx, opts, setup, t0, result })
     }
 
     pub fn tb(&self) -> &Testbed {
@@ -146,11 +202,26 @@ impl<'a> Run<'a> {
         }
         let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
         let offset_s = self.t();
-        let run = self
-            .tb()
-            .run_iperf(spec.ends, spec.port, secs, &cc, spec.download, &extra)
-            .with_context(|| format!("starting flow {}", spec.label))?;
-        self.flows.push(FlowRun { spec, offset_s, run: Some(run), result: None });
+        let started = match spec.kind {
+            FlowKind::Iperf => self
+                .tb()
+                .run_iperf(spec.ends, spec.port, secs, &cc, spec.download, &extra)
+                .map(|r| (Transfer::Client(r), None)),
+            FlowKind::Quic => self
+                .tb()
+                .run_quic(&quic_binary(), spec.ends, spec.port, secs, spec.download)
+                .map(|r| (Transfer::Client(r), Some(offset_s + self.opts.rtt_ms / 1000.0))),
+            FlowKind::Torrent => {
+                let swarm = self.swarm.as_ref().ok_or_else(|| anyhow!("the run has no torrent swarm"))?;
+                let host = spec.ends.client;
+                let leecher = self.leechers.remove(&host).ok_or_else(|| {
+                    anyhow!("no idle leecher on LAN host {host} (one torrent flow per host)")
+                })?;
+                swarm.start_download(leecher, spec.seconds).map(|r| (Transfer::Torrent(r), Some(offset_s)))
+            }
+        };
+        let (run, series_start_s) = started.with_context(|| format!("starting flow {}", spec.label))?;
+        self.flows.push(FlowRun { spec, offset_s, series_start_s, run: Some(run), result: None });
         Ok(())
     }
 
@@ -179,7 +250,11 @@ impl<'a> Run<'a> {
     /// flows or before two samples).
     fn live_role_rate(&self, role: Role) -> Option<f64> {
         let ss = self.ss.as_ref()?;
-        let running = self.flows.iter().filter(|f| f.spec.role == role && f.run.is_some());
+        // `ss` sees TCP only: QUIC and the torrent have no live rate.
+        let running = self
+            .flows
+            .iter()
+            .filter(|f| f.spec.role == role && f.run.is_some() && f.spec.kind == FlowKind::Iperf);
         let ports: BTreeSet<u16> = running.map(|f| f.spec.port).collect();
         ss::live_rate(ss, &ports).filter(|_| !ports.is_empty())
     }
@@ -229,6 +304,7 @@ impl<'a> Run<'a> {
             self.result.metrics.push(crate::result::Metric::new("flows_failed", Unit::Count, failed as f64));
         }
         self.collect_samples();
+        self.add_udp_flow_metrics();
         let tb = self.tb.take().expect("testbed present");
         if let Some(active) = self.active.take() {
             let notes = active.teardown(&tb)?;
@@ -236,12 +312,49 @@ impl<'a> Run<'a> {
         }
         let prefix = tb.spec().name_prefix.clone();
         drop(tb);
+        if self.setup.torrent.is_some() {
+            // The shared file and the leechers' copies: hundreds of MB per run.
+            let _ = std::fs::remove_dir_all(self.setup.work_dir.join(format!("{prefix}-torrent")));
+        }
         let left: Vec<String> = slipstream_testbed::list_netns()?
             .into_iter()
             .filter(|n| n.starts_with(&format!("{prefix}-")))
             .collect();
         ensure!(left.is_empty(), "namespaces left after teardown: {left:?}");
         Ok(std::mem::take(&mut self.result))
+    }
+
+    /// The QUIC flows' sender statistics (packets lost and sent, loss rate, smoothed RTT) and
+    /// the torrent flows' peers (over uTP or not), as metrics of the flow.
+    fn add_udp_flow_metrics(&mut self) {
+        use crate::result::Metric;
+        let mut m = Vec::new();
+        for f in &self.flows {
+            let (Some(r), label) = (&f.result, f.spec.label.as_str()) else { continue };
+            let num = |p: &str| r.raw.pointer(p).and_then(serde_json::Value::as_f64);
+            match f.spec.kind {
+                FlowKind::Quic => {
+                    if let (Some(lost), Some(sent)) = (num("/path/lost_packets"), num("/path/sent_packets")) {
+                        m.push(Metric::new("quic_lost_packets", Unit::Packets, lost).flow(label));
+                        m.push(Metric::new("quic_sent_packets", Unit::Packets, sent).flow(label));
+                        if sent > 0.0 {
+                            m.push(Metric::new("quic_loss_rate", Unit::Ratio, lost / sent).flow(label));
+                        }
+                    }
+                    m.extend(num("/path/rtt_ms").map(|v| Metric::new("quic_srtt", Unit::Ms, v).flow(label)));
+                }
+                FlowKind::Torrent => {
+                    let peers = r.raw.get("peers").and_then(serde_json::Value::as_array);
+                    let utp = |want: bool| {
+                        peers.map_or(0, |ps| ps.iter().filter(|p| p["utp"].as_bool() == Some(want)).count())
+                    };
+                    m.push(Metric::new("torrent_utp_peers", Unit::Count, utp(true) as f64).flow(label));
+                    m.push(Metric::new("torrent_tcp_peers", Unit::Count, utp(false) as f64).flow(label));
+                }
+                FlowKind::Iperf => {}
+            }
+        }
+        self.result.metrics.extend(m);
     }
 
     /// Stops the samplers and turns their samples into the result's series.

@@ -9,7 +9,21 @@ use super::BG_PORT;
 use crate::alternatives::{Alternative, LabRule};
 use crate::result::Role;
 
-/// One iperf3 transfer.
+/// What moves a flow's bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlowKind {
+    /// iperf3 over TCP.
+    #[default]
+    Iperf,
+    /// `slipstream-quic` (QUIC over UDP); its server listens on the port (see
+    /// [`RunSetup::quic_ports`]).
+    Quic,
+    /// The run's uTP torrent (see [`RunSetup::torrent`]): the flow's LAN host leeches from the
+    /// seeder; the port is the seeder's.
+    Torrent,
+}
+
+/// One bulk transfer (iperf3 unless `kind` says otherwise).
 #[derive(Debug, Clone)]
 pub struct FlowSpec {
     /// Label, unique per flow within the run ("be", "bg", "bg3"); repeated starts with the same
@@ -31,6 +45,8 @@ pub struct FlowSpec {
     pub ends: IperfEnds,
     /// Parallel TCP connections (iperf3 `-P`; the goodput is their sum).
     pub streams: u8,
+    /// iperf3, QUIC or the torrent.
+    pub kind: FlowKind,
 }
 
 impl FlowSpec {
@@ -45,7 +61,20 @@ impl FlowSpec {
             bitrate: None,
             ends: IperfEnds::default(),
             streams: 1,
+            kind: FlowKind::Iperf,
         }
+    }
+
+    /// A QUIC bulk download (`slipstream-quic`) from the QUIC server on `port`.
+    pub fn quic_download(label: &str, role: Role, port: u16, seconds: f64) -> FlowSpec {
+        FlowSpec { kind: FlowKind::Quic, ..FlowSpec::download(label, role, port, seconds) }
+    }
+
+    /// The run's torrent, leeched for `seconds` (by LAN host 1 unless [`FlowSpec::between`]
+    /// says another; the server is the seeder's).
+    pub fn torrent(label: &str, role: Role, seconds: f64) -> FlowSpec {
+        let port = slipstream_testbed::torrent::SEED_PORT;
+        FlowSpec { kind: FlowKind::Torrent, ..FlowSpec::download(label, role, port, seconds) }
     }
 
     /// A bulk upload.
@@ -103,6 +132,23 @@ pub struct RunSetup {
     pub cc: Option<String>,
     /// Scenario-specific parameters for [`crate::result::RunParams::extra`].
     pub extra: BTreeMap<String, serde_json::Value>,
+    /// UDP ports a `slipstream-quic` server listens on (on every server).
+    pub quic_ports: Vec<u16>,
+    /// A uTP torrent swarm for the run.
+    pub torrent: Option<TorrentSetup>,
+    /// The rules' `protocol` key in the daemon's config (`"udp"`, `"both"`); `None` leaves it
+    /// out (TCP only), so a daemon without the key still runs every other scenario.
+    pub protocol: Option<&'static str>,
+}
+
+/// A run's torrent swarm: tracker and seeder on `server`, leechers (started, not yet
+/// downloading) on the LAN hosts `leechers`.
+#[derive(Debug, Clone, Default)]
+pub struct TorrentSetup {
+    pub server: u8,
+    pub leechers: Vec<u8>,
+    /// Size of the shared file, bytes (more than the leechers can fetch in the run).
+    pub file_bytes: u64,
 }
 
 impl RunSetup {

@@ -29,6 +29,7 @@ pub mod smoke;
 pub mod weights;
 
 pub mod datapath;
+pub mod udp_background;
 pub mod udp_square;
 pub mod web;
 
@@ -61,11 +62,16 @@ impl Scenario {
     const fn household(self) -> Scenario {
         Scenario { alternatives: &HOUSEHOLD_ALTERNATIVES, ..self }
     }
+
+    /// The same scenario, of UDP background (issue 24): it compares [`UDP_ALTERNATIVES`].
+    const fn udp(self) -> Scenario {
+        Scenario { alternatives: &UDP_ALTERNATIVES, ..self }
+    }
 }
 
 /// Every scenario, in the order `all` runs them (and the page shows them); `smoke`, last, is
 /// not part of `all`.
-pub static SCENARIOS: [Scenario; 15] = [
+pub static SCENARIOS: [Scenario; 18] = [
     scenario("alone", alone::run, &[], "One background download alone (Vulture Sec. 0.4.4, Fig. 17)."),
     scenario(
         "cbr",
@@ -135,6 +141,27 @@ pub static SCENARIOS: [Scenario; 15] = [
         "Household control: background downloading and uploading at once, beside best effort either way.",
     )
     .household(),
+    scenario(
+        "quic",
+        udp_background::run_quic,
+        &[],
+        "A background QUIC download (UDP 443) beside a best-effort TCP download; ping.",
+    )
+    .udp(),
+    scenario(
+        "utp",
+        udp_background::run_utp,
+        &[],
+        "A background uTP torrent (Transmission) beside a best-effort TCP download; ping.",
+    )
+    .udp(),
+    scenario(
+        "udp-mix",
+        udp_background::run_mix,
+        &[],
+        "Two hosts' background: QUIC + TCP on one, a uTP torrent + TCP on the other; their shares.",
+    )
+    .udp(),
     scenario("smoke", smoke::run, &[], "A short alone and cbr (CI)."),
 ];
 
@@ -152,6 +179,10 @@ pub fn lookup(name: &str) -> Option<&'static Scenario> {
 /// shaping OpenWrt users do today, and Slipstream's per-flow Vulture.
 pub const HOUSEHOLD_ALTERNATIVES: [Alternative; 4] =
     [Alternative::Household, Alternative::NoControl, Alternative::Htb95, Alternative::Slipstream];
+
+/// What the UDP background scenarios compare: household control (its rule classes the UDP
+/// flows) and nothing. The others clamp TCP windows or shape by port only.
+pub const UDP_ALTERNATIVES: [Alternative; 2] = [Alternative::Household, Alternative::NoControl];
 
 /// What the other scenarios compare: [`Alternative::ALL`], household control first.
 const PAPER_ALTERNATIVES: &[Alternative] = &Alternative::ALL;

@@ -11,7 +11,7 @@ fn options() {
     let o = ScenarioOptions { duration_scale: 0.01, ..o };
     assert_eq!(o.scaled(90.0, 5.0), 5.0);
     let names: Vec<&str> = all().map(|s| s.name).collect();
-    assert_eq!(names.len(), 14);
+    assert_eq!(names.len(), 17);
     assert!(!names.contains(&"smoke") && lookup("smoke").is_some());
     assert_eq!(lookup("udp-square").map(|s| s.set_keys), Some(&["periods"][..]));
     assert_eq!(lookup("datapath").map(|s| s.set_keys), Some(&["cpu_rates"][..]));
@@ -21,6 +21,8 @@ fn options() {
         households.map(|s| s.name).collect::<Vec<_>>(),
         ["no-timestamps", "many-flows", "weights", "link", "both"]
     );
+    let udp = SCENARIOS.iter().filter(|s| s.alternatives == UDP_ALTERNATIVES);
+    assert_eq!(udp.map(|s| s.name).collect::<Vec<_>>(), ["quic", "utp", "udp-mix"]);
     let paper: Vec<String> = lookup("alone").unwrap().alternatives.iter().map(Alternative::label).collect();
     let want =
         ["household", "no-control", "slipstream", "slipstream-paper", "fixed-rwnd", "htb-90", "htb-95"];

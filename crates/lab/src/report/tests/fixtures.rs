@@ -473,7 +473,10 @@ pub(super) fn all_kinds() -> Vec<ScenarioReport> {
     kinds.extend(
         crate::scenarios::SCENARIOS
             .iter()
-            .filter(|s| s.alternatives == crate::scenarios::HOUSEHOLD_ALTERNATIVES)
+            .filter(|s| {
+                s.alternatives == crate::scenarios::HOUSEHOLD_ALTERNATIVES
+                    || s.alternatives == crate::scenarios::UDP_ALTERNATIVES
+            })
             .map(|s| household(s.name)),
     );
     kinds
