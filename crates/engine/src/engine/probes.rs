@@ -23,6 +23,8 @@ use crate::udp::utp::UdpKind;
 const PROBES_PER_ROUND: u32 = 4;
 const MIN_INTERVAL: Duration = Duration::from_millis(20);
 const MAX_INTERVAL: Duration = Duration::from_millis(100);
+/// An echo's IP packet (the daemon's: 20 bytes of IPv4 header, 16 of ICMP).
+const PROBE_IP_BYTES: u64 = 36;
 /// Round trips longer than this are no measurement of a queue (a reflector that answered late).
 const MAX_PROBE_RTT: Duration = Duration::from_secs(2);
 
@@ -69,6 +71,13 @@ impl Engine {
             return;
         }
         self.counters.probe_samples += 1;
+        // The probe and its answer crossed the links: the daemon's own packets, not best
+        // effort's (50 steady small packets a second would read as a call and set the
+        // interactive target).
+        for link in &mut self.household.links {
+            link.background.bytes += PROBE_IP_BYTES;
+            link.background.packets += 1;
+        }
         let untimed = self.untimed_links();
         for link in LinkDirection::ALL {
             if !untimed[link.index()] {

@@ -38,6 +38,8 @@ const BULK_RATIO: u64 = 4;
 /// While the link's budget is free to grow, a flow's policer lets through at least this much
 /// more than it sent last round (see [`UdpFlow::apply_allocation`]).
 const HEADROOM: f64 = 2.0;
+/// A yielding link cuts a UDP flow's rate by at most this factor per round (Cubic's β, RFC 9438).
+const YIELD_STEP: f64 = 0.7;
 /// The largest UDP payload counted as one full-size packet for the flow's floor.
 const FULL_SIZE: u32 = 1500;
 
@@ -64,6 +66,10 @@ pub(crate) struct UdpFlow {
     /// Bulk bytes forwarded since the last allocation, and when that was.
     round_forwarded: u64,
     round_start: Instant,
+    /// The link's phase at the last allocation outside a slowdown, and whether the current
+    /// slowdown has halved the flow already.
+    last_phase: BudgetPhase,
+    halved_for_slowdown: bool,
     pub dropped_packets: u64,
     pub dropped_bytes: u64,
     pub marked_packets: u64,
@@ -88,6 +94,8 @@ impl UdpFlow {
             forwarded: GoodputMeter::default(),
             round_forwarded: 0,
             round_start: now,
+            last_phase: BudgetPhase::Start,
+            halved_for_slowdown: false,
             dropped_packets: 0,
             dropped_bytes: 0,
             marked_packets: 0,
@@ -190,10 +198,15 @@ impl UdpFlow {
     /// * while the budget grows (its queue well below the target: `Probe`, `Recover`, or before
     ///   it has decided), the rate is at least [`HEADROOM`] times what the flow sent last round,
     ///   so a sender in slow start is not cut while the link has room;
-    /// * near and above the target (`Hold`, `Yield`), the allocation: the budget binds;
-    /// * during a coordinated slowdown, half of what the flow sent: one loss, one halving, and
-    ///   the queue drains for the base measurement (the allocation's two packets would make
-    ///   the sender lose a window per round trip and start over from nothing);
+    /// * near the target (`Hold`), the allocation, but not below what the flow sent: it may not
+    ///   grow, and is not cut;
+    /// * above it (`Yield`), the allocation, but at least [`YIELD_STEP`] of what the flow sent:
+    ///   one step per round, as a loss makes a sender take;
+    /// * during a coordinated slowdown, if the link's last round held or yielded (a queue near
+    ///   the target stands), half of what the flow sent: one loss, one halving, and the queue
+    ///   drains for the base measurement (the allocation's two packets would make the sender
+    ///   lose a window per round trip and start over from nothing); if the budget was growing,
+    ///   the queue is empty already and the rate stays;
     /// * a held flow (time-sharing) gets two packets per RTT.
     pub(crate) fn apply_allocation(&mut self, round: &Allocated) {
         let sent = std::mem::take(&mut self.round_forwarded);
@@ -206,13 +219,33 @@ impl UdpFlow {
             (sent as f64 * round.rtt.as_secs_f64() / interval.as_secs_f64()) as u64
         };
         let floor = u64::from(self.floor() / 2);
-        let per_rtt = match (round.window, round.phase) {
-            (None, _) => floor,
-            (Some(_), BudgetPhase::Slowdown) => (used / 2).max(floor),
-            (Some(w), BudgetPhase::Start | BudgetPhase::Idle | BudgetPhase::Probe | BudgetPhase::Recover) => {
-                u64::from(w).max((used as f64 * HEADROOM) as u64)
+        let growing = |phase| {
+            matches!(
+                phase,
+                BudgetPhase::Start | BudgetPhase::Idle | BudgetPhase::Probe | BudgetPhase::Recover
+            )
+        };
+        if round.phase == BudgetPhase::Slowdown {
+            // Drain a queue that stands, once per slowdown; an empty one needs nothing.
+            if growing(self.last_phase) || self.halved_for_slowdown {
+                return;
             }
-            (Some(w), _) => u64::from(w),
+            self.halved_for_slowdown = true;
+            self.policer.set(round.now, (used / 2).max(floor), round.rtt);
+            return;
+        }
+        self.last_phase = round.phase;
+        self.halved_for_slowdown = false;
+        let per_rtt = match round.window {
+            None => floor,
+            Some(w) if growing(round.phase) => u64::from(w).max((used as f64 * HEADROOM) as u64),
+            // Holding: not below what the flow sends (it may not grow). Yielding: at most
+            // [`YIELD_STEP`] of it per round: the sender takes 0.5 (Reno) or 0.7 (Cubic) of its
+            // rate at the first drop or mark of a round trip by itself, and a deeper cut before
+            // it could answer makes it cut again every round trip (lab: 13.8 to 2.7 Mbit/s in two
+            // rounds, then 6 s to grow back).
+            Some(w) if round.phase == BudgetPhase::Hold => u64::from(w).max(used),
+            Some(w) => u64::from(w).max((used as f64 * YIELD_STEP) as u64),
         };
         self.policer.set(round.now, per_rtt, round.rtt);
     }

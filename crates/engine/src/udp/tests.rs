@@ -75,7 +75,11 @@ fn an_allocation_becomes_the_policers_rate_and_a_hold_two_packets_per_rtt() {
     }
     f.apply_allocation(&round(100, Some(50_000), BudgetPhase::Yield));
     assert_eq!(f.policer.rate(), Some(500_000.0));
-    f.apply_allocation(&round(200, None, BudgetPhase::Yield));
+    // 100 kB forwarded in the round: 0.7 of it per RTT is the least the policer allows.
+    f.on_forwarded(at(150), 100_000);
+    f.apply_allocation(&round(200, Some(10_000), BudgetPhase::Yield));
+    assert_eq!(f.policer.rate(), Some(700_000.0));
+    f.apply_allocation(&round(300, None, BudgetPhase::Yield));
     assert_eq!(f.policer.rate(), Some(12_280.0));
     f.release();
     assert_eq!(f.policer.rate(), None);
@@ -83,7 +87,7 @@ fn an_allocation_becomes_the_policers_rate_and_a_hold_two_packets_per_rtt() {
 }
 
 #[test]
-fn a_growing_budget_never_polices_below_what_the_flow_sends_and_a_slowdown_halves_it() {
+fn a_growing_budget_never_polices_below_what_the_flow_sends_and_a_slowdown_halves_a_standing_queue_once() {
     let mut f = lan_flow();
     for i in 0..40 {
         f.on_packet(Side::High, at(i), 1200, 1228);
@@ -93,19 +97,27 @@ fn a_growing_budget_never_polices_below_what_the_flow_sends_and_a_slowdown_halve
     f.on_forwarded(at(150), 100_000);
     f.apply_allocation(&round(200, Some(10_000), BudgetPhase::Probe));
     assert_eq!(f.policer.rate(), Some(2_000_000.0));
+    // A slowdown after growing rounds: the queue is empty, the rate stays.
     f.on_forwarded(at(250), 100_000);
     f.apply_allocation(&round(300, Some(10_000), BudgetPhase::Slowdown));
-    assert_eq!(
-        f.policer.rate(),
-        Some(500_000.0),
-        "a slowdown: half of what it sent"
-    );
-    // Near or above the target: the allocation, whatever the flow sends.
-    for phase in [BudgetPhase::Hold, BudgetPhase::Yield] {
-        f.on_forwarded(at(350), 100_000);
-        f.apply_allocation(&round(400, Some(10_000), phase));
-        assert_eq!(f.policer.rate(), Some(100_000.0));
-    }
+    assert_eq!(f.policer.rate(), Some(2_000_000.0));
+    // Near the target: not below what it sends; above it: at most 0.7 of it per round.
+    f.on_forwarded(at(350), 100_000);
+    f.apply_allocation(&round(400, Some(10_000), BudgetPhase::Hold));
+    assert_eq!(f.policer.rate(), Some(1_000_000.0));
+    f.on_forwarded(at(450), 100_000);
+    f.apply_allocation(&round(500, Some(10_000), BudgetPhase::Yield));
+    assert_eq!(f.policer.rate(), Some(700_000.0));
+    f.on_forwarded(at(550), 10_000);
+    f.apply_allocation(&round(600, Some(10_000), BudgetPhase::Yield));
+    assert_eq!(f.policer.rate(), Some(100_000.0));
+    // A slowdown after a yield: half of what it sent, once.
+    f.on_forwarded(at(650), 20_000);
+    f.apply_allocation(&round(700, Some(10_000), BudgetPhase::Slowdown));
+    assert_eq!(f.policer.rate(), Some(100_000.0), "half of 200 kB/s");
+    f.on_forwarded(at(750), 8_000);
+    f.apply_allocation(&round(800, Some(2_000), BudgetPhase::Slowdown));
+    assert_eq!(f.policer.rate(), Some(100_000.0), "not halved again");
 }
 
 #[test]
