@@ -33,31 +33,34 @@ fn quic_binary() -> PathBuf {
     slipstream_testbed::workspace_binary("slipstream-quic", "SLIPSTREAM_QUIC_BIN")
 }
 
-/// tests/configs/household.toml's settings with one rule: UDP to the QUIC server's port.
-fn config_path() -> PathBuf {
+/// tests/configs/household.toml's settings on datapath `engine` with one rule: UDP to the QUIC
+/// server's port.
+fn config_path(engine: &str) -> PathBuf {
     let shipped = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/configs/household.toml");
     let text = std::fs::read_to_string(&shipped).expect("read tests/configs/household.toml");
     let settings = text.split("[[rules]]").next().expect("settings");
     let pid = std::process::id();
     let text = format!(
         "{}\n[[rules]]\nname = \"quic-bulk\"\nremote_ports = [{QUIC_PORT}]\nprotocol = \"udp\"\ncontroller = \"household\"\n",
-        settings.replace(
-            "socket = \"/tmp/slipstream-household-test.sock\"",
-            &format!("socket = \"/tmp/slipstream-udp-{pid}.sock\"")
-        )
+        settings
+            .replace(
+                "socket = \"/tmp/slipstream-household-test.sock\"",
+                &format!("socket = \"/tmp/slipstream-udp-{pid}.sock\"")
+            )
+            .replace("[datapath]\n", &format!("[datapath]\nengine = \"{engine}\"\n"))
     );
     let path = std::env::temp_dir().join(format!("slipstream-udp-{pid}.toml"));
     std::fs::write(&path, text).expect("write config");
     path
 }
 
-fn start() -> (Testbed, Daemon) {
+fn start(engine: &str) -> (Testbed, Daemon) {
     require_netns();
     let spec = TopologySpec {
         name_prefix: unique_prefix("ssu"),
         ..TopologySpec::default()
     };
-    let path = config_path();
+    let path = config_path(engine);
     let config = slipstream_config::load(&path).expect("the UDP config is valid");
     let tb = Testbed::build(spec).expect("testbed");
     let rtt = tb.assert_rtt_within(2.0).expect("100 ms RTT within 2 ms");
@@ -113,7 +116,18 @@ fn metric(text: &str, name: &str) -> f64 {
 #[test]
 #[ignore = "needs root and network namespaces; run with --ignored"]
 fn quic_download_yields_to_best_effort() {
-    let (tb, daemon) = start();
+    quic_download_yields_on("nfqueue");
+}
+
+/// The eBPF datapath handles TCP in the kernel; UDP background still comes through NFQUEUE.
+#[test]
+#[ignore = "needs root and network namespaces; run with --ignored"]
+fn quic_download_yields_to_best_effort_ebpf() {
+    quic_download_yields_on("ebpf");
+}
+
+fn quic_download_yields_on(engine: &str) {
+    let (tb, daemon) = start(engine);
     let ends = IperfEnds::default();
     // Phase 1: the QUIC download alone (its last 10 s).
     let quic = tb
@@ -188,7 +202,7 @@ fn quic_download_yields_to_best_effort() {
 #[test]
 #[ignore = "needs root and network namespaces; run with --ignored"]
 fn unclassed_udp_is_never_touched() {
-    let (tb, daemon) = start();
+    let (tb, daemon) = start("nfqueue");
     tb.start_quic_server_in(&quic_binary(), Ns::Server, QUIC_BE_PORT, "cubic")
         .expect("best-effort QUIC server");
     tb.start_iperf_server(CALL_PORT).expect("iperf3 server");
