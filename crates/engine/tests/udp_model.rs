@@ -410,3 +410,32 @@ fn a_utp_download_is_timed_by_its_headers_without_probes() {
     assert!(best_effort >= 0.95, "best effort kept {best_effort:.2}");
     assert!(queue <= 20.0, "uTP alone queued {queue:.1} ms (p95)");
 }
+
+#[test]
+fn two_hosts_share_the_link_whatever_their_transport() {
+    // Host 1 downloads over QUIC (probed), host 2 over uTP (timed by its headers), both
+    // background under one rule: equal shares per LAN host.
+    let mut m = Model::new(
+        10.0,
+        100,
+        1.0,
+        vec![
+            Sender::new(Kind::Quic, 50_000, 0, 40_000),
+            Sender::new(Kind::Utp, 50_001, 0, 40_000),
+        ],
+    );
+    let rates = rates_between(&mut m, 20_000, 40_000, (20_000, 40_000));
+    let ratio = rates[0].max(rates[1]) / rates[0].min(rates[1]).max(1e-9);
+    eprintln!(
+        "QUIC host {:.2} Mbit/s, uTP host {:.2} Mbit/s: ratio {ratio:.2}, total {:.2}",
+        rates[0],
+        rates[1],
+        rates[0] + rates[1]
+    );
+    assert!(ratio <= 1.3, "host share ratio {ratio:.2}");
+    assert!(
+        rates[0] + rates[1] >= 7.5,
+        "together {:.2} Mbit/s",
+        rates[0] + rates[1]
+    );
+}
