@@ -54,8 +54,15 @@
 //! [`TopologySpec::delay_bin`]); callers outside this crate must have built it first:
 //! `cargo build -p slipstream-testbed --bins`.
 //!
+//! **UDP background (issue 24).** [`quic`] runs real QUIC transfers (`slipstream-quic`, this
+//! crate's binary on quinn) between a server and a LAN host; [`torrent`] a uTP swarm (opentracker,
+//! Transmission seeder and leechers, TCP between the peers refused). The delay element delays
+//! UDP as it does TCP (it holds every packet's verdict, whatever its protocol: QUIC's minimum RTT
+//! through the testbed is the base RTT, `tests/quic.rs`).
+//!
 //! Requires root, `ip`, `tc`, `ethtool`, `sysctl`, `iptables-legacy`/`ip6tables-legacy`,
-//! `ping` and `iperf3`; see [`netns_supported`] for a skip check.
+//! `ping` and `iperf3` (and for [`torrent`]: `transmission-daemon`, `transmission-create`,
+//! `transmission-show`, `opentracker`, `curl`); see [`netns_supported`] for a skip check.
 
 mod build;
 mod change;

@@ -65,7 +65,8 @@ pub struct Peer {
     session: Mutex<String>,
 }
 
-/// A swarm: tracker and seeder running; leechers join with [`Swarm::add_leecher`].
+/// A swarm: tracker and seeder running; leechers join with [`Testbed::start_leecher`] and
+/// [`Swarm::start_download`].
 #[derive(Debug)]
 pub struct Swarm {
     dir: PathBuf,

@@ -1,4 +1,4 @@
-//! A real QUIC download (`slipstream-quic`) through the testbed: the delay element delays UDP
+//! A real QUIC download and upload (`slipstream-quic`) through the testbed: the delay element delays UDP
 //! as it does TCP (QUIC's measured minimum RTT is the base RTT), the bottleneck shapes it, and
 //! the tool's result (goodput, series, the sender's path statistics) holds together.
 //!
@@ -57,4 +57,25 @@ fn quic_download_is_delayed_and_shaped() {
         "{lost} of {sent} packets lost"
     );
     assert!(res.intervals.len() >= 55, "{} intervals", res.intervals.len());
+    // The other direction: the client sends, the server counts and answers with its series.
+    let up = tb
+        .run_quic(bin, IperfEnds::default(), 443, 4, false)
+        .expect("start QUIC upload")
+        .wait()
+        .expect("QUIC upload result");
+    let up_rtt = up
+        .raw
+        .pointer("/path/min_rtt_ms")
+        .and_then(serde_json::Value::as_f64)
+        .unwrap_or(f64::NAN);
+    let up_last = up.goodput_mbps_last(2.0).expect("last 2 s of the upload");
+    eprintln!(
+        "QUIC upload: {:.2} Mbit/s, last 2 s {up_last:.2}, min RTT {up_rtt:.1} ms",
+        up.goodput_mbps
+    );
+    assert!((99.0..=108.0).contains(&up_rtt), "upload min RTT {up_rtt} ms");
+    assert!(
+        up_last > 6.0 && up_last < 10.0,
+        "QUIC upload {up_last} Mbit/s over its last 2 s"
+    );
 }

@@ -195,7 +195,8 @@ pub fn with_metrics(mut r: RunResult, p: &Plan) -> RunResult {
     }
     m.push(Metric::new("bg_link_share", Unit::Ratio, bg_alone / r.params.rate_mbit).period("bg-alone"));
     if let Some(base) = r.params.measured_rtt_ms {
-        for (i, name) in [(0, "bg-alone"), (1, "together")] {
+        // Best effort alone shows what its own TCP download adds (beside it, that is in too).
+        for (i, name) in [(0, "bg-alone"), (1, "together"), (2, "be-alone")] {
             m.extend(ping(i).map(|v| Metric::new("ping_added", Unit::Ms, v - base).period(name)));
         }
     }
@@ -239,6 +240,7 @@ fn run_scenario(ctx: &LabContext, opts: &ScenarioOptions, bg: Background) -> Res
         RowSpec::new("BG beside BE", Unit::Mbps, "bg_goodput").period("together"),
         RowSpec::new("ping added by BG alone", Unit::Ms, "ping_added").period("bg-alone"),
         RowSpec::new("ping added, BG beside BE", Unit::Ms, "ping_added").period("together"),
+        RowSpec::new("ping added by BE alone", Unit::Ms, "ping_added").period("be-alone"),
     ];
     if bg == Background::Mix {
         rows.push(

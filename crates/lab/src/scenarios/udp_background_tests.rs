@@ -106,5 +106,6 @@ fn metrics_by_hand() {
     assert!((m("bg_link_share", "bg-alone") - 0.9).abs() < 1e-9);
     assert!((m("ping_added", "bg-alone") - 80.0).abs() < 1e-9);
     assert!((m("ping_added", "together") - 30.0).abs() < 1e-9);
+    assert!(m("ping_added", "be-alone").abs() < 1e-9);
     assert!((m("bg_goodput", "together") - 2.0).abs() < 1e-9);
 }
