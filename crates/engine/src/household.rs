@@ -12,8 +12,8 @@ use slipstream_control::HouseholdShare;
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::{FlowDelay, Slowdown, SlowdownRound};
 use slipstream_household::{
-    allocate_with, AllocScratch, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase,
-    FlowDemand, HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
+    allocate_with, AllocScratch, Allocation, AnyBudget, BestEffort, BudgetConfig, BudgetController,
+    BudgetPhase, FlowDemand, HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
 };
 
 use crate::api::WindowUpdate;
@@ -241,6 +241,8 @@ pub(crate) trait Member {
     fn rtt_estimate(&self) -> Option<Duration>;
     fn lan_side(&self) -> Side;
     fn rule(&self) -> u16;
+    /// Held to its allocation by a policer (a UDP flow), not by a window.
+    fn policed(&self) -> bool;
     fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)>;
     /// The round's allocation (already in its share, see [`Allocated`]). Returns the window
     /// update a TCP flow whose turn came needs.
@@ -265,6 +267,9 @@ impl Member for Flow {
     }
     fn rule(&self) -> u16 {
         self.rule
+    }
+    fn policed(&self) -> bool {
+        false
     }
     fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
         Flow::household_mut(self)
@@ -296,6 +301,9 @@ impl Member for UdpFlow {
     fn rule(&self) -> u16 {
         self.rule
     }
+    fn policed(&self) -> bool {
+        true
+    }
     fn household_mut(&mut self) -> Option<(&mut HouseholdFlow, &mut HouseholdShare)> {
         UdpFlow::household_mut(self)
     }
@@ -315,6 +323,9 @@ pub(crate) struct Allocated {
     pub rtt: Duration,
     /// What the link's budget is doing this round (`Slowdown` during a coordinated slowdown).
     pub phase: BudgetPhase,
+    /// The link's queue is over twice the delay target and best effort's (it came): see
+    /// `Link::queue_is_backgrounds`.
+    pub best_effort_queue: bool,
 }
 
 /// A member as the table walk hands it over.
@@ -354,6 +365,7 @@ pub(crate) fn run_round<'f>(
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
+    let mut policed_members = false;
     let interval = now.saturating_since(link.round_start);
     for (key, flow) in flows {
         if flow.link() != Some(link.direction) {
@@ -362,6 +374,7 @@ pub(crate) fn run_round<'f>(
         let floor = flow.floor();
         let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
+        policed_members |= flow.policed();
         let host = host_key(key, flow.lan_side());
         let rule = flow.rule();
         let Some((state, share)) = flow.household_mut() else {
@@ -487,7 +500,12 @@ pub(crate) fn run_round<'f>(
         .round(now, config.slowdown_interval, round_length, &mut link.delay);
     if slowdown.measured() {
         link.budget = Some(link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET));
-        if link.controller.take_stale_base() {
+        // A queue the budget's cuts did not explain means a stale base, where every member
+        // follows the budget within a round (a window). A policed UDP flow follows it by at
+        // most one step per round (`UdpFlow::apply_allocation`): its queue outlasts the cuts,
+        // and the fresh base's slowdown would cut it again for nothing (lab utp: a slowdown
+        // every 6 s, fill 0.57).
+        if link.controller.take_stale_base() && !policed_members {
             link.slowdown.fresh_base();
         }
     } else if slowdown == SlowdownRound::Resume {
@@ -519,6 +537,13 @@ pub(crate) fn run_round<'f>(
     } else {
         link.controller.stats().phase
     };
+    let target = match &config.budget {
+        BudgetConfig::DelayTarget(c) => c.target,
+        _ => Duration::from_millis(10),
+    };
+    // Best effort's queue: over twice the target while best effort carries a tenth of the
+    // link or more (or is not counted). The background's own overshoot is not.
+    let best_effort_queue = queue_delay.is_some_and(|q| q > target * 2) && !link.queue_is_backgrounds();
     let mut held = 0;
     for (i, flow) in members.into_iter().enumerate() {
         let allocation = allocations[i];
@@ -543,6 +568,7 @@ pub(crate) fn run_round<'f>(
             was_held,
             rtt: demand.rtt,
             phase,
+            best_effort_queue,
         };
         if let Some(update) = flow.allocated(&round) {
             updates.push(update);

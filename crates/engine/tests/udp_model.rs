@@ -41,6 +41,9 @@ struct Sender {
     next_id: u64,
     last_cut: Instant,
     srtt: Duration,
+    /// The window the receiver's last ACK advertised, packets (uTP's `wnd_size`, as the router
+    /// forwarded it).
+    peer_window: u64,
     /// Payload bytes the receiver got, and when the flow runs.
     delivered: u64,
     start: Instant,
@@ -58,6 +61,7 @@ impl Sender {
             next_id: 0,
             last_cut: Instant::ZERO,
             srtt: Duration::from_millis(100),
+            peer_window: u64::MAX,
             delivered: 0,
             start: Instant::from_millis(start_ms),
             stop: Instant::from_millis(stop_ms),
@@ -230,8 +234,8 @@ impl Model {
                         self.at(now + self.one_way_us, Event::Wake(i));
                         continue;
                     }
-                    while self.senders[i].in_flight < self.senders[i].cwnd as u64 && t < self.senders[i].stop
-                    {
+                    let window = |s: &Sender| (s.cwnd as u64).min(s.peer_window);
+                    while self.senders[i].in_flight < window(&self.senders[i]) && t < self.senders[i].stop {
                         self.senders[i].in_flight += 1;
                         self.senders[i].next_id += 1;
                         // The server sits right before the bottleneck.
@@ -259,6 +263,11 @@ impl Model {
                     if self.senders[i].kind != Kind::BestEffort {
                         let mut ack = self.packet(i, false, now);
                         self.feed(now, &mut ack, true);
+                        if self.senders[i].kind == Kind::Utp {
+                            // libutp sends no more than the receiver's window beyond its ACK.
+                            let w = u32::from_be_bytes([ack[40], ack[41], ack[42], ack[43]]);
+                            self.senders[i].peer_window = (u64::from(w) / 1200).max(1);
+                        }
                     }
                     self.wan_up.bytes += ACK;
                     self.wan_up.packets += 1;

@@ -32,4 +32,4 @@ pub use parse::{
     TCP_WINDOW_OFFSET,
 };
 pub use udp::{parse_udp, parse_udp_headers, set_ce, Ecn, MarkError, UdpPacketInfo, UDP_HEADER_LEN};
-pub use utp::{parse_utp, UtpHeader, UtpType, UTP_HEADER_LEN};
+pub use utp::{lower_utp_window, parse_utp, UtpHeader, UtpRewriteError, UtpType, UTP_HEADER_LEN};

@@ -76,6 +76,57 @@ pub fn parse_utp(payload: &[u8]) -> Option<UtpHeader> {
     })
 }
 
+/// Offset of `wnd_size` in the uTP header.
+const WND_SIZE_OFFSET: usize = 12;
+
+/// Why a uTP window could not be rewritten.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UtpRewriteError {
+    /// The header is not all there.
+    OutOfBounds,
+}
+
+/// Lowers the `wnd_size` of the uTP packet whose UDP payload starts at `payload_offset` (the
+/// UDP header is the 8 bytes before it) to `window`, as the router lowers a TCP receive window:
+/// libutp sends no more than the peer's `wnd_size` beyond what it has in flight. The UDP
+/// checksum is updated incrementally (RFC 1624); an IPv4 checksum of 0 (none) stays 0. Only the
+/// four window bytes and the checksum change; a window already at or below `window` is left.
+pub fn lower_utp_window(
+    packet: &mut [u8],
+    payload_offset: usize,
+    window: u32,
+) -> Result<bool, UtpRewriteError> {
+    let field = payload_offset + WND_SIZE_OFFSET;
+    let checksum_at = payload_offset
+        .checked_sub(2)
+        .ok_or(UtpRewriteError::OutOfBounds)?;
+    if packet.len() < field + 4 {
+        return Err(UtpRewriteError::OutOfBounds);
+    }
+    let old = u32::from_be_bytes([
+        packet[field],
+        packet[field + 1],
+        packet[field + 2],
+        packet[field + 3],
+    ]);
+    if old <= window {
+        return Ok(false);
+    }
+    packet[field..field + 4].copy_from_slice(&window.to_be_bytes());
+    let mut checksum = u16::from_be_bytes([packet[checksum_at], packet[checksum_at + 1]]);
+    if checksum != 0 {
+        for (o, n) in [(old >> 16, window >> 16), (old & 0xffff, window & 0xffff)] {
+            checksum = crate::checksum::checksum_adjust(checksum, o as u16, n as u16);
+        }
+        // RFC 768: a computed 0 is sent as all ones (0 means no checksum).
+        if checksum == 0 {
+            checksum = 0xffff;
+        }
+        packet[checksum_at..checksum_at + 2].copy_from_slice(&checksum.to_be_bytes());
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +176,50 @@ mod tests {
         v2[0] = 0x02;
         assert_eq!(parse_utp(&v2), None, "version 2");
         assert_eq!(parse_utp(&header(0, 0)[..19]), None, "short");
+    }
+
+    fn udp_checksum_ok(p: &[u8]) -> bool {
+        // IPv4 pseudo-header: addresses, protocol, UDP length.
+        let udp = &p[20..];
+        let mut sum: u32 = 0;
+        for w in p[12..20].chunks(2) {
+            sum += u32::from(u16::from_be_bytes([w[0], w[1]]));
+        }
+        sum += 17 + udp.len() as u32;
+        for w in udp.chunks(2) {
+            sum += u32::from(u16::from_be_bytes([w[0], *w.get(1).unwrap_or(&0)]));
+        }
+        while sum > 0xffff {
+            sum = (sum & 0xffff) + (sum >> 16);
+        }
+        sum == 0xffff
+    }
+
+    #[test]
+    fn lowers_the_window_and_keeps_the_udp_checksum_valid() {
+        let mut payload = header(2, 0);
+        payload.extend_from_slice(&[9; 3]);
+        let mut p = Vec::new();
+        etherparse::PacketBuilder::ipv4([10, 0, 0, 2], [192, 0, 2, 1], 64)
+            .udp(51414, 51413)
+            .write(&mut p, &payload)
+            .unwrap();
+        assert!(udp_checksum_ok(&p));
+        assert_eq!(lower_utp_window(&mut p, 28, 20_000), Ok(true));
+        assert_eq!(parse_utp(&p[28..]).unwrap().wnd_size, 20_000);
+        assert!(udp_checksum_ok(&p));
+        // Never raised.
+        assert_eq!(lower_utp_window(&mut p, 28, 1 << 20), Ok(false));
+        assert_eq!(parse_utp(&p[28..]).unwrap().wnd_size, 20_000);
+        // No checksum (IPv4 allows it): stays none.
+        p[26] = 0;
+        p[27] = 0;
+        assert_eq!(lower_utp_window(&mut p, 28, 3_000), Ok(true));
+        assert_eq!(&p[26..28], &[0, 0]);
+        assert_eq!(
+            lower_utp_window(&mut p[..40], 28, 3_000),
+            Err(UtpRewriteError::OutOfBounds)
+        );
     }
 
     #[test]

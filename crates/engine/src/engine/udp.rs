@@ -2,13 +2,13 @@
 //! number in the mark as TCP, measured, and held to the flow's household share by its policer.
 
 use slipstream_control::{ControllerConfig, Instant};
-use slipstream_wire::{parse_udp, parse_udp_headers, set_ce};
+use slipstream_wire::{lower_utp_window, parse_udp, parse_udp_headers, set_ce};
 
 use super::Engine;
 use crate::api::{PacketCopy, PacketMeta, Verdict};
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, PassReason};
-use crate::udp::utp::Packet;
+use crate::udp::utp::{Packet, UdpKind};
 use crate::udp::UdpFlow;
 
 impl Engine {
@@ -73,8 +73,28 @@ impl Engine {
                     .on_sample(&mut state.delay, sample);
             }
         }
-        let policed = from_sender && flow.household.is_some() && !flow.is_released();
-        let verdict = if !policed || flow.policer.admit(at, info.ip_len) {
+        let controlled = flow.household.is_some() && !flow.is_released();
+        let utp = flow.utp.kind == UdpKind::Utp;
+        // uTP carries its receiver's window in clear: lowered in the receiver's packets as a
+        // TCP window is, it holds the sender to its share without a loss. Opaque flows (QUIC)
+        // have the policer.
+        let mut window_lowered = false;
+        if controlled && utp && !from_sender && flow.bulk_sender().is_some() && meta.copy == PacketCopy::Full
+        {
+            let floor = flow.floor();
+            if let Some((_, share)) = flow.household_mut() {
+                if let Some(target) = share.target() {
+                    let window = target.max(floor / 2);
+                    window_lowered = meta.checksum_ready
+                        && lower_utp_window(packet, info.payload_offset, window).unwrap_or(false);
+                }
+            }
+        }
+        let policed = from_sender && controlled && !utp;
+        let verdict = if window_lowered {
+            self.counters.rewritten += 1;
+            Verdict::AcceptModified
+        } else if !policed || flow.policer.admit(at, info.ip_len) {
             Verdict::Accept
         } else if meta.copy == PacketCopy::Full && info.ecn.capable() && set_ce(packet).is_ok() {
             flow.marked_packets += 1;

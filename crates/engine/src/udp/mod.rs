@@ -40,6 +40,9 @@ const BULK_RATIO: u64 = 4;
 const HEADROOM: f64 = 2.0;
 /// A yielding link cuts a UDP flow's rate by at most this factor per round (Cubic's β, RFC 9438).
 const YIELD_STEP: f64 = 0.7;
+/// A yielding link takes a step off a UDP flow's rate at most once in this many round trips
+/// (unless its queue is well above the target).
+const YIELD_ROUNDS: u32 = 3;
 /// The largest UDP payload counted as one full-size packet for the flow's floor.
 const FULL_SIZE: u32 = 1500;
 
@@ -70,6 +73,8 @@ pub(crate) struct UdpFlow {
     /// slowdown has halved the flow already.
     last_phase: BudgetPhase,
     halved_for_slowdown: bool,
+    /// The last yield step taken off the flow's rate.
+    last_cut: Option<Instant>,
     pub dropped_packets: u64,
     pub dropped_bytes: u64,
     pub marked_packets: u64,
@@ -96,6 +101,7 @@ impl UdpFlow {
             round_start: now,
             last_phase: BudgetPhase::Start,
             halved_for_slowdown: false,
+            last_cut: None,
             dropped_packets: 0,
             dropped_bytes: 0,
             marked_packets: 0,
@@ -201,7 +207,9 @@ impl UdpFlow {
     /// * near the target (`Hold`), the allocation, but not below what the flow sent: it may not
     ///   grow, and is not cut;
     /// * above it (`Yield`), the allocation, but at least [`YIELD_STEP`] of what the flow sent:
-    ///   one step per round, as a loss makes a sender take;
+    ///   one step per [`YIELD_ROUNDS`] rounds, as a loss makes a sender take, or every round
+    ///   while best effort's queue is over twice the target;
+    /// * a round that measured nothing (`Idle`) changes nothing;
     /// * during a coordinated slowdown, if the link's last round held or yielded (a queue near
     ///   the target stands), half of what the flow sent: one loss, one halving, and the queue
     ///   drains for the base measurement (the allocation's two packets would make the sender
@@ -222,7 +230,7 @@ impl UdpFlow {
         let growing = |phase| {
             matches!(
                 phase,
-                BudgetPhase::Start | BudgetPhase::Idle | BudgetPhase::Probe | BudgetPhase::Recover
+                BudgetPhase::Start | BudgetPhase::Probe | BudgetPhase::Recover
             )
         };
         if round.phase == BudgetPhase::Slowdown {
@@ -236,16 +244,32 @@ impl UdpFlow {
         }
         self.last_phase = round.phase;
         self.halved_for_slowdown = false;
-        let per_rtt = match round.window {
-            None => floor,
-            Some(w) if growing(round.phase) => u64::from(w).max((used as f64 * HEADROOM) as u64),
-            // Holding: not below what the flow sends (it may not grow). Yielding: at most
-            // [`YIELD_STEP`] of it per round: the sender takes 0.5 (Reno) or 0.7 (Cubic) of its
-            // rate at the first drop or mark of a round trip by itself, and a deeper cut before
-            // it could answer makes it cut again every round trip (lab: 13.8 to 2.7 Mbit/s in two
-            // rounds, then 6 s to grow back).
-            Some(w) if round.phase == BudgetPhase::Hold => u64::from(w).max(used),
-            Some(w) => u64::from(w).max((used as f64 * YIELD_STEP) as u64),
+        let per_rtt = match (round.window, round.phase) {
+            (None, _) => floor,
+            // The round measured nothing: nothing to act on.
+            (Some(_), BudgetPhase::Idle) => return,
+            (Some(w), phase) if growing(phase) => u64::from(w).max((used as f64 * HEADROOM) as u64),
+            // Holding: not below what the flow sends (it may not grow).
+            (Some(w), BudgetPhase::Hold) => u64::from(w).max(used),
+            // Yielding: at most [`YIELD_STEP`] of what it sends per step. The sender takes 0.5
+            // (Reno) or 0.7 (Cubic) of its rate at the first drop or mark of a round trip by
+            // itself, and the queue its overshoot built drains for a round trip or two after
+            // that: a step every round before then compounds to nothing (lab utp: 9.6 to 0.2
+            // Mbit/s in a second, from a 23 ms queue). So a step every [`YIELD_ROUNDS`] rounds,
+            // unless best effort arrived (its queue, over twice the target): then every round,
+            // about a second from the whole link to the floor.
+            (Some(w), BudgetPhase::Yield) => {
+                let recently = self
+                    .last_cut
+                    .is_some_and(|t| round.now.saturating_since(t) < round.rtt * YIELD_ROUNDS);
+                if recently && !round.best_effort_queue {
+                    return;
+                }
+                self.last_cut = Some(round.now);
+                u64::from(w).max((used as f64 * YIELD_STEP) as u64)
+            }
+            // Key et al.'s controllers: the allocation as it is.
+            (Some(w), _) => u64::from(w),
         };
         self.policer.set(round.now, per_rtt, round.rtt);
     }

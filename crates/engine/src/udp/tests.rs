@@ -64,6 +64,7 @@ fn round(ms: u64, window: Option<u32>, phase: BudgetPhase) -> Allocated {
         was_held: false,
         rtt: Duration::from_millis(100),
         phase,
+        best_effort_queue: false,
     }
 }
 
@@ -75,11 +76,10 @@ fn an_allocation_becomes_the_policers_rate_and_a_hold_two_packets_per_rtt() {
     }
     f.apply_allocation(&round(100, Some(50_000), BudgetPhase::Yield));
     assert_eq!(f.policer.rate(), Some(500_000.0));
-    // 100 kB forwarded in the round: 0.7 of it per RTT is the least the policer allows.
-    f.on_forwarded(at(150), 100_000);
-    f.apply_allocation(&round(200, Some(10_000), BudgetPhase::Yield));
-    assert_eq!(f.policer.rate(), Some(700_000.0));
-    f.apply_allocation(&round(300, None, BudgetPhase::Yield));
+    f.apply_allocation(&round(200, None, BudgetPhase::Yield));
+    assert_eq!(f.policer.rate(), Some(12_280.0));
+    // A round that measured nothing changes nothing.
+    f.apply_allocation(&round(300, Some(90_000), BudgetPhase::Idle));
     assert_eq!(f.policer.rate(), Some(12_280.0));
     f.release();
     assert_eq!(f.policer.rate(), None);
@@ -101,23 +101,43 @@ fn a_growing_budget_never_polices_below_what_the_flow_sends_and_a_slowdown_halve
     f.on_forwarded(at(250), 100_000);
     f.apply_allocation(&round(300, Some(10_000), BudgetPhase::Slowdown));
     assert_eq!(f.policer.rate(), Some(2_000_000.0));
-    // Near the target: not below what it sends; above it: at most 0.7 of it per round.
+    // Near the target: not below what it sends.
     f.on_forwarded(at(350), 100_000);
     f.apply_allocation(&round(400, Some(10_000), BudgetPhase::Hold));
     assert_eq!(f.policer.rate(), Some(1_000_000.0));
+    // A slowdown after holding: half of what it sent, once.
     f.on_forwarded(at(450), 100_000);
-    f.apply_allocation(&round(500, Some(10_000), BudgetPhase::Yield));
-    assert_eq!(f.policer.rate(), Some(700_000.0));
-    f.on_forwarded(at(550), 10_000);
-    f.apply_allocation(&round(600, Some(10_000), BudgetPhase::Yield));
-    assert_eq!(f.policer.rate(), Some(100_000.0));
-    // A slowdown after a yield: half of what it sent, once.
-    f.on_forwarded(at(650), 20_000);
-    f.apply_allocation(&round(700, Some(10_000), BudgetPhase::Slowdown));
-    assert_eq!(f.policer.rate(), Some(100_000.0), "half of 200 kB/s");
-    f.on_forwarded(at(750), 8_000);
-    f.apply_allocation(&round(800, Some(2_000), BudgetPhase::Slowdown));
-    assert_eq!(f.policer.rate(), Some(100_000.0), "not halved again");
+    f.apply_allocation(&round(500, Some(10_000), BudgetPhase::Slowdown));
+    assert_eq!(f.policer.rate(), Some(500_000.0), "half of 1 MB/s");
+    f.on_forwarded(at(550), 50_000);
+    f.apply_allocation(&round(600, Some(2_000), BudgetPhase::Slowdown));
+    assert_eq!(f.policer.rate(), Some(500_000.0), "not halved again");
+}
+
+#[test]
+fn a_yield_takes_a_step_per_three_round_trips_unless_the_queue_is_well_above_target() {
+    let mut f = lan_flow();
+    for i in 0..40 {
+        f.on_packet(Side::High, at(i), 1200, 1228);
+    }
+    f.apply_allocation(&round(100, Some(10_000), BudgetPhase::Probe));
+    let mut yield_round = |ms: u64, sent: u64, severe: bool| {
+        f.on_forwarded(at(ms - 50), sent as u32);
+        f.apply_allocation(&Allocated {
+            best_effort_queue: severe,
+            ..round(ms, Some(10_000), BudgetPhase::Yield)
+        });
+        f.policer.rate()
+    };
+    // 1 MB/s: a step to 0.7 of it; the next two rounds wait for the sender to answer.
+    assert_eq!(yield_round(200, 100_000, false), Some(700_000.0));
+    assert_eq!(yield_round(300, 70_000, false), Some(700_000.0));
+    assert_eq!(yield_round(400, 70_000, false), Some(700_000.0));
+    assert_eq!(yield_round(500, 60_000, false), Some(420_000.0));
+    // Best effort came (the queue is over twice the target): a step every round.
+    assert_eq!(yield_round(600, 40_000, true), Some(280_000.0));
+    assert_eq!(yield_round(700, 20_000, true), Some(140_000.0));
+    assert_eq!(yield_round(800, 5_000, true), Some(100_000.0), "the allocation");
 }
 
 #[test]
