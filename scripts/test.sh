@@ -57,7 +57,7 @@ bounded 900 cargo test -p slipstream --test restart -- --include-ignored --nocap
 # a mirred redirect to an IFB with HTB) on the router's LAN interface, started before and after
 # the daemon, on both datapaths: SQM's rates hold and Slipstream's clamp shows in its metrics.
 bounded 600 cargo test -p slipstream --test sqm -- --include-ignored --nocapture --test-threads=1
-bounded 600 cargo test -p slipstream --test udp -- --include-ignored --nocapture --test-threads=1
+bounded 600 cargo test -p slipstream --test udp -- --include-ignored --nocapture --test-threads=1 --skip _ebpf
 # Rules by name: real dnsmasq fills the rule's sets from its answers (fw3: ipset, with the daemon
 # clamping the named download while the other name's download passes untouched; fw4: nftset and
 # the kernel's classification), the set entry expires, and lan_hostnames follow a lease file.
