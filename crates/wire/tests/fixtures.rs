@@ -367,7 +367,8 @@ fn parse_error_labels() {
             "fragmented",
             "not_tcp",
             "bad_tcp_header",
-            "bad_options"
+            "bad_options",
+            "bad_udp_header"
         ]
     );
     assert_eq!(ParseError::Truncated.to_string(), "truncated");
