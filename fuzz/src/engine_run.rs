@@ -320,8 +320,16 @@ impl Harness {
             }
         }
         let verdict = self.engine.handle_packet(self.now, &mut bytes, meta);
+        let udp = slipstream_wire::parse_udp_headers(&original).is_ok();
         match verdict {
             Verdict::Accept => assert!(bytes == original, "an accepted packet was changed"),
+            // Only a background UDP flow's policer drops, and only UDP is marked or has its uTP
+            // window lowered; the packet keeps its length.
+            Verdict::Drop => assert!(udp, "a packet that is not UDP was dropped"),
+            Verdict::AcceptModified if strict.is_err() => {
+                assert!(udp, "a packet that is neither TCP nor UDP was changed");
+                assert_eq!(bytes.len(), original.len());
+            }
             Verdict::AcceptModified => {
                 assert_eq!(meta.copy, PacketCopy::Full, "a header-only copy was rewritten");
                 assert!(
