@@ -133,6 +133,14 @@ impl Engine {
         }
     }
 
+    /// The rule class of every flow in both tables (TCP and UDP), one per flow.
+    fn flow_rules(&self) -> impl Iterator<Item = u16> + '_ {
+        self.table
+            .iter()
+            .map(|(_, f)| f.rule)
+            .chain(self.udp.iter().map(|(_, f)| f.rule))
+    }
+
     /// Applies a new config (a reload) without dropping flow state; see the module docs for what
     /// happens to existing flows. Pure: O(rules + flows), no allocation per flow.
     pub fn reconfigure(&mut self, config: EngineConfig) -> ReconfigureSummary {
@@ -145,12 +153,7 @@ impl Engine {
             ..ReconfigureSummary::default()
         };
         let mut used = vec![false; old.len()];
-        let rules_in_use = self
-            .table
-            .iter()
-            .map(|(_, f)| f.rule)
-            .chain(self.udp.iter().map(|(_, f)| f.rule));
-        for rule in rules_in_use {
+        for rule in self.flow_rules() {
             if let Some(u) = used.get_mut(usize::from(rule).wrapping_sub(1)) {
                 *u = true;
             }

@@ -21,12 +21,7 @@ impl Engine {
     /// that show flows whose bulk direction is not known yet.
     pub fn snapshot_keyed(&self, top_flows: usize) -> (EngineSnapshot, Vec<FlowKey>) {
         let mut active = vec![0usize; self.classes.len()];
-        let rules_in_use = self
-            .table
-            .iter()
-            .map(|(_, f)| f.rule)
-            .chain(self.udp.iter().map(|(_, f)| f.rule));
-        for rule in rules_in_use {
+        for rule in self.flow_rules() {
             if let Some(n) = active.get_mut(usize::from(rule).wrapping_sub(1)) {
                 *n += 1;
             }
