@@ -401,21 +401,7 @@ impl Firewall {
             s += line;
             s.push('\n');
         }
-        let mut kept: Vec<&String> = Vec::new();
-        for listed in old_hooks {
-            if new_hooks.contains(listed) && !kept.contains(&listed) {
-                kept.push(listed);
-                continue;
-            }
-            // "-A FORWARD -p tcp -j SLIPSTREAM" -> "-D FORWARD -p tcp -j SLIPSTREAM"
-            s += &format!("-D {}\n", listed.strip_prefix("-A ").unwrap_or(listed));
-        }
-        for (insert, listed) in new.hook_rules.iter().zip(&new_hooks) {
-            if !old_hooks.contains(listed) {
-                s += insert;
-                s.push('\n');
-            }
-        }
+        s += &hook_changes(old_hooks, &new_hooks, &new.hook_rules);
         s += "COMMIT\n";
         s
     }
@@ -453,6 +439,30 @@ impl Drop for Firewall {
             }
         }
     }
+}
+
+/// The restore lines that turn the jumps `old` (as `-S` lists them) into `new_listed` (the same
+/// jumps listed, `new_inserts` as restore inserts them): a jump that stays is kept (its counters,
+/// and no moment without it), the others are deleted, the new ones inserted. A jump listed twice
+/// (a crashed run's leftover) is deleted once.
+pub(crate) fn hook_changes(old: &[String], new_listed: &[String], new_inserts: &[String]) -> String {
+    let mut s = String::new();
+    let mut kept: Vec<&String> = Vec::new();
+    for listed in old {
+        if new_listed.contains(listed) && !kept.contains(&listed) {
+            kept.push(listed);
+            continue;
+        }
+        // "-A FORWARD -p tcp -j SLIPSTREAM" -> "-D FORWARD -p tcp -j SLIPSTREAM"
+        s += &format!("-D {}\n", listed.strip_prefix("-A ").unwrap_or(listed));
+    }
+    for (insert, listed) in new_inserts.iter().zip(new_listed) {
+        if !old.contains(listed) {
+            s += insert;
+            s.push('\n');
+        }
+    }
+    s
 }
 
 #[cfg(test)]

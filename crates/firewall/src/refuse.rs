@@ -119,20 +119,7 @@ pub(crate) fn filter_section(installed: Option<&[String]>, new: &crate::Iptables
         s += line;
         s.push('\n');
     }
-    let mut kept: Vec<&String> = Vec::new();
-    for listed in old_hooks {
-        if new_hooks.contains(listed) && !kept.contains(&listed) {
-            kept.push(listed);
-            continue;
-        }
-        s += &format!("-D {}\n", listed.strip_prefix("-A ").unwrap_or(listed));
-    }
-    for (insert, listed) in new.refuse_hooks.iter().zip(&new_hooks) {
-        if !old_hooks.contains(listed) {
-            s += insert;
-            s.push('\n');
-        }
-    }
+    s += &crate::firewall::hook_changes(old_hooks, &new_hooks, &new.refuse_hooks);
     if new.refuse_rules.is_empty() {
         s += &format!("-X {REFUSE_CHAIN}\n");
     }
