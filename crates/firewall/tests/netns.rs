@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::process::Command;
 
 mod common;
-use common::{have, skip_reason, Netns};
+use common::{have, routed, skip_reason, Netns, Routed};
 
 fn shipped() -> Config {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../config/slipstream.toml");
@@ -319,37 +319,8 @@ fn forwarded_flow_is_classed_and_queued() {
         panic!("cannot run here: {why}");
     }
     assert!(have("iperf3"), "iperf3 not found");
-    let cli = Netns::create("ssfwc");
-    let rtr = Netns::create("ssfwr");
-    let srv = Netns::create("ssfws");
-    let ip = |args: &[&str]| {
-        let out = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let (c, r, s) = (cli.0.as_str(), rtr.0.as_str(), srv.0.as_str());
-    ip(&[
-        "link", "add", "sslan", "netns", c, "type", "veth", "peer", "name", "sslan", "netns", r,
-    ]);
-    ip(&[
-        "link", "add", "sswan", "netns", s, "type", "veth", "peer", "name", "sswan", "netns", r,
-    ]);
-    for (ns, dev, addr) in [
-        (c, "sslan", "10.77.1.2/24"),
-        (r, "sslan", "10.77.1.1/24"),
-        (r, "sswan", "10.77.2.1/24"),
-        (s, "sswan", "10.77.2.2/24"),
-    ] {
-        ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
-        ip(&["-n", ns, "link", "set", dev, "up"]);
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-    }
-    ip(&["-n", c, "route", "add", "default", "via", "10.77.1.1"]);
-    ip(&["-n", s, "route", "add", "default", "via", "10.77.2.1"]);
-    rtr.run("sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+    let Routed { cli, rtr, srv } = routed("ssfw", "sslan", "sswan", 77);
+    let (c, s) = (cli.0.as_str(), srv.0.as_str());
 
     let text = "[datapath]\nlan_interfaces = [\"sslan\"]\nipv6 = false\n\
                 [[rules]]\nname = \"bg\"\nremote_ports = [6881]\n";

@@ -16,11 +16,10 @@ use slipstream_config::{parse, Config};
 use slipstream_firewall::{plan, Backend, Firewall, PlannedCommand};
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, UdpSocket};
-use std::process::Command;
 use std::time::Duration;
 
 mod common;
-use common::{have, skip_reason, Netns};
+use common::{have, routed, skip_reason, Netns, Routed};
 
 const CLIENT: &str = "10.78.1.2";
 const SERVER: &str = "10.78.2.2";
@@ -58,49 +57,9 @@ fn udp_in(ns: &str, addr: &str) -> UdpSocket {
     s
 }
 
-struct Topology {
-    cli: Netns,
-    rtr: Netns,
-    srv: Netns,
-}
-
-/// Three namespaces `<prefix>c<pid>`, `<prefix>r<pid>`, `<prefix>s<pid>` (a prefix per test:
-/// the tests of this file run in parallel).
-fn topology(prefix: &str) -> Topology {
-    let t = Topology {
-        cli: Netns::create(&format!("{prefix}c")),
-        rtr: Netns::create(&format!("{prefix}r")),
-        srv: Netns::create(&format!("{prefix}s")),
-    };
-    let ip = |args: &[&str]| {
-        let out = Command::new("ip").args(args).output().unwrap();
-        assert!(
-            out.status.success(),
-            "ip {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    };
-    let (c, r, s) = (t.cli.0.as_str(), t.rtr.0.as_str(), t.srv.0.as_str());
-    ip(&[
-        "link", "add", "ssulan", "netns", c, "type", "veth", "peer", "name", "ssulan", "netns", r,
-    ]);
-    ip(&[
-        "link", "add", "ssuwan", "netns", s, "type", "veth", "peer", "name", "ssuwan", "netns", r,
-    ]);
-    for (ns, dev, addr) in [
-        (c, "ssulan", "10.78.1.2/24"),
-        (r, "ssulan", "10.78.1.1/24"),
-        (r, "ssuwan", "10.78.2.1/24"),
-        (s, "ssuwan", "10.78.2.2/24"),
-    ] {
-        ip(&["-n", ns, "addr", "add", addr, "dev", dev]);
-        ip(&["-n", ns, "link", "set", dev, "up"]);
-        ip(&["-n", ns, "link", "set", "lo", "up"]);
-    }
-    ip(&["-n", c, "route", "add", "default", "via", "10.78.1.1"]);
-    ip(&["-n", s, "route", "add", "default", "via", "10.78.2.1"]);
-    t.rtr.run("sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
-    t
+/// The three namespaces (a prefix per test: the tests of this file run in parallel).
+fn topology(prefix: &str) -> Routed {
+    routed(prefix, "ssulan", "ssuwan", 78)
 }
 
 /// `n` datagrams of `len` bytes from `from` to `to`, each echoed back; panics if one is lost.
@@ -166,7 +125,7 @@ fn quic_attempt(cli: &str, server_443: &UdpSocket) -> Option<ErrorKind> {
     }
 }
 
-fn tcp_443_works(t: &Topology) {
+fn tcp_443_works(t: &Routed) {
     let listener = in_ns(&t.srv.0, || TcpListener::bind(format!("{SERVER}:443")).unwrap());
     let server = std::thread::spawn(move || {
         let (mut s, _) = listener.accept().unwrap();

@@ -62,3 +62,50 @@ impl Drop for Netns {
         let _ = Command::new("ip").args(["netns", "del", &self.0]).output();
     }
 }
+
+/// A LAN host, a router and a server in three namespaces `<prefix>c`, `<prefix>r`, `<prefix>s`:
+/// veth `lan` between host and router (10.`net`.1.0/24, the router .1), veth `wan` between router
+/// and server (10.`net`.2.0/24, the router .1), default routes through the router, forwarding on.
+pub(crate) struct Routed {
+    pub(crate) cli: Netns,
+    pub(crate) rtr: Netns,
+    pub(crate) srv: Netns,
+}
+
+pub(crate) fn routed(prefix: &str, lan: &str, wan: &str, net: u8) -> Routed {
+    let t = Routed {
+        cli: Netns::create(&format!("{prefix}c")),
+        rtr: Netns::create(&format!("{prefix}r")),
+        srv: Netns::create(&format!("{prefix}s")),
+    };
+    let ip = |args: &[&str]| {
+        let out = Command::new("ip").args(args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "ip {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let (c, r, s) = (t.cli.0.as_str(), t.rtr.0.as_str(), t.srv.0.as_str());
+    ip(&[
+        "link", "add", lan, "netns", c, "type", "veth", "peer", "name", lan, "netns", r,
+    ]);
+    ip(&[
+        "link", "add", wan, "netns", s, "type", "veth", "peer", "name", wan, "netns", r,
+    ]);
+    let addr = |link: u8, host: u8| format!("10.{net}.{link}.{host}");
+    for (ns, dev, a) in [
+        (c, lan, addr(1, 2)),
+        (r, lan, addr(1, 1)),
+        (r, wan, addr(2, 1)),
+        (s, wan, addr(2, 2)),
+    ] {
+        ip(&["-n", ns, "addr", "add", &format!("{a}/24"), "dev", dev]);
+        ip(&["-n", ns, "link", "set", dev, "up"]);
+        ip(&["-n", ns, "link", "set", "lo", "up"]);
+    }
+    ip(&["-n", c, "route", "add", "default", "via", &addr(1, 1)]);
+    ip(&["-n", s, "route", "add", "default", "via", &addr(2, 1)]);
+    t.rtr.run("sysctl", &["-qw", "net.ipv4.ip_forward=1"]);
+    t
+}
