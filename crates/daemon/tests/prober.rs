@@ -68,7 +68,8 @@ struct Run {
     /// Round-trip times of the answered probes, ms.
     rtts_ms: Vec<f64>,
     counters: Arc<ProbeCounters>,
-    /// Turns after which the prober said the next probe was due at once (the loop would spin).
+    /// Turns that began with a probe due and ended with one still due: the turn did not use the
+    /// slot, and a loop sleeping until the next probe would spin.
     spinning_turns: usize,
 }
 
@@ -106,11 +107,17 @@ fn probe_to(
             let mut rtts_ms = Vec::new();
             let mut spinning_turns = 0;
             let end = Instant::now() + length;
+            let due_now = |prober: &prober::Prober| {
+                prober.until_due(Some(interval), clock.now()) == Some(Duration::ZERO)
+            };
             while Instant::now() < end {
+                // Due after the turn alone is no spin: the slot may have come due between the
+                // turn's clock read and this one, and the next turn takes it.
+                let due_before = due_now(&prober);
                 prober.turn(Some(interval), &clock, |sent, received| {
                     rtts_ms.push(received.saturating_since(sent).as_secs_f64() * 1000.0);
                 });
-                if prober.until_due(Some(interval), clock.now()) == Some(Duration::ZERO) {
+                if due_before && due_now(&prober) {
                     spinning_turns += 1;
                 }
                 std::thread::sleep(turn);
