@@ -19,7 +19,7 @@ use super::{LabContext, ScenarioOptions};
 use crate::alternatives::Alternative;
 use crate::analysis::max_goodput_mbit;
 use crate::harness::{run_all, FlowSpec, Run, RunSetup, BG_PORT};
-use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
+use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Series, Table, Target, Unit};
 use crate::web::owd::{self, Stream};
 use crate::web::probe::quantile;
 use crate::web::{self, join, spawn_in, ClientConfig};
@@ -242,6 +242,7 @@ fn one_run(mut run: Run, background: bool, t: Times, sessions: u32) -> Result<Ru
         m.push(Metric::new(&name("idle_owd"), Unit::Ms, idle).flow(p.name));
         m.push(Metric::new(&name("loss"), Unit::Ratio, s.loss()).flow(p.name));
         m.push(Metric::new(&name("reordered"), Unit::Count, s.reordered as f64).flow(p.name));
+        r.series.push(added_delay_series(p.name, got, idle));
         let wire = s.received as f64 * (p.stream.payload + owd::OVERHEAD) as f64 * 8.0 / (b - a) / 1e6;
         *(if p.down { &mut udp_down } else { &mut udp_up }) += wire;
     }
@@ -270,6 +271,25 @@ fn one_run(mut run: Run, background: bool, t: Times, sessions: u32) -> Result<Ru
     }
     r.metrics.extend(m);
     Ok(r)
+}
+
+/// Bins of one probe stream's arrivals: each bin's largest one-way delay added (over the idle
+/// median), ms, binned by arrival time (s since the run's t = 0, the bin's end): what a call's jitter
+/// buffer sees.
+const OWD_BIN_S: f64 = 0.1;
+
+/// The `owd_added` series of one probe stream (see [`OWD_BIN_S`]).
+fn added_delay_series(name: &str, arrivals: &[owd::Arrival], idle_ms: f64) -> Series {
+    let mut series = Series::new("owd_added", Unit::Ms, name, Role::Probe, "receiver");
+    for a in arrivals {
+        let bin_end = ((a.recv_s / OWD_BIN_S).floor() + 1.0) * OWD_BIN_S;
+        let added = (a.recv_s - a.sent_s) * 1000.0 - idle_ms;
+        match series.points.last_mut() {
+            Some((t, v)) if (*t - bin_end).abs() < 1e-9 => *v = v.max(added),
+            _ => series.points.push((bin_end, added)),
+        }
+    }
+    series
 }
 
 /// The metrics each background run divides by the same repeat's run without background:

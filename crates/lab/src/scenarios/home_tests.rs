@@ -36,3 +36,15 @@ fn against_the_run_without_background_of_the_same_repeat() {
     assert_eq!(runs[1].metric("web_goodput_vs_alone", None), None, "no goodput measured");
     assert_eq!(runs[2].metric("web_rt_p95_vs_alone", None), None, "no reference in repeat 1");
 }
+
+#[test]
+fn added_delay_is_each_bins_largest() {
+    let arrival = |seq, sent_s: f64, recv_s: f64| owd::Arrival { seq, sent_s, recv_s };
+    // Idle median 5 ms: arrivals 7 ms and 9 ms late in (10.0, 10.1], 5 ms in (10.1, 10.2].
+    let got = [arrival(0, 10.000, 10.007), arrival(1, 10.050, 10.059), arrival(2, 10.120, 10.125)];
+    let s = added_delay_series("call_down", &got, 5.0);
+    assert_eq!((s.name.as_str(), s.flow.as_str()), ("owd_added", "call_down"));
+    let points: Vec<(f64, f64)> =
+        s.points.iter().map(|&(t, v)| ((t * 10.0).round() / 10.0, (v * 10.0).round() / 10.0)).collect();
+    assert_eq!(points, [(10.1, 4.0), (10.2, 0.0)]);
+}
