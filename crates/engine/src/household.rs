@@ -395,6 +395,7 @@ pub(crate) fn run_round<'f>(
         mss,
         active_flows: members.len(),
         floors,
+        members_follow_budget: !policed_members,
         best_effort,
     };
     // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages
@@ -407,11 +408,11 @@ pub(crate) fn run_round<'f>(
     if slowdown.measured() {
         link.budget = Some(link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET));
         // A queue the budget's cuts did not explain means a stale base where every member
-        // follows the budget within a round (a window). A policed UDP flow follows it by at most
-        // one step per few rounds (`UdpFlow::apply_allocation`): its queue outlasts the cuts,
-        // and the fresh base's slowdown would cut it again for nothing (lab utp: a slowdown
-        // every 6 s, fill 0.57).
-        if link.controller.take_stale_base() && !policed_members {
+        // follows the budget within a round (a window; `LinkRound::members_follow_budget`). A
+        // policed UDP flow follows it by at most one step per few rounds
+        // (`UdpFlow::apply_allocation`): its queue outlasts the cuts, and the fresh base's
+        // slowdown would cut it again for nothing (lab utp: a slowdown every 6 s, fill 0.57).
+        if link.controller.take_stale_base() {
             link.slowdown.fresh_base();
         }
     } else if slowdown == SlowdownRound::Resume {

@@ -37,6 +37,10 @@ pub struct LinkRound {
     pub active_flows: usize,
     /// Sum of the active flows' floors (two segments each): below this the allocator time-shares.
     pub floors: u64,
+    /// Every member follows the budget within a round (through its window). A policed UDP flow
+    /// follows it by at most one step per few rounds: its queue outlasts the budget's cuts, so
+    /// a queue the cuts did not explain says nothing of the bases then.
+    pub members_follow_budget: bool,
     /// What crossed the link in the round besides the background (the router's WAN counters less
     /// the background's own packets); `None` when the router cannot count it.
     pub best_effort: Option<BestEffort>,

@@ -47,6 +47,7 @@
 //!
 //! | state | when | budget |
 //! |---|---|---|
+//! | rebase (`rebasing`) | the round after a stale base was found (the fresh-base slowdown's first, still on the old bases) | unchanged |
 //! | early yield (`early_yield`) | a best-effort SYN, no WAN counters | the floors, for a few rounds |
 //! | settle (`Pending::Settle`) | the last round grew it by over a tenth, queue not above the target | unchanged: this round measured the old budget |
 //! | drain (`Pending::Drain`) | the last round cut it, the queue is above the target but below the one cut on | unchanged: the cut is taking hold |
@@ -54,6 +55,10 @@
 //! | probe (`Probe`) | the queue under a quarter of the target for two rounds | up to `max_growth` times, bounded by `DelayTarget::probe` |
 //! | hold (`Hold`) | near the target | the proportional step |
 //! | yield (`Yield`) | above the target, or best effort's rate leaves less free | the step, `2T/q` above twice the target, the share `R/C`, the free capacity; at most halved |
+//!
+//! A stale base found in the round (`counted.rs`, `note_unexplained_queue`: a queue that cuts
+//! did not explain, best effort counted and negligible) overrides recover, drain, probe, hold and
+//! yield: the budget goes back to where it was when the phantom queue appeared.
 //!
 //! Every constant, what it is and where it comes from (a paper, or the lab trace that set it),
 //! is in the table in `docs/household.md`, section "Constants".
@@ -195,10 +200,13 @@ pub struct DelayTarget {
     /// The last round's budget was cut to the capacity best effort leaves free.
     capped: bool,
     /// The budget in force when the current run of rounds above the target with best effort
-    /// counted and negligible began (see `DelayTarget::note_unexplained_queue`), and whether
-    /// the bases should be measured afresh.
-    unexplained_from: Option<u64>,
+    /// counted and negligible began, and the run's rounds so far (see
+    /// `DelayTarget::note_unexplained_queue`); and whether the bases should be measured afresh.
+    unexplained_from: Option<(u64, u32)>,
     stale_base: bool,
+    /// A stale base was found: the next round (the fresh-base slowdown's first) still measured
+    /// the old bases, and only keeps the budget.
+    rebasing: bool,
 }
 
 /// What the last round's decision leaves for this one: rounds that only measure (Vulture's
@@ -294,6 +302,7 @@ impl DelayTarget {
             capped: false,
             unexplained_from: None,
             stale_base: false,
+            rebasing: false,
         }
     }
 
@@ -421,7 +430,12 @@ impl BudgetController for DelayTarget {
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
         let decided = self.decide(round, target_duration, queue_above_target);
         let [_, one_back] = self.earlier_budgets;
-        self.earlier_budgets = [one_back, round.budget_in_force];
+        self.earlier_budgets = if self.rebasing {
+            // The cuts on the phantom queue are undone: none of them may count again.
+            [decided; 2]
+        } else {
+            [one_back, round.budget_in_force]
+        };
         decided
     }
 
@@ -442,6 +456,11 @@ impl DelayTarget {
     /// One round's decision (see the module's table of states).
     fn decide(&mut self, round: &LinkRound, target_duration: Duration, queue_above_target: bool) -> u64 {
         let in_force = round.budget_in_force;
+        if std::mem::take(&mut self.rebasing) {
+            self.phase = BudgetPhase::Hold;
+            self.budget = in_force;
+            return in_force;
+        }
         // A best-effort SYN is the early warning: a download's slow start comes a few rounds
         // later, faster than any measurement. A household opens connections all the time, so
         // a SYN is believed until holds prove false alarms (see `early_yield`); where the router
@@ -483,7 +502,19 @@ impl DelayTarget {
             DelayTargetVariant::Proportional => {
                 let link_rate = self.link_rate.update(round.now, round.delivery_rate());
                 free = self.free_capacity(round, target_duration);
-                self.note_unexplained_queue(round, free.is_none(), (delay, target), link_rate);
+                if let Some(before) =
+                    self.note_unexplained_queue(round, free.is_none(), (delay, target), link_rate)
+                {
+                    // A stale base, not a queue: back to the budget before the phantom queue's
+                    // cuts; the fresh-base slowdown that follows measures the longer path.
+                    self.recovery = None;
+                    self.pending = Pending::Nothing;
+                    self.previous = PreviousRound::default();
+                    self.rebasing = true;
+                    self.phase = BudgetPhase::Hold;
+                    self.budget = before;
+                    return before;
+                }
                 self.note_queue(round, delay, target, link_rate);
                 let step = budget + self.config.gain * (target - delay) * link_rate;
                 let left = round.best_effort.is_some() && free.is_none();

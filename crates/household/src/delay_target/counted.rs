@@ -102,24 +102,34 @@ impl DelayTarget {
     /// likely got longer (a route change, another cell): the bases are too low, and every flow
     /// reads the extra delay as a queue and yields for the two slowdown intervals it takes them
     /// to age out (lab `link`, RTT +30 ms: the background alone at 0.39 of the link for the 10 s
-    /// the step lasted). The bases are then measured afresh (`take_stale_base`).
+    /// the step lasted). The bases are then measured afresh (`take_stale_base`), and the cuts
+    /// made on the phantom queue are undone: returns the budget in force when it appeared, to
+    /// go back to (the longer path needs more in flight, not less: in the engine model the
+    /// background climbed back from a fifth of it through 4 s under 90% of the link).
     pub(super) fn note_unexplained_queue(
         &mut self,
         round: &LinkRound,
         negligible: bool,
         (delay, target): (f64, f64),
         link_rate: f64,
-    ) {
-        if !(round.best_effort.is_some() && negligible && delay > target) {
+    ) -> Option<u64> {
+        if !(round.best_effort.is_some() && round.members_follow_budget && negligible && delay > target) {
             self.unexplained_from = None;
-            return;
+            return None;
         }
-        let from = *self.unexplained_from.get_or_insert(round.budget_in_force);
+        let (from, rounds) = self.unexplained_from.get_or_insert((round.budget_in_force, 0));
+        *rounds += 1;
         let [two_back, _] = self.earlier_budgets;
-        if from.saturating_sub(two_back) as f64 >= UNEXPLAINED_CUT * delay * link_rate {
+        // From the third round on, the budget two rounds back is one of the run's own: before,
+        // it may be one from before the queue, below `from` because the budget grew (a probe
+        // into a queue read as a cut, and a second fresh base right after the first).
+        if *rounds >= 3 && from.saturating_sub(two_back) as f64 >= UNEXPLAINED_CUT * delay * link_rate {
+            let from = *from;
             self.unexplained_from = None;
             self.stale_base = true;
+            return Some(from);
         }
+        None
     }
 
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort

@@ -17,6 +17,7 @@ fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> 
         active_flows: 1,
         floors: 2896,
         best_effort: None,
+        members_follow_budget: true,
     }
 }
 
@@ -540,6 +541,66 @@ fn a_queue_nobody_explains_takes_the_bases_for_stale() {
     assert!(!takes_bases_for_stale(|i| if i < 2 { 15 } else { 8 }, 0));
     // Best effort holds the queue (a fifth of the link): its, not a stale base.
     assert!(!takes_bases_for_stale(|_| 15, 25_000));
+}
+
+#[test]
+fn a_stale_base_undoes_the_cuts_it_caused() {
+    // The path got 30 ms longer under the background alone (10 Mbit/s, 100 ms): every round
+    // reads 30 ms of "queue" while the budget is cut.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut step = counted_rounds(&mut c);
+    let before = step(137_500, 10, 125_000, 0).0;
+    let mut budget = before;
+    let mut budgets = Vec::new();
+    for _ in 0..8 {
+        let (next, phase) = step(budget, 30, 100_000, 0);
+        budgets.push((next, phase));
+        budget = next;
+        if next == before {
+            break;
+        }
+    }
+    // Cut on the phantom queue first, then back to the budget it appeared at, in a few rounds.
+    assert!(budgets[0].0 < before, "{budgets:?}");
+    assert_eq!(budgets.last(), Some(&(before, "hold")), "{budgets:?}");
+    assert!(budgets.len() <= 5, "{budgets:?}");
+    // The next round is the fresh-base slowdown's first, on the old bases: it keeps the budget.
+    assert_eq!(step(before, 30, 100_000, 0), (before, "hold"));
+    drop(step);
+    assert!(c.take_stale_base());
+}
+
+#[test]
+fn a_budget_that_grew_into_its_queue_is_no_stale_base() {
+    // Probing: the budget grew by half in two rounds, and its queue shows: the budget two rounds
+    // back is below the one the queue appeared at, which is no cut.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut step = counted_rounds(&mut c);
+    let mut budget = 100_000;
+    for _ in 0..2 {
+        budget = step(budget, 0, 125_000, 0).0.max(budget * 5 / 4);
+    }
+    for _ in 0..2 {
+        budget = step(budget, 12, 125_000, 0).0;
+    }
+    drop(step);
+    assert!(!c.take_stale_base());
+}
+
+#[test]
+fn a_policed_flows_queue_is_no_stale_base() {
+    // A policed UDP flow follows the budget by a step per few rounds: its queue outlasts the
+    // cuts, and they are no sign of a stale base.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut budget = 137_500;
+    for i in 0..10 {
+        let mut r = at(1_100 + 100 * i, round(budget, Some(30), 100_000, budget));
+        r.best_effort = Some(BestEffort::default());
+        r.members_follow_budget = false;
+        budget = c.on_round(&r);
+    }
+    assert!(!c.take_stale_base());
+    assert!(budget < 137_500 / 2, "{budget}");
 }
 
 #[test]
