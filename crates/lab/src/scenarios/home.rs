@@ -52,6 +52,46 @@ const BACKGROUND: [Transfer; 4] = [
     ("p2p_up", P2P_HOST, 2, P2P_PORT, false, 1, "P2P upload"),
 ];
 
+/// Which of the background transfers run (`--set background=both|down|up`): all of them (the
+/// evening), or one direction's, for a call's or a game's delay beside the background of one
+/// link alone.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Directions {
+    Both,
+    Down,
+    Up,
+}
+
+impl Directions {
+    fn as_str(self) -> &'static str {
+        match self {
+            Directions::Both => "both",
+            Directions::Down => "down",
+            Directions::Up => "up",
+        }
+    }
+
+    fn transfers(self) -> impl Iterator<Item = Transfer> {
+        BACKGROUND.into_iter().filter(move |t| match self {
+            Directions::Both => true,
+            Directions::Down => t.4,
+            Directions::Up => !t.4,
+        })
+    }
+}
+
+impl std::str::FromStr for Directions {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        match s {
+            "both" => Ok(Directions::Both),
+            "down" => Ok(Directions::Down),
+            "up" => Ok(Directions::Up),
+            _ => Err(()),
+        }
+    }
+}
+
 /// A timed UDP stream between the call/game host and server 1.
 struct Probe {
     name: &'static str,
@@ -105,6 +145,7 @@ impl Times {
 pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     let t = Times { idle: opts.scaled(5.0, 2.0), warm: opts.scaled(10.0, 8.0), d: opts.scaled(60.0, 20.0) };
     let sessions: u32 = opts.extra_or("sessions", 2)?;
+    let directions: Directions = opts.extra_or("background", Directions::Both)?;
     let setup = |&background: &bool, alt| {
         let ports = vec![P2P_PORT, DL_PORT, BACKUP_PORT];
         RunSetup {
@@ -120,10 +161,11 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 .param("warmup_s", t.warm)
                 .param("web_s", t.d)
                 .param("background", background)
+                .param("background_directions", directions.as_str())
         }
     };
     let body = |run: Run, &background: &bool| {
-        let r = one_run(run, background, t, sessions)?;
+        let r = one_run(run, background, t, sessions, directions)?;
         let m = |name: &str| r.metric(name, None).unwrap_or(f64::NAN);
         let bg = if background {
             format!(", background {:.2} down / {:.2} up Mbit/s", m("bg_down_goodput"), m("bg_up_goodput"))
@@ -179,7 +221,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 }
 
 /// One run: see the module docs; web seeded with 1 + the repeat index.
-fn one_run(mut run: Run, background: bool, t: Times, sessions: u32) -> Result<RunResult> {
+fn one_run(mut run: Run, background: bool, t: Times, sessions: u32, directions: Directions) -> Result<RunResult> {
     let seed = 1 + u64::from(run.params().repeat);
     let server = web::Server::start(run.tb(), Ns::server(1), WEB_PORT)?;
     let epoch = Instant::now() - Duration::from_secs_f64(run.t());
@@ -200,7 +242,7 @@ fn one_run(mut run: Run, background: bool, t: Times, sessions: u32) -> Result<Ru
     run.wait_until(t.idle)?;
     if background {
         let secs = t.end() + 2.0 - run.t();
-        for (label, host, srv, port, download, streams, _) in BACKGROUND {
+        for (label, host, srv, port, download, streams, _) in directions.transfers() {
             let spec = if download { FlowSpec::download } else { FlowSpec::upload };
             run.start_flow(spec(label, Role::Background, port, secs).between(host, srv).streams(streams))?;
         }
@@ -250,7 +292,7 @@ fn one_run(mut run: Run, background: bool, t: Times, sessions: u32) -> Result<Ru
         let goodput =
             |label: &str| r.series("goodput", label).and_then(|s| s.mean_between(a, b)).unwrap_or(0.0);
         let (mut down, mut up) = (0.0, 0.0);
-        for (label, _, _, _, download, _, _) in BACKGROUND {
+        for (label, _, _, _, download, _, _) in directions.transfers() {
             let g = goodput(label);
             *(if download { &mut down } else { &mut up }) += g;
             m.push(Metric::new(&format!("{label}_goodput"), Unit::Mbps, g).flow(label));
@@ -260,10 +302,14 @@ fn one_run(mut run: Run, background: bool, t: Times, sessions: u32) -> Result<Ru
         let as_goodput = 1448.0 / 1514.0;
         let free_down = ceiling - web_goodput - udp_down * as_goodput;
         let free_up = ceiling - udp_up * as_goodput;
-        m.push(Metric::new("bg_down_goodput", Unit::Mbps, down));
-        m.push(Metric::new("bg_up_goodput", Unit::Mbps, up));
-        m.push(Metric::new("bg_down_free_share", Unit::Ratio, down / free_down.max(1e-9)));
-        m.push(Metric::new("bg_up_free_share", Unit::Ratio, up / free_up.max(1e-9)));
+        if directions != Directions::Up {
+            m.push(Metric::new("bg_down_goodput", Unit::Mbps, down));
+            m.push(Metric::new("bg_down_free_share", Unit::Ratio, down / free_down.max(1e-9)));
+        }
+        if directions != Directions::Down {
+            m.push(Metric::new("bg_up_goodput", Unit::Mbps, up));
+            m.push(Metric::new("bg_up_free_share", Unit::Ratio, up / free_up.max(1e-9)));
+        }
     }
     match resets {
         Ok(n) => m.push(Metric::new("tcp_resets", Unit::Count, n as f64)),

@@ -48,3 +48,13 @@ fn added_delay_is_each_bins_largest() {
         s.points.iter().map(|&(t, v)| ((t * 10.0).round() / 10.0, (v * 10.0).round() / 10.0)).collect();
     assert_eq!(points, [(10.1, 4.0), (10.2, 0.0)]);
 }
+
+#[test]
+fn one_directions_background() {
+    let labels = |d: Directions| d.transfers().map(|t| t.0).collect::<Vec<_>>();
+    assert_eq!(labels(Directions::Both).len(), BACKGROUND.len());
+    assert_eq!(labels(Directions::Down), ["download", "p2p_down"]);
+    assert_eq!(labels(Directions::Up), ["backup", "p2p_up"]);
+    assert_eq!("up".parse(), Ok(Directions::Up));
+    assert!("sideways".parse::<Directions>().is_err());
+}

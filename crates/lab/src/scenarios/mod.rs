@@ -107,7 +107,7 @@ pub static SCENARIOS: [Scenario; 18] = [
     scenario(
         "home",
         home::run,
-        &["sessions"],
+        &["sessions", "background"],
         "A household's evening: browsing, a call and a game beside a download, a backup and P2P.",
     ),
     scenario("datapath", datapath::run, &["cpu_rates"], "What forwarding through NFQUEUE costs the router."),
