@@ -505,15 +505,7 @@ impl DelayTarget {
                 if let Some(before) =
                     self.note_unexplained_queue(round, free.is_none(), (delay, target), link_rate)
                 {
-                    // A stale base, not a queue: back to the budget before the phantom queue's
-                    // cuts; the fresh-base slowdown that follows measures the longer path.
-                    self.recovery = None;
-                    self.pending = Pending::Nothing;
-                    self.previous = PreviousRound::default();
-                    self.rebasing = true;
-                    self.phase = BudgetPhase::Hold;
-                    self.budget = before;
-                    return before;
+                    return self.rebase(before);
                 }
                 self.note_queue(round, delay, target, link_rate);
                 let step = budget + self.config.gain * (target - delay) * link_rate;

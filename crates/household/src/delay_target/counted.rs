@@ -4,8 +4,8 @@
 
 use slipstream_control::Duration;
 
-use super::{DelayTarget, DelayTargetVariant};
-use crate::budget::LinkRound;
+use super::{DelayTarget, DelayTargetVariant, Pending, PreviousRound};
+use crate::budget::{BudgetPhase, LinkRound};
 
 /// Best effort below this share of the link's rate does not bound the budget (see
 /// [`DelayTarget::free_capacity`]): the background alone keeps the operating point the delay
@@ -130,6 +130,19 @@ impl DelayTarget {
             return Some(from);
         }
         None
+    }
+
+    /// A stale base, not a queue: back to `before`, the budget in force when the phantom queue
+    /// appeared, with nothing left armed by its cuts; the fresh-base slowdown that follows
+    /// measures the longer path, and its first round (still on the old bases) keeps the budget.
+    pub(super) fn rebase(&mut self, before: u64) -> u64 {
+        self.recovery = None;
+        self.pending = Pending::Nothing;
+        self.previous = PreviousRound::default();
+        self.rebasing = true;
+        self.phase = BudgetPhase::Hold;
+        self.budget = before;
+        before
     }
 
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort

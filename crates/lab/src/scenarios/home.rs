@@ -221,7 +221,13 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
 }
 
 /// One run: see the module docs; web seeded with 1 + the repeat index.
-fn one_run(mut run: Run, background: bool, t: Times, sessions: u32, directions: Directions) -> Result<RunResult> {
+fn one_run(
+    mut run: Run,
+    background: bool,
+    t: Times,
+    sessions: u32,
+    directions: Directions,
+) -> Result<RunResult> {
     let seed = 1 + u64::from(run.params().repeat);
     let server = web::Server::start(run.tb(), Ns::server(1), WEB_PORT)?;
     let epoch = Instant::now() - Duration::from_secs_f64(run.t());
