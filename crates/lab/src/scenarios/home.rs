@@ -71,24 +71,24 @@ impl Directions {
         }
     }
 
-    fn transfers(self) -> impl Iterator<Item = Transfer> {
-        BACKGROUND.into_iter().filter(move |t| match self {
+    /// Whether the download (`true`) or the upload direction's transfers run.
+    fn carries(self, download: bool) -> bool {
+        match self {
             Directions::Both => true,
-            Directions::Down => t.4,
-            Directions::Up => !t.4,
-        })
+            Directions::Down => download,
+            Directions::Up => !download,
+        }
+    }
+
+    fn transfers(self) -> impl Iterator<Item = Transfer> {
+        BACKGROUND.into_iter().filter(move |t| self.carries(t.4))
     }
 }
 
 impl std::str::FromStr for Directions {
     type Err = ();
     fn from_str(s: &str) -> std::result::Result<Self, ()> {
-        match s {
-            "both" => Ok(Directions::Both),
-            "down" => Ok(Directions::Down),
-            "up" => Ok(Directions::Up),
-            _ => Err(()),
-        }
+        [Directions::Both, Directions::Down, Directions::Up].into_iter().find(|d| d.as_str() == s).ok_or(())
     }
 }
 
@@ -308,11 +308,11 @@ fn one_run(
         let as_goodput = 1448.0 / 1514.0;
         let free_down = ceiling - web_goodput - udp_down * as_goodput;
         let free_up = ceiling - udp_up * as_goodput;
-        if directions != Directions::Up {
+        if directions.carries(true) {
             m.push(Metric::new("bg_down_goodput", Unit::Mbps, down));
             m.push(Metric::new("bg_down_free_share", Unit::Ratio, down / free_down.max(1e-9)));
         }
-        if directions != Directions::Down {
+        if directions.carries(false) {
             m.push(Metric::new("bg_up_goodput", Unit::Mbps, up));
             m.push(Metric::new("bg_up_free_share", Unit::Ratio, up / free_up.max(1e-9)));
         }
