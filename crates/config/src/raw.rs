@@ -115,6 +115,7 @@ pub(crate) struct RawHousehold {
     pub slowdown_interval: Option<String>,
     pub turn: Option<String>,
     pub probe: Option<String>,
+    pub udp: Option<String>,
 }
 
 /// One string or a list of them (`preset = "steam"`, `preset = ["steam", "epic"]`).

@@ -6,6 +6,7 @@ use slipstream_control::ControllerConfig;
 use slipstream_household::delay_target::DelayTargetVariant;
 use slipstream_household::{
     BudgetConfig, DelayTargetConfig, HouseholdConfig, KeyBinarySearchConfig, KeyStochasticConfig, ShareSpec,
+    UdpEnforcement,
 };
 use std::time::Duration;
 
@@ -208,7 +209,7 @@ fn bad_uci_names_section_option_and_line() {
         (hh("\toption slowdown_interval '1s'\n"), "household 'household' (line 3), option slowdown_interval (line 4)", "must be 0 (off) or at least 2s"),
         (hh("\toption turn '20s'\n"), "household 'household' (line 3), option turn (line 4)", "must be 50ms to 10s"),
         (hh("\toption probe 'gw'\n"), "household 'household' (line 3), option probe (line 4)", "\"gw\" is not \"auto\""),
-        (hh("\toption psi '20ms'\n"), "household 'household' (line 3), option psi (line 4)", "unknown option; known options of a `config household` section: budget, slowdown_interval, turn, probe, variant, target, gain, max_growth, early_yield, interactive_target, interval"),
+        (hh("\toption psi '20ms'\n"), "household 'household' (line 3), option psi (line 4)", "unknown option; known options of a `config household` section: budget, slowdown_interval, turn, probe, udp, variant, target, gain, max_growth, early_yield, interactive_target, interval"),
         (hh("\tlist turn '1s'\n"), "household 'household' (line 3), option turn (line 4)", "takes a single value"),
         (format!("{}config household\n", hh("")), "household @household[1] (line 4)", "only one `config household` section is allowed (the first is at line 3)"),
     ];
@@ -243,6 +244,7 @@ fn household_section_in_both_syntaxes() {
             }),
             slowdown_interval: Duration::from_secs(60),
             turn: Duration::from_millis(250),
+            udp: UdpEnforcement::Shape,
         }
     );
     let u = uci(&format!(
@@ -289,6 +291,36 @@ fn probe_target_in_both_syntaxes() {
         assert_eq!(u, t, "{given}");
         assert_eq!(wanted.to_string(), given.trim());
     }
+}
+
+/// `udp`: "shape" by default, or "police", in both syntaxes; anything else is an error that names
+/// both.
+#[test]
+fn udp_enforcement_in_both_syntaxes() {
+    assert_eq!(toml(&toml_rule("")).household.udp, UdpEnforcement::Shape);
+    for (given, wanted) in [
+        ("shape", UdpEnforcement::Shape),
+        ("police", UdpEnforcement::Police),
+        (" Police ", UdpEnforcement::Police),
+    ] {
+        let t = toml(&format!("[household]\nudp = \"{given}\"\n{}", toml_rule("")));
+        assert_eq!(t.household.udp, wanted, "{given}");
+        let u = uci(&format!(
+            "config household\n\toption udp '{given}'\n{}",
+            uci_rule("")
+        ));
+        assert_eq!(u, t, "{given}");
+    }
+    let err = parse(
+        &format!("[household]\nudp = \"drop\"\n{}", toml_rule("")),
+        "t.toml",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("household.udp") && err.contains("\"shape\" or \"police\""),
+        "{err}"
+    );
 }
 
 #[test]

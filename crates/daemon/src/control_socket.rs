@@ -285,6 +285,7 @@ fn flow_info(s: &EngineSnapshot, configured: usize, key: &FlowKey, f: &FlowSnaps
             dropped_packets: u.dropped_packets,
             dropped_bytes: u.dropped_bytes,
             marked_packets: u.marked_packets,
+            delayed_packets: u.delayed_packets,
         }),
     }
 }

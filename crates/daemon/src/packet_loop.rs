@@ -134,12 +134,16 @@ impl<D: Datapath> PacketLoop<D> {
                     // Handshakes still end the pause at once: they wait in NFQUEUE for it.
                     wait_readable([self.datapath.fds()[0], None], pause)?;
                 }
-                // Woken in time for the next probe, if the engine wants them.
-                let probe_due = self.prober.until_due(self.engine.probe_interval(), clock.now());
-                wait_readable(
-                    self.datapath.fds(),
-                    probe_due.map_or(POLL_TIMEOUT, |d| d.min(POLL_TIMEOUT)),
-                )?;
+                // Woken in time for the next probe, if the engine wants them, and for the next
+                // held packet.
+                let now = clock.now();
+                let probe_due = self.prober.until_due(self.engine.probe_interval(), now);
+                let release_due = self.datapath.next_release().map(|t| t.saturating_since(now));
+                let timeout = [probe_due, release_due]
+                    .into_iter()
+                    .flatten()
+                    .fold(POLL_TIMEOUT, Duration::min);
+                wait_readable(self.datapath.fds(), timeout)?;
             }
             if let Some((download, upload)) = self.wan_counters.read(std::time::Instant::now()) {
                 self.engine.on_link_counters(download, upload);
@@ -309,7 +313,12 @@ impl<D: Datapath> PacketLoop<D> {
     reason = "poll(2) on the datapath's descriptors has no safe wrapper in libc"
 )]
 fn wait_readable(fds: [Option<std::os::fd::RawFd>; 2], timeout: Duration) -> io::Result<()> {
-    let timeout_ms = i32::try_from(timeout.as_millis()).unwrap_or(i32::MAX);
+    // ppoll(2), not poll(2): a held packet is due to the microsecond, and poll's milliseconds
+    // would either wake it up to a millisecond late or spin until it is due.
+    let timeout = libc::timespec {
+        tv_sec: libc::time_t::try_from(timeout.as_secs()).unwrap_or(libc::time_t::MAX),
+        tv_nsec: libc::c_long::from(timeout.subsec_nanos() as i32),
+    };
     // poll(2) skips entries with a negative descriptor.
     let mut polled = fds.map(|fd| libc::pollfd {
         fd: fd.unwrap_or(-1),
@@ -317,7 +326,7 @@ fn wait_readable(fds: [Option<std::os::fd::RawFd>; 2], timeout: Duration) -> io:
         revents: 0,
     });
     // SAFETY: two valid pollfds for the duration of the call.
-    let n = unsafe { libc::poll(polled.as_mut_ptr(), 2, timeout_ms) };
+    let n = unsafe { libc::ppoll(polled.as_mut_ptr(), 2, &timeout, std::ptr::null()) };
     if n < 0 {
         let err = io::Error::last_os_error();
         if err.kind() != io::ErrorKind::Interrupted {

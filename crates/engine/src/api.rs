@@ -79,6 +79,15 @@ pub enum Verdict {
     AcceptModified,
     /// Drop the packet: a background UDP flow sent beyond its share (its policer).
     Drop,
+    /// Accept the packet at `until`, not before (a background UDP flow over its rate waits in
+    /// its shaper); `modified`: with the modified bytes (marked CE). A datapath that cannot
+    /// hold a packet accepts it at once.
+    Hold {
+        /// When the packet may go on (the engine's clock).
+        until: slipstream_control::Instant,
+        /// Whether the packet was modified.
+        modified: bool,
+    },
 }
 
 /// What [`Engine::reconfigure`] did.

@@ -137,7 +137,7 @@ impl Link {
 /// Both links and the scratch space of a round.
 #[derive(Clone, Debug)]
 pub(crate) struct Household {
-    config: HouseholdConfig,
+    pub config: HouseholdConfig,
     pub links: [Link; 2],
     demands: Vec<FlowDemand>,
     held_before: Vec<bool>,
@@ -451,6 +451,7 @@ pub(crate) fn run_round<'f>(
     // Best effort's queue: over twice the target while best effort carries a tenth of the
     // link or more (or is not counted). The background's own overshoot is not.
     let best_effort_queue = queue_delay.is_some_and(|q| q > target * 2) && !link.queue_is_backgrounds();
+    let queue_low = queue_delay.is_some_and(|q| q < target / 2);
     let mut held = 0;
     for (i, flow) in members.into_iter().enumerate() {
         let allocation = allocations[i];
@@ -476,6 +477,8 @@ pub(crate) fn run_round<'f>(
             rtt: demand.rtt,
             phase,
             best_effort_queue,
+            queue_low,
+            udp: config.udp,
         };
         if let Some(update) = flow.allocated(&round) {
             updates.push(update);

@@ -109,6 +109,8 @@ pub struct EngineCounters {
     pub udp_dropped: u64,
     /// Packets of background UDP flows marked CE by their policer instead of dropped.
     pub udp_marked: u64,
+    /// Packets of background UDP flows their shaper held for a while (over their rate).
+    pub udp_delayed: u64,
     /// Delay probes answered and taken as samples of a link (`Engine::on_probe_sample`).
     pub probe_samples: u64,
 }
@@ -209,6 +211,8 @@ pub struct UdpSnapshot {
     pub dropped_bytes: u64,
     /// Packets the policer marked CE instead (ECN-capable transports).
     pub marked_packets: u64,
+    /// Packets the shaper held for a while (over the rate, within its queue).
+    pub delayed_packets: u64,
 }
 
 /// The two access links a household has: background downloads share the downlink, uploads the

@@ -52,6 +52,37 @@ pub struct HouseholdConfig {
     /// When the budget is below the flows' floors, a flow keeps its turn (or waits) at least
     /// this long before the allocator rotates.
     pub turn: Duration,
+    /// How a background UDP flow without a window to lower (QUIC) is held to its allocation.
+    pub udp: UdpEnforcement,
+}
+
+/// How the router holds a background UDP flow that has no window to lower to its share: the
+/// packets over `allocation / RTT` wait (a shaper) or are dropped (a policer); see
+/// `docs/udp.md`. TOML `household.udp`, UCI `option udp`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum UdpEnforcement {
+    /// Over the rate, a packet waits at the router, up to one allocation of waiting bytes;
+    /// beyond that it is dropped (or marked CE).
+    #[default]
+    Shape,
+    /// Over the rate, a packet is dropped (or marked CE): no packet waits.
+    Police,
+}
+
+impl UdpEnforcement {
+    /// Each value and its name in the config.
+    pub const ALL: [(UdpEnforcement, &'static str); 2] = [
+        (UdpEnforcement::Shape, "shape"),
+        (UdpEnforcement::Police, "police"),
+    ];
+
+    /// The name in the config.
+    pub fn name(self) -> &'static str {
+        match self {
+            UdpEnforcement::Shape => "shape",
+            UdpEnforcement::Police => "police",
+        }
+    }
 }
 
 impl Default for HouseholdConfig {
@@ -60,6 +91,7 @@ impl Default for HouseholdConfig {
             budget: BudgetConfig::default(),
             slowdown_interval: Duration::from_secs(30),
             turn: Duration::from_millis(500),
+            udp: UdpEnforcement::default(),
         }
     }
 }

@@ -302,6 +302,10 @@ pub struct PolicerInfo {
     pub dropped_bytes: u64,
     /// Packets marked CE instead (ECN-capable senders).
     pub marked_packets: u64,
+    /// Packets the shaper held for a while (over the rate, within its queue); absent from a
+    /// daemon before shaping.
+    #[serde(default)]
+    pub delayed_packets: u64,
 }
 
 /// A controller's last analysis epoch (Vulture Alg. 2).

@@ -176,7 +176,10 @@ pub fn render_flows(list: &FlowList) -> String {
                 (None, false) => format!("{}/{}", f.mode, f.policy),
             };
             let piv = match &f.policer {
-                Some(p) => format!("{} drop/{} ce", p.dropped_packets, p.marked_packets),
+                Some(p) => format!(
+                    "{} drop/{} ce/{} wait",
+                    p.dropped_packets, p.marked_packets, p.delayed_packets
+                ),
                 None => f.piv.map_or_else(
                     || "-".to_owned(),
                     |p| format!("{:+.1} ms/{:.0}%/{}", p.sum_ms, p.positive_ratio * 100.0, p.count),

@@ -1,7 +1,8 @@
 //! What the lab compares Slipstream with, and how each alternative is set up on (and removed
 //! from) the testbed's router namespace: `no-control`, `slipstream`, `slipstream-paper`,
 //! `slipstream-ebpf`, `fixed-rwnd`, `htb-90` / `htb-95`, `household` and its budget
-//! controllers `household-ledbat`, `household-key-bs`, `household-key-sa`. What each runs, why
+//! controllers `household-ledbat`, `household-key-bs`, `household-key-sa`, and
+//! `household-police` (background UDP policed instead of shaped). What each runs, why
 //! fixed-rwnd's default N is BDP / 2 and how the HTB tree is built: docs/lab/about.md.
 
 use std::fmt;
@@ -45,6 +46,9 @@ pub enum Alternative {
     /// The same with Key et al. Sec. 4.2, stochastic approximation (eq. 31).
     #[value(name = "household-key-sa")]
     HouseholdKeyStochastic,
+    /// Household control with background UDP flows policed (`household.udp = "police"`), the
+    /// mechanism the shaper replaced.
+    HouseholdPolice,
 }
 
 impl Alternative {
@@ -80,7 +84,7 @@ impl Alternative {
     /// A household alternative's `[household.budget]` table (empty for the default).
     fn household_budget(&self) -> Option<&'static str> {
         Some(match self {
-            Alternative::Household => "",
+            Alternative::Household | Alternative::HouseholdPolice => "",
             Alternative::HouseholdLedbat => "kind = \"delay_target\"\nvariant = \"ledbat\"\n",
             Alternative::HouseholdKeyBinarySearch => "kind = \"key_binary_search\"\n",
             Alternative::HouseholdKeyStochastic => "kind = \"key_stochastic\"\n",
@@ -140,6 +144,9 @@ impl Alternative {
                     text.push_str(&format!("{key} = {value}\n"));
                 }
             }
+        }
+        if *self == Alternative::HouseholdPolice {
+            text.push_str("\n[household]\nudp = \"police\"\n");
         }
         if let Some(budget) = self.household_budget().filter(|b| !b.is_empty()) {
             text.push_str(&format!("\n[household.budget]\n{budget}"));

@@ -188,6 +188,13 @@ pub(crate) fn encode_snapshot(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -
     )?;
     counter(
         enc,
+        "udp_shaper_delayed_packets",
+        "Packets of background UDP flows their shaper held at the router for a while (over their household share, within its queue).",
+        None,
+        c.udp_delayed,
+    )?;
+    counter(
+        enc,
         "events_dropped",
         "Flow events dropped because the event queue was full.",
         None,

@@ -24,6 +24,7 @@
 mod batch;
 mod timestamps;
 
+use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::RawFd;
 use std::time::SystemTime;
@@ -79,6 +80,15 @@ pub enum QueueKind {
     Data,
 }
 
+impl QueueKind {
+    fn index(self) -> usize {
+        match self {
+            QueueKind::Ack => 0,
+            QueueKind::Data => 1,
+        }
+    }
+}
+
 /// The two bound queues.
 pub struct Datapath {
     queue: nfq::Queue,
@@ -93,6 +103,9 @@ pub struct Datapath {
     receive_buffer: usize,
     /// Unmodified packets accepted by [`Datapath::accept_later`], not yet sent.
     pending: batch::Pending,
+    /// Ids of the packets held for a later verdict ([`Datapath::hold`]), per queue (ack, data):
+    /// a batch verdict must not reach them.
+    held: [BTreeSet<u32>; 2],
 }
 
 /// Unmodified packets accepted by one batch verdict at most: at 5-10 us of handling per packet
@@ -131,6 +144,7 @@ impl Datapath {
             peeked: Vec::new(),
             receive_buffer,
             pending: batch::Pending::default(),
+            held: [BTreeSet::new(), BTreeSet::new()],
         })
     }
 
@@ -164,6 +178,11 @@ impl Datapath {
             .filter(|h| h.packet_id == msg.get_packet_id())
             .and_then(|h| h.timestamp);
         Ok(Some((msg, timestamp)))
+    }
+
+    /// Packets the kernel holds per queue before failing open.
+    pub fn max_len(&self) -> u32 {
+        self.config.max_len
     }
 
     /// The socket's receive buffer in bytes, as granted.
@@ -204,9 +223,18 @@ impl Datapath {
     /// packets wait, which bounds how long a packet is held to that many packets' handling. A
     /// rewritten packet must go through [`Datapath::verdict`] (at once), which takes it off the
     /// queue before the batch covers its id.
-    pub fn accept_later(&mut self, msg: Message) -> io::Result<()> {
+    ///
+    /// While a packet of the queue is held ([`Datapath::hold`]), a later packet gets its own
+    /// verdict at once instead: a batch verdict would release the held one with it.
+    pub fn accept_later(&mut self, mut msg: Message) -> io::Result<()> {
         let id = msg.get_packet_id();
-        let slot = match self.kind_of(&msg) {
+        let kind = self.kind_of(&msg);
+        // Ids grow per queue: a packet that comes while another is held is after it.
+        if !self.held[kind.index()].is_empty() {
+            msg.set_verdict(Verdict::Accept);
+            return self.queue.verdict(msg);
+        }
+        let slot = match kind {
             QueueKind::Ack => &mut self.pending.ack,
             QueueKind::Data => &mut self.pending.data,
         };
@@ -248,6 +276,27 @@ impl Datapath {
                 Ok(sent)
             }
         }
+    }
+
+    /// Keeps a packet waiting in the kernel's queue for a verdict later, through
+    /// [`Datapath::release`] (a shaper holds it): the batch verdicts leave it alone meanwhile.
+    /// The caller keeps the message and bounds how many it holds: held packets count against
+    /// the queue's `max_len`, beyond which the kernel lets packets pass unseen (fail-open).
+    pub fn hold(&mut self, msg: &Message) {
+        self.held[self.kind_of(msg).index()].insert(msg.get_packet_id());
+    }
+
+    /// Sends the verdict of a packet kept by [`Datapath::hold`] (accept, unless the message
+    /// says otherwise).
+    pub fn release(&mut self, msg: Message) -> io::Result<()> {
+        let kind = self.kind_of(&msg);
+        self.held[kind.index()].remove(&msg.get_packet_id());
+        self.queue.verdict(msg)
+    }
+
+    /// Packets held now (both queues).
+    pub fn held(&self) -> usize {
+        self.held.iter().map(BTreeSet::len).sum()
     }
 
     /// Waits until a packet may be ready or `timeout_ms` passed.

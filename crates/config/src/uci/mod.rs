@@ -289,6 +289,7 @@ impl Reader<'_> {
         h.slowdown_interval = self.string(&o, "slowdown_interval", "household.slowdown_interval");
         h.turn = self.string(&o, "turn", "household.turn");
         h.probe = self.string(&o, "probe", "household.probe");
+        h.udp = self.string(&o, "udp", "household.udp");
         Ok(())
     }
 

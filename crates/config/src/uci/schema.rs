@@ -53,7 +53,7 @@ pub const RULE_OPTIONS: &[&str] = &[
 
 /// Options of the `config household` section besides the budget controllers' parameters (see
 /// [`household_options`]).
-pub const HOUSEHOLD_OPTIONS: &[&str] = &["budget", "slowdown_interval", "turn", "probe"];
+pub const HOUSEHOLD_OPTIONS: &[&str] = &["budget", "slowdown_interval", "turn", "probe", "udp"];
 
 /// Every option a `config rule` section takes: [`RULE_OPTIONS`], then every controller's
 /// parameters.

@@ -7,7 +7,7 @@ mod rule;
 use crate::raw::{self, RawConfig};
 use crate::types::*;
 use crate::{uci, ConfigError, DatapathEngine, Format, MAX_RULES};
-use slipstream_household::HouseholdConfig;
+use slipstream_household::{HouseholdConfig, UdpEnforcement};
 use std::collections::HashSet;
 use std::net::IpAddr;
 use std::path::PathBuf;
@@ -170,10 +170,24 @@ impl Validator<'_> {
             other => self.duration("household.slowdown_interval", other, d.slowdown_interval)?,
         };
         let turn = self.duration("household.turn", raw.turn.as_deref(), d.turn)?;
+        let udp = match raw.udp.as_deref().map(|s| s.trim().to_ascii_lowercase()) {
+            None => d.udp,
+            Some(given) => UdpEnforcement::ALL
+                .iter()
+                .find(|(_, name)| *name == given)
+                .map(|(u, _)| *u)
+                .ok_or_else(|| {
+                    self.err(
+                        "household.udp",
+                        format!("unknown setting {given:?}, expected \"shape\" or \"police\""),
+                    )
+                })?,
+        };
         let household = HouseholdConfig {
             budget,
             slowdown_interval,
             turn,
+            udp,
         };
         self.checked("household", &["slowdown_interval", "turn"], household.validate())?;
         Ok(household)

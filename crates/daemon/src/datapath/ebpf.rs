@@ -124,6 +124,7 @@ impl Datapath for EbpfDatapath {
     }
 
     fn release_all(&mut self) {
+        self.nfq.release_all();
         self.kernel.release_all();
         self.kernel.publish_counters();
     }
@@ -131,6 +132,10 @@ impl Datapath for EbpfDatapath {
     fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>) {
         self.kernel.reconfigure(lan_interfaces.clone());
         self.nfq.reconfigure(hook, lan_interfaces);
+    }
+
+    fn next_release(&self) -> Option<slipstream_control::Instant> {
+        self.nfq.next_release()
     }
 
     fn pause(&self) -> Option<std::time::Duration> {

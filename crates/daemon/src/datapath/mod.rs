@@ -20,6 +20,7 @@
     reason = "the eBPF datapath needs Rust 1.87 (aya), the rest 1.85"
 )]
 pub(crate) mod ebpf;
+pub(crate) mod held;
 pub(crate) mod nfqueue;
 pub(crate) mod setup;
 
@@ -68,6 +69,11 @@ pub(crate) trait Datapath {
     /// wakes its reader per report; see `ebpf::KERNEL_PAUSE`). The loop waits on the first of
     /// [`Datapath::fds`] meanwhile, so a handshake ends the pause.
     fn pause(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// When the next packet held for a later verdict is due (the loop wakes by then).
+    fn next_release(&self) -> Option<slipstream_control::Instant> {
         None
     }
 

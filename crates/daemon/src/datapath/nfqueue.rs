@@ -10,12 +10,14 @@ use slipstream_engine::{Engine, PacketCopy, PacketMeta, Verdict, WindowUpdate};
 use slipstream_firewall::rule_number_from_mark;
 use slipstream_nfqueue::QueueKind;
 
+use super::held::HeldPackets;
 use super::{drain_batch, Datapath, Received};
 use crate::clock::MonotonicClock;
 use crate::kernel_time;
 use crate::lan_hosts::source_address;
 use crate::lan_side::LanSide;
 use crate::window_updates::WindowUpdateSender;
+use tracing::info;
 
 /// Packets handled per batch before timers, window updates and commands get their turn.
 /// At 7-9 us per packet, verdict included (measured on the 2-core test VM,
@@ -31,7 +33,13 @@ pub(crate) struct NfqueueDatapath {
     /// Raw sockets for the engine's window updates; learns where LAN hosts are from their
     /// queued packets.
     window_updates: WindowUpdateSender,
+    /// Packets background UDP flows' shapers hold for a later verdict.
+    held: HeldPackets<slipstream_nfqueue::Message>,
 }
+
+/// The share of a queue's `max_len` that held packets may take: the rest stays for the packets
+/// that come meanwhile (a full kernel queue lets packets pass unseen).
+const HELD_SHARE_OF_QUEUE: u32 = 4;
 
 impl NfqueueDatapath {
     pub(crate) fn new(
@@ -40,11 +48,13 @@ impl NfqueueDatapath {
         lan_side: LanSide,
         window_updates: WindowUpdateSender,
     ) -> NfqueueDatapath {
+        let held = HeldPackets::new((queues.max_len() / HELD_SHARE_OF_QUEUE) as usize);
         NfqueueDatapath {
             queues,
             mark_mask,
             lan_side,
             window_updates,
+            held,
         }
     }
 
@@ -57,10 +67,17 @@ impl NfqueueDatapath {
         scratch: &mut [u8],
         mut before_verdict: impl FnMut(&Engine, &[u8], Option<u16>),
     ) -> Received {
-        let (batch, mut error) = drain_batch(BATCH, || {
+        let mut error = self.release_due(clock).err();
+        let (batch, batch_error) = drain_batch(BATCH, || {
             self.handle_one(engine, clock, scratch, &mut before_verdict)
         });
+        if let Some(e) = batch_error {
+            error.get_or_insert(e);
+        }
         if let Err(e) = self.queues.flush_accepts() {
+            error.get_or_insert(e);
+        }
+        if let Err(e) = self.release_due(clock) {
             error.get_or_insert(e);
         }
         Received {
@@ -106,11 +123,23 @@ impl NfqueueDatapath {
         } else {
             Verdict::Accept
         };
-        if verdict == Verdict::AcceptModified {
+        let modified = matches!(
+            verdict,
+            Verdict::AcceptModified | Verdict::Hold { modified: true, .. }
+        );
+        if modified {
             msg.get_payload_mut().copy_from_slice(&scratch[..len]);
         }
         before_verdict(engine, msg.get_payload(), meta.rule);
-        if verdict == Verdict::AcceptModified {
+        if let Verdict::Hold { until, .. } = verdict {
+            // Over a background UDP flow's rate: kept until its shaper says (or at once, when
+            // the store is full).
+            msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
+            self.queues.hold(&msg);
+            if let Err(msg) = self.held.hold(until, msg) {
+                self.queues.release(msg)?;
+            }
+        } else if verdict == Verdict::AcceptModified {
             msg.set_verdict(slipstream_nfqueue::Verdict::Accept);
             self.queues.verdict(msg)?;
         } else if verdict == Verdict::Drop {
@@ -123,6 +152,44 @@ impl NfqueueDatapath {
             self.queues.accept_later(msg)?;
         }
         Ok(true)
+    }
+
+    /// Sends the verdicts of the held packets that are due.
+    fn release_due(&mut self, clock: &MonotonicClock) -> io::Result<()> {
+        let now = clock.now();
+        while let Some(msg) = self.held.pop_due(now) {
+            match self.queues.release(msg) {
+                // The kernel let the packet go meanwhile (its interface went down, which drops
+                // what it queued): nothing is left to release.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                other => other?,
+            }
+        }
+        Ok(())
+    }
+
+    /// When the next held packet is due.
+    pub(crate) fn next_release(&self) -> Option<slipstream_control::Instant> {
+        self.held.next_due()
+    }
+
+    /// Lets every held packet go on.
+    fn release_held(&mut self) {
+        let held: Vec<_> = self.held.drain().collect();
+        for msg in held {
+            let _ = self.queues.release(msg);
+        }
+    }
+
+    /// Lets every held packet go on (at stop).
+    pub(crate) fn release_all(&mut self) {
+        self.release_held();
+        if self.held.overflowed() > 0 {
+            info!(
+                "shaper: {} packets found the held store full and went on at once",
+                self.held.overflowed()
+            );
+        }
     }
 
     /// The queues' descriptor.
@@ -155,6 +222,21 @@ impl Datapath for NfqueueDatapath {
 
     fn reconfigure(&mut self, hook: Hook, lan_interfaces: Vec<String>) {
         self.lan_side.reconfigure(hook, lan_interfaces);
+    }
+
+    fn next_release(&self) -> Option<slipstream_control::Instant> {
+        NfqueueDatapath::next_release(self)
+    }
+
+    fn release_all(&mut self) {
+        NfqueueDatapath::release_all(self);
+    }
+}
+
+impl Drop for NfqueueDatapath {
+    /// Held packets go on before the queues are unbound (unbinding drops what waits).
+    fn drop(&mut self) {
+        self.release_held();
     }
 }
 

@@ -1,13 +1,16 @@
 //! The engine's path for background UDP packets (see `crate::udp`): classed by the same rule
-//! number in the mark as TCP, measured, and held to the flow's household share by its policer.
+//! number in the mark as TCP, measured, and held to the flow's household share by its shaper
+//! (or policer).
 
 use slipstream_control::{ControllerConfig, Instant};
+use slipstream_household::UdpEnforcement;
 use slipstream_wire::{lower_utp_window, parse_udp, parse_udp_headers, set_ce};
 
 use super::Engine;
 use crate::api::{PacketCopy, PacketMeta, Verdict};
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, PassReason};
+use crate::udp::policer::Admission;
 use crate::udp::utp::{Packet, UdpKind};
 use crate::udp::UdpFlow;
 
@@ -91,21 +94,69 @@ impl Engine {
             }
         }
         let policed = from_sender && controlled && !utp;
+        let ecn_capable = meta.copy == PacketCopy::Full && info.ecn.capable();
         let verdict = if window_lowered {
             self.counters.rewritten += 1;
             Verdict::AcceptModified
-        } else if !policed || flow.policer.admit(at, info.ip_len) {
+        } else if !policed {
             Verdict::Accept
-        } else if meta.copy == PacketCopy::Full && info.ecn.capable() && set_ce(packet).is_ok() {
-            flow.marked_packets += 1;
-            self.counters.udp_marked += 1;
-            Verdict::AcceptModified
         } else {
-            flow.dropped_packets += 1;
-            flow.dropped_bytes += u64::from(info.ip_len);
-            self.counters.udp_dropped += 1;
-            Verdict::Drop
+            match self.household.config.udp {
+                UdpEnforcement::Police if flow.policer.admit(at, info.ip_len) => Verdict::Accept,
+                UdpEnforcement::Police => Verdict::Drop,
+                UdpEnforcement::Shape => match flow.policer.shape(at, info.ip_len, ecn_capable) {
+                    Admission::Pass => Verdict::Accept,
+                    Admission::Wait(wait) => {
+                        flow.delayed_packets += 1;
+                        Verdict::Hold {
+                            until: at + wait,
+                            modified: false,
+                        }
+                    }
+                    Admission::MarkAndWait(wait) => {
+                        flow.delayed_packets += 1;
+                        Verdict::Hold {
+                            until: at + wait,
+                            modified: true,
+                        }
+                    }
+                    Admission::Over => Verdict::Drop,
+                },
+            }
         };
+        // Over the rate: a mark where the sender understands ECN, else the drop.
+        let verdict = match verdict {
+            Verdict::Drop if ecn_capable && set_ce(packet).is_ok() => {
+                flow.marked_packets += 1;
+                self.counters.udp_marked += 1;
+                Verdict::AcceptModified
+            }
+            Verdict::Hold {
+                until,
+                modified: true,
+            } if set_ce(packet).is_ok() => {
+                flow.marked_packets += 1;
+                self.counters.udp_marked += 1;
+                Verdict::Hold {
+                    until,
+                    modified: true,
+                }
+            }
+            Verdict::Hold { until, .. } => Verdict::Hold {
+                until,
+                modified: false,
+            },
+            Verdict::Drop => {
+                flow.dropped_packets += 1;
+                flow.dropped_bytes += u64::from(info.ip_len);
+                self.counters.udp_dropped += 1;
+                Verdict::Drop
+            }
+            other => other,
+        };
+        if let Verdict::Hold { .. } = verdict {
+            self.counters.udp_delayed += 1;
+        }
         // The background's own packets on the link they cross, taken off the WAN counters to
         // leave best effort's: a dropped download packet came over the link (the interface
         // counted it); a dropped upload packet never reaches it.

@@ -107,6 +107,11 @@ pub(crate) struct Allocated {
     /// The link's queue is over twice the delay target and best effort's (it came): see
     /// `Link::queue_is_backgrounds`.
     pub best_effort_queue: bool,
+    /// The link's queue is under half the delay target: nothing to hold back yet (a `Hold`
+    /// round of a link that has not seen enough low rounds to probe).
+    pub queue_low: bool,
+    /// How a UDP member without a window is held to `window` (`household.udp`).
+    pub udp: slipstream_household::UdpEnforcement,
 }
 
 /// A member as the table walk hands it over.

@@ -1,11 +1,12 @@
 //! Background UDP flows (QUIC, uTP): tracked, measured and held to their household allocation
-//! by a policer, since they have no window to lower.
+//! by a shaper (or a policer), since they have no window to lower.
 //!
 //! A UDP flow of a household rule is a household flow like a TCP one: it has a LAN host, a link
 //! (the one its bulk data crosses), a rule with weight, priority and minimum rate, and each
 //! round the allocator gives it bytes in flight. Its packets in the bulk direction then pass
-//! through a [`policer::TokenBucket`] at `allocation / RTT`; what exceeds it is dropped, or
-//! CE-marked where the packet is ECN-capable. The other direction (ACKs) always passes.
+//! through a [`policer::TokenBucket`] at `allocation / RTT`; what exceeds it waits at the router
+//! up to one allocation of bytes (`household.udp = "shape"`, the default) and beyond that is
+//! dropped, or CE-marked where the packet is ECN-capable. The other direction (ACKs) always passes.
 //!
 //! What the router measures without reading an encrypted payload:
 //! * the RTT of the path beyond it, once, from the flow's opening exchange: the LAN host's first
@@ -28,7 +29,7 @@ use crate::goodput::GoodputMeter;
 use crate::household::Allocated;
 use crate::stats::{FlowSnapshot, LinkDirection, PassReason, UdpSnapshot};
 use policer::TokenBucket;
-use slipstream_household::BudgetPhase;
+use slipstream_household::{BudgetPhase, UdpEnforcement};
 use utp::{UdpKind, UtpTracker};
 
 /// Payload bytes one side must have sent before it can be taken for the bulk sender, and how
@@ -66,7 +67,7 @@ pub(crate) struct UdpFlow {
     pub household: Option<(HouseholdFlow, HouseholdShare)>,
     pub policer: TokenBucket,
     forwarded: GoodputMeter,
-    /// Bulk bytes forwarded since the last allocation, and when that was.
+    /// Bulk bytes forwarded (or held to be) since the last allocation, and when that was.
     round_forwarded: u64,
     round_start: Instant,
     /// The link's phase at the last allocation outside a slowdown, and whether the current
@@ -78,6 +79,13 @@ pub(crate) struct UdpFlow {
     pub dropped_packets: u64,
     pub dropped_bytes: u64,
     pub marked_packets: u64,
+    /// Packets the shaper held for a while.
+    pub delayed_packets: u64,
+    /// The flow had an allocation before.
+    allocated_before: bool,
+    /// Bytes waiting in the shaper at the last allocation: what the flow forwarded in a round is
+    /// what it sent less what still waits.
+    round_backlog: u64,
     /// The rule was removed by a reload: every packet passes.
     released: bool,
 }
@@ -105,6 +113,9 @@ impl UdpFlow {
             dropped_packets: 0,
             dropped_bytes: 0,
             marked_packets: 0,
+            delayed_packets: 0,
+            round_backlog: 0,
+            allocated_before: false,
             released: false,
         }
     }
@@ -203,10 +214,12 @@ impl UdpFlow {
     /// one packet per round trip, where a TCP sender held by its window loses nothing; so:
     /// * while the budget grows (its queue well below the target: `Probe`, `Recover`, or before
     ///   it has decided), the rate is at least [`HEADROOM`] times what the flow sent last round,
-    ///   so a sender in slow start is not cut while the link has room;
+    ///   so a sender in slow start is not cut while the link has room; the flow's first
+    ///   allocation sets no rate at all unless the link yields;
     /// * near the target (`Hold`), the allocation, but not below what the flow sent: it may not
     ///   grow, and is not cut;
-    /// * above it (`Yield`), the allocation, but at least [`YIELD_STEP`] of what the flow sent:
+    /// * above it (`Yield`), the allocation, but at least [`YIELD_STEP`] of what the flow sent
+    ///   and at most what it sent:
     ///   one step per [`YIELD_ROUNDS`] rounds, as a loss makes a sender take, or every round
     ///   while best effort's queue is over twice the target;
     /// * a round that measured nothing (`Idle`) changes nothing;
@@ -217,7 +230,10 @@ impl UdpFlow {
     ///   the queue is empty already and the rate stays;
     /// * a held flow (time-sharing) gets two packets per RTT.
     pub(crate) fn apply_allocation(&mut self, round: &Allocated) {
-        let sent = std::mem::take(&mut self.round_forwarded);
+        // What went on to the link: what arrived, less what the shaper holds on to.
+        let backlog = self.policer.backlog(round.now);
+        let arrived = std::mem::take(&mut self.round_forwarded);
+        let sent = (arrived + std::mem::replace(&mut self.round_backlog, backlog)).saturating_sub(backlog);
         let interval = round
             .now
             .saturating_since(std::mem::replace(&mut self.round_start, round.now));
@@ -227,6 +243,7 @@ impl UdpFlow {
             (sent as f64 * round.rtt.as_secs_f64() / interval.as_secs_f64()) as u64
         };
         let floor = u64::from(self.floor() / 2);
+        let first = !std::mem::replace(&mut self.allocated_before, true);
         let growing = |phase| {
             matches!(
                 phase,
@@ -239,15 +256,39 @@ impl UdpFlow {
                 return;
             }
             self.halved_for_slowdown = true;
-            self.policer.set(round.now, (used / 2).max(floor), round.rtt);
+            // Shaped, the half it may not send waits for the slowdown's two rounds instead of
+            // being marked: the sender keeps its window, the bottleneck's queue drains all the
+            // same (lab quic: a slowdown's mark and a yield's step together took a third of
+            // the link away for 7 s).
+            self.policer
+                .set_with_queue(round.now, (used / 2).max(floor), round.rtt, used);
             return;
         }
         self.last_phase = round.phase;
         self.halved_for_slowdown = false;
         let per_rtt = match (round.window, round.phase) {
+            // The flow's first allocation comes while it starts, often before the budget has
+            // grown to its two packets (time-sharing): what it sent so far includes its
+            // handshake's round trip, and it may be in slow start, which a drop or mark ends
+            // for good (lab quic: 25 CE marks in its first half second, then 7 s of linear
+            // growth from 3.3 to 9.4 Mbit/s; the link's first round may even yield, for want
+            // of a rate measured). Unless best effort's queue is on the link, it is left alone.
+            (_, _) if first && !round.best_effort_queue => return,
+            // The round measured nothing: nothing to act on (a budget that has not measured
+            // anything yet holds every flow for want of two packets each).
+            (_, BudgetPhase::Idle) => return,
             (None, _) => floor,
-            // The round measured nothing: nothing to act on.
-            (Some(_), BudgetPhase::Idle) => return,
+            // Shaping while the budget grows, or holds on a link with no queue to speak of:
+            // nothing to hold back (the link has room), and a wait or a mark in slow start ends
+            // it for good (lab quic: one CE mark at 0.6 s, a Hold round before the link had
+            // probed, then 7 s of linear growth from 3.4 to 9.4 Mbit/s).
+            (Some(_), phase)
+                if round.udp == UdpEnforcement::Shape
+                    && (growing(phase) || (phase == BudgetPhase::Hold && round.queue_low)) =>
+            {
+                self.policer.stop();
+                return;
+            }
             (Some(w), phase) if growing(phase) => u64::from(w).max((used as f64 * HEADROOM) as u64),
             // Holding: not below what the flow sends (it may not grow).
             (Some(w), BudgetPhase::Hold) => u64::from(w).max(used),
@@ -265,8 +306,30 @@ impl UdpFlow {
                 if recently && !round.best_effort_queue {
                     return;
                 }
+                let first_cut = self.last_cut.is_none();
                 self.last_cut = Some(round.now);
-                u64::from(w).max((used as f64 * YIELD_STEP) as u64)
+                if first_cut && round.udp == UdpEnforcement::Shape && !round.best_effort_queue {
+                    // The flow's first yield is to its own slow start's queue: what it sent last
+                    // round is half what it sends now, and a cut to it (one CE mark) leaves a
+                    // sender growing a packet per round trip from a third of the link (lab quic:
+                    // 3.3 to 9.4 Mbit/s in 7 s). Held at twice that instead, its overshoot
+                    // waits in the shaper until one mark ends the slow start with a window that
+                    // fills its share.
+                    return self.policer.set(
+                        round.now,
+                        u64::from(w).max((used as f64 * HEADROOM) as u64),
+                        round.rtt,
+                    );
+                }
+                // Never above what it sends: a budget that grew past the flow's use (a
+                // sender that grows a packet per round trip lags a budget that probes) would
+                // otherwise take many rounds of cuts before one reached the flow.
+                // (A round it sent nothing in says nothing of its use.)
+                let sending = if used == 0 { u64::MAX } else { used };
+                u64::from(w)
+                    .min(sending)
+                    .max((used as f64 * YIELD_STEP) as u64)
+                    .max(floor)
             }
             // Key et al.'s controllers: the allocation as it is.
             (Some(w), _) => u64::from(w),
@@ -311,6 +374,7 @@ impl UdpFlow {
             dropped_packets: self.dropped_packets,
             dropped_bytes: self.dropped_bytes,
             marked_packets: self.marked_packets,
+            delayed_packets: self.delayed_packets,
         }
     }
 }

@@ -65,6 +65,8 @@ fn round(ms: u64, window: Option<u32>, phase: BudgetPhase) -> Allocated {
         rtt: Duration::from_millis(100),
         phase,
         best_effort_queue: false,
+        queue_low: false,
+        udp: UdpEnforcement::Police,
     }
 }
 
@@ -74,13 +76,17 @@ fn an_allocation_becomes_the_policers_rate_and_a_hold_two_packets_per_rtt() {
     for i in 0..40 {
         f.on_packet(Side::High, at(i), 1200, 1228);
     }
+    // The flow's first allocation leaves it alone (it is starting): the second one holds it.
+    f.apply_allocation(&round(50, Some(50_000), BudgetPhase::Yield));
+    assert_eq!(f.policer.rate(), None);
     f.apply_allocation(&round(100, Some(50_000), BudgetPhase::Yield));
     assert_eq!(f.policer.rate(), Some(500_000.0));
+    // Held: two packets per RTT (the bucket's smallest depth, two full-size packets).
     f.apply_allocation(&round(200, None, BudgetPhase::Yield));
-    assert_eq!(f.policer.rate(), Some(12_280.0));
+    assert_eq!(f.policer.rate(), Some(30_000.0));
     // A round that measured nothing changes nothing.
     f.apply_allocation(&round(300, Some(90_000), BudgetPhase::Idle));
-    assert_eq!(f.policer.rate(), Some(12_280.0));
+    assert_eq!(f.policer.rate(), Some(30_000.0));
     f.release();
     assert_eq!(f.policer.rate(), None);
     assert!(f.household_mut().is_none());
@@ -137,7 +143,12 @@ fn a_yield_takes_a_step_per_three_round_trips_unless_the_queue_is_well_above_tar
     // Best effort came (the queue is over twice the target): a step every round.
     assert_eq!(yield_round(600, 40_000, true), Some(280_000.0));
     assert_eq!(yield_round(700, 20_000, true), Some(140_000.0));
-    assert_eq!(yield_round(800, 5_000, true), Some(100_000.0), "the allocation");
+    assert_eq!(
+        yield_round(800, 5_000, true),
+        Some(50_000.0),
+        "not above what it sends"
+    );
+    assert_eq!(yield_round(900, 12_000, true), Some(100_000.0), "the allocation");
 }
 
 #[test]
@@ -163,4 +174,54 @@ fn the_table_is_bounded_and_forgets_idle_flows() {
     assert_eq!(t.expire(at(59_000), Duration::from_secs(60)), 0);
     assert_eq!(t.expire(at(60_000), Duration::from_secs(60)), 2);
     assert_eq!(t.len(), 0);
+}
+
+/// The shaper's phase rules (`UdpFlow::apply_allocation`, docs/udp.md): nothing held back while
+/// the flow starts or the link has room, its first yield keeps twice what it sent, later ones
+/// step, and a slowdown's halving leaves room for the rest to wait.
+#[test]
+fn a_shaped_flow_is_held_back_only_when_its_link_has_a_queue() {
+    let mut f = lan_flow();
+    for i in 0..40 {
+        f.on_packet(Side::High, at(i), 1200, 1228);
+    }
+    let shaped = |ms: u64, phase, queue_low| Allocated {
+        queue_low,
+        udp: UdpEnforcement::Shape,
+        ..round(ms, Some(10_000), phase)
+    };
+    // Its first allocation, even a yield: nothing.
+    f.on_forwarded(at(50), 50_000);
+    f.apply_allocation(&shaped(100, BudgetPhase::Yield, false));
+    assert_eq!(f.policer.rate(), None);
+    // The budget grows, or holds without a queue: nothing.
+    f.on_forwarded(at(150), 100_000);
+    f.apply_allocation(&shaped(200, BudgetPhase::Probe, true));
+    assert_eq!(f.policer.rate(), None);
+    f.on_forwarded(at(250), 100_000);
+    f.apply_allocation(&shaped(300, BudgetPhase::Hold, true));
+    assert_eq!(f.policer.rate(), None);
+    // Holding with a queue: not below what it sends (1 MB/s).
+    f.on_forwarded(at(350), 100_000);
+    f.apply_allocation(&shaped(400, BudgetPhase::Hold, false));
+    assert_eq!(f.policer.rate(), Some(1_000_000.0));
+    // Its first yield (to its own slow start): twice what it sent.
+    f.on_forwarded(at(450), 100_000);
+    f.apply_allocation(&shaped(500, BudgetPhase::Yield, false));
+    assert_eq!(f.policer.rate(), Some(2_000_000.0));
+    // Three round trips later, a step: 0.7 of what it sends.
+    f.on_forwarded(at(750), 300_000);
+    f.apply_allocation(&shaped(800, BudgetPhase::Yield, false));
+    assert_eq!(f.policer.rate(), Some(700_000.0));
+    // A slowdown after a yield: half of what it sent, and the other half may wait.
+    f.on_forwarded(at(850), 70_000);
+    f.apply_allocation(&shaped(900, BudgetPhase::Slowdown, false));
+    assert_eq!(f.policer.rate(), Some(350_000.0));
+    let waited: Vec<_> = (0..45)
+        .map(|i| f.policer.shape(at(900 + i), 1228, false))
+        .collect();
+    assert!(
+        waited.iter().all(|a| *a != policer::Admission::Over),
+        "70 kB in 45 ms against 35 kB per round trip: {waited:?}"
+    );
 }

@@ -26,6 +26,7 @@ fn renders_engine_and_rule_metrics() {
         "slipstream_udp_flows_expired_total 12",
         "slipstream_udp_policer_dropped_packets_total 13",
         "slipstream_udp_policer_marked_packets_total 14",
+        "slipstream_udp_shaper_delayed_packets_total 15",
         "slipstream_flows_active 3",
         "slipstream_flows_max 4096",
         r#"slipstream_rule_flows_active{rule="bulk",controller="vulture"} 2"#,

@@ -105,6 +105,7 @@ fn snapshot() -> EngineSnapshot {
     counters.udp_flows_expired = 12;
     counters.udp_dropped = 13;
     counters.udp_marked = 14;
+    counters.udp_delayed = 15;
     for _ in 0..3 {
         counters.count_pass(PassReason::Observed);
     }

@@ -131,6 +131,12 @@ return view.extend({
 		o.value('off', _('off'));
 		o.placeholder = 'auto';
 
+		o = s.option(form.ListValue, 'udp', _('Background UDP without a window'),
+			_('How a background UDP flow whose window the router cannot lower (QUIC is encrypted) is held to its share. shape: its packets over the share wait at the router, up to one round trip\'s worth, and only beyond that is one dropped (or marked) per round trip; police: they are dropped (or marked) at once.'));
+		o.value('shape', _('shape (hold at the router)'));
+		o.value('police', _('police (drop or mark)'));
+		o.default = 'shape';
+
 		this.map = m;
 		ss.attachServerErrors(m);
 		return m.render();
