@@ -260,8 +260,11 @@ impl UdpFlow {
             // being marked: the sender keeps its window, the bottleneck's queue drains all the
             // same (lab quic: a slowdown's mark and a yield's step together took a third of
             // the link away for 7 s).
+            // Room for twice what it sent: a slowdown's two rounds at half the rate hold back
+            // one round's worth, and a round is not exactly one round trip (lab quic at
+            // 50 Mbit/s: room for one round's worth got one mark, 30% of the rate, per slowdown).
             self.policer
-                .set_with_queue(round.now, (used / 2).max(floor), round.rtt, used);
+                .set_with_queue(round.now, (used / 2).max(floor), round.rtt, 2 * used);
             return;
         }
         self.last_phase = round.phase;
