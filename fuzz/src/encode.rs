@@ -88,6 +88,7 @@ impl Encode for Setup {
         self.budget.encode(out);
         self.slowdown.encode(out);
         self.turn_ms.encode(out);
+        self.police_udp.encode(out);
         self.fixed_window.encode(out);
         self.vulture.encode(out);
         self.shares.encode(out);

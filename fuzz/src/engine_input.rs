@@ -6,7 +6,7 @@ use std::net::IpAddr;
 
 use arbitrary::{Arbitrary, Unstructured};
 use slipstream_control::{ControllerConfig, Duration, FixedWindowConfig, VultureConfig};
-use slipstream_engine::{EngineConfig, HouseholdConfig, RuleSpec, ShareSpec};
+use slipstream_engine::{EngineConfig, HouseholdConfig, RuleSpec, ShareSpec, UdpEnforcement};
 use slipstream_household::{BudgetConfig, DelayTargetConfig, KeyBinarySearchConfig, KeyStochasticConfig};
 
 /// At most this many operations of an input are run (longer inputs are cut).
@@ -43,6 +43,8 @@ pub struct Setup {
     pub budget: BudgetIn,
     pub slowdown: bool,
     pub turn_ms: u16,
+    /// Background UDP policed (`household.udp = "police"`) instead of shaped.
+    pub police_udp: bool,
     /// Fixed window rule: 1 + 8 x this many bytes (up to 512 KiB).
     pub fixed_window: u16,
     pub vulture: VultureIn,
@@ -456,6 +458,11 @@ pub(crate) fn engine_config(setup: &Setup, rules: Vec<RuleSpec>, max_flows: usiz
                 Duration::ZERO
             },
             turn: Duration::from_millis(u64::from(setup.turn_ms % 9951) + 50),
+            udp: if setup.police_udp {
+                UdpEnforcement::Police
+            } else {
+                UdpEnforcement::Shape
+            },
         },
     }
 }

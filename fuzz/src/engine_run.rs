@@ -326,6 +326,17 @@ impl Harness {
             // Only a background UDP flow's policer drops, and only UDP is marked or has its uTP
             // window lowered; the packet keeps its length.
             Verdict::Drop => assert!(udp, "a packet that is not UDP was dropped"),
+            // Only a background UDP flow's shaper holds a packet, never into the past, and a
+            // held packet is unchanged unless it was marked CE.
+            Verdict::Hold { until, modified } => {
+                assert!(udp, "a packet that is not UDP was held");
+                assert!(
+                    until >= meta.arrival.unwrap_or(self.now).min(self.now),
+                    "held into the past"
+                );
+                assert!(modified || bytes == original, "a held packet was changed");
+                assert_eq!(bytes.len(), original.len());
+            }
             Verdict::AcceptModified if strict.is_err() => {
                 assert!(udp, "a packet that is neither TCP nor UDP was changed");
                 assert_eq!(bytes.len(), original.len());

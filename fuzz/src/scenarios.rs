@@ -46,6 +46,7 @@ pub fn setup(rule_order: u8, max_flows: u8, budget: BudgetIn) -> Setup {
         budget,
         slowdown: true,
         turn_ms: 450,
+        police_udp: false,
         fixed_window: 2500,
         vulture: VultureIn {
             bounded_steps: false,

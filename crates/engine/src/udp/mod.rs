@@ -229,6 +229,13 @@ impl UdpFlow {
     ///   lose a window per round trip and start over from nothing); if the budget was growing,
     ///   the queue is empty already and the rate stays;
     /// * a held flow (time-sharing) gets two packets per RTT.
+    ///
+    /// Shaped (`household.udp = "shape"`, the default), what is over the rate waits instead of
+    /// being dropped, and four rules differ, each from a lab trace of a real QUIC sender that
+    /// one mark at the wrong moment cost seconds of regrowth: the flow's first allocation sets
+    /// no rate; nothing is held back while the budget grows or holds with under half the
+    /// target queued; the flow's first yield keeps twice what it sent; a slowdown leaves room
+    /// for twice what it sent to wait (see `docs/udp.md`).
     pub(crate) fn apply_allocation(&mut self, round: &Allocated) {
         // What went on to the link: what arrived, less what the shaper holds on to.
         let backlog = self.policer.backlog(round.now);
@@ -259,10 +266,9 @@ impl UdpFlow {
             // Shaped, the half it may not send waits for the slowdown's two rounds instead of
             // being marked: the sender keeps its window, the bottleneck's queue drains all the
             // same (lab quic: a slowdown's mark and a yield's step together took a third of
-            // the link away for 7 s).
-            // Room for twice what it sent: a slowdown's two rounds at half the rate hold back
-            // one round's worth, and a round is not exactly one round trip (lab quic at
-            // 50 Mbit/s: room for one round's worth got one mark, 30% of the rate, per slowdown).
+            // the link away for 7 s). The room is twice what it sent: two rounds at half the
+            // rate hold back one round's worth, and a round is not exactly one round trip (lab
+            // quic at 50 Mbit/s: room for one round's worth got one mark per slowdown).
             self.policer
                 .set_with_queue(round.now, (used / 2).max(floor), round.rtt, 2 * used);
             return;
