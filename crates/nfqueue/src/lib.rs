@@ -294,11 +294,6 @@ impl Datapath {
         self.queue.verdict(msg)
     }
 
-    /// Packets held now (both queues).
-    pub fn held(&self) -> usize {
-        self.held.iter().map(BTreeSet::len).sum()
-    }
-
     /// Waits until a packet may be ready or `timeout_ms` passed.
     pub fn wait_readable(&self, timeout_ms: i32) -> io::Result<bool> {
         let mut pfd = libc::pollfd {

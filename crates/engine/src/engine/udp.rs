@@ -101,61 +101,46 @@ impl Engine {
         } else if !policed {
             Verdict::Accept
         } else {
+            // Over the rate: a mark where the sender understands ECN (the policer: instead of
+            // the drop; the shaper: the first packet over its queue, which then waits too).
+            let mut mark = || ecn_capable && set_ce(packet).is_ok();
             match self.household.config.udp {
                 UdpEnforcement::Police if flow.policer.admit(at, info.ip_len) => Verdict::Accept,
+                UdpEnforcement::Police if mark() => Verdict::AcceptModified,
                 UdpEnforcement::Police => Verdict::Drop,
                 UdpEnforcement::Shape => match flow.policer.shape(at, info.ip_len, ecn_capable) {
                     Admission::Pass => Verdict::Accept,
-                    Admission::Wait(wait) => {
-                        flow.delayed_packets += 1;
-                        Verdict::Hold {
-                            until: at + wait,
-                            modified: false,
-                        }
-                    }
-                    Admission::MarkAndWait(wait) => {
-                        flow.delayed_packets += 1;
-                        Verdict::Hold {
-                            until: at + wait,
-                            modified: true,
-                        }
-                    }
+                    Admission::Wait(wait) => Verdict::Hold {
+                        until: at + wait,
+                        modified: false,
+                    },
+                    Admission::MarkAndWait(wait) => Verdict::Hold {
+                        until: at + wait,
+                        modified: mark(),
+                    },
                     Admission::Over => Verdict::Drop,
                 },
             }
         };
-        // Over the rate: a mark where the sender understands ECN, else the drop.
-        let verdict = match verdict {
-            Verdict::Drop if ecn_capable && set_ce(packet).is_ok() => {
-                flow.marked_packets += 1;
-                self.counters.udp_marked += 1;
-                Verdict::AcceptModified
-            }
-            Verdict::Hold {
-                until,
-                modified: true,
-            } if set_ce(packet).is_ok() => {
-                flow.marked_packets += 1;
-                self.counters.udp_marked += 1;
-                Verdict::Hold {
-                    until,
-                    modified: true,
-                }
-            }
-            Verdict::Hold { until, .. } => Verdict::Hold {
-                until,
-                modified: false,
-            },
+        match verdict {
             Verdict::Drop => {
                 flow.dropped_packets += 1;
                 flow.dropped_bytes += u64::from(info.ip_len);
                 self.counters.udp_dropped += 1;
-                Verdict::Drop
             }
-            other => other,
-        };
-        if let Verdict::Hold { .. } = verdict {
-            self.counters.udp_delayed += 1;
+            Verdict::Hold { modified, .. } => {
+                flow.delayed_packets += 1;
+                self.counters.udp_delayed += 1;
+                if modified {
+                    flow.marked_packets += 1;
+                    self.counters.udp_marked += 1;
+                }
+            }
+            Verdict::AcceptModified if policed => {
+                flow.marked_packets += 1;
+                self.counters.udp_marked += 1;
+            }
+            _ => {}
         }
         // The background's own packets on the link they cross, taken off the WAN counters to
         // leave best effort's: a dropped download packet came over the link (the interface
