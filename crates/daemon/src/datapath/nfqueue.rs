@@ -74,10 +74,9 @@ impl NfqueueDatapath {
         if let Some(e) = batch_error {
             error.get_or_insert(e);
         }
+        // What came due during the batch goes at the next turn: the loop's wait ends at once
+        // for it (`Datapath::next_release`).
         if let Err(e) = self.queues.flush_accepts() {
-            error.get_or_insert(e);
-        }
-        if let Err(e) = self.release_due(clock) {
             error.get_or_insert(e);
         }
         Received {
