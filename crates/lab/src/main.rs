@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::{bail, ensure, Result};
 use clap::{Args, FromArgMatches};
+use slipstream_lab::report::Publish;
 use slipstream_lab::scenarios::{self, LabContext, Scenario, ScenarioOptions, LAB_PREFIX};
 
 /// The command line: a subcommand per scenario (its help from [`scenarios::SCENARIOS`]) and
@@ -41,6 +42,11 @@ struct ReportArgs {
     /// Results directory.
     #[arg(long, default_value = "lab-results")]
     out: PathBuf,
+    /// Keep the committed columns a run lacks beside its own (run only `--alternatives household`
+    /// and the others stay on the page, "how measured" naming each column's run) and add its plots
+    /// beside the committed ones.
+    #[arg(long)]
+    merge: bool,
 }
 
 /// A scenario's arguments: where results go (as for `report`), and its options.
@@ -113,8 +119,9 @@ fn real_main(matches: &clap::ArgMatches) -> Result<()> {
     let chosen: Vec<&Scenario> = match name {
         "cleanup" => return cleanup(),
         "report" => {
-            let out = ReportArgs::from_arg_matches(sub)?.out;
-            let readme = slipstream_lab::report::gather(&out, std::path::Path::new("docs"))?;
+            let args = ReportArgs::from_arg_matches(sub)?;
+            let how = if args.merge { Publish::Merge } else { Publish::Replace };
+            let readme = slipstream_lab::report::gather(&args.out, std::path::Path::new("docs"), how)?;
             println!("wrote {}", readme.display());
             return Ok(());
         }

@@ -118,35 +118,60 @@ pub fn latest_runs(results_dir: &Path) -> Vec<(String, PathBuf)> {
     scenario_dirs.filter_map(latest).collect()
 }
 
-/// Renders `run_dir`'s report into `lab_dir/<scenario>/`: its plots (replacing the SVGs there)
-/// and its summary. A committed summary of a later run is kept.
-fn publish_run(lab_dir: &Path, results_dir: &Path, run_dir: &Path) -> Result<()> {
+/// How a run joins a scenario's committed summary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Publish {
+    /// The run's summary and plots replace the committed ones.
+    #[default]
+    Replace,
+    /// The committed columns the run lacks are kept beside its own ([`Summary::merged_with`]),
+    /// and its plots join the committed ones, named after its columns (`household-goodput.svg`).
+    Merge,
+}
+
+/// Renders `run_dir`'s report into `lab_dir/<scenario>/`: its plots and its summary, replacing
+/// or merged with the committed ones (`how`). A committed summary of a later run is kept.
+fn publish_run(lab_dir: &Path, results_dir: &Path, run_dir: &Path, how: Publish) -> Result<()> {
     let report: ScenarioReport = read_result(run_dir)?;
     let out = lab_dir.join(&report.scenario);
     let run = run_dir.strip_prefix(results_dir).unwrap_or(run_dir).display().to_string();
-    if read_result::<Summary>(&out).is_ok_and(|committed| committed.run > run) {
+    let committed = read_result::<Summary>(&out).ok();
+    if committed.as_ref().is_some_and(|c| c.run > run) {
         return Ok(());
     }
-    let plots = scenario_plots(&report).context("rendering plots")?;
+    let mut plots = scenario_plots(&report).context("rendering plots")?;
     std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-    for svg in entries(&out).into_iter().filter(|p| p.extension().is_some_and(|x| x == "svg")) {
-        std::fs::remove_file(svg)?;
-    }
+    let summary = match (how, committed) {
+        (Publish::Merge, Some(committed)) => {
+            let prefix = report.table.columns.join("+");
+            for p in &mut plots {
+                p.file = format!("{prefix}-{}", p.file);
+                p.title = format!("{} ({prefix})", p.title);
+            }
+            Summary::of(&report, &plots, &run).merged_with(committed)
+        }
+        _ => {
+            for svg in entries(&out).into_iter().filter(|p| p.extension().is_some_and(|x| x == "svg")) {
+                std::fs::remove_file(svg)?;
+            }
+            Summary::of(&report, &plots, &run)
+        }
+    };
     write_plots(&out, &plots)?;
-    write(&out.join(RESULT_JSON), serde_json::to_string_pretty(&Summary::of(&report, &plots, &run))? + "\n")
+    write(&out.join(RESULT_JSON), serde_json::to_string_pretty(&summary)? + "\n")
 }
 
 /// `slipstream-lab report`: publishes the latest run of each scenario under `results_dir` (if
-/// any) into `<docs_dir>/lab/<scenario>/` (plots and summary `result.json`), then writes
-/// `<docs_dir>/lab/README.md` from every summary there. Returns the README's path.
+/// any) into `<docs_dir>/lab/<scenario>/` (plots and summary `result.json`, as `how` says), then
+/// writes `<docs_dir>/lab/README.md` from every summary there. Returns the README's path.
 ///
 /// A run or summary that cannot be read is listed on the page instead of failing the report.
-pub fn gather(results_dir: &Path, docs_dir: &Path) -> Result<PathBuf> {
+pub fn gather(results_dir: &Path, docs_dir: &Path, how: Publish) -> Result<PathBuf> {
     let lab_dir = docs_dir.join("lab");
     std::fs::create_dir_all(&lab_dir).with_context(|| format!("creating {}", lab_dir.display()))?;
     let mut broken: Vec<String> = Vec::new();
     for (name, run_dir) in latest_runs(results_dir) {
-        if let Err(e) = publish_run(&lab_dir, results_dir, &run_dir) {
+        if let Err(e) = publish_run(&lab_dir, results_dir, &run_dir, how) {
             broken.push(format!("{name}: {} could not be reported: {e:#}", run_dir.display()));
         }
     }

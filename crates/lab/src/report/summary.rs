@@ -7,7 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::figures::Plot;
 use super::plot::tick;
-use crate::result::{rfc3339, Row, ScenarioReport};
+use crate::result::{rfc3339, Cell, Row, ScenarioReport};
+
+/// Between a merged summary's kept columns and the "how measured" of their run.
+const EARLIER_RUN: &str = " from an earlier run: ";
 
 /// At most this many notes are kept; the rest are counted in a last note.
 const MAX_NOTES: usize = 20;
@@ -62,6 +65,68 @@ impl Summary {
             notes,
             plots: plots.iter().map(|p| PlotRef { file: p.file.clone(), title: p.title.clone() }).collect(),
             run: run.to_string(),
+        }
+    }
+}
+
+impl Summary {
+    /// This (new) summary with the columns of `committed` that it lacks kept beside its own:
+    /// a run of some alternatives (say, `household` alone) joins the page without re-running the
+    /// others. Rows are matched by metric; the new run's columns come first, and "how measured"
+    /// says which columns come from which run. Plots: `committed`'s, then this run's.
+    pub fn merged_with(self, committed: Summary) -> Summary {
+        let kept: Vec<usize> =
+            (0..committed.columns.len()).filter(|&i| !self.columns.contains(&committed.columns[i])).collect();
+        if kept.is_empty() {
+            return self;
+        }
+        let kept_names: Vec<String> = kept.iter().map(|&i| committed.columns[i].clone()).collect();
+        let old_cells = |row: Option<&Row>| -> Vec<Option<Cell>> {
+            kept.iter().map(|&i| row.and_then(|r| r.cells.get(i).copied().flatten())).collect()
+        };
+        let width = self.columns.len();
+        let mut rows: Vec<Row> = Vec::new();
+        // The committed rows in their order, then rows only the new run has.
+        for old in &committed.rows {
+            let new = self.rows.iter().find(|r| r.metric == old.metric);
+            let mut cells = new.map_or_else(|| vec![None; width], |r| r.cells.clone());
+            cells.resize(width, None);
+            cells.extend(old_cells(Some(old)));
+            let paper = old.paper.clone().or_else(|| new.and_then(|r| r.paper.clone()));
+            rows.push(Row { metric: old.metric.clone(), unit: old.unit, cells, paper });
+        }
+        for new in self.rows.iter().filter(|r| !committed.rows.iter().any(|o| o.metric == r.metric)) {
+            let mut cells = new.cells.clone();
+            cells.resize(width, None);
+            cells.extend(old_cells(None));
+            rows.push(Row { cells, ..new.clone() });
+        }
+        // Merged again over the same earlier columns: name their run, not the merge in between.
+        let earlier = match committed.how_measured.split_once(" Columns ") {
+            Some((_, tail)) => match tail.split_once(EARLIER_RUN) {
+                Some((names, text)) if names == kept_names.join(", ") => text.to_string(),
+                _ => committed.how_measured.clone(),
+            },
+            None => committed.how_measured.clone(),
+        };
+        let mut plots = committed.plots;
+        plots.retain(|p| !self.plots.iter().any(|n| n.file == p.file));
+        plots.extend(self.plots);
+        Summary {
+            how_measured: format!(
+                "{} Columns {}{EARLIER_RUN}{earlier}",
+                self.how_measured,
+                kept_names.join(", ")
+            ),
+            columns: self.columns.into_iter().chain(kept_names).collect(),
+            rows,
+            repeats: self.repeats.max(committed.repeats),
+            notes: super::unique(self.notes.into_iter().chain(committed.notes))
+                .into_iter()
+                .take(MAX_NOTES + 1)
+                .collect(),
+            plots,
+            ..self
         }
     }
 }

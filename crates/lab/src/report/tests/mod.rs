@@ -8,7 +8,7 @@ use serde_json::json;
 use super::plot::tests::{assert_svg, svg_texts};
 use super::*;
 use crate::report::summary;
-use crate::result::{Metric, Paper, RowSpec, RunResult, Table, Unit};
+use crate::result::{Cell, Metric, Paper, RowSpec, RunResult, Table, Unit};
 
 mod fixtures;
 use fixtures::*;
@@ -260,7 +260,7 @@ fn gather_takes_latest_run_of_each_scenario() {
     std::fs::create_dir_all(docs.join("lab/cbr")).unwrap();
     std::fs::write(docs.join("lab/cbr/stale.svg"), "<svg></svg>").unwrap();
 
-    let readme = gather(&results, &docs).unwrap();
+    let readme = gather(&results, &docs, Publish::Replace).unwrap();
     assert_eq!(readme, docs.join("lab/README.md"));
     let page = std::fs::read_to_string(&readme).unwrap();
     assert!(page.starts_with("# Slipstream lab results"), "{page}");
@@ -332,17 +332,17 @@ fn gather_keeps_committed_summaries_of_scenarios_without_a_run() {
     for rep in all_kinds() {
         write_scenario_outputs(&first.join(&rep.scenario).join("20231114T221320Z"), &rep).unwrap();
     }
-    let before = std::fs::read_to_string(gather(&first, &docs).unwrap()).unwrap();
+    let before = std::fs::read_to_string(gather(&first, &docs, Publish::Replace).unwrap()).unwrap();
     // The committed summaries alone rebuild the same page.
     let none = root.join("none");
-    let rebuilt = std::fs::read_to_string(gather(&none, &docs).unwrap()).unwrap();
+    let rebuilt = std::fs::read_to_string(gather(&none, &docs, Publish::Replace).unwrap()).unwrap();
     assert_eq!(rebuilt, before);
     // A fresh results directory with only a new cbr run: every other scenario stays.
     let second = root.join("second");
     let mut fresh = cbr();
     fresh.title = "NEW CBR RUN".into();
     write_scenario_outputs(&second.join("cbr/20241114T221320Z"), &fresh).unwrap();
-    let page = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
+    let page = std::fs::read_to_string(gather(&second, &docs, Publish::Replace).unwrap()).unwrap();
     assert!(page.contains("NEW CBR RUN"), "{page}");
     assert_sections_in_lab_order(&page);
     for line in before.lines().filter(|l| l.starts_with("| [alone](#alone) |") || l.starts_with("| alone |"))
@@ -355,7 +355,7 @@ fn gather_keeps_committed_summaries_of_scenarios_without_a_run() {
     // An older run does not replace a committed later one.
     write_scenario_outputs(&second.join("cbr/20001114T221320Z"), &cbr()).unwrap();
     std::fs::remove_dir_all(second.join("cbr/20241114T221320Z")).unwrap();
-    let again = std::fs::read_to_string(gather(&second, &docs).unwrap()).unwrap();
+    let again = std::fs::read_to_string(gather(&second, &docs, Publish::Replace).unwrap()).unwrap();
     assert_eq!(again, page);
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -363,7 +363,9 @@ fn gather_keeps_committed_summaries_of_scenarios_without_a_run() {
 #[test]
 fn gather_without_results_or_summaries_says_so() {
     let root = temp_dir("gather-none");
-    let page = std::fs::read_to_string(gather(&root.join("nope"), &root.join("docs")).unwrap()).unwrap();
+    let page =
+        std::fs::read_to_string(gather(&root.join("nope"), &root.join("docs"), Publish::Replace).unwrap())
+            .unwrap();
     assert!(page.contains("_No runs found._"), "{page}");
     let _ = std::fs::remove_dir_all(&root);
 }
@@ -379,7 +381,7 @@ fn dump_synthetic_reports() {
         let run_dir = dir.join("results").join(&rep.scenario).join("20231114T221320Z");
         write_scenario_outputs(&run_dir, &rep).unwrap();
     }
-    gather(&dir.join("results"), &dir.join("docs")).unwrap();
+    gather(&dir.join("results"), &dir.join("docs"), Publish::Replace).unwrap();
 }
 
 #[test]
@@ -542,10 +544,92 @@ fn committed_page_rebuilds_from_committed_summaries() {
         std::fs::create_dir_all(&out).unwrap();
         std::fs::copy(dir.join(RESULT_JSON), out.join(RESULT_JSON)).unwrap();
     }
-    let rebuilt = std::fs::read_to_string(gather(&docs.join("no-results"), &docs).unwrap()).unwrap();
+    let rebuilt =
+        std::fs::read_to_string(gather(&docs.join("no-results"), &docs, Publish::Replace).unwrap()).unwrap();
     let committed = std::fs::read_to_string(lab.join("README.md")).unwrap();
     let page = docs.join("lab/README.md");
     assert!(rebuilt == committed, "docs/lab/README.md differs from the rebuilt {}", page.display());
     assert_linked_svgs_exist(&committed, &lab.join(".."));
     let _ = std::fs::remove_dir_all(docs.parent().unwrap());
+}
+
+/// `report --merge`: a run of one alternative joins the committed summary; the committed
+/// columns it lacks stay, rows matched by metric, the new column first, plots side by side, and
+/// "how measured" names each column's run. Without `--merge` the run replaces the summary.
+#[test]
+fn merge_keeps_the_committed_columns_a_run_lacks() {
+    let root = temp_dir("gather-merge");
+    let docs = root.join("docs");
+    let first = root.join("first");
+    write_scenario_outputs(&first.join("cbr/20231114T221320Z"), &cbr()).unwrap();
+    gather(&first, &docs, Publish::Replace).unwrap();
+    let committed: Summary = read_result(&docs.join("lab/cbr")).unwrap();
+    assert!(committed.columns.len() >= 2, "{:?}", committed.columns);
+
+    // A later run of the committed second column alone, every value changed.
+    let only = committed.columns[1].clone();
+    let mut fresh = cbr();
+    fresh.started_unix = 1_731_622_400.0; // a year after the fixture's 2023-11-14 22:13 UTC
+    fresh.runs.retain(|r| r.alternative == only);
+    let at = fresh.table.columns.iter().position(|c| *c == only).unwrap();
+    fresh.table.columns = vec![only.clone()];
+    for row in &mut fresh.table.rows {
+        let shifted = row.cells[at]
+            .map(|c| Cell { mean: c.mean + 1000.0, range: c.range.map(|(a, b)| (a + 1000.0, b + 1000.0)) });
+        row.cells = vec![shifted];
+    }
+    let second = root.join("second");
+    write_scenario_outputs(&second.join("cbr/20241114T221320Z"), &fresh).unwrap();
+    gather(&second, &docs, Publish::Merge).unwrap();
+    let merged: Summary = read_result(&docs.join("lab/cbr")).unwrap();
+
+    let mut expected_columns = vec![only.clone()];
+    expected_columns.extend(committed.columns.iter().filter(|c| **c != only).cloned());
+    assert_eq!(merged.columns, expected_columns);
+    assert_eq!(merged.rows.len(), committed.rows.len());
+    for (old, new) in committed.rows.iter().zip(&merged.rows) {
+        assert_eq!(old.metric, new.metric);
+        assert_eq!(old.paper, new.paper);
+        for (i, c) in committed.columns.iter().enumerate() {
+            let at = merged.columns.iter().position(|m| m == c).unwrap();
+            let (was, now) = (old.cells[i], new.cells[at]);
+            if *c == only {
+                // The new run's value, not the committed one.
+                assert_eq!(now.map(|x| x.mean), was.map(|x| x.mean + 1000.0), "{}", old.metric);
+            } else {
+                assert_eq!(now, was, "{} {c}", old.metric);
+            }
+        }
+    }
+    assert!(merged.how_measured.starts_with("2024-11-14 22:13 UTC"), "{}", merged.how_measured);
+    assert!(
+        merged.how_measured.contains(" from an earlier run: 2023-11-14 22:13 UTC"),
+        "{}",
+        merged.how_measured
+    );
+    assert_eq!(merged.run, "cbr/20241114T221320Z");
+    // Both runs' plots, each file present.
+    assert!(merged.plots.iter().any(|p| p.file == "goodput.svg"), "{:?}", merged.plots);
+    assert!(merged.plots.iter().any(|p| p.file == format!("{only}-goodput.svg")), "{:?}", merged.plots);
+    let page = std::fs::read_to_string(docs.join("lab/README.md")).unwrap();
+    assert_linked_svgs_exist(&page, &docs);
+
+    // Merged again: the earlier columns still name their own run, once.
+    let again = root.join("again");
+    fresh.started_unix += 86_400.0;
+    write_scenario_outputs(&again.join("cbr/20241115T221320Z"), &fresh).unwrap();
+    gather(&again, &docs, Publish::Merge).unwrap();
+    let twice: Summary = read_result(&docs.join("lab/cbr")).unwrap();
+    assert_eq!(twice.columns, merged.columns);
+    assert!(twice.how_measured.starts_with("2024-11-15 22:13 UTC"), "{}", twice.how_measured);
+    assert_eq!(twice.how_measured.matches("from an earlier run").count(), 1, "{}", twice.how_measured);
+    assert!(twice.how_measured.ends_with(&committed.how_measured), "{}", twice.how_measured);
+
+    // Replace drops the other columns.
+    let third = root.join("third");
+    write_scenario_outputs(&third.join("cbr/20251114T221320Z"), &fresh).unwrap();
+    gather(&third, &docs, Publish::Replace).unwrap();
+    let replaced: Summary = read_result(&docs.join("lab/cbr")).unwrap();
+    assert_eq!(replaced.columns, vec![only]);
+    let _ = std::fs::remove_dir_all(&root);
 }
