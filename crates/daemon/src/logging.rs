@@ -16,29 +16,43 @@
 use std::fmt;
 use std::io::IsTerminal;
 
+use tracing::level_filters::LevelFilter;
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
+use tracing_subscriber::filter::Targets;
+use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
-use tracing_subscriber::EnvFilter;
+
+/// The level filter from `RUST_LOG`: a level (`debug`) and/or `target=level` directives
+/// (`warn,slipstreamd=debug`), as `tracing_subscriber::filter::Targets` reads them; `info` when
+/// unset or unreadable. `Targets` rather than `EnvFilter`: the latter's span and field filters
+/// bring a regex engine, about a tenth of the router's binary, for what a household never sets.
+fn filter_from(rust_log: Option<&str>) -> Targets {
+    rust_log
+        .and_then(|s| s.parse::<Targets>().ok())
+        .unwrap_or_else(|| Targets::new().with_default(Level::INFO))
+}
 
 /// Installs the daemon's logger (level from `RUST_LOG`, default `info`).
 pub(crate) fn init() {
-    let filter = || EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter = filter_from(std::env::var("RUST_LOG").ok().as_deref());
     if std::io::stderr().is_terminal() {
-        tracing_subscriber::fmt()
+        let subscriber = tracing_subscriber::fmt()
             .with_writer(std::io::stderr)
-            .with_env_filter(filter())
-            .init();
+            .with_max_level(LevelFilter::TRACE) // the filter decides
+            .finish()
+            .with(filter);
+        tracing::subscriber::set_global_default(subscriber).expect("the logger is installed once");
     } else {
-        tracing::subscriber::set_global_default(plain(std::io::stdout, std::io::stderr, filter()))
+        tracing::subscriber::set_global_default(plain(std::io::stdout, std::io::stderr, filter))
             .expect("the logger is installed once");
     }
 }
 
 /// Plain lines for a system log: INFO and below to `info`, WARN and ERROR to `err`.
-fn plain<I, E>(info: I, err: E, filter: EnvFilter) -> impl Subscriber + Send + Sync
+fn plain<I, E>(info: I, err: E, filter: Targets) -> impl Subscriber + Send + Sync
 where
     I: for<'w> MakeWriter<'w> + Send + Sync + 'static,
     E: for<'w> MakeWriter<'w> + Send + Sync + 'static,
@@ -47,8 +61,9 @@ where
         .with_ansi(false)
         .event_format(PlainLine)
         .with_writer(err.with_max_level(Level::WARN).or_else(info))
-        .with_env_filter(filter)
+        .with_max_level(LevelFilter::TRACE) // the filter decides
         .finish()
+        .with(filter)
 }
 
 /// One event as one line: `warning: `, `error: `, `debug: ` or nothing (INFO) before the message.
@@ -128,7 +143,7 @@ mod tests {
     fn plain_lines_filed_by_level_as_procd_and_logd_show_them() {
         let (out, err) = (Stream::default(), Stream::default());
         let (o, e) = (out.clone(), err.clone());
-        let subscriber = plain(move || o.clone(), move || e.clone(), EnvFilter::new("debug"));
+        let subscriber = plain(move || o.clone(), move || e.clone(), filter_from(Some("debug")));
         tracing::subscriber::with_default(subscriber, || {
             tracing::info!("slipstreamd running: {} rules", 3);
             tracing::debug!("a detail");
@@ -158,12 +173,23 @@ mod tests {
     fn the_level_filter_still_applies() {
         let (out, err) = (Stream::default(), Stream::default());
         let (o, e) = (out.clone(), err.clone());
-        let subscriber = plain(move || o.clone(), move || e.clone(), EnvFilter::new("info"));
+        let subscriber = plain(move || o.clone(), move || e.clone(), filter_from(Some("info")));
         tracing::subscriber::with_default(subscriber, || {
             tracing::debug!("hidden");
             tracing::info!("shown");
         });
         assert_eq!(out.lines(), ["shown"]);
         assert!(err.lines().is_empty());
+    }
+
+    #[test]
+    fn rust_log_directives() {
+        assert_eq!(filter_from(None).default_level(), Some(LevelFilter::INFO));
+        assert_eq!(filter_from(Some("debug")).default_level(), Some(LevelFilter::DEBUG));
+        let per_target = filter_from(Some("warn,slipstreamd=debug"));
+        assert!(per_target.would_enable("slipstreamd::reload", &Level::DEBUG));
+        assert!(!per_target.would_enable("aya::maps", &Level::INFO));
+        // Not a level: the default stands.
+        assert_eq!(filter_from(Some("slipstreamd=loud")).default_level(), Some(LevelFilter::INFO));
     }
 }
