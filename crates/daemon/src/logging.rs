@@ -18,10 +18,10 @@ use std::io::IsTerminal;
 
 use tracing::level_filters::LevelFilter;
 use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::writer::MakeWriterExt;
 use tracing_subscriber::fmt::{FmtContext, FormatEvent, FormatFields, MakeWriter};
-use tracing_subscriber::filter::Targets;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::registry::LookupSpan;
 
@@ -185,11 +185,17 @@ mod tests {
     #[test]
     fn rust_log_directives() {
         assert_eq!(filter_from(None).default_level(), Some(LevelFilter::INFO));
-        assert_eq!(filter_from(Some("debug")).default_level(), Some(LevelFilter::DEBUG));
+        assert_eq!(
+            filter_from(Some("debug")).default_level(),
+            Some(LevelFilter::DEBUG)
+        );
         let per_target = filter_from(Some("warn,slipstreamd=debug"));
         assert!(per_target.would_enable("slipstreamd::reload", &Level::DEBUG));
         assert!(!per_target.would_enable("aya::maps", &Level::INFO));
         // Not a level: the default stands.
-        assert_eq!(filter_from(Some("slipstreamd=loud")).default_level(), Some(LevelFilter::INFO));
+        assert_eq!(
+            filter_from(Some("slipstreamd=loud")).default_level(),
+            Some(LevelFilter::INFO)
+        );
     }
 }
