@@ -67,9 +67,7 @@ impl Summary {
             run: run.to_string(),
         }
     }
-}
 
-impl Summary {
     /// This (new) summary with the columns of `committed` that it lacks kept beside its own:
     /// a run of some alternatives (say, `household` alone) joins the page without re-running the
     /// others. Rows are matched by metric; the new run's columns come first, and "how measured"
