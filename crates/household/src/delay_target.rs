@@ -189,8 +189,10 @@ pub struct DelayTarget {
     early: EarlyYield,
     /// Best effort sent packets steadily until about then: the interactive target applies.
     interactive_until: Option<Instant>,
-    /// The last round's best effort was steady enough for the interactive target.
+    /// The last window's best effort was steady enough for the interactive target, and the
+    /// current window's count.
     steady_before: bool,
+    interactive_window: counted::InteractiveWindow,
     /// The link's rate as background and best effort together used it (a windowed maximum of
     /// the rounds' delivery plus best effort's bytes, when the router counts them): what the
     /// link carries now, whoever sends. A recovery goes no further than its operating point.
@@ -200,9 +202,11 @@ pub struct DelayTarget {
     /// The last round's budget was cut to the capacity best effort leaves free.
     capped: bool,
     /// The budget in force when the current run of rounds above the target with best effort
-    /// counted and negligible began, and the run's rounds so far (see
+    /// counted and negligible began, the run's rounds so far and the RTT before it (see
     /// `DelayTarget::note_unexplained_queue`); and whether the bases should be measured afresh.
-    unexplained_from: Option<(u64, u32)>,
+    unexplained_from: Option<(u64, u32, Option<Duration>)>,
+    /// The last round's `LinkRound::base_rtt` (the RTT before an unexplained queue's run).
+    previous_rtt: Option<Duration>,
     stale_base: bool,
     /// A stale base was found: the next round (the fresh-base slowdown's first) still measured
     /// the old bases, and only keeps the budget.
@@ -297,10 +301,12 @@ impl DelayTarget {
             early: EarlyYield::default(),
             interactive_until: None,
             steady_before: false,
+            interactive_window: counted::InteractiveWindow::default(),
             total_rate: LinkRate::default(),
             best_effort_rate: None,
             capped: false,
             unexplained_from: None,
+            previous_rtt: None,
             stale_base: false,
             rebasing: false,
         }
@@ -512,9 +518,6 @@ impl DelayTarget {
                 let left = round.best_effort.is_some() && free.is_none();
                 let next = if let Some(to) = self.recover(round, target_duration, budget, left) {
                     recovering = true;
-                    if to.max(step) as u64 >= self.ceiling() {
-                        self.recovery = None;
-                    }
                     to.max(step)
                 } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
                     step.max(self.probe(budget, round, link_rate, target_duration))
@@ -557,6 +560,10 @@ impl DelayTarget {
             next = cap as f64;
         }
         self.capped = capped;
+        if recovering && next.round() as u64 >= self.ceiling() {
+            // Reached (not merely aimed at: a cap to what best effort leaves free keeps it armed).
+            self.recovery = None;
+        }
         self.phase = if delay > target || (capped && next < budget) {
             BudgetPhase::Yield
         } else if recovering {

@@ -14,8 +14,8 @@ const BEST_EFFORT_NEGLIGIBLE: f64 = 0.02;
 /// Best effort sending at least this many packets per second on the link is someone's call,
 /// game or download: every packet of theirs waits in the background's queue, so the interactive
 /// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
-/// every 100 ms (10 a second) does not count.
-const INTERACTIVE_PACKETS_PER_SECOND: f64 = 20.0;
+/// every 100 ms (10 a second) with a few keep-alives does not count.
+const INTERACTIVE_PACKETS_PER_SECOND: f64 = 25.0;
 /// A queue above the target stands unexplained once the budget was cut by this fraction of its
 /// bytes (see [`DelayTarget::note_unexplained_queue`]): the background's own queue, at most
 /// twice the target while the proportional step cuts it, would then be under the target.
@@ -28,6 +28,21 @@ const BEST_EFFORT_BUSY: f64 = 0.5;
 /// (2.5 Mbit/s each way is a quarter of a 10 Mbit/s link): the background is at its floors
 /// beside it anyway, and the queue left when it ends is no one's.
 const INTERACTIVE_MAX_SHARE: f64 = 0.5;
+/// Best effort's packets are counted over windows of at least this long, however short the
+/// rounds: at 50 Mbit/s / 20 ms a round lasts 22 ms, and one ping in each of two rounds read as
+/// 45 packets a second (the lab's link run: the background alone at the interactive target, and
+/// after a base RTT step it climbed by the 3 ms target's small steps for 1.4 s). A ping every
+/// 100 ms and a keep-alive or two (16 a second in that run) stay below the threshold over 300 ms.
+const INTERACTIVE_WINDOW: Duration = Duration::from_millis(300);
+
+/// Best effort's packets and bytes in the current window of [`INTERACTIVE_WINDOW`].
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct InteractiveWindow {
+    packets: u64,
+    bytes: u64,
+    length: Duration,
+}
+
 /// The interactive target stays this long after the last round with such traffic: a call's or
 /// a game's gaps (a muted microphone, a loading screen) do not let the queue back up at once.
 /// Short: after a download that ended, each second at the interactive target costs the
@@ -103,9 +118,11 @@ impl DelayTarget {
     /// reads the extra delay as a queue and yields for the two slowdown intervals it takes them
     /// to age out (lab `link`, RTT +30 ms: the background alone at 0.39 of the link for the 10 s
     /// the step lasted). The bases are then measured afresh (`take_stale_base`), and the cuts
-    /// made on the phantom queue are undone: returns the budget in force when it appeared, to
-    /// go back to (the longer path needs more in flight, not less: in the engine model the
-    /// background climbed back from a fifth of it through 4 s under 90% of the link).
+    /// made on the phantom queue are undone: returns the budget in force when it appeared plus
+    /// the added RTT's bytes, to go back to (the longer path needs more in flight, not less: in
+    /// the engine model the background climbed back from a fifth of it through 4 s under 90% of
+    /// the link; at 50 Mbit/s / 20 ms + 30 ms, from the budget before the step, it took 1.4 s of
+    /// proportional steps to fill the longer path).
     pub(super) fn note_unexplained_queue(
         &mut self,
         round: &LinkRound,
@@ -113,21 +130,31 @@ impl DelayTarget {
         (delay, target): (f64, f64),
         link_rate: f64,
     ) -> Option<u64> {
+        let rtt_before = std::mem::replace(&mut self.previous_rtt, round.base_rtt);
         if !(round.best_effort.is_some() && round.members_follow_budget && negligible && delay > target) {
             self.unexplained_from = None;
             return None;
         }
-        let (from, rounds) = self.unexplained_from.get_or_insert((round.budget_in_force, 0));
+        let (from, rounds, rtt_from) =
+            self.unexplained_from
+                .get_or_insert((round.budget_in_force, 0, rtt_before.or(round.base_rtt)));
         *rounds += 1;
         let [two_back, _] = self.earlier_budgets;
         // From the third round on, the budget two rounds back is one of the run's own: before,
         // it may be one from before the queue, below `from` because the budget grew (a probe
         // into a queue read as a cut, and a second fresh base right after the first).
         if *rounds >= 3 && from.saturating_sub(two_back) as f64 >= UNEXPLAINED_CUT * delay * link_rate {
-            let from = *from;
+            // The longer path needs its extra RTT's worth of bytes more in flight (the flows'
+            // smoothed RTTs show it; at most twice the budget): back to where the budget was,
+            // the link's rate times the added RTT above it.
+            let added = match (round.base_rtt, *rtt_from) {
+                (Some(now), Some(then)) => now.saturating_sub(then).as_secs_f64() * link_rate,
+                _ => 0.0,
+            };
+            let back = *from + (added as u64).min(*from);
             self.unexplained_from = None;
             self.stale_base = true;
-            return Some(from);
+            return Some(back);
         }
         None
     }
@@ -146,23 +173,29 @@ impl DelayTarget {
     }
 
     /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
-    /// sends packets steadily, two rounds in a row, without taking most of the link (a call, a
-    /// game; proportional rule), else `target`.
+    /// sends packets steadily, two windows of [`INTERACTIVE_WINDOW`] in a row, without taking
+    /// most of the link (a call, a game; proportional rule), else `target`.
     pub(super) fn target(&mut self, round: &LinkRound) -> Duration {
         if self.config.variant != DelayTargetVariant::Proportional {
             return self.config.target;
         }
         if let Some(be) = round.best_effort {
-            let secs = round.interval.as_secs_f64();
-            let total = self.total_rate.estimate();
-            let steady = secs > 0.0
-                && be.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND
-                && be.bytes as f64 / secs <= INTERACTIVE_MAX_SHARE * total;
-            // Two rounds in a row: one is a burst, or the tail of a download as it ends.
-            if steady && self.steady_before {
-                self.interactive_until = Some(round.now + INTERACTIVE_LINGER);
+            let window = &mut self.interactive_window;
+            window.packets += be.packets;
+            window.bytes += be.bytes;
+            window.length += round.interval;
+            if window.length >= INTERACTIVE_WINDOW {
+                let secs = window.length.as_secs_f64();
+                let total = self.total_rate.estimate();
+                let steady = window.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND
+                    && window.bytes as f64 / secs <= INTERACTIVE_MAX_SHARE * total;
+                *window = InteractiveWindow::default();
+                // Two windows in a row: one is a burst, or the tail of a download as it ends.
+                if steady && self.steady_before {
+                    self.interactive_until = Some(round.now + INTERACTIVE_LINGER);
+                }
+                self.steady_before = steady;
             }
-            self.steady_before = steady;
         }
         if self.interactive_until.is_some_and(|t| round.now < t) {
             self.config.interactive_target

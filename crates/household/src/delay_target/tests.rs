@@ -416,30 +416,57 @@ fn best_effort_packets_switch_to_the_interactive_target_for_a_while() {
     };
     // A ping every 100 ms (one packet a round): still the 10 ms target. q = 6 ms:
     // +0.5 * 4 ms * 1.25 MB/s = 2500.
-    assert_eq!(c.on_round(&with_be(1_000, 1)), 152_500);
-    // A call: 5 packets in 100 ms (50 a second). One round could be a burst: +2500 again.
-    assert_eq!(c.on_round(&with_be(1_100, 5)), 152_500);
-    // The second in a row: the 3 ms target. 6 ms is 3 ms above it, -0.5 * 3 ms * 1.25 MB/s
-    // = -1875.
-    assert_eq!(c.on_round(&with_be(1_200, 5)), 148_125);
+    for ms in [1_000, 1_100, 1_200, 1_300, 1_400, 1_500] {
+        assert_eq!(c.on_round(&with_be(ms, 1)), 152_500);
+    }
+    // A call: 5 packets in 100 ms (50 a second). One window of 300 ms could be a burst: +2500
+    // still.
+    for ms in [1_600, 1_700, 1_800] {
+        assert_eq!(c.on_round(&with_be(ms, 5)), 152_500);
+    }
+    // The second window in a row: the 3 ms target from its last round. 6 ms is 3 ms above it,
+    // -0.5 * 3 ms * 1.25 MB/s = -1875.
+    assert_eq!(c.on_round(&with_be(1_900, 5)), 152_500);
+    assert_eq!(c.on_round(&with_be(2_000, 5)), 152_500);
+    assert_eq!(c.on_round(&with_be(2_100, 5)), 148_125);
     assert_eq!(c.stats().phase.as_str(), "yield");
     // A pause of the call: the interactive target stays for two seconds...
-    assert_eq!(c.on_round(&with_be(3_100, 0)), 148_125);
+    assert_eq!(c.on_round(&with_be(4_000, 0)), 148_125);
     // ...and then the 10 ms target again.
-    assert_eq!(c.on_round(&with_be(3_300, 0)), 152_500);
-    // A download with as many packets that takes most of the link (1000 a second, 150 kB in a
-    // round) is no call: the 10 ms target stays.
-    let bulk = |ms: u64| {
-        let mut r = with_be(ms, 100);
+    assert_eq!(c.on_round(&with_be(4_200, 0)), 152_500);
+    // A download with as many packets that takes most of the link (1000 a second, 120 kB in a
+    // round beside the background's 5 kB) is no call: the 10 ms target stays.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
+    for ms in [1_000, 1_100, 1_200, 1_300, 1_400, 1_500] {
+        let mut r = at(ms, round(150_000, Some(6), 5_000, 150_000));
         r.best_effort = Some(BestEffort {
-            bytes: 150_000,
+            bytes: 120_000,
             packets: 100,
         });
-        r
-    };
-    c.on_round(&bulk(3_400));
-    c.on_round(&bulk(3_500));
-    assert_eq!(c.on_round(&with_be(3_600, 0)), 152_500);
+        c.on_round(&r);
+    }
+    assert_eq!(c.on_round(&with_be(1_600, 0)), 152_500);
+}
+
+#[test]
+fn sparse_packets_in_short_rounds_are_no_call() {
+    // 50 Mbit/s, 20 ms: 22 ms rounds. A ping every 100 ms and a keep-alive now and then (15
+    // packets a second) put a packet in two rounds in a row now and then (45 a second, counted
+    // round by round); over 300 ms windows they stay below 25 a second: the 10 ms target holds. q = 6 ms at 6.25 MB/s:
+    // +0.5 * 4 ms * 6.25 MB/s = 12500 a round.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 300_000);
+    for i in 0..50u64 {
+        let mut r = at(1_000 + 22 * i, round(300_000, Some(6), 137_500, 300_000));
+        r.interval = Duration::from_millis(22);
+        r.base_rtt = Some(Duration::from_millis(20));
+        // A packet in rounds 0, 1, 6, 7, 12, 13, ...: 2 in 6 rounds (132 ms).
+        let packets = u64::from(i % 6 < 2);
+        r.best_effort = Some(BestEffort {
+            bytes: 98 * packets,
+            packets,
+        });
+        assert_eq!(c.on_round(&r), 312_500, "round {i}");
+    }
 }
 
 #[test]
@@ -499,24 +526,23 @@ fn best_effort_counted_takes_what_it_needs_and_gives_it_back() {
     let mut step = counted_rounds(&mut c);
     assert_eq!(step(137_500, 10, 125_000, 0), (137_500, "hold"));
     // A download's slow start: 12.5 kB in a round (from nothing: it may double), then 25 and
-    // 50 kB (doubling); its packets (80 a second and more, two rounds in a row) switch to the
-    // 3 ms interactive target from the second round; the queue reads 2 ms. The link carried
-    // 1.25 MB/s; the budget is what best effort's next round leaves free times (100 + 10) ms:
-    // (1.25 MB/s - 2 * 125 kB/s) * 0.11 s = 110000, then times (100 + 3) ms:
-    // (1.25 - 0.5) * 0.103 = 77250, then (1.25 - 1.0) * 0.103 = 25750.
+    // 50 kB (doubling); the queue reads 2 ms. The link carried 1.25 MB/s; the budget is what
+    // best effort's next round leaves free times (100 + 10) ms: (1.25 MB/s - 2 * 125 kB/s) *
+    // 0.11 s = 110000, then (1.25 - 0.5) * 0.11 = 82500, then (1.25 - 1.0) * 0.11 = 27500.
+    // (Its packets, 190 a second over the first 300 ms, would need a second such window for
+    // the interactive target; the next takes most of the link, which no call does.)
     assert_eq!(step(137_500, 2, 112_500, 12_500), (110_000, "yield"));
-    assert_eq!(step(103_000, 2, 100_000, 25_000), (77_250, "yield"));
-    assert_eq!(step(77_250, 2, 75_000, 50_000), (25_750, "yield"));
+    assert_eq!(step(110_000, 2, 100_000, 25_000), (82_500, "yield"));
+    assert_eq!(step(82_500, 2, 75_000, 50_000), (27_500, "yield"));
     // Best effort fills the link (1.2 MB/s, still rising: it may double again) with 10 ms of
     // queue: nothing left, the engine's minimum.
-    assert_eq!(step(25_750, 10, 5_000, 120_000), (2_896, "yield"));
-    // It holds the link, steady: 50 kB/s left, 5150 bytes at 103 ms; the delay rule cuts
-    // below that (at most halving: 1448, the engine raises it to its two-segment minimum).
-    assert_eq!(step(2_896, 10, 2_896, 120_000), (1_448, "yield"));
+    assert_eq!(step(27_500, 10, 5_000, 120_000), (2_896, "yield"));
+    // It holds the link, steady: 50 kB/s left, 5500 bytes at 110 ms, and the queue at the
+    // target: the budget holds.
+    assert_eq!(step(2_896, 10, 2_896, 120_000), (2_896, "hold"));
     // It leaves: the counters say so, back to the operating point before it came at once. That
-    // point ages to the rate the link carries, at the interactive target for now: 1.25 MB/s *
-    // 103 ms = 128750.
-    assert_eq!(step(2_896, 0, 2_896, 0), (128_750, "recover"));
+    // point ages to the rate the link carries: 1.25 MB/s * 110 ms = 137500.
+    assert_eq!(step(2_896, 0, 2_896, 0), (137_500, "recover"));
 }
 
 /// Ten rounds of the background at its operating point on 10 Mbit/s, 100 ms (137.5 kB), round
@@ -568,6 +594,32 @@ fn a_stale_base_undoes_the_cuts_it_caused() {
     assert_eq!(step(before, 30, 100_000, 0), (before, "hold"));
     drop(step);
     assert!(c.take_stale_base());
+}
+
+#[test]
+fn a_stale_base_goes_back_with_the_longer_paths_bytes() {
+    // As above, and the flows' smoothed RTTs show the path 30 ms longer (100 -> 130 ms): back
+    // to the budget before the phantom plus 30 ms of the link's rate (1.25 MB/s): +37500.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
+    let mut budget = 137_500;
+    let mut t = 1_000;
+    let mut step = |budget: u64, queue: u64, delivered: u64, rtt: u64| {
+        t += 100;
+        let mut r = at(t, round(budget, Some(queue), delivered, budget));
+        r.best_effort = Some(BestEffort::default());
+        r.base_rtt = Some(Duration::from_millis(rtt));
+        c.on_round(&r)
+    };
+    assert_eq!(step(budget, 10, 125_000, 100), 137_500);
+    let mut budgets = Vec::new();
+    for _ in 0..8 {
+        budget = step(budget, 30, 100_000, 130);
+        budgets.push(budget);
+        if budget > 137_500 {
+            break;
+        }
+    }
+    assert_eq!(budgets.last(), Some(&175_000), "{budgets:?}");
 }
 
 #[test]
