@@ -20,6 +20,10 @@ const INTERACTIVE_PACKETS_PER_SECOND: f64 = 25.0;
 /// bytes (see [`DelayTarget::note_unexplained_queue`]): the background's own queue, at most
 /// twice the target while the proportional step cuts it, would then be under the target.
 const UNEXPLAINED_CUT: f64 = 0.5;
+/// Best effort growing by at most this factor from one round to the next is steady (congestion
+/// avoidance adds a segment per RTT, a call or a stream sends at its rate), not a slow start
+/// (doubling per RTT): see [`DelayTarget::free_capacity`].
+const STEADY_GROWTH: f64 = 1.25;
 /// Best effort at this share of the link's rate in a round during an early yield confirms it:
 /// a download's slow start, not a web page's request (Key et al.'s objects of up to 1 MB still
 /// confirm it; the hold then was no false alarm).
@@ -74,6 +78,15 @@ impl DelayTarget {
     /// start empties the background's part of the link a round ahead of filling it, a web page's
     /// burst takes what it needs for its few rounds, and the budget is back the round after it
     /// ends. A steady download that holds the link holds it: the background gets what is left.
+    ///
+    /// The total rate is what the link carried, which is its capacity only while it was full.
+    /// In a round with the queue under a quarter of the target the link had room, so beside a
+    /// steady best effort (growing by at most [`STEADY_GROWTH`] a round: not a slow start, which
+    /// the bound is for) the capacity is taken as at least `max_growth` times what the link
+    /// carried in the round (the probe's growth). Without that, beside a steady download on a link it does not fill (lab
+    /// `cbr`: 6 Mbit/s on 10), the bound was best effort's rate plus the background's own: the
+    /// background joining it was held to the few kB it had carried itself, swinging every round
+    /// between that bound and its recovery ceiling (the initial window) for 3-6 s.
     pub(super) fn free_capacity(&mut self, round: &LinkRound, target: Duration) -> Option<u64> {
         let be = round.best_effort?;
         let secs = round.interval.as_secs_f64();
@@ -87,7 +100,11 @@ impl DelayTarget {
             _ => 1.0,
         };
         let base = round.base_rtt?;
-        let total = self.total_rate.estimate();
+        let mut total = self.total_rate.estimate();
+        if growth <= STEADY_GROWTH && round.queue_delay.is_some_and(|q| q < target / 4) {
+            let carried = (round.delivered_bytes + be.bytes) as f64 / secs;
+            total = total.max(carried * self.config.max_growth);
+        }
         if total <= 0.0 {
             return None;
         }

@@ -681,3 +681,29 @@ fn counted_a_hold_nobody_confirms_restores_at_once() {
     assert_eq!(c.on_round(&counted(1_700, budget, 0)), start);
     assert_eq!(c.stats().phase.as_str(), "recover");
 }
+
+#[test]
+fn what_a_link_carries_while_not_full_is_no_bound() {
+    // A steady 6.5 Mbit/s best-effort download (82 kB a round) on a 10 Mbit/s link with an
+    // empty queue; the background joins with the initial window. The link carried 96 kB a
+    // round, but it was not full: the background grows into the spare capacity by the delay
+    // rule (lab `cbr`: it swung between the initial window and its floor for seconds when that
+    // carried rate bounded it). Its first round sees best effort from nothing, which may be a
+    // slow start: the floor (82 kB doubled fills the link).
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 14_480);
+    let mut step = counted_rounds(&mut c);
+    assert_eq!(step(14_480, 0, 14_480, 82_000), (2_896, "yield"));
+    let mut budget = 14_480;
+    let mut budgets = Vec::new();
+    for _ in 0..8 {
+        // What it delivers: its budget per 110 ms, up to what the link leaves (43 kB a round).
+        budget = step(budget, 0, (budget * 10 / 11).min(43_000), 82_000).0;
+        budgets.push(budget);
+    }
+    assert!(budgets.iter().all(|&b| b >= 14_480), "{budgets:?}");
+    assert!(budget > 40_000, "{budgets:?}");
+    // Once the link fills (a queue of a quarter of the target and more), what it carries bounds
+    // the budget: 1.25 MB/s carried, best effort 820 kB/s steady: (1.25 - 0.82) MB/s * 110 ms =
+    // 47300.
+    assert_eq!(step(60_000, 6, 43_000, 82_000), (47_300, "yield"));
+}
