@@ -164,7 +164,7 @@ fn best_effort_rising_on_the_wan_counters_takes_the_budget_without_a_syn() {
     let mut engine = household_engine();
     handshake(&mut engine, Instant::from_millis(0), true);
     let mut before = None;
-    download(&mut engine, 2600, |engine, t| {
+    download(&mut engine, 2700, |engine, t| {
         // What the WAN interface counted: the background's segments so far (1448 bytes of
         // payload, 52 of TCP/IP headers with timestamps, 14 of Ethernet), and from 2.1 s a best
         // effort QUIC download in slow start (no SYN), doubling every 100 ms from 2 kB.
@@ -188,7 +188,10 @@ fn best_effort_rising_on_the_wan_counters_takes_the_budget_without_a_syn() {
     assert_ne!(phase, BudgetPhase::Yield);
     assert!(before > 10 * 1448, "the budget grew on an empty queue: {before}");
     // The link carried about 29 kB per 100 ms round; best effort doubling past it leaves the
-    // background little of it.
+    // background little of it within six doublings. (Five sufficed while a slow start's
+    // packets, two rounds of 20 a second, also switched on the 3 ms interactive target; over
+    // 300 ms windows they do later, and with the 10 ms target the bound is a round slower:
+    // 0.35 of the budget after five.)
     let (after, phase) = download_link(&engine);
     assert_eq!(phase, BudgetPhase::Yield);
     assert!(after < before / 3, "{after} of {before}");
