@@ -707,3 +707,32 @@ fn what_a_link_carries_while_not_full_is_no_bound() {
     // 47300.
     assert_eq!(step(60_000, 6, 43_000, 82_000), (47_300, "yield"));
 }
+
+#[test]
+fn beside_a_call_the_link_is_not_lifted() {
+    // Best effort steady at 310 kB/s (a quarter of the link) on an empty queue, the background
+    // at 40 kB. As a few large packets a round it is no call: the link's room lifts the bound and
+    // the background grows. As a call (30 packets a round, the interactive target after two
+    // 300 ms windows) the call would pay the queue a probe into unseen room builds: the bound
+    // stays what the link carried, and the background grows no further than that.
+    let run = |packets: u64| {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 40_000);
+        let mut budget = 40_000;
+        for i in 0..12 {
+            let mut r = at(
+                1_100 + 100 * i,
+                round(budget, Some(0), (budget * 10 / 11).min(94_000), budget),
+            );
+            r.best_effort = Some(BestEffort {
+                bytes: 31_000,
+                packets,
+            });
+            budget = c.on_round(&r);
+        }
+        budget
+    };
+    let bulk = run(2);
+    let call = run(30);
+    assert!(bulk > 90_000, "{bulk}");
+    assert!(call < 60_000, "{call}");
+}
