@@ -83,10 +83,11 @@ impl DelayTarget {
     /// In a round with the queue under a quarter of the target the link had room, so beside a
     /// steady best effort (growing by at most [`STEADY_GROWTH`] a round: not a slow start, which
     /// the bound is for) the capacity is taken as at least `max_growth` times what the link
-    /// carried in the round (the probe's growth), unless the interactive target applies. Without that, beside a steady download on a link it does not fill (lab
-    /// `cbr`: 6 Mbit/s on 10), the bound was best effort's rate plus the background's own: the
-    /// background joining it was held to the few kB it had carried itself, swinging every round
-    /// between that bound and its recovery ceiling (the initial window) for 3-6 s.
+    /// carried in the round (the probe's growth), unless the interactive target applies.
+    /// Without that, beside a steady download on a link it does not fill (lab `cbr`: 6 Mbit/s
+    /// on 10), the bound was best effort's rate plus the background's own: the background
+    /// joining it was held to the few kB it had carried itself, swinging every round between
+    /// that bound and its recovery ceiling (the initial window) for 3-6 s.
     pub(super) fn free_capacity(&mut self, round: &LinkRound, target: Duration) -> Option<u64> {
         let be = round.best_effort?;
         let secs = round.interval.as_secs_f64();
@@ -103,7 +104,7 @@ impl DelayTarget {
         let mut total = self.total_rate.estimate();
         // Not while a call or a game is on the link (the interactive target): every packet of
         // theirs pays the queue a probe into unseen room builds (lab `home`, call and download:
-        // call p95 added 8.2-9.5 ms with it, 7.3-7.4 without).
+        // call p95 added 8.2-9.5 ms with it, 7.5-8.0 without).
         let interactive = target < self.config.target;
         if !interactive && growth <= STEADY_GROWTH && round.queue_delay.is_some_and(|q| q < target / 4) {
             let carried = (round.delivered_bytes + be.bytes) as f64 / secs;
