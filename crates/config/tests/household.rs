@@ -240,7 +240,7 @@ fn household_section_in_both_syntaxes() {
                 max_growth: 2.0,
                 variant: DelayTargetVariant::Proportional,
                 early_yield: true,
-                interactive_target: Duration::from_millis(3),
+                interactive_target: Duration::from_millis(1),
             }),
             slowdown_interval: Duration::from_secs(60),
             turn: Duration::from_millis(250),
@@ -401,7 +401,7 @@ fn budget_parameters_round_trip() {
                 max_growth: DelayTargetConfig::default().max_growth,
                 variant: DelayTargetVariant::Ledbat,
                 early_yield: false,
-                interactive_target: Duration::from_millis(3),
+                interactive_target: Duration::from_millis(1),
             }),
         ),
         (

@@ -22,7 +22,9 @@ pub struct LinkRound {
     /// The shared queueing delay (filtered, see `link_delay`); `None` when no flow gave a sample
     /// in the round.
     pub queue_delay: Option<Duration>,
-    /// The household's base RTT on this link (median of the flows' base RTTs), once known.
+    /// The household's RTT on this link: the median of the flows' smoothed RTTs, once known.
+    /// It includes the standing queue (see [`LinkRound::path_rtt`]); it follows a route change
+    /// within a few round trips, which a minimum would not.
     pub base_rtt: Option<Duration>,
     /// Bytes the link's background flows had acknowledged during the round.
     pub delivered_bytes: u64,
@@ -57,6 +59,18 @@ pub struct BestEffort {
 }
 
 impl LinkRound {
+    /// The RTT without the link's standing queue: [`LinkRound::base_rtt`] less the round's
+    /// queueing delay. An operating point `rate * (RTT + target)` computed from the smoothed RTT
+    /// counts the queue twice: the queue it allows raises the RTT it is computed from (lab `home`,
+    /// a call beside the download: the budget sat at a cap that allowed 6 ms of queue for a
+    /// 3 ms target).
+    pub fn path_rtt(&self) -> Option<Duration> {
+        Some(
+            self.base_rtt?
+                .saturating_sub(self.queue_delay.unwrap_or(Duration::ZERO)),
+        )
+    }
+
     /// Delivery rate of the round in bytes per second (Key et al.'s R).
     pub fn delivery_rate(&self) -> f64 {
         let secs = self.interval.as_secs_f64();

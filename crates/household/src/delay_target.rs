@@ -33,9 +33,10 @@
 //! the proportional rule also keeps the budget within what best effort leaves free (see
 //! `DelayTarget::free_capacity`), goes straight back to the operating point before best effort
 //! came once the counters say it left, keeps its recovery ceiling within the operating point at
-//! the link's current rate, and aims at `interactive_target` (3 ms) instead of `target` while
-//! best effort sends packets steadily (a call, a game): every one of their packets waits in the
-//! background's queue.
+//! the link's current rate, and lowers its target beside best effort's packets: every one of
+//! them waits in the background's queue. Beside browsing the target is 3 ms; beside steady
+//! packets (a call, a game) the step aims at `interactive_target` (1 ms) under 3 ms thresholds
+//! (see `DelayTarget::targets`).
 //!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
@@ -95,9 +96,10 @@ pub struct DelayTargetConfig {
     /// Proportional rule: drop to the floors when a best-effort flow opens (`early_yield`);
     /// RFC 6817 knows no such signal, so the `ledbat` variant never does.
     pub early_yield: bool,
-    /// Proportional rule: the target while best effort sends packets steadily (a call, a game):
-    /// the delay the background adds to each of their packets. `target` holds while the
-    /// background is alone, where a few ms more keep a window-limited sender's link full.
+    /// Proportional rule: the queue the step aims at while best effort sends packets steadily
+    /// (a call, a game): the delay the background adds to each of their packets. `target` holds
+    /// while the background is alone, where a few ms more keep a window-limited sender's link
+    /// full.
     pub interactive_target: Duration,
 }
 
@@ -109,7 +111,7 @@ impl Default for DelayTargetConfig {
             max_growth: 1.5,
             variant: DelayTargetVariant::Proportional,
             early_yield: true,
-            interactive_target: Duration::from_millis(3),
+            interactive_target: Duration::from_millis(1),
         }
     }
 }
@@ -187,12 +189,11 @@ pub struct DelayTarget {
     earlier_budgets: [u64; 2],
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
     early: EarlyYield,
-    /// Best effort sent packets steadily until about then: the interactive target applies.
-    interactive_until: Option<Instant>,
-    /// The last window's best effort was steady enough for the interactive target, and the
-    /// current window's count.
-    steady_before: bool,
-    interactive_window: counted::InteractiveWindow,
+    /// Best effort's packets over the last windows: which target applies.
+    interactive: interactive::InteractiveWatch,
+    /// The queue this round's proportional step aims at: the target, or below it beside a call
+    /// (see `DelayTarget::targets`).
+    aim: Duration,
     /// The link's rate as background and best effort together used it (a windowed maximum of
     /// the rounds' delivery plus best effort's bytes, when the router counts them): what the
     /// link carries now, whoever sends. A recovery goes no further than its operating point.
@@ -299,9 +300,8 @@ impl DelayTarget {
             overshoot: None,
             earlier_budgets: [u64::MAX; 2],
             early: EarlyYield::default(),
-            interactive_until: None,
-            steady_before: false,
-            interactive_window: counted::InteractiveWindow::default(),
+            interactive: interactive::InteractiveWatch::default(),
+            aim: Duration::ZERO,
             total_rate: LinkRate::default(),
             best_effort_rate: None,
             capped: false,
@@ -360,6 +360,15 @@ impl DelayTarget {
     }
 }
 
+impl DelayTarget {
+    /// Whether the budget may grow geometrically: the queue has stayed under a quarter of the
+    /// target. Not while the step aims below the target (beside a call): each 1.5x step is a
+    /// burst the call's packets wait behind; the step adds a segment a round instead.
+    fn probing(&self, target: Duration) -> bool {
+        self.low_rounds >= LOW_ROUNDS_TO_PROBE && self.aim >= target
+    }
+}
+
 impl BudgetController for DelayTarget {
     fn on_competitor(&mut self, _now: Instant) {
         if self.config.early_yield {
@@ -387,7 +396,8 @@ impl BudgetController for DelayTarget {
             let total = (round.delivered_bytes + be.bytes) as f64 / round.interval.as_secs_f64();
             self.total_rate.update(round.now, total);
         }
-        let target_duration = self.target(round);
+        let (target_duration, aim) = self.targets(round);
+        self.aim = aim;
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
         let decided = self.decide(round, target_duration, queue_above_target);
         let [_, one_back] = self.earlier_budgets;
@@ -427,7 +437,7 @@ impl DelayTarget {
         // a SYN is believed until holds prove false alarms (see `early_yield`); where the router
         // counts best effort, its rate judges each hold (a download keeps half of the link).
         if self.config.early_yield {
-            if let Some(budget) = self.early_step(round, target_duration, queue_above_target) {
+            if let Some(budget) = self.early_step(round, queue_above_target) {
                 return budget;
             }
         }
@@ -462,19 +472,34 @@ impl DelayTarget {
             }
             DelayTargetVariant::Proportional => {
                 let link_rate = self.link_rate.update(round.now, round.delivery_rate());
-                free = self.free_capacity(round, target_duration);
+                free = self.free_capacity(round);
                 if let Some(before) =
                     self.note_unexplained_queue(round, free.is_none(), (delay, target), link_rate)
                 {
                     return self.rebase(before);
                 }
                 self.note_queue(round, delay, target, link_rate);
-                let step = budget + self.config.gain * (target - delay) * link_rate;
+                let aim = self.aim.as_secs_f64();
+                let step = if aim < target {
+                    // Beside a call the aim is about one packet's time on the link (1.2 ms at
+                    // 10 Mbit/s), the samples' own spread: the proportional step would move by
+                    // a fraction of a segment. Below it, a segment a round (TCP's congestion
+                    // avoidance, RFC 5681 Sec. 3.1) finds the room without a probe's burst;
+                    // above it, the excess queue's bytes go in one round (at GAIN 0.5 the
+                    // segments won: the quartile sat at 1.5 ms for a 1 ms aim).
+                    if delay < aim {
+                        budget + (self.config.gain * (aim - delay) * link_rate).max(f64::from(round.mss))
+                    } else {
+                        budget - (delay - aim) * link_rate
+                    }
+                } else {
+                    budget + self.config.gain * (target - delay) * link_rate
+                };
                 let left = round.best_effort.is_some() && free.is_none();
                 let next = if let Some(to) = self.recover(round, target_duration, budget, left) {
                     recovering = true;
                     to.max(step)
-                } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
+                } else if self.probing(target_duration) {
                     step.max(self.probe(budget, round, link_rate, target_duration))
                 } else {
                     step
@@ -500,9 +525,12 @@ impl DelayTarget {
         };
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
-        if free.is_some() && next < budget && !recovering {
+        if free.is_some() && next < budget && !recovering && (delay > target || self.aim >= target_duration) {
             // A cut while best effort is on the link (its burst's queue, its rate): the counters
             // will say when it is gone, and the background goes back to where it was then.
+            // Not a trim towards the aim beside a call: the call stays, and going back to the
+            // budget before the trim at the next low reading swung the budget by 4 ms of queue
+            // every few rounds (lab `home`, call and download).
             self.arm_recovery(in_force, None);
         }
         // What best effort leaves free, measured: a cut below it is no halving of a guess.
@@ -523,7 +551,7 @@ impl DelayTarget {
             BudgetPhase::Yield
         } else if recovering {
             BudgetPhase::Recover
-        } else if self.low_rounds >= LOW_ROUNDS_TO_PROBE {
+        } else if self.probing(target_duration) {
             BudgetPhase::Probe
         } else {
             BudgetPhase::Hold
@@ -551,6 +579,7 @@ impl DelayTarget {
 
 mod counted;
 mod early;
+mod interactive;
 mod probe;
 mod recovery;
 #[cfg(test)]

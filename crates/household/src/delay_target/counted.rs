@@ -4,6 +4,7 @@
 
 use slipstream_control::Duration;
 
+use super::interactive::{self, BestEffortPace};
 use super::{DelayTarget, DelayTargetVariant, Pending, PreviousRound};
 use crate::budget::{BudgetPhase, LinkRound};
 
@@ -11,11 +12,6 @@ use crate::budget::{BudgetPhase, LinkRound};
 /// [`DelayTarget::free_capacity`]): the background alone keeps the operating point the delay
 /// target finds, which with many flows taking turns exceeds the rate times the flows' RTT.
 const BEST_EFFORT_NEGLIGIBLE: f64 = 0.02;
-/// Best effort sending at least this many packets per second on the link is someone's call,
-/// game or download: every packet of theirs waits in the background's queue, so the interactive
-/// target applies. A video call sends 50 a second each way (20 ms frames), games 30-60; a ping
-/// every 100 ms (10 a second) with a few keep-alives does not count.
-const INTERACTIVE_PACKETS_PER_SECOND: f64 = 25.0;
 /// A queue above the target stands unexplained once the budget was cut by this fraction of its
 /// bytes (see [`DelayTarget::note_unexplained_queue`]): the background's own queue, at most
 /// twice the target while the proportional step cuts it, would then be under the target.
@@ -28,40 +24,19 @@ const STEADY_GROWTH: f64 = 1.25;
 /// a download's slow start, not a web page's request (Key et al.'s objects of up to 1 MB still
 /// confirm it; the hold then was no false alarm).
 const BEST_EFFORT_BUSY: f64 = 0.5;
-/// Best effort above this share of the link's rate is a bulk transfer, not a call or a game
-/// (2.5 Mbit/s each way is a quarter of a 10 Mbit/s link): the background is at its floors
-/// beside it anyway, and the queue left when it ends is no one's.
-const INTERACTIVE_MAX_SHARE: f64 = 0.5;
-/// Best effort's packets are counted over windows of at least this long, however short the
-/// rounds: at 50 Mbit/s / 20 ms a round lasts 22 ms, and one ping in each of two rounds read as
-/// 45 packets a second (the lab's link run: the background alone at the interactive target, and
-/// after a base RTT step it climbed by the 3 ms target's small steps for 1.4 s). A ping every
-/// 100 ms and a keep-alive or two (16 a second in that run) stay below the threshold over 300 ms.
-const INTERACTIVE_WINDOW: Duration = Duration::from_millis(300);
-
-/// Best effort's packets and bytes in the current window of [`INTERACTIVE_WINDOW`].
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct InteractiveWindow {
-    packets: u64,
-    bytes: u64,
-    length: Duration,
-}
-
-/// The interactive target stays this long after the last round with such traffic: a call's or
-/// a game's gaps (a muted microphone, a loading screen) do not let the queue back up at once.
-/// Short: after a download that ended, each second at the interactive target costs the
-/// background part of the link it could refill (lab `onoff`, 5 s: idle-period use 0.56).
-const INTERACTIVE_LINGER: Duration = Duration::from_secs(2);
 
 impl DelayTarget {
     /// The ceiling of a recovery, aged: no more than the operating point at the rate the link
-    /// carries now, `total rate * (base RTT + target)`, when the router counts best effort's
-    /// traffic. A ceiling kept from before the link's rate fell (DOCSIS at peak hours, LTE) would
-    /// send several BDPs into the queue at once.
-    pub(super) fn aged_ceiling(&mut self, round: &LinkRound, target: Duration) -> u64 {
+    /// carries now, `total rate * (RTT + aim)`, when the router counts best effort's traffic.
+    /// A ceiling kept from before the link's rate fell (DOCSIS at peak hours, LTE) would send
+    /// several BDPs into the queue at once. The smoothed RTT, queue included, unlike the free
+    /// capacity: this is a bound for the overshoot, not an operating point, and aged by the RTT
+    /// without the queue (ceilings ratchet down, each from a round with a queue) it changed how
+    /// two hosts shared the link in the engine's UDP model (QUIC against uTP, 1.23 -> 1.36).
+    pub(super) fn aged_ceiling(&mut self, round: &LinkRound) -> u64 {
         let rate = self.total_rate.estimate();
         if let (Some(base), true) = (round.base_rtt, rate > 0.0) {
-            let operating_point = (rate * (base + target).as_secs_f64()) as u64;
+            let operating_point = (rate * (base + self.aim).as_secs_f64()) as u64;
             if let Some(recovery) = self.recovery.as_mut() {
                 recovery.ceiling = recovery
                     .ceiling
@@ -88,7 +63,8 @@ impl DelayTarget {
     /// on 10), the bound was best effort's rate plus the background's own: the background
     /// joining it was held to the few kB it had carried itself, swinging every round between
     /// that bound and its recovery ceiling (the initial window) for 3-6 s.
-    pub(super) fn free_capacity(&mut self, round: &LinkRound, target: Duration) -> Option<u64> {
+    pub(super) fn free_capacity(&mut self, round: &LinkRound) -> Option<u64> {
+        let target = self.aim;
         let be = round.best_effort?;
         let secs = round.interval.as_secs_f64();
         if secs <= 0.0 {
@@ -100,15 +76,25 @@ impl DelayTarget {
             _ if rate > 0.0 => 2.0,
             _ => 1.0,
         };
-        let base = round.base_rtt?;
+        let base = round.path_rtt()?;
         let mut total = self.total_rate.estimate();
         // Not while a call or a game is on the link (the interactive target): every packet of
         // theirs pays the queue a probe into unseen room builds (lab `home`, call and download:
         // call p95 added 8.2-9.5 ms with it, 7.5-8.0 without).
         let interactive = target < self.config.target;
+        let carried = (round.delivered_bytes + be.bytes) as f64 / secs;
         if !interactive && growth <= STEADY_GROWTH && round.queue_delay.is_some_and(|q| q < target / 4) {
-            let carried = (round.delivered_bytes + be.bytes) as f64 / secs;
             total = total.max(carried * self.config.max_growth);
+        } else if target <= self.config.interactive_target
+            && target < self.config.target
+            && growth <= STEADY_GROWTH
+            && round.queue_delay.is_some_and(|q| q < target)
+        {
+            // Beside a call, below the aim: room for the segment a round the step adds
+            // (see `DelayTarget::decide`), not for a probe. Without it, a call that was on the
+            // link before the background came held it to what the link had carried (lab
+            // `home`, call and download: 0.59 of the free capacity, the queue at 0.4 ms).
+            total = total.max(carried + 2.0 * f64::from(round.mss) / secs);
         }
         if total <= 0.0 {
             return None;
@@ -194,35 +180,29 @@ impl DelayTarget {
         before
     }
 
-    /// The target for this round: [`DelayTargetConfig::interactive_target`] while best effort
-    /// sends packets steadily, two windows of [`INTERACTIVE_WINDOW`] in a row, without taking
-    /// most of the link (a call, a game; proportional rule), else `target`.
-    pub(super) fn target(&mut self, round: &LinkRound) -> Duration {
+    /// The targets for this round (proportional rule): the queue above which the background
+    /// yields, and the queue its step aims at. Alone, both are `target`. Beside bursts
+    /// (browsing), both are [`interactive::BROWSING_TARGET`] (at most `target`). Beside steady
+    /// best effort (a call, a game), the step aims at [`DelayTargetConfig::interactive_target`]
+    /// while the yields keep the browsing target's thresholds: at 1 ms, a queue of 2 ms (two
+    /// packets at 10 Mbit/s, a call's own frame) halved the budget, five rounds above it armed a
+    /// recovery, and a coordinated slowdown's restart cost the download half its window each
+    /// time (lab `home`, call and download). See `interactive.rs`.
+    pub(super) fn targets(&mut self, round: &LinkRound) -> (Duration, Duration) {
+        let target = self.config.target;
         if self.config.variant != DelayTargetVariant::Proportional {
-            return self.config.target;
+            return (target, target);
         }
         if let Some(be) = round.best_effort {
-            let window = &mut self.interactive_window;
-            window.packets += be.packets;
-            window.bytes += be.bytes;
-            window.length += round.interval;
-            if window.length >= INTERACTIVE_WINDOW {
-                let secs = window.length.as_secs_f64();
-                let total = self.total_rate.estimate();
-                let steady = window.packets as f64 / secs >= INTERACTIVE_PACKETS_PER_SECOND
-                    && window.bytes as f64 / secs <= INTERACTIVE_MAX_SHARE * total;
-                *window = InteractiveWindow::default();
-                // Two windows in a row: one is a burst, or the tail of a download as it ends.
-                if steady && self.steady_before {
-                    self.interactive_until = Some(round.now + INTERACTIVE_LINGER);
-                }
-                self.steady_before = steady;
-            }
+            let total = self.total_rate.estimate();
+            self.interactive.on_round(round.now, round.interval, be, total);
         }
-        if self.interactive_until.is_some_and(|t| round.now < t) {
-            self.config.interactive_target
-        } else {
-            self.config.target
+        let interactive = self.config.interactive_target;
+        let browsing = interactive::BROWSING_TARGET.min(target).max(interactive);
+        match self.interactive.pace(round.now) {
+            BestEffortPace::Steady => (browsing, interactive),
+            BestEffortPace::Browsing => (browsing, browsing),
+            BestEffortPace::Alone => (target, target),
         }
     }
 }

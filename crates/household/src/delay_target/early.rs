@@ -3,19 +3,13 @@
 use super::{
     DelayTarget, Pace, Pending, PreviousRound, CEILING_FRACTION, LOW_ROUNDS_TO_PROBE, RECOVERY_START_DIVISOR,
 };
-use slipstream_control::Duration;
 
 use crate::budget::{BudgetPhase, LinkRound};
 use crate::early_yield::{EarlyRound, EarlyStep};
 
 impl DelayTarget {
     /// The early yield's part of a round (see `early_yield`): `Some(budget)` when it decides.
-    pub(super) fn early_step(
-        &mut self,
-        round: &LinkRound,
-        target: Duration,
-        queue_above_target: bool,
-    ) -> Option<u64> {
+    pub(super) fn early_step(&mut self, round: &LinkRound, queue_above_target: bool) -> Option<u64> {
         let early = EarlyRound {
             now: round.now,
             in_force: round.budget_in_force,
@@ -37,7 +31,7 @@ impl DelayTarget {
                 // page's objects go on after the hold; climbing from a quarter beside them,
                 // where the queue is seldom empty, cost the background a third of its share of
                 // the lab's web run). The rest waits for best effort to leave.
-                let free = self.free_capacity(round, target);
+                let free = self.free_capacity(round);
                 let budget = free.map_or(from, |cap| from.min(cap)).max(round.budget_in_force);
                 if budget < from {
                     self.arm_recovery(from, Some(Pace::Quick));

@@ -65,7 +65,7 @@ impl DelayTarget {
         budget: f64,
         left: bool,
     ) -> Option<f64> {
-        let ceiling = self.aged_ceiling(round, target);
+        let ceiling = self.aged_ceiling(round);
         let recovery = self.recovery?;
         let in_force = round.budget_in_force;
         if in_force >= ceiling {
@@ -75,6 +75,12 @@ impl DelayTarget {
         let ceiling = ceiling as f64;
         let next = if left && delay <= target {
             ceiling
+        } else if self.aim < target {
+            // Beside a call (the step aims below the target) a low reading is the call's own
+            // gap, not best effort leaving: it stays. Going back to the ceiling then swung the
+            // budget between a queue above the target and the ceiling every few rounds (lab
+            // `home`, call and download: a quarter of the rounds recovered).
+            return None;
         } else {
             let start = match (recovery.pace, self.low_rounds) {
                 (Pace::Quick, 1) => ceiling / QUICK_START_DIVISOR,

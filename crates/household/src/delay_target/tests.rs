@@ -482,12 +482,14 @@ fn the_ledbat_variant_keeps_its_one_target() {
 }
 
 /// Rounds of `c` 100 ms apart from 1.1 s on, with best effort counted (bytes, and a packet per
-/// 1500 of them): `(budget, queue ms, delivered, best effort's bytes) -> (next budget, phase)`.
+/// 1500 of them) and the flows' smoothed RTT the 100 ms path plus the queue:
+/// `(budget, queue ms, delivered, best effort's bytes) -> (next budget, phase)`.
 fn counted_rounds(c: &mut DelayTarget) -> impl FnMut(u64, u64, u64, u64) -> (u64, &'static str) + '_ {
     let mut t = 1_000;
     move |budget, queue, delivered, be| {
         t += 100;
         let mut r = at(t, round(budget, Some(queue), delivered, budget));
+        r.base_rtt = Some(Duration::from_millis(100 + queue));
         r.best_effort = Some(BestEffort {
             bytes: be,
             packets: be / 1_500,
@@ -514,9 +516,9 @@ fn a_recovery_goes_no_further_than_the_links_rate_now() {
         budget = step(budget, 60, 2_500, 60_000).0;
     }
     // Best effort leaves (the counters say so): back to the ceiling at once, which the link's
-    // rate now bounds: 625 kB/s * (100 ms + the interactive target, 3 ms: best effort's packets
-    // were just there) = 64375, not 85% of 137.5 kB.
-    assert_eq!(step(budget, 0, 2_500, 0), (64_375, "recover"));
+    // rate now bounds: 625 kB/s * (100 ms + 10 ms: best effort's last windows took most of the
+    // link, no call) = 68750, not 85% of 137.5 kB.
+    assert_eq!(step(budget, 0, 2_500, 0), (68_750, "recover"));
 }
 
 #[test]
@@ -576,22 +578,26 @@ fn a_stale_base_undoes_the_cuts_it_caused() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 137_500);
     let mut step = counted_rounds(&mut c);
     let before = step(137_500, 10, 125_000, 0).0;
+    // The flows' smoothed RTT went from 110 to 130 ms: the longer path needs 20 ms * 1.25 MB/s
+    // more in flight.
+    let back = before + 25_000;
     let mut budget = before;
     let mut budgets = Vec::new();
     for _ in 0..8 {
         let (next, phase) = step(budget, 30, 100_000, 0);
         budgets.push((next, phase));
         budget = next;
-        if next == before {
+        if next >= before {
             break;
         }
     }
-    // Cut on the phantom queue first, then back to the budget it appeared at, in a few rounds.
+    // Cut on the phantom queue first, then back to the budget it appeared at plus the longer
+    // path's bytes, in a few rounds.
     assert!(budgets[0].0 < before, "{budgets:?}");
-    assert_eq!(budgets.last(), Some(&(before, "hold")), "{budgets:?}");
+    assert_eq!(budgets.last(), Some(&(back, "hold")), "{budgets:?}");
     assert!(budgets.len() <= 5, "{budgets:?}");
     // The next round is the fresh-base slowdown's first, on the old bases: it keeps the budget.
-    assert_eq!(step(before, 30, 100_000, 0), (before, "hold"));
+    assert_eq!(step(back, 30, 100_000, 0), (back, "hold"));
     drop(step);
     assert!(c.take_stale_base());
 }
@@ -735,4 +741,51 @@ fn beside_a_call_the_link_is_not_lifted() {
     let call = run(30);
     assert!(bulk > 90_000, "{bulk}");
     assert!(call < 60_000, "{call}");
+}
+
+/// Rounds of 100 ms from 1.1 s on, the queue at `queue_us` and the budget in force at 150 kB,
+/// best effort sending `packets(i)` small packets in round `i` (negligible bytes): the budgets.
+fn beside_packets(queue_us: u64, rounds: u64, packets: impl Fn(u64) -> u64) -> Vec<u64> {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
+    (1..=rounds)
+        .map(|i| {
+            let mut r = at(1_000 + 100 * i, round(150_000, None, 125_000, 150_000));
+            r.queue_delay = Some(Duration::from_micros(queue_us));
+            let packets = packets(i);
+            r.best_effort = Some(BestEffort {
+                bytes: 20 * packets,
+                packets,
+            });
+            c.on_round(&r)
+        })
+        .collect()
+}
+
+#[test]
+fn a_steady_call_gets_the_interactive_aim_and_browsing_does_not() {
+    // q = 3 ms at 1.25 MB/s; windows close at rounds 3, 6, 9, 12, 15.
+    // Alone (the first window could be a burst): +0.5 * 7 ms * 1.25 MB/s = +4375.
+    // Two windows in a row: browsing's 3 ms, no step.
+    // Five windows at the same rate (30 packets a round): a call, the step aims at 1 ms and
+    // takes the excess queue's bytes at once, -2 ms * 1.25 MB/s = -2500; 3 ms is not above the
+    // 3 ms above which it yields: "hold".
+    let call = beside_packets(3_000, 16, |_| 30);
+    assert_eq!(&call[..5], &[154_375; 5]);
+    assert_eq!(&call[5..14], &[150_000; 9]);
+    assert_eq!(&call[14..], &[147_500; 2]);
+    // Browsing: 30 packets a round for a window, then 10: never steady, browsing's target stays.
+    let browsing = beside_packets(3_000, 16, |i| if (i - 1) / 3 % 2 == 0 { 30 } else { 10 });
+    assert_eq!(&browsing[5..], &[150_000; 11]);
+    // A 30 Hz game: 3 packets a round, now and then 2 or 4 (a count that moves by one): steady.
+    let game = beside_packets(3_000, 16, |i| [3, 3, 4, 3, 2][i as usize % 5]);
+    assert_eq!(&game[14..], &[147_500; 2]);
+}
+
+#[test]
+fn beside_a_call_the_background_grows_a_segment_a_round() {
+    // A call (30 packets a round), the queue at 0.5 ms, under the 1 ms aim: the step would add
+    // 0.5 * 0.5 ms * 1.25 MB/s = 312; a segment (1448) instead, and no 1.5x probe although the
+    // queue is under a quarter of the 3 ms above which it yields (browsing's target probed).
+    let call = beside_packets(500, 20, |_| 30);
+    assert_eq!(&call[17..], &[151_448; 3]);
 }

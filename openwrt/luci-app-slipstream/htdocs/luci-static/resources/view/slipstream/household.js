@@ -41,8 +41,8 @@ return view.extend({
 		o.depends('budget', 'delay_target');
 
 		o = s.option(form.Value, 'interactive_target', _('Target during calls and games'),
-			_('The target while best effort sends 20 packets a second or more (a call, a game); at most the target.'));
-		o.placeholder = '3ms';
+			_('The queue aimed at while best effort sends steadily, 25 packets a second or more (a call, a game); at most the target.'));
+		o.placeholder = '1ms';
 		o.depends('budget', 'delay_target');
 
 		o = s.option(form.ListValue, 'variant', _('Step'),
