@@ -194,6 +194,8 @@ pub struct DelayTarget {
     /// The queue this round's proportional step aims at: the target, or below it beside a call
     /// (see `DelayTarget::targets`).
     aim: Duration,
+    /// This round's aim is below its target: best effort sends steadily (a call, a game).
+    beside_a_call: bool,
     /// The link's rate as background and best effort together used it (a windowed maximum of
     /// the rounds' delivery plus best effort's bytes, when the router counts them): what the
     /// link carries now, whoever sends. A recovery goes no further than its operating point.
@@ -302,6 +304,7 @@ impl DelayTarget {
             early: EarlyYield::default(),
             interactive: interactive::InteractiveWatch::default(),
             aim: Duration::ZERO,
+            beside_a_call: false,
             total_rate: LinkRate::default(),
             best_effort_rate: None,
             capped: false,
@@ -364,8 +367,8 @@ impl DelayTarget {
     /// Whether the budget may grow geometrically: the queue has stayed under a quarter of the
     /// target. Not while the step aims below the target (beside a call): each 1.5x step is a
     /// burst the call's packets wait behind; the step adds a segment a round instead.
-    fn probing(&self, target: Duration) -> bool {
-        self.low_rounds >= LOW_ROUNDS_TO_PROBE && self.aim >= target
+    fn probing(&self) -> bool {
+        self.low_rounds >= LOW_ROUNDS_TO_PROBE && !self.beside_a_call
     }
 }
 
@@ -398,6 +401,7 @@ impl BudgetController for DelayTarget {
         }
         let (target_duration, aim) = self.targets(round);
         self.aim = aim;
+        self.beside_a_call = aim < target_duration;
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
         let decided = self.decide(round, target_duration, queue_above_target);
         let [_, one_back] = self.earlier_budgets;
@@ -480,7 +484,7 @@ impl DelayTarget {
                 }
                 self.note_queue(round, delay, target, link_rate);
                 let aim = self.aim.as_secs_f64();
-                let step = if aim < target {
+                let step = if self.beside_a_call {
                     // Beside a call the aim is about one packet's time on the link (1.2 ms at
                     // 10 Mbit/s), the samples' own spread: the proportional step would move by
                     // a fraction of a segment. Below it, a segment a round (TCP's congestion
@@ -499,7 +503,7 @@ impl DelayTarget {
                 let next = if let Some(to) = self.recover(round, target_duration, budget, left) {
                     recovering = true;
                     to.max(step)
-                } else if self.probing(target_duration) {
+                } else if self.probing() {
                     step.max(self.probe(budget, round, link_rate, target_duration))
                 } else {
                     step
@@ -525,7 +529,7 @@ impl DelayTarget {
         };
         // At most halve per round (LEDBAT never cuts more than a loss would).
         next = next.max(budget / 2.0);
-        if free.is_some() && next < budget && !recovering && (delay > target || self.aim >= target_duration) {
+        if free.is_some() && next < budget && !recovering && (delay > target || !self.beside_a_call) {
             // A cut while best effort is on the link (its burst's queue, its rate): the counters
             // will say when it is gone, and the background goes back to where it was then.
             // Not a trim towards the aim beside a call: the call stays, and going back to the
@@ -551,7 +555,7 @@ impl DelayTarget {
             BudgetPhase::Yield
         } else if recovering {
             BudgetPhase::Recover
-        } else if self.probing(target_duration) {
+        } else if self.probing() {
             BudgetPhase::Probe
         } else {
             BudgetPhase::Hold

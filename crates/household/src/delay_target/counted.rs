@@ -85,8 +85,7 @@ impl DelayTarget {
         let carried = (round.delivered_bytes + be.bytes) as f64 / secs;
         if !interactive && growth <= STEADY_GROWTH && round.queue_delay.is_some_and(|q| q < target / 4) {
             total = total.max(carried * self.config.max_growth);
-        } else if target <= self.config.interactive_target
-            && target < self.config.target
+        } else if self.beside_a_call
             && growth <= STEADY_GROWTH
             && round.queue_delay.is_some_and(|q| q < target)
         {

@@ -75,7 +75,7 @@ impl DelayTarget {
         let ceiling = ceiling as f64;
         let next = if left && delay <= target {
             ceiling
-        } else if self.aim < target {
+        } else if self.beside_a_call {
             // Beside a call (the step aims below the target) a low reading is the call's own
             // gap, not best effort leaving: it stays. Going back to the ceiling then swung the
             // budget between a queue above the target and the ceiling every few rounds (lab
