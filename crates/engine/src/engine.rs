@@ -430,21 +430,22 @@ impl Engine {
                 }
                 if let Some((state, _)) = flow.household_mut() {
                     let download_link = &self.household.links[LinkDirection::Download.index()];
-                    let (download_queue, download_backgrounds) = (
+                    let (download_queue, download_part) = (
                         download_link.queue_for_opposite(),
-                        download_link.queue_is_backgrounds(),
+                        download_link.background_part(),
                     );
                     let link = &mut self.household.links[direction.index()];
                     link.delivered += u64::from(ack.acked);
                     state.round_acked += u64::from(ack.acked);
                     if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
-                        // The round trip less the queue its ACK met on the download link,
-                        // where that queue is the background's own.
+                        // The round trip less the background's part of the queue its ACK met
+                        // on the download link (`Link::queue_for_opposite`).
                         match ack.ack_one_way {
-                            Some(one_way) if download_backgrounds => {
+                            Some(one_way) if download_part.is_some() => {
                                 let excess = state.ack_path.excess(at, one_way);
+                                let part = download_part.unwrap_or(1.0);
                                 link.delay
-                                    .on_sample(&mut state.delay, sample.saturating_sub(excess));
+                                    .on_sample(&mut state.delay, sample.saturating_sub(excess.mul_f64(part)));
                             }
                             _ => link
                                 .delay

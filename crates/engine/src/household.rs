@@ -68,20 +68,41 @@ pub struct LinkCounters {
 }
 
 /// A link's queue is the background's own while best effort carries under this share of the
-/// link's traffic: only then is it taken off the opposite link's round trips.
+/// link's traffic: then all of it is taken off the opposite link's round trips.
 const OPPOSITE_BEST_EFFORT_SHARE: f64 = 0.1;
 
+/// The part of a link's queue the opposite link takes off its round trips, from what the link
+/// carried last round: all of it while best effort carries under
+/// [`OPPOSITE_BEST_EFFORT_SHARE`] of the traffic, else the background's share of the traffic (a
+/// FIFO holds the link's traffic in the proportion it arrives).
+fn background_part(best_effort_bps: f64, background_bps: f64) -> f64 {
+    let total = best_effort_bps + background_bps;
+    if total <= 0.0 || best_effort_bps <= OPPOSITE_BEST_EFFORT_SHARE * total {
+        1.0
+    } else {
+        background_bps / total
+    }
+}
+
 impl Link {
-    /// The link's own queueing delay (its one-way samples' view, `LinkDelay::own_queue_delay`)
-    /// when it is the background's own, to take off the opposite link's round trips; `None` when
-    /// best effort carries a tenth of the link or more (or is not counted). A queue best effort
-    /// built is one the background yields to from either side: a best-effort download's ACKs
-    /// cross the upload link, and an upload that took that queue off its round trips kept its
-    /// own queue there (lab `both`: best effort's download kept 0.93-0.98, against 0.97-0.99
-    /// when the upload yielded to it).
+    /// The background's part of the link's own queueing delay (its one-way samples' view,
+    /// `LinkDelay::own_queue_delay`), to take off the opposite link's round trips; `None`
+    /// without one-way samples or where best effort is not counted. Best effort's part is one
+    /// the background yields to from either side: a best-effort download's ACKs cross the
+    /// upload link, and an upload that took that queue off its round trips kept its own queue
+    /// there (lab `both`: best effort's download kept 0.93-0.98, against 0.97-0.99 when the
+    /// upload yielded to it). All or nothing at a tenth, as before, made the two directions of
+    /// a household evening read each other's whole queues while a call was on (a call each way
+    /// is a quarter of a 10 Mbit/s link): see `docs/household.md`, "Both directions beside a
+    /// call".
     pub(crate) fn queue_for_opposite(&self) -> Option<Duration> {
-        self.queue_is_backgrounds()
-            .then(|| self.delay.own_queue_delay())?
+        Some(self.delay.own_queue_delay()?.mul_f64(self.background_part()?))
+    }
+
+    /// [`background_part`] of the link's last round; `None` where best effort is not counted.
+    pub(crate) fn background_part(&self) -> Option<f64> {
+        let best_effort = self.last.best_effort_bits_per_second?;
+        Some(background_part(best_effort, self.last.goodput_bits_per_second))
     }
 
     /// Whether the link's queue is the background's own: best effort was counted last round and
@@ -575,5 +596,16 @@ mod tests {
             .collect();
         packed.sort_unstable();
         assert_eq!(packed.iter().map(|p| p.1).collect::<Vec<_>>(), keys);
+    }
+
+    #[test]
+    fn the_opposite_link_takes_off_the_backgrounds_part_of_a_queue() {
+        // Best effort under a tenth of the traffic (pings, ACKs): the queue is the background's.
+        assert_eq!(background_part(0.5e6, 9.0e6), 1.0);
+        assert_eq!(background_part(0.0, 0.0), 1.0);
+        // A call each way (2.5 Mbit/s) beside 7.5 Mbit/s of background: three quarters of it.
+        assert_eq!(background_part(2.5e6, 7.5e6), 0.75);
+        // A best-effort download holding the link: a twentieth.
+        assert_eq!(background_part(9.5e6, 0.5e6), 0.05);
     }
 }
