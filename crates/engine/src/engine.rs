@@ -440,10 +440,9 @@ impl Engine {
                     if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
                         // The round trip less the background's part of the queue its ACK met
                         // on the download link (`Link::queue_for_opposite`).
-                        match ack.ack_one_way {
-                            Some(one_way) if download_part.is_some() => {
+                        match (ack.ack_one_way, download_part) {
+                            (Some(one_way), Some(part)) => {
                                 let excess = state.ack_path.excess(at, one_way);
-                                let part = download_part.unwrap_or(1.0);
                                 link.delay
                                     .on_sample(&mut state.delay, sample.saturating_sub(excess.mul_f64(part)));
                             }
