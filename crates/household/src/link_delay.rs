@@ -142,7 +142,7 @@ impl LinkDelay {
     /// delay, or a round trip less its ACK's one-way excess). Updates the flow's base and
     /// records the queueing-delay sample it gives, also as one of the link's own.
     pub fn on_sample(&mut self, flow: &mut FlowDelay, sample: Duration) {
-        let excess = self.record(flow, sample);
+        let excess = self.record(flow, sample, Duration::ZERO);
         self.own_samples[self.own_count % OWN_SAMPLES] = excess;
         self.own_count += 1;
     }
@@ -152,18 +152,31 @@ impl LinkDelay {
     /// ([`LinkDelay::own_queue_delay`]), taken off where known. Without it the sample stands as
     /// it is, the opposite queue included (the best this flow can do: no timestamps, and no
     /// flow of the other link that measures its queue alone).
+    ///
+    /// The correction is a round's filtered value, not the queue this sample's packet met: past
+    /// the flow's calibration its base is the minimum of the samples as measured, which no
+    /// queue can take below the path. A minimum of corrected samples keeps the correction's
+    /// largest error: in the opposite link's coordinated slowdown its queue drains while the
+    /// correction still subtracts the round before's, and each such sample set the base that
+    /// much too low for two epochs (lab `home` at 50 Mbit/s / 20 ms: a download without
+    /// timestamps read a phantom 3-7 ms for the whole run and sat at its floors, 0.025 of
+    /// the capacity best effort left free).
     pub fn on_round_trip_sample(
         &mut self,
         flow: &mut FlowDelay,
         sample: Duration,
         opposite: Option<Duration>,
     ) {
-        self.record(flow, sample.saturating_sub(opposite.unwrap_or(Duration::ZERO)));
+        self.record(flow, sample, opposite.unwrap_or(Duration::ZERO));
     }
 
-    /// Updates the flow's base with `sample` and records its excess; returns the excess (us).
-    fn record(&mut self, flow: &mut FlowDelay, sample: Duration) -> u32 {
-        let sample_us = micros(sample);
+    /// Updates the flow's base with `sample` and records its excess less `opposite` (the
+    /// opposite link's queue, zero for a sample that crossed this link alone); returns the
+    /// excess (us). Calibration subtracts `opposite` (a flow starting beside a standing queue
+    /// there must not take it for its base); later samples update the base as measured.
+    fn record(&mut self, flow: &mut FlowDelay, sample: Duration, opposite: Duration) -> u32 {
+        let measured_us = micros(sample);
+        let sample_us = measured_us.saturating_sub(micros(opposite));
         if flow.epoch != self.epoch {
             flow.previous_us = if self.epoch.wrapping_sub(flow.epoch) == 1 {
                 flow.current_us
@@ -192,7 +205,7 @@ impl LinkDelay {
             };
             sample_us.saturating_sub(standing)
         } else {
-            sample_us
+            measured_us
         };
         flow.current_us = Some(flow.current_us.map_or(candidate, |b| b.min(candidate)));
         let base = flow.base_us().unwrap_or(candidate);

@@ -255,3 +255,37 @@ fn a_fresh_base_slowdown_forgets_the_old_base_at_once() {
     assert_eq!(s.round(t(300), every, round, &mut link), SlowdownRound::Resume);
     assert_eq!(s.count, 1);
 }
+
+#[test]
+fn a_drained_opposite_queue_does_not_lower_a_round_trip_base() {
+    // A download without timestamps (base 100 ms) beside an upload link whose own queue reads
+    // 12 ms: its far half reads 112 ms on an empty download link.
+    let mut up = LinkDelay::default();
+    let mut upload = FlowDelay::default();
+    up.on_sample(&mut upload, ms(100));
+    up.end_round();
+    up.on_sample(&mut upload, ms(112));
+    assert_eq!(up.end_round(), Some(ms(12)));
+    let mut down = LinkDelay::default();
+    let mut download = FlowDelay::default();
+    for _ in 0..CALIBRATION_SAMPLES {
+        down.on_round_trip_sample(&mut download, ms(112), up.own_queue_delay());
+    }
+    assert_eq!(
+        download.base(),
+        Some(ms(100)),
+        "calibrated: 112 - the upload's 12 ms"
+    );
+    assert_eq!(down.end_round(), Some(ms(0)));
+    // The upload link's coordinated slowdown drains its queue; the correction still takes off
+    // the round before's 12 ms. The sample as measured, 100 ms, is no lower than the base.
+    down.on_round_trip_sample(&mut download, ms(100), up.own_queue_delay());
+    assert_eq!(download.base(), Some(ms(100)), "not 88 ms");
+    assert_eq!(down.end_round(), Some(ms(0)));
+    // The upload's queue is back: the download link reads its own empty queue, no phantom.
+    down.on_round_trip_sample(&mut download, ms(112), up.own_queue_delay());
+    assert_eq!(down.end_round(), Some(ms(0)));
+    // Its own queue of 5 ms reads as 5.
+    down.on_round_trip_sample(&mut download, ms(117), up.own_queue_delay());
+    assert_eq!(down.end_round(), Some(ms(5)));
+}
