@@ -165,6 +165,7 @@ pub(crate) struct Household {
     allocations: Vec<Allocation>,
     scratch: AllocScratch,
     rtts: Vec<Duration>,
+    min_rtts: Vec<Duration>,
     /// A round's flows as the table walk finds them, and their keys to sort them by.
     found_demands: Vec<FlowDemand>,
     found_held: Vec<bool>,
@@ -186,6 +187,7 @@ impl Household {
             allocations: Vec::new(),
             scratch: AllocScratch::default(),
             rtts: Vec::new(),
+            min_rtts: Vec::new(),
             found_demands: Vec::new(),
             found_held: Vec::new(),
             by_key: Vec::new(),
@@ -275,6 +277,7 @@ pub(crate) fn run_round<'f>(
         allocations,
         scratch,
         rtts,
+        min_rtts,
         found_demands,
         found_held,
         by_key,
@@ -289,6 +292,7 @@ pub(crate) fn run_round<'f>(
     other_keys.clear();
     let mut found: Vec<Option<MemberRef<'f>>> = Vec::new();
     rtts.clear();
+    min_rtts.clear();
     let mut in_flight_total = 0u64;
     let mut floors = 0u64;
     let mut mss = 0u32;
@@ -301,6 +305,9 @@ pub(crate) fn run_round<'f>(
         let floor = flow.floor();
         let outstanding = flow.open_window();
         let rtt = flow.rtt_estimate();
+        if let Some(min_rtt) = flow.min_rtt() {
+            min_rtts.push(min_rtt);
+        }
         policed_members |= flow.policed();
         let host = host_key(key, flow.lan_side());
         let rule = flow.rule();
@@ -389,6 +396,8 @@ pub(crate) fn run_round<'f>(
     let queue_delay = link.delay.end_round();
     rtts.sort_unstable();
     let base_rtt = rtts.get(rtts.len() / 2).copied();
+    min_rtts.sort_unstable();
+    let min_rtt = min_rtts.get(min_rtts.len() / 2).copied();
     let round_length = config.budget.round_length(base_rtt);
     link.next_round = Some(now + round_length);
     // Also without members: whether a link's queue is best effort's matters to the other link.
@@ -417,6 +426,7 @@ pub(crate) fn run_round<'f>(
         active_flows: members.len(),
         floors,
         members_follow_budget: !policed_members,
+        min_rtt,
         best_effort,
     };
     // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages

@@ -19,6 +19,7 @@ pub(crate) fn round(budget: u64, delivered: u64, in_flight: u64) -> LinkRound {
         floors: 2896,
         best_effort: None,
         members_follow_budget: true,
+        min_rtt: None,
     }
 }
 

@@ -85,6 +85,7 @@ fn run(c: &mut AnyBudget, link: ModelLink, round_ms: u64, first: u64, secs: u64)
             floors: FLOOR,
             best_effort: None,
             members_follow_budget: true,
+            min_rtt: None,
         };
         // As run_round does.
         let slowdown = slowdown_schedule.round(r.now, INTERVAL, round, &mut delay);
@@ -268,6 +269,7 @@ fn a_syn_during_the_slowdown_yields_at_its_end() {
         floors: FLOOR,
         best_effort: None,
         members_follow_budget: true,
+        min_rtt: None,
     };
     let mut c = BudgetConfig::DelayTarget(DelayTargetConfig::default()).build(137_500);
     assert_eq!(c.on_slowdown_round(&spoiled), 137_500, "skipped");

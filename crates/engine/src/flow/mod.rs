@@ -187,6 +187,11 @@ impl Flow {
         })
     }
 
+    /// The flow's path without queues: each half's smallest sample (`rtt`), once both have one.
+    pub(crate) fn min_rtt(&self) -> Option<Duration> {
+        self.rtt.base_rtt()
+    }
+
     /// Stops controlling the flow for good (its rule was removed): its ACKs pass unmodified from
     /// now on, which only lets the window grow back to the host's. The controller is freed.
     pub(crate) fn release(&mut self) {

@@ -20,6 +20,8 @@ pub(crate) trait Member {
     /// Bytes its receiver's windows still let the sender send (0 where there is no window).
     fn open_window(&self) -> u64;
     fn rtt_estimate(&self) -> Option<Duration>;
+    /// Its path without queues (its smallest round trip), where it measures one.
+    fn min_rtt(&self) -> Option<Duration>;
     fn lan_side(&self) -> Side;
     fn rule(&self) -> u16;
     /// Held to its allocation by a policer (a UDP flow), not by a window.
@@ -42,6 +44,9 @@ impl Member for Flow {
     }
     fn rtt_estimate(&self) -> Option<Duration> {
         Flow::rtt_estimate(self)
+    }
+    fn min_rtt(&self) -> Option<Duration> {
+        Flow::min_rtt(self)
     }
     fn lan_side(&self) -> Side {
         Flow::lan_side(self)
@@ -75,6 +80,10 @@ impl Member for UdpFlow {
     }
     fn rtt_estimate(&self) -> Option<Duration> {
         UdpFlow::rtt_estimate(self)
+    }
+    fn min_rtt(&self) -> Option<Duration> {
+        // Its RTT is a probe's or the handshake's, smoothed: no minimum to add.
+        None
     }
     fn lan_side(&self) -> Side {
         UdpFlow::lan_side(self)
