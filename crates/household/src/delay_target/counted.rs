@@ -29,13 +29,16 @@ impl DelayTarget {
     /// The ceiling of a recovery, aged: no more than the operating point at the rate the link
     /// carries now, `total rate * (RTT + aim)`, when the router counts best effort's traffic.
     /// A ceiling kept from before the link's rate fell (DOCSIS at peak hours, LTE) would send
-    /// several BDPs into the queue at once. The smoothed RTT, queue included, unlike the free
-    /// capacity: this is a bound for the overshoot, not an operating point, and aged by the RTT
-    /// without the queue (ceilings ratchet down, each from a round with a queue) it changed how
-    /// two hosts shared the link in the engine's UDP model (QUIC against uTP, 1.23 -> 1.36).
+    /// several BDPs into the queue at once. The RTT is the members' smallest round trips
+    /// ([`LinkRound::min_rtt`]) where known: the smoothed RTT carries the queue, and at
+    /// 50 Mbit/s / 20 ms a ceiling aged by it (27-30 ms) sent every recovery to 1.5 BDP, 10 ms
+    /// of queue each time (lab `home`). Else the smoothed RTT, queue included: aged by the
+    /// smoothed RTT less the round's queue, a noisy value, ceilings ratchet down on its lows
+    /// (it changed how two hosts shared the link in the engine's UDP model, QUIC against uTP,
+    /// 1.23 -> 1.36).
     pub(super) fn aged_ceiling(&mut self, round: &LinkRound) -> u64 {
         let rate = self.total_rate.estimate();
-        if let (Some(base), true) = (round.base_rtt, rate > 0.0) {
+        if let (Some(base), true) = (round.min_rtt.or(round.base_rtt), rate > 0.0) {
             let operating_point = (rate * (base + self.aim).as_secs_f64()) as u64;
             if let Some(recovery) = self.recovery.as_mut() {
                 recovery.ceiling = recovery
@@ -98,12 +101,27 @@ impl DelayTarget {
         if total <= 0.0 {
             return None;
         }
-        if rate * growth < BEST_EFFORT_NEGLIGIBLE * total {
+        // Beside a call, at least the call's rate: at 50 Mbit/s / 20 ms a round (22 ms) may
+        // count none of its 20 ms frames, and reading it gone sent the budget back to its
+        // ceiling, a queue of 4 ms every few rounds (lab `home`, calls up 4.2 ms at p95).
+        let next_rate = match self.call_rate(round) {
+            Some(call) => (rate * growth).max(call),
+            None => rate * growth,
+        };
+        if next_rate < BEST_EFFORT_NEGLIGIBLE * total {
             // Pings, DNS, keep-alives: the background alone is the delay target's own business.
             return None;
         }
-        let free = (total - rate * growth).max(0.0);
+        let free = (total - next_rate).max(0.0);
         Some(((free * (base + target).as_secs_f64()) as u64).max(2 * u64::from(round.mss)))
+    }
+
+    /// The steady best effort's rate (bytes/s) while the step aims below the target: a call's
+    /// or a game's (see `interactive.rs`).
+    fn call_rate(&self, round: &LinkRound) -> Option<f64> {
+        self.beside_a_call
+            .then(|| self.interactive.steady_rate(round.now))
+            .flatten()
     }
 
     /// Whether the router counted best effort taking at least half of the link's rate this
@@ -181,7 +199,10 @@ impl DelayTarget {
 
     /// The targets for this round (proportional rule): the queue above which the background
     /// yields, and the queue its step aims at. Alone, both are `target`. Beside bursts
-    /// (browsing), both are [`interactive::BROWSING_TARGET`] (at most `target`). Beside steady
+    /// (browsing), both are [`interactive::BROWSING_TARGET`], or
+    /// [`interactive::BROWSING_SHARE_OF_RTT`] of the path's RTT where that is known and less
+    /// ([`LinkRound::min_rtt`]; at most
+    /// `target`, at least `interactive_target`). Beside steady
     /// best effort (a call, a game), the step aims at [`DelayTargetConfig::interactive_target`]
     /// while the yields keep the browsing target's thresholds: at 1 ms, a queue of 2 ms (two
     /// packets at 10 Mbit/s, a call's own frame) halved the budget, five rounds above it armed a
@@ -197,7 +218,14 @@ impl DelayTarget {
             self.interactive.on_round(round.now, round.interval, be, total);
         }
         let interactive = self.config.interactive_target;
-        let browsing = interactive::BROWSING_TARGET.min(target).max(interactive);
+        let browsing = round
+            .min_rtt
+            .map_or(interactive::BROWSING_TARGET, |path| {
+                path.mul_f64(interactive::BROWSING_SHARE_OF_RTT)
+                    .min(interactive::BROWSING_TARGET)
+            })
+            .min(target)
+            .max(interactive);
         match self.interactive.pace(round.now) {
             BestEffortPace::Steady => (browsing, interactive),
             BestEffortPace::Browsing => (browsing, browsing),

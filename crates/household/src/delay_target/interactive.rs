@@ -37,6 +37,11 @@ const STEADY_SPREAD: f64 = 0.3;
 /// response time's median was 1.04-1.05 of browsing alone with the background taking 0.53-0.56
 /// of what browsing left free; at 1 ms, 1.00-1.01 but 0.21-0.26.
 pub(super) const BROWSING_TARGET: Duration = Duration::from_millis(3);
+/// The browsing target is at most this share of the path's RTT: a page takes a few round
+/// trips, each waiting once in the background's queue, so its response time grows by about the
+/// queue's share of the RTT. 3 ms of the lab's 100 ms RTT; at 50 Mbit/s / 20 ms the 3 ms
+/// target made the evening's web 25-35% slower (lab `home`).
+pub(super) const BROWSING_SHARE_OF_RTT: f64 = 0.03;
 /// A target stays this long after the last window that set it: a call's or a game's gaps (a
 /// muted microphone, a loading screen) do not let the queue back up at once. Short: after a
 /// download that ended, each second at a lower target costs the background part of the link
@@ -63,6 +68,8 @@ pub(super) struct InteractiveWatch {
     length: Duration,
     /// Packet rates of the last windows in a row with best effort on the link, newest last.
     rates: [f64; STEADY_WINDOWS],
+    /// Their byte rates (bytes/s), likewise.
+    byte_rates: [f64; STEADY_WINDOWS],
     windows_in_a_row: usize,
     browsing_until: Option<Instant>,
     steady_until: Option<Instant>,
@@ -80,8 +87,9 @@ impl InteractiveWatch {
         }
         let secs = self.length.as_secs_f64();
         let rate = self.packets as f64 / secs;
-        let on_link = rate >= INTERACTIVE_PACKETS_PER_SECOND
-            && self.bytes as f64 / secs <= INTERACTIVE_MAX_SHARE * total_rate;
+        let byte_rate = self.bytes as f64 / secs;
+        let on_link =
+            rate >= INTERACTIVE_PACKETS_PER_SECOND && byte_rate <= INTERACTIVE_MAX_SHARE * total_rate;
         (self.packets, self.bytes, self.length) = (0, 0, Duration::ZERO);
         if !on_link {
             self.windows_in_a_row = 0;
@@ -89,6 +97,8 @@ impl InteractiveWatch {
         }
         self.rates.rotate_left(1);
         self.rates[STEADY_WINDOWS - 1] = rate;
+        self.byte_rates.rotate_left(1);
+        self.byte_rates[STEADY_WINDOWS - 1] = byte_rate;
         self.windows_in_a_row += 1;
         if self.windows_in_a_row >= 2 {
             self.browsing_until = Some(now + LINGER);
@@ -102,6 +112,13 @@ impl InteractiveWatch {
                 self.steady_until = Some(now + LINGER);
             }
         }
+    }
+
+    /// The steady sender's rate (bytes/s) while best effort is steady: the least of the last
+    /// windows' (a web page's burst in one of them is not the call's).
+    pub(super) fn steady_rate(&self, now: Instant) -> Option<f64> {
+        (self.pace(now) == BestEffortPace::Steady)
+            .then(|| self.byte_rates.iter().copied().fold(f64::MAX, f64::min))
     }
 
     /// What best effort is doing now.

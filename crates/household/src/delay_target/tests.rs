@@ -18,6 +18,7 @@ fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> 
         floors: 2896,
         best_effort: None,
         members_follow_budget: true,
+        min_rtt: None,
     }
 }
 
@@ -788,4 +789,64 @@ fn beside_a_call_the_background_grows_a_segment_a_round() {
     // queue is under a quarter of the 3 ms above which it yields (browsing's target probed).
     let call = beside_packets(500, 20, |_| 30);
     assert_eq!(&call[17..], &[151_448; 3]);
+}
+
+#[test]
+fn a_round_without_the_calls_frames_is_no_end_of_best_effort() {
+    // A call of 310 kB/s (31 kB and 30 packets a 100 ms round) beside the background, which
+    // delivers 90 kB a round with the queue at the 1 ms aim: the link carries 1.21 MB/s. Five
+    // windows in a row make the call steady (1.5 s); the budget is capped to what the call
+    // leaves free, (1.21 MB/s - 310 kB/s) * (99 ms path + 1 ms aim) = 90000, and a recovery to
+    // the 100 kB before the cap is armed.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut t = 1_000;
+    let mut step = |budget: u64, queue_ms: u64, be: u64, packets: u64| {
+        t += 100;
+        let mut r = at(t, round(budget, Some(queue_ms), 90_000, budget));
+        r.best_effort = Some(BestEffort { bytes: be, packets });
+        let next = c.on_round(&r);
+        (next, c.stats().phase.as_str())
+    };
+    let mut budget = 100_000;
+    for _ in 0..16 {
+        budget = step(budget, 1, 31_000, 30).0;
+    }
+    assert_eq!(budget, 90_000);
+    // A round that counts none of the call's frames (at 50 Mbit/s / 20 ms a round is shorter
+    // than a frame's 20 ms) is no end of best effort: no recovery to the 100 kB ceiling. The
+    // step below the aim adds a segment, and the call's rate still caps it: 900 kB/s *
+    // (100 ms + 1 ms) = 90900.
+    assert_eq!(step(budget, 0, 0, 0), (90_900, "hold"));
+}
+
+#[test]
+fn a_recovery_ages_by_the_path_not_the_smoothed_rtt() {
+    // The background held 235 kB (an overshoot) on a 10 Mbit/s link (1.25 MB/s), 100 ms path.
+    // Best effort holds the link for 1.2 s (its queue 60 ms), then leaves; the smoothed RTT
+    // still reads 130 ms in the round the counters see it gone.
+    let recover_to = |min_rtt: Option<Duration>| {
+        let mut c = DelayTarget::new(DelayTargetConfig::default(), 235_000);
+        let mut t = 1_000;
+        let mut step = |budget: u64, queue: u64, delivered: u64, be: u64, smoothed: u64| {
+            t += 100;
+            let mut r = at(t, round(budget, Some(queue), delivered, budget));
+            r.base_rtt = Some(Duration::from_millis(smoothed));
+            r.min_rtt = min_rtt;
+            r.best_effort = Some(BestEffort {
+                bytes: be,
+                packets: be / 1_500,
+            });
+            (c.on_round(&r), c.stats().phase.as_str())
+        };
+        let mut budget = step(235_000, 10, 125_000, 0, 110).0;
+        for _ in 0..12 {
+            budget = step(budget, 60, 5_000, 120_000, 160).0;
+        }
+        step(budget, 0, 2_500, 0, 130)
+    };
+    // The ceiling (235 kB, armed when best effort's rate first capped the budget) ages to the
+    // operating point at the link's rate: 1.25 MB/s * (100 ms path + 10 ms target).
+    assert_eq!(recover_to(Some(Duration::from_millis(100))), (137_500, "recover"));
+    // Without the members' smallest round trips, by the smoothed RTT: 1.25 MB/s * 140 ms.
+    assert_eq!(recover_to(None), (175_000, "recover"));
 }
