@@ -339,6 +339,23 @@ impl Testbed {
         if !seeding {
             bail!("the seeder did not check its file and seed within 120 s");
         }
+        // A leecher that announces before the seeder has is told of no peer, and asks again only
+        // at the tracker's interval (opentracker: 30 min): wait for the seeder's announce.
+        let announced = || {
+            cmd::wait_until(Duration::from_secs(15), || {
+                seeder.torrent_get(&["trackerStats"]).is_ok_and(|v| {
+                    v.pointer("/arguments/torrents/0/trackerStats/0/lastAnnounceSucceeded")
+                        .and_then(Value::as_bool)
+                        == Some(true)
+                })
+            })
+        };
+        if !announced() {
+            seeder.rpc("torrent-reannounce", json!({}))?;
+            if !announced() {
+                bail!("the seeder's announce to the tracker did not succeed within 30 s");
+            }
+        }
         Ok(Swarm {
             dir: dir.to_path_buf(),
             torrent,
