@@ -30,7 +30,8 @@ impl DelayTarget {
     /// carries now, `total rate * (RTT + aim)`, when the router counts best effort's traffic.
     /// A ceiling kept from before the link's rate fell (DOCSIS at peak hours, LTE) would send
     /// several BDPs into the queue at once. The RTT is the members' smallest round trips
-    /// ([`LinkRound::min_rtt`]) where known: the smoothed RTT carries the queue, and at
+    /// ([`LinkRound::min_rtt`]) where known and below the smoothed RTT (see
+    /// [`LinkRound::path_rtt`]): the smoothed RTT carries the queue, and at
     /// 50 Mbit/s / 20 ms a ceiling aged by it (27-30 ms) sent every recovery to 1.5 BDP, 10 ms
     /// of queue each time (lab `home`). Else the smoothed RTT, queue included: aged by the
     /// smoothed RTT less the round's queue, a noisy value, ceilings ratchet down on its lows
@@ -38,7 +39,11 @@ impl DelayTarget {
     /// 1.23 -> 1.36).
     pub(super) fn aged_ceiling(&mut self, round: &LinkRound) -> u64 {
         let rate = self.total_rate.estimate();
-        if let (Some(base), true) = (round.min_rtt.or(round.base_rtt), rate > 0.0) {
+        let path = match (round.min_rtt, round.base_rtt) {
+            (Some(min), Some(smoothed)) => Some(min.min(smoothed)),
+            (min, smoothed) => min.or(smoothed),
+        };
+        if let (Some(base), true) = (path, rate > 0.0) {
             let operating_point = (rate * (base + self.aim).as_secs_f64()) as u64;
             if let Some(recovery) = self.recovery.as_mut() {
                 recovery.ceiling = recovery
