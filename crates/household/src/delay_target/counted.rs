@@ -205,9 +205,8 @@ impl DelayTarget {
     /// The targets for this round (proportional rule): the queue above which the background
     /// yields, and the queue its step aims at. Alone, both are `target`. Beside bursts
     /// (browsing), both are [`interactive::BROWSING_TARGET`], or
-    /// [`interactive::BROWSING_SHARE_OF_RTT`] of the path's RTT where that is known and less
-    /// ([`LinkRound::min_rtt`]; at most
-    /// `target`, at least `interactive_target`). Beside steady
+    /// [`interactive::BROWSING_SHARE_OF_RTT`] of the path's RTT ([`LinkRound::min_rtt`]) where
+    /// that is known and less; at most `target`, at least `interactive_target`. Beside steady
     /// best effort (a call, a game), the step aims at [`DelayTargetConfig::interactive_target`]
     /// while the yields keep the browsing target's thresholds: at 1 ms, a queue of 2 ms (two
     /// packets at 10 Mbit/s, a call's own frame) halved the budget, five rounds above it armed a
