@@ -394,10 +394,8 @@ pub(crate) fn run_round<'f>(
         link.best_effort_before = None;
     }
     let queue_delay = link.delay.end_round();
-    rtts.sort_unstable();
-    let base_rtt = rtts.get(rtts.len() / 2).copied();
-    min_rtts.sort_unstable();
-    let min_rtt = min_rtts.get(min_rtts.len() / 2).copied();
+    let base_rtt = median(rtts);
+    let min_rtt = median(min_rtts);
     let round_length = config.budget.round_length(base_rtt);
     link.next_round = Some(now + round_length);
     // Also without members: whether a link's queue is best effort's matters to the other link.
@@ -542,6 +540,16 @@ fn best_effort(
         bytes: bytes.saturating_sub(background_bytes),
         packets: packets.saturating_sub(background.packets),
     })
+}
+
+/// The median (the upper one of an even count) of `values`, reordering them: a selection, O(n),
+/// not a sort.
+fn median(values: &mut [Duration]) -> Option<Duration> {
+    if values.is_empty() {
+        return None;
+    }
+    let middle = values.len() / 2;
+    Some(*values.select_nth_unstable(middle).1)
 }
 
 /// A number that sorts as `key` among IPv4 flows, below every other flow's: the two endpoints
