@@ -76,12 +76,17 @@ const OPPOSITE_BEST_EFFORT_SHARE: f64 = 0.1;
 /// [`OPPOSITE_BEST_EFFORT_SHARE`] of the traffic, else the background's share of the traffic (a
 /// FIFO holds the link's traffic in the proportion it arrives).
 fn background_part(best_effort_bps: f64, background_bps: f64) -> f64 {
-    let total = best_effort_bps + background_bps;
-    if total <= 0.0 || best_effort_bps <= OPPOSITE_BEST_EFFORT_SHARE * total {
+    if queue_is_backgrounds(best_effort_bps, background_bps) {
         1.0
     } else {
-        background_bps / total
+        background_bps / (best_effort_bps + background_bps)
     }
+}
+
+/// Whether a link's queue is the background's own: best effort carried under
+/// [`OPPOSITE_BEST_EFFORT_SHARE`] of the link's traffic (or the link carried nothing).
+fn queue_is_backgrounds(best_effort_bps: f64, background_bps: f64) -> bool {
+    best_effort_bps <= OPPOSITE_BEST_EFFORT_SHARE * (best_effort_bps + background_bps)
 }
 
 impl Link {
@@ -108,9 +113,9 @@ impl Link {
     /// Whether the link's queue is the background's own: best effort was counted last round and
     /// carried under [`OPPOSITE_BEST_EFFORT_SHARE`] of the link's traffic.
     pub(crate) fn queue_is_backgrounds(&self) -> bool {
-        self.last.best_effort_bits_per_second.is_some_and(|best_effort| {
-            best_effort <= OPPOSITE_BEST_EFFORT_SHARE * (best_effort + self.last.goodput_bits_per_second)
-        })
+        self.last
+            .best_effort_bits_per_second
+            .is_some_and(|best_effort| queue_is_backgrounds(best_effort, self.last.goodput_bits_per_second))
     }
 
     fn new(direction: LinkDirection, config: &HouseholdConfig) -> Link {
