@@ -421,7 +421,6 @@ pub(crate) fn run_round<'f>(
         now,
         interval,
         queue_delay,
-        queue_median: link.delay.own_queue_median(),
         base_rtt,
         delivered_bytes: delivered,
         budget_in_force: in_force,

@@ -22,10 +22,6 @@ pub struct LinkRound {
     /// The shared queueing delay (filtered, see `link_delay`); `None` when no flow gave a sample
     /// in the round.
     pub queue_delay: Option<Duration>,
-    /// The median of the round's queueing-delay samples that crossed this link's queue alone
-    /// (one-way, or corrected by their ACK's path; see `link_delay`); `None` without such
-    /// samples. The queue a steady sender's packet meets is nearer this than `queue_delay`.
-    pub queue_median: Option<Duration>,
     /// The household's RTT on this link: the median of the flows' smoothed RTTs, once known.
     /// It includes the standing queue (see [`LinkRound::path_rtt`]); it follows a route change
     /// within a few round trips, which a minimum would not.

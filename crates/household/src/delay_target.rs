@@ -490,17 +490,11 @@ impl DelayTarget {
                     // a fraction of a segment. Below it, a segment a round (TCP's congestion
                     // avoidance, RFC 5681 Sec. 3.1) finds the room without a probe's burst;
                     // above it, the excess queue's bytes go in one round (at GAIN 0.5 the
-                    // segments won: the quartile sat at 1.5 ms for a 1 ms aim). The step reads
-                    // the median of the samples that crossed this link alone where there are
-                    // such (`LinkRound::queue_median`), not the quartile: a call's packets
-                    // arrive at any moment of the background's bursts, and with the quartile at
-                    // the aim the median was about 2.4 ms (lab `home --set sessions=0`, upload:
-                    // the call's p95 added 5.7-6.7 ms with the quartile, 4.1-5.2 with the median).
-                    let met = round.queue_median.map_or(delay, |m| m.as_secs_f64().max(delay));
-                    if met < aim {
-                        budget + (self.config.gain * (aim - met) * link_rate).max(f64::from(round.mss))
+                    // segments won: the quartile sat at 1.5 ms for a 1 ms aim).
+                    if delay < aim {
+                        budget + (self.config.gain * (aim - delay) * link_rate).max(f64::from(round.mss))
                     } else {
-                        budget - (met - aim) * link_rate
+                        budget - (delay - aim) * link_rate
                     }
                 } else {
                     budget + self.config.gain * (target - delay) * link_rate

@@ -10,7 +10,6 @@ pub(crate) fn round(budget: u64, delivered: u64, in_flight: u64) -> LinkRound {
         now: Instant::from_millis(1000),
         interval: Duration::from_millis(200),
         queue_delay: None,
-        queue_median: None,
         base_rtt: Some(Duration::from_millis(40)),
         delivered_bytes: delivered,
         budget_in_force: budget,

@@ -97,8 +97,6 @@ pub struct LinkDelay {
     count: usize,
     /// The filtered queueing delay of the last round that had samples.
     queue_delay: Option<Duration>,
-    /// The median of the last round's own samples; `None` if it had none.
-    own_queue_median: Option<Duration>,
     /// Base epoch: advanced by each coordinated slowdown.
     epoch: u32,
     /// The last round had samples: its queueing delay is current enough to calibrate a new flow
@@ -123,7 +121,6 @@ impl Default for LinkDelay {
             samples: [0; ROUND_SAMPLES],
             count: 0,
             queue_delay: None,
-            own_queue_median: None,
             epoch: 0,
             fresh: false,
             round: 0,
@@ -229,24 +226,9 @@ impl LinkDelay {
         let own = self.own_count.min(OWN_SAMPLES);
         self.own_count = 0;
         self.own_queue_delay = filtered(&mut self.own_samples[..own]);
-        // `filtered` sorted them.
-        self.own_queue_median = self.own_samples[..own]
-            .get(own / 2)
-            .map(|&us| Duration::from_micros(u64::from(us)));
-        let samples = &mut self.samples[..n];
-        let delay = filtered(samples);
-        self.queue_delay = Some(delay?);
-        delay
-    }
-
-    /// The median of the last round's own samples, those that crossed this link's queue alone
-    /// (`None` if it had none): the queue a packet arriving at any moment meets, more nearly
-    /// than the filtered value, a low quantile that reads the standing queue under the bursts.
-    /// Only the own samples: a round trip's also carries the opposite link's queue, and a flow
-    /// whose base was set too low (a calibration beside a queue) reads its error in every
-    /// sample, which a median of a few flows' samples follows and a low quantile does not.
-    pub fn own_queue_median(&self) -> Option<Duration> {
-        self.own_queue_median
+        let delay = filtered(&mut self.samples[..n])?;
+        self.queue_delay = Some(delay);
+        Some(delay)
     }
 
     /// The last round's filtered queueing delay.

@@ -9,7 +9,6 @@ fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> 
         now: Instant::from_millis(1000),
         interval: Duration::from_millis(100),
         queue_delay: queue_ms.map(Duration::from_millis),
-        queue_median: queue_ms.map(Duration::from_millis),
         base_rtt: Some(Duration::from_millis(100)),
         delivered_bytes: delivered,
         budget_in_force: budget,
@@ -748,21 +747,11 @@ fn beside_a_call_the_link_is_not_lifted() {
 /// Rounds of 100 ms from 1.1 s on, the queue at `queue_us` and the budget in force at 150 kB,
 /// best effort sending `packets(i)` small packets in round `i` (negligible bytes): the budgets.
 fn beside_packets(queue_us: u64, rounds: u64, packets: impl Fn(u64) -> u64) -> Vec<u64> {
-    beside_packets_spread((queue_us, queue_us), rounds, packets)
-}
-
-/// [`beside_packets`] with the round's quartile and median of the queue apart.
-fn beside_packets_spread(
-    (quartile_us, median_us): (u64, u64),
-    rounds: u64,
-    packets: impl Fn(u64) -> u64,
-) -> Vec<u64> {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
     (1..=rounds)
         .map(|i| {
             let mut r = at(1_000 + 100 * i, round(150_000, None, 125_000, 150_000));
-            r.queue_delay = Some(Duration::from_micros(quartile_us));
-            r.queue_median = Some(Duration::from_micros(median_us));
+            r.queue_delay = Some(Duration::from_micros(queue_us));
             let packets = packets(i);
             r.best_effort = Some(BestEffort {
                 bytes: 20 * packets,
@@ -800,18 +789,6 @@ fn beside_a_call_the_background_grows_a_segment_a_round() {
     // queue is under a quarter of the 3 ms above which it yields (browsing's target probed).
     let call = beside_packets(500, 20, |_| 30);
     assert_eq!(&call[17..], &[151_448; 3]);
-}
-
-#[test]
-fn beside_a_call_the_step_reads_the_queue_a_packet_meets() {
-    // The quartile at 0.5 ms, under the 1 ms aim, but half the samples waited 2 ms or more: a
-    // call's packets meet the median, so the step takes its excess, -1 ms * 1.25 MB/s = -1250,
-    // instead of adding a segment. Alone (before the call is steady), the quartile rules: the
-    // 10 ms target's step, +0.5 * 9.5 ms * 1.25 MB/s = +5938, then the 1.5x probe (the
-    // quartile under a quarter of the target for two rounds).
-    let call = beside_packets_spread((500, 2_000), 20, |_| 30);
-    assert_eq!(&call[..2], &[155_938, 225_000]);
-    assert_eq!(&call[17..], &[148_750; 3]);
 }
 
 #[test]
