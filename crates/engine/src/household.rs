@@ -48,6 +48,11 @@ pub(crate) struct Link {
     counters_at_round_start: Option<LinkCounters>,
     /// Best effort's traffic as counted in the previous round (see [`best_effort`]).
     best_effort_before: Option<BestEffort>,
+    /// The link's capacity as its counters saw it (see [`Capacity`]), and whether the last
+    /// round carried [`FULL_SHARE`] of it (`None` without counters): a link that is not full
+    /// holds no queue.
+    capacity: Capacity,
+    full: Option<bool>,
     last: LinkSnapshot,
     /// The daemon's delay probes as one more flow of the link (their own base), for links whose
     /// flows cannot be timed (QUIC); see `Engine::on_probe_sample`.
@@ -65,6 +70,47 @@ pub struct LinkCounters {
     /// Link-layer header per packet that the byte counter includes (14 for Ethernet, 0 for
     /// PPP): added to each of the background's IP packets before they are taken off.
     pub header_bytes: u64,
+}
+
+/// A link is full while it carries at least this share of its [`Capacity`]: a queue builds only
+/// on a link that is full.
+const FULL_SHARE: f64 = 0.9;
+
+/// The largest rate a link's counters counted in a round (all its traffic, bytes/s), halving
+/// every [`Capacity::HALF_LIFE`] since: a link that carries less than its capacity is not full.
+/// Longer than the budget's 10 s link rate (`link_rate`), which is the background's own view:
+/// a link the background alone never filled must remember best effort filling it.
+#[derive(Clone, Copy, Debug, Default)]
+struct Capacity {
+    /// (when it was measured, bytes/s).
+    peak: Option<(Instant, f64)>,
+    /// The rounds' rates, smoothed (bytes/s): one round's count moves by a tenth and more
+    /// (lab `both`: a full upload read 0.84-0.98 of its peak round by round).
+    smoothed: Option<f64>,
+}
+
+impl Capacity {
+    const HALF_LIFE: Duration = Duration::from_secs(60);
+    /// The smoothed rate's gain per round.
+    const GAIN: f64 = 0.25;
+
+    /// A round carried `rate`: whether the link is full, its smoothed rate at least
+    /// [`FULL_SHARE`] of its capacity.
+    fn is_full(&mut self, now: Instant, rate: f64) -> bool {
+        let aged = self.peak.map_or(0.0, |(at, peak)| {
+            let halvings = now.saturating_since(at).as_secs_f64() / Self::HALF_LIFE.as_secs_f64();
+            peak * 0.5f64.powf(halvings)
+        });
+        let capacity = if rate >= aged {
+            self.peak = Some((now, rate));
+            rate
+        } else {
+            aged
+        };
+        let smoothed = self.smoothed.map_or(rate, |s| s + Self::GAIN * (rate - s));
+        self.smoothed = Some(smoothed);
+        smoothed >= FULL_SHARE * capacity
+    }
 }
 
 /// A link's queue is the background's own while best effort carries under this share of the
@@ -118,6 +164,20 @@ impl Link {
             .is_some_and(|best_effort| queue_is_backgrounds(best_effort, self.last.goodput_bits_per_second))
     }
 
+    /// Whether a round trip that crosses this link and the opposite one meets this link's queue
+    /// only as far as round trips can tell: its background has members, none of them timed
+    /// its queue alone last round (no timestamps), and the link is full. See
+    /// [`Link::reads_only_the_opposite_queue`].
+    fn holds_the_sum_of_queues(&self) -> bool {
+        self.last.flows > 0 && self.full == Some(true) && self.delay.own_queue_delay().is_none()
+    }
+
+    /// Whether this link's last round read only round trips (no timestamps) while the link was
+    /// not full: it held no queue, so what its round trips met was the opposite link's.
+    fn reads_only_the_opposite_queue(&self) -> bool {
+        self.full == Some(false) && self.delay.own_queue_delay().is_none()
+    }
+
     fn new(direction: LinkDirection, config: &HouseholdConfig) -> Link {
         Link {
             direction,
@@ -132,6 +192,8 @@ impl Link {
             counters: None,
             counters_at_round_start: None,
             best_effort_before: None,
+            capacity: Capacity::default(),
+            full: None,
             // Never calibrated against the link's last queue (a latecomer's correction): the
             // probes start with the flow they measure, before its queue, and a base set below
             // the path by a slow start's queue read a phantom queue just under the target,
@@ -288,6 +350,7 @@ pub(crate) fn run_round<'f>(
         by_key,
         other_keys,
     } = hh;
+    let opposite_holds_the_sum = links[1 - which].holds_the_sum_of_queues();
     let link = &mut links[which];
     // The link's flows in the table's order (memory order: at 10,000 flows the walk over them is
     // most of a round), then in key order below.
@@ -381,6 +444,10 @@ pub(crate) fn run_round<'f>(
     let delivered = std::mem::take(&mut link.delivered);
     let background = std::mem::take(&mut link.background);
     let counted = best_effort(link.counters_at_round_start, link.counters, background);
+    let carried = link
+        .counters
+        .zip(link.counters_at_round_start)
+        .and_then(|(end, start)| end.bytes.checked_sub(start.bytes));
     link.counters_at_round_start = link.counters;
     // What lasted two rounds: the interface counts a packet when it arrives, the engine when the
     // daemon reads it, and a backlog that grows in one round (and drains in the next) reads as
@@ -398,6 +465,10 @@ pub(crate) fn run_round<'f>(
     if counted.is_none() {
         link.best_effort_before = None;
     }
+    let target = match &config.budget {
+        BudgetConfig::DelayTarget(c) => c.target,
+        _ => Duration::from_millis(10),
+    };
     let queue_delay = link.delay.end_round();
     let base_rtt = median(rtts);
     let min_rtt = median(min_rtts);
@@ -407,6 +478,10 @@ pub(crate) fn run_round<'f>(
     link.last.best_effort_bits_per_second = best_effort
         .filter(|_| !interval.is_zero())
         .map(|be| be.bytes as f64 * 8.0 / interval.as_secs_f64());
+    link.full = carried
+        .filter(|_| !interval.is_zero())
+        .map(|bytes| bytes as f64 / interval.as_secs_f64())
+        .map(|rate| link.capacity.is_full(now, rate));
     if members.is_empty() {
         link.last.flows = 0;
         link.last.held_flows = 0;
@@ -415,6 +490,18 @@ pub(crate) fn run_round<'f>(
         link.last.phase = BudgetPhase::Idle;
         return;
     }
+    // Round trips alone cannot tell this link's queue from the opposite link's: without
+    // timestamps a download's far half carries its ACKs up the upload link, an upload's near
+    // half its ACKs down the download link, and two links of background each read the sum.
+    // The rates can: a link that did not carry FULL_SHARE of its rate holds no queue, so
+    // while the opposite link is full, the sum is that link's queue, which its own controller
+    // holds near the target. Up to the target of it is taken off; more is this link's too.
+    let queue_delay = match queue_delay {
+        Some(q) if opposite_holds_the_sum && link.reads_only_the_opposite_queue() => {
+            Some(q.saturating_sub(target))
+        }
+        q => q,
+    };
     let min_budget = u64::from(mss) * 2;
     let in_force = *link.budget.get_or_insert(u64::from(mss) * INITIAL_SEGMENTS);
     let round = LinkRound {
@@ -477,10 +564,6 @@ pub(crate) fn run_round<'f>(
         BudgetPhase::Slowdown
     } else {
         link.controller.stats().phase
-    };
-    let target = match &config.budget {
-        BudgetConfig::DelayTarget(c) => c.target,
-        _ => Duration::from_millis(10),
     };
     // Best effort's queue: over twice the target while best effort carries a tenth of the
     // link or more (or is not counted). The background's own overshoot is not.
