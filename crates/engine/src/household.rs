@@ -164,10 +164,9 @@ impl Link {
             .is_some_and(|best_effort| queue_is_backgrounds(best_effort, self.last.goodput_bits_per_second))
     }
 
-    /// Whether a round trip that crosses this link and the opposite one meets this link's queue
-    /// only as far as round trips can tell: its background has members, none of them timed
-    /// its queue alone last round (no timestamps), and the link is full. See
-    /// [`Link::reads_only_the_opposite_queue`].
+    /// Whether this link may hold the queue that both links' round trips read: it is full, its
+    /// background has members, and none of them timed its queue alone last round (no
+    /// timestamps). See [`Link::reads_only_the_opposite_queue`].
     fn holds_the_sum_of_queues(&self) -> bool {
         self.last.flows > 0 && self.full == Some(true) && self.delay.own_queue_delay().is_none()
     }
