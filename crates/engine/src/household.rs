@@ -6,8 +6,6 @@
 //! whose ACKs then carry their allocation (`HouseholdShare`). A held flow whose turn comes while
 //! its receiver has nothing to acknowledge gets a window update the daemon sends.
 
-use std::net::{IpAddr, SocketAddr};
-
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::{FlowDelay, Slowdown, SlowdownRound};
 use slipstream_household::{
@@ -16,9 +14,13 @@ use slipstream_household::{
 };
 
 use crate::api::WindowUpdate;
-use crate::flow_key::{FlowKey, Side};
+use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, LinkSnapshot};
+use capacity::Capacity;
+use keys::{host_key, sort_key};
 
+mod capacity;
+mod keys;
 mod member;
 pub(crate) use member::{Allocated, MemberRef};
 
@@ -49,7 +51,7 @@ pub(crate) struct Link {
     /// Best effort's traffic as counted in the previous round (see [`best_effort`]).
     best_effort_before: Option<BestEffort>,
     /// The link's capacity as its counters saw it (see [`Capacity`]), and whether the last
-    /// round carried [`FULL_SHARE`] of it (`None` without counters): a link that is not full
+    /// round carried [`capacity::FULL_SHARE`] of it (`None` without counters): a link that is not full
     /// holds no queue.
     capacity: Capacity,
     full: Option<bool>,
@@ -70,47 +72,6 @@ pub struct LinkCounters {
     /// Link-layer header per packet that the byte counter includes (14 for Ethernet, 0 for
     /// PPP): added to each of the background's IP packets before they are taken off.
     pub header_bytes: u64,
-}
-
-/// A link is full while it carries at least this share of its [`Capacity`]: a queue builds only
-/// on a link that is full.
-const FULL_SHARE: f64 = 0.9;
-
-/// The largest rate a link's counters counted in a round (all its traffic, bytes/s), halving
-/// every [`Capacity::HALF_LIFE`] since: a link that carries less than its capacity is not full.
-/// Longer than the budget's 10 s link rate (`link_rate`), which is the background's own view:
-/// a link the background alone never filled must remember best effort filling it.
-#[derive(Clone, Copy, Debug, Default)]
-struct Capacity {
-    /// (when it was measured, bytes/s).
-    peak: Option<(Instant, f64)>,
-    /// The rounds' rates, smoothed (bytes/s): one round's count moves by a tenth and more
-    /// (lab `both`: a full upload read 0.84-0.98 of its peak round by round).
-    smoothed: Option<f64>,
-}
-
-impl Capacity {
-    const HALF_LIFE: Duration = Duration::from_secs(60);
-    /// The smoothed rate's gain per round.
-    const GAIN: f64 = 0.25;
-
-    /// A round carried `rate`: whether the link is full, its smoothed rate at least
-    /// [`FULL_SHARE`] of its capacity.
-    fn is_full(&mut self, now: Instant, rate: f64) -> bool {
-        let aged = self.peak.map_or(0.0, |(at, peak)| {
-            let halvings = now.saturating_since(at).as_secs_f64() / Self::HALF_LIFE.as_secs_f64();
-            peak * 0.5f64.powf(halvings)
-        });
-        let capacity = if rate >= aged {
-            self.peak = Some((now, rate));
-            rate
-        } else {
-            aged
-        };
-        let smoothed = self.smoothed.map_or(rate, |s| s + Self::GAIN * (rate - s));
-        self.smoothed = Some(smoothed);
-        smoothed >= FULL_SHARE * capacity
-    }
 }
 
 /// A link's queue is the background's own while best effort carries under this share of the
@@ -489,12 +450,8 @@ pub(crate) fn run_round<'f>(
         link.last.phase = BudgetPhase::Idle;
         return;
     }
-    // Round trips alone cannot tell this link's queue from the opposite link's: without
-    // timestamps a download's far half carries its ACKs up the upload link, an upload's near
-    // half its ACKs down the download link, and two links of background each read the sum.
-    // The rates can: a link that did not carry FULL_SHARE of its rate holds no queue, so
-    // while the opposite link is full, the sum is that link's queue, which its own controller
-    // holds near the target. Up to the target of it is taken off; more is this link's too.
+    // Without timestamps both links' round trips read the sum of their queues; a link that is
+    // not full holds none of it (see `capacity`), so up to the target is the opposite link's.
     let queue_delay = match queue_delay {
         Some(q) if opposite_holds_the_sum && link.reads_only_the_opposite_queue() => {
             Some(q.saturating_sub(target))
@@ -637,35 +594,6 @@ fn median(values: &mut [Duration]) -> Option<Duration> {
     }
     let middle = values.len() / 2;
     Some(*values.select_nth_unstable(middle).1)
-}
-
-/// A number that sorts as `key` among IPv4 flows, below every other flow's: the two endpoints
-/// packed (address, port, address, port; `FlowKey` compares them in that order). `None` for
-/// IPv6, which sort after (a connection's two ends are of one family).
-fn sort_key(key: &FlowKey) -> Option<u128> {
-    match (key.endpoint(Side::Low), key.endpoint(Side::High)) {
-        (SocketAddr::V4(low), SocketAddr::V4(high)) => Some(
-            u128::from(low.ip().to_bits()) << 80
-                | u128::from(low.port()) << 64
-                | u128::from(high.ip().to_bits()) << 16
-                | u128::from(high.port()),
-        ),
-        _ => None,
-    }
-}
-
-/// The LAN host's key (flows of one host share the host's part; only equality matters): an
-/// IPv4 address itself, a hash of an IPv6 address with the top bit set.
-fn host_key(key: &FlowKey, lan_side: Side) -> u64 {
-    use std::hash::{Hash, Hasher};
-    match key.endpoint(lan_side).ip() {
-        IpAddr::V4(ip) => u64::from(ip.to_bits()),
-        ip => {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            ip.hash(&mut h);
-            h.finish() | 1 << 63
-        }
-    }
 }
 
 #[cfg(test)]
