@@ -17,9 +17,11 @@ use crate::api::WindowUpdate;
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, LinkSnapshot};
 use capacity::Capacity;
+use counted::best_effort;
 use keys::{host_key, sort_key};
 
 mod capacity;
+mod counted;
 mod keys;
 mod member;
 pub(crate) use member::{Allocated, MemberRef};
@@ -403,11 +405,13 @@ pub(crate) fn run_round<'f>(
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
     let background = std::mem::take(&mut link.background);
-    let counted = best_effort(link.counters_at_round_start, link.counters, background);
-    let carried = link
+    // What the counters counted in the round, all traffic.
+    let round_counts = link
         .counters
         .zip(link.counters_at_round_start)
-        .and_then(|(end, start)| end.bytes.checked_sub(start.bytes));
+        .and_then(|(end, start)| end.since(start));
+    let counted = round_counts.map(|all| best_effort(all, background));
+    let carried = round_counts.map(|all| all.bytes);
     link.counters_at_round_start = link.counters;
     // What lasted two rounds: the interface counts a packet when it arrives, the engine when the
     // daemon reads it, and a backlog that grows in one round (and drains in the next) reads as
@@ -567,23 +571,6 @@ pub(crate) fn run_round<'f>(
     link.last.in_flight_bytes = in_flight_total;
     link.last.goodput_bits_per_second = round.delivery_rate() * 8.0;
     link.last.slowdowns = link.slowdown.count;
-}
-
-/// Best effort's traffic between two readings of the link's counters: all of it less the
-/// background's packets (with the link-layer header each). `None` without two readings.
-fn best_effort(
-    start: Option<LinkCounters>,
-    end: Option<LinkCounters>,
-    background: BestEffort,
-) -> Option<BestEffort> {
-    let (start, end) = (start?, end?);
-    let packets = end.packets.checked_sub(start.packets)?;
-    let bytes = end.bytes.checked_sub(start.bytes)?;
-    let background_bytes = background.bytes + background.packets * end.header_bytes;
-    Some(BestEffort {
-        bytes: bytes.saturating_sub(background_bytes),
-        packets: packets.saturating_sub(background.packets),
-    })
 }
 
 /// The median (the upper one of an even count) of `values`, reordering them: a selection, O(n),
