@@ -9,8 +9,8 @@
 use slipstream_control::{Duration, Instant};
 use slipstream_household::link_delay::{FlowDelay, Slowdown, SlowdownRound};
 use slipstream_household::{
-    allocate_with, AllocScratch, Allocation, AnyBudget, BestEffort, BudgetConfig, BudgetController,
-    BudgetPhase, FlowDemand, HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
+    allocate_with, AllocScratch, Allocation, AnyBudget, BestEffort, BudgetController, BudgetPhase,
+    FlowDemand, HouseholdConfig, LinkDelay, LinkRound, ShareSpec,
 };
 
 use crate::api::WindowUpdate;
@@ -429,10 +429,7 @@ pub(crate) fn run_round<'f>(
     if counted.is_none() {
         link.best_effort_before = None;
     }
-    let target = match &config.budget {
-        BudgetConfig::DelayTarget(c) => c.target,
-        _ => Duration::from_millis(10),
-    };
+    let target = config.budget.delay_target();
     let queue_delay = link.delay.end_round();
     let base_rtt = median(rtts);
     let min_rtt = median(min_rtts);

@@ -178,14 +178,21 @@ impl RttEstimator {
         sample
     }
 
-    /// A far-half sample from the handshake (the SYN or SYN-ACK that crossed to the far end and
-    /// the answer that came back), the flow's first.
-    pub(crate) fn on_handshake_far(&mut self, sample: Duration) {
-        let us = sample.as_micros().min(u128::from(u32::MAX)) as u32;
-        if self.far.smoothed_us.is_none() {
-            self.far.record_recent(us);
-            self.far.smoothed_us = Some(us);
-            self.far.min_us = us;
+    /// The handshake's samples of the two halves (the SYN or SYN-ACK that crossed to each end
+    /// and the answer that came back), each half's first unless its data gave one already. An
+    /// upload's near half is the one that crosses the access link: seeded, a flow has its round
+    /// trip (and a base) from the start, not only the LAN half (0.2 ms) until its data's first
+    /// ACK, which all of 48 uploads started together measured behind the queue their initial
+    /// windows built.
+    pub(crate) fn on_handshake(&mut self, far: Option<Duration>, near: Option<Duration>) {
+        for (half, sample) in [(&mut self.far, far), (&mut self.near, near)] {
+            let Some(sample) = sample else { continue };
+            let us = sample.as_micros().min(u128::from(u32::MAX)) as u32;
+            if half.smoothed_us.is_none() {
+                half.record_recent(us);
+                half.smoothed_us = Some(us);
+                half.min_us = us;
+            }
         }
     }
 
@@ -236,6 +243,32 @@ mod tests {
         // Data echoing TSval 700 arrives 100 ms after that ACK left.
         r.on_data_arrived(ms(102), Some(700), 2448);
         assert_eq!(r.rtt(), Some(Duration::from_millis(102)));
+    }
+
+    #[test]
+    fn the_handshake_seeds_both_halves() {
+        // An upload: the far half is the LAN host's (0.2 ms), the near half the server's.
+        let mut r = RttEstimator::default();
+        r.on_handshake(Some(Duration::from_micros(200)), Some(Duration::from_millis(100)));
+        assert_eq!(r.rtt(), Some(Duration::from_micros(100_200)));
+        // The first data, behind the queue the flows' initial windows built: the base stays
+        // the handshake's.
+        for i in 0..4 {
+            let end = 1000 * (i + 1);
+            r.on_data_arrived(ms(u64::from(i)), Some(50), end);
+            r.on_ack_forwarded(ms(220 + u64::from(i)), Some(700), end);
+        }
+        assert_eq!(r.base_rtt(), Some(Duration::from_micros(100_200)));
+        assert_eq!(r.queue_delay(), Some(Duration::from_millis(120)));
+        // A half the data measured first keeps its own sample.
+        let mut r = RttEstimator::default();
+        r.on_data_arrived(ms(0), Some(50), 1000);
+        r.on_ack_forwarded(ms(2), Some(700), 1000);
+        r.on_handshake(Some(Duration::from_millis(100)), Some(Duration::from_millis(1)));
+        assert_eq!(
+            r.halves(),
+            (Some(Duration::from_millis(100)), Some(Duration::from_millis(2)))
+        );
     }
 
     #[test]

@@ -43,10 +43,12 @@ fn upload_beside(
     until_ms: u64,
 ) -> Vec<(u64, f64)> {
     let mut engine = household_engine();
-    let t0 = Instant::from_millis(0);
-    for seg in handshake_segments(true) {
-        feed_lan(&mut engine, t0, seg);
-    }
+    // The handshake crosses the empty path (the SYN-ACK comes back 100 ms after the SYN); the
+    // times below (`t`) start after it, at `HANDSHAKE_MS`.
+    const HANDSHAKE_MS: u64 = 100;
+    let [syn, syn_ack] = handshake_segments(true);
+    feed_lan(&mut engine, Instant::from_millis(0), syn);
+    feed_lan(&mut engine, Instant::from_millis(HANDSHAKE_MS), syn_ack);
     // (time at the router, packet): data as sent, ACKs when they come back.
     let mut packets: Vec<(u64, Seg)> = Vec::new();
     for t in (10..until_ms).step_by(5) {
@@ -90,7 +92,7 @@ fn upload_beside(
             downlink.packets += best_effort(next_tick).div_ceil(1514);
             next_tick += 5;
         }
-        let (_, bytes) = feed_lan(&mut engine, Instant::from_millis(t), seg);
+        let (_, bytes) = feed_lan(&mut engine, Instant::from_millis(HANDSHAKE_MS + t), seg);
         let link = if seg.from_server {
             &mut downlink
         } else {
@@ -164,6 +166,17 @@ fn an_upload_still_reads_its_own_links_queue() {
         (17.0..23.0).contains(&late),
         "the upload link's own 20 ms read as {late} ms"
     );
+}
+
+#[test]
+fn an_upload_that_starts_behind_a_queue_reads_it() {
+    // 40 ms stand on the upload link from the first data on (the queue a batch of uploads'
+    // initial windows builds); the handshake crossed the empty link just before. Every data
+    // sample reads 140 ms: the flow's minimum alone would take the queue for its path (0 ms
+    // read). Bounded by the handshake's 100 ms plus the 10 ms target, it reads 30 of the 40.
+    let queue = upload(|_| 40, |_| 0, 3000);
+    let read = max_between(&queue, 1000, 3000);
+    assert!((27.0..33.0).contains(&read), "a 40 ms queue read as {read} ms");
 }
 
 /// A packet of the flow of LAN port `port` (server port [`SERVER_PORT`]), with etherparse.

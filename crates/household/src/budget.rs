@@ -244,6 +244,15 @@ impl BudgetConfig {
         }
     }
 
+    /// The queueing delay the background may add: the delay target's, 10 ms for Key et al.'s
+    /// controllers (which steer by rates, but the link's delay view needs a scale).
+    pub fn delay_target(&self) -> Duration {
+        match self {
+            BudgetConfig::DelayTarget(c) => c.target,
+            _ => Duration::from_millis(10),
+        }
+    }
+
     /// How long one round lasts: the controller's own control interval (Key et al.'s T), or
     /// about one base RTT for the delay target.
     pub fn round_length(&self, base_rtt: Option<Duration>) -> Duration {

@@ -472,9 +472,10 @@ impl Flow {
         }?;
         self.bulk_sender = Some(candidate);
         self.control = None;
-        if let Some(far) = self.handshake_half[candidate.index()] {
-            self.rtt.on_handshake_far(far);
-        }
+        self.rtt.on_handshake(
+            self.handshake_half[candidate.index()],
+            self.handshake_half[candidate.other().index()],
+        );
         self.start_control(controller, key)
     }
 
@@ -491,7 +492,16 @@ impl Flow {
         self.control = Some(Box::new(FlowControl {
             controller: controller.build(),
             sender_clock: TsClockEstimator::new(),
-            household: matches!(controller, ControllerConfig::Household).then(HouseholdFlow::default),
+            household: matches!(controller, ControllerConfig::Household).then(|| {
+                let mut household = HouseholdFlow::default();
+                // An upload's: its near half (see `HouseholdFlow::link_handshake`).
+                if self.link() == Some(LinkDirection::Upload) {
+                    household.link_handshake = self
+                        .lan_side
+                        .and_then(|lan| self.handshake_half[lan.other().index()]);
+                }
+                household
+            }),
         }));
         // A household flow starts at its floor: its first round allocates it a share, and until
         // then it must not run ahead on the host's whole window (the edge could not come back).

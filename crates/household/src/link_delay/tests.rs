@@ -289,3 +289,59 @@ fn a_drained_opposite_queue_does_not_lower_a_round_trip_base() {
     down.on_round_trip_sample(&mut download, ms(117), up.own_queue_delay());
     assert_eq!(down.end_round(), Some(ms(5)));
 }
+
+#[test]
+fn flows_that_start_together_are_bounded_by_their_handshakes() {
+    // 48 uploads start at once on a 100 ms path: their first data waits behind the 120 ms queue
+    // their initial windows build. Without a queue measured before, every base is 220 ms and the
+    // link reads no queue at all.
+    let standing = [220, 225, 222, 221];
+    let mut link = LinkDelay::default();
+    let mut unbounded = vec![FlowDelay::default(); 8];
+    for f in &mut unbounded {
+        for q in standing {
+            link.on_sample(f, ms(q));
+        }
+    }
+    assert_eq!(link.end_round(), Some(ms(1)), "120 ms of queue read as 1");
+    // With each handshake's half (100 ms, before the data) and 10 ms of slack, the link reads
+    // the queue less the slack.
+    let mut link = LinkDelay::default();
+    let mut bounded = vec![FlowDelay::default(); 8];
+    for f in &mut bounded {
+        link.on_handshake(f, ms(100), ms(10));
+        for q in standing {
+            link.on_sample(f, ms(q));
+        }
+    }
+    assert_eq!(bounded[0].base(), Some(ms(110)));
+    assert_eq!(link.end_round(), Some(ms(111)));
+    // Once the queue drains, the data's own samples set the base (a data packet's
+    // serialization over the handshake's is within the slack: no phantom queue).
+    for f in &mut bounded {
+        link.on_sample(f, ms(101));
+    }
+    assert_eq!(bounded[0].base(), Some(ms(101)));
+    assert_eq!(link.end_round(), Some(ms(0)));
+}
+
+#[test]
+fn a_handshake_bound_ages_out_with_its_epoch() {
+    // A handshake answered from nearer than the data's path (a SYN proxy) bounds the base too
+    // low: a phantom queue, for two epochs at most.
+    let mut link = LinkDelay::default();
+    let mut f = FlowDelay::default();
+    link.on_handshake(&mut f, ms(20), ms(10));
+    for _ in 0..CALIBRATION_SAMPLES {
+        link.on_sample(&mut f, ms(100));
+    }
+    assert_eq!(link.end_round(), Some(ms(70)));
+    link.next_epoch();
+    link.on_sample(&mut f, ms(100));
+    assert_eq!(f.base(), Some(ms(30)), "the previous epoch's bound still counts");
+    assert_eq!(link.end_round(), Some(ms(70)));
+    link.next_epoch();
+    link.on_sample(&mut f, ms(100));
+    assert_eq!(f.base(), Some(ms(100)));
+    assert_eq!(link.end_round(), Some(ms(0)));
+}
