@@ -434,12 +434,12 @@ impl Engine {
                         download_link.queue_for_opposite(),
                         download_link.background_part(),
                     );
-                    let slack = self.household.config.budget.delay_target();
                     let link = &mut self.household.links[direction.index()];
                     link.delivered += u64::from(ack.acked);
                     state.round_acked += u64::from(ack.acked);
                     if let (Some(sample), LinkDirection::Upload) = (ack.near_sample, direction) {
                         if let Some(half) = state.link_handshake.take() {
+                            let slack = self.household.config.budget.delay_target();
                             link.delay.on_handshake(&mut state.delay, half, slack);
                         }
                         // The round trip less the background's part of the queue its ACK met

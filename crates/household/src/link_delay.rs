@@ -180,8 +180,8 @@ impl LinkDelay {
     /// at once (48 uploads, a backup's parallel connections) measure their first data behind the
     /// queue their initial windows build, every base is that much too high, and the round's
     /// 25th percentile reads no queue at all; the budget grew to 1.3 MB on a 10 Mbit/s link
-    /// and the queue stood at 100 ms for good (the eBPF upload test, 1 run in 5 on a loaded
-    /// machine). A coordinated slowdown did not mend it: at its minimum budget most flows are
+    /// and the queue stood at 100 ms for good (the eBPF upload test, in CI and in 2 runs of 12
+    /// on a loaded machine). A coordinated slowdown did not mend it: at its minimum budget most flows are
     /// held and measure nothing.
     pub fn on_handshake(&mut self, flow: &mut FlowDelay, half: Duration, slack: Duration) {
         self.sync_epoch(flow);
