@@ -83,6 +83,9 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
 fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
     ensure!(o.duration_scale > 0.0 && o.duration_scale.is_finite(), "--scale must be positive");
     ensure!(o.rate_mbit > 0.0 && o.rate_mbit.is_finite(), "--rate must be positive");
+    if let Some(up) = o.upload_rate_mbit {
+        ensure!(up > 0.0 && up.is_finite(), "--up-rate must be positive");
+    }
     ensure!(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite(), "--rtt must be >= 0");
     let mut valid: Vec<&str> = chosen.iter().flat_map(|s| s.set_keys).copied().collect();
     valid.sort_unstable();

@@ -140,8 +140,12 @@ impl Paper {
 /// Topology and run parameters of one [`RunResult`].
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 pub struct RunParams {
-    /// Bottleneck rate, Mbit/s (both directions).
+    /// Bottleneck rate, Mbit/s (both directions, or the download's where `upload_rate_mbit` is
+    /// set).
     pub rate_mbit: f64,
+    /// The upload bottleneck's rate, Mbit/s, on an asymmetric link (`--up-rate`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_rate_mbit: Option<f64>,
     /// Base RTT set on the delay element, ms.
     pub rtt_ms: f64,
     /// Bottleneck queue limit, bytes (tbf `limit`).
@@ -159,6 +163,13 @@ pub struct RunParams {
     /// Scenario-specific parameters (e.g. `"on_off_T_s": 5`, `"flows": 8`).
     #[serde(default)]
     pub extra: BTreeMap<String, serde_json::Value>,
+}
+
+impl RunParams {
+    /// The upload bottleneck's rate, Mbit/s (`rate_mbit` where symmetric).
+    pub fn upload_rate(&self) -> f64 {
+        self.upload_rate_mbit.unwrap_or(self.rate_mbit)
+    }
 }
 
 /// One time series of a run, e.g. the goodput of the background flow.

@@ -128,12 +128,13 @@ impl Testbed {
             self.sysctl(Ns::client(n), "net.ipv4.tcp_timestamps", "0")?;
         }
         // Bottlenecks.
-        let (rate, burst, limit) = (
-            self.spec.rate_bps(),
-            self.spec.tbf_burst_bytes(),
-            self.spec.effective_queue_bytes(),
-        );
-        for (ns, dev) in [(Ns::Isp, ISP_DOWN_IF), (Ns::Router, ROUTER_WAN_IF)] {
+        let spec = &self.spec;
+        let (down, up) = (spec.rate_bps(), spec.upload_rate_bps());
+        for (ns, dev, rate, limit) in [
+            (Ns::Isp, ISP_DOWN_IF, down, spec.effective_queue_bytes()),
+            (Ns::Router, ROUTER_WAN_IF, up, spec.effective_upload_queue_bytes()),
+        ] {
+            let burst = cmd::tbf_burst_bytes(rate);
             cmd::run(
                 "tc",
                 &[

@@ -416,6 +416,20 @@ mod tests {
         };
         assert_eq!(asym.rtt_ms(), 50.0);
         assert_eq!(asym.upload_delay_ms(), 20.0);
+        let dsl = TopologySpec {
+            upload_rate_mbit: Some(1.0),
+            ..s.clone()
+        };
+        assert_eq!(dsl.upload_rate_bps(), 1_000_000);
+        assert_eq!(dsl.effective_queue_bytes(), 125_000);
+        assert_eq!(dsl.effective_upload_queue_bytes(), 12_500);
+        assert_eq!(s.effective_upload_queue_bytes(), 125_000);
+        assert!(TopologySpec {
+            upload_rate_mbit: Some(0.0),
+            ..s.clone()
+        }
+        .validate()
+        .is_err());
         assert!(TopologySpec {
             upload_delay_ms: Some(-1.0),
             ..s.clone()

@@ -13,12 +13,16 @@ use crate::cmd;
 /// queue; the delay element delays each direction by its own one-way delay.
 #[derive(Debug, Clone)]
 pub struct TopologySpec {
-    /// Access bottleneck rate in Mbit/s, both directions (default 10).
+    /// Access bottleneck rate in Mbit/s, both directions (default 10), or the download's where
+    /// `upload_rate_mbit` is set.
     pub rate_mbit: f64,
+    /// The upload bottleneck's rate, Mbit/s, if it differs (an asymmetric link: DSL, cable,
+    /// 20/2 Mbit/s). `None` = symmetric.
+    pub upload_rate_mbit: Option<f64>,
     /// One-way delay added in each direction by the delay element, ms (default 50, i.e. a
     /// 100 ms base RTT). 0 disables the delay element.
     pub one_way_delay_ms: f64,
-    /// tbf queue limit in bytes for both bottlenecks; `None` = one BDP (see
+    /// tbf queue limit in bytes for both bottlenecks; `None` = one BDP of each direction's rate (see
     /// [`TopologySpec::effective_queue_bytes`]). [`TopologySpec::with_queue_packets`] sets it in
     /// full-size frames.
     pub queue_bytes: Option<u64>,
@@ -48,6 +52,7 @@ impl Default for TopologySpec {
     fn default() -> Self {
         TopologySpec {
             rate_mbit: 10.0,
+            upload_rate_mbit: None,
             one_way_delay_ms: 50.0,
             queue_bytes: None,
             name_prefix: unique_prefix("ss"),
@@ -103,19 +108,36 @@ impl TopologySpec {
         (self.rate_mbit * 1e6).round() as u64
     }
 
-    /// Bandwidth-delay product in bytes (rate × base RTT).
+    /// The upload bottleneck's rate in Mbit/s (`rate_mbit` where symmetric).
+    pub fn upload_rate_mbit(&self) -> f64 {
+        self.upload_rate_mbit.unwrap_or(self.rate_mbit)
+    }
+
+    /// The upload bottleneck's rate in bit/s.
+    pub fn upload_rate_bps(&self) -> u64 {
+        (self.upload_rate_mbit() * 1e6).round() as u64
+    }
+
+    /// Bandwidth-delay product in bytes (rate × base RTT), of the download direction.
     pub fn bdp_bytes(&self) -> u64 {
         (self.rate_mbit * 1e6 / 8.0 * self.rtt_ms() / 1000.0).round() as u64
     }
 
-    /// The tbf `limit` used: `queue_bytes` or one BDP, at least two full frames.
+    /// The download tbf's `limit`: `queue_bytes` or one BDP, at least two full frames.
     pub fn effective_queue_bytes(&self) -> u64 {
         self.queue_bytes
             .unwrap_or_else(|| self.bdp_bytes())
             .max(2 * cmd::FRAME_BYTES)
     }
 
-    /// The tbf `burst` used (see the crate docs).
+    /// The upload tbf's `limit`: `queue_bytes` or one BDP at the upload rate, at least two full
+    /// frames.
+    pub fn effective_upload_queue_bytes(&self) -> u64 {
+        let bdp = (self.upload_rate_mbit() * 1e6 / 8.0 * self.rtt_ms() / 1000.0).round() as u64;
+        self.queue_bytes.unwrap_or(bdp).max(2 * cmd::FRAME_BYTES)
+    }
+
+    /// The download tbf's `burst` (see the crate docs).
     pub fn tbf_burst_bytes(&self) -> u64 {
         cmd::tbf_burst_bytes(self.rate_bps())
     }
@@ -123,6 +145,10 @@ impl TopologySpec {
     pub(crate) fn validate(&self) -> Result<()> {
         if !(self.rate_mbit.is_finite() && self.rate_mbit > 0.0) {
             bail!("rate_mbit must be positive, got {}", self.rate_mbit);
+        }
+        let up = self.upload_rate_mbit();
+        if !(up.is_finite() && up > 0.0) {
+            bail!("upload_rate_mbit must be positive, got {up}");
         }
         if !(self.one_way_delay_ms.is_finite() && self.one_way_delay_ms >= 0.0) {
             bail!("one_way_delay_ms must be >= 0, got {}", self.one_way_delay_ms);

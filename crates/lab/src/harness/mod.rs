@@ -108,8 +108,10 @@ impl<'a> Run<'a> {
         ctx.check_interrupted()?;
         let spec = TopologySpec {
             rate_mbit: opts.rate_mbit,
+            upload_rate_mbit: opts.upload_rate_mbit,
             one_way_delay_ms: opts.rtt_ms / 2.0,
-            queue_bytes: Some(opts.effective_queue_bytes()),
+            // Given: both directions; else one BDP of each direction's rate (the testbed's).
+            queue_bytes: opts.queue_bytes.map(|_| opts.effective_queue_bytes()),
             name_prefix: slipstream_testbed::unique_prefix(LAB_PREFIX),
             delay_bin: Some(ctx.delay_bin.clone()),
             ipv6: false,
@@ -155,6 +157,7 @@ impl<'a> Run<'a> {
         let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
+            upload_rate_mbit: opts.upload_rate_mbit,
             rtt_ms: opts.rtt_ms,
             queue_bytes: opts.effective_queue_bytes(),
             queue_packets: opts.effective_queue_bytes() as f64 / slipstream_testbed::cmd::FRAME_BYTES as f64,

@@ -156,7 +156,10 @@ pub fn how_measured(report: &ScenarioReport) -> String {
     let runs = &report.runs;
     let started = report.started_unix;
     let date = if started > 0.0 { date(started) } else { super::markdown::MISSING.into() };
-    let rate = distinct(runs.iter().map(|r| format!("{} Mbit/s", tick(r.params.rate_mbit))));
+    let rate = distinct(runs.iter().map(|r| match r.params.upload_rate_mbit {
+        Some(up) => format!("{}/{} Mbit/s", tick(r.params.rate_mbit), tick(up)),
+        None => format!("{} Mbit/s", tick(r.params.rate_mbit)),
+    }));
     let set = distinct(runs.iter().map(|r| format!("{} ms", tick(r.params.rtt_ms))));
     // Measured RTTs as their range, not one by one.
     let rtt = match crate::analysis::min_max(runs.iter().filter_map(|r| r.params.measured_rtt_ms)) {

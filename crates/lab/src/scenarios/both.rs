@@ -195,7 +195,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     }
     report.title = format!(
         "both: background downloading and uploading at once, beside best effort either way ({} Mbit/s, {} ms RTT)",
-        opts.rate_mbit, opts.rtt_ms
+        opts.rate_label(), opts.rtt_ms
     );
     report.table = table;
     report.notes = vec![format!(

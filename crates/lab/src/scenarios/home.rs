@@ -190,7 +190,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     report.title = format!(
         "home: a household's evening (browsing, video call, game beside a download, a backup and P2P), \
          {} Mbit/s, {} ms RTT, {} byte queue",
-        opts.rate_mbit,
+        opts.rate_label(),
         opts.rtt_ms,
         opts.effective_queue_bytes()
     );
@@ -307,7 +307,7 @@ fn one_run(
         let ceiling = max_goodput_mbit(r.params.rate_mbit);
         let as_goodput = 1448.0 / 1514.0;
         let free_down = ceiling - web_goodput - udp_down * as_goodput;
-        let free_up = ceiling - udp_up * as_goodput;
+        let free_up = max_goodput_mbit(r.params.upload_rate()) - udp_up * as_goodput;
         if directions.carries(true) {
             m.push(Metric::new("bg_down_goodput", Unit::Mbps, down));
             m.push(Metric::new("bg_down_free_share", Unit::Ratio, down / free_down.max(1e-9)));

@@ -202,9 +202,13 @@ pub struct ScenarioOptions {
     /// no-timestamps, many-flows, weights and link household,no-control,htb-95,slipstream.
     #[arg(long, value_delimiter = ',', num_args = 1..)]
     pub alternatives: Vec<Alternative>,
-    /// Bottleneck rate, Mbit/s (both directions).
+    /// Bottleneck rate, Mbit/s (both directions, or the download's with `--up-rate`).
     #[arg(long = "rate", default_value_t = 10.0)]
     pub rate_mbit: f64,
+    /// The upload bottleneck's rate, Mbit/s, for an asymmetric link (DSL, cable: `--rate 20
+    /// --up-rate 2`); its queue is one BDP at this rate unless `--queue-bytes` is given.
+    #[arg(long = "up-rate")]
+    pub upload_rate_mbit: Option<f64>,
     /// Base RTT, ms.
     #[arg(long = "rtt", default_value_t = 100.0)]
     pub rtt_ms: f64,
@@ -241,6 +245,14 @@ impl ScenarioOptions {
     /// `secs × duration_scale`, at least `min` seconds.
     pub fn scaled(&self, secs: f64, min: f64) -> f64 {
         (secs * self.duration_scale).max(min)
+    }
+
+    /// The link's rate for titles: "10" when symmetric, "20/2" (download/upload) when not.
+    pub fn rate_label(&self) -> String {
+        match self.upload_rate_mbit {
+            Some(up) if up != self.rate_mbit => format!("{}/{up}", self.rate_mbit),
+            _ => self.rate_mbit.to_string(),
+        }
     }
 
     /// Bandwidth-delay product in bytes.

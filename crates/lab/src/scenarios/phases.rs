@@ -231,7 +231,7 @@ pub fn run_mixes(
             table.add_rows(&refs, [RowSpec::new(label, Unit::Count, "flows_failed")]);
         }
     }
-    report.title = format!("{title} ({} Mbit/s, {} ms RTT)", opts.rate_mbit, opts.rtt_ms);
+    report.title = format!("{title} ({} Mbit/s, {} ms RTT)", opts.rate_label(), opts.rtt_ms);
     report.table = table;
     report.notes = vec![format!(
         "phases of {:.0} s: best effort alone, background alone, together; each measured after its \
