@@ -36,6 +36,7 @@ pub(super) fn series(
 pub(super) fn params(repeat: u32, extra: BTreeMap<String, serde_json::Value>) -> RunParams {
     RunParams {
         rate_mbit: 10.0,
+        upload_rate_mbit: None,
         rtt_ms: 100.0,
         queue_bytes: 125_000,
         queue_packets: 83.0,
