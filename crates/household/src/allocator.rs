@@ -18,7 +18,10 @@
 //!    remaining budget affords (a floor each), pay for them, and keep a turn at least `turn`; the
 //!    others are *held*: their right edge stays where it is (it never moves left) and their window
 //!    closes as their data is acknowledged. Over time every flow gets its share (deficit round
-//!    robin, Shreedhar & Varghese 1996).
+//!    robin, Shreedhar & Varghese 1996). A budget below one floor is a duty cycle: the flow with
+//!    the most credit has a turn only once it has earned one, so a lone flow sends its floor for
+//!    a fraction budget / floor of the time (on a small uplink its floor alone is a sixth of
+//!    the link: 2 Mbit/s, 40 ms).
 
 use std::cmp::Reverse;
 use std::collections::HashMap;
@@ -247,14 +250,17 @@ pub fn allocate_with(
     turn_keys.sort_unstable();
     sharing.clear();
     sharing.extend(turn_keys.iter().map(|k| k.3 as usize));
-    // Turns go in that order while floors fit (one flow always has a turn, so the link is never
-    // idle for want of one).
+    // Turns go in that order while floors fit. The first flow has a turn even when its floor
+    // does not fit, if it has earned one (credit), and for that round only: a budget below one
+    // floor is a duty cycle, the floor in a fraction budget / floor of the rounds. (Turns of
+    // `turn` there ran up debts of seconds: a lone flow held through best effort's leaving.)
     granted.clear();
     granted.resize(sharing.len(), false);
     let mut used = 0u64;
+    let first_earned = sharing.first().is_some_and(|&i| flows[i].credit >= 0);
     for (k, &i) in sharing.iter().enumerate() {
         let floor = u64::from(flows[i].floor);
-        if used + floor <= left || k == 0 {
+        if used + floor <= left || (k == 0 && first_earned) {
             used += floor;
             granted[k] = true;
         }

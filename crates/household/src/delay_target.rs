@@ -457,6 +457,15 @@ impl DelayTarget {
         let Some(queue_delay) = round.queue_delay else {
             // No sample: nothing was measured (no data, or every flow held); keep the budget.
             self.phase = BudgetPhase::Idle;
+            // Unless it is below one floor (a duty cycle on a small link, see the allocator)
+            // and the counters say best effort has gone: one floor, so a flow sends every round
+            // and the next round measures (a held flow measures nothing, and its next turn may
+            // be eight rounds away).
+            let floor = 2 * u64::from(round.mss);
+            if in_force < floor && self.best_effort_gone(round) {
+                self.budget = floor;
+                return floor;
+            }
             self.budget = in_force;
             return in_force;
         };

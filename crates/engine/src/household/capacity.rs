@@ -31,13 +31,18 @@ impl Capacity {
     /// The smoothed rate's gain per round.
     const GAIN: f64 = 0.25;
 
+    /// The capacity at `now` (bytes/s), aged; `None` before any counted round.
+    pub(super) fn rate(&self, now: Instant) -> Option<f64> {
+        self.peak.map(|(at, peak)| {
+            let halvings = now.saturating_since(at).as_secs_f64() / Self::HALF_LIFE.as_secs_f64();
+            peak * 0.5f64.powf(halvings)
+        })
+    }
+
     /// A round carried `rate`: whether the link is full, its smoothed rate at least
     /// [`FULL_SHARE`] of its capacity.
     pub(super) fn is_full(&mut self, now: Instant, rate: f64) -> bool {
-        let aged = self.peak.map_or(0.0, |(at, peak)| {
-            let halvings = now.saturating_since(at).as_secs_f64() / Self::HALF_LIFE.as_secs_f64();
-            peak * 0.5f64.powf(halvings)
-        });
+        let aged = self.rate(now).unwrap_or(0.0);
         let capacity = if rate >= aged {
             self.peak = Some((now, rate));
             rate

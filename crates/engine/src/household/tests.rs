@@ -99,3 +99,21 @@ fn a_link_not_full_reads_the_full_opposite_links_queue() {
     upload.last.flows = 0;
     assert!(!upload.holds_the_sum_of_queues());
 }
+
+#[test]
+fn a_small_household_on_a_small_link_may_go_below_its_floors() {
+    // 10 Mbit/s at 200 ms (250 kB: a 64th is 3906, above one floor), or nothing counted: one
+    // floor.
+    assert_eq!(min_budget(1448, 1, Some(250_000.0)), 2896);
+    assert_eq!(min_budget(1448, 1, None), 2896);
+    // 10 Mbit/s at 100 ms (125 kB): a 64th of it.
+    assert_eq!(min_budget(1448, 1, Some(125_000.0)), 1953);
+    // 1 Mbit/s at 40 ms (5 kB): a 64th is 78, below an eighth of the floor (362); four flows:
+    // half of their floor each (1448); eight or more: one floor.
+    let tiny = Some(5_000.0);
+    assert_eq!(min_budget(1448, 1, tiny), 362);
+    assert_eq!(min_budget(1448, 0, tiny), 362);
+    assert_eq!(min_budget(1448, 4, tiny), 1448);
+    assert_eq!(min_budget(1448, 8, tiny), 2896);
+    assert_eq!(min_budget(1448, 64, tiny), 2896);
+}

@@ -126,6 +126,35 @@ fn one_turn_even_below_one_floor() {
     assert_eq!(out.iter().filter(|a| **a != Allocation::Hold).count(), 1);
 }
 
+/// Rounds out of `rounds` (100 ms apart, turns of at least 250 ms) in which a lone flow given
+/// `budget` had a turn.
+fn lone_flow_turns(budget: u64, rounds: u64) -> u64 {
+    let mut flows = vec![flow(1, 1)];
+    let mut out = Vec::new();
+    (0..rounds)
+        .filter(|&r| {
+            let now = Instant::from_millis(r * 100);
+            allocate(budget, &mut flows, now, Duration::from_millis(250), &mut out);
+            out[0] != Allocation::Hold
+        })
+        .count() as u64
+}
+
+#[test]
+fn a_lone_flow_below_its_floor_sends_a_fraction_of_the_time() {
+    let floor = u64::from(flow(1, 1).floor);
+    // A quarter of a floor: a quarter of the rounds, one at a time (not turns of 250 ms).
+    let quarter = lone_flow_turns(floor / 4, 400);
+    assert!((95..=105).contains(&quarter), "{quarter} of 400 rounds");
+    // An eighth: an eighth.
+    let eighth = lone_flow_turns(floor / 8, 400);
+    assert!((47..=53).contains(&eighth), "{eighth} of 400 rounds");
+    // A floor or more: every round.
+    assert_eq!(lone_flow_turns(floor, 50), 50);
+    // Nothing: its first round (credit starts even), then never again.
+    assert_eq!(lone_flow_turns(0, 50), 1);
+}
+
 /// The allocator as it was before it was made O(n log n) (linear group lookups, a water-fill
 /// that tests every open claimant at every step): the reference the fast one must match,
 /// byte for byte.
@@ -238,13 +267,14 @@ mod reference {
             let keeps = f.turn_since.is_some_and(|t| now.saturating_since(t) < turn);
             (!keeps, std::cmp::Reverse(f.credit), f.held_since)
         });
-        // Turns go in that order while floors fit (one flow always has a turn, so the link is never
-        // idle for want of one).
+        // Turns go in that order while floors fit; the first one also, for a round, once it has
+        // earned one.
         let mut granted: Vec<bool> = vec![false; sharing.len()];
         let mut used = 0u64;
+        let first_earned = sharing.first().is_some_and(|&i| flows[i].credit >= 0);
         for (k, &i) in sharing.iter().enumerate() {
             let floor = u64::from(flows[i].floor);
-            if used + floor <= left || k == 0 {
+            if used + floor <= left || (k == 0 && first_earned) {
                 used += floor;
                 granted[k] = true;
             }
@@ -493,7 +523,11 @@ proptest! {
                     prop_assert!(*w >= f.floor, "window {} below floor", w);
                 }
             }
-            prop_assert!(out.iter().any(|a| *a != Allocation::Hold), "someone has a turn");
+            // Below one floor the turns are a duty cycle; from one floor up someone always sends.
+            let smallest = flows.iter().map(|f| u64::from(f.floor)).min().unwrap_or(0);
+            if budget.max(reserved) >= smallest {
+                prop_assert!(out.iter().any(|a| *a != Allocation::Hold), "someone has a turn");
+            }
         }
     }
 }

@@ -850,3 +850,27 @@ fn a_recovery_ages_by_the_path_not_the_smoothed_rtt() {
     // Without the members' smallest round trips, by the smoothed RTT: 1.25 MB/s * 140 ms.
     assert_eq!(recover_to(None), (175_000, "recover"));
 }
+
+#[test]
+fn a_duty_cycle_ends_when_the_counters_say_best_effort_left() {
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
+    let counted = |ms: u64, budget: u64, queue: Option<u64>, best_effort: u64| {
+        let mut r = at(ms, round(budget, queue, 5_000, budget));
+        r.best_effort = Some(BestEffort {
+            bytes: best_effort,
+            packets: best_effort / 1500,
+        });
+        r
+    };
+    // Best effort fills the link (1.2 MB/s of 1.25).
+    for ms in [1_000, 1_100, 1_200, 1_300, 1_400] {
+        c.on_round(&counted(ms, 150_000, Some(50), 120_000));
+    }
+    // A budget below one floor (2896), a round in which the lone flow was held: nothing
+    // measured, best effort still there: kept.
+    assert_eq!(c.on_round(&counted(1_500, 400, None, 120_000)), 400);
+    // Best effort gone (a ping's bytes): one floor, so the next round measures.
+    assert_eq!(c.on_round(&counted(1_600, 400, None, 100)), 2896);
+    // Without counters nothing is known: kept.
+    assert_eq!(c.on_round(&at(1_700, round(400, None, 0, 400))), 400);
+}
