@@ -31,10 +31,11 @@ const INITIAL_SEGMENTS: u64 = 10;
 const MAX_BUDGET: u64 = 256 << 20;
 /// The smallest budget's share of the link's bandwidth-delay product: at it, beside best effort
 /// that fills a one-BDP queue, the background keeps under 1% of the link (best effort's 98%,
-/// issue 22; at a 32nd, best effort kept 0.981 in lab `no-timestamps --rtt 20`, at a 64th 0.989). On a small link a flow's floor, two segments, is more: on a 2 Mbit/s uplink at
-/// 40 ms (10 kB) it is 30%, and a best-effort upload beside a background one at its floor kept
-/// 0.70 of its rate (lab `both --rate 20 --up-rate 2 --rtt 40`). There the budget may fall
-/// below the floors (a duty cycle, see the allocator).
+/// issue 22; at a 32nd best effort kept 0.981 in lab `no-timestamps --rtt 20`, at a 64th
+/// 0.989). On a small link a flow's floor, two segments, is more: on a 2 Mbit/s uplink at 40 ms
+/// (10 kB) it is 30%, and a best-effort upload beside a background one at its floor kept 0.70
+/// of its rate (lab `both --rate 20 --up-rate 2 --rtt 40`). There the budget may fall below the
+/// floors (a duty cycle, see the allocator).
 const MIN_BUDGET_BDP_SHARE: f64 = 1.0 / 64.0;
 /// The deepest duty cycle: the floors in this many turns (a lone flow at an eighth of its
 /// floor, held at most seven rounds in eight); from eight flows on, one floor, as before (each

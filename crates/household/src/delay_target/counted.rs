@@ -129,8 +129,6 @@ impl DelayTarget {
             .flatten()
     }
 
-    /// Whether the router counted best effort taking at least half of the link's rate this
-    /// round: a download in its slow start, which confirms the early yield to its SYN.
     /// Whether the counters say best effort is off the link: under `BEST_EFFORT_NEGLIGIBLE` of
     /// its rate in the round (false without counters).
     pub(super) fn best_effort_gone(&self, round: &LinkRound) -> bool {
@@ -141,6 +139,8 @@ impl DelayTarget {
         total > 0.0 && (be.bytes as f64 / round.interval.as_secs_f64()) < BEST_EFFORT_NEGLIGIBLE * total
     }
 
+    /// Whether the router counted best effort taking at least half of the link's rate this
+    /// round: a download in its slow start, which confirms the early yield to its SYN.
     pub(super) fn best_effort_busy(&self, round: &LinkRound) -> bool {
         let (Some(be), false) = (round.best_effort, round.interval.is_zero()) else {
             return false;
