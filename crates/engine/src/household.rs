@@ -19,44 +19,18 @@ use crate::stats::{LinkDirection, LinkSnapshot};
 use capacity::Capacity;
 use counted::best_effort;
 use keys::{host_key, sort_key};
+use min_budget::{min_budget, one_floor};
 
 mod capacity;
 mod counted;
 mod keys;
 mod member;
+mod min_budget;
 pub(crate) use member::{Allocated, MemberRef};
 
 /// A link's budget starts at ten segments (like an initial window) and stays within these bounds.
 const INITIAL_SEGMENTS: u64 = 10;
 const MAX_BUDGET: u64 = 256 << 20;
-/// The smallest budget's share of the link's bandwidth-delay product: at it, beside best effort
-/// that fills a one-BDP queue, the background keeps under 1% of the link (best effort's 98%,
-/// issue 22; at a 32nd best effort kept 0.981 in lab `no-timestamps --rtt 20`, at a 64th
-/// 0.989). On a small link a flow's floor, two segments, is more: on a 2 Mbit/s uplink at 40 ms
-/// (10 kB) it is 30%, and a best-effort upload beside a background one at its floor kept 0.70
-/// of its rate (lab `both --rate 20 --up-rate 2 --rtt 40`). There the budget may fall below the
-/// floors (a duty cycle, see the allocator).
-const MIN_BUDGET_BDP_SHARE: f64 = 1.0 / 64.0;
-/// The deepest duty cycle: the floors in this many turns (a lone flow at an eighth of its
-/// floor, held at most seven rounds in eight); from eight flows on, one floor, as before (each
-/// flow waits its turn among them).
-const DUTY_CYCLE_TURNS: u64 = 8;
-
-/// The smallest budget of a link with `flows` background flows of segment size `mss` and
-/// bandwidth-delay product `bdp` (bytes, `None` where unknown): [`MIN_BUDGET_BDP_SHARE`] of the
-/// BDP, at most one floor (two segments), at least the flows' floors in [`DUTY_CYCLE_TURNS`]
-/// turns. On a 10 Mbit/s / 100 ms link that is two thirds of a floor: a flow is held one round
-/// in three. (An eighth of a floor there held it up to 700 ms, longer than its sender's
-/// retransmission timeout, and the background used 0.06-0.38 of lab `onoff`'s idle periods
-/// against 0.41-0.62: probably the sender's restart after idleness, RFC 5681 Sec. 4.1.)
-fn min_budget(mss: u32, flows: usize, bdp: Option<f64>) -> u64 {
-    let floor = 2 * u64::from(mss);
-    let flows = (flows as u64).max(1);
-    let deepest = (floor * flows / flows.max(DUTY_CYCLE_TURNS)).max(1);
-    let share = bdp.map_or(floor, |bdp| (bdp * MIN_BUDGET_BDP_SHARE) as u64);
-    share.clamp(deepest, floor)
-}
-
 /// Round length before any RTT is known.
 const DEFAULT_RTT: Duration = Duration::from_millis(100);
 
@@ -490,7 +464,7 @@ pub(crate) fn run_round<'f>(
     // A UDP flow's share is a rate (its shaper's or policer's), which a turn's stops and starts
     // would turn into drops: with one on the link the budget keeps one floor.
     let min_budget = if policed_members {
-        u64::from(mss) * 2
+        one_floor(mss)
     } else {
         let bdp = link.capacity.rate(now).zip(min_rtt.or(base_rtt));
         min_budget(
@@ -500,7 +474,7 @@ pub(crate) fn run_round<'f>(
         )
     };
     // A slowdown measures the bases: one flow at its floor at all times, not a duty cycle.
-    let slowdown_budget = u64::from(mss) * 2;
+    let slowdown_budget = one_floor(mss);
     let in_force = *link.budget.get_or_insert(u64::from(mss) * INITIAL_SEGMENTS);
     let round = LinkRound {
         now,
