@@ -129,24 +129,28 @@ impl DelayTarget {
             .flatten()
     }
 
+    /// Best effort's counted rate this round as a share of the link's total rate (None without
+    /// counters, in an empty round, or before the link has a rate).
+    fn best_effort_share(&self, round: &LinkRound) -> Option<f64> {
+        let (Some(be), false) = (round.best_effort, round.interval.is_zero()) else {
+            return None;
+        };
+        let total = self.total_rate.estimate();
+        (total > 0.0).then(|| be.bytes as f64 / round.interval.as_secs_f64() / total)
+    }
+
     /// Whether the counters say best effort is off the link: under `BEST_EFFORT_NEGLIGIBLE` of
     /// its rate in the round (false without counters).
     pub(super) fn best_effort_gone(&self, round: &LinkRound) -> bool {
-        let (Some(be), false) = (round.best_effort, round.interval.is_zero()) else {
-            return false;
-        };
-        let total = self.total_rate.estimate();
-        total > 0.0 && (be.bytes as f64 / round.interval.as_secs_f64()) < BEST_EFFORT_NEGLIGIBLE * total
+        self.best_effort_share(round)
+            .is_some_and(|share| share < BEST_EFFORT_NEGLIGIBLE)
     }
 
     /// Whether the router counted best effort taking at least half of the link's rate this
     /// round: a download in its slow start, which confirms the early yield to its SYN.
     pub(super) fn best_effort_busy(&self, round: &LinkRound) -> bool {
-        let (Some(be), false) = (round.best_effort, round.interval.is_zero()) else {
-            return false;
-        };
-        let total = self.total_rate.estimate();
-        total > 0.0 && be.bytes as f64 / round.interval.as_secs_f64() >= BEST_EFFORT_BUSY * total
+        self.best_effort_share(round)
+            .is_some_and(|share| share >= BEST_EFFORT_BUSY)
     }
 
     /// A queue above the target that nobody's traffic explains: the router counts best effort
