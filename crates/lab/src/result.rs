@@ -148,8 +148,13 @@ pub struct RunParams {
     pub upload_rate_mbit: Option<f64>,
     /// Base RTT set on the delay element, ms.
     pub rtt_ms: f64,
-    /// Bottleneck queue limit, bytes (tbf `limit`).
+    /// Bottleneck queue limit, bytes (tbf `limit`; the download's where `upload_queue_bytes` is
+    /// set).
     pub queue_bytes: u64,
+    /// The upload bottleneck's queue limit, bytes, on an asymmetric link: one BDP at its own
+    /// rate unless `--queue-bytes` was given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_queue_bytes: Option<u64>,
     /// The same in full-size (1514-byte) frames, for reading convenience.
     pub queue_packets: f64,
     /// Measured base RTT (ping on the idle path before the run), ms.

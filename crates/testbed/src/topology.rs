@@ -120,7 +120,12 @@ impl TopologySpec {
 
     /// Bandwidth-delay product in bytes (rate × base RTT), of the download direction.
     pub fn bdp_bytes(&self) -> u64 {
-        (self.rate_mbit * 1e6 / 8.0 * self.rtt_ms() / 1000.0).round() as u64
+        self.bdp_bytes_at(self.rate_mbit)
+    }
+
+    /// Bandwidth-delay product in bytes at `rate_mbit` over the base RTT.
+    fn bdp_bytes_at(&self, rate_mbit: f64) -> u64 {
+        (rate_mbit * 1e6 / 8.0 * self.rtt_ms() / 1000.0).round() as u64
     }
 
     /// The download tbf's `limit`: `queue_bytes` or one BDP, at least two full frames.
@@ -133,8 +138,9 @@ impl TopologySpec {
     /// The upload tbf's `limit`: `queue_bytes` or one BDP at the upload rate, at least two full
     /// frames.
     pub fn effective_upload_queue_bytes(&self) -> u64 {
-        let bdp = (self.upload_rate_mbit() * 1e6 / 8.0 * self.rtt_ms() / 1000.0).round() as u64;
-        self.queue_bytes.unwrap_or(bdp).max(2 * cmd::FRAME_BYTES)
+        self.queue_bytes
+            .unwrap_or_else(|| self.bdp_bytes_at(self.upload_rate_mbit()))
+            .max(2 * cmd::FRAME_BYTES)
     }
 
     /// The download tbf's `burst` (see the crate docs).

@@ -160,6 +160,7 @@ impl<'a> Run<'a> {
             upload_rate_mbit: opts.upload_rate_mbit,
             rtt_ms: opts.rtt_ms,
             queue_bytes: opts.effective_queue_bytes(),
+            upload_queue_bytes: opts.upload_rate_mbit.map(|_| tb.spec().effective_upload_queue_bytes()),
             queue_packets: opts.effective_queue_bytes() as f64 / slipstream_testbed::cmd::FRAME_BYTES as f64,
             measured_rtt_ms: Some(rtt),
             duration_s: setup.duration_s,

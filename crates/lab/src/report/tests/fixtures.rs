@@ -39,6 +39,7 @@ pub(super) fn params(repeat: u32, extra: BTreeMap<String, serde_json::Value>) ->
         upload_rate_mbit: None,
         rtt_ms: 100.0,
         queue_bytes: 125_000,
+        upload_queue_bytes: None,
         queue_packets: 83.0,
         measured_rtt_ms: Some(100.4 + repeat as f64 * 0.2),
         duration_s: DUR,
