@@ -25,6 +25,7 @@ fn against_the_run_without_background_of_the_same_repeat() {
         metrics: vec![
             Metric::new("web_rt_p95", Unit::Ms, p95),
             Metric::new("call_up_owd_p95", Unit::Ms, p95 / 10.0),
+            Metric::new("call_up_added_p95", Unit::Ms, p95 / 100.0),
         ],
         ..Default::default()
     };
@@ -33,6 +34,7 @@ fn against_the_run_without_background_of_the_same_repeat() {
     assert_eq!(runs[0].metric("web_rt_p95_vs_alone", None), None, "the reference has none");
     assert!((runs[1].metric("web_rt_p95_vs_alone", None).unwrap() - 1.05).abs() < 1e-9);
     assert!((runs[1].metric("call_up_owd_p95_vs_alone", None).unwrap() - 1.05).abs() < 1e-9);
+    assert!((runs[1].metric("call_up_bg_added_p95", None).unwrap() - 0.2).abs() < 1e-9);
     assert_eq!(runs[1].metric("web_goodput_vs_alone", None), None, "no goodput measured");
     assert_eq!(runs[2].metric("web_rt_p95_vs_alone", None), None, "no reference in repeat 1");
 }
