@@ -357,9 +357,18 @@ impl Engine {
             // A packet GRO merged arrived as several: one header and one count per segment.
             let segments = info.payload_len.div_ceil((flow.floor() / 2).max(536)).max(1);
             let headers = ip_length(info, packet) - u64::from(info.payload_len);
+            let bytes = u64::from(info.payload_len) + u64::from(segments) * headers;
             let background = &mut self.household.links[direction.index()].background;
-            background.bytes += u64::from(info.payload_len) + u64::from(segments) * headers;
+            background.bytes += bytes;
             background.packets += u64::from(segments);
+            // A household flow's ACKs, on the link opposite its data's (`household::ack_room`).
+            if let Some(data_link) = flow.link().filter(|link| *link != direction) {
+                if flow.household_mut().is_some() {
+                    let acks = &mut self.household.links[data_link.index()].acks_across;
+                    acks.bytes += bytes;
+                    acks.packets += u64::from(segments);
+                }
+            }
         }
         let flags = info.flags;
         if flags.rst {

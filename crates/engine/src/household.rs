@@ -16,16 +16,20 @@ use slipstream_household::{
 use crate::api::WindowUpdate;
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, LinkSnapshot};
+use ack_room::{ack_cap, OppositeLink};
 use capacity::Capacity;
 use counted::best_effort;
 use keys::{host_key, sort_key};
 use min_budget::{min_budget, one_floor};
+use opposite_queue::{background_part, queue_is_backgrounds};
 
+mod ack_room;
 mod capacity;
 mod counted;
 mod keys;
 mod member;
 mod min_budget;
+mod opposite_queue;
 pub(crate) use member::{Allocated, MemberRef};
 
 /// A link's budget starts at ten segments (like an initial window) and stays within these bounds.
@@ -49,6 +53,9 @@ pub(crate) struct Link {
     /// The background's own packets on this link since the round started (every classed flow's
     /// data, as the interface counts it), taken off the link's counters to leave best effort's.
     pub background: BestEffort,
+    /// The link's household flows' own packets on the opposite link (their ACKs) since the
+    /// round started, as `background` counts them (see [`ack_room`]).
+    pub acks_across: BestEffort,
     /// The link's interface counters: the latest the shell gave, and those at the round's start.
     counters: Option<LinkCounters>,
     counters_at_round_start: Option<LinkCounters>,
@@ -78,28 +85,6 @@ pub struct LinkCounters {
     pub header_bytes: u64,
 }
 
-/// A link's queue is the background's own while best effort carries under this share of the
-/// link's traffic: then all of it is taken off the opposite link's round trips.
-const OPPOSITE_BEST_EFFORT_SHARE: f64 = 0.1;
-
-/// The part of a link's queue the opposite link takes off its round trips, from what the link
-/// carried last round: all of it while best effort carries under
-/// [`OPPOSITE_BEST_EFFORT_SHARE`] of the traffic, else the background's share of the traffic (a
-/// FIFO holds the link's traffic in the proportion it arrives).
-fn background_part(best_effort_bps: f64, background_bps: f64) -> f64 {
-    if queue_is_backgrounds(best_effort_bps, background_bps) {
-        1.0
-    } else {
-        background_bps / (best_effort_bps + background_bps)
-    }
-}
-
-/// Whether a link's queue is the background's own: best effort carried under
-/// [`OPPOSITE_BEST_EFFORT_SHARE`] of the link's traffic (or the link carried nothing).
-fn queue_is_backgrounds(best_effort_bps: f64, background_bps: f64) -> bool {
-    best_effort_bps <= OPPOSITE_BEST_EFFORT_SHARE * (best_effort_bps + background_bps)
-}
-
 impl Link {
     /// The background's part of the link's own queueing delay (its one-way samples' view,
     /// `LinkDelay::own_queue_delay`), to take off the opposite link's round trips; `None`
@@ -122,7 +107,7 @@ impl Link {
     }
 
     /// Whether the link's queue is the background's own: best effort was counted last round and
-    /// carried under [`OPPOSITE_BEST_EFFORT_SHARE`] of the link's traffic.
+    /// carried under [`opposite_queue::OPPOSITE_BEST_EFFORT_SHARE`] of the link's traffic.
     pub(crate) fn queue_is_backgrounds(&self) -> bool {
         self.last
             .best_effort_bits_per_second
@@ -153,6 +138,7 @@ impl Link {
             round_start: Instant::ZERO,
             delivered: 0,
             background: BestEffort::default(),
+            acks_across: BestEffort::default(),
             counters: None,
             counters_at_round_start: None,
             best_effort_before: None,
@@ -314,7 +300,14 @@ pub(crate) fn run_round<'f>(
         by_key,
         other_keys,
     } = hh;
-    let opposite_holds_the_sum = links[1 - which].holds_the_sum_of_queues();
+    let opposite = &links[1 - which];
+    let opposite_holds_the_sum = opposite.holds_the_sum_of_queues();
+    let opposite = OppositeLink {
+        full: opposite.full,
+        capacity: opposite.capacity.rate(now),
+        best_effort: opposite.last.best_effort_bits_per_second.map(|bits| bits / 8.0),
+        header_bytes: opposite.counters.map_or(0, |c| c.header_bytes),
+    };
     let link = &mut links[which];
     // The link's flows in the table's order (memory order: at 10,000 flows the walk over them is
     // most of a round), then in key order below.
@@ -406,6 +399,7 @@ pub(crate) fn run_round<'f>(
         .collect();
     link.round_start = now;
     let delivered = std::mem::take(&mut link.delivered);
+    let acks_across = std::mem::take(&mut link.acks_across);
     let background = std::mem::take(&mut link.background);
     // What the counters counted in the round, all traffic.
     let round_counts = link
@@ -441,10 +435,7 @@ pub(crate) fn run_round<'f>(
     link.last.best_effort_bits_per_second = best_effort
         .filter(|_| !interval.is_zero())
         .map(|be| be.bytes as f64 * 8.0 / interval.as_secs_f64());
-    link.full = carried
-        .filter(|_| !interval.is_zero())
-        .map(|bytes| bytes as f64 / interval.as_secs_f64())
-        .map(|rate| link.capacity.is_full(now, rate));
+    link.full = carried.map(|bytes| link.capacity.is_full(now, bytes, interval));
     if members.is_empty() {
         link.last.flows = 0;
         link.last.held_flows = 0;
@@ -473,6 +464,8 @@ pub(crate) fn run_round<'f>(
             bdp.map(|(rate, rtt)| rate * rtt.as_secs_f64()),
         )
     };
+    // What the controller decides, within the room the opposite link leaves the flows' ACKs.
+    let ack_cap = ack_cap(opposite, delivered, acks_across, min_rtt.or(base_rtt)).unwrap_or(u64::MAX);
     // A slowdown measures the bases: one flow at its floor at all times, not a duty cycle.
     let slowdown_budget = one_floor(mss);
     let in_force = *link.budget.get_or_insert(u64::from(mss) * INITIAL_SEGMENTS);
@@ -499,7 +492,12 @@ pub(crate) fn run_round<'f>(
         .slowdown
         .round(now, config.slowdown_interval, round_length, &mut link.delay);
     if slowdown.measured() {
-        link.budget = Some(link.controller.on_round(&round).clamp(min_budget, MAX_BUDGET));
+        link.budget = Some(
+            link.controller
+                .on_round(&round)
+                .min(ack_cap)
+                .clamp(min_budget, MAX_BUDGET),
+        );
         // A queue the budget's cuts did not explain means a stale base where every member
         // follows the budget within a round (a window; `LinkRound::members_follow_budget`). A
         // policed UDP flow follows it by at most one step per few rounds
@@ -512,6 +510,7 @@ pub(crate) fn run_round<'f>(
         link.budget = Some(
             link.controller
                 .on_slowdown_round(&round)
+                .min(ack_cap)
                 .clamp(min_budget, MAX_BUDGET),
         );
     }

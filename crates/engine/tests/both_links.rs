@@ -276,3 +276,73 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
         );
     }
 }
+
+/// A background download, a segment a millisecond (11.6 Mbit/s), each pair ACKed 100 ms later,
+/// on a small uplink whose counters also count `best_effort_up` bytes a millisecond of a
+/// best-effort upload. Returns the download link's budget after 3 s.
+fn download_budget_beside_an_upload(best_effort_up: u64) -> u64 {
+    use slipstream_engine::{PacketCopy, PacketMeta};
+    let mut engine = household_engine();
+    let feed = |engine: &mut Engine, t: u64, seg: Seg| -> u64 {
+        let mut bytes = build(seg);
+        let len = bytes.len() as u64;
+        let meta = PacketMeta {
+            from_lan: Some(!seg.from_server),
+            ..meta(PacketCopy::Full)
+        };
+        engine.handle_packet(Instant::from_millis(t), &mut bytes, meta);
+        len + 14
+    };
+    for seg in handshake_segments(true) {
+        feed(&mut engine, 0, seg);
+    }
+    let counters = LinkCounters {
+        header_bytes: 14,
+        ..Default::default()
+    };
+    let (mut downlink, mut uplink) = (counters, counters);
+    for t in 10..3000u64 {
+        let k = (t - 10) as u32;
+        let ts = Some((1000 + t as u32, 70000 + t as u32));
+        let data = Seg {
+            from_server: true,
+            seq: 5001 + k * 1448,
+            ack: 101,
+            payload: 1448,
+            ts,
+            ..Default::default()
+        };
+        downlink.bytes += feed(&mut engine, t, data);
+        downlink.packets += 1;
+        if k >= 100 && k % 2 == 0 {
+            let ack = Seg {
+                seq: 101,
+                ack: 5001 + (k - 98) * 1448,
+                window: 65535,
+                ts,
+                ..Default::default()
+            };
+            uplink.bytes += feed(&mut engine, t, ack);
+            uplink.packets += 1;
+        }
+        uplink.bytes += best_effort_up;
+        uplink.packets += u64::from(best_effort_up > 0);
+        engine.on_link_counters(downlink, uplink);
+    }
+    engine.snapshot(0).links[LinkDirection::Download.index()].budget_bytes
+}
+
+#[test]
+fn a_background_download_leaves_its_acks_room_on_an_uplink_best_effort_fills() {
+    // The ACKs alone on the uplink: nothing caps the download.
+    let alone = download_budget_beside_an_upload(0);
+    // A best-effort upload fills a 2 Mbit/s uplink beside the ACKs (1514 bytes every 6 ms
+    // here: 252 kB/s with them, ACKs 33 kB/s, 13% of it). Their room is 3% of it, 7.6 kB/s:
+    // 330 kB/s of data, 33 kB over the flow's 100 ms.
+    let beside = download_budget_beside_an_upload(220);
+    assert!(alone > 100_000, "alone: {alone}");
+    assert!(
+        (25_000..=40_000).contains(&beside),
+        "beside a best-effort upload: {beside}"
+    );
+}

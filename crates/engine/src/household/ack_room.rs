@@ -1,0 +1,163 @@
+//! A link's background flows send their ACKs across the opposite link, and while best effort
+//! needs that link they take part of it: a background download of 12.7 Mbit/s sends 0.29 Mbit/s
+//! of ACKs (one per two segments, 66 bytes on the wire), 15% of a 2 Mbit/s uplink, and a
+//! best-effort upload beside it kept 0.80 of its rate (lab `both --rate 20 --up-rate 2`; on an
+//! ADSL-like 8/0.5 line a third of the uplink, best effort kept 0.56). The opposite link's
+//! controller governs only its own flows' windows, so the link whose flows send the ACKs caps
+//! its budget by the room the opposite link leaves them.
+//!
+//! The room: [`ACK_SHARE`] of the opposite link's capacity while best effort needs that link
+//! (it is full and best effort carried at least [`BEST_EFFORT_NEEDS`] of it), else no cap. The
+//! flows' ACK bytes per delivered byte are measured each round (timestamps, delayed ACKs and
+//! the LAN hosts' ACK policy all change it), so the cap is the data rate whose ACKs fit the
+//! room, times the path's round trip. It binds only where the opposite link is much slower
+//! (see [`ACK_SHARE`]).
+
+use slipstream_control::Duration;
+use slipstream_household::BestEffort;
+
+/// The share of the opposite link's capacity the background's ACKs may take while best effort
+/// needs that link: best effort keeps 97% of it (issue 22's bound for both directions at once).
+/// A background download's ACKs are 2.3-2.7% of its data (one 66- or 78-byte ACK per two
+/// segments), so on a symmetric link the cap is above the link's rate and changes nothing.
+pub(super) const ACK_SHARE: f64 = 0.03;
+/// Best effort needs the opposite link while that link is full and best effort carried at least
+/// this share of its capacity: it is there to be hurt. Half was too strict: on an 8/0.5 Mbit/s
+/// line the ACKs of a background download took a third of the uplink and left a best-effort
+/// upload under half of it (lab `both --rate 8 --up-rate 0.5 --rtt 40`: 0.47). Where the link is
+/// full of the background's own uploads beside a call, the cap holds too; on a symmetric link it
+/// binds nothing (see [`ACK_SHARE`]).
+pub(super) const BEST_EFFORT_NEEDS: f64 = 0.1;
+
+/// What the opposite link's last round said (rates in bytes/s).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(super) struct OppositeLink {
+    /// Whether it carried its capacity's full share (`None` without counters).
+    pub full: Option<bool>,
+    /// Its capacity (`None` before any counted round).
+    pub capacity: Option<f64>,
+    /// Best effort's rate on it (`None` where not counted).
+    pub best_effort: Option<f64>,
+    /// The link-layer header its counters count per packet (as `LinkCounters::header_bytes`).
+    pub header_bytes: u64,
+}
+
+impl OppositeLink {
+    /// The room (bytes/s) the link leaves the ACKs while best effort needs it (see
+    /// [`BEST_EFFORT_NEEDS`]); `None` while it does not.
+    fn room_for_acks(&self) -> Option<f64> {
+        let capacity = self.capacity.filter(|c| *c > 0.0)?;
+        let needed = self.full == Some(true) && self.best_effort? >= BEST_EFFORT_NEEDS * capacity;
+        needed.then_some(ACK_SHARE * capacity)
+    }
+}
+
+/// The largest budget (bytes in flight) whose ACKs fit the room the opposite link leaves them:
+/// the round delivered `delivered` bytes and sent `acks` across (IP packets, to which the
+/// opposite link's header is added), over a path of `rtt`. `None`: no cap (best effort does not
+/// need the opposite link, nothing delivered or no ACK counted, no RTT).
+pub(super) fn ack_cap(
+    opposite: OppositeLink,
+    delivered: u64,
+    acks: BestEffort,
+    rtt: Option<Duration>,
+) -> Option<u64> {
+    let room = opposite.room_for_acks()?;
+    let acks = acks.bytes + acks.packets * opposite.header_bytes;
+    if delivered == 0 || acks == 0 {
+        return None;
+    }
+    let data_rate = room * delivered as f64 / acks as f64;
+    Some((data_rate * rtt?.as_secs_f64()) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 2 Mbit/s uplink (250 kB/s), full, best effort at 0.85 of it.
+    const UPLINK: OppositeLink = OppositeLink {
+        full: Some(true),
+        capacity: Some(250e3),
+        best_effort: Some(212e3),
+        header_bytes: 14,
+    };
+
+    /// `n` ACKs of `ip` bytes each.
+    fn acks(n: u64, ip: u64) -> BestEffort {
+        BestEffort {
+            bytes: n * ip,
+            packets: n,
+        }
+    }
+
+    #[test]
+    fn acks_fit_three_percent_of_an_uplink_best_effort_needs() {
+        // One 66-byte ACK per two 1514-byte segments (1448 delivered each): the room is 7.5 kB/s
+        // of ACKs, 329 kB/s (2.6 Mbit/s) of data; over 40 ms, 13 kB in flight.
+        let rtt = Some(Duration::from_millis(40));
+        assert_eq!(ack_cap(UPLINK, 2 * 1448 * 100, acks(100, 52), rtt), Some(13_163));
+        // An ACK per segment: half the data.
+        assert_eq!(ack_cap(UPLINK, 2 * 1448 * 100, acks(200, 52), rtt), Some(6_581));
+        // The link-layer header counts: without it (PPP) the same ACKs are 52 bytes.
+        let ppp = OppositeLink {
+            header_bytes: 0,
+            ..UPLINK
+        };
+        assert_eq!(ack_cap(ppp, 2 * 1448 * 100, acks(100, 52), rtt), Some(16_707));
+    }
+
+    #[test]
+    fn no_cap_while_best_effort_does_not_need_the_opposite_link() {
+        let rtt = Some(Duration::from_millis(40));
+        let cap = |opposite| ack_cap(opposite, 289_600, acks(100, 52), rtt);
+        // Not full (a call, a small upload), or best effort under a tenth of it (pings, DNS,
+        // the ACKs of best effort's downloads).
+        assert_eq!(
+            cap(OppositeLink {
+                full: Some(false),
+                ..UPLINK
+            }),
+            None
+        );
+        assert_eq!(
+            cap(OppositeLink {
+                best_effort: Some(20e3),
+                ..UPLINK
+            }),
+            None
+        );
+        let present = OppositeLink {
+            best_effort: Some(30e3),
+            ..UPLINK
+        };
+        assert!(cap(present).is_some());
+        // Nothing counted.
+        assert_eq!(cap(OppositeLink::default()), None);
+        assert_eq!(
+            cap(OppositeLink {
+                best_effort: None,
+                ..UPLINK
+            }),
+            None
+        );
+        // Nothing delivered, no ACK seen, no RTT.
+        assert_eq!(ack_cap(UPLINK, 0, acks(100, 52), rtt), None);
+        assert_eq!(ack_cap(UPLINK, 289_600, acks(0, 52), rtt), None);
+        assert_eq!(ack_cap(UPLINK, 289_600, acks(100, 52), None), None);
+    }
+
+    #[test]
+    fn on_a_symmetric_link_the_cap_is_about_the_links_rate() {
+        // 10 Mbit/s each way at 100 ms (125 kB BDP), ACKs of 66 and of 78 bytes (timestamps):
+        // above the BDP, so a download beside a best-effort upload keeps the whole link.
+        let uplink = OppositeLink {
+            capacity: Some(1.25e6),
+            best_effort: Some(1.2e6),
+            ..UPLINK
+        };
+        let rtt = Some(Duration::from_millis(100));
+        assert_eq!(ack_cap(uplink, 2 * 1448 * 100, acks(100, 52), rtt), Some(164_545));
+        assert_eq!(ack_cap(uplink, 2 * 1448 * 100, acks(100, 64), rtt), Some(139_230));
+    }
+}
