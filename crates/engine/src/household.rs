@@ -302,12 +302,7 @@ pub(crate) fn run_round<'f>(
     } = hh;
     let opposite = &links[1 - which];
     let opposite_holds_the_sum = opposite.holds_the_sum_of_queues();
-    let opposite = OppositeLink {
-        full: opposite.full,
-        capacity: opposite.capacity.rate(now),
-        best_effort: opposite.last.best_effort_bits_per_second.map(|bits| bits / 8.0),
-        header_bytes: opposite.counters.map_or(0, |c| c.header_bytes),
-    };
+    let opposite = OppositeLink::of(opposite, now);
     let link = &mut links[which];
     // The link's flows in the table's order (memory order: at 10,000 flows the walk over them is
     // most of a round), then in key order below.
@@ -435,7 +430,10 @@ pub(crate) fn run_round<'f>(
     link.last.best_effort_bits_per_second = best_effort
         .filter(|_| !interval.is_zero())
         .map(|be| be.bytes as f64 * 8.0 / interval.as_secs_f64());
-    link.full = carried.map(|bytes| link.capacity.is_full(now, bytes, interval));
+    let carried_rate = carried
+        .filter(|_| !interval.is_zero())
+        .map(|b| b as f64 / interval.as_secs_f64());
+    link.full = carried_rate.map(|rate| link.capacity.is_full(now, rate));
     if members.is_empty() {
         link.last.flows = 0;
         link.last.held_flows = 0;

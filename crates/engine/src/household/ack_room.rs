@@ -13,8 +13,10 @@
 //! room, times the path's round trip. It binds only where the opposite link is much slower
 //! (see [`ACK_SHARE`]).
 
-use slipstream_control::Duration;
+use slipstream_control::{Duration, Instant};
 use slipstream_household::BestEffort;
+
+use super::Link;
 
 /// The share of the opposite link's capacity the background's ACKs may take while best effort
 /// needs that link: best effort keeps 97% of it (issue 22's bound for both directions at once).
@@ -22,11 +24,10 @@ use slipstream_household::BestEffort;
 /// segments), so on a symmetric link the cap is above the link's rate and changes nothing.
 pub(super) const ACK_SHARE: f64 = 0.03;
 /// Best effort needs the opposite link while that link is full and best effort carried at least
-/// this share of its capacity: it is there to be hurt. Half was too strict: on an 8/0.5 Mbit/s
-/// line the ACKs of a background download took a third of the uplink and left a best-effort
-/// upload under half of it (lab `both --rate 8 --up-rate 0.5 --rtt 40`: 0.47). Where the link is
-/// full of the background's own uploads beside a call, the cap holds too; on a symmetric link it
-/// binds nothing (see [`ACK_SHARE`]).
+/// this share of its capacity: it is there to be hurt (a half missed a best-effort upload held
+/// to 0.47 of an 8/0.5 Mbit/s line's uplink). Where the link is full of the background's own
+/// uploads beside a call, the cap holds too; on a symmetric link it binds nothing (see
+/// [`ACK_SHARE`]).
 pub(super) const BEST_EFFORT_NEEDS: f64 = 0.1;
 
 /// What the opposite link's last round said (rates in bytes/s).
@@ -43,6 +44,16 @@ pub(super) struct OppositeLink {
 }
 
 impl OppositeLink {
+    /// What `link`'s last round said, at `now`.
+    pub(super) fn of(link: &Link, now: Instant) -> OppositeLink {
+        OppositeLink {
+            full: link.full,
+            capacity: link.capacity.rate(now),
+            best_effort: link.last.best_effort_bits_per_second.map(|bits| bits / 8.0),
+            header_bytes: link.counters.map_or(0, |c| c.header_bytes),
+        }
+    }
+
     /// The room (bytes/s) the link leaves the ACKs while best effort needs it (see
     /// [`BEST_EFFORT_NEEDS`]); `None` while it does not.
     fn room_for_acks(&self) -> Option<f64> {

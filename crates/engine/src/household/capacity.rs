@@ -13,39 +13,25 @@ use slipstream_control::{Duration, Instant};
 /// on a link that is full.
 pub(super) const FULL_SHARE: f64 = 0.9;
 
-/// A rate is measured over at least this many bytes of the link's traffic (ten full-size frames),
-/// or [`MAX_SAMPLE`]: a round's count is off by up to a packet (the daemon reads the counters
-/// while packets flow), a third of a 40 ms round's count on a 0.5 Mbit/s link, and the peak of
-/// such counts is a capacity the link never had (lab `both --rate 8 --up-rate 0.5 --rtt 40`: a
-/// full uplink never read as full). A round at 10 Mbit/s / 100 ms carries eight times as much.
-const MIN_SAMPLE_BYTES: u64 = 10 * 1514;
-/// A sample ends after this long whatever it counted: a link that fell quiet is not full.
-const MAX_SAMPLE: Duration = Duration::from_secs(1);
-
-/// The largest rate a link's counters counted in a sample of at least [`MIN_SAMPLE_BYTES`] (all
-/// its traffic, bytes/s), halving every [`Capacity::HALF_LIFE`] since: a link that carries less
-/// than its capacity is not full. Longer than the budget's 10 s link rate (`link_rate`), which
-/// is the background's own view: a link the background alone never filled must remember best
-/// effort filling it.
+/// The largest rate a link's counters counted in a round (all its traffic, bytes/s), halving
+/// every [`Capacity::HALF_LIFE`] since: a link that carries less than its capacity is not full.
+/// Longer than the budget's 10 s link rate (`link_rate`), which is the background's own view:
+/// a link the background alone never filled must remember best effort filling it.
 #[derive(Clone, Copy, Debug, Default)]
 pub(super) struct Capacity {
     /// (when it was measured, bytes/s).
     peak: Option<(Instant, f64)>,
-    /// The samples' rates, smoothed (bytes/s): one round's count moves by a tenth and more
+    /// The rounds' rates, smoothed (bytes/s): one round's count moves by a tenth and more
     /// (lab `both`: a full upload read 0.84-0.98 of its peak round by round).
     smoothed: Option<f64>,
-    /// The sample being counted: bytes and time.
-    pending: (u64, Duration),
-    /// Whether the last sample filled the link.
-    full: bool,
 }
 
 impl Capacity {
     pub(super) const HALF_LIFE: Duration = Duration::from_secs(60);
-    /// The smoothed rate's gain per sample.
+    /// The smoothed rate's gain per round.
     const GAIN: f64 = 0.25;
 
-    /// The capacity at `now` (bytes/s), aged; `None` before any counted sample.
+    /// The capacity at `now` (bytes/s), aged; `None` before any counted round.
     pub(super) fn rate(&self, now: Instant) -> Option<f64> {
         self.peak.map(|(at, peak)| {
             let halvings = now.saturating_since(at).as_secs_f64() / Self::HALF_LIFE.as_secs_f64();
@@ -53,16 +39,9 @@ impl Capacity {
         })
     }
 
-    /// A round carried `bytes` in `interval`: whether the link is full, its smoothed rate at
-    /// least [`FULL_SHARE`] of its capacity (as of the last complete sample).
-    pub(super) fn is_full(&mut self, now: Instant, bytes: u64, interval: Duration) -> bool {
-        self.pending = (self.pending.0 + bytes, self.pending.1 + interval);
-        let (bytes, span) = self.pending;
-        if span.is_zero() || (bytes < MIN_SAMPLE_BYTES && span < MAX_SAMPLE) {
-            return self.full;
-        }
-        self.pending = (0, Duration::ZERO);
-        let rate = bytes as f64 / span.as_secs_f64();
+    /// A round carried `rate`: whether the link is full, its smoothed rate at least
+    /// [`FULL_SHARE`] of its capacity.
+    pub(super) fn is_full(&mut self, now: Instant, rate: f64) -> bool {
         let aged = self.rate(now).unwrap_or(0.0);
         let capacity = if rate >= aged {
             self.peak = Some((now, rate));
@@ -72,7 +51,6 @@ impl Capacity {
         };
         let smoothed = self.smoothed.map_or(rate, |s| s + Self::GAIN * (rate - s));
         self.smoothed = Some(smoothed);
-        self.full = smoothed >= FULL_SHARE * capacity;
-        self.full
+        smoothed >= FULL_SHARE * capacity
     }
 }
