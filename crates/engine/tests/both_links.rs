@@ -188,21 +188,25 @@ fn packet(port: u16, seg: Seg) -> Vec<u8> {
     bytes
 }
 
+/// Hands `seg` of the flow with client port `port` to the engine at `t` ms, as forwarded between
+/// the LAN and the WAN; returns its IP length.
+fn feed_port(engine: &mut Engine, t: u64, port: u16, seg: Seg) -> u64 {
+    use slipstream_engine::{PacketCopy, PacketMeta};
+    let mut bytes = packet(port, seg);
+    let len = bytes.len() as u64;
+    let meta = PacketMeta {
+        from_lan: Some(!seg.from_server),
+        ..meta(PacketCopy::Full)
+    };
+    engine.handle_packet(Instant::from_millis(t), &mut bytes, meta);
+    len
+}
+
 #[test]
 fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
-    use slipstream_engine::{LinkCounters, PacketCopy, PacketMeta};
+    use slipstream_engine::LinkCounters;
     let mut engine = household_engine();
     let (down, up) = (40001u16, 40002u16);
-    let feed_port = |engine: &mut Engine, t: u64, port: u16, seg: Seg| -> u64 {
-        let mut bytes = packet(port, seg);
-        let len = bytes.len() as u64;
-        let meta = PacketMeta {
-            from_lan: Some(!seg.from_server),
-            ..meta(PacketCopy::Full)
-        };
-        engine.handle_packet(Instant::from_millis(t), &mut bytes, meta);
-        len
-    };
     for port in [down, up] {
         for seg in handshake_segments(true) {
             feed_port(&mut engine, 0, port, seg);
@@ -281,18 +285,9 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
 /// on a small uplink whose counters also count `best_effort_up` bytes a millisecond of a
 /// best-effort upload. Returns the download link's budget after 3 s.
 fn download_budget_beside_an_upload(best_effort_up: u64) -> u64 {
-    use slipstream_engine::{PacketCopy, PacketMeta};
     let mut engine = household_engine();
-    let feed = |engine: &mut Engine, t: u64, seg: Seg| -> u64 {
-        let mut bytes = build(seg);
-        let len = bytes.len() as u64;
-        let meta = PacketMeta {
-            from_lan: Some(!seg.from_server),
-            ..meta(PacketCopy::Full)
-        };
-        engine.handle_packet(Instant::from_millis(t), &mut bytes, meta);
-        len + 14
-    };
+    // With its Ethernet header, as the WAN counters count it.
+    let feed = |engine: &mut Engine, t, seg| feed_port(engine, t, CLIENT_PORT, seg) + 14;
     for seg in handshake_segments(true) {
         feed(&mut engine, 0, seg);
     }
