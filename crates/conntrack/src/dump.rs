@@ -54,6 +54,25 @@ pub fn dump_request(seq: u32, v6: bool) -> Vec<u8> {
 /// `out`; true when the dump is over. Other messages (other protocols, unparsable ones) are
 /// skipped.
 pub fn parse_dump(bytes: &[u8], mask: u32, out: &mut Vec<Marked>) -> io::Result<bool> {
+    datagram_entries(bytes, |attributes| {
+        let mark = attributes.iter().find_map(|a| match a {
+            ConntrackAttribute::CtaMark(m) => Some(*m),
+            _ => None,
+        });
+        if let (Some(mark), Ok(entry)) = (mark, entry(attributes)) {
+            if mark & mask != 0 && entry.tcp.is_some() {
+                out.push(Marked { entry, mark });
+            }
+        }
+    })
+}
+
+/// Hands each conntrack entry of one dump datagram to `each`; true when the dump is over.
+/// Messages that do not parse are skipped; an error message ends the dump with its error.
+pub(crate) fn datagram_entries(
+    bytes: &[u8],
+    mut each: impl FnMut(&[ConntrackAttribute]),
+) -> io::Result<bool> {
     let mut offset = 0usize;
     while bytes.len().saturating_sub(offset) >= 16 {
         let rest = &bytes[offset..];
@@ -84,15 +103,7 @@ pub fn parse_dump(bytes: &[u8], mask: u32, out: &mut Vec<Marked>) -> io::Result<
                 ..
             }) = message.payload
             {
-                let mark = attributes.iter().find_map(|a| match a {
-                    ConntrackAttribute::CtaMark(m) => Some(*m),
-                    _ => None,
-                });
-                if let (Some(mark), Ok(entry)) = (mark, entry(&attributes)) {
-                    if mark & mask != 0 && entry.tcp.is_some() {
-                        out.push(Marked { entry, mark });
-                    }
-                }
+                each(&attributes);
             }
         }
         offset += len.div_ceil(4) * 4;
@@ -102,34 +113,43 @@ pub fn parse_dump(bytes: &[u8], mask: u32, out: &mut Vec<Marked>) -> io::Result<
 
 impl Conntrack {
     /// The TCP connections (IPv4 and IPv6) whose mark has a bit of `mask` set, at most `limit`.
-    #[allow(unsafe_code, reason = "sendto and recv on the netlink socket")]
     pub fn marked(&mut self, mask: u32, limit: usize) -> io::Result<Vec<Marked>> {
         let mut out = Vec::new();
-        let mut buffer = vec![0u8; DUMP_BUFFER];
         for v6 in [false, true] {
             self.seq = self.seq.wrapping_add(1);
             let request = dump_request(self.seq, v6);
-            self.send_request(&request)?;
-            loop {
-                // SAFETY: recv into our buffer of its length.
-                let n = unsafe {
-                    libc::recv(
-                        self.fd.as_raw_fd(),
-                        buffer.as_mut_ptr() as *mut libc::c_void,
-                        buffer.len(),
-                        0,
-                    )
-                };
-                if n < 0 {
-                    return Err(io::Error::last_os_error());
-                }
-                let done = parse_dump(&buffer[..n as usize], mask, &mut out)?;
-                if done {
-                    break;
-                }
-            }
+            self.run_dump(&request, |datagram| parse_dump(datagram, mask, &mut out))?;
         }
         out.truncate(limit);
         Ok(out)
+    }
+
+    /// Sends a dump request and hands each datagram of the answer to `datagram` until it says
+    /// the dump is over.
+    #[allow(unsafe_code, reason = "recv on the netlink socket")]
+    pub(crate) fn run_dump(
+        &mut self,
+        request: &[u8],
+        mut datagram: impl FnMut(&[u8]) -> io::Result<bool>,
+    ) -> io::Result<()> {
+        let mut buffer = vec![0u8; DUMP_BUFFER];
+        self.send_request(request)?;
+        loop {
+            // SAFETY: recv into our buffer of its length.
+            let n = unsafe {
+                libc::recv(
+                    self.fd.as_raw_fd(),
+                    buffer.as_mut_ptr() as *mut libc::c_void,
+                    buffer.len(),
+                    0,
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            if datagram(&buffer[..n as usize])? {
+                return Ok(());
+            }
+        }
     }
 }

@@ -442,6 +442,8 @@ impl Conntrack {
 
 mod dump;
 pub use dump::{dump_request, parse_dump, Marked};
+mod udp_counts;
+pub use udp_counts::{parse_udp_dump, udp_dump_request, UdpCount};
 
 #[cfg(test)]
 mod tests;

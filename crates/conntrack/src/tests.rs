@@ -275,3 +275,93 @@ fn a_dump_keeps_the_entries_with_a_rule_in_their_mark() {
     assert_eq!(v4[16], libc::AF_INET as u8);
     assert_eq!(dump_request(9, true)[16], libc::AF_INET6 as u8);
 }
+
+/// A dump datagram of one conntrack entry as the kernel sends it (`IPCTNL_MSG_CT_NEW` with
+/// NLM_F_MULTI): `proto`, the mark, `CTA_ID` and both counters (a call: 7 packets out, 3 back).
+fn dump_entry(proto: Protocol, mark: u32) -> Vec<u8> {
+    use netlink_packet_core::{DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload};
+    use netlink_packet_netfilter::conntrack::{
+        ConntrackAttribute, ConntrackMessage, IPTuple, ProtoTuple, Tuple,
+    };
+    use netlink_packet_netfilter::{NetfilterHeader, NetfilterMessage, NetfilterProtoFamily};
+    let tuple = |a: &str, b: &str| {
+        let (a, b) = (addr(a), addr(b));
+        vec![
+            Tuple::Ip(vec![
+                IPTuple::SourceAddress(a.ip()),
+                IPTuple::DestinationAddress(b.ip()),
+            ]),
+            Tuple::Proto(vec![
+                ProtoTuple::Protocol(proto),
+                ProtoTuple::SourcePort(a.port()),
+                ProtoTuple::DestinationPort(b.port()),
+            ]),
+        ]
+    };
+    let counters = |packets: u64, bytes: u64| {
+        let mut v = Vec::new();
+        for (kind, value) in [(1u16, packets), (2, bytes)] {
+            v.extend_from_slice(&12u16.to_ne_bytes());
+            v.extend_from_slice(&kind.to_ne_bytes());
+            v.extend_from_slice(&value.to_be_bytes());
+        }
+        v
+    };
+    let mut message = NetlinkMessage::new(
+        NetlinkHeader::default(),
+        NetlinkPayload::from(NetfilterMessage::new(
+            NetfilterHeader::new(NetfilterProtoFamily::IPv4, 0, 0),
+            ConntrackMessage::New(vec![
+                ConntrackAttribute::CtaTupleOrig(tuple("192.168.1.10:50000", "198.51.100.7:3478")),
+                ConntrackAttribute::CtaTupleReply(tuple("198.51.100.7:3478", "203.0.113.2:50000")),
+                ConntrackAttribute::CtaMark(mark),
+                ConntrackAttribute::Other(DefaultNla::new(12, 0x0102_0304u32.to_be_bytes().to_vec())),
+                ConntrackAttribute::Other(DefaultNla::new(9, counters(7, 896))),
+                ConntrackAttribute::Other(DefaultNla::new(10, counters(3, 234))),
+            ]),
+        )),
+    );
+    message.finalize();
+    let mut bytes = vec![0u8; message.buffer_len()];
+    message.serialize(&mut bytes);
+    bytes
+}
+
+#[test]
+fn a_udp_dump_keeps_the_unclassed_udp_entries_with_their_counters() {
+    let mut out = Vec::new();
+    assert!(!parse_udp_dump(&dump_entry(Protocol::Udp, 0), 0x00ff_0000, 10, &mut out).unwrap());
+    assert_eq!(
+        out,
+        vec![UdpCount {
+            id: 0x0102_0304,
+            packets: [7, 3],
+            bytes: [896, 234]
+        }]
+    );
+    // The background's (a rule's number in the mark), TCP, and past the limit: left out.
+    out.clear();
+    parse_udp_dump(&dump_entry(Protocol::Udp, 0x0003_0000), 0x00ff_0000, 10, &mut out).unwrap();
+    parse_udp_dump(&dump_entry(Protocol::Tcp, 0), 0x00ff_0000, 10, &mut out).unwrap();
+    parse_udp_dump(&dump_entry(Protocol::Udp, 0), 0x00ff_0000, 0, &mut out).unwrap();
+    assert_eq!(out, vec![]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(5_000))]
+
+    #[test]
+    fn udp_dump_parsing_never_panics(
+        bytes in prop_oneof![proptest::collection::vec(any::<u8>(), 0..512), Just(dump_entry(Protocol::Udp, 0))],
+        edits in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..8),
+    ) {
+        let mut bytes = bytes;
+        for (at, value) in edits {
+            if !bytes.is_empty() {
+                let i = at % bytes.len();
+                bytes[i] = value;
+            }
+        }
+        let _ = parse_udp_dump(&bytes, 0x00ff_0000, 100, &mut Vec::new());
+    }
+}

@@ -201,3 +201,87 @@ fn window_scales_from_the_kernel() {
         "an entry picked up mid-stream knows no scale"
     );
 }
+
+/// The UDP dump: a flow's packets each way as conntrack counted them (accounting on, as
+/// OpenWrt has it), a flow whose mark has a bit of the mask left out (the background's), and no
+/// TCP connection in it.
+#[test]
+#[ignore = "needs root, ip and iptables-legacy"]
+fn udp_counters_from_the_kernel() {
+    use std::net::UdpSocket;
+    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
+        panic!("cannot run here: {why}");
+    }
+    let name = format!("slipctu{}", std::process::id());
+    assert!(run(&["ip", "netns", "add", &name]), "ip netns add");
+    let ns = Netns(name.clone());
+    let exec = |args: &[&str]| {
+        let mut full = vec!["ip", "netns", "exec", ns.0.as_str()];
+        full.extend_from_slice(args);
+        run(&full)
+    };
+    assert!(exec(&["ip", "link", "set", "lo", "up"]));
+    assert!(exec(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]));
+    assert!(exec(&[
+        "iptables-legacy",
+        "-A",
+        "INPUT",
+        "-m",
+        "conntrack",
+        "--ctstate",
+        "NEW",
+        "-j",
+        "ACCEPT"
+    ]));
+    let classed_port = "40123";
+    assert!(exec(&[
+        "iptables-legacy",
+        "-t",
+        "mangle",
+        "-A",
+        "OUTPUT",
+        "-p",
+        "udp",
+        "--dport",
+        classed_port,
+        "-j",
+        "CONNMARK",
+        "--set-mark",
+        "0x30000"
+    ]));
+    let inside = name.clone();
+    let (counts, call_id_port) = std::thread::spawn(move || {
+        enter(&inside);
+        let server = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let classed = UdpSocket::bind(format!("127.0.0.1:{classed_port}")).unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").unwrap();
+        let mut buf = [0u8; 2048];
+        for _ in 0..7 {
+            client.send_to(&[7u8; 100], server.local_addr().unwrap()).unwrap();
+            server.recv_from(&mut buf).unwrap();
+        }
+        for _ in 0..3 {
+            server.send_to(&[3u8; 50], client.local_addr().unwrap()).unwrap();
+            client.recv_from(&mut buf).unwrap();
+            client.send_to(&[1u8; 10], classed.local_addr().unwrap()).unwrap();
+        }
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let _tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let mut ct = Conntrack::open(Duration::from_secs(2)).expect("ctnetlink socket");
+        (
+            ct.udp_counts(0x00ff_0000, 100).expect("dump"),
+            server.local_addr().unwrap().port(),
+        )
+    })
+    .join()
+    .unwrap();
+    assert_eq!(
+        counts.len(),
+        1,
+        "only the unclassed UDP flow (server port {call_id_port}): {counts:?}"
+    );
+    // IP length: 20 + 8 + payload.
+    assert_eq!(counts[0].packets, [7, 3]);
+    assert_eq!(counts[0].bytes, [7 * 128, 3 * 78]);
+    drop(ns);
+}
