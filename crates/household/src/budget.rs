@@ -49,6 +49,9 @@ pub struct LinkRound {
     /// What crossed the link in the round besides the background (the router's WAN counters less
     /// the background's own packets); `None` when the router cannot count it.
     pub best_effort: Option<BestEffort>,
+    /// The router's connection tracker sees a best-effort UDP flow of the household sending
+    /// steadily: a call or a game (`delay_target::SteadyFlows`; false without conntrack).
+    pub steady_flow: bool,
 }
 
 /// Best effort's traffic on a link in one round: what the router's interface counters saw less

@@ -595,6 +595,8 @@ mod early;
 mod interactive;
 mod probe;
 mod recovery;
+mod steady_flows;
+pub use steady_flows::SteadyFlows;
 #[cfg(test)]
 mod tests;
 mod yields;

@@ -18,6 +18,7 @@ pub(crate) fn round(budget: u64, delivered: u64, in_flight: u64) -> LinkRound {
         active_flows: 1,
         floors: 2896,
         best_effort: None,
+        steady_flow: false,
         members_follow_budget: true,
         min_rtt: None,
     }

@@ -84,6 +84,7 @@ fn run(c: &mut AnyBudget, link: ModelLink, round_ms: u64, first: u64, secs: u64)
             active_flows: 1,
             floors: FLOOR,
             best_effort: None,
+            steady_flow: false,
             members_follow_budget: true,
             min_rtt: None,
         };
@@ -268,6 +269,7 @@ fn a_syn_during_the_slowdown_yields_at_its_end() {
         active_flows: 1,
         floors: FLOOR,
         best_effort: None,
+        steady_flow: false,
         members_follow_budget: true,
         min_rtt: None,
     };

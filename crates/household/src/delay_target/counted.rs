@@ -233,7 +233,8 @@ impl DelayTarget {
         }
         if let Some(be) = round.best_effort {
             let total = self.total_rate.estimate();
-            self.interactive.on_round(round.now, round.interval, be, total);
+            self.interactive
+                .on_round(round.now, round.interval, be, total, round.steady_flow);
         }
         let interactive = self.config.interactive_target;
         let browsing = round

@@ -11,7 +11,7 @@ use crate::budget::BestEffort;
 /// game, browsing or download: every packet of theirs waits in the background's queue. A video
 /// call sends 50 a second each way (20 ms frames), games 30-60; a ping every 100 ms (10 a
 /// second) with a few keep-alives does not count.
-const INTERACTIVE_PACKETS_PER_SECOND: f64 = 25.0;
+pub(super) const INTERACTIVE_PACKETS_PER_SECOND: f64 = 25.0;
 /// Best effort above this share of the link's rate is a bulk transfer, not a call or a game
 /// (2.5 Mbit/s each way is a quarter of a 10 Mbit/s link): the background is at its floors
 /// beside it anyway, and the queue left when it ends is no one's.
@@ -21,13 +21,13 @@ const INTERACTIVE_MAX_SHARE: f64 = 0.5;
 /// 45 packets a second (the lab's link run: the background alone at the interactive target, and
 /// after a base RTT step it climbed by the 3 ms target's small steps for 1.4 s). A ping every
 /// 100 ms and a keep-alive or two (16 a second in that run) stay below the threshold over 300 ms.
-const WINDOW: Duration = Duration::from_millis(300);
+pub(super) const WINDOW: Duration = Duration::from_millis(300);
 /// Best effort on the link for two windows in a row (one is a burst, or the tail of a download
 /// as it ends) gets [`BROWSING_TARGET`]; for this many windows in a row, each within
 /// [`STEADY_SPREAD`] of the others' packet rate, it is steady: a call or a game, which
 /// gets `interactive_target`. 1.5 s: browsing's rate changes by more within that time (lab
 /// `web`, 118 windows: never five in a row within the spread, twice four).
-const STEADY_WINDOWS: usize = 5;
+pub(super) const STEADY_WINDOWS: usize = 5;
 /// The largest spread of packet rates over [`STEADY_WINDOWS`] windows that is steady: this
 /// fraction of the largest, plus two packets a window (a 30 Hz game's count moves by one).
 /// A call's rate moved by 5% in the lab; browsing's by factors.
@@ -47,6 +47,15 @@ pub(super) const BROWSING_SHARE_OF_RTT: f64 = 0.03;
 /// download that ended, each second at a lower target costs the background part of the link
 /// it could refill (lab `onoff`, 5 s: idle-period use 0.56).
 const LINGER: Duration = Duration::from_secs(2);
+
+/// Packet rates (a second) over [`STEADY_WINDOWS`] windows of `window_secs` are steady: within
+/// [`STEADY_SPREAD`] of the largest, plus two packets a window.
+pub(super) fn is_steady(rates: &[f64; STEADY_WINDOWS], window_secs: f64) -> bool {
+    let (low, high) = rates
+        .iter()
+        .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
+    high - low <= STEADY_SPREAD * high + 2.0 / window_secs
+}
 
 /// What the router's counts say of best effort on one link.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -77,8 +86,16 @@ pub(super) struct InteractiveWatch {
 
 impl InteractiveWatch {
     /// Counts one round's best effort; `total_rate` is the link's rate (bytes/s) as everyone
-    /// used it.
-    pub(super) fn on_round(&mut self, now: Instant, interval: Duration, be: BestEffort, total_rate: f64) {
+    /// used it; `steady_flow`: the router's connection tracker sees a best-effort UDP flow
+    /// sending steadily (a call, a game: `steady_flows.rs`).
+    pub(super) fn on_round(
+        &mut self,
+        now: Instant,
+        interval: Duration,
+        be: BestEffort,
+        total_rate: f64,
+        steady_flow: bool,
+    ) {
         self.packets += be.packets;
         self.bytes += be.bytes;
         self.length += interval;
@@ -102,15 +119,14 @@ impl InteractiveWatch {
         self.windows_in_a_row += 1;
         if self.windows_in_a_row >= 2 {
             self.browsing_until = Some(now + LINGER);
-        }
-        if self.windows_in_a_row >= STEADY_WINDOWS {
-            let (low, high) = self
-                .rates
-                .iter()
-                .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
-            if high - low <= STEADY_SPREAD * high + 2.0 / secs {
+            // A call under browsing: the sum varies by the pages' factors, the call's own flow
+            // does not (`steady_flows.rs`).
+            if steady_flow {
                 self.steady_until = Some(now + LINGER);
             }
+        }
+        if self.windows_in_a_row >= STEADY_WINDOWS && is_steady(&self.rates, secs) {
+            self.steady_until = Some(now + LINGER);
         }
     }
 

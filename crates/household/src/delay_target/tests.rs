@@ -17,6 +17,7 @@ fn round(budget: u64, queue_ms: Option<u64>, delivered: u64, in_flight: u64) -> 
         active_flows: 1,
         floors: 2896,
         best_effort: None,
+        steady_flow: false,
         members_follow_budget: true,
         min_rtt: None,
     }
@@ -747,11 +748,22 @@ fn beside_a_call_the_link_is_not_lifted() {
 /// Rounds of 100 ms from 1.1 s on, the queue at `queue_us` and the budget in force at 150 kB,
 /// best effort sending `packets(i)` small packets in round `i` (negligible bytes): the budgets.
 fn beside_packets(queue_us: u64, rounds: u64, packets: impl Fn(u64) -> u64) -> Vec<u64> {
+    beside_packets_and_flow(queue_us, rounds, false, packets)
+}
+
+/// Likewise, with `steady_flow` as the connection tracker says it.
+fn beside_packets_and_flow(
+    queue_us: u64,
+    rounds: u64,
+    steady_flow: bool,
+    packets: impl Fn(u64) -> u64,
+) -> Vec<u64> {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
     (1..=rounds)
         .map(|i| {
             let mut r = at(1_000 + 100 * i, round(150_000, None, 125_000, 150_000));
             r.queue_delay = Some(Duration::from_micros(queue_us));
+            r.steady_flow = steady_flow;
             let packets = packets(i);
             r.best_effort = Some(BestEffort {
                 bytes: 20 * packets,
@@ -780,6 +792,19 @@ fn a_steady_call_gets_the_interactive_aim_and_browsing_does_not() {
     // A 30 Hz game: 3 packets a round, now and then 2 or 4 (a count that moves by one): steady.
     let game = beside_packets(3_000, 16, |i| [3, 3, 4, 3, 2][i as usize % 5]);
     assert_eq!(&game[14..], &[147_500; 2]);
+}
+
+#[test]
+fn a_call_under_browsing_gets_the_interactive_aim_when_its_flow_is_steady() {
+    // The browsing pattern above, with the connection tracker seeing a steady UDP flow: from
+    // the second window in a row (round 6) the step aims at 1 ms, -2500 a round, as beside a
+    // call alone. Without best effort on the link the flow alone changes nothing.
+    let under_browsing =
+        beside_packets_and_flow(3_000, 16, true, |i| if (i - 1) / 3 % 2 == 0 { 30 } else { 10 });
+    assert_eq!(&under_browsing[..5], &[154_375; 5]);
+    assert_eq!(&under_browsing[5..], &[147_500; 11]);
+    let quiet = beside_packets_and_flow(3_000, 16, true, |_| 1);
+    assert_eq!(quiet, vec![154_375; 16]);
 }
 
 #[test]
