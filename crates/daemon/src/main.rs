@@ -40,6 +40,7 @@ mod privileges;
 mod prober;
 mod reload;
 mod scale_lookups;
+mod steady_flows;
 mod wan_counters;
 mod window_updates;
 
@@ -331,6 +332,9 @@ fn run(config_path: PathBuf, mut config: Config) -> anyhow::Result<()> {
             .map_err(|e| warn!("no conntrack lookup thread ({e}): flows seen mid-stream stay unclamped"))
             .ok(),
         wan_counters: wan_counters::WanCounters::new(),
+        steady_flows: steady_flows::SteadyFlowWatch::start(config.datapath.mark_mask)
+            .map_err(|e| warn!("no steady-flow thread ({e}): calls under browsing are not told apart"))
+            .ok(),
         prober: prober::Prober::new(config.probe, probe_counters.clone()),
     };
     let kernel_counters = Arc::new(slipstream_metrics::KernelCounters::default());

@@ -28,6 +28,7 @@ use crate::clock::MonotonicClock;
 use crate::datapath::Datapath;
 use crate::prober::Prober;
 use crate::scale_lookups::{Outcome, ScaleLookups};
+use crate::steady_flows::SteadyFlowWatch;
 use crate::wan_counters::WanCounters;
 use crate::window_updates::WindowUpdateCounters;
 
@@ -54,6 +55,8 @@ pub(crate) struct PacketLoop<D> {
     /// The access link's counters (best effort's traffic is what they count beyond the
     /// background's packets).
     pub wan_counters: WanCounters,
+    /// Calls and games under browsing, from conntrack (None: not told apart).
+    pub steady_flows: Option<SteadyFlowWatch>,
     /// The link-delay probes the engine asks for (`household.probe`).
     pub prober: Prober,
 }
@@ -113,6 +116,7 @@ impl<D: Datapath> PacketLoop<D> {
             window_updates: self.window_updates,
             scale_lookups: self.scale_lookups,
             wan_counters: self.wan_counters,
+            steady_flows: self.steady_flows,
             prober: self.prober,
         }
     }
@@ -147,6 +151,9 @@ impl<D: Datapath> PacketLoop<D> {
             }
             if let Some((download, upload)) = self.wan_counters.read(std::time::Instant::now()) {
                 self.engine.on_link_counters(download, upload);
+            }
+            if let Some(watch) = &self.steady_flows {
+                self.engine.on_steady_flow(watch.steady());
             }
             let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
             self.engine.run_due_rounds(clock.now());

@@ -189,6 +189,8 @@ pub(crate) struct Household {
     by_key: Vec<(u128, u32)>,
     /// Flows that are not IPv4 (see `sort_key`).
     other_keys: Vec<(FlowKey, u32)>,
+    /// The connection tracker sees a best-effort UDP flow sending steadily (a call, a game).
+    steady_flow: bool,
 }
 
 impl Household {
@@ -209,7 +211,14 @@ impl Household {
             found_held: Vec::new(),
             by_key: Vec::new(),
             other_keys: Vec::new(),
+            steady_flow: false,
         }
+    }
+
+    /// Whether the connection tracker sees a best-effort UDP flow sending steadily (the shell
+    /// dumps it every few hundred ms; see `slipstream_household::delay_target::SteadyFlows`).
+    pub(crate) fn on_steady_flow(&mut self, steady: bool) {
+        self.steady_flow = steady;
     }
 
     /// New settings (a reload): a new budget controller kind starts from the current budget.
@@ -299,6 +308,7 @@ pub(crate) fn run_round<'f>(
         found_held,
         by_key,
         other_keys,
+        steady_flow,
     } = hh;
     let opposite = &links[1 - which];
     let opposite_holds_the_sum = opposite.holds_the_sum_of_queues();
@@ -481,6 +491,7 @@ pub(crate) fn run_round<'f>(
         members_follow_budget: !policed_members,
         min_rtt,
         best_effort,
+        steady_flow: *steady_flow,
     };
     // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages
     // out after two instead of holding the flows at their floors for the rest of their lives).

@@ -119,6 +119,10 @@ impl Testbed {
                 self.sysctl(ns, "net.ipv6.conf.all.forwarding", "1")?;
             }
         }
+        // Per-connection counters, as OpenWrt has them (`sysctl-nf-conntrack.conf`): the daemon
+        // tells a call under browsing by its flow's steady count. Without conntrack loaded
+        // there is nothing to set, and the daemon does without.
+        let _ = self.sysctl(Ns::Router, "net.netfilter.nf_conntrack_acct", "1");
         for ns in self.end_hosts() {
             self.sysctl(ns, "net.ipv4.tcp_no_metrics_save", "1")?;
             self.sysctl(ns, "net.ipv4.tcp_rmem", "4096 131072 8388608")?;

@@ -69,4 +69,11 @@ impl Engine {
     pub fn on_link_counters(&mut self, download: LinkCounters, upload: LinkCounters) {
         self.household.on_link_counters([download, upload]);
     }
+
+    /// Whether the router's connection tracker sees a best-effort UDP flow sending steadily: a
+    /// call or a game, told from browsing beside it (see
+    /// `slipstream_household::delay_target::SteadyFlows`). The shell says so after each dump.
+    pub fn on_steady_flow(&mut self, steady: bool) {
+        self.household.on_steady_flow(steady);
+    }
 }
