@@ -126,6 +126,18 @@ fn max_between(queue: &Readings, from: u64, to: u64) -> f64 {
         .fold(0.0, f64::max)
 }
 
+/// The download's k-th data segment (the server's sequence numbers start at 5001).
+fn download_data(k: u32, ts: Option<(u32, u32)>) -> Seg {
+    Seg {
+        from_server: true,
+        seq: 5001 + k * 1448,
+        ack: 101,
+        payload: 1448,
+        ts,
+        ..Default::default()
+    }
+}
+
 #[test]
 fn an_upload_does_not_read_the_download_links_queue() {
     // Best effort downloads from 3 s: 60 ms on the download link, nothing on the upload link.
@@ -227,14 +239,7 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
     for t in (10..3000u64).step_by(5) {
         let k = (t / 5 - 2) as u32;
         let ts = Some((1000 + t as u32, 70000 + t as u32));
-        let data = Seg {
-            from_server: true,
-            seq: 5001 + k * 1448,
-            ack: 101,
-            payload: 1448,
-            ts,
-            ..Default::default()
-        };
+        let data = download_data(k, ts);
         downlink.bytes += feed_port(&mut engine, t, down, data) + 14;
         downlink.packets += 1;
         let data = Seg {
@@ -299,14 +304,7 @@ fn download_budget_beside_an_upload(best_effort_up: u64) -> u64 {
     for t in 10..3000u64 {
         let k = (t - 10) as u32;
         let ts = Some((1000 + t as u32, 70000 + t as u32));
-        let data = Seg {
-            from_server: true,
-            seq: 5001 + k * 1448,
-            ack: 101,
-            payload: 1448,
-            ts,
-            ..Default::default()
-        };
+        let data = download_data(k, ts);
         downlink.bytes += feed(&mut engine, t, data);
         downlink.packets += 1;
         if k >= 100 && k % 2 == 0 {

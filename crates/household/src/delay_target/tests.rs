@@ -748,7 +748,7 @@ fn beside_a_call_the_link_is_not_lifted() {
 /// Rounds of 100 ms from 1.1 s on, the queue at `queue_us` and the budget in force at 150 kB,
 /// best effort sending `packets(i)` small packets in round `i` (negligible bytes): the budgets.
 fn beside_packets(queue_us: u64, rounds: u64, packets: impl Fn(u64) -> u64) -> Vec<u64> {
-    beside_packets_and_flow(queue_us, rounds, false, packets)
+    beside_packets_and_flow(queue_us, rounds, false, None, packets)
 }
 
 /// Likewise, with `steady_flow` as the connection tracker says it.
@@ -756,6 +756,7 @@ fn beside_packets_and_flow(
     queue_us: u64,
     rounds: u64,
     steady_flow: bool,
+    path: Option<Duration>,
     packets: impl Fn(u64) -> u64,
 ) -> Vec<u64> {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
@@ -764,6 +765,7 @@ fn beside_packets_and_flow(
             let mut r = at(1_000 + 100 * i, round(150_000, None, 125_000, 150_000));
             r.queue_delay = Some(Duration::from_micros(queue_us));
             r.steady_flow = steady_flow;
+            r.min_rtt = path;
             let packets = packets(i);
             r.best_effort = Some(BestEffort {
                 bytes: 20 * packets,
@@ -799,12 +801,19 @@ fn a_call_under_browsing_gets_the_interactive_aim_when_its_flow_is_steady() {
     // The browsing pattern above, with the connection tracker seeing a steady UDP flow: from
     // the second window in a row (round 6) the step aims at 1 ms, -2500 a round, as beside a
     // call alone. Without best effort on the link the flow alone changes nothing.
-    let under_browsing =
-        beside_packets_and_flow(3_000, 16, true, |i| if (i - 1) / 3 % 2 == 0 { 30 } else { 10 });
+    let browsing = |i: u64| if (i - 1) / 3 % 2 == 0 { 30 } else { 10 };
+    let under_browsing = beside_packets_and_flow(3_000, 16, true, None, browsing);
     assert_eq!(&under_browsing[..5], &[154_375; 5]);
     assert_eq!(&under_browsing[5..], &[147_500; 11]);
-    let quiet = beside_packets_and_flow(3_000, 16, true, |_| 1);
+    let quiet = beside_packets_and_flow(3_000, 16, true, None, |_| 1);
     assert_eq!(quiet, vec![154_375; 16]);
+    // On a 20 ms path browsing's target is the 1 ms aim already (3% of 20 ms, at least 1 ms):
+    // the call's aim is browsing's, and the flow changes nothing.
+    let short = Some(Duration::from_millis(20));
+    assert_eq!(
+        beside_packets_and_flow(3_000, 16, true, short, browsing),
+        beside_packets_and_flow(3_000, 16, false, short, browsing)
+    );
 }
 
 #[test]
