@@ -94,8 +94,7 @@ impl Link {
     /// there (lab `both`: best effort's download kept 0.93-0.98, against 0.97-0.99 when the
     /// upload yielded to it). All or nothing at a tenth, as before, made the two directions of
     /// a household evening read each other's whole queues while a call was on (a call each way
-    /// is a quarter of a 10 Mbit/s link): see `docs/household.md`, "Both directions beside a
-    /// call".
+    /// is a quarter of a 10 Mbit/s link): `docs/household.md`, "Both directions beside a call".
     pub(crate) fn queue_for_opposite(&self) -> Option<Duration> {
         Some(self.delay.own_queue_delay()?.mul_f64(self.background_part()?))
     }
@@ -190,7 +189,7 @@ pub(crate) struct Household {
     /// Flows that are not IPv4 (see `sort_key`).
     other_keys: Vec<(FlowKey, u32)>,
     /// The connection tracker sees a best-effort UDP flow sending steadily (a call, a game).
-    steady_flow: bool,
+    pub steady_flow: bool,
 }
 
 impl Household {
@@ -213,12 +212,6 @@ impl Household {
             other_keys: Vec::new(),
             steady_flow: false,
         }
-    }
-
-    /// Whether the connection tracker sees a best-effort UDP flow sending steadily (the shell
-    /// dumps it every few hundred ms; see `slipstream_household::delay_target::SteadyFlows`).
-    pub(crate) fn on_steady_flow(&mut self, steady: bool) {
-        self.steady_flow = steady;
     }
 
     /// New settings (a reload): a new budget controller kind starts from the current budget.

@@ -24,7 +24,7 @@ pub use flow::{FlowEvent, KernelClamp};
 pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
 pub use household::LinkCounters;
-pub use slipstream_household::delay_target::SteadyFlows;
+pub use slipstream_household::delay_target::steady_flows::SteadyFlows;
 pub use slipstream_household::{BudgetPhase, HouseholdConfig, ShareSpec, UdpEnforcement};
 pub use stats::{
     EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,

@@ -50,7 +50,7 @@ pub struct LinkRound {
     /// the background's own packets); `None` when the router cannot count it.
     pub best_effort: Option<BestEffort>,
     /// The router's connection tracker sees a best-effort UDP flow of the household sending
-    /// steadily: a call or a game (`delay_target::SteadyFlows`; false without conntrack).
+    /// steadily: a call or a game (`delay_target::steady_flows`; false without conntrack).
     pub steady_flow: bool,
 }
 

@@ -35,16 +35,15 @@
 //! came once the counters say it left, keeps its recovery ceiling within the operating point at
 //! the link's current rate, and lowers its target beside best effort's packets: every one of
 //! them waits in the background's queue. Beside browsing the target is 3 ms; beside steady
-//! packets (a call, a game) the step aims at `interactive_target` (1 ms) under 3 ms thresholds
-//! (see `DelayTarget::targets`).
+//! packets (a call, a game; under browsing, told by its own flow: [`steady_flows`]) the step
+//! aims at `interactive_target` (1 ms) under 3 ms thresholds (see `DelayTarget::targets`).
 //!
 //! Both grow only while the flows use what they have: the budget never exceeds twice the bytes
 //! in flight plus the flows' floors, so a cwnd- or application-limited household does not build
 //! a budget far above what is in force (which would then take many rounds to come down).
 //!
 //! # States
-//! Each round of the proportional rule is one of these decisions, tried in this order; the
-//! round's `BudgetPhase` names it:
+//! Each round of the proportional rule is one of these decisions, in this order (`BudgetPhase`):
 //!
 //! | state | when | budget |
 //! |---|---|---|
@@ -595,8 +594,7 @@ mod early;
 mod interactive;
 mod probe;
 mod recovery;
-mod steady_flows;
-pub use steady_flows::SteadyFlows;
+pub mod steady_flows;
 #[cfg(test)]
 mod tests;
 mod yields;

@@ -72,8 +72,8 @@ impl Engine {
 
     /// Whether the router's connection tracker sees a best-effort UDP flow sending steadily: a
     /// call or a game, told from browsing beside it (see
-    /// `slipstream_household::delay_target::SteadyFlows`). The shell says so after each dump.
+    /// `slipstream_household::delay_target::steady_flows`). The shell says so after each dump.
     pub fn on_steady_flow(&mut self, steady: bool) {
-        self.household.on_steady_flow(steady);
+        self.household.steady_flow = steady;
     }
 }

@@ -87,7 +87,7 @@ pub(super) struct InteractiveWatch {
 impl InteractiveWatch {
     /// Counts one round's best effort; `total_rate` is the link's rate (bytes/s) as everyone
     /// used it; `steady_flow`: the router's connection tracker sees a best-effort UDP flow
-    /// sending steadily (a call, a game: `steady_flows.rs`).
+    /// sending steadily (a call, a game: [`super::steady_flows`]).
     pub(super) fn on_round(
         &mut self,
         now: Instant,
