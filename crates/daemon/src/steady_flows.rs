@@ -20,10 +20,10 @@ use tracing::{debug, info, warn};
 
 /// How often the counters are dumped: the steady test's window.
 const DUMP_EVERY: Duration = Duration::from_millis(300);
-/// The kernel walks its whole table for a dump, filtered or not: at 100,000 connections (lab
-/// `syn_flood_100k`) a dump every 300 ms cost the daemon 3.2 s of CPU in 20 s. Between dumps the
-/// worker waits at least this many times what the last one took (2% of a core); the steady test
-/// then judges longer windows.
+/// The kernel walks its whole table for a dump, filtered or not: at 100,000 connections
+/// (`tests/flood.rs`, `syn_flood_100k`) a dump every 300 ms cost the daemon 3.2 s of CPU in 20 s.
+/// Between dumps the worker waits at least this many times what the last one took (2% of a
+/// core); the steady test then judges longer windows.
 const PAUSE_PER_DUMP_TIME: u32 = 50;
 /// Longest wait for one datagram of a dump.
 const RECEIVE_TIMEOUT: Duration = Duration::from_millis(200);
