@@ -29,6 +29,12 @@ pub struct Marked {
 
 /// The bytes of a dump request for the connections of one IP family.
 pub fn dump_request(seq: u32, v6: bool) -> Vec<u8> {
+    dump_request_with(seq, v6, vec![])
+}
+
+/// The bytes of a dump request for the connections of one IP family, with `attributes` (the
+/// kernel's filters).
+pub(crate) fn dump_request_with(seq: u32, v6: bool, attributes: Vec<ConntrackAttribute>) -> Vec<u8> {
     let mut header = NetlinkHeader::default();
     header.flags = NLM_F_REQUEST | NLM_F_DUMP;
     header.sequence_number = seq;
@@ -41,7 +47,7 @@ pub fn dump_request(seq: u32, v6: bool) -> Vec<u8> {
         header,
         NetlinkPayload::from(NetfilterMessage::new(
             NetfilterHeader::new(family(&any), 0, 0),
-            ConntrackMessage::Get(vec![]),
+            ConntrackMessage::Get(attributes),
         )),
     );
     message.finalize();

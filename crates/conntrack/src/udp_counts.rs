@@ -11,18 +11,12 @@
 //! effort.
 
 use std::io;
-use std::net::IpAddr;
 
-use netlink_packet_core::{
-    DefaultNla, NetlinkHeader, NetlinkMessage, NetlinkPayload, Nla, NLM_F_DUMP, NLM_F_REQUEST,
-};
-use netlink_packet_netfilter::conntrack::{
-    ConntrackAttribute, ConntrackMessage, ProtoTuple, Protocol, Tuple,
-};
-use netlink_packet_netfilter::{NetfilterHeader, NetfilterMessage};
+use netlink_packet_core::{DefaultNla, Nla};
+use netlink_packet_netfilter::conntrack::{ConntrackAttribute, ProtoTuple, Protocol, Tuple};
 
-use super::dump::datagram_entries;
-use super::{family, Conntrack};
+use super::dump::{datagram_entries, dump_request_with};
+use super::Conntrack;
 
 /// `CTA_COUNTERS_ORIG`, `CTA_COUNTERS_REPLY`, `CTA_ID`, `CTA_MARK_MASK`, `CTA_FILTER`
 /// (linux/netfilter/nfnetlink_conntrack.h).
@@ -56,29 +50,12 @@ pub struct UdpCount {
 /// The bytes of a dump request for the UDP connections of one IP family whose mark has no bit
 /// of `mask`.
 pub fn udp_dump_request(seq: u32, v6: bool, mask: u32) -> Vec<u8> {
-    let mut header = NetlinkHeader::default();
-    header.flags = NLM_F_REQUEST | NLM_F_DUMP;
-    header.sequence_number = seq;
-    let any: IpAddr = if v6 {
-        IpAddr::from([0u16; 8])
-    } else {
-        IpAddr::from([0u8; 4])
-    };
     let attributes = vec![
         ConntrackAttribute::CtaTupleOrig(vec![Tuple::Proto(vec![ProtoTuple::Protocol(Protocol::Udp)])]),
         ConntrackAttribute::CtaMark(0),
         ConntrackAttribute::Other(DefaultNla::new(CTA_MARK_MASK, mask.to_be_bytes().to_vec())),
     ];
-    let mut message = NetlinkMessage::new(
-        header,
-        NetlinkPayload::from(NetfilterMessage::new(
-            NetfilterHeader::new(family(&any), 0, 0),
-            ConntrackMessage::Get(attributes),
-        )),
-    );
-    message.finalize();
-    let mut bytes = vec![0u8; message.buffer_len()];
-    message.serialize(&mut bytes);
+    let mut bytes = dump_request_with(seq, v6, attributes);
     // CTA_FILTER { CTA_FILTER_ORIG_FLAGS: u32 (host order) }, appended by hand: the kernel
     // parses it strictly and wants NLA_F_NESTED, which the crate's attribute types clear.
     bytes.extend_from_slice(&12u16.to_ne_bytes());
