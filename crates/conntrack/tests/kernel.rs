@@ -27,6 +27,28 @@ fn run(args: &[&str]) -> bool {
 
 struct Netns(String);
 
+impl Netns {
+    /// A throwaway namespace named `prefix` and the test's pid, its loopback up; panics saying
+    /// why where the tools are missing.
+    fn new(prefix: &str) -> Netns {
+        if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
+            panic!("cannot run here: {why}");
+        }
+        let name = format!("{prefix}{}", std::process::id());
+        assert!(run(&["ip", "netns", "add", &name]), "ip netns add");
+        let ns = Netns(name);
+        assert!(ns.exec(&["ip", "link", "set", "lo", "up"]));
+        ns
+    }
+
+    /// Runs a command inside the namespace.
+    fn exec(&self, args: &[&str]) -> bool {
+        let mut full = vec!["ip", "netns", "exec", self.0.as_str()];
+        full.extend_from_slice(args);
+        run(&full)
+    }
+}
+
 impl Drop for Netns {
     fn drop(&mut self) {
         run(&["ip", "netns", "del", &self.0]);
@@ -94,18 +116,9 @@ fn small_buffer_client(to: SocketAddr) -> TcpStream {
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn window_scales_from_the_kernel() {
-    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
-        panic!("cannot run here: {why}");
-    }
-    let name = format!("slipct{}", std::process::id());
-    assert!(run(&["ip", "netns", "add", &name]), "ip netns add");
-    let ns = Netns(name.clone());
-    assert!(run(&["ip", "-n", &ns.0, "link", "set", "lo", "up"]));
-    let exec = |args: &[&str]| {
-        let mut full = vec!["ip", "netns", "exec", ns.0.as_str()];
-        full.extend_from_slice(args);
-        run(&full)
-    };
+    let ns = Netns::new("slipct");
+    let name = ns.0.clone();
+    let exec = |args: &[&str]| ns.exec(args);
     assert!(exec(&[
         "iptables-legacy",
         "-A",
@@ -209,18 +222,9 @@ fn window_scales_from_the_kernel() {
 #[ignore = "needs root, ip and iptables-legacy"]
 fn udp_counters_from_the_kernel() {
     use std::net::UdpSocket;
-    if let Some(why) = slipstream_testbed::missing_prerequisite(&["ip", "iptables-legacy"]) {
-        panic!("cannot run here: {why}");
-    }
-    let name = format!("slipctu{}", std::process::id());
-    assert!(run(&["ip", "netns", "add", &name]), "ip netns add");
-    let ns = Netns(name.clone());
-    let exec = |args: &[&str]| {
-        let mut full = vec!["ip", "netns", "exec", ns.0.as_str()];
-        full.extend_from_slice(args);
-        run(&full)
-    };
-    assert!(exec(&["ip", "link", "set", "lo", "up"]));
+    let ns = Netns::new("slipctu");
+    let name = ns.0.clone();
+    let exec = |args: &[&str]| ns.exec(args);
     assert!(exec(&["sysctl", "-qw", "net.netfilter.nf_conntrack_acct=1"]));
     assert!(exec(&[
         "iptables-legacy",
