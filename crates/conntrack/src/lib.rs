@@ -179,6 +179,17 @@ fn family(addr: &IpAddr) -> NetfilterProtoFamily {
 /// The bytes of a ctnetlink GET (`IPCTNL_MSG_CT_GET`, no dump) for the TCP tuple `src -> dst`
 /// with sequence number `seq`. `None` if the two addresses are of different families.
 pub fn get_request(seq: u32, src: SocketAddr, dst: SocketAddr) -> Option<Vec<u8>> {
+    get_request_for(seq, Protocol::Tcp, src, dst)
+}
+
+/// [`get_request`] for a tuple of `protocol`: one hash lookup in the kernel, whatever the size
+/// of its table (a dump walks all of it).
+pub(crate) fn get_request_for(
+    seq: u32,
+    protocol: Protocol,
+    src: SocketAddr,
+    dst: SocketAddr,
+) -> Option<Vec<u8>> {
     if src.is_ipv4() != dst.is_ipv4() {
         return None;
     }
@@ -191,7 +202,7 @@ pub fn get_request(seq: u32, src: SocketAddr, dst: SocketAddr) -> Option<Vec<u8>
             IPTuple::DestinationAddress(dst.ip()),
         ]),
         Tuple::Proto(vec![
-            ProtoTuple::Protocol(Protocol::Tcp),
+            ProtoTuple::Protocol(protocol),
             ProtoTuple::SourcePort(src.port()),
             ProtoTuple::DestinationPort(dst.port()),
         ]),
@@ -213,6 +224,11 @@ pub fn get_request(seq: u32, src: SocketAddr, dst: SocketAddr) -> Option<Vec<u8>
 /// datagram holds no message for `seq` (a late answer to an earlier request). Never panics and
 /// reads nothing outside `bytes`.
 pub fn parse_reply(bytes: &[u8], seq: u32) -> Result<Option<Reply>, ParseError> {
+    message_for(bytes, seq)?.map(parse_message).transpose()
+}
+
+/// The message answering request `seq` in one datagram (`Ok(None)`: none does).
+pub(crate) fn message_for(bytes: &[u8], seq: u32) -> Result<Option<&[u8]>, ParseError> {
     let mut offset = 0usize;
     while bytes.len().saturating_sub(offset) >= NLMSG_HDRLEN {
         let rest = &bytes[offset..];
@@ -225,7 +241,7 @@ pub fn parse_reply(bytes: &[u8], seq: u32) -> Result<Option<Reply>, ParseError> 
         }
         let message_seq = u32::from_ne_bytes([rest[8], rest[9], rest[10], rest[11]]);
         if message_seq == seq {
-            return parse_message(&rest[..len]).map(Some);
+            return Ok(Some(&rest[..len]));
         }
         // Messages are 4-byte aligned within a datagram.
         offset += len.div_ceil(4) * 4;
@@ -234,13 +250,21 @@ pub fn parse_reply(bytes: &[u8], seq: u32) -> Result<Option<Reply>, ParseError> 
 }
 
 fn parse_message(bytes: &[u8]) -> Result<Reply, ParseError> {
+    Ok(parse_message_with(bytes, entry)?.map_or(Reply::NotFound, Reply::Entry))
+}
+
+/// An answer to a GET: the entry's attributes read by `read`, or `None` for no entry (`ENOENT`).
+pub(crate) fn parse_message_with<T>(
+    bytes: &[u8],
+    read: impl Fn(&[ConntrackAttribute]) -> Result<T, ParseError>,
+) -> Result<Option<T>, ParseError> {
     let message =
         NetlinkMessage::<NetfilterMessage>::deserialize(bytes).map_err(|e| ParseError(e.to_string()))?;
     match message.payload {
         NetlinkPayload::Error(error) => {
             let code = error.raw_code();
             if code == -libc::ENOENT {
-                Ok(Reply::NotFound)
+                Ok(None)
             } else {
                 Err(ParseError(format!("error {code}")))
             }
@@ -251,12 +275,18 @@ fn parse_message(bytes: &[u8]) -> Result<Reply, ParseError> {
                     ConntrackMessage::New(attributes) | ConntrackMessage::Get(attributes),
                 ),
             ..
-        }) => entry(&attributes).map(Reply::Entry),
+        }) => read(&attributes).map(Some),
         other => Err(ParseError(format!("unexpected message {other:?}"))),
     }
 }
 
+/// The (source, destination) of a TCP tuple.
 fn tuple(parts: &[Tuple]) -> Option<(SocketAddr, SocketAddr)> {
+    tuple_of(parts, Protocol::Tcp)
+}
+
+/// The (source, destination) of a tuple of `protocol` (`None` for another protocol).
+pub(crate) fn tuple_of(parts: &[Tuple], protocol: Protocol) -> Option<(SocketAddr, SocketAddr)> {
     let (mut src, mut dst, mut sport, mut dport, mut proto) = (None, None, None, None, None);
     for part in parts {
         match part {
@@ -282,7 +312,7 @@ fn tuple(parts: &[Tuple]) -> Option<(SocketAddr, SocketAddr)> {
             _ => {}
         }
     }
-    if proto != Some(Protocol::Tcp) {
+    if proto != Some(protocol) {
         return None;
     }
     Some((SocketAddr::new(src?, sport?), SocketAddr::new(dst?, dport?)))
@@ -394,9 +424,19 @@ impl Conntrack {
 
     /// The entry holding the TCP tuple `src -> dst` in either direction.
     pub fn get(&mut self, src: SocketAddr, dst: SocketAddr) -> io::Result<Reply> {
+        self.ask(Protocol::Tcp, (src, dst), parse_message)
+    }
+
+    /// Sends a GET for the `protocol` tuple `src -> dst` and reads the answer with `parse`.
+    pub(crate) fn ask<T>(
+        &mut self,
+        protocol: Protocol,
+        (src, dst): (SocketAddr, SocketAddr),
+        parse: impl Fn(&[u8]) -> Result<T, ParseError>,
+    ) -> io::Result<T> {
         self.seq = self.seq.wrapping_add(1);
         let seq = self.seq;
-        let request = get_request(seq, src, dst)
+        let request = get_request_for(seq, protocol, src, dst)
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "addresses of two families"))?;
         self.send_request(&request)?;
         // Late answers to earlier (timed-out) requests are skipped; a few at most.
@@ -414,10 +454,9 @@ impl Conntrack {
                 return Err(io::Error::last_os_error());
             }
             let bytes = &self.buffer[..n as usize];
-            match parse_reply(bytes, seq) {
-                Ok(Some(reply)) => return Ok(reply),
-                Ok(None) => continue,
-                Err(e) => return Err(io::Error::new(io::ErrorKind::InvalidData, e)),
+            let invalid = |e: ParseError| io::Error::new(io::ErrorKind::InvalidData, e);
+            if let Some(message) = message_for(bytes, seq).map_err(invalid)? {
+                return parse(message).map_err(invalid);
             }
         }
         Err(io::Error::new(
@@ -443,7 +482,7 @@ impl Conntrack {
 mod dump;
 pub use dump::{dump_request, parse_dump, Marked};
 mod udp_counts;
-pub use udp_counts::{parse_udp_dump, udp_dump_request, UdpCount};
+pub use udp_counts::{parse_udp_dump, parse_udp_reply, udp_dump_request, UdpCount};
 
 #[cfg(test)]
 mod tests;

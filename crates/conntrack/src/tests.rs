@@ -335,6 +335,7 @@ fn a_udp_dump_keeps_the_unclassed_udp_entries_with_their_counters() {
         out,
         vec![UdpCount {
             id: 0x0102_0304,
+            original: (addr("192.168.1.10:50000"), addr("198.51.100.7:3478")),
             packets: [7, 3],
             bytes: [896, 234]
         }]
@@ -345,6 +346,25 @@ fn a_udp_dump_keeps_the_unclassed_udp_entries_with_their_counters() {
     parse_udp_dump(&dump_entry(Protocol::Tcp, 0), 0x00ff_0000, 10, &mut out).unwrap();
     parse_udp_dump(&dump_entry(Protocol::Udp, 0), 0x00ff_0000, 0, &mut out).unwrap();
     assert_eq!(out, vec![]);
+}
+
+#[test]
+fn a_udp_get_answers_the_counters_or_nothing() {
+    let reply = parse_udp_reply(&dump_entry(Protocol::Udp, 0), 0x00ff_0000).unwrap();
+    assert_eq!(
+        reply.map(|c| (c.id, c.packets, c.bytes)),
+        Some((0x0102_0304, [7, 3], [896, 234]))
+    );
+    // Gone (ENOENT), classed since it was found, or not UDP: nothing.
+    assert_eq!(parse_udp_reply(&bytes(NOT_FOUND), 0x00ff_0000), Ok(None));
+    assert_eq!(
+        parse_udp_reply(&dump_entry(Protocol::Udp, 0x0003_0000), 0x00ff_0000),
+        Ok(None)
+    );
+    assert_eq!(
+        parse_udp_reply(&dump_entry(Protocol::Tcp, 0), 0x00ff_0000),
+        Ok(None)
+    );
 }
 
 proptest! {
@@ -363,5 +383,6 @@ proptest! {
             }
         }
         let _ = parse_udp_dump(&bytes, 0x00ff_0000, 100, &mut Vec::new());
+        let _ = parse_udp_reply(&bytes, 0x00ff_0000);
     }
 }

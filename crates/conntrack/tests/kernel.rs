@@ -272,13 +272,26 @@ fn udp_counters_from_the_kernel() {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let _tcp = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let mut ct = Conntrack::open(Duration::from_secs(2)).expect("ctnetlink socket");
-        (
-            ct.udp_counts(0x00ff_0000, 100).expect("dump"),
-            server.local_addr().unwrap().port(),
-        )
+        let counts = ct.udp_counts(0x00ff_0000, 100).expect("dump");
+        // The same counters by the flow's tuple (one hash lookup); two packets more each way.
+        let later = counts.first().map(|found| {
+            for _ in 0..2 {
+                client.send_to(&[7u8; 100], server.local_addr().unwrap()).unwrap();
+                server.recv_from(&mut buf).unwrap();
+                server.send_to(&[3u8; 50], client.local_addr().unwrap()).unwrap();
+                client.recv_from(&mut buf).unwrap();
+            }
+            ct.udp_count_of(found.original, 0x00ff_0000).expect("get")
+        });
+        // The classed flow is found by its tuple too, but it is not best effort.
+        let classed_tuple = (client.local_addr().unwrap(), classed.local_addr().unwrap());
+        let classed_count = ct.udp_count_of(classed_tuple, 0x00ff_0000).expect("get");
+        assert_eq!(classed_count, None, "a classed flow is not best effort");
+        ((counts, later), server.local_addr().unwrap().port())
     })
     .join()
     .unwrap();
+    let (counts, later) = counts;
     assert_eq!(
         counts.len(),
         1,
@@ -287,5 +300,8 @@ fn udp_counters_from_the_kernel() {
     // IP length: 20 + 8 + payload.
     assert_eq!(counts[0].packets, [7, 3]);
     assert_eq!(counts[0].bytes, [7 * 128, 3 * 78]);
+    let later = later.flatten().expect("the flow by its tuple");
+    assert_eq!((later.id, later.original), (counts[0].id, counts[0].original));
+    assert_eq!(later.packets, [9, 5]);
     drop(ns);
 }
