@@ -103,8 +103,8 @@ fn trace(tb: &Testbed, daemon: &Daemon, secs: u64) {
             "budget {:?} queue {:?} goodput {:?} be {:?} {phase} police {policers:?}",
             metric_value(&m, "slipstream_household_budget_bytes", &link),
             metric_value(&m, "slipstream_household_queue_delay_seconds", &link),
-            metric_value(&m, "slipstream_household_goodput_bits_per_second", &link),
-            metric_value(&m, "slipstream_household_best_effort_bits_per_second", &link),
+            metric_value(&m, "slipstream_household_goodput_bytes_per_second", &link),
+            metric_value(&m, "slipstream_household_best_effort_bytes_per_second", &link),
         );
     }
 }

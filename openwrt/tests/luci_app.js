@@ -201,7 +201,7 @@ const polls = [];
 const SAMPLE = {
 	status: { running: true, status: Object.assign({}, (answers['luci.slipstream'].status || {}).status, {
 		household: [{ link: 'download', controller: 'delay_target', phase: 'hold', budget_bytes: 48000, in_flight_bytes: 40000,
-			queue_delay_ms: 6.2, base_rtt_ms: 20.5, flows: 2, held_flows: 1, goodput_bps: 3.1e6, best_effort_bps: 6.5e6,
+			queue_delay_ms: 6.2, base_rtt_ms: 20.5, queue_target_ms: 3.0, queue_aim_ms: 1.0, best_effort_pace: 'steady', flows: 2, held_flows: 1, goodput_bps: 3.1e6, best_effort_bps: 6.5e6,
 			slowdowns: 3, window_updates: 7 }] }) },
 	flows: { running: true, flows: { active: 2, max: 4096, flows: [
 		{ rule: 'bittorrent', rule_removed: false, matched_by: '', controller: 'household', endpoints: ['192.168.1.20:51413', '203.0.113.7:6881'],

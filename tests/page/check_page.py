@@ -180,6 +180,14 @@ def main():
         link = [l for l in sample[0]["links"] if l["link"] == "download"] if sample else []
         check("link budget and background rate", link and link[0]["budget_bytes"] == budget and link[0]["background_bps"] == background,
               f"page budget {budget:.0f} B, background {background:.0f} bit/s at {t}; /api/history {link}")
+        # The queue target the card names is its sample's, and the one /metrics gives (the
+        # background alone here: the configured target).
+        shown_target = card.find_elements(By.CSS_SELECTOR, "[data-field=queue_target_ms]")
+        shown_target = float(shown_target[0].get_attribute("data-v")) if shown_target else None
+        metrics_target = metric("slipstream_household_queue_target_seconds", {"link": "download"})
+        check("queue target shown", link and shown_target is not None and link[0].get("queue_target_ms") == shown_target
+              and metrics_target is not None and metrics_target > 0,
+              f"page {shown_target} ms, /api/history {link[0].get('queue_target_ms') if link else None}, /metrics now {metrics_target} s")
         metrics_budget = metric("slipstream_household_budget_bytes", {"link": "download"})
         check("a budget /metrics knows", metrics_budget is not None and budget > 0, f"page {budget}, /metrics now {metrics_budget}")
 

@@ -153,7 +153,7 @@ impl<D: Datapath> PacketLoop<D> {
                 self.engine.on_link_counters(download, upload);
             }
             if let Some(watch) = &self.steady_flows {
-                self.engine.on_steady_flow(watch.steady());
+                self.engine.on_steady_flows(watch.steady());
             }
             let received = self.datapath.receive(&mut self.engine, &clock, &mut scratch);
             self.engine.run_due_rounds(clock.now());

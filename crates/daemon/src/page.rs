@@ -108,6 +108,9 @@ impl Page {
                     best_effort_bps,
                     budget_bytes: l.budget_bytes,
                     queue_delay_ms: l.queue_delay_ms,
+                    queue_target_ms: l.queue_target_ms,
+                    queue_aim_ms: l.queue_aim_ms,
+                    best_effort_pace: l.best_effort_pace,
                     flows: l.flows,
                     held_flows: l.held_flows,
                 }

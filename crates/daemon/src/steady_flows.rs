@@ -47,9 +47,9 @@ impl SteadyFlowWatch {
         Ok(SteadyFlowWatch { steady })
     }
 
-    /// Whether some best-effort UDP flow sends steadily (a call, a game).
-    pub(crate) fn steady(&self) -> bool {
-        self.steady.load(Ordering::Relaxed) > 0
+    /// How many best-effort UDP flows send steadily (calls, games).
+    pub(crate) fn steady(&self) -> usize {
+        self.steady.load(Ordering::Relaxed)
     }
 }
 

@@ -156,6 +156,7 @@ impl Link {
                 direction,
                 controller: config.budget.kind(),
                 phase: BudgetPhase::Idle,
+                targets: None,
                 budget_bytes: 0,
                 queue_delay: None,
                 base_rtt: None,
@@ -188,8 +189,8 @@ pub(crate) struct Household {
     by_key: Vec<(u128, u32)>,
     /// Flows that are not IPv4 (see `sort_key`).
     other_keys: Vec<(FlowKey, u32)>,
-    /// The connection tracker sees a best-effort UDP flow sending steadily (a call, a game).
-    pub steady_flow: bool,
+    /// Best-effort UDP flows the connection tracker sees sending steadily (calls, games).
+    pub steady_flows: usize,
 }
 
 impl Household {
@@ -210,7 +211,7 @@ impl Household {
             found_held: Vec::new(),
             by_key: Vec::new(),
             other_keys: Vec::new(),
-            steady_flow: false,
+            steady_flows: 0,
         }
     }
 
@@ -301,7 +302,7 @@ pub(crate) fn run_round<'f>(
         found_held,
         by_key,
         other_keys,
-        steady_flow,
+        steady_flows,
     } = hh;
     let opposite = &links[1 - which];
     let opposite_holds_the_sum = opposite.holds_the_sum_of_queues();
@@ -443,6 +444,7 @@ pub(crate) fn run_round<'f>(
         link.last.in_flight_bytes = 0;
         link.last.goodput_bits_per_second = 0.0;
         link.last.phase = BudgetPhase::Idle;
+        link.last.targets = None;
         return;
     }
     // Without timestamps both links' round trips read the sum of their queues; a link that is
@@ -484,7 +486,7 @@ pub(crate) fn run_round<'f>(
         members_follow_budget: !policed_members,
         min_rtt,
         best_effort,
-        steady_flow: *steady_flow,
+        steady_flow: *steady_flows > 0,
     };
     // A slowdown also starts a base epoch of the link's delay view (a base measured too low ages
     // out after two instead of holding the flows at their floors for the rest of their lives).
@@ -522,9 +524,8 @@ pub(crate) fn run_round<'f>(
     } else {
         link.budget.unwrap_or(min_budget)
     };
-    if slowdown == SlowdownRound::Resume
-        || (!slowing && link.controller.stats().phase == BudgetPhase::Recover)
-    {
+    let stats = link.controller.stats();
+    if slowdown == SlowdownRound::Resume || (!slowing && stats.phase == BudgetPhase::Recover) {
         // Taking a freed link back (a recovery, or the end of a slowdown): every flow was held
         // below what it used before, and what it acknowledged in the last round shows the held
         // window, not its demand.
@@ -536,7 +537,7 @@ pub(crate) fn run_round<'f>(
     let phase = if slowing {
         BudgetPhase::Slowdown
     } else {
-        link.controller.stats().phase
+        stats.phase
     };
     // Best effort's queue: over twice the target while best effort carries a tenth of the
     // link or more (or is not counted). The background's own overshoot is not.
@@ -576,6 +577,7 @@ pub(crate) fn run_round<'f>(
         }
     }
     link.last.phase = phase;
+    link.last.targets = stats.targets;
     link.last.budget_bytes = budget;
     link.last.queue_delay = link.delay.queue_delay();
     link.last.base_rtt = base_rtt;

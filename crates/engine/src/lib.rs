@@ -25,7 +25,9 @@ pub use flow_key::{FlowKey, Side};
 pub use flow_table::CLOSE_LINGER;
 pub use household::LinkCounters;
 pub use slipstream_household::delay_target::steady_flows::SteadyFlows;
-pub use slipstream_household::{BudgetPhase, HouseholdConfig, ShareSpec, UdpEnforcement};
+pub use slipstream_household::{
+    BestEffortPace, BudgetPhase, HouseholdConfig, RoundTargets, ShareSpec, UdpEnforcement,
+};
 pub use stats::{
     EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason, RuleSnapshot,
     UdpSnapshot, PARSE_ERRORS,

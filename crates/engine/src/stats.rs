@@ -3,7 +3,7 @@
 use std::net::SocketAddr;
 
 use slipstream_control::{ControllerStats, Duration};
-use slipstream_household::BudgetPhase;
+use slipstream_household::{BudgetPhase, RoundTargets};
 use slipstream_wire::ParseError;
 
 /// Why a packet went back to the kernel unmodified. A closed set, for metric labels.
@@ -255,6 +255,9 @@ pub struct LinkSnapshot {
     pub controller: &'static str,
     /// What the budget controller is doing.
     pub phase: BudgetPhase,
+    /// The queue the budget controller worked to in its last round, and what best effort was
+    /// doing (a delay-target controller's; `None` for the others and while the link is idle).
+    pub targets: Option<RoundTargets>,
     /// Bytes all household-controlled background flows of the link may have in flight.
     pub budget_bytes: u64,
     /// The shared queueing delay of the last round.
@@ -293,4 +296,7 @@ pub struct EngineSnapshot {
     pub flows: Vec<FlowSnapshot>,
     /// Household control, one entry per link (download, upload).
     pub links: Vec<LinkSnapshot>,
+    /// Best-effort UDP flows the connection tracker saw sending steadily at the last dump (calls,
+    /// games; see [`crate::Engine::on_steady_flows`]).
+    pub steady_flows: usize,
 }

@@ -167,6 +167,44 @@ pub struct BudgetStats {
     /// The controller's own estimate of the link's usable window (bytes), if it keeps one
     /// (Key et al.'s change point).
     pub estimate: Option<u64>,
+    /// The queue the controller worked to in its last round, if it keeps a delay target.
+    pub targets: Option<RoundTargets>,
+}
+
+/// The queue a delay-target controller worked to in a round, and why.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RoundTargets {
+    /// Above this queue the background yields.
+    pub threshold: Duration,
+    /// The queue the controller's step aims at: the threshold, or less beside a call or a game.
+    pub aim: Duration,
+    /// What the router's counts said of best effort on the link, which set both.
+    pub pace: BestEffortPace,
+}
+
+/// What the router's counts say of best effort on one link (see `delay_target/interactive.rs`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BestEffortPace {
+    /// Nothing steady: the background has the link to itself (or shares it with a download,
+    /// which its own queue and rate settle).
+    #[default]
+    Alone,
+    /// Packets, but bursts: browsing.
+    Browsing,
+    /// The same packet rate window after window, or a flow that sends so under browsing: a call
+    /// or a game.
+    Steady,
+}
+
+impl BestEffortPace {
+    /// The name metrics and `slipstream status` use.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BestEffortPace::Alone => "alone",
+            BestEffortPace::Browsing => "browsing",
+            BestEffortPace::Steady => "steady",
+        }
+    }
 }
 
 /// A household budget controller.

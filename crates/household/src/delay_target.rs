@@ -63,7 +63,7 @@
 //! Every constant, what it is and where it comes from (a paper, or the lab trace that set it),
 //! is in the table in `docs/household.md`, section "Constants".
 
-use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound};
+use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound, RoundTargets};
 use crate::early_yield::EarlyYield;
 use crate::link_rate::LinkRate;
 use slipstream_control::{Duration, Instant};
@@ -190,9 +190,8 @@ pub struct DelayTarget {
     early: EarlyYield,
     /// Best effort's packets over the last windows: which target applies.
     interactive: interactive::InteractiveWatch,
-    /// The queue this round's proportional step aims at: the target, or below it beside a call
-    /// (see `DelayTarget::targets`).
-    aim: Duration,
+    /// This round's threshold and the queue its proportional step aims at (`DelayTarget::targets`).
+    targets: RoundTargets,
     /// This round's aim is below its target: best effort sends steadily (a call, a game).
     beside_a_call: bool,
     /// The link's rate as background and best effort together used it (a windowed maximum of
@@ -302,7 +301,7 @@ impl DelayTarget {
             earlier_budgets: [u64::MAX; 2],
             early: EarlyYield::default(),
             interactive: interactive::InteractiveWatch::default(),
-            aim: Duration::ZERO,
+            targets: RoundTargets::default(),
             beside_a_call: false,
             total_rate: LinkRate::default(),
             best_effort_rate: None,
@@ -398,9 +397,9 @@ impl BudgetController for DelayTarget {
             let total = (round.delivered_bytes + be.bytes) as f64 / round.interval.as_secs_f64();
             self.total_rate.update(round.now, total);
         }
-        let (target_duration, aim) = self.targets(round);
-        self.aim = aim;
-        self.beside_a_call = aim < target_duration;
+        self.targets = self.targets(round);
+        let target_duration = self.targets.threshold;
+        self.beside_a_call = self.targets.aim < target_duration;
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
         let decided = self.decide(round, target_duration, queue_above_target);
         let [_, one_back] = self.earlier_budgets;
@@ -422,6 +421,7 @@ impl BudgetController for DelayTarget {
             budget: self.budget,
             phase: self.phase,
             estimate: None,
+            targets: (self.config.variant == DelayTargetVariant::Proportional).then_some(self.targets),
         }
     }
 }
@@ -491,7 +491,7 @@ impl DelayTarget {
                     return self.rebase(before);
                 }
                 self.note_queue(round, delay, target, link_rate);
-                let aim = self.aim.as_secs_f64();
+                let aim = self.targets.aim.as_secs_f64();
                 let step = if self.beside_a_call {
                     // Beside a call the aim is about one packet's time on the link (1.2 ms at
                     // 10 Mbit/s), the samples' own spread: the proportional step would move by

@@ -312,6 +312,7 @@ impl BudgetController for KeyBinarySearch {
             budget: self.budget,
             phase: self.phase,
             estimate: self.change_point.map(|w| w * self.unit()),
+            targets: None,
         }
     }
 }

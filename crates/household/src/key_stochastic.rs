@@ -162,6 +162,7 @@ impl BudgetController for KeyStochastic {
             phase: self.phase,
             // The iterate is the estimate of w*.
             estimate: self.estimate.value().map(|_| self.budget),
+            targets: None,
         }
     }
 }

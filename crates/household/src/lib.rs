@@ -30,7 +30,8 @@ mod slowdown_tests;
 
 pub use allocator::{allocate, allocate_with, AllocScratch, Allocation, FlowDemand};
 pub use budget::{
-    AnyBudget, BestEffort, BudgetConfig, BudgetController, BudgetPhase, BudgetStats, LinkRound,
+    AnyBudget, BestEffort, BestEffortPace, BudgetConfig, BudgetController, BudgetPhase, BudgetStats,
+    LinkRound, RoundTargets,
 };
 pub use delay_target::{DelayTarget, DelayTargetConfig};
 pub use key_binary_search::{KeyBinarySearch, KeyBinarySearchConfig};

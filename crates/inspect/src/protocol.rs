@@ -169,6 +169,18 @@ pub struct LinkStatus {
     pub queue_delay_ms: Option<f64>,
     /// The link's base (unloaded) round-trip time.
     pub base_rtt_ms: Option<f64>,
+    /// The queue above which the background yields, last round: the delay target with the link
+    /// to itself, less beside best effort (`null` for Key et al.'s controllers, while the link is
+    /// idle, and from daemons that predate it).
+    #[serde(default)]
+    pub queue_target_ms: Option<f64>,
+    /// The queue the budget steps towards: the target, or less beside a call or a game.
+    #[serde(default)]
+    pub queue_aim_ms: Option<f64>,
+    /// What the router's counts say of best effort on the link, which sets the target: `alone`,
+    /// `browsing` (bursts), `steady` (a call or a game).
+    #[serde(default)]
+    pub best_effort_pace: Option<String>,
     /// Household flows on the link.
     pub flows: usize,
     /// Of those, the flows waiting for their turn.

@@ -343,6 +343,7 @@ fn render_household(links: &[LinkStatus]) -> String {
                 fmt_bytes(l.budget_bytes),
                 fmt_bytes(l.in_flight_bytes),
                 ms(l.queue_delay_ms),
+                queue_target(l),
                 ms(l.base_rtt_ms),
                 l.flows.to_string(),
                 l.held_flows.to_string(),
@@ -358,13 +359,29 @@ fn render_household(links: &[LinkStatus]) -> String {
             "BUDGET",
             "IN FLIGHT",
             "QUEUE DELAY",
+            "TARGET",
             "BASE RTT",
             "FLOWS",
             "HELD",
             "GOODPUT",
             "SLOWDOWNS",
         ],
-        &[false, false, true, true, true, true, true, true, true, true],
+        &[
+            false, false, true, true, true, false, true, true, true, true, true,
+        ],
         &rows,
     )
+}
+
+/// The queue a link's background keeps and why: `10.0 ms alone`, `3.0 ms browsing`,
+/// `3.0/1.0 ms steady` (yields above 3 ms, steps towards 1 ms beside a call or a game).
+fn queue_target(l: &LinkStatus) -> String {
+    let Some(target) = l.queue_target_ms else {
+        return "-".to_owned();
+    };
+    let pace = l.best_effort_pace.as_deref().unwrap_or("?");
+    match l.queue_aim_ms.filter(|&aim| aim < target) {
+        Some(aim) => format!("{target:.1}/{aim:.1} ms {pace}"),
+        None => format!("{target:.1} ms {pace}"),
+    }
 }

@@ -75,6 +75,9 @@ fn household() -> Vec<LinkStatus> {
             in_flight_bytes: 120_000,
             queue_delay_ms: Some(4.5),
             base_rtt_ms: Some(20.0),
+            queue_target_ms: Some(3.0),
+            queue_aim_ms: Some(1.0),
+            best_effort_pace: Some("steady".into()),
             flows: 3,
             held_flows: 1,
             goodput_bps: 8_000_000.0,
@@ -235,7 +238,7 @@ fn responses_round_trip() {
     for field in [
         "\"household\":[{\"link\":\"download\",\"controller\":\"delay_target\",\"phase\":\"hold\",\
          \"budget_bytes\":150000,\"in_flight_bytes\":120000,\"queue_delay_ms\":4.5,\"base_rtt_ms\":20.0,\
-         \"flows\":3,\"held_flows\":1,\"goodput_bps\":8000000.0,\"best_effort_bps\":1500000.0,\"slowdowns\":2,\"window_updates\":5}",
+         \"queue_target_ms\":3.0,\"queue_aim_ms\":1.0,\"best_effort_pace\":\"steady\",\"flows\":3,\"held_flows\":1,\"goodput_bps\":8000000.0,\"best_effort_bps\":1500000.0,\"slowdowns\":2,\"window_updates\":5}",
         "\"queue_delay_ms\":null,\"base_rtt_ms\":null",
     ] {
         assert!(text.contains(field), "{field} in {text}");
@@ -446,9 +449,9 @@ fn status_text() {
         "#  RULE            CONTROLLER    ACTIVE FLOWS  STARTED",
         "1  bittorrent      vulture                  3       17",
         "-  gone (removed)  fixed_window             1        4",
-        "HOUSEHOLD  CONTROLLER/PHASE     BUDGET  IN FLIGHT  QUEUE DELAY  BASE RTT  FLOWS  HELD      GOODPUT  SLOWDOWNS",
-        "download   delay_target/hold  150.0 kB   120.0 kB       4.5 ms     20 ms      3     1  8.00 Mbit/s          2",
-        "upload     delay_target/idle   14.5 kB        0 B            -         -      0     0     0 kbit/s          0",
+        "HOUSEHOLD  CONTROLLER/PHASE     BUDGET  IN FLIGHT  QUEUE DELAY  TARGET             BASE RTT  FLOWS  HELD      GOODPUT  SLOWDOWNS",
+        "download   delay_target/hold  150.0 kB   120.0 kB       4.5 ms  3.0/1.0 ms steady     20 ms      3     1  8.00 Mbit/s          2",
+        "upload     delay_target/idle   14.5 kB        0 B            -  -                         -      0     0     0 kbit/s          0",
     ] {
         assert!(text.lines().any(|l| l == line), "{line:?} not in\n{text}");
     }

@@ -6,7 +6,7 @@ use prometheus_client::encoding::DescriptorEncoder;
 use prometheus_client::registry::Unit;
 use slipstream_engine::{EngineSnapshot, LinkSnapshot};
 
-use crate::families::{counter_family, gauge_family};
+use crate::families::{counter_family, gauge, gauge_family};
 use crate::household_links;
 
 fn link_label(link: &LinkSnapshot) -> [(&'static str, &'static str); 1] {
@@ -49,6 +49,49 @@ pub(crate) fn encode_links(s: &EngineSnapshot, enc: &mut DescriptorEncoder) -> R
             )
         }),
     )?;
+    gauge_family(
+        enc,
+        "household_queue_target",
+        "The queue above which the link's background yields, last round: the delay target with the \
+         link to itself, less beside best effort (see household_best_effort_pace).",
+        Some(&seconds),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.targets?.threshold.as_secs_f64()))),
+    )?;
+    gauge_family(
+        enc,
+        "household_queue_aim",
+        "The queue the background's budget steps towards, last round: the queue target, or less \
+         beside a call or a game.",
+        Some(&seconds),
+        links
+            .iter()
+            .filter_map(|l| Some((link_label(l), l.targets?.aim.as_secs_f64()))),
+    )?;
+    gauge_family(
+        enc,
+        "household_best_effort_pace",
+        "Always 1; `pace` is what the router's counts say of best effort on the link, which sets \
+         the queue target: alone (nothing steady), browsing (bursts), steady (a call or a game).",
+        None,
+        links.iter().filter_map(|l| {
+            Some((
+                [("link", l.direction.as_str()), ("pace", l.targets?.pace.as_str())],
+                1u32,
+            ))
+        }),
+    )?;
+    if !links.is_empty() {
+        gauge(
+            enc,
+            "household_steady_flows",
+            "Best-effort UDP flows the connection tracker saw sending steadily at its last dump \
+             (calls, games): beside browsing, the background keeps the queue a call needs.",
+            None,
+            s.steady_flows,
+        )?;
+    }
     gauge_family(
         enc,
         "household_queue_delay",

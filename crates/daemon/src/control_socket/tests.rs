@@ -164,6 +164,12 @@ fn link(direction: LinkDirection, flows: usize) -> LinkSnapshot {
         direction,
         controller: "delay_target",
         phase: slipstream_engine::BudgetPhase::Probe,
+        // Beside browsing: 3 ms for the yields and the step alike.
+        targets: Some(slipstream_engine::RoundTargets {
+            threshold: std::time::Duration::from_millis(3),
+            aim: std::time::Duration::from_millis(3),
+            pace: slipstream_engine::BestEffortPace::Browsing,
+        }),
         budget_bytes: 90_000,
         queue_delay: Some(std::time::Duration::from_micros(2_500)),
         base_rtt: None,
@@ -213,6 +219,9 @@ fn status_shows_household_links_while_household_control_is_in_use() {
                 in_flight_bytes: 80_000,
                 queue_delay_ms: Some(2.5),
                 base_rtt_ms: None,
+                queue_target_ms: Some(3.0),
+                queue_aim_ms: Some(3.0),
+                best_effort_pace: Some("browsing".into()),
                 flows: 4,
                 held_flows: 2,
                 goodput_bps: 5e6,

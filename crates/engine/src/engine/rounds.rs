@@ -70,10 +70,10 @@ impl Engine {
         self.household.on_link_counters([download, upload]);
     }
 
-    /// Whether the router's connection tracker sees a best-effort UDP flow sending steadily: a
-    /// call or a game, told from browsing beside it (see
+    /// How many best-effort UDP flows the router's connection tracker sees sending steadily:
+    /// calls and games, told from browsing beside them (see
     /// `slipstream_household::delay_target::steady_flows`). The shell says so after each dump.
-    pub fn on_steady_flow(&mut self, steady: bool) {
-        self.household.steady_flow = steady;
+    pub fn on_steady_flows(&mut self, count: usize) {
+        self.household.steady_flows = count;
     }
 }

@@ -84,6 +84,7 @@ impl Engine {
                 })
                 .collect(),
             links: self.household.snapshot(),
+            steady_flows: self.household.steady_flows,
         };
         (snapshot, keys)
     }

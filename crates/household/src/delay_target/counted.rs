@@ -2,11 +2,9 @@
 //! `LinkRound::best_effort`): the capacity best effort leaves free, the recovery ceiling aged to
 //! the link's current rate, and the interactive target while best effort sends steadily.
 
-use slipstream_control::Duration;
-
-use super::interactive::{self, BestEffortPace};
+use super::interactive;
 use super::{DelayTarget, DelayTargetVariant, Pending, PreviousRound};
-use crate::budget::{BudgetPhase, LinkRound};
+use crate::budget::{BestEffortPace, BudgetPhase, LinkRound, RoundTargets};
 
 /// Best effort below this share of the link's rate does not bound the budget (see
 /// [`DelayTarget::free_capacity`]): the background alone keeps the operating point the delay
@@ -44,7 +42,7 @@ impl DelayTarget {
             (min, smoothed) => min.or(smoothed),
         };
         if let (Some(base), true) = (path, rate > 0.0) {
-            let operating_point = (rate * (base + self.aim).as_secs_f64()) as u64;
+            let operating_point = (rate * (base + self.targets.aim).as_secs_f64()) as u64;
             if let Some(recovery) = self.recovery.as_mut() {
                 recovery.ceiling = recovery
                     .ceiling
@@ -72,7 +70,7 @@ impl DelayTarget {
     /// joining it was held to the few kB it had carried itself, swinging every round between
     /// that bound and its recovery ceiling (the initial window) for 3-6 s.
     pub(super) fn free_capacity(&mut self, round: &LinkRound) -> Option<u64> {
-        let target = self.aim;
+        let target = self.targets.aim;
         let be = round.best_effort?;
         let secs = round.interval.as_secs_f64();
         if secs <= 0.0 {
@@ -226,10 +224,15 @@ impl DelayTarget {
     /// packets at 10 Mbit/s, a call's own frame) halved the budget, five rounds above it armed a
     /// recovery, and a coordinated slowdown's restart cost the download half its window each
     /// time (lab `home`, call and download). See `interactive.rs`.
-    pub(super) fn targets(&mut self, round: &LinkRound) -> (Duration, Duration) {
+    pub(super) fn targets(&mut self, round: &LinkRound) -> RoundTargets {
         let target = self.config.target;
+        let alone = RoundTargets {
+            threshold: target,
+            aim: target,
+            pace: BestEffortPace::Alone,
+        };
         if self.config.variant != DelayTargetVariant::Proportional {
-            return (target, target);
+            return alone;
         }
         if let Some(be) = round.best_effort {
             let total = self.total_rate.estimate();
@@ -245,10 +248,12 @@ impl DelayTarget {
             })
             .min(target)
             .max(interactive);
-        match self.interactive.pace(round.now) {
+        let pace = self.interactive.pace(round.now);
+        let (threshold, aim) = match pace {
             BestEffortPace::Steady => (browsing, interactive),
             BestEffortPace::Browsing => (browsing, browsing),
-            BestEffortPace::Alone => (target, target),
-        }
+            BestEffortPace::Alone => return alone,
+        };
+        RoundTargets { threshold, aim, pace }
     }
 }

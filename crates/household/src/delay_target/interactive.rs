@@ -5,7 +5,7 @@
 
 use slipstream_control::{Duration, Instant};
 
-use crate::budget::BestEffort;
+use crate::budget::{BestEffort, BestEffortPace};
 
 /// Best effort sending at least this many packets per second on the link is someone's call,
 /// game, browsing or download: every packet of theirs waits in the background's queue. A video
@@ -55,18 +55,6 @@ pub(super) fn is_steady(rates: &[f64; STEADY_WINDOWS], window_secs: f64) -> bool
         .iter()
         .fold((f64::MAX, 0.0f64), |(l, h), &r| (l.min(r), h.max(r)));
     high - low <= STEADY_SPREAD * high + 2.0 / window_secs
-}
-
-/// What the router's counts say of best effort on one link.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum BestEffortPace {
-    /// Nothing steady: the background has the link to itself (or shares it with a download,
-    /// which its own queue and rate settle).
-    Alone,
-    /// Packets, but bursts: browsing.
-    Browsing,
-    /// The same packet rate window after window: a call or a game.
-    Steady,
 }
 
 /// Best effort's packets in windows of at least [`WINDOW`], and the targets they set.

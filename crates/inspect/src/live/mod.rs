@@ -60,6 +60,15 @@ pub struct LinkSample {
     pub budget_bytes: u64,
     /// The queueing delay the link's flows share.
     pub queue_delay_ms: Option<f64>,
+    /// The queue above which the background yields (`status`'s `queue_target_ms`).
+    #[serde(default)]
+    pub queue_target_ms: Option<f64>,
+    /// The queue it steps towards (`status`'s `queue_aim_ms`).
+    #[serde(default)]
+    pub queue_aim_ms: Option<f64>,
+    /// What best effort was doing: `alone`, `browsing`, `steady` (a call or a game).
+    #[serde(default)]
+    pub best_effort_pace: Option<String>,
     /// Household flows on the link.
     pub flows: usize,
     /// Of those, the ones waiting for their turn.

@@ -15,6 +15,7 @@ fn link(background: f64, best_effort: f64) -> LinkSample {
         queue_delay_ms: Some(5.0),
         flows: 1,
         held_flows: 0,
+        ..LinkSample::default()
     }
 }
 

@@ -12,6 +12,12 @@ fn links() -> Vec<LinkSnapshot> {
             direction: LinkDirection::Download,
             controller: "delay_target",
             phase: BudgetPhase::Hold,
+            // Beside a call under browsing: yields above 3 ms, steps towards 1 ms.
+            targets: Some(RoundTargets {
+                threshold: Duration::from_millis(3),
+                aim: Duration::from_millis(1),
+                pace: BestEffortPace::Steady,
+            }),
             budget_bytes: 150_000,
             queue_delay: Some(Duration::from_micros(4_500)),
             base_rtt: Some(Duration::from_millis(20)),
@@ -27,6 +33,7 @@ fn links() -> Vec<LinkSnapshot> {
             direction: LinkDirection::Upload,
             controller: "delay_target",
             phase: BudgetPhase::Idle,
+            targets: None,
             budget_bytes: 14_480,
             queue_delay: None,
             base_rtt: None,
@@ -82,6 +89,7 @@ fn household_snapshot() -> EngineSnapshot {
     };
     s.flows.extend([household, waiting, fresh]);
     s.links = links();
+    s.steady_flows = 2;
     s
 }
 
@@ -94,6 +102,10 @@ fn renders_household_link_metrics() {
         r#"slipstream_household_phase{link="download",controller="delay_target",phase="hold"} 1"#,
         r#"slipstream_household_phase{link="upload",controller="delay_target",phase="idle"} 1"#,
         r#"slipstream_household_queue_delay_seconds{link="download"} 0.0045"#,
+        r#"slipstream_household_queue_target_seconds{link="download"} 0.003"#,
+        r#"slipstream_household_queue_aim_seconds{link="download"} 0.001"#,
+        r#"slipstream_household_best_effort_pace{link="download",pace="steady"} 1"#,
+        "slipstream_household_steady_flows 2",
         r#"slipstream_household_base_rtt_seconds{link="download"} 0.02"#,
         r#"slipstream_household_flows{link="download"} 3"#,
         r#"slipstream_household_flows{link="upload"} 0"#,
@@ -115,8 +127,14 @@ fn renders_household_link_metrics() {
     .into();
     assert_lines(&text, &expected);
     // The upload link has no delay figures yet: no series rather than 0 s.
-    for name in ["queue_delay_seconds", "base_rtt_seconds"] {
-        let prefix = format!("slipstream_household_{name}{{link=\"upload\"}}");
+    for name in [
+        "queue_delay_seconds",
+        "base_rtt_seconds",
+        "queue_target_seconds",
+        "queue_aim_seconds",
+        "best_effort_pace",
+    ] {
+        let prefix = format!("slipstream_household_{name}{{link=\"upload\"");
         assert!(!text.contains(&prefix), "{prefix} in:\n{text}");
     }
     check_exposition(&text);
@@ -192,6 +210,10 @@ fn household_counters_end_in_total() {
     for family in [
         "slipstream_household_budget_bytes",
         "slipstream_household_queue_delay_seconds",
+        "slipstream_household_queue_target_seconds",
+        "slipstream_household_queue_aim_seconds",
+        "slipstream_household_best_effort_pace",
+        "slipstream_household_steady_flows",
         "slipstream_household_base_rtt_seconds",
         "slipstream_household_flows",
         "slipstream_household_held_flows",

@@ -7,8 +7,8 @@ use std::time::Duration;
 use regex::Regex;
 use slipstream_control::{ControllerMode, ControllerStats, EpochSummary, WindowPolicy};
 use slipstream_engine::{
-    BudgetPhase, EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot, PassReason,
-    RuleSnapshot, PARSE_ERRORS,
+    BestEffortPace, BudgetPhase, EngineCounters, EngineSnapshot, FlowSnapshot, LinkDirection, LinkSnapshot,
+    PassReason, RoundTargets, RuleSnapshot, PARSE_ERRORS,
 };
 
 use super::*;
@@ -125,6 +125,7 @@ fn snapshot() -> EngineSnapshot {
             rule("backup", "fixed_window", 1, 2, 5_000, 50),
         ],
         flows: vec![bulk_flow(), backup_flow(), unknown_sender],
+        steady_flows: 0,
     }
 }
 

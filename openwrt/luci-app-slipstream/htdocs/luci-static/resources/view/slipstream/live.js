@@ -132,6 +132,8 @@ return view.extend({
 					E('span', { 'style': 'color:#2ca02c;font-weight:bold' }, _('best effort %s').format(l.best_effort_bps == null ? '-' : ss.fmtRate(l.best_effort_bps))), ' · ',
 					_('budget %s (in flight %s)').format(ss.fmtBytes(l.budget_bytes), ss.fmtBytes(l.in_flight_bytes)), ' · ',
 					_('added delay %s, base RTT %s').format(ss.fmtMs(l.queue_delay_ms), ss.fmtMs(l.base_rtt_ms)), ' · ',
+					l.queue_target_ms == null ? '' : _('target %s %s').format(ss.fmtMs(l.queue_target_ms),
+						{ alone: _('(alone)'), browsing: _('(beside browsing)'), steady: _('(beside a call or a game)') }[l.best_effort_pace] || ''), l.queue_target_ms == null ? '' : ' · ',
 					_('%d flows (%d waiting), %s').format(l.flows, l.held_flows, l.phase)
 				]),
 				chart([{ points: be, color: '#2ca02c' }, { points: bg, color: '#1f77b4' }], haveHistory ? history.now_unix_ms : nowMs),
