@@ -187,7 +187,12 @@ impl<D: Datapath> PacketLoop<D> {
             self.send_window_updates();
             self.learn_window_scales();
             if self.serve_commands() || now.saturating_since(last_publish) >= PUBLISH {
-                self.snapshot.publish(self.engine.snapshot(self.top_flows));
+                let snapshot = self.engine.snapshot(self.top_flows);
+                if let Some(watch) = &self.steady_flows {
+                    // Only household rounds ask which best effort is steady.
+                    watch.set_wanted(snapshot.links.iter().any(|l| l.flows > 0));
+                }
+                self.snapshot.publish(snapshot);
                 last_publish = now;
             }
         }
