@@ -152,22 +152,7 @@ impl Link {
                 probes.restart();
                 probes
             },
-            last: LinkSnapshot {
-                direction,
-                controller: config.budget.kind(),
-                phase: BudgetPhase::Idle,
-                targets: None,
-                budget_bytes: 0,
-                queue_delay: None,
-                base_rtt: None,
-                flows: 0,
-                held_flows: 0,
-                in_flight_bytes: 0,
-                goodput_bits_per_second: 0.0,
-                best_effort_bits_per_second: None,
-                slowdowns: 0,
-                window_updates: 0,
-            },
+            last: LinkSnapshot::idle(direction, config.budget.kind()),
         }
     }
 }

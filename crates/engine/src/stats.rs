@@ -281,6 +281,28 @@ pub struct LinkSnapshot {
     pub window_updates: u64,
 }
 
+impl LinkSnapshot {
+    /// A link before its first round, under budget controller `controller`.
+    pub(crate) fn idle(direction: LinkDirection, controller: &'static str) -> LinkSnapshot {
+        LinkSnapshot {
+            direction,
+            controller,
+            phase: BudgetPhase::Idle,
+            targets: None,
+            budget_bytes: 0,
+            queue_delay: None,
+            base_rtt: None,
+            flows: 0,
+            held_flows: 0,
+            in_flight_bytes: 0,
+            goodput_bits_per_second: 0.0,
+            best_effort_bits_per_second: None,
+            slowdowns: 0,
+            window_updates: 0,
+        }
+    }
+}
+
 /// Everything the metrics endpoint renders, taken at one instant.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct EngineSnapshot {
