@@ -26,9 +26,9 @@ use tracing::{debug, info, warn};
 /// How often the followed flows' counters are read: the steady test's window.
 const READ_EVERY: Duration = Duration::from_millis(300);
 /// How often a dump looks for new flows: a call is followed within this long after it starts.
-/// One dump walked this machine's 262,144 hash buckets in 12-15 ms with the CPU's packet
-/// processing held; one every 300 ms added about 0.8 ms to the lab's calls at the 95th
-/// percentile (`docs/household.md`).
+/// A dump walks every hash bucket with the CPU's packet processing held; one (two walks of this
+/// machine's 262,144 buckets) took 12-15 ms, and one every 300 ms added about 0.7 ms to the
+/// lab's calls at the 95th percentile (`docs/household.md`).
 const FIND_EVERY: Duration = Duration::from_secs(5);
 /// After a dump, the next waits at least this many times what it took (0.5% of a core): at
 /// 100,000 connections (`tests/flood.rs`, `syn_flood_100k`) a dump every 300 ms cost the daemon
