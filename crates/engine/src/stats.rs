@@ -283,7 +283,7 @@ pub struct LinkSnapshot {
 
 impl LinkSnapshot {
     /// A link before its first round, under budget controller `controller`.
-    pub(crate) fn idle(direction: LinkDirection, controller: &'static str) -> LinkSnapshot {
+    pub fn idle(direction: LinkDirection, controller: &'static str) -> LinkSnapshot {
         LinkSnapshot {
             direction,
             controller,

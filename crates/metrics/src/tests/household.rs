@@ -30,20 +30,8 @@ fn links() -> Vec<LinkSnapshot> {
             window_updates: 5,
         },
         LinkSnapshot {
-            direction: LinkDirection::Upload,
-            controller: "delay_target",
-            phase: BudgetPhase::Idle,
-            targets: None,
             budget_bytes: 14_480,
-            queue_delay: None,
-            base_rtt: None,
-            flows: 0,
-            held_flows: 0,
-            in_flight_bytes: 0,
-            goodput_bits_per_second: 0.0,
-            slowdowns: 0,
-            best_effort_bits_per_second: None,
-            window_updates: 0,
+            ..LinkSnapshot::idle(LinkDirection::Upload, "delay_target")
         },
     ]
 }
