@@ -46,7 +46,7 @@ use crate::stats::LinkDirection;
 use crate::stats::{EngineCounters, PassReason};
 use crate::udp::UdpTable;
 
-mod probes;
+pub(crate) mod probes;
 mod rounds;
 mod snapshot;
 mod udp;

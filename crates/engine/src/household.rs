@@ -21,6 +21,7 @@ use capacity::Capacity;
 use counted::best_effort;
 use keys::{host_key, sort_key};
 use min_budget::{min_budget, one_floor};
+use one_way_probe::OneWayProbe;
 use opposite_queue::{background_part, queue_is_backgrounds};
 
 mod ack_room;
@@ -29,6 +30,7 @@ mod counted;
 mod keys;
 mod member;
 mod min_budget;
+mod one_way_probe;
 mod opposite_queue;
 pub(crate) use member::{Allocated, MemberRef};
 
@@ -70,6 +72,8 @@ pub(crate) struct Link {
     /// The daemon's delay probes as one more flow of the link (their own base), for links whose
     /// flows cannot be timed (QUIC); see `Engine::on_probe_sample`.
     pub probe_delay: FlowDelay,
+    /// The halves of the ICMP timestamp probes that cross this link (see `one_way_probe`).
+    pub one_way_probe: OneWayProbe,
 }
 
 /// What the router's WAN interfaces counted in one direction since they came up: all traffic
@@ -113,6 +117,12 @@ impl Link {
             .is_some_and(|best_effort| queue_is_backgrounds(best_effort, self.last.goodput_bits_per_second))
     }
 
+    /// Whether the link's last round had household flows and only round trips timed them:
+    /// without one-way probes its queue cannot be told from the opposite link's.
+    pub(crate) fn timed_by_round_trips_only(&self) -> bool {
+        self.last.flows > 0 && !self.delay.flows_timed_alone()
+    }
+
     /// Whether this link may hold the queue that both links' round trips read: it is full, its
     /// background has members, and none of them timed its queue alone last round (no
     /// timestamps). See [`Link::reads_only_the_opposite_queue`].
@@ -152,6 +162,7 @@ impl Link {
                 probes.restart();
                 probes
             },
+            one_way_probe: OneWayProbe::default(),
             last: LinkSnapshot::idle(direction, config.budget.kind()),
         }
     }

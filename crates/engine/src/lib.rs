@@ -19,6 +19,7 @@ mod udp;
 pub mod window_clamp;
 
 pub use api::{EngineConfig, PacketCopy, PacketMeta, ReconfigureSummary, RuleSpec, Verdict, WindowUpdate};
+pub use engine::probes::OneWayDelays;
 pub use engine::Engine;
 pub use flow::{FlowEvent, KernelClamp};
 pub use flow_key::{FlowKey, Side};

@@ -214,13 +214,15 @@ fn feed_port(engine: &mut Engine, t: u64, port: u16, seg: Seg) -> u64 {
     len
 }
 
-#[test]
-fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
-    use slipstream_engine::LinkCounters;
+/// A background download and (with `upload`) a background upload for 3 s, a segment each way
+/// every 5 ms, each ACKed 100 ms later, with or without TCP timestamps. The WAN counters see
+/// exactly their packets (14 bytes of Ethernet each), nothing else.
+fn background_both_ways(timestamps: bool, upload: bool) -> Engine {
     let mut engine = household_engine();
     let (down, up) = (40001u16, 40002u16);
-    for port in [down, up] {
-        for seg in handshake_segments(true) {
+    let ports: &[u16] = if upload { &[down, up] } else { &[down] };
+    for &port in ports {
+        for seg in handshake_segments(timestamps) {
             feed_port(&mut engine, 0, port, seg);
         }
     }
@@ -238,19 +240,21 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
     );
     for t in (10..3000u64).step_by(5) {
         let k = (t / 5 - 2) as u32;
-        let ts = Some((1000 + t as u32, 70000 + t as u32));
+        let ts = timestamps.then_some((1000 + t as u32, 70000 + t as u32));
         let data = download_data(k, ts);
         downlink.bytes += feed_port(&mut engine, t, down, data) + 14;
         downlink.packets += 1;
-        let data = Seg {
-            seq: 101 + k * 1448,
-            ack: 5001,
-            payload: 1448,
-            ts,
-            ..Default::default()
-        };
-        uplink.bytes += feed_port(&mut engine, t, up, data) + 14;
-        uplink.packets += 1;
+        if upload {
+            let data = Seg {
+                seq: 101 + k * 1448,
+                ack: 5001,
+                payload: 1448,
+                ts,
+                ..Default::default()
+            };
+            uplink.bytes += feed_port(&mut engine, t, up, data) + 14;
+            uplink.packets += 1;
+        }
         if k >= 20 {
             let acked = (k - 19) * 1448;
             let ack = Seg {
@@ -262,19 +266,27 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
             };
             uplink.bytes += feed_port(&mut engine, t, down, ack) + 14;
             uplink.packets += 1;
-            let ack = Seg {
-                from_server: true,
-                seq: 5001,
-                ack: 101 + acked,
-                window: 2000,
-                ts,
-                ..Default::default()
-            };
-            downlink.bytes += feed_port(&mut engine, t, up, ack) + 14;
-            downlink.packets += 1;
+            if upload {
+                let ack = Seg {
+                    from_server: true,
+                    seq: 5001,
+                    ack: 101 + acked,
+                    window: 2000,
+                    ts,
+                    ..Default::default()
+                };
+                downlink.bytes += feed_port(&mut engine, t, up, ack) + 14;
+                downlink.packets += 1;
+            }
         }
         engine.on_link_counters(downlink, uplink);
     }
+    engine
+}
+
+#[test]
+fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
+    let engine = background_both_ways(true, true);
     let s = engine.snapshot(0);
     for link in &s.links {
         let best_effort = link.best_effort_bits_per_second.expect("counted");
@@ -284,6 +296,59 @@ fn a_background_downloads_acks_are_not_best_effort_on_the_upload_link() {
             link.direction
         );
     }
+}
+
+#[test]
+fn background_both_ways_without_timestamps_asks_for_one_way_probes() {
+    // Without timestamps every sample of either link is a round trip across both queues: the
+    // engine asks for the reflector's timestamps.
+    let both = background_both_ways(false, true);
+    let interval = both.probe_interval().expect("probes wanted");
+    assert!(
+        (Duration::from_millis(20)..=Duration::from_millis(100)).contains(&interval),
+        "{interval:?}"
+    );
+    // With timestamps each link is timed alone; a download alone has no opposite queue of the
+    // background's to be told from: no probes.
+    assert_eq!(background_both_ways(true, true).probe_interval(), None);
+    assert_eq!(background_both_ways(false, false).probe_interval(), None);
+}
+
+#[test]
+fn one_way_probes_give_each_link_its_own_queue() {
+    use slipstream_engine::OneWayDelays;
+    let mut engine = background_both_ways(false, true);
+    let own = |engine: &Engine, link: LinkDirection| {
+        engine.snapshot(0).links[link.index()]
+            .queue_delay
+            .map(|q| q.as_secs_f64() * 1e3)
+    };
+    // The reflector's clock is 7 s ahead; the path 5 ms each way. For 2 s the download link's
+    // queue is empty, then it holds 12 ms; the upload link's stays empty.
+    let mut t = 3000;
+    while t < 7000 {
+        let down_queue = if t < 5000 { 0 } else { 12_000 };
+        let halves = OneWayDelays {
+            up_us: 7_000_000 + 5_000,
+            down_us: -7_000_000 + 5_000 + down_queue,
+        };
+        engine.on_probe_one_way(
+            Instant::from_millis(t),
+            Instant::from_millis(t + 10 + down_queue as u64 / 1000),
+            halves,
+        );
+        t += 20;
+        engine.run_due_rounds(Instant::from_millis(t));
+    }
+    let (down, up) = (
+        own(&engine, LinkDirection::Download),
+        own(&engine, LinkDirection::Upload),
+    );
+    assert!(
+        down.is_some_and(|q| (11.0..=13.0).contains(&q)),
+        "download link {down:?} ms"
+    );
+    assert!(up.is_some_and(|q| q < 1.0), "upload link {up:?} ms");
 }
 
 /// A background download, a segment a millisecond (11.6 Mbit/s), each pair ACKed 100 ms later,

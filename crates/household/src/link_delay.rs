@@ -113,6 +113,10 @@ pub struct LinkDelay {
     own_count: usize,
     /// The filtered queueing delay of the last round's own samples; `None` if it had none.
     own_queue_delay: Option<Duration>,
+    /// This round's own samples that were the router's delay probes, not a flow's.
+    probe_count: usize,
+    /// The last round had own samples from flows (timestamps, uTP), not only from probes.
+    flows_timed_alone: bool,
 }
 
 impl Default for LinkDelay {
@@ -129,6 +133,8 @@ impl Default for LinkDelay {
             own_samples: [0; OWN_SAMPLES],
             own_count: 0,
             own_queue_delay: None,
+            probe_count: 0,
+            flows_timed_alone: false,
         }
     }
 }
@@ -145,6 +151,14 @@ impl LinkDelay {
         let excess = self.record(flow, sample, Duration::ZERO);
         self.own_samples[self.own_count % OWN_SAMPLES] = excess;
         self.own_count += 1;
+    }
+
+    /// The router's delay probe measured `sample`, a one-way delay across this link alone (an
+    /// ICMP timestamp's half): one of the link's own samples, as [`LinkDelay::on_sample`], but
+    /// not a flow's ([`LinkDelay::flows_timed_alone`]).
+    pub fn on_probe_sample(&mut self, probe: &mut FlowDelay, sample: Duration) {
+        self.on_sample(probe, sample);
+        self.probe_count += 1;
     }
 
     /// A flow measured `sample`, a round-trip half that crossed this link's queue and the
@@ -248,7 +262,9 @@ impl LinkDelay {
         self.flows_last_round = std::mem::take(&mut self.flows_this_round);
         self.fresh = n > 0;
         let own = self.own_count.min(OWN_SAMPLES);
+        self.flows_timed_alone = self.own_count > self.probe_count;
         self.own_count = 0;
+        self.probe_count = 0;
         self.own_queue_delay = filtered(&mut self.own_samples[..own]);
         let delay = filtered(&mut self.samples[..n])?;
         self.queue_delay = Some(delay);
@@ -265,6 +281,13 @@ impl LinkDelay {
     /// round-trip samples ([`LinkDelay::on_round_trip_sample`]).
     pub fn own_queue_delay(&self) -> Option<Duration> {
         self.own_queue_delay
+    }
+
+    /// Whether the last round had own samples from flows (one-way delays, ACK-corrected round
+    /// trips), not only from the router's probes: then no probe is needed to tell the link's
+    /// queue from the opposite link's.
+    pub fn flows_timed_alone(&self) -> bool {
+        self.flows_timed_alone
     }
 
     /// A coordinated slowdown starts: flows begin a new base epoch.

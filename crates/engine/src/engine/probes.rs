@@ -9,7 +9,14 @@
 //! where it is known (`LinkDelay::on_round_trip_sample`), as for TCP round-trip halves.
 //!
 //! A uTP flow times itself (its headers), and TCP flows do, so a link with only those gets no
-//! probes: probing costs nothing unless it is needed.
+//! probes: probing costs nothing unless it is needed. Except in one case: background both ways
+//! without TCP timestamps (a Windows PC's BitTorrent). Then every sample of either link is a
+//! round trip across both queues, each link reads the sum, and the two controllers yield to
+//! each other's queues (lab `both`, no timestamps: the background alone filled 0.07-0.75 of
+//! the download). The shell's probes are ICMP timestamp requests where it can send them
+//! (IPv4, a raw socket): their halves are each link's own queue
+//! ([`Engine::on_probe_one_way`], `household::one_way_probe`), and the round trips of either
+//! link are then corrected by the other's, as with timestamps.
 
 use slipstream_control::{Duration, Instant};
 
@@ -23,8 +30,21 @@ use crate::udp::utp::UdpKind;
 const PROBES_PER_ROUND: u32 = 4;
 const MIN_INTERVAL: Duration = Duration::from_millis(20);
 const MAX_INTERVAL: Duration = Duration::from_millis(100);
-/// An echo's IP packet (the daemon's: 20 bytes of IPv4 header, 16 of ICMP).
+/// An echo's IP packet (the daemon's: 20 bytes of IPv4 header, 16 of ICMP); a timestamp
+/// request's is 40 (20 of ICMP).
 const PROBE_IP_BYTES: u64 = 36;
+const TIMESTAMP_IP_BYTES: u64 = 40;
+
+/// The one-way delays of an ICMP timestamp probe (RFC 792), each on the two clocks' offset, µs:
+/// the request's trip (our send time to the reflector's receive stamp) and the reply's (the
+/// reflector's transmit stamp to our receive time).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OneWayDelays {
+    /// The request's trip: across the upload link.
+    pub up_us: i64,
+    /// The reply's trip: across the download link.
+    pub down_us: i64,
+}
 /// Round trips longer than this are no measurement of a queue (a reflector that answered late).
 const MAX_PROBE_RTT: Duration = Duration::from_secs(2);
 
@@ -48,9 +68,29 @@ impl Engine {
         untimed
     }
 
+    /// Both links when both have household flows that only round trips time (no TCP
+    /// timestamps, no uTP): one-way probes tell their queues apart. Where one link's flows time
+    /// it alone, the other's round trips are corrected by it, and no probe is needed.
+    fn round_trip_only_links(&self) -> [bool; 2] {
+        let [a, b] = &self.household.links;
+        [a.timed_by_round_trips_only() && b.timed_by_round_trips_only(); 2]
+    }
+
+    /// The links a probe's answer is a sample of: untimed flows', and both links' of background
+    /// timed by round trips only (`one_way`: only one-way halves help them).
+    fn probed_links(&self, one_way: bool) -> [bool; 2] {
+        let untimed = self.untimed_links();
+        let round_trips = if one_way {
+            self.round_trip_only_links()
+        } else {
+            [false; 2]
+        };
+        [untimed[0] || round_trips[0], untimed[1] || round_trips[1]]
+    }
+
     /// How often the shell should send a delay probe now; `None`: no probes wanted.
     pub fn probe_interval(&self) -> Option<Duration> {
-        let untimed = self.untimed_links();
+        let untimed = self.probed_links(true);
         if !untimed.contains(&true) {
             return None;
         }
@@ -78,6 +118,7 @@ impl Engine {
             link.background.bytes += PROBE_IP_BYTES;
             link.background.packets += 1;
         }
+        // Background both ways timed by round trips gains nothing from another round trip.
         let untimed = self.untimed_links();
         for link in LinkDirection::ALL {
             if !untimed[link.index()] {
@@ -91,6 +132,33 @@ impl Engine {
             let link = &mut self.household.links[link.index()];
             link.delay
                 .on_round_trip_sample(&mut link.probe_delay, rtt, opposite_queue);
+        }
+    }
+
+    /// An ICMP timestamp probe's answer: sent and received on the engine's clock, and its two
+    /// one-way halves. Each half is a sample of its link's own queue (`one_way_probe`).
+    pub fn on_probe_one_way(&mut self, sent: Instant, received: Instant, halves: OneWayDelays) {
+        let rtt = received.saturating_since(sent);
+        if rtt.is_zero() || rtt > MAX_PROBE_RTT {
+            return;
+        }
+        self.counters.probe_samples += 1;
+        for link in &mut self.household.links {
+            link.background.bytes += TIMESTAMP_IP_BYTES;
+            link.background.packets += 1;
+        }
+        let probed = self.probed_links(true);
+        for link in LinkDirection::ALL {
+            if !probed[link.index()] {
+                continue;
+            }
+            let half = match link {
+                LinkDirection::Download => halves.down_us,
+                LinkDirection::Upload => halves.up_us,
+            };
+            let link = &mut self.household.links[link.index()];
+            let sample = link.one_way_probe.sample(half);
+            link.delay.on_probe_sample(&mut link.one_way_probe.delay, sample);
         }
     }
 }
