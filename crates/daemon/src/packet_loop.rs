@@ -159,10 +159,14 @@ impl<D: Datapath> PacketLoop<D> {
             self.engine.run_due_rounds(clock.now());
             self.datapath.apply(&self.engine);
             let engine = &mut self.engine;
-            self.prober
-                .turn(engine.probe_interval(), &clock, |sent, received| {
-                    engine.on_probe_sample(sent, received)
-                });
+            self.prober.turn(
+                engine.probe_interval(),
+                &clock,
+                |sent, received, halves| match halves {
+                    Some(halves) => engine.on_probe_one_way(sent, received, halves),
+                    None => engine.on_probe_sample(sent, received),
+                },
+            );
             more_waiting = received.full;
             if received.handled > 0 {
                 errors = 0;

@@ -10,11 +10,12 @@
 //! the daemon's two capabilities, and unprivileged, with none, once `ping_group_range`
 //! allows), over IPv6 to an address, and with a slow loop (kernel receive stamps: the time a
 //! reply waits to be read does not count); with neither socket kind allowed, nothing is sent;
-//! loaded, the RTT rises by the queue's 50 ms, and agrees with `ping` measuring next to it; the
-//! counters add up.
+//! the raw IPv4 socket's timestamp probes give one-way halves, and echoes follow once a
+//! reflector has dropped them; loaded, the RTT rises by the queue's 50 ms, and agrees with
+//! `ping` measuring next to it, and of the halves only the reply's rises; the counters add up.
 //!
-//! Needs root, `ip`, `tc`, `iperf3` and `ping`: ignored by default, `scripts/test.sh` runs it
-//! (--ignored); without them it fails saying why. About 10 s. Namespaces are `ssprb{a,b}<pid>`,
+//! Needs root, `ip`, `tc`, `iptables`, `iperf3` and `ping`: ignored by default, `scripts/test.sh` runs it
+//! (--ignored); without them it fails saying why. About 13 s. Namespaces are `ssprb{a,b}<pid>`,
 //! deleted at the end, also after a failure.
 #![allow(unsafe_code, reason = "setns(2) for the prober's thread")]
 
@@ -48,7 +49,7 @@ const QUEUE_BYTES: u64 = 62_500;
 const QUEUE_DELAY_MS: f64 = (QUEUE_BYTES * 8) as f64 * 1000.0 / RATE_BPS as f64;
 
 fn skip_reason() -> Option<String> {
-    slipstream_testbed::missing_prerequisite(&["ip", "tc", "iperf3", "ping"])
+    slipstream_testbed::missing_prerequisite(&["ip", "tc", "iptables", "iperf3", "ping"])
 }
 
 /// Child processes killed on drop.
@@ -67,6 +68,9 @@ impl Drop for Children {
 struct Run {
     /// Round-trip times of the answered probes, ms.
     rtts_ms: Vec<f64>,
+    /// The one-way halves (up, down) of the answered timestamp probes, ms, on the two clocks'
+    /// offset (none here: both namespaces share the machine's clock).
+    halves_ms: Vec<(f64, f64)>,
     counters: Arc<ProbeCounters>,
     /// Turns that began with a probe due and ended with one still due: the turn did not use the
     /// slot, and a loop sleeping until the next probe would spin.
@@ -105,6 +109,7 @@ fn probe_to(
             let mut prober = prober::Prober::new(target, counters.clone());
             let clock = clock::MonotonicClock::start();
             let mut rtts_ms = Vec::new();
+            let mut halves_ms = Vec::new();
             let mut spinning_turns = 0;
             let end = Instant::now() + length;
             let due_now = |prober: &prober::Prober| {
@@ -114,8 +119,9 @@ fn probe_to(
                 // Due after the turn alone is no spin: the slot may have come due between the
                 // turn's clock read and this one, and the next turn takes it.
                 let due_before = due_now(&prober);
-                prober.turn(Some(interval), &clock, |sent, received| {
+                prober.turn(Some(interval), &clock, |sent, received, halves| {
                     rtts_ms.push(received.saturating_since(sent).as_secs_f64() * 1000.0);
+                    halves_ms.extend(halves.map(|h| (h.up_us as f64 / 1000.0, h.down_us as f64 / 1000.0)));
                 });
                 if due_before && due_now(&prober) {
                     spinning_turns += 1;
@@ -124,11 +130,13 @@ fn probe_to(
             }
             // The last replies in flight: read, nothing more sent.
             std::thread::sleep(Duration::from_millis(150));
-            prober.turn(None, &clock, |sent, received| {
+            prober.turn(None, &clock, |sent, received, halves| {
                 rtts_ms.push(received.saturating_since(sent).as_secs_f64() * 1000.0);
+                halves_ms.extend(halves.map(|h| (h.up_us as f64 / 1000.0, h.down_us as f64 / 1000.0)));
             });
             Run {
                 rtts_ms,
+                halves_ms,
                 counters,
                 spinning_turns,
             }
@@ -143,6 +151,13 @@ fn median(values: &[f64]) -> f64 {
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     v[v.len() / 2]
+}
+
+/// The medians of the up and of the down halves.
+fn half_medians(halves: &[(f64, f64)]) -> (f64, f64) {
+    let up: Vec<f64> = halves.iter().map(|h| h.0).collect();
+    let down: Vec<f64> = halves.iter().map(|h| h.1).collect();
+    (median(&up), median(&down))
 }
 
 /// `ping`'s per-reply RTTs, ms.
@@ -185,6 +200,12 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     assert_eq!(idle.counters.target(), "10.84.0.2 (gateway via vA)");
     assert!(idle.rtts_ms.len() >= 50, "{} samples", idle.rtts_ms.len());
     assert!(idle_ms < 5.0, "idle median {idle_ms} ms");
+    // The raw socket sends ICMP timestamp requests, which Linux answers: every answer has its
+    // one-way halves, each within the reflector's millisecond ticks of the idle path.
+    assert_eq!(idle.halves_ms.len(), idle.rtts_ms.len(), "timestamp replies");
+    let (idle_up, idle_down) = half_medians(&idle.halves_ms);
+    println!("idle, one-way halves: up {idle_up:.3} ms, down {idle_down:.3} ms");
+    assert!(idle_up.abs() < 2.0 && idle_down.abs() < 2.0);
 
     // A slow loop (turns 25 ms apart): replies wait up to 25 ms to be read, and do not count.
     let slow = probe(
@@ -220,6 +241,7 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     assert_eq!(v6.counters.target(), "fd84::2");
     assert!(v6.rtts_ms.len() >= 20, "{} samples", v6.rtts_ms.len());
     assert!(v6_ms < 5.0, "idle median {v6_ms} ms");
+    assert!(v6.halves_ms.is_empty(), "ICMPv6 has no timestamps: echoes");
 
     // Without CAP_NET_RAW and without unprivileged pings: no socket, nothing sent, no samples.
     let none = probe(
@@ -258,6 +280,62 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     );
     assert!(dgram.rtts_ms.len() >= 30, "{} samples", dgram.rtts_ms.len());
     assert!(dgram_ms < 5.0, "idle median {dgram_ms} ms");
+    assert!(
+        dgram.halves_ms.is_empty(),
+        "an unprivileged socket sends echoes only"
+    );
+
+    // A reflector that drops timestamp requests: after TIMESTAMP_TRIES of them are lost (2 s
+    // each), echoes, whose round trips are samples again.
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &pair.b,
+        "iptables",
+        "-A",
+        "INPUT",
+        "-p",
+        "icmp",
+        "--icmp-type",
+        "timestamp-request",
+        "-j",
+        "DROP",
+    ]);
+    let refused = probe(
+        &pair.a,
+        &KEPT,
+        Duration::from_millis(3000),
+        interval,
+        Duration::from_millis(1),
+    );
+    sh(&[
+        "ip",
+        "netns",
+        "exec",
+        &pair.b,
+        "iptables",
+        "-D",
+        "INPUT",
+        "-p",
+        "icmp",
+        "--icmp-type",
+        "timestamp-request",
+        "-j",
+        "DROP",
+    ]);
+    println!(
+        "timestamps refused: {} echo samples, {} lost",
+        refused.rtts_ms.len(),
+        refused.counters.lost.load(Ordering::Relaxed)
+    );
+    assert!(refused.halves_ms.is_empty());
+    assert!(
+        refused.rtts_ms.len() >= 10,
+        "echoes after the refusal: {}",
+        refused.rtts_ms.len()
+    );
+    assert!(median(&refused.rtts_ms) < 5.0);
 
     // Loaded: the flood fills b's queue towards a; ping measures next to the prober.
     let mut children = Children(Vec::new());
@@ -332,6 +410,19 @@ fn the_prober_measures_the_queue_behind_the_gateway() {
     assert!(
         (loaded_ms - ping_ms).abs() <= 5.0,
         "prober {loaded_ms:.2} ms, ping {ping_ms:.2} ms"
+    );
+    // The queue is on b's egress: the reply's half rose by it, the request's did not.
+    let (loaded_up, loaded_down) = half_medians(&loaded.halves_ms);
+    println!("loaded, one-way halves: up {loaded_up:.3} ms, down {loaded_down:.3} ms");
+    assert_eq!(loaded.halves_ms.len(), loaded.rtts_ms.len());
+    let down_rise = loaded_down - idle_down;
+    assert!(
+        (QUEUE_DELAY_MS * 0.8..=QUEUE_DELAY_MS * 1.2).contains(&down_rise),
+        "the reply's half rose by {down_rise:.2} ms; the queue holds {QUEUE_DELAY_MS} ms"
+    );
+    assert!(
+        (loaded_up - idle_up).abs() < 3.0,
+        "the request's half moved: {idle_up:.2} -> {loaded_up:.2} ms"
     );
     // Each answer is one sample; a probe the full queue dropped waits to be counted lost (2 s).
     assert_eq!(answered, loaded.rtts_ms.len() as u64);

@@ -124,8 +124,8 @@ pub struct Status {
     pub probe: Option<ProbeStatus>,
 }
 
-/// The link-delay prober in `status`: ICMP echo to a reflector beyond the access link, sent
-/// while the engine wants them.
+/// The link-delay prober in `status`: ICMP timestamp or echo requests to a reflector beyond the
+/// access link, sent while the engine wants them.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ProbeStatus {
     /// Where probes go: `192.0.2.1 (gateway via wan)`, `off`, `none: no default gateway`, ...

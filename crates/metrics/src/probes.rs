@@ -1,7 +1,7 @@
-//! The link-delay prober's counters (ICMP echo to a reflector beyond the access link): probes
-//! sent, answered and lost, the last round-trip time and the target. The packet thread writes
-//! them as it probes; the collector reads them at scrape time, `slipstream status` through
-//! [`ProbeCounters::target`].
+//! The link-delay prober's counters (ICMP timestamp or echo requests to a reflector beyond the
+//! access link): probes sent, answered and lost, the last round-trip time and the target. The
+//! packet thread writes them as it probes; the collector reads them at scrape time, `slipstream
+//! status` through [`ProbeCounters::target`].
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +16,7 @@ use crate::families::{counter, gauge, gauge_family};
 /// The prober's counters, shared (in an `Arc`) with the collector and the control socket.
 #[derive(Debug, Default)]
 pub struct ProbeCounters {
-    /// Echo requests sent (a send that failed counts, and is lost).
+    /// Requests sent, timestamp or echo (a send that failed counts, and is lost).
     pub sent: AtomicU64,
     /// Requests answered in time.
     pub answered: AtomicU64,
@@ -68,7 +68,7 @@ impl Collector for ProbeCollector {
         for (name, help, value) in [
             (
                 "probes_sent",
-                "Link-delay probes (ICMP echo requests to the reflector) sent while the engine \
+                "Link-delay probes (ICMP timestamp or echo requests to the reflector) sent while the engine \
                  wanted them (flows nothing else times, such as QUIC).",
                 &c.sent,
             ),

@@ -57,16 +57,7 @@ pub(crate) fn our_reply(
     id: Option<u16>,
     cookie: [u8; 8],
 ) -> Option<u16> {
-    let message = match framing {
-        Framing::Message => received,
-        Framing::Ipv4Header => {
-            let ihl = usize::from(*received.first()? & 0x0f) * 4;
-            if received.first()? >> 4 != 4 || ihl < 20 {
-                return None;
-            }
-            received.get(ihl..)?
-        }
-    };
+    let message = icmp_message(received, framing)?;
     if message.len() < MESSAGE_LEN {
         return None;
     }
@@ -80,8 +71,22 @@ pub(crate) fn our_reply(
     Some(u16::from_be_bytes([message[6], message[7]]))
 }
 
+/// The ICMP message in what a socket of `framing` received (past a raw socket's IPv4 header).
+pub(crate) fn icmp_message(received: &[u8], framing: Framing) -> Option<&[u8]> {
+    match framing {
+        Framing::Message => Some(received),
+        Framing::Ipv4Header => {
+            let ihl = usize::from(*received.first()? & 0x0f) * 4;
+            if received.first()? >> 4 != 4 || ihl < 20 {
+                return None;
+            }
+            received.get(ihl..)
+        }
+    }
+}
+
 /// The Internet checksum (RFC 1071) of `bytes`.
-fn checksum(bytes: &[u8]) -> u16 {
+pub(crate) fn checksum(bytes: &[u8]) -> u16 {
     let mut sum: u32 = bytes
         .chunks(2)
         .map(|c| u32::from(u16::from_be_bytes([c[0], c.get(1).copied().unwrap_or(0)])))

@@ -20,6 +20,7 @@ mod echo;
 mod gateway;
 mod outstanding;
 mod socket;
+mod timestamp;
 
 use std::net::{IpAddr, SocketAddr, SocketAddrV6};
 use std::sync::atomic::Ordering;
@@ -28,8 +29,9 @@ use std::time::SystemTime;
 
 use slipstream_config::ProbeTarget;
 use slipstream_control::{Duration, Instant};
+use slipstream_engine::OneWayDelays;
 use slipstream_metrics::ProbeCounters;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::clock::MonotonicClock;
 use crate::kernel_time;
@@ -42,6 +44,18 @@ use socket::EchoSocket;
 pub(crate) const RESOLVE_EVERY: Duration = Duration::from_secs(10);
 /// Most replies read in one loop turn (more wait for the next turn, a few hundred µs later).
 pub(crate) const MAX_REPLIES_PER_TURN: usize = 16;
+/// Timestamp requests lost (unanswered for `outstanding::LOST_AFTER`) before any was answered:
+/// the target does not answer them (a firewall that passes only echoes), echoes from then on.
+pub(crate) const TIMESTAMP_TRIES: u32 = 10;
+
+/// Whether the target answers ICMP timestamp requests.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Timestamps {
+    /// Not yet known: this many lost without an answer.
+    Trying(u32),
+    Answered,
+    Refused,
+}
 
 /// Where the probes go now.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,9 +85,13 @@ pub(crate) struct Prober {
     next_seq: u16,
     /// When the last probe was due (sent, or not for want of a target or socket).
     last_sent: Option<Instant>,
+    /// Since when the engine has wanted probes, and how many were sent since (a debug line
+    /// when it stops: how long each spell of probing lasts).
+    wanted_since: Option<(Instant, u64)>,
     /// A send failed since the last one that went out (said once).
     send_failing: bool,
     counters: Arc<ProbeCounters>,
+    timestamps: Timestamps,
     scratch: [u8; 128],
 }
 
@@ -97,8 +115,10 @@ impl Prober {
             cookie: seed.to_be_bytes(),
             next_seq: 0,
             last_sent: None,
+            wanted_since: None,
             send_failing: false,
             counters,
+            timestamps: Timestamps::Trying(0),
             scratch: [0; 128],
         }
     }
@@ -124,19 +144,35 @@ impl Prober {
         }))
     }
 
-    /// One loop turn: the replies waiting go to `sample` (sent, received), probes unanswered
-    /// too long are counted lost, and one probe goes out if `interval` (the engine's
-    /// `probe_interval`) says one is due.
+    /// One loop turn: the replies waiting go to `sample` (sent, received, and a timestamp
+    /// reply's one-way halves), probes unanswered too long are counted lost, and one probe goes
+    /// out if `interval` (the engine's `probe_interval`) says one is due.
     pub(crate) fn turn(
         &mut self,
         interval: Option<Duration>,
         clock: &MonotonicClock,
-        mut sample: impl FnMut(Instant, Instant),
+        mut sample: impl FnMut(Instant, Instant, Option<OneWayDelays>),
     ) {
         if !self.outstanding.is_empty() {
             self.receive(clock, &mut sample);
             let lost = self.outstanding.expire(clock.now());
             self.counters.lost.fetch_add(lost, Ordering::Relaxed);
+            if let Timestamps::Trying(n) = &mut self.timestamps {
+                *n = n.saturating_add(lost as u32);
+            }
+        }
+        let sent_so_far = self.counters.sent.load(Ordering::Relaxed);
+        match (interval, self.wanted_since) {
+            (Some(_), None) => self.wanted_since = Some((clock.now(), sent_so_far)),
+            (None, Some((since, sent_before))) => {
+                self.wanted_since = None;
+                debug!(
+                    "link-delay probes: wanted for {:?}, {} sent",
+                    clock.now().saturating_since(since),
+                    sent_so_far - sent_before
+                );
+            }
+            _ => {}
         }
         let Some(interval) = interval else { return };
         if self.setting == ProbeTarget::Off {
@@ -183,7 +219,7 @@ impl Prober {
         match &found {
             Resolved::To(_, how) => {
                 info!(
-                    "link-delay probes: ICMP echo to {how}{}",
+                    "link-delay probes: ICMP probes to {how}{}",
                     if first { "" } else { " (the target changed)" }
                 );
                 self.counters.set_target(how.clone());
@@ -209,6 +245,7 @@ impl Prober {
         self.resolved_at = None;
         self.failed_v4 = false;
         self.failed_v6 = false;
+        self.timestamps = Timestamps::Trying(0);
     }
 
     fn send(&mut self, target: SocketAddr, clock: &MonotonicClock) {
@@ -236,13 +273,33 @@ impl Prober {
         let Some(socket) = socket.as_ref() else { return };
         let seq = self.next_seq;
         self.next_seq = seq.wrapping_add(1);
-        let message = echo::request(target.ip(), self.id, seq, self.cookie);
+        // A timestamp request where the socket can send one and the target has not refused.
+        if let Timestamps::Trying(n) = self.timestamps {
+            if n >= TIMESTAMP_TRIES {
+                self.timestamps = Timestamps::Refused;
+                info!("link-delay probes: {target} answered none of {n} ICMP timestamp requests: echoes, round trips only");
+            }
+        }
+        let of_day = (socket.sends_timestamps() && self.timestamps != Timestamps::Refused)
+            .then(|| timestamp::micros_of_day(SystemTime::now()));
+        let echo;
+        let stamp;
+        let message: &[u8] = match of_day {
+            Some(of_day) => {
+                stamp = timestamp::request(self.id, seq, of_day);
+                &stamp
+            }
+            None => {
+                echo = echo::request(target.ip(), self.id, seq, self.cookie);
+                &echo
+            }
+        };
         let sent = clock.now();
         self.counters.sent.fetch_add(1, Ordering::Relaxed);
-        match socket.send(target, &message) {
+        match socket.send(target, message) {
             Ok(()) => {
                 self.send_failing = false;
-                let pushed_out = self.outstanding.sent(seq, sent);
+                let pushed_out = self.outstanding.sent(seq, sent, of_day);
                 self.counters.lost.fetch_add(pushed_out, Ordering::Relaxed);
             }
             Err(e) => {
@@ -256,7 +313,11 @@ impl Prober {
 
     /// Reads the replies waiting (at most [`MAX_REPLIES_PER_TURN`]) and gives each of ours to
     /// `sample`.
-    fn receive(&mut self, clock: &MonotonicClock, sample: &mut impl FnMut(Instant, Instant)) {
+    fn receive(
+        &mut self,
+        clock: &MonotonicClock,
+        sample: &mut impl FnMut(Instant, Instant, Option<OneWayDelays>),
+    ) {
         for socket in [self.v4.as_ref(), self.v6.as_ref()].into_iter().flatten() {
             for _ in 0..MAX_REPLIES_PER_TURN {
                 let (len, stamp) = match socket.receive(&mut self.scratch) {
@@ -267,23 +328,41 @@ impl Prober {
                         break;
                     }
                 };
-                let id = (!socket.kernel_matches_id).then_some(self.id);
-                let Some(seq) = our_reply(&self.scratch[..len], socket.framing, socket.v6, id, self.cookie)
-                else {
+                let message = &self.scratch[..len];
+                let answer = if let Some(reply) = socket
+                    .sends_timestamps()
+                    .then(|| timestamp::parse_reply(message, socket.framing, self.id))
+                    .flatten()
+                {
+                    self.outstanding
+                        .answered(reply.seq, |of_day| of_day.is_some_and(|d| reply.answers(d)))
+                        .map(|(sent, of_day)| (sent, of_day.map(|d| (reply, d))))
+                } else {
+                    let id = (!socket.kernel_matches_id).then_some(self.id);
+                    our_reply(message, socket.framing, socket.v6, id, self.cookie)
+                        .and_then(|seq| self.outstanding.answered(seq, |of_day| of_day.is_none()))
+                        .map(|(sent, _)| (sent, None))
+                };
+                let Some((sent, timestamp)) = answer else {
                     continue;
                 };
-                let Some(sent) = self.outstanding.answered(seq) else {
-                    continue;
-                };
+                let wall = SystemTime::now();
                 let now = clock.now();
                 let received = stamp
-                    .and_then(|stamp| kernel_time::arrival(stamp, SystemTime::now(), now))
+                    .and_then(|stamp| kernel_time::arrival(stamp, wall, now))
                     .unwrap_or(now)
                     .max(sent);
                 self.counters.answered.fetch_add(1, Ordering::Relaxed);
                 let rtt = received.saturating_since(sent).as_micros() as u64;
                 self.counters.last_rtt_us.store(rtt.max(1), Ordering::Relaxed);
-                sample(sent, received);
+                let halves = timestamp.and_then(|(reply, sent_of_day)| {
+                    if self.timestamps != Timestamps::Answered {
+                        self.timestamps = Timestamps::Answered;
+                        info!("link-delay probes: ICMP timestamps answered: each link's one-way delay");
+                    }
+                    reply.halves(sent_of_day, timestamp::micros_of_day(stamp.unwrap_or(wall)))
+                });
+                sample(sent, received, halves);
             }
         }
     }

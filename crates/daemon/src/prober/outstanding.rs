@@ -15,16 +15,18 @@ pub(crate) const MAX_OUTSTANDING: usize = 128;
 
 #[derive(Debug, Default)]
 pub(crate) struct Outstanding {
-    /// Sequence number and send time of each waiting probe, oldest first.
-    waiting: VecDeque<(u16, Instant)>,
+    /// Sequence number, send time and (a timestamp request's) microseconds of the day it was
+    /// sent of each waiting probe, oldest first.
+    waiting: VecDeque<(u16, Instant, Option<i64>)>,
 }
 
 impl Outstanding {
-    /// A probe sent at `sent`; returns how many older probes this pushed out (lost).
-    pub(crate) fn sent(&mut self, seq: u16, sent: Instant) -> u64 {
+    /// A probe sent at `sent` (`of_day`: a timestamp request's time of day); returns how many
+    /// older probes this pushed out (lost).
+    pub(crate) fn sent(&mut self, seq: u16, sent: Instant, of_day: Option<i64>) -> u64 {
         let mut lost = 0;
         // A sequence number wrapped round onto a probe still waiting: that one is long lost.
-        if let Some(i) = self.waiting.iter().position(|(s, _)| *s == seq) {
+        if let Some(i) = self.waiting.iter().position(|(s, ..)| *s == seq) {
             self.waiting.remove(i);
             lost += 1;
         }
@@ -32,15 +34,22 @@ impl Outstanding {
             self.waiting.pop_front();
             lost += 1;
         }
-        self.waiting.push_back((seq, sent));
+        self.waiting.push_back((seq, sent, of_day));
         lost
     }
 
-    /// The send time of probe `seq`, which is answered now (`None`: not waiting, a duplicate
-    /// or late reply).
-    pub(crate) fn answered(&mut self, seq: u16) -> Option<Instant> {
-        let i = self.waiting.iter().position(|(s, _)| *s == seq)?;
-        self.waiting.remove(i).map(|(_, sent)| sent)
+    /// The send time (and time of day) of probe `seq`, answered now if `ours` accepts its time
+    /// of day (`None`: not waiting, a duplicate or late reply, or not ours).
+    pub(crate) fn answered(
+        &mut self,
+        seq: u16,
+        ours: impl Fn(Option<i64>) -> bool,
+    ) -> Option<(Instant, Option<i64>)> {
+        let i = self
+            .waiting
+            .iter()
+            .position(|&(s, _, of_day)| s == seq && ours(of_day))?;
+        self.waiting.remove(i).map(|(_, sent, of_day)| (sent, of_day))
     }
 
     /// Removes the probes unanswered for [`LOST_AFTER`] at `now`; returns how many.
@@ -49,7 +58,7 @@ impl Outstanding {
         while self
             .waiting
             .front()
-            .is_some_and(|(_, sent)| now.saturating_since(*sent) >= LOST_AFTER)
+            .is_some_and(|(_, sent, _)| now.saturating_since(*sent) >= LOST_AFTER)
         {
             self.waiting.pop_front();
             lost += 1;
@@ -80,23 +89,32 @@ mod tests {
     #[test]
     fn a_reply_finds_its_probe_once() {
         let mut o = Outstanding::default();
-        assert_eq!(o.sent(1, at(0)), 0);
-        assert_eq!(o.sent(2, at(100)), 0);
-        assert_eq!(o.answered(2), Some(at(100)), "out of order");
-        assert_eq!(o.answered(2), None, "a duplicate");
-        assert_eq!(o.answered(3), None, "never sent");
-        assert_eq!(o.answered(1), Some(at(0)));
+        assert_eq!(o.sent(1, at(0), None), 0);
+        assert_eq!(o.sent(2, at(100), Some(7)), 0);
+        assert_eq!(
+            o.answered(2, |d| d == Some(8)),
+            None,
+            "another request's time of day"
+        );
+        assert_eq!(
+            o.answered(2, |d| d == Some(7)),
+            Some((at(100), Some(7))),
+            "out of order"
+        );
+        assert_eq!(o.answered(2, |_| true), None, "a duplicate");
+        assert_eq!(o.answered(3, |_| true), None, "never sent");
+        assert_eq!(o.answered(1, |_| true), Some((at(0), None)));
         assert!(o.is_empty());
     }
 
     #[test]
     fn unanswered_probes_are_lost_after_the_timeout() {
         let mut o = Outstanding::default();
-        o.sent(1, at(0));
-        o.sent(2, at(1000));
+        o.sent(1, at(0), None);
+        o.sent(2, at(1000), None);
         assert_eq!(o.expire(at(1999)), 0);
         assert_eq!(o.expire(at(2000)), 1);
-        assert_eq!(o.answered(1), None, "a late reply is ignored");
+        assert_eq!(o.answered(1, |_| true), None, "a late reply is ignored");
         assert_eq!(o.expire(at(3000)), 1);
         assert!(o.is_empty());
     }
@@ -105,14 +123,14 @@ mod tests {
     fn the_table_is_bounded() {
         let mut o = Outstanding::default();
         for seq in 0..MAX_OUTSTANDING as u16 {
-            assert_eq!(o.sent(seq, at(u64::from(seq))), 0);
+            assert_eq!(o.sent(seq, at(u64::from(seq)), None), 0);
         }
-        assert_eq!(o.sent(1000, at(100)), 1, "the oldest goes");
-        assert_eq!(o.answered(0), None);
-        assert_eq!(o.answered(1), Some(at(1)));
+        assert_eq!(o.sent(1000, at(100), None), 1, "the oldest goes");
+        assert_eq!(o.answered(0, |_| true), None);
+        assert_eq!(o.answered(1, |_| true), Some((at(1), None)));
         // A sequence number that wrapped onto a waiting probe replaces it.
-        assert_eq!(o.sent(5, at(200)), 1);
-        assert_eq!(o.answered(5), Some(at(200)));
+        assert_eq!(o.sent(5, at(200), None), 1);
+        assert_eq!(o.answered(5, |_| true), Some((at(200), None)));
         assert_eq!(o.clear(), MAX_OUTSTANDING as u64 - 2);
         assert!(o.is_empty());
     }

@@ -1,10 +1,12 @@
 //! The prober's ICMP echo socket: non-blocking, receive timestamps on.
 //!
-//! An unprivileged ICMP socket (`SOCK_DGRAM`/`IPPROTO_ICMP`, where `net.ipv4.ping_group_range`
-//! holds the daemon's group) is tried first: the kernel sets the identifier, computes the
-//! checksum and hands it only the replies to that identifier. Otherwise a raw ICMP socket, which
-//! needs CAP_NET_RAW (the daemon keeps it, `privileges`); its filter (`ICMP_FILTER`,
-//! `ICMP6_FILTER`) lets only echo replies through, and the prober matches them itself (`echo`).
+//! For IPv4 a raw ICMP socket is tried first: only it may send timestamp requests (the one-way
+//! probes, `timestamp`). For IPv6, and where no raw socket can be had, an unprivileged ICMP
+//! socket (`SOCK_DGRAM`/`IPPROTO_ICMP`, where `net.ipv4.ping_group_range` holds the daemon's
+//! group): the kernel sets the identifier, computes the checksum and hands it only the replies
+//! to that identifier. A raw socket needs CAP_NET_RAW
+//! (the daemon keeps it, `privileges`); its filter (`ICMP_FILTER`, `ICMP6_FILTER`) lets only
+//! echo and timestamp replies through, and the prober matches them itself (`echo`).
 //!
 //! `SO_TIMESTAMPNS` makes the kernel stamp each reply when it arrives (wall clock), so the time
 //! the packet thread takes to read it does not add to the sample.
@@ -19,6 +21,7 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::echo::Framing;
+use super::timestamp::TIMESTAMP_REPLY;
 
 /// `ICMP_FILTER` (linux/icmp.h), an option of `SOL_RAW`: a mask of the ICMPv4 types dropped.
 const ICMP_FILTER: libc::c_int = 1;
@@ -37,38 +40,45 @@ pub(crate) struct EchoSocket {
 }
 
 impl EchoSocket {
-    /// An echo socket of `v6`'s family: unprivileged if the system allows, else raw. The error
-    /// is the raw socket's (the unprivileged one's is expected where pings are restricted).
+    /// An ICMP socket of `v6`'s family: raw first for IPv4, unprivileged first for IPv6. The
+    /// error is the raw socket's (the unprivileged one's is expected where pings are
+    /// restricted).
     pub(crate) fn open(v6: bool) -> io::Result<EchoSocket> {
         let (family, protocol) = if v6 {
             (libc::AF_INET6, libc::IPPROTO_ICMPV6)
         } else {
             (libc::AF_INET, libc::IPPROTO_ICMP)
         };
-        let socket = match socket(family, libc::SOCK_DGRAM, protocol) {
-            Ok(fd) => EchoSocket {
+        let unprivileged = || {
+            socket(family, libc::SOCK_DGRAM, protocol).map(|fd| EchoSocket {
                 fd,
                 v6,
                 framing: Framing::Message,
                 kernel_matches_id: true,
-            },
-            Err(_) => {
-                let fd = socket(family, libc::SOCK_RAW, protocol)?;
-                if v6 {
-                    let mut blocked = [u32::MAX; 8];
-                    blocked[129 >> 5] &= !(1 << (129 & 31));
-                    set_option(&fd, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &blocked)?;
-                } else {
-                    let blocked: u32 = !(1 << 0);
-                    set_option(&fd, libc::SOL_RAW, ICMP_FILTER, &blocked)?;
-                }
-                EchoSocket {
-                    fd,
-                    v6,
-                    framing: if v6 { Framing::Message } else { Framing::Ipv4Header },
-                    kernel_matches_id: false,
-                }
+            })
+        };
+        let raw = || -> io::Result<EchoSocket> {
+            let fd = socket(family, libc::SOCK_RAW, protocol)?;
+            if v6 {
+                let mut blocked = [u32::MAX; 8];
+                blocked[129 >> 5] &= !(1 << (129 & 31));
+                set_option(&fd, libc::IPPROTO_ICMPV6, ICMP6_FILTER, &blocked)?;
+            } else {
+                let blocked: u32 = !(1 << 0 | 1 << TIMESTAMP_REPLY);
+                set_option(&fd, libc::SOL_RAW, ICMP_FILTER, &blocked)?;
             }
+            Ok(EchoSocket {
+                fd,
+                v6,
+                framing: if v6 { Framing::Message } else { Framing::Ipv4Header },
+                kernel_matches_id: false,
+            })
+        };
+        // IPv4: raw first, the only kind that may send timestamp requests (one-way probes).
+        let socket = if v6 {
+            unprivileged().or_else(|_| raw())?
+        } else {
+            raw().or_else(|e| unprivileged().map_err(|_| e))?
         };
         set_option(
             &socket.fd,
@@ -77,6 +87,12 @@ impl EchoSocket {
             &1 as &libc::c_int,
         )?;
         Ok(socket)
+    }
+
+    /// Whether it may send ICMP timestamp requests: a raw IPv4 socket (an unprivileged one
+    /// sends echoes only, and ICMPv6 has no timestamps).
+    pub(crate) fn sends_timestamps(&self) -> bool {
+        !self.v6 && !self.kernel_matches_id
     }
 
     /// What the logs call it.
