@@ -325,21 +325,26 @@ fn one_way_probes_give_each_link_its_own_queue() {
     };
     // The reflector's clock is 7 s ahead; the path 5 ms each way. For 2 s the download link's
     // queue is empty, then it holds 12 ms; the upload link's stays empty.
-    let mut t = 3000;
-    while t < 7000 {
-        let down_queue = if t < 5000 { 0 } else { 12_000 };
-        let halves = OneWayDelays {
-            up_us: 7_000_000 + 5_000,
-            down_us: -7_000_000 + 5_000 + down_queue,
-        };
-        engine.on_probe_one_way(
-            Instant::from_millis(t),
-            Instant::from_millis(t + 10 + down_queue as u64 / 1000),
-            halves,
-        );
-        t += 20;
-        engine.run_due_rounds(Instant::from_millis(t));
-    }
+    // From 7 s the queue is gone and the reflector's clock is 300 ms further ahead (an NTP
+    // correction): the request's half reads 300 ms longer, the reply's 300 ms shorter.
+    let probe_until = |engine: &mut Engine, from: u64, until: u64, down_queue: i64, offset: i64| {
+        let mut t = from;
+        while t < until {
+            let halves = OneWayDelays {
+                up_us: offset + 5_000,
+                down_us: -offset + 5_000 + down_queue,
+            };
+            engine.on_probe_one_way(
+                Instant::from_millis(t),
+                Instant::from_millis(t + 10 + down_queue as u64 / 1000),
+                halves,
+            );
+            t += 20;
+            engine.run_due_rounds(Instant::from_millis(t));
+        }
+    };
+    probe_until(&mut engine, 3000, 5000, 0, 7_000_000);
+    probe_until(&mut engine, 5000, 7000, 12_000, 7_000_000);
     let (down, up) = (
         own(&engine, LinkDirection::Download),
         own(&engine, LinkDirection::Upload),
@@ -349,6 +354,19 @@ fn one_way_probes_give_each_link_its_own_queue() {
         "download link {down:?} ms"
     );
     assert!(up.is_some_and(|q| q < 1.0), "upload link {up:?} ms");
+    probe_until(&mut engine, 7000, 8000, 0, 7_300_000);
+    let (down, up) = (
+        own(&engine, LinkDirection::Download),
+        own(&engine, LinkDirection::Upload),
+    );
+    assert!(
+        down.is_some_and(|q| q < 1.0),
+        "download link after the clock moved: {down:?} ms"
+    );
+    assert!(
+        up.is_some_and(|q| q < 1.0),
+        "upload link after the clock moved: {up:?} ms"
+    );
 }
 
 /// A background download, a segment a millisecond (11.6 Mbit/s), each pair ACKed 100 ms later,

@@ -47,6 +47,10 @@ pub struct OneWayDelays {
 }
 /// Round trips longer than this are no measurement of a queue (a reflector that answered late).
 const MAX_PROBE_RTT: Duration = Duration::from_secs(2);
+/// A one-way half this far below its minimum is no queue draining (the minimum was measured on
+/// an empty queue, to within the reflector's millisecond tick): a clock moved, or the path got
+/// shorter.
+const CLOCK_MOVED: Duration = Duration::from_millis(2);
 
 impl Engine {
     /// The links that have a household flow the router cannot time (a UDP flow that is not
@@ -148,17 +152,42 @@ impl Engine {
             link.background.packets += 1;
         }
         let probed = self.probed_links(true);
+        let mut samples = [None; 2];
         for link in LinkDirection::ALL {
-            if !probed[link.index()] {
-                continue;
+            if probed[link.index()] {
+                let half = match link {
+                    LinkDirection::Download => halves.down_us,
+                    LinkDirection::Upload => halves.up_us,
+                };
+                samples[link.index()] = Some(self.household.links[link.index()].one_way_probe.sample(half));
             }
-            let half = match link {
-                LinkDirection::Download => halves.down_us,
-                LinkDirection::Upload => halves.up_us,
-            };
-            let link = &mut self.household.links[link.index()];
-            let sample = link.one_way_probe.sample(half);
-            link.delay.on_probe_sample(&mut link.one_way_probe.delay, sample);
+        }
+        // A clock that moves by d (an NTP correction under `one_way_probe::STEP`, ours or the
+        // reflector's) lowers one half by d and raises the other: the raised one would read d
+        // of queue that is not there until its base aged out (two epochs, about a minute). The
+        // lowered one's base follows by itself (a new minimum); the raised one's starts again.
+        // (A half that falls while the other does not rise is a queue its base was taken on,
+        // draining: nothing moved.)
+        let links = &self.household.links;
+        let excess_us = |i: usize| {
+            samples[i]
+                .zip(links[i].one_way_probe.delay.base())
+                .map(|(sample, base)| sample.as_micros() as i64 - base.as_micros() as i64)
+        };
+        let moved_us = CLOCK_MOVED.as_micros() as i64;
+        let restart = [0, 1].map(|i| {
+            let other = 1 - i;
+            excess_us(other)
+                .zip(excess_us(i))
+                .is_some_and(|(fell, rose)| -fell > moved_us && rose >= -fell - moved_us)
+        });
+        for ((sample, link), restart) in samples.into_iter().zip(&mut self.household.links).zip(restart) {
+            if restart {
+                link.one_way_probe.delay.restart();
+            }
+            if let Some(sample) = sample {
+                link.delay.on_probe_sample(&mut link.one_way_probe.delay, sample);
+            }
         }
     }
 }
