@@ -6,6 +6,14 @@
 
 use slipstream_testbed::{netns_supported, unique_prefix, IperfEnds, Ns, Testbed, TopologySpec};
 
+/// The least minimum RTT that still says the delay element held QUIC for its 100 ms (without
+/// it the path is 0.2 ms). Not 99: quinn's endpoint stamps every datagram a driver turn reads
+/// with the time the turn began (`EndpointDriver::poll`, quinn 0.11), so on a loaded machine an
+/// ACK that arrived during a long turn reads early, and its RTT short by as much (scripts/test.sh,
+/// 2026-12-01: the upload's minimum read 92.0 ms once, the delay element up to 74 ms late in the
+/// same run; 100.6-101.3 ms in the two runs after).
+const MIN_RTT_FLOOR_MS: f64 = 90.0;
+
 #[test]
 #[ignore = "needs root and network namespaces: scripts/test.sh runs it (--ignored)"]
 fn quic_download_is_delayed_and_shaped() {
@@ -44,7 +52,7 @@ fn quic_download_is_delayed_and_shaped() {
     );
     // UDP crosses the delay element both ways: the base RTT is 100 ms (a few ms of processing).
     assert!(
-        (99.0..=108.0).contains(&min_rtt),
+        (MIN_RTT_FLOOR_MS..=108.0).contains(&min_rtt),
         "QUIC min RTT {min_rtt} ms, want 100 ms"
     );
     // Shaped at 10 Mbit/s (QUIC's overhead and the wire's headers leave some 9.5 for data).
@@ -73,7 +81,10 @@ fn quic_download_is_delayed_and_shaped() {
         "QUIC upload: {:.2} Mbit/s, last 2 s {up_last:.2}, min RTT {up_rtt:.1} ms",
         up.goodput_mbps
     );
-    assert!((99.0..=108.0).contains(&up_rtt), "upload min RTT {up_rtt} ms");
+    assert!(
+        (MIN_RTT_FLOOR_MS..=108.0).contains(&up_rtt),
+        "upload min RTT {up_rtt} ms"
+    );
     assert!(
         up_last > 6.0 && up_last < 10.0,
         "QUIC upload {up_last} Mbit/s over its last 2 s"
