@@ -43,11 +43,13 @@ fn rtt_rate_and_teardown() {
 
     let rtt = tb.ping_stats(10, 0.2).expect("ping");
     eprintln!("ping RTT: {rtt:?}");
-    // The median: one ping the delay element released late (the machine busy) moves the mean.
+    // The minimum: the delay element releases a packet late when the machine is busy, never
+    // early, so the fastest ping is the path (mean and median moved by several ms on a loaded
+    // machine, see below).
     assert!(
-        (rtt.median - 100.0).abs() <= 2.0,
+        (rtt.min - 100.0).abs() <= 2.0,
         "RTT {} ms not within 2 ms of 100 ms",
-        rtt.median
+        rtt.min
     );
 
     tb.start_iperf_server(5201).expect("iperf3 server");
@@ -92,9 +94,10 @@ fn several_hosts_share_the_bottleneck() {
         let ends = IperfEnds { client, server };
         let rtt = tb.ping_between(ends, 5, 0.2).expect("ping");
         eprintln!("ping host {client} -> server {server}: {rtt:?}");
-        // The median (see `rtt_rate_and_teardown`): scripts/test.sh, 2026-12-01, read a mean
-        // of 102.5 ms from one ping of 107.7 ms among four of 100.8-101.0.
-        assert!((rtt.median - 100.0).abs() <= 2.0, "RTT {} ms", rtt.median);
+        // The minimum (see `rtt_rate_and_teardown`): scripts/test.sh, 2026-12-01, with the delay
+        // element up to 70-120 ms late in the tests beside, read means of 102.5 and 103.3 ms and
+        // a median of 103.0 ms; the minima were 100.7-100.9 ms.
+        assert!((rtt.min - 100.0).abs() <= 2.0, "RTT {} ms", rtt.min);
     }
     tb.start_iperf_server_in(Ns::server(1), 5201).unwrap();
     tb.start_iperf_server_in(Ns::server(2), 5202).unwrap();
