@@ -5,6 +5,7 @@
 
 pub mod daemon;
 pub mod goodput;
+mod link;
 pub mod ping;
 mod poller;
 mod spec;
@@ -86,6 +87,7 @@ fn quic_cc(cc: &str) -> &'static str {
 pub struct Run<'a> {
     ping: Option<ping::PingSampler>,
     ss: Option<poller::Periodic<Vec<ss::SsSocket>>>,
+    links: Option<link::LinkSamplers>,
     daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
     /// The torrent's leechers not yet downloading, by LAN host.
@@ -154,6 +156,7 @@ impl<'a> Run<'a> {
         let ping_out = setup.work_dir.join(format!("{}-ping.txt", tb.spec().name_prefix));
         let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
         let ss = Some(ss::start(&tb, t0_unix));
+        let links = Some(link::start(&tb, t0_unix));
         let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
@@ -173,7 +176,7 @@ impl<'a> Run<'a> {
         let flows = Vec::new();
         let active = Some(active);
         let tb = Some(tb);
-        Ok(Run { ping, ss, daemon, flows, leechers, swarm, active, tb, ctx, opts, setup, t0, result })
+        Ok(Run { ping, ss, links, daemon, flows, leechers, swarm, active, tb, ctx, opts, setup, t0, result })
     }
 
     pub fn tb(&self) -> &Testbed {
@@ -368,6 +371,7 @@ impl<'a> Run<'a> {
         let down_delay_s = self.opts.rtt_ms / 2.0 / 1000.0;
         goodput::add_goodput_series(&self.flows, &ss, down_delay_s, &mut self.result);
         self.result.series.extend(self.ping.take().and_then(ping::PingSampler::finish));
+        self.result.series.extend(self.links.take().map(link::LinkSamplers::finish).unwrap_or_default());
         // One entry per flow label: its role, port and direction.
         let mut seen = BTreeSet::new();
         for f in self.flows.iter().filter(|f| seen.insert(&f.spec.label)) {

@@ -139,6 +139,17 @@ fn with_metrics(mut r: RunResult, c: &Case) -> RunResult {
         let fill = goodput(&r, "bg_up", c.period(2)) / up_alone;
         m.push(Metric::new("bg_fill", Unit::Ratio, fill).period("upload"));
     }
+    // What each bottleneck delivered of its rate while best effort ran there: a reference phase
+    // that did not fill its link was the testbed's shortfall (see `harness::link`).
+    let up_rate = r.params.upload_rate_mbit.unwrap_or(r.params.rate_mbit);
+    for (link, rate, phases) in [("download", r.params.rate_mbit, [0, 3]), ("upload", up_rate, [1, 4])] {
+        for i in phases {
+            let (a, b) = c.period(i);
+            if let Some(tx) = r.series("link_tx", link).and_then(|s| s.mean_between(a, b)) {
+                m.push(Metric::new("link_use", Unit::Ratio, tx / rate).period(phase(i)));
+            }
+        }
+    }
     let ping = |i: usize| r.series("rtt", "ping").and_then(|s| s.mean_between(c.period(i).0, c.period(i).1));
     if let (Some(bg), Some(base)) = (ping(2), r.params.measured_rtt_ms) {
         m.push(Metric::new("bg_delay", Unit::Ms, bg - base).period(phase(2)));
@@ -186,6 +197,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 .period(PHASES[4].0),
         ];
         table.add_rows(&refs, rows);
+        let link_rows = [
+            (0, "download link delivered / its rate, BE download alone"),
+            (3, "download link delivered / its rate, BE download beside"),
+            (1, "upload link delivered / its rate, BE upload alone"),
+            (4, "upload link delivered / its rate, BE upload beside"),
+        ]
+        .map(|(i, what)| RowSpec::new(format!("{n}: {what}"), Unit::Ratio, "link_use").period(PHASES[i].0));
+        table.add_rows(&refs, link_rows);
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             table.add_rows(
                 &refs,
