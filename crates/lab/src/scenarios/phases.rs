@@ -146,6 +146,10 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
             out.push(Metric::new("be_goodput", Unit::Mbps, be[be.len() - 1]).period(period).flow("be"));
         }
         out.extend(ping(a, b).map(|v| Metric::new("be_rtt", Unit::Ms, v).period(period)));
+        // What the download link delivered of its rate: a reference that did not fill it was the
+        // testbed's shortfall (see `harness::link`).
+        let tx = r.series("link_tx", "download").and_then(|s| s.mean_between(a, b));
+        out.extend(tx.map(|tx| Metric::new("link_use", Unit::Ratio, tx / r.params.rate_mbit).period(period)));
     }
     // Background alone: what each flow and host gets of the idle link, and the queue it builds.
     let (period, a, b) = m.periods()[1];
@@ -179,7 +183,7 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
 }
 
 /// Rows a table gets for every mix.
-const COMMON_ROWS: [RowDef; 5] = [
+const COMMON_ROWS: [RowDef; 7] = [
     ("BE kept beside BG", Unit::Ratio, "be_kept", "together", Some(Target::at_least(0.93))),
     ("BG alone / BE alone", Unit::Ratio, "bg_fill", "bg-alone", Some(Target::at_least(0.97))),
     ("ping added by BG alone", Unit::Ms, "bg_delay", "bg-alone", None),
@@ -191,6 +195,8 @@ const COMMON_ROWS: [RowDef; 5] = [
         "bg-alone",
         Some(Target::at_most(1.1)),
     ),
+    ("download link delivered / its rate, BE alone", Unit::Ratio, "link_use", "be-alone", None),
+    ("download link delivered / its rate, together", Unit::Ratio, "link_use", "together", None),
 ];
 
 /// A row for `case`'s runs: `label` prefixed with the case, left out if no run has the metric.
