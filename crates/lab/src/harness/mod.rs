@@ -6,6 +6,7 @@
 pub mod daemon;
 pub mod goodput;
 mod link;
+mod machine;
 pub mod ping;
 mod poller;
 mod spec;
@@ -88,6 +89,8 @@ pub struct Run<'a> {
     ping: Option<ping::PingSampler>,
     ss: Option<poller::Periodic<Vec<ss::SsSocket>>>,
     links: Option<link::LinkSamplers>,
+    /// The machine's CPU times when the run started (`machine`).
+    cpu_at_start: Option<machine::CpuTimes>,
     daemon: Option<poller::Periodic<Vec<slipstream_inspect::FlowInfo>>>,
     flows: Vec<FlowRun>,
     /// The torrent's leechers not yet downloading, by LAN host.
@@ -157,6 +160,7 @@ impl<'a> Run<'a> {
         let ping = setup.ping.then(|| ping::PingSampler::start(&tb, ping_out, t0_unix)).transpose()?;
         let ss = Some(ss::start(&tb, t0_unix));
         let links = Some(link::start(&tb, t0_unix));
+        let cpu_at_start = machine::CpuTimes::now();
         let daemon = active.control_socket.clone().map(|socket| daemon::start(socket, t0_unix));
         let params = RunParams {
             rate_mbit: opts.rate_mbit,
@@ -176,7 +180,23 @@ impl<'a> Run<'a> {
         let flows = Vec::new();
         let active = Some(active);
         let tb = Some(tb);
-        Ok(Run { ping, ss, links, daemon, flows, leechers, swarm, active, tb, ctx, opts, setup, t0, result })
+        Ok(Run {
+            ping,
+            ss,
+            links,
+            cpu_at_start,
+            daemon,
+            flows,
+            leechers,
+            swarm,
+            active,
+            tb,
+            ctx,
+            opts,
+            setup,
+            t0,
+            result,
+        })
     }
 
     pub fn tb(&self) -> &Testbed {
@@ -312,6 +332,10 @@ impl<'a> Run<'a> {
         }
         self.collect_samples();
         self.add_udp_flow_metrics();
+        let stolen = self.cpu_at_start.zip(machine::CpuTimes::now()).and_then(|(a, b)| b.stolen_since(&a));
+        if let Some(share) = stolen {
+            self.result.metrics.push(crate::result::Metric::new("cpu_stolen", Unit::Ratio, share));
+        }
         let tb = self.tb.take().expect("testbed present");
         if let Some(active) = self.active.take() {
             let notes = active.teardown(&tb)?;

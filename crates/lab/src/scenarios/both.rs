@@ -205,6 +205,14 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ]
         .map(|(i, what)| RowSpec::new(format!("{n}: {what}"), Unit::Ratio, "link_use").period(PHASES[i].0));
         table.add_rows(&refs, link_rows);
+        table.add_rows(
+            &refs,
+            [RowSpec::new(
+                format!("{n}: machine: CPU time stolen by the hypervisor"),
+                Unit::Ratio,
+                "cpu_stolen",
+            )],
+        );
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             table.add_rows(
                 &refs,
