@@ -2,12 +2,12 @@
 //! of the download link's `isp-rtr` and the upload link's `wan0`), sampled every 100 ms in its
 //! namespace, as series `link_tx` (Mbit/s over the last second, flows `download` and `upload`).
 //!
-//! Why: a goodput ratio against a reference phase is only as good as the reference. On a loaded
-//! 2-core machine the testbed's own processes (the delay element, iperf3, the daemon) can keep
-//! the kernel from serving the shaper on time, and a link then delivers under its rate while a
-//! queue stands: at 20 Mbit/s a best-effort download alone was measured at 12-17 Mbit/s for
-//! 10 s with 22-73 ms in the tbf (2026-12-01). What the link delivered tells the testbed's
-//! shortfall from the controller's.
+//! Why: a goodput ratio against a reference phase is only as good as the reference. A link of
+//! the testbed can deliver under its rate while a queue stands in its tbf: at 20 Mbit/s a
+//! best-effort download alone was measured at 12-17 Mbit/s for 10 s with 22-73 ms in the tbf
+//! (2026-12-01, on a 2-core virtual machine whose host was taking up to a third of its CPU
+//! time: see `machine`). What the link delivered tells the testbed's shortfall from the
+//! controller's.
 
 use slipstream_testbed::{Ns, Testbed, ISP_DOWN_IF, ROUTER_WAN_IF};
 

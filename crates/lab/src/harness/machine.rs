@@ -1,10 +1,11 @@
 //! How much of the machine the run had: the share of CPU time the hypervisor gave to others
 //! (`steal` in `/proc/stat`) while the run ran, metric `cpu_stolen`.
 //!
-//! Why: the testbed's links, delay element and senders all run on this machine's cores; when
-//! the virtual machine's host takes a third of them, the 20 Mbit/s link delivers 11-14 Mbit/s
-//! with a queue standing (2026-12-01: 31% stolen while a lab run ran, against 4% since boot),
-//! and every goodput ratio of that run measures the host, not the controller.
+//! Why: the testbed's links, delay element and senders all run on this machine's cores. On
+//! 2026-12-01 a 20 Mbit/s link delivered 10-12 Mbit/s for seconds with a queue standing, and
+//! right after that run 31% of the CPU time was stolen (4% since boot); the runs whose link
+//! fell short were the ones with the most stolen (12-18% against 2-6%). A ratio from such a
+//! run measures the host, not the controller.
 
 /// The CPU time counters of `/proc/stat`'s first line, in clock ticks: all of them summed, and
 /// the stolen part.

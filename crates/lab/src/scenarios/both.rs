@@ -141,8 +141,8 @@ fn with_metrics(mut r: RunResult, c: &Case) -> RunResult {
     }
     // What each bottleneck delivered of its rate while best effort ran there: a reference phase
     // that did not fill its link was the testbed's shortfall (see `harness::link`).
-    let up_rate = r.params.upload_rate_mbit.unwrap_or(r.params.rate_mbit);
-    for (link, rate, phases) in [("download", r.params.rate_mbit, [0, 3]), ("upload", up_rate, [1, 4])] {
+    let (down_rate, up_rate) = (r.params.rate_mbit, r.params.upload_rate());
+    for (link, rate, phases) in [("download", down_rate, [0, 3]), ("upload", up_rate, [1, 4])] {
         for i in phases {
             let (a, b) = c.period(i);
             if let Some(tx) = r.series("link_tx", link).and_then(|s| s.mean_between(a, b)) {
