@@ -1,6 +1,7 @@
 //! A uTP torrent through the testbed: opentracker and a Transmission seeder on the server, a
 //! leecher on the LAN host, TCP between the peers refused. The leecher downloads over uTP only,
-//! and fills most of the 10 Mbit/s link once unchoked (about 35 s).
+//! and fills most of the 10 Mbit/s link once unchoked (about 35 s): its median second of
+//! 18-30 s carries over 8 Mbit/s.
 //!
 //! Needs root, `ip netns`, transmission-daemon, transmission-cli and opentracker: ignored by
 //! default, run with --ignored (scripts/test.sh does).
@@ -30,17 +31,23 @@ fn leecher_downloads_over_utp_only() {
         .expect("download");
     let r = res.clone().into_iperf();
     // The seeder unchokes it at its next rechoke (every 10 s), then uTP ramps up for some 6 s.
-    let last = r.goodput_mbps_between(22.0, 30.0).expect("22-30 s window");
-    eprintln!(
-        "uTP leecher: {:.2} Mbit/s overall, {last:.2} over 22-30 s, peers {:?}",
-        r.goodput_mbps, res.peers
-    );
-    let per_s: Vec<String> = r
+    // Judged on the median second of 18-30 s: a second or three of dip (LEDBAT backing off a
+    // late release of the delay element on a loaded machine) must not fail it, a link not
+    // filled most of the time must.
+    let per_s: Vec<f64> = r
         .intervals
         .chunks(2)
-        .map(|c| format!("{:.1}", c.iter().map(|i| i.bytes).sum::<u64>() as f64 * 8e-6))
+        .map(|c| c.iter().map(|i| i.bytes).sum::<u64>() as f64 * 8e-6)
         .collect();
-    eprintln!("per second: {}", per_s.join(" "));
+    let mut settled: Vec<f64> = per_s.iter().copied().skip(18).take(12).collect();
+    settled.sort_by(f64::total_cmp);
+    let median = settled.get(settled.len() / 2).copied().unwrap_or(0.0);
+    eprintln!(
+        "uTP leecher: {:.2} Mbit/s overall, median second of 18-30 s {median:.2}, peers {:?}",
+        r.goodput_mbps, res.peers
+    );
+    let shown: Vec<String> = per_s.iter().map(|m| format!("{m:.1}")).collect();
+    eprintln!("per second: {}", shown.join(" "));
     drop(tb);
     let _ = std::fs::remove_dir_all(&dir);
     assert!(!res.peers.is_empty(), "the leecher found no peer");
@@ -49,8 +56,9 @@ fn leecher_downloads_over_utp_only() {
         "{:?}",
         res.peers
     );
+    assert_eq!(settled.len(), 12, "the download ran short: {shown:?}");
     assert!(
-        last > 8.0 && last < 10.0,
-        "uTP goodput {last} Mbit/s over 22-30 s"
+        median > 8.0 && median < 10.0,
+        "uTP goodput: median second of 18-30 s {median} Mbit/s"
     );
 }
