@@ -18,6 +18,38 @@ bounded() {
   return "$rc"
 }
 
+# Runs a step of measured tests (goodputs, delays and timings through real kernels on a shared
+# 2-core VM, whose hypervisor now and then steals a third of its CPU) with a time limit, every test
+# binary to its end (--no-fail-fast). Tests that failed run once more, by exact name, and the step
+# passes only if each passes then: a controller or testbed that is wrong fails twice, a second of
+# stolen CPU does not fail CI. Both runs stay in the log. Usage: measured SECS cargo test ARGS...
+measured() {
+  local secs=$1
+  shift
+  local out rc=0
+  out=$(mktemp)
+  bounded "$secs" "$1" "$2" --no-fail-fast "${@:3}" 2>&1 | tee "$out" || rc=$?
+  if [ "$rc" = 0 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    rm -f "$out"
+    return "$rc"
+  fi
+  # The names listed under the last "failures:" of each failed test binary.
+  local failed
+  failed=$(awk '
+    $0 == "failures:" { n = 0; delete names; next }
+    /^    [^ ]+$/ { names[++n] = $1; next }
+    /^test result: FAILED/ { for (i = 1; i <= n; i++) print names[i]; n = 0 }
+  ' "$out" | sort -u)
+  rm -f "$out"
+  if [ -z "$failed" ]; then
+    return "$rc"
+  fi
+  # shellcheck disable=SC2086 # one argument per test name
+  echo "scripts/test.sh: running once more, the failed:" $failed >&2
+  # shellcheck disable=SC2086
+  bounded "$secs" "$@" --exact $failed
+}
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start the real binaries (slipstreamd, slipstream-delay): build them first,
@@ -38,47 +70,47 @@ cargo test -p slipstreamd --no-default-features --bins -- --test-threads=1
 # socket, reload, privileges, window updates), the tc eBPF program run by the kernel on crafted
 # frames, the testbed itself (with a QUIC download and upload through it, 12 s, and a uTP torrent, 33 s),
 # dnsmasq accepting the set lines; the lab's smoke run and Ctrl-C.
-bounded 1200 cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf \
+measured 1200 cargo test -p slipstream-firewall -p slipstream-nfqueue -p slipstream-conntrack -p slipstreamd -p slipstream-ebpf \
   -p slipstream-testbed -p slipstream-names -- --ignored --test-threads=1 --skip cost_of_timestamps_under_a_flood
-bounded 900 cargo test -p slipstream-lab --test smoke --test interrupt -- --ignored --test-threads=1
+measured 900 cargo test -p slipstream-lab --test smoke --test interrupt -- --ignored --test-threads=1
 # The end-to-end test prints its measurements (goodputs, delays, the daemon's rwnd trace).
-bounded 1500 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
+measured 1500 cargo test -p slipstream --test e2e -- --include-ignored --nocapture --test-threads=1
 # Household control end to end: a LAN host without TCP timestamps, 16 background flows of two
 # hosts beside best effort (goodput shares, per-host split, no connection failures) and 48
 # time-shared uploads behind NAT (no stall), the last two also on the eBPF datapath.
-bounded 1500 cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1
+measured 1500 cargo test -p slipstream --test household -- --include-ignored --nocapture --test-threads=1
 # Restart without loss: kill -9 of the daemon under a background and a best-effort download, a
 # few times (SLIPSTREAM_SOAK_CYCLES, default 3; the 100-cycle soak kill_and_restart_100_times is
 # skipped here): no connection broken, no rule left, control back within 2 s of each restart;
 # one restart on each datapath (the eBPF one seeds its map from conntrack).
-bounded 900 cargo test -p slipstream --test restart -- --include-ignored --nocapture --test-threads=1 \
+measured 900 cargo test -p slipstream --test restart -- --include-ignored --nocapture --test-threads=1 \
   --skip kill_and_restart_100_times
 # SQM beside Slipstream (issue 23): sqm-scripts' simple.qos shape (HTB egress, ingress qdisc with
 # a mirred redirect to an IFB with HTB) on the router's LAN interface, started before and after
 # the daemon, on both datapaths: SQM's rates hold and Slipstream's clamp shows in its metrics.
-bounded 600 cargo test -p slipstream --test sqm -- --include-ignored --nocapture --test-threads=1
-bounded 600 cargo test -p slipstream --test udp -- --include-ignored --nocapture --test-threads=1 --skip _ebpf
+measured 600 cargo test -p slipstream --test sqm -- --include-ignored --nocapture --test-threads=1
+measured 600 cargo test -p slipstream --test udp -- --include-ignored --nocapture --test-threads=1 --skip _ebpf
 # Rules by name: real dnsmasq fills the rule's sets from its answers (fw3: ipset, with the daemon
 # clamping the named download while the other name's download passes untouched; fw4: nftset and
 # the kernel's classification), the set entry expires, and lan_hostnames follow a lease file.
-bounded 900 cargo test -p slipstream --test names -- --include-ignored --nocapture --test-threads=1
+measured 900 cargo test -p slipstream --test names -- --include-ignored --nocapture --test-threads=1
 # Floods: 100 000 spoofed SYNs at 5 000/s, then as fast as possible, then at over twice the
 # daemon's capacity, beside a best-effort download: none lost, flow table and memory bounded,
 # best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored syn_flood_1m).
-bounded 900 cargo test -p slipstream --test flood -- --include-ignored --nocapture --test-threads=1 --skip syn_flood_1m
+measured 900 cargo test -p slipstream --test flood -- --include-ignored --nocapture --test-threads=1 --skip syn_flood_1m
 # Fuzzing, a short pass: each cargo-fuzz target (packet parsing, the window rewrite, the engine's
 # whole handle_packet) for 10 s from the committed seeds (20 s before the live page, SQM and eBPF
 # restart tests joined this script); a panic or failed check fails the run.
 bounded 1500 scripts/fuzz.sh short
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
-bounded 900 cargo test -p slipstream --test dashboard -- --include-ignored --nocapture --test-threads=1
+measured 900 cargo test -p slipstream --test dashboard -- --include-ignored --nocapture --test-threads=1
 # The live page in a real browser (Debian's chromium and chromium-driver, through python3-selenium):
 # what it shows against the daemon's JSON and /metrics under a background and a best-effort
 # download (the yield, engine, flow count, LAN host's name and rates, rule's bytes today, link
 # budget), an update, no console errors, no overflow at 375 and 1280 px. About 40 s; the CPU
 # measurement page_cpu_cost is skipped.
-bounded 300 cargo test -p slipstream --test page -- --include-ignored --nocapture --test-threads=1 --skip page_cpu_cost
+measured 300 cargo test -p slipstream --test page -- --include-ignored --nocapture --test-threads=1 --skip page_cpu_cost
 # The OpenWrt package: its init script against stand-ins for procd (under dash and under
 # busybox ash, OpenWrt's shell), its Makefile against stand-ins for the SDK.
 sh openwrt/tests/init_script.sh
