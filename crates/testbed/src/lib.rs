@@ -272,7 +272,13 @@ impl Testbed {
 
     /// Average client -> server ping RTT in ms (10 pings, 0.2 s apart).
     pub fn check_rtt(&self) -> Result<f64> {
-        Ok(self.ping_stats(10, 0.2)?.avg)
+        Ok(self.idle_rtt_stats()?.avg)
+    }
+
+    /// The idle path's pings behind [`check_rtt`](Self::check_rtt) and
+    /// [`assert_rtt_within`](Self::assert_rtt_within): ten, 0.2 s apart.
+    fn idle_rtt_stats(&self) -> Result<RttStats> {
+        self.ping_stats(10, 0.2)
     }
 
     /// Pings as [`check_rtt`](Self::check_rtt) and fails unless the fastest ping is within
@@ -281,7 +287,7 @@ impl Testbed {
     /// right (a mean of 102.5 ms from one 107.7 ms ping); the fastest is the path. Returns the
     /// mean, as `check_rtt` does (what the lab records as the measured RTT).
     pub fn assert_rtt_within(&self, tolerance_ms: f64) -> Result<f64> {
-        let stats = self.ping_stats(10, 0.2)?;
+        let stats = self.idle_rtt_stats()?;
         let want = self.spec.rtt_ms();
         if (stats.min - want).abs() > tolerance_ms {
             bail!(

@@ -12,7 +12,7 @@
 use slipstream_testbed::{Ns, Testbed, ISP_DOWN_IF, ROUTER_WAN_IF};
 
 use super::poller::{Periodic, Samples, POLL_INTERVAL_S};
-use crate::result::{Role, Series, Unit};
+use crate::result::{Role, RunResult, Series, Unit};
 
 /// The samples a rate spans: one second.
 const RATE_SAMPLES: usize = (1.0 / POLL_INTERVAL_S) as usize;
@@ -48,6 +48,13 @@ impl LinkSamplers {
             })
             .collect()
     }
+}
+
+/// What `link` ("download" or "upload") delivered of `rate_mbit` over `[a, b]` seconds of the
+/// run: metric `link_use`. `None` where the run has no samples of it.
+pub fn use_between(r: &RunResult, link: &str, rate_mbit: f64, (a, b): (f64, f64)) -> Option<f64> {
+    let tx = r.series("link_tx", link)?.mean_between(a, b)?;
+    Some(tx / rate_mbit)
 }
 
 /// The transmit byte count of device `dev` in a `/proc/net/dev` text.

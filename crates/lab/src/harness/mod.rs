@@ -5,7 +5,7 @@
 
 pub mod daemon;
 pub mod goodput;
-mod link;
+pub mod link;
 mod machine;
 pub mod ping;
 mod poller;

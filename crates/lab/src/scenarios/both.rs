@@ -13,7 +13,7 @@ use serde_json::json;
 use super::phases::TARGETS;
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::Alternative;
-use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
+use crate::harness::{link, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Best effort keeps this share of what it gets alone, in either direction.
@@ -144,9 +144,8 @@ fn with_metrics(mut r: RunResult, c: &Case) -> RunResult {
     let (down_rate, up_rate) = (r.params.rate_mbit, r.params.upload_rate());
     for (link, rate, phases) in [("download", down_rate, [0, 3]), ("upload", up_rate, [1, 4])] {
         for i in phases {
-            let (a, b) = c.period(i);
-            if let Some(tx) = r.series("link_tx", link).and_then(|s| s.mean_between(a, b)) {
-                m.push(Metric::new("link_use", Unit::Ratio, tx / rate).period(phase(i)));
+            if let Some(used) = link::use_between(&r, link, rate, c.period(i)) {
+                m.push(Metric::new("link_use", Unit::Ratio, used).period(phase(i)));
             }
         }
     }
@@ -205,14 +204,10 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ]
         .map(|(i, what)| RowSpec::new(format!("{n}: {what}"), Unit::Ratio, "link_use").period(PHASES[i].0));
         table.add_rows(&refs, link_rows);
-        table.add_rows(
-            &refs,
-            [RowSpec::new(
-                format!("{n}: machine: CPU time stolen by the hypervisor"),
-                Unit::Ratio,
-                "cpu_stolen",
-            )],
-        );
+        if refs.iter().any(|r| r.metric("cpu_stolen", None).is_some()) {
+            let label = format!("{n}: machine: CPU time stolen by the hypervisor");
+            table.add_rows(&refs, [RowSpec::new(label, Unit::Ratio, "cpu_stolen")]);
+        }
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             table.add_rows(
                 &refs,

@@ -9,7 +9,7 @@ use slipstream_testbed::scenario::{host_fair_jain, host_ratio, per_host_totals};
 
 use super::{LabContext, ScenarioOptions};
 use crate::alternatives::{Alternative, LabRule};
-use crate::harness::{run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
+use crate::harness::{link, run_all, FlowSpec, Run, RunSetup, BE_PORT, BG_PORT};
 use crate::result::{Metric, Paper, Role, RowSpec, RunResult, ScenarioReport, Table, Target, Unit};
 
 /// Where the household issue's targets come from (the tables' reference column).
@@ -148,8 +148,8 @@ fn with_metrics(mut r: RunResult, m: &Mix) -> RunResult {
         out.extend(ping(a, b).map(|v| Metric::new("be_rtt", Unit::Ms, v).period(period)));
         // What the download link delivered of its rate: a reference that did not fill it was the
         // testbed's shortfall (see `harness::link`).
-        let tx = r.series("link_tx", "download").and_then(|s| s.mean_between(a, b));
-        out.extend(tx.map(|tx| Metric::new("link_use", Unit::Ratio, tx / r.params.rate_mbit).period(period)));
+        let used = link::use_between(&r, "download", r.params.rate_mbit, (a, b));
+        out.extend(used.map(|u| Metric::new("link_use", Unit::Ratio, u).period(period)));
     }
     // Background alone: what each flow and host gets of the idle link, and the queue it builds.
     let (period, a, b) = m.periods()[1];
