@@ -142,9 +142,9 @@ fn with_metrics(mut r: RunResult, c: &Case) -> RunResult {
     // What each bottleneck delivered of its rate while best effort ran there: a reference phase
     // that did not fill its link was the testbed's shortfall (see `harness::link`).
     let (down_rate, up_rate) = (r.params.rate_mbit, r.params.upload_rate());
-    for (link, rate, phases) in [("download", down_rate, [0, 3]), ("upload", up_rate, [1, 4])] {
+    for (name, rate, phases) in [("download", down_rate, [0, 3]), ("upload", up_rate, [1, 4])] {
         for i in phases {
-            if let Some(used) = link::use_between(&r, link, rate, c.period(i)) {
+            if let Some(used) = link::use_between(&r, name, rate, c.period(i)) {
                 m.push(Metric::new("link_use", Unit::Ratio, used).period(phase(i)));
             }
         }
