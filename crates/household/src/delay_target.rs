@@ -50,7 +50,8 @@
 //! | rebase (`rebasing`) | the round after a stale base was found (the fresh-base slowdown's first, still on the old bases) | unchanged |
 //! | early yield (`early_yield`) | a best-effort SYN, no WAN counters | the floors, for a few rounds |
 //! | settle (`Pending::Settle`) | the last round grew it by over a tenth, queue not above the target | unchanged: this round measured the old budget |
-//! | drain (`Pending::Drain`) | the last round cut it, the queue is above the target but below the one cut on | unchanged: the cut is taking hold |
+//! | burst (`Pending::Burst`) | one of the two rounds after such a raise, the queue above the target but no more than the raise's own burst explains | unchanged, once: the next round tells a standing queue |
+//! | drain (`Pending::Drain`) | the round after a cut, the queue above the target but not grown; or the round after that, the queue below the last | unchanged: the cut is taking hold |
 //! | recover (`Recover`) | a `Recovery` is armed and best effort has gone (the counters say so, or the queue stayed empty) | back to its ceiling: at once (counted), half then all (`Pace::Quick`), or a quarter then doubling (`Pace::Cautious`) |
 //! | probe (`Probe`) | the queue under a quarter of the target for two rounds | up to `max_growth` times, bounded by `DelayTarget::probe` |
 //! | hold (`Hold`) | near the target | the proportional step |
@@ -66,6 +67,7 @@
 use crate::budget::{BudgetController, BudgetPhase, BudgetStats, LinkRound, RoundTargets};
 use crate::early_yield::EarlyYield;
 use crate::link_rate::LinkRate;
+use pending::Pending;
 use slipstream_control::{Duration, Instant};
 
 use recovery::{Pace, Recovery};
@@ -183,9 +185,12 @@ pub struct DelayTarget {
     /// rose above the target while the background delivered the link's rate, and in the two
     /// rounds before it (the queue shows about two rounds after the budget that built it); and
     /// when (see [`DelayTarget::probe`]).
-    overshoot: Option<(u64, Instant)>,
+    overshoot: Option<Overshoot>,
     /// The budgets in force in the two rounds before this one (`u64::MAX` before there were any).
     earlier_budgets: [u64; 2],
+    /// This round only measured a raise's burst (`Pending::Burst`): it does not shift
+    /// `earlier_budgets`.
+    measured_only: bool,
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
     early: EarlyYield,
     /// Best effort's packets over the last windows: which target applies.
@@ -214,18 +219,16 @@ pub struct DelayTarget {
     rebasing: bool,
 }
 
-/// What the last round's decision leaves for this one: rounds that only measure (Vulture's
-/// pause after a policy change, Sec. 0.3.3; TCP's one reduction per window of data).
-#[derive(Clone, Copy, Debug, PartialEq)]
-enum Pending {
-    /// This round decides.
-    Nothing,
-    /// The last round grew the budget by over a tenth: this round measured data the old budget
-    /// released, so it only measures unless the queue is above the target.
-    Settle,
-    /// The last round cut the budget on this queueing delay: while the queue stays above the
-    /// target but below it, the cut is taking hold.
-    Drain(Duration),
+/// The background's own overshoot (see [`DelayTarget::probe`]).
+#[derive(Clone, Copy, Debug)]
+struct Overshoot {
+    /// The smallest budget in force in the round the queue showed and the two before.
+    limit: u64,
+    /// When the queue showed.
+    at: Instant,
+    /// What the background delivered in that round, bytes/s: the link's rate, if the queue
+    /// stood.
+    rate: f64,
 }
 
 /// What the share test keeps of the previous round.
@@ -299,6 +302,7 @@ impl DelayTarget {
             busy_at: None,
             overshoot: None,
             earlier_budgets: [u64::MAX; 2],
+            measured_only: false,
             early: EarlyYield::default(),
             interactive: interactive::InteractiveWatch::default(),
             targets: RoundTargets::default(),
@@ -317,8 +321,6 @@ impl DelayTarget {
     /// busy rate, and the yield's bookkeeping (where it began, whether the background built the
     /// queue itself, whether best effort has held the link long enough to arm a recovery).
     fn note_queue(&mut self, round: &LinkRound, delay: f64, target: f64, link_rate: f64) {
-        let [two_back, one_back] = self.earlier_budgets;
-        let in_force = round.budget_in_force;
         if delay >= target / 2.0 {
             // A queue stands: the round's delivery rate is what the bottleneck gave us.
             self.busy_rate.update(round.now, round.delivery_rate());
@@ -326,6 +328,7 @@ impl DelayTarget {
         }
         if delay < target / 4.0 {
             self.low_rounds += 1;
+            self.lift_disproved_overshoot(round);
         } else {
             self.low_rounds = 0;
         }
@@ -333,6 +336,13 @@ impl DelayTarget {
             self.high_rounds = 0;
             return;
         }
+        self.note_high_round(round, link_rate);
+    }
+
+    /// A round with the queue above the target: a yield begins or goes on.
+    fn note_high_round(&mut self, round: &LinkRound, link_rate: f64) {
+        let [two_back, one_back] = self.earlier_budgets;
+        let in_force = round.budget_in_force;
         if self.high_rounds == 0 {
             // A yield begins: remember where the household was.
             self.yield_from = (in_force.max(1) as f64 * CEILING_FRACTION) as u64;
@@ -340,7 +350,11 @@ impl DelayTarget {
             if round.delivery_rate() >= OWN_QUEUE_SHARE * link_rate {
                 // Delivering the link's rate, the background built this queue itself (unless it
                 // lasts, see below): the probe stops short of the budget that built it.
-                self.overshoot = Some((in_force.min(one_back).min(two_back), round.now));
+                self.overshoot = Some(Overshoot {
+                    limit: in_force.min(one_back).min(two_back),
+                    at: round.now,
+                    rate: round.delivery_rate(),
+                });
             }
         }
         self.high_rounds += 1;
@@ -403,6 +417,9 @@ impl BudgetController for DelayTarget {
         let queue_above_target = round.queue_delay.is_some_and(|q| q > target_duration);
         let decided = self.decide(round, target_duration, queue_above_target);
         let [_, one_back] = self.earlier_budgets;
+        if std::mem::take(&mut self.measured_only) {
+            return decided;
+        }
         self.earlier_budgets = if self.rebasing {
             // The cuts on the phantom queue are undone: none of them may count again.
             [decided; 2]
@@ -444,14 +461,8 @@ impl DelayTarget {
                 return budget;
             }
         }
-        if self.pending == Pending::Settle {
-            self.pending = Pending::Nothing;
-            // A queue above the target is never waited out: best effort may have just arrived,
-            // and each round the background holds on costs it a round of its slow start.
-            if !queue_above_target {
-                self.budget = in_force;
-                return in_force;
-            }
+        if let Some(budget) = self.measure_only_after_a_raise(round, target_duration, queue_above_target) {
+            return budget;
         }
         let Some(queue_delay) = round.queue_delay else {
             // No sample: nothing was measured (no data, or every flow held); keep the budget.
@@ -522,15 +533,15 @@ impl DelayTarget {
                 // reduces once per window of data, RFC 5681 Sec. 3.2, RFC 3168 Sec. 6.1.2).
                 // Without timestamps this round also delivers less while the sender waits out
                 // the smaller window, which the share test would read as a competitor: the
-                // background alone went from 1.4 BDP to a quarter of it in three rounds. A queue
-                // that held or grew is someone else's too: yield on.
-                if let Pending::Drain(cut_on) = std::mem::replace(&mut self.pending, Pending::Nothing) {
-                    if delay > target && delay < cut_on.as_secs_f64() {
-                        self.previous = PreviousRound::default();
-                        self.phase = BudgetPhase::Yield;
-                        self.budget = in_force;
-                        return in_force;
-                    }
+                // background alone went from 1.4 BDP to a quarter of it in three rounds. Where
+                // samples lag (a long round trip without timestamps) the queue can still be
+                // shrinking a round later: up to `DRAIN_ROUNDS` rounds, each below the last
+                // (`pending.rs`). A queue that held or grew is someone else's too: yield on.
+                if self.cut_taking_hold(delay, target, queue_delay) {
+                    self.previous = PreviousRound::default();
+                    self.phase = BudgetPhase::Yield;
+                    self.budget = in_force;
+                    return in_force;
                 }
                 self.yield_cuts(round, next, budget, delay, target, link_rate)
             }
@@ -575,15 +586,7 @@ impl DelayTarget {
             let usable = 2 * round.in_flight + round.floors;
             next = next.min(usable.max(in_force));
         }
-        self.pending =
-            if self.config.variant == DelayTargetVariant::Proportional && delay > target && next < in_force {
-                Pending::Drain(queue_delay)
-            } else if !recovering && in_force >= self.ceiling() && next > in_force + in_force / 10 {
-                // No settling round while a recovery is pending either: it waits for an empty queue.
-                Pending::Settle
-            } else {
-                Pending::Nothing
-            };
+        self.pending = self.next_pending(round, next, recovering, delay > target, queue_delay);
         self.budget = next;
         next
     }
@@ -592,6 +595,7 @@ impl DelayTarget {
 mod counted;
 mod early;
 mod interactive;
+mod pending;
 mod probe;
 mod recovery;
 pub mod steady_flows;

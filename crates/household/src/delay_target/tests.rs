@@ -84,7 +84,8 @@ fn a_freed_link_is_taken_back_quickly_after_a_long_yield() {
     // The queue shrinks after that cut (30 ms): it is taking hold, this round only measures.
     assert_eq!(step(10_000, 30), (10_000, "yield"));
     // C is still the link's 1 MB/s although the background delivers only 100 kB/s: the
-    // step, -10000, and 2T/q = 2/3 are both below halving.
+    // step, -10000, and 2T/q = 2/3 are both below halving (the queue held: no second round
+    // of the drain).
     assert_eq!(step(10_000, 30), (5_000, "yield"));
     // The fifth round above the target, 1.2 s after the first: best effort holds the link,
     // recovery is armed.
@@ -233,9 +234,17 @@ fn a_settling_round_does_not_wait_out_a_queue_above_the_target() {
     // Two low rounds: +5000 (0.5 * 10 ms * 1 MB/s), then 1.5x, which arms a settling round.
     assert_eq!(c.on_round(&round(100_000, Some(0), 100_000, 100_000)), 105_000);
     assert_eq!(c.on_round(&round(105_000, Some(0), 100_000, 105_000)), 157_500);
-    // Best effort arrives during the settling round: q = 30 ms yields at once, by 2T/q.
+    // Best effort arrives during the settling round: q = 30 ms. No more than the raise's own
+    // burst on top of the target (10 ms + 52.5 kB / 1 MB/s = 62.5 ms): measured, once.
+    assert_eq!(c.on_round(&round(157_500, Some(30), 100_000, 157_500)), 157_500);
+    // The next round still reads it: a standing queue, yielded to by 2T/q.
     assert_eq!(c.on_round(&round(157_500, Some(30), 100_000, 157_500)), 105_000);
     assert_eq!(c.stats().phase.as_str(), "yield");
+    // A queue the burst does not explain (80 ms) yields at once: halved.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    c.on_round(&round(100_000, Some(0), 100_000, 100_000));
+    c.on_round(&round(105_000, Some(0), 100_000, 105_000));
+    assert_eq!(c.on_round(&round(157_500, Some(80), 100_000, 157_500)), 78_750);
     // Without a queue, the settling round only measures.
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
     c.on_round(&round(100_000, Some(0), 100_000, 100_000));
@@ -276,8 +285,11 @@ fn an_overshoot_alone_is_cut_once_not_once_per_stale_round() {
     // 44 -> 30 kB, and the background alone at 0.72-0.8 of the link).
     assert_eq!(c.on_round(&alone(88_000, 38, 30_000)), 88_000);
     assert_eq!(c.stats().phase.as_str(), "yield");
-    // That round does not count for the share test either: 15 ms only takes the proportional
-    // step, 0.5 * -5 ms * C = -3125.
+    // The round after, 15 ms, still below the last: the cut is still taking hold (where
+    // samples lag, at long round trips, this round can still read much of the old queue).
+    assert_eq!(c.on_round(&alone(88_000, 15, 70_000)), 88_000);
+    // Still 15 ms: a queue that held is no longer the cut's. It takes the proportional step,
+    // 0.5 * -5 ms * C = -3125, not the share test (the drain rounds do not count for it).
     assert_eq!(c.on_round(&alone(88_000, 15, 70_000)), 84_875);
     // The queue is gone: the proportional step, 0.5 * 10 ms * C = +6250.
     assert_eq!(c.on_round(&alone(84_875, 0, 84_875)), 91_125);
@@ -390,9 +402,12 @@ fn the_probe_stops_short_of_the_backgrounds_own_overshoot() {
     assert_eq!(step(100_000, 0), (105_000, "hold"));
     assert_eq!(step(105_000, 0), (157_500, "probe"));
     assert_eq!(step(157_500, 0), (157_500, "probe"));
-    // The probe built a queue (40 ms) while the background delivered the link's rate (1.575
-    // MB/s): its own overshoot. 2T/q halves the budget, and the probe is limited for ten seconds
-    // to the smallest budget of this round and the two before: 105000.
+    // The queue reads 40 ms: no more than the raise's own burst on top of the target explains
+    // (10 ms + 52.5 kB / 1.575 MB/s = 43.3 ms). Measured only, once.
+    assert_eq!(step(157_500, 40), (157_500, "probe"));
+    // Still 40 ms while the background delivers the link's rate (1.575 MB/s): its own
+    // overshoot. 2T/q halves the budget, and the probe is limited for ten seconds to the
+    // smallest budget of this round and the two before it that decided: 105000.
     assert_eq!(step(157_500, 40), (78_750, "yield"));
     // Low: +7875 (0.5 * 10 ms * 1.575 MB/s).
     assert_eq!(step(78_750, 0), (86_625, "hold"));
@@ -403,6 +418,66 @@ fn the_probe_stops_short_of_the_backgrounds_own_overshoot() {
     assert_eq!(step(105_000, 0), (112_875, "probe"));
     // (A queue that lasts five rounds is someone else's and lifts the limit again: the quick
     // recovery test above reaches C * (base + T) after it.)
+}
+
+#[test]
+fn an_overshoot_the_link_then_outran_is_lifted() {
+    // The background alone, 100 ms rounds, delivering all it may send: C is its own largest
+    // rate. A probe from 52.5 to 78.75 kB, a settling round, then 60 ms of queue, more than the
+    // raise's burst explains (10 ms + 26.25 kB / 787.5 kB/s = 43.3 ms): 2T/q, at most halved,
+    // and the probe is limited to 52500 (the smallest budget of this round and the two before),
+    // set at 787.5 kB/s.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 50_000);
+    let mut step = rounds_every(&mut c, 100);
+    assert_eq!(step(50_000, 0), (52_500, "hold"));
+    assert_eq!(step(52_500, 0), (78_750, "probe"));
+    assert_eq!(step(78_750, 0), (78_750, "probe"));
+    assert_eq!(step(78_750, 60), (39_375, "yield"));
+    // The link then carries 1.1 MB/s with the queue empty: it was not full at 787.5 kB/s. The
+    // first low round takes the proportional step (0.5 * 10 ms * 1.1 MB/s = 5500); in the
+    // second the two rounds' rate, 1.1 MB/s, is over 1.25 times the rate the limit was set at:
+    // lifted, 1.5x (the limit would have left the proportional step, 115500).
+    assert_eq!(step(110_000, 0), (115_500, "hold"));
+    assert_eq!(step(110_000, 0), (165_000, "probe"));
+}
+
+#[test]
+fn a_queue_past_the_operating_point_is_no_raises_burst() {
+    // Flows taking turns: their smoothed RTT reads 180 ms, their smallest round trips 100 ms.
+    // C is 1 MB/s, known from a round at the target; the probe's operating point (by the
+    // smoothed RTT) is 190 kB, the path's (by the smallest) 110 kB.
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut t = 1000;
+    let mut step = |budget: u64, queue: u64| {
+        t += 100;
+        let mut r = at(t, round(budget, Some(queue), 100_000, budget));
+        r.base_rtt = Some(Duration::from_millis(180));
+        r.min_rtt = Some(Duration::from_millis(100));
+        c.on_round(&r)
+    };
+    assert_eq!(step(100_000, 10), 100_000);
+    assert_eq!(step(100_000, 0), 105_000);
+    assert_eq!(step(105_000, 0), 157_500);
+    // 30 ms in the settling round: within the raise's burst (10 ms + 52.5 kB / 1 MB/s), but the
+    // budget is past the path's operating point, where a queue stands: 2T/q at once.
+    assert_eq!(step(157_500, 30), 105_000);
+}
+
+#[test]
+fn an_overshoot_at_the_links_rate_stands() {
+    // As in `the_probe_stops_short_of_the_backgrounds_own_overshoot`: limited to 105000 at
+    // 1.575 MB/s, the link's rate. Rounds at the limit with the queue empty deliver no more
+    // than the link does: the limit stands, and above it only the proportional step grows the
+    // budget (0.5 * 10 ms * 1.575 MB/s = 7875).
+    let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
+    let mut step = rounds_every(&mut c, 100);
+    step(100_000, 0);
+    step(105_000, 0);
+    step(157_500, 0);
+    step(157_500, 40);
+    assert_eq!(step(157_500, 40), (78_750, "yield"));
+    assert_eq!(step(105_000, 0), (112_875, "hold"));
+    assert_eq!(step(157_500, 0), (165_375, "probe"));
 }
 
 #[test]
