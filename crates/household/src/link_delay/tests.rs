@@ -189,10 +189,11 @@ fn slowdown_schedule() {
     assert_eq!(s.round(t(2000), every, round, &mut d), Start);
     assert_eq!(d.epoch, 1, "a slowdown starts a base epoch");
     assert_eq!(s.round(t(2100), every, round, &mut d), Hold);
-    // Then two rounds that measured the slowdown, with the controller's budget back.
+    // Then three rounds that measured the slowdown or its restart, the controller's budget back.
     assert_eq!(s.round(t(2200), every, round, &mut d), Resume);
     assert_eq!(s.round(t(2300), every, round, &mut d), Resume);
-    assert_eq!(s.round(t(2400), every, round, &mut d), Normal);
+    assert_eq!(s.round(t(2400), every, round, &mut d), Resume);
+    assert_eq!(s.round(t(2500), every, round, &mut d), Normal);
     assert_eq!((s.count, d.epoch), (1, 1));
     assert_eq!(s.round(t(32_100), every, round, &mut d), Normal);
     assert_eq!(s.round(t(32_200), every, round, &mut d), Start);
