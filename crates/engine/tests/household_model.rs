@@ -630,6 +630,7 @@ fn trace_one_flow() {
     let net = Net::home(env("TRACE_MBIT", 10) as f64, env("TRACE_RTT_MS", 100));
     let (secs, every) = (env("TRACE_SECS", 5) as f64, env("TRACE_EVERY_MS", 500) * 1000);
     let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
+    sim.timestamps = env("TRACE_TIMESTAMPS", 0) == 1;
     sim.open(0, 0);
     let mut last = 0;
     sim.run(secs, |s, t| {
@@ -926,4 +927,45 @@ fn a_long_path_is_filled_without_waiting_out_a_bursts_limits() {
     }
     eprintln!("seconds 10-20: {shares:.3?}");
     assert!(shares.iter().all(|&s| s >= 0.75), "seconds 10-20: {shares:.3?}");
+}
+
+/// The background alone at other rates and RTTs, with and without timestamps: its use of the
+/// link over seconds 5-20 and 20-40 (a coordinated slowdown falls in the second), the worst
+/// second of 20-40, and each second. Printed for the notes, not judged.
+#[test]
+#[ignore = "debugging aid: prints the background's fill across rates and RTTs"]
+fn fill_across_rates_and_rtts() {
+    for (rate, rtt) in [
+        (4.0, 30),
+        (10.0, 100),
+        (50.0, 20),
+        (20.0, 200),
+        (100.0, 50),
+        (10.0, 300),
+    ] {
+        for ts in [false, true] {
+            let net = Net::home(rate, rtt);
+            let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
+            sim.timestamps = ts;
+            sim.open(0, 0);
+            let mut per = Vec::new();
+            let mut prev = sim.delivered();
+            for s in 1..=40 {
+                sim.run(f64::from(s), |_, _| {});
+                let d = sim.delivered();
+                per.push(share(&prev, &d, 1.0, net));
+                prev = d;
+            }
+            let q = percentile(&mut sim.queue_samples, 0.5);
+            let shown: Vec<String> = per.iter().map(|s| format!("{s:.2}")).collect();
+            let m = |a: usize, b: usize| per[a..b].iter().sum::<f64>() / (b - a) as f64;
+            eprintln!(
+                "{rate}/{rtt} ts={ts}: 5-20 {:.3} 20-40 {:.3} min(20-40) {:.2} q50 {q:.1} | {}",
+                m(5, 20),
+                m(20, 40),
+                per[20..].iter().cloned().fold(9.0, f64::min),
+                shown.join(" ")
+            );
+        }
+    }
 }

@@ -191,6 +191,8 @@ pub struct DelayTarget {
     /// This round only measured a raise's burst (`Pending::Burst`): it does not shift
     /// `earlier_budgets`.
     measured_only: bool,
+    /// This round reads the burst of the raise (bytes) two rounds back (`Pending::Burst`).
+    burst_read: Option<u64>,
     /// The yield to a best-effort flow's SYN (proportional rule, `early_yield`).
     early: EarlyYield,
     /// Best effort's packets over the last windows: which target applies.
@@ -303,6 +305,7 @@ impl DelayTarget {
             overshoot: None,
             earlier_budgets: [u64::MAX; 2],
             measured_only: false,
+            burst_read: None,
             early: EarlyYield::default(),
             interactive: interactive::InteractiveWatch::default(),
             targets: RoundTargets::default(),
@@ -314,63 +317,6 @@ impl DelayTarget {
             previous_rtt: None,
             stale_base: false,
             rebasing: false,
-        }
-    }
-
-    /// The queue's history this round (proportional rule): the runs of low and high rounds, the
-    /// busy rate, and the yield's bookkeeping (where it began, whether the background built the
-    /// queue itself, whether best effort has held the link long enough to arm a recovery).
-    fn note_queue(&mut self, round: &LinkRound, delay: f64, target: f64, link_rate: f64) {
-        if delay >= target / 2.0 {
-            // A queue stands: the round's delivery rate is what the bottleneck gave us.
-            self.busy_rate.update(round.now, round.delivery_rate());
-            self.busy_at = Some(round.now);
-        }
-        if delay < target / 4.0 {
-            self.low_rounds += 1;
-            self.lift_disproved_overshoot(round);
-        } else {
-            self.low_rounds = 0;
-        }
-        if delay <= target {
-            self.high_rounds = 0;
-            return;
-        }
-        self.note_high_round(round, link_rate);
-    }
-
-    /// A round with the queue above the target: a yield begins or goes on.
-    fn note_high_round(&mut self, round: &LinkRound, link_rate: f64) {
-        let [two_back, one_back] = self.earlier_budgets;
-        let in_force = round.budget_in_force;
-        if self.high_rounds == 0 {
-            // A yield begins: remember where the household was.
-            self.yield_from = (in_force.max(1) as f64 * CEILING_FRACTION) as u64;
-            self.high_since = round.now;
-            if round.delivery_rate() >= OWN_QUEUE_SHARE * link_rate {
-                // Delivering the link's rate, the background built this queue itself (unless it
-                // lasts, see below): the probe stops short of the budget that built it.
-                self.overshoot = Some(Overshoot {
-                    limit: in_force.min(one_back).min(two_back),
-                    at: round.now,
-                    rate: round.delivery_rate(),
-                });
-            }
-        }
-        self.high_rounds += 1;
-        if self.high_rounds == HIGH_ROUNDS_TO_RECOVER {
-            // Someone else has held the link for a while: when they leave, the old operating
-            // point is worth going back to quickly. Nor was the queue the background's own
-            // overshoot.
-            self.arm_recovery(self.yield_from, None);
-            self.overshoot = None;
-        }
-        if self.high_rounds >= HIGH_ROUNDS_TO_RECOVER
-            && round.now.saturating_since(self.high_since) >= HELD_LONG
-        {
-            if let Some(r) = self.recovery.as_mut() {
-                r.pace = Pace::Quick;
-            }
         }
     }
 }
@@ -446,6 +392,7 @@ impl BudgetController for DelayTarget {
 impl DelayTarget {
     /// One round's decision (see the module's table of states).
     fn decide(&mut self, round: &LinkRound, target_duration: Duration, queue_above_target: bool) -> u64 {
+        self.burst_read = None;
         let in_force = round.budget_in_force;
         if std::mem::take(&mut self.rebasing) {
             self.phase = BudgetPhase::Hold;
@@ -592,11 +539,14 @@ impl DelayTarget {
     }
 }
 
+#[cfg(test)]
+mod burst_tests;
 mod counted;
 mod early;
 mod interactive;
 mod pending;
 mod probe;
+mod queue_history;
 mod recovery;
 pub mod steady_flows;
 #[cfg(test)]

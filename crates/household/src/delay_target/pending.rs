@@ -44,10 +44,10 @@ impl Pending {
     /// through its window (`LinkRound::members_follow_budget`, the caller's test): a UDP flow's
     /// shaper or policer releases no such burst, and its queue is its own excess. Nor past the
     /// operating point (`DelayTarget::past_the_operating_point`): there a queue can stand.
-    fn burst_explains(raise: u64, round: &LinkRound, target: Duration) -> bool {
+    pub(super) fn burst_explains(raise: u64, round: &LinkRound, target: f64) -> bool {
         let rate = round.delivery_rate();
         let queue = round.queue_delay.map_or(0.0, |q| q.as_secs_f64());
-        rate > 0.0 && queue <= target.as_secs_f64() + raise as f64 / rate
+        rate > 0.0 && queue <= target + raise as f64 / rate
     }
 }
 
@@ -66,7 +66,7 @@ impl DelayTarget {
                 if queue_above_target
                     && round.members_follow_budget
                     && !self.past_the_operating_point(round, target_duration)
-                    && Pending::burst_explains(raise, round, target_duration) =>
+                    && Pending::burst_explains(raise, round, target_duration.as_secs_f64()) =>
             {
                 // The raise's own burst, once: the next round tells a standing queue. Measured
                 // only: nor does it count as a round in force for the overshoot's limit (the
@@ -85,7 +85,10 @@ impl DelayTarget {
                     return Some(in_force);
                 }
             }
-            Pending::Burst(_) => self.pending = Pending::Nothing,
+            Pending::Burst(raise) => {
+                self.pending = Pending::Nothing;
+                self.burst_read = Some(raise);
+            }
             _ => {}
         }
         None
