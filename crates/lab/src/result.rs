@@ -377,6 +377,17 @@ impl Table {
         Table { columns, rows: Vec::new() }
     }
 
+    /// The machine's row, where any of `runs` measured it: the share of the CPU time the
+    /// hypervisor stole while each ran (`cpu_stolen`, see `harness::machine`), the first thing
+    /// to read before comparing two columns. `case` prefixes the label ("case: machine: ...").
+    pub fn add_stolen_row(&mut self, runs: &[&RunResult], case: Option<&str>) {
+        if runs.iter().any(|r| r.metric("cpu_stolen", None).is_some()) {
+            let what = "machine: CPU time stolen by the hypervisor";
+            let label = case.map_or(what.to_string(), |c| format!("{c}: {what}"));
+            self.add_rows(runs, [RowSpec::new(label, Unit::Ratio, "cpu_stolen")]);
+        }
+    }
+
     /// Adds a row per spec, aggregating its metric of `runs` per column (mean and range over the
     /// runs of that alternative that have it).
     pub fn add_rows(&mut self, runs: &[&RunResult], rows: impl IntoIterator<Item = RowSpec>) {

@@ -54,3 +54,24 @@ fn table_aggregates_per_alternative() {
     let back = serde_json::from_str::<ScenarioReport>(&serde_json::to_string(&rep).unwrap()).unwrap();
     assert_eq!(back, rep);
 }
+
+#[test]
+fn the_stolen_row_only_where_measured() {
+    let run = |alt: &str, stolen: Option<f64>| RunResult {
+        scenario: "x".into(),
+        alternative: alt.into(),
+        metrics: stolen.map(|v| Metric::new("cpu_stolen", Unit::Ratio, v)).into_iter().collect(),
+        ..Default::default()
+    };
+    let runs = [run("a", Some(0.1)), run("a", Some(0.3)), run("b", None)];
+    let refs: Vec<&RunResult> = runs.iter().collect();
+    let mut t = Table::new(vec!["a".into(), "b".into()]);
+    t.add_stolen_row(&refs[2..], Some("N = 1"));
+    assert!(t.rows.is_empty(), "no run measured it");
+    t.add_stolen_row(&refs, Some("N = 1"));
+    assert_eq!(t.rows[0].metric, "N = 1: machine: CPU time stolen by the hypervisor");
+    let cell = Cell { mean: 0.2, range: Some((0.1, 0.3)) };
+    assert_eq!(t.rows[0].cells, vec![Some(cell), None]);
+    t.add_stolen_row(&refs, None);
+    assert_eq!(t.rows[1].metric, "machine: CPU time stolen by the hypervisor");
+}

@@ -85,5 +85,7 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
         )),
         RowSpec::new("ping RTT beside BG, stable", Unit::Ms, "be_rtt").period("stable"),
     ];
-    Table::of(opts.alternative_labels(), runs, rows)
+    let mut table = Table::of(opts.alternative_labels(), runs, rows);
+    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table
 }

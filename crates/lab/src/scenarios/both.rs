@@ -204,10 +204,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
         ]
         .map(|(i, what)| RowSpec::new(format!("{n}: {what}"), Unit::Ratio, "link_use").period(PHASES[i].0));
         table.add_rows(&refs, link_rows);
-        if refs.iter().any(|r| r.metric("cpu_stolen", None).is_some()) {
-            let label = format!("{n}: machine: CPU time stolen by the hypervisor");
-            table.add_rows(&refs, [RowSpec::new(label, Unit::Ratio, "cpu_stolen")]);
-        }
+        table.add_stolen_row(&refs, Some(n));
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             table.add_rows(
                 &refs,

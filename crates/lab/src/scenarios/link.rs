@@ -470,8 +470,9 @@ fn table(columns: Vec<String>, report: &ScenarioReport) -> Table {
             .period(BACK),
     ];
     table.add_rows(&report.runs_with("case", "rtt"), rows);
+    let all: Vec<&RunResult> = report.runs.iter().collect();
+    table.add_stolen_row(&all, None);
     if report.runs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
-        let all: Vec<&RunResult> = report.runs.iter().collect();
         table.add_rows(&all, [RowSpec::new("iperf3 flows that failed", Unit::Count, "flows_failed")]);
     }
     table

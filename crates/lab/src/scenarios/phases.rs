@@ -232,10 +232,7 @@ pub fn run_mixes(
         for row in COMMON_ROWS.iter().chain(&m.rows) {
             add_row(&mut table, &refs, &m.case, *row);
         }
-        if refs.iter().any(|r| r.metric("cpu_stolen", None).is_some()) {
-            let label = format!("{}: machine: CPU time stolen by the hypervisor", m.case);
-            table.add_rows(&refs, [RowSpec::new(label, Unit::Ratio, "cpu_stolen")]);
-        }
+        table.add_stolen_row(&refs, Some(&m.case));
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             let label = format!("{}: flows that could not connect", m.case);
             table.add_rows(&refs, [RowSpec::new(label, Unit::Count, "flows_failed")]);
