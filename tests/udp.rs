@@ -194,9 +194,13 @@ fn quic_download_yields_on(engine: &str) {
         kept >= 0.9,
         "best effort kept {kept:.3} of its rate beside the QUIC download"
     );
-    // Shaped (the default): 9.05 measured; policed, the first version, 8.4-8.7.
+    // Shaped (the default): 9.05 measured when written; policed, the first version, 8.4-8.7.
+    // On 2026-12-01 (under 1% CPU stolen) nine runs gave 7.91-9.05, the code of the day before
+    // 8.13 and 8.15: the QUIC sender's own dips in its alone phase (seconds 12-16) move it by a
+    // Mbit/s from run to run, and at 8.0 both of test.sh's runs failed once. A shaper that
+    // starved the flow would still fail at 7.5.
     assert!(
-        quic_alone >= 8.0,
+        quic_alone >= 7.5,
         "the QUIC download alone got {quic_alone:.2} of 10 Mbit/s"
     );
     assert!(
