@@ -1,38 +1,12 @@
 //! A raise's burst under the target (`DelayTarget::burst_read`): hand-computed rounds.
 
+use super::tests::rounds_every;
 use super::*;
-use slipstream_control::Instant;
-
-/// The background alone, 100 ms rounds, delivering and having in flight the whole budget in
-/// force: `(budget, queue ms) -> (next budget, phase)`.
-fn rounds(c: &mut DelayTarget) -> impl FnMut(u64, u64) -> (u64, &'static str) + '_ {
-    let mut t = 1000;
-    move |budget, queue| {
-        t += 100;
-        let r = LinkRound {
-            now: Instant::from_millis(t),
-            interval: Duration::from_millis(100),
-            queue_delay: Some(Duration::from_millis(queue)),
-            base_rtt: Some(Duration::from_millis(100)),
-            delivered_bytes: budget,
-            budget_in_force: budget,
-            in_flight: budget,
-            mss: 1448,
-            active_flows: 1,
-            floors: 2896,
-            best_effort: None,
-            steady_flow: false,
-            members_follow_budget: true,
-            min_rtt: None,
-        };
-        (c.on_round(&r), c.stats().phase.as_str())
-    }
-}
 
 #[test]
 fn a_raises_burst_under_the_target_does_not_restart_the_low_rounds() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
-    let mut step = rounds(&mut c);
+    let mut step = rounds_every(&mut c, 100);
     // Two low rounds: +5000 (0.5 * 10 ms * 1 MB/s), then 1.5x, then a settling round.
     assert_eq!(step(100_000, 0), (105_000, "hold"));
     assert_eq!(step(105_000, 0), (157_500, "probe"));
@@ -49,7 +23,7 @@ fn a_raises_burst_under_the_target_does_not_restart_the_low_rounds() {
 #[test]
 fn a_queue_above_a_quarter_of_the_target_in_any_other_round_restarts_them() {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 100_000);
-    let mut step = rounds(&mut c);
+    let mut step = rounds_every(&mut c, 100);
     assert_eq!(step(100_000, 0), (105_000, "hold"));
     // 4 ms with no raise before it: the low rounds restart. 0.5 * 6 ms * 1.05 MB/s = 3150.
     assert_eq!(step(105_000, 4), (108_150, "hold"));

@@ -31,7 +31,10 @@ fn at(ms: u64, mut r: LinkRound) -> LinkRound {
 
 /// Rounds of `c` `every_ms` apart from 1 s on (0: all at 1 s), each with delivered = in flight
 /// = the budget in force: `(budget, queue ms) -> (next budget, phase)`.
-fn rounds_every(c: &mut DelayTarget, every_ms: u64) -> impl FnMut(u64, u64) -> (u64, &'static str) + '_ {
+pub(super) fn rounds_every(
+    c: &mut DelayTarget,
+    every_ms: u64,
+) -> impl FnMut(u64, u64) -> (u64, &'static str) + '_ {
     let mut t = 1000;
     move |budget, queue| {
         t += every_ms;
