@@ -908,22 +908,28 @@ fn longer_path(timestamps: bool) {
 /// left before the cut), which counts as a queue that held, and a second cut follows. With
 /// timestamps too (0.94 and 0.85; 0.66 and 0.54 over seconds 5-20 before a raise's burst under
 /// the target stopped restarting the low rounds a probe waits for).
+/// One background flow alone on `net` for `secs` seconds: its share of the link in each second,
+/// and the model after them.
+fn alone_each_second(net: Net, timestamps: bool, secs: u32) -> (Vec<f64>, Sim) {
+    let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
+    sim.timestamps = timestamps;
+    sim.open(0, 0);
+    let mut per_s = Vec::new();
+    let mut prev = sim.delivered();
+    for s in 1..=secs {
+        sim.run(f64::from(s), |_, _| {});
+        let d = sim.delivered();
+        per_s.push(share(&prev, &d, 1.0, net));
+        prev = d;
+    }
+    (per_s, sim)
+}
+
 #[test]
 fn a_long_path_is_filled_without_waiting_out_a_bursts_limits() {
     let mut shares = Vec::new();
     for (rtt, timestamps) in [(200, false), (300, false), (200, true), (300, true)] {
-        let net = Net::home(10.0, rtt);
-        let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
-        sim.timestamps = timestamps;
-        sim.open(0, 0);
-        let mut per_s = Vec::new();
-        let mut prev = sim.delivered();
-        for s in 1..=20 {
-            sim.run(f64::from(s), |_, _| {});
-            let d = sim.delivered();
-            per_s.push(share(&prev, &d, 1.0, net));
-            prev = d;
-        }
+        let (per_s, _) = alone_each_second(Net::home(10.0, rtt), timestamps, 20);
         let shown: Vec<String> = per_s.iter().map(|s| format!("{s:.2}")).collect();
         eprintln!(
             "10 Mbit/s, {rtt} ms, timestamps {timestamps}, each second: {}",
@@ -950,18 +956,7 @@ fn fill_across_rates_and_rtts() {
         (10.0, 300),
     ] {
         for ts in [false, true] {
-            let net = Net::home(rate, rtt);
-            let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
-            sim.timestamps = ts;
-            sim.open(0, 0);
-            let mut per = Vec::new();
-            let mut prev = sim.delivered();
-            for s in 1..=40 {
-                sim.run(f64::from(s), |_, _| {});
-                let d = sim.delivered();
-                per.push(share(&prev, &d, 1.0, net));
-                prev = d;
-            }
+            let (per, mut sim) = alone_each_second(Net::home(rate, rtt), ts, 40);
             let q = percentile(&mut sim.queue_samples, 0.5);
             let shown: Vec<String> = per.iter().map(|s| format!("{s:.2}")).collect();
             let m = |a: usize, b: usize| per[a..b].iter().sum::<f64>() / (b - a) as f64;
