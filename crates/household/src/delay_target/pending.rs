@@ -8,8 +8,9 @@ use super::{DelayTarget, DelayTargetVariant};
 use crate::budget::LinkRound;
 
 /// Rounds after a cut that may still read the queue of the budget before it, while each reads
-/// less than the last (one that held or grew is someone else's): the round's samples are of data released a round trip earlier, and
-/// without timestamps a window-release sample arrives a further queue's time later. One round
+/// less than the last (one that held or grew is someone else's): the round's samples are of
+/// data released a round trip earlier, and without timestamps a window-release sample arrives
+/// a further queue's time later. One round
 /// was too few at long round trips: after a cut from 1.35 BDP (engine model, 10 Mbit/s /
 /// 300 ms: 139 ms of queue) the second round still read 59 ms while the link had already
 /// drained, and halved the budget again, to a third of the BDP.
@@ -34,7 +35,8 @@ pub(super) enum Pending {
 }
 
 impl Pending {
-    /// Whether a round's queue may be a raise's own burst on top of the queue the target allows:
+    /// Whether a round's queue may be a raise's own burst on top of the queue the target
+    /// (`target`, seconds) allows:
     /// a window-limited sender releases a raise of `raise` bytes at once at the next ACK, and
     /// they queue for `raise / C` at the bottleneck. The round's delivery rate is at most C, so
     /// `target + raise / rate` bounds that queue from above. A probe's burst read as a standing
