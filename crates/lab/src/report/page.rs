@@ -76,8 +76,8 @@ const HEADLINE: [(&str, &[&str]); 14] = [
         &[
             "timestamps: BE download kept beside BG both ways",
             "timestamps: BE upload kept beside BG both ways",
-            "timestamps: BG alone, download / BE alone",
-            "timestamps: BG alone, upload / BE alone",
+            "timestamps: BG alone, download link delivered / BE alone's",
+            "timestamps: BG alone, upload link delivered / BE alone's",
             "no timestamps: BE download kept beside BG both ways",
             "no timestamps: BE upload kept beside BG both ways",
         ],
