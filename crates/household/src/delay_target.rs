@@ -542,8 +542,12 @@ impl DelayTarget {
 #[cfg(test)]
 mod burst_tests;
 mod counted;
+#[cfg(test)]
+mod counted_tests;
 mod early;
 mod interactive;
+#[cfg(test)]
+mod interactive_tests;
 mod pending;
 mod probe;
 mod queue_history;
