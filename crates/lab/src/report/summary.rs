@@ -99,10 +99,13 @@ impl Summary {
             cells.extend(old_cells(None));
             rows.push(Row { cells, ..new.clone() });
         }
-        // Merged again over the same earlier columns: name their run, not the merge in between.
+        // Merged again over earlier columns that all came from one earlier run: name that run,
+        // not the merge in between (which measured none of them).
         let earlier = match committed.how_measured.split_once(" Columns ") {
             Some((_, tail)) => match tail.split_once(EARLIER_RUN) {
-                Some((names, text)) if names == kept_names.join(", ") => text.to_string(),
+                Some((names, text)) if kept_names.iter().all(|k| names.split(", ").any(|n| n == k)) => {
+                    text.to_string()
+                }
                 _ => committed.how_measured.clone(),
             },
             None => committed.how_measured.clone(),

@@ -74,6 +74,27 @@ fn merge_keeps_the_committed_columns_a_run_lacks() {
     assert_eq!(twice.how_measured.matches("from an earlier run").count(), 1, "{}", twice.how_measured);
     assert!(twice.how_measured.ends_with(&committed.how_measured), "{}", twice.how_measured);
 
+    // A run of two columns, one of them earlier: the two left still name their own run, not the
+    // merges in between.
+    let other = merged.columns[1].clone();
+    let mut pair = cbr();
+    pair.started_unix = fresh.started_unix + 86_400.0;
+    pair.runs.retain(|r| r.alternative == only || r.alternative == other);
+    let at: Vec<usize> =
+        [&only, &other].iter().map(|c| pair.table.columns.iter().position(|x| x == *c).unwrap()).collect();
+    pair.table.columns = vec![only.clone(), other.clone()];
+    for row in &mut pair.table.rows {
+        row.cells = at.iter().map(|&i| row.cells[i]).collect();
+    }
+    let fourth = root.join("fourth");
+    write_scenario_outputs(&fourth.join("cbr/20241116T221320Z"), &pair).unwrap();
+    gather(&fourth, &docs, Publish::Merge).unwrap();
+    let thrice: Summary = read_result(&docs.join("lab/cbr")).unwrap();
+    assert_eq!(thrice.columns.len(), committed.columns.len());
+    assert!(thrice.how_measured.starts_with("2024-11-16 22:13 UTC"), "{}", thrice.how_measured);
+    assert_eq!(thrice.how_measured.matches("from an earlier run").count(), 1, "{}", thrice.how_measured);
+    assert!(thrice.how_measured.ends_with(&committed.how_measured), "{}", thrice.how_measured);
+
     // Replace drops the other columns.
     let third = root.join("third");
     write_scenario_outputs(&third.join("cbr/20251114T221320Z"), &fresh).unwrap();
