@@ -143,17 +143,18 @@ fn with_metrics(mut r: RunResult, c: &Case) -> RunResult {
         let fill = goodput(&r, "bg_up", c.period(2)) / up_alone;
         m.push(Metric::new("bg_fill", Unit::Ratio, fill).period("upload"));
     }
-    // What each bottleneck delivered of its rate while best effort ran there: a reference phase
-    // that did not fill its link was the testbed's shortfall (see `harness::link`).
+    // What each bottleneck delivered of its rate in best effort's phases (a reference phase that
+    // did not fill its link was the testbed's shortfall, see `harness::link`) and in the
+    // background's: the background's fill is the second against the first.
     let (down_rate, up_rate) = (r.params.rate_mbit, r.params.upload_rate());
     for (name, rate, [alone, beside]) in [("download", down_rate, [0, 3]), ("upload", up_rate, [1, 4])] {
-        for i in [alone, beside, 2] {
-            if let Some(used) = link::use_between(&r, name, rate, c.period(i)) {
+        let uses = [alone, beside, 2].map(|i| (i, link::use_between(&r, name, rate, c.period(i))));
+        for (i, used) in uses {
+            if let Some(used) = used {
                 m.push(Metric::new("link_use", Unit::Ratio, used).period(&format!("{name} {}", phase(i))));
             }
         }
-        let used = |i| link::use_between(&r, name, rate, c.period(i));
-        if let (Some(bg), Some(be)) = (used(2), used(alone)) {
+        if let ((_, Some(be)), (_, Some(bg))) = (uses[0], uses[2]) {
             if be > 0.0 {
                 m.push(Metric::new("bg_link_fill", Unit::Ratio, bg / be).period(name));
             }
