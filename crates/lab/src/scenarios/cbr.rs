@@ -106,5 +106,7 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
     let rows = rows.map(|(label, unit, name, period, v, decimals, src)| {
         RowSpec::new(label, unit, name).period(period).paper(Paper::about(v, decimals, src))
     });
-    Table::of(opts.alternative_labels(), runs, rows)
+    let mut table = Table::of(opts.alternative_labels(), runs, rows);
+    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table
 }

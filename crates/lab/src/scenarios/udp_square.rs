@@ -183,7 +183,9 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
             }
         }
     }
-    Table::of(opts.alternative_labels(), runs, rows)
+    let mut table = Table::of(opts.alternative_labels(), runs, rows);
+    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table
 }
 
 #[cfg(test)]

@@ -79,3 +79,19 @@ fn goodput_of_the_objects_inside_the_window() {
     assert!((web_goodput_mbit(&records, 10.0, 10.0, 12.0) - 5.0).abs() < 1e-9);
     assert_eq!(web_goodput_mbit(&[], 0.0, 0.0, 1.0), 0.0);
 }
+
+#[test]
+fn the_table_shows_the_cpu_stolen_while_each_ran() {
+    // 2026-12-01: the background's share at 25 Mbit/s / 40 ms followed the CPU time stolen
+    // (0.29-0.32 at 1-5%, 0.03-0.05 at 31-38%): the row must be there to read.
+    let run = |alt: &str, stolen: f64| RunResult {
+        scenario: "web".into(),
+        alternative: alt.into(),
+        metrics: vec![Metric::new("cpu_stolen", Unit::Ratio, stolen)],
+        ..Default::default()
+    };
+    let runs = [run("web-only", 0.02), run("household", 0.3)];
+    let t = table(vec!["web-only".into(), "household".into()], &runs);
+    let row = t.rows.iter().find(|r| r.metric.starts_with("machine: CPU time stolen")).expect("the row");
+    assert_eq!(row.cells[1].map(|c| c.mean), Some(0.3));
+}
