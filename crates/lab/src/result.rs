@@ -377,14 +377,22 @@ impl Table {
         Table { columns, rows: Vec::new() }
     }
 
-    /// The machine's row, where any of `runs` measured it: the share of the CPU time the
-    /// hypervisor stole while each ran (`cpu_stolen`, see `harness::machine`), the first thing
-    /// to read before comparing two columns. `case` prefixes the label ("case: machine: ...").
-    pub fn add_stolen_row(&mut self, runs: &[&RunResult], case: Option<&str>) {
-        if runs.iter().any(|r| r.metric("cpu_stolen", None).is_some()) {
-            let what = "machine: CPU time stolen by the hypervisor";
-            let label = case.map_or(what.to_string(), |c| format!("{c}: {what}"));
-            self.add_rows(runs, [RowSpec::new(label, Unit::Ratio, "cpu_stolen")]);
+    /// The machine's rows, each where any of `runs` measured it: the share of the CPU time the
+    /// hypervisor stole while each ran (`cpu_stolen`, see `harness::machine`) and how late the
+    /// testbed's delay element released packets (`path_lateness`, `path_late_share`, see
+    /// `slipstream_testbed::delay_stats`): the first things to read before comparing two
+    /// columns. `case` prefixes the labels ("case: machine: ...").
+    pub fn add_machine_rows(&mut self, runs: &[&RunResult], case: Option<&str>) {
+        let rows = [
+            ("machine: CPU time stolen by the hypervisor", Unit::Ratio, "cpu_stolen"),
+            ("machine: the delay element's lateness, mean", Unit::Ms, "path_lateness"),
+            ("machine: packets the delay element released > 1 ms late", Unit::Ratio, "path_late_share"),
+        ];
+        for (what, unit, name) in rows {
+            if runs.iter().any(|r| r.metric(name, None).is_some()) {
+                let label = case.map_or(what.to_string(), |c| format!("{c}: {what}"));
+                self.add_rows(runs, [RowSpec::new(label, unit, name)]);
+            }
         }
     }
 

@@ -56,7 +56,7 @@ fn table_aggregates_per_alternative() {
 }
 
 #[test]
-fn the_stolen_row_only_where_measured() {
+fn the_machine_rows_only_where_measured() {
     let run = |alt: &str, stolen: Option<f64>| RunResult {
         scenario: "x".into(),
         alternative: alt.into(),
@@ -66,12 +66,24 @@ fn the_stolen_row_only_where_measured() {
     let runs = [run("a", Some(0.1)), run("a", Some(0.3)), run("b", None)];
     let refs: Vec<&RunResult> = runs.iter().collect();
     let mut t = Table::new(vec!["a".into(), "b".into()]);
-    t.add_stolen_row(&refs[2..], Some("N = 1"));
+    t.add_machine_rows(&refs[2..], Some("N = 1"));
     assert!(t.rows.is_empty(), "no run measured it");
-    t.add_stolen_row(&refs, Some("N = 1"));
+    t.add_machine_rows(&refs, Some("N = 1"));
     assert_eq!(t.rows[0].metric, "N = 1: machine: CPU time stolen by the hypervisor");
     let cell = Cell { mean: 0.2, range: Some((0.1, 0.3)) };
     assert_eq!(t.rows[0].cells, vec![Some(cell), None]);
-    t.add_stolen_row(&refs, None);
+    t.add_machine_rows(&refs, None);
     assert_eq!(t.rows[1].metric, "machine: CPU time stolen by the hypervisor");
+    assert_eq!(t.rows.len(), 2, "no run has the delay element's rows");
+    // With the delay element's lateness: its rows follow, each where measured.
+    let mut late = run("b", None);
+    late.metrics.push(Metric::new("path_lateness", Unit::Ms, 1.7));
+    let refs = [refs[0], &late];
+    t.add_machine_rows(&refs, None);
+    let labels: Vec<&str> = t.rows[2..].iter().map(|r| r.metric.as_str()).collect();
+    assert_eq!(
+        labels,
+        ["machine: CPU time stolen by the hypervisor", "machine: the delay element's lateness, mean"]
+    );
+    assert_eq!(t.rows[3].cells, vec![None, Some(Cell { mean: 1.7, range: None })]);
 }

@@ -200,6 +200,7 @@ impl Testbed {
         ]);
         // Read only on SIGHUP ([`Testbed::set_one_way_delays`]); not created until then.
         c.arg("--control-file").arg(self.delay_control_file());
+        c.arg("--stats-file").arg(self.delay_stats_file());
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

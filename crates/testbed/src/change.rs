@@ -2,10 +2,12 @@
 //! bottleneck's rate, and the delay element's one-way delays (a route change).
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 
 use crate::delay_line::delay_from_ms;
+use crate::delay_stats::DelayStats;
 use crate::topology::{Ns, ISP_DOWN_IF};
 use crate::{cmd, Testbed};
 
@@ -40,6 +42,39 @@ impl Testbed {
     /// [`set_one_way_delays`](Self::set_one_way_delays), removed at teardown.
     pub fn delay_control_file(&self) -> PathBuf {
         std::env::temp_dir().join(format!("{}-delay.ctl", self.spec.name_prefix))
+    }
+
+    /// Where the delay element writes its counters at exit (`slipstream-delay --stats-file`),
+    /// under the temporary directory, named after the testbed; removed at teardown.
+    pub fn delay_stats_file(&self) -> PathBuf {
+        std::env::temp_dir().join(format!("{}-delay.stats", self.spec.name_prefix))
+    }
+
+    /// Stops the delay element (SIGTERM: it releases every held packet first) and returns its
+    /// counters; `None` if this testbed has none. For the end of a run, once its flows are
+    /// done: from here on no packet crosses the isp (the NFQUEUE rules have no listener).
+    pub fn stop_delay_element(&self) -> Result<Option<DelayStats>> {
+        let element = {
+            let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
+            match owned.iter().position(|o| o.label == "slipstream-delay") {
+                Some(i) => owned.remove(i),
+                None => return Ok(None),
+            }
+        };
+        let mut child = element.child;
+        cmd::signal(child.id(), libc::SIGTERM);
+        let exited = cmd::wait_until(Duration::from_secs(2), || !matches!(child.try_wait(), Ok(None)));
+        if !exited {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("slipstream-delay ignored SIGTERM");
+        }
+        let status = child.wait().context("waiting for slipstream-delay")?;
+        ensure!(status.success(), "slipstream-delay exited with {status}");
+        let path = self.delay_stats_file();
+        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
+        let _ = std::fs::remove_file(&path);
+        DelayStats::parse(&text).map(Some)
     }
 
     /// Sets the delay element's one-way delays, downloads (server → router) and uploads: they

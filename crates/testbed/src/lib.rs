@@ -69,6 +69,7 @@ mod change;
 pub mod cmd;
 pub mod daemon;
 pub mod delay_line;
+pub mod delay_stats;
 pub mod dnsmasq;
 pub mod forward;
 pub mod iperf;
@@ -384,6 +385,7 @@ impl Testbed {
             let _ = o.child.wait();
         }
         let _ = std::fs::remove_file(self.delay_control_file());
+        let _ = std::fs::remove_file(self.delay_stats_file());
         let mut errors = Vec::new();
         for name in std::mem::take(&mut self.created).into_iter().rev() {
             if let Err(e) = delete_netns(&name) {

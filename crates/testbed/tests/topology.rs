@@ -67,6 +67,23 @@ fn rtt_rate_and_teardown() {
     assert!(res.local_port.is_some());
     assert!(tb.delay_element_alive());
 
+    // The element's own counters: it held the pings and the download's data both ways
+    // (8 s at 10 Mbit/s is about 6700 full-size packets).
+    let stats = tb
+        .stop_delay_element()
+        .expect("stop the element")
+        .expect("it ran");
+    eprintln!(
+        "delay element: {:?}, mean lateness {:?}, {:.3} late > 1 ms",
+        stats.lanes,
+        stats.mean_lateness(),
+        stats.late_share().unwrap_or(0.0)
+    );
+    assert_eq!(stats.lanes.len(), 2);
+    assert!(stats.lanes.iter().all(|l| l.packets > 1000), "{:?}", stats.lanes);
+    assert!(!tb.delay_stats_file().exists(), "read and removed");
+    assert_eq!(tb.stop_delay_element().unwrap(), None, "stopped once");
+
     drop(tb);
     assert!(
         leftovers(&prefix).is_empty(),

@@ -341,6 +341,7 @@ impl<'a> Run<'a> {
             let notes = active.teardown(&tb)?;
             self.result.notes.extend(notes);
         }
+        self.add_delay_element_metrics(&tb);
         let prefix = tb.spec().name_prefix.clone();
         drop(tb);
         if self.setup.torrent.is_some() {
@@ -353,6 +354,24 @@ impl<'a> Run<'a> {
             .collect();
         ensure!(left.is_empty(), "namespaces left after teardown: {left:?}");
         Ok(std::mem::take(&mut self.result))
+    }
+
+    /// The delay element's accuracy over the run (see `slipstream_testbed::delay_stats`): the
+    /// mean lateness of its releases (`path_lateness`) and the share more than 1 ms late
+    /// (`path_late_share`). A controller reads that lateness as queueing delay. A report the
+    /// element could not give is a note, not a failed run.
+    fn add_delay_element_metrics(&mut self, tb: &Testbed) {
+        use crate::result::Metric;
+        match tb.stop_delay_element() {
+            Ok(Some(stats)) => {
+                let late = stats.mean_lateness().map(|d| d.as_secs_f64() * 1e3);
+                self.result.metrics.extend(late.map(|v| Metric::new("path_lateness", Unit::Ms, v)));
+                let share = stats.late_share();
+                self.result.metrics.extend(share.map(|v| Metric::new("path_late_share", Unit::Ratio, v)));
+            }
+            Ok(None) => {}
+            Err(e) => self.result.notes.push(format!("the delay element's accuracy is unknown: {e:#}")),
+        }
     }
 
     /// The QUIC flows' sender statistics (packets lost and sent, loss rate, smoothed RTT) and

@@ -86,6 +86,6 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
         RowSpec::new("ping RTT beside BG, stable", Unit::Ms, "be_rtt").period("stable"),
     ];
     let mut table = Table::of(opts.alternative_labels(), runs, rows);
-    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table.add_machine_rows(&runs.iter().collect::<Vec<_>>(), None);
     table
 }

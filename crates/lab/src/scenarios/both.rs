@@ -232,7 +232,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
                 .period(&format!("{link} {}", PHASES[i].0))
         });
         table.add_rows(&refs, link_rows);
-        table.add_stolen_row(&refs, Some(n));
+        table.add_machine_rows(&refs, Some(n));
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             table.add_rows(
                 &refs,

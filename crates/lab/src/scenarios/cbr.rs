@@ -107,6 +107,6 @@ fn table(opts: &ScenarioOptions, runs: &[RunResult]) -> Table {
         RowSpec::new(label, unit, name).period(period).paper(Paper::about(v, decimals, src))
     });
     let mut table = Table::of(opts.alternative_labels(), runs, rows);
-    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table.add_machine_rows(&runs.iter().collect::<Vec<_>>(), None);
     table
 }

@@ -426,7 +426,7 @@ fn table(columns: Vec<String>, runs: &[RunResult]) -> Table {
         rows.push(RowSpec::new("iperf3 flows that failed", Unit::Count, "flows_failed"));
     }
     let mut table = Table::of(columns, runs, rows);
-    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table.add_machine_rows(&runs.iter().collect::<Vec<_>>(), None);
     table
 }
 

@@ -471,7 +471,7 @@ fn table(columns: Vec<String>, report: &ScenarioReport) -> Table {
     ];
     table.add_rows(&report.runs_with("case", "rtt"), rows);
     let all: Vec<&RunResult> = report.runs.iter().collect();
-    table.add_stolen_row(&all, None);
+    table.add_machine_rows(&all, None);
     if report.runs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
         table.add_rows(&all, [RowSpec::new("iperf3 flows that failed", Unit::Count, "flows_failed")]);
     }

@@ -62,7 +62,7 @@ pub fn run(ctx: &LabContext, opts: &ScenarioOptions) -> Result<ScenarioReport> {
     }
     report.title =
         format!("onoff: on/off BE download (T = {list} s) beside a background download, 6 Mbit/s reverse");
-    table.add_stolen_row(&report.runs.iter().collect::<Vec<_>>(), None);
+    table.add_machine_rows(&report.runs.iter().collect::<Vec<_>>(), None);
     report.table = table;
     report.notes = vec![
         "each BE on period is a new iperf3 connection (slow start each time); the paper's sender kept one"

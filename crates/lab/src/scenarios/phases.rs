@@ -232,7 +232,7 @@ pub fn run_mixes(
         for row in COMMON_ROWS.iter().chain(&m.rows) {
             add_row(&mut table, &refs, &m.case, *row);
         }
-        table.add_stolen_row(&refs, Some(&m.case));
+        table.add_machine_rows(&refs, Some(&m.case));
         if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
             let label = format!("{}: flows that could not connect", m.case);
             table.add_rows(&refs, [RowSpec::new(label, Unit::Count, "flows_failed")]);

@@ -265,7 +265,7 @@ fn run_scenario(ctx: &LabContext, opts: &ScenarioOptions, bg: Background) -> Res
     if refs.iter().any(|r| r.metric("flows_failed", None).is_some()) {
         table.add_rows(&refs, [RowSpec::new("flows that failed", Unit::Count, "flows_failed")]);
     }
-    table.add_stolen_row(&refs, None);
+    table.add_machine_rows(&refs, None);
     let what = match bg {
         Background::Quic => "a background QUIC download",
         Background::Utp => "a background uTP torrent",

@@ -184,7 +184,7 @@ fn table(opts: &ScenarioOptions, periods: &[f64], runs: &[RunResult]) -> Table {
         }
     }
     let mut table = Table::of(opts.alternative_labels(), runs, rows);
-    table.add_stolen_row(&runs.iter().collect::<Vec<_>>(), None);
+    table.add_machine_rows(&runs.iter().collect::<Vec<_>>(), None);
     table
 }
 

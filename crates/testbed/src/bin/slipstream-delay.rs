@@ -38,6 +38,7 @@ use anyhow::{bail, Context, Result};
 use clap::Parser;
 use nfq::{Message, Queue, Verdict};
 use slipstream_testbed::delay_line::{delay_from_ms, parse_control, DelayLine};
+use slipstream_testbed::delay_stats::{DelayStats, LaneStats};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -68,6 +69,10 @@ struct Args {
     /// `--queue` and, if given, `--queue2`); they apply to packets arriving after it.
     #[arg(long)]
     control_file: Option<PathBuf>,
+    /// At exit, write each queue's counters (packets, lateness) to this file
+    /// (`slipstream_testbed::delay_stats`), for the lab's record of the element's accuracy.
+    #[arg(long)]
+    stats_file: Option<PathBuf>,
 }
 
 /// Switches to SCHED_FIFO at `prio`; failure is only a warning (accuracy degrades under load).
@@ -378,6 +383,21 @@ fn run(args: Args) -> Result<()> {
             lane.late_max.as_secs_f64() * 1e6,
             lane.late_over_1ms
         );
+    }
+    if let Some(path) = &args.stats_file {
+        let stats = DelayStats {
+            lanes: lanes
+                .iter()
+                .map(|l| LaneStats {
+                    queue: l.queue_num,
+                    packets: l.packets,
+                    late_sum_us: l.late_sum.as_micros() as u64,
+                    late_max_us: l.late_max.as_micros() as u64,
+                    late_over_1ms: l.late_over_1ms,
+                })
+                .collect(),
+        };
+        std::fs::write(path, stats.to_text()).with_context(|| format!("writing {}", path.display()))?;
     }
     Ok(())
 }
