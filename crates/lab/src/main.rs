@@ -82,6 +82,9 @@ fn install_signal_handlers(flag: Arc<AtomicBool>) -> Result<()> {
 /// Checks the numbers of `o` and that every `--set` key is one of `chosen`'s.
 fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
     ensure!(o.duration_scale > 0.0 && o.duration_scale.is_finite(), "--scale must be positive");
+    if let Some(ms) = o.max_lateness_ms {
+        ensure!(ms > 0.0 && ms.is_finite(), "--max-lateness must be positive");
+    }
     ensure!(o.rate_mbit > 0.0 && o.rate_mbit.is_finite(), "--rate must be positive");
     if let Some(up) = o.upload_rate_mbit {
         ensure!(up > 0.0 && up.is_finite(), "--up-rate must be positive");

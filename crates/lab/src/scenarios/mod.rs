@@ -222,6 +222,11 @@ pub struct ScenarioOptions {
     /// Scenario-specific options, key=value (repeatable; unknown keys are errors).
     #[arg(long = "set", value_parser = parse_key_value)]
     pub set: Vec<(String, String)>,
+    /// Runs again (at most twice more) a run whose delay element released packets later than
+    /// this on average, ms: the host set its delays, and a delay-based controller read them as
+    /// queue (docs/lab/about.md, the machine rows). Off by default.
+    #[arg(long = "max-lateness")]
+    pub max_lateness_ms: Option<f64>,
 }
 
 fn parse_key_value(kv: &str) -> Result<(String, String)> {
