@@ -201,6 +201,9 @@ impl Testbed {
         // Read only on SIGHUP ([`Testbed::set_one_way_delays`]); not created until then.
         c.arg("--control-file").arg(self.delay_control_file());
         c.arg("--stats-file").arg(self.delay_stats_file());
+        if let Some((every, length)) = self.spec.stalls_ms {
+            c.args(["--stall-every-ms", &every.to_string(), "--stall-ms", &length.to_string()]);
+        }
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());

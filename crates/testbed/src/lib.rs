@@ -70,6 +70,7 @@ pub mod cmd;
 pub mod daemon;
 pub mod delay_line;
 pub mod delay_stats;
+pub mod stalls;
 pub mod dnsmasq;
 pub mod forward;
 pub mod iperf;

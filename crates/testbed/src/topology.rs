@@ -46,6 +46,9 @@ pub struct TopologySpec {
     pub timestamps_off: Vec<u8>,
     /// Adds the flood namespace [`Ns::Flood`] (see the crate docs; default false).
     pub flood_source: bool,
+    /// Stalls of the delay element on purpose, `(mean gap, length)` in ms (see
+    /// [`crate::stalls`]): jitter that no queue holds. Default none.
+    pub stalls_ms: Option<(f64, f64)>,
 }
 
 impl Default for TopologySpec {
@@ -63,6 +66,7 @@ impl Default for TopologySpec {
             clients: 1,
             timestamps_off: Vec::new(),
             flood_source: false,
+            stalls_ms: None,
         }
     }
 }

@@ -123,6 +123,7 @@ impl<'a> Run<'a> {
             servers: setup.servers,
             clients: setup.clients,
             timestamps_off: setup.timestamps_off.clone(),
+            stalls_ms: opts.stalls_ms,
             ..TopologySpec::default()
         };
         let tb = Testbed::build(spec).context("building the topology")?;
@@ -176,7 +177,10 @@ impl<'a> Run<'a> {
             extra: setup.extra.clone(),
         };
         let (scenario, alternative) = (setup.scenario.clone(), setup.alternative.label());
-        let result = RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
+        let mut result = RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
+        if let Some((every, length)) = opts.stalls_ms {
+            result.notes.push(format!("the delay element stalled {length} ms at a time, {every} ms apart on average"));
+        }
         let flows = Vec::new();
         let active = Some(active);
         let tb = Some(tb);

@@ -227,6 +227,23 @@ pub struct ScenarioOptions {
     /// queue (docs/lab/about.md, the machine rows). Off by default.
     #[arg(long = "max-lateness")]
     pub max_lateness_ms: Option<f64>,
+    /// Jitter that no queue holds, `EVERY_MS:LENGTH_MS`: the delay element stops releasing
+    /// packets for LENGTH_MS at random moments, EVERY_MS apart on average, both directions (a
+    /// far Wi-Fi's retries, a busy host; `slipstream_testbed::stalls`). Off by default.
+    #[arg(long = "stalls", value_parser = parse_stalls)]
+    pub stalls_ms: Option<(f64, f64)>,
+}
+
+fn parse_stalls(text: &str) -> Result<(f64, f64)> {
+    let (every, length) = text.split_once(':').context("expected EVERY_MS:LENGTH_MS")?;
+    let ms = |what: &str, v: &str| -> Result<f64> {
+        let ms: f64 = v.trim().parse().with_context(|| format!("{what} {v:?} is not a number"))?;
+        ensure!(ms.is_finite() && ms > 0.0, "{what} must be a positive number of ms, got {ms}");
+        Ok(ms)
+    };
+    let (every, length) = (ms("EVERY_MS", every)?, ms("LENGTH_MS", length)?);
+    ensure!(length < every, "stalls of {length} ms every {every} ms would hold the path most of the time");
+    Ok((every, length))
 }
 
 fn parse_key_value(kv: &str) -> Result<(String, String)> {

@@ -32,3 +32,12 @@ fn options() {
         assert_eq!(s.alternatives.first(), Some(&Alternative::Household), "{}", s.name);
     }
 }
+
+#[test]
+fn stalls_are_a_gap_and_a_shorter_length_in_ms() {
+    assert_eq!(parse_stalls("200:5").unwrap(), (200.0, 5.0));
+    assert_eq!(parse_stalls(" 50 : 2.5 ").unwrap(), (50.0, 2.5));
+    for bad in ["200", "0:1", "200:0", "5:200", "x:1", "1:nan"] {
+        assert!(parse_stalls(bad).is_err(), "{bad}");
+    }
+}

@@ -39,6 +39,7 @@ use clap::Parser;
 use nfq::{Message, Queue, Verdict};
 use slipstream_testbed::delay_line::{delay_from_ms, parse_control, DelayLine};
 use slipstream_testbed::delay_stats::{DelayStats, LaneStats};
+use slipstream_testbed::stalls::Stalls;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -73,6 +74,16 @@ struct Args {
     /// (`slipstream_testbed::delay_stats`), for the lab's record of the element's accuracy.
     #[arg(long)]
     stats_file: Option<PathBuf>,
+    /// Stalls on purpose (`slipstream_testbed::stalls`): every so often, on average this many
+    /// ms apart (exponential gaps), the element releases nothing for `--stall-ms`.
+    #[arg(long, requires = "stall_ms")]
+    stall_every_ms: Option<f64>,
+    /// The length of each stall, ms.
+    #[arg(long, requires = "stall_every_ms")]
+    stall_ms: Option<f64>,
+    /// The seed of the stalls' gaps (one seed, one schedule).
+    #[arg(long, default_value_t = 1)]
+    stall_seed: u64,
 }
 
 /// Switches to SCHED_FIFO at `prio`; failure is only a warning (accuracy degrades under load).
@@ -293,6 +304,19 @@ fn run(args: Args) -> Result<()> {
         queue.set_fail_open(q, false)?;
     }
     queue.set_nonblocking(true);
+    let mut stalls = match (args.stall_every_ms, args.stall_ms) {
+        (Some(every), Some(length)) => {
+            let (every, length) = (delay_from_ms(every)?, delay_from_ms(length)?);
+            if every.is_zero() {
+                bail!("--stall-every-ms must be positive");
+            }
+            Some(Stalls::new(every, length, args.stall_seed, Instant::now()))
+        }
+        _ => None,
+    };
+    // The end of the last stall: a packet due in it is late only past that end (the lateness
+    // reported is the host's, not the stalls asked for).
+    let mut last_stall_end: Option<Instant> = None;
     let timer = Timer::new()?;
     // The due time the timer is currently armed for (re-arming on every loop is wasteful).
     let mut armed_for: Option<Instant> = None;
@@ -333,12 +357,17 @@ fn run(args: Args) -> Result<()> {
                 Err(e) => return Err(e).context("nfqueue recv"),
             }
         }
-        // 2. Release everything that is due, in order.
+        // 2. Release everything that is due, in order (nothing in a stall).
         let now = Instant::now();
-        for lane in &mut lanes {
+        let stalled = stalls.as_mut().and_then(|s| s.stalled_until(now));
+        if stalled.is_some() {
+            last_stall_end = stalled;
+        }
+        for lane in lanes.iter_mut().filter(|_| stalled.is_none()) {
             while let Some((due, mut msg)) = lane.held.pop_due(now) {
                 msg.set_verdict(Verdict::Accept);
                 queue.verdict(msg)?;
+                let due = last_stall_end.map_or(due, |end| due.max(end.min(now)));
                 let late = Instant::now().saturating_duration_since(due);
                 lane.late_sum += late;
                 lane.late_max = lane.late_max.max(late);
@@ -347,6 +376,7 @@ fn run(args: Args) -> Result<()> {
         }
         // 3. Sleep until the next due time or until packets arrive.
         let next_due = lanes.iter().filter_map(|l| l.held.next_due()).min();
+        let next_due = next_due.map(|d| stalled.map_or(d, |end| d.max(end)));
         match next_due.map(|d| d.saturating_duration_since(Instant::now())) {
             Some(Duration::ZERO) => continue,
             Some(t) if armed_for != next_due => {
