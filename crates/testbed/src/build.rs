@@ -202,7 +202,12 @@ impl Testbed {
         c.arg("--control-file").arg(self.delay_control_file());
         c.arg("--stats-file").arg(self.delay_stats_file());
         if let Some((every, length)) = self.spec.stalls_ms {
-            c.args(["--stall-every-ms", &every.to_string(), "--stall-ms", &length.to_string()]);
+            c.args([
+                "--stall-every-ms",
+                &every.to_string(),
+                "--stall-ms",
+                &length.to_string(),
+            ]);
         }
         c.stdin(Stdio::null())
             .stdout(Stdio::piped())

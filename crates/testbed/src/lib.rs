@@ -70,13 +70,13 @@ pub mod cmd;
 pub mod daemon;
 pub mod delay_line;
 pub mod delay_stats;
-pub mod stalls;
 pub mod dnsmasq;
 pub mod forward;
 pub mod iperf;
 mod netns;
 pub mod quic;
 pub mod scenario;
+pub mod stalls;
 mod topology;
 pub mod torrent;
 

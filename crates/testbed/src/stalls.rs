@@ -26,7 +26,12 @@ impl Stalls {
     /// Stalls of `length`, the gaps between them exponential with mean `mean_gap`, the first
     /// gap counted from `now`.
     pub fn new(mean_gap: Duration, length: Duration, seed: u64, now: Instant) -> Stalls {
-        let mut s = Stalls { mean_gap, length, state: seed | 1, next_start: now };
+        let mut s = Stalls {
+            mean_gap,
+            length,
+            state: seed | 1,
+            next_start: now,
+        };
         s.next_start = now + s.gap();
         s
     }

@@ -177,9 +177,12 @@ impl<'a> Run<'a> {
             extra: setup.extra.clone(),
         };
         let (scenario, alternative) = (setup.scenario.clone(), setup.alternative.label());
-        let mut result = RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
+        let mut result =
+            RunResult { scenario, alternative, started_unix: t0_unix, params, ..Default::default() };
         if let Some((every, length)) = opts.stalls_ms {
-            result.notes.push(format!("the delay element stalled {length} ms at a time, {every} ms apart on average"));
+            result.notes.push(format!(
+                "the delay element stalled {length} ms at a time, {every} ms apart on average"
+            ));
         }
         let flows = Vec::new();
         let active = Some(active);
