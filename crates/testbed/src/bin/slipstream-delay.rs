@@ -26,6 +26,11 @@
 //! reordered (after a shorter delay, a packet still leaves after the ones before it; see
 //! `slipstream_testbed::delay_line`). A file it cannot read or parse leaves the delays as they
 //! were (a warning on stderr). Without `--control-file`, SIGHUP keeps its default action.
+//!
+//! With `--stats-file PATH` it writes its counters there at exit (`slipstream_testbed::delay_stats`;
+//! the lab records its lateness per run). With `--stall-every-ms`/`--stall-ms` it stops
+//! releasing for a while at random moments (`slipstream_testbed::stalls`), jitter on purpose;
+//! the lateness it reports is then counted from each stall's end, so it stays the host's.
 
 use std::io::{ErrorKind, Write};
 use std::os::fd::RawFd;
