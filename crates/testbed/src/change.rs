@@ -2,7 +2,6 @@
 //! bottleneck's rate, and the delay element's one-way delays (a route change).
 
 use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
 
@@ -54,22 +53,19 @@ impl Testbed {
     /// counters; `None` if this testbed has none. For the end of a run, once its flows are
     /// done: from here on no packet crosses the isp (the NFQUEUE rules have no listener).
     pub fn stop_delay_element(&self) -> Result<Option<DelayStats>> {
-        let element = {
+        let mut element = {
             let mut owned = self.owned.lock().unwrap_or_else(|e| e.into_inner());
             match owned.iter().position(|o| o.label == "slipstream-delay") {
                 Some(i) => owned.remove(i),
                 None => return Ok(None),
             }
         };
-        let mut child = element.child;
-        cmd::signal(child.id(), libc::SIGTERM);
-        let exited = cmd::wait_until(Duration::from_secs(2), || !matches!(child.try_wait(), Ok(None)));
-        if !exited {
-            let _ = child.kill();
-            let _ = child.wait();
-            bail!("slipstream-delay ignored SIGTERM");
-        }
-        let status = child.wait().context("waiting for slipstream-delay")?;
+        cmd::signal(element.child.id(), libc::SIGTERM);
+        ensure!(
+            element.wait_or_kill(),
+            "slipstream-delay ignored SIGTERM (killed)"
+        );
+        let status = element.child.wait().context("waiting for slipstream-delay")?;
         ensure!(status.success(), "slipstream-delay exited with {status}");
         let path = self.delay_stats_file();
         let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;

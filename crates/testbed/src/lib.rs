@@ -98,6 +98,21 @@ pub(crate) struct Owned {
     pub(crate) child: Child,
 }
 
+impl Owned {
+    /// After a SIGTERM: waits up to 2 s for the process to exit, then kills it; whether it
+    /// exited on its own. Reaps it either way.
+    pub(crate) fn wait_or_kill(&mut self) -> bool {
+        let exited = cmd::wait_until(Duration::from_secs(2), || {
+            !matches!(self.child.try_wait(), Ok(None))
+        });
+        if !exited {
+            let _ = self.child.kill();
+        }
+        let _ = self.child.wait();
+        exited
+    }
+}
+
 /// A built topology. Dropping it tears everything down (see [`Testbed::teardown`]).
 pub struct Testbed {
     pub(crate) spec: TopologySpec,
@@ -374,16 +389,13 @@ impl Testbed {
             cmd::signal(o.child.id(), libc::SIGTERM);
         }
         for o in &mut owned {
-            let exited = cmd::wait_until(Duration::from_secs(2), || !matches!(o.child.try_wait(), Ok(None)));
-            if !exited {
+            if !o.wait_or_kill() {
                 eprintln!(
-                    "testbed: {} (pid {}) ignored SIGTERM, killing",
+                    "testbed: {} (pid {}) ignored SIGTERM, killed",
                     o.label,
                     o.child.id()
                 );
-                let _ = o.child.kill();
             }
-            let _ = o.child.wait();
         }
         let _ = std::fs::remove_file(self.delay_control_file());
         let _ = std::fs::remove_file(self.delay_stats_file());
