@@ -464,7 +464,8 @@ pub(crate) fn run_round<'f>(
         )
     };
     // What the controller decides, within the room the opposite link leaves the flows' ACKs.
-    let ack_cap = ack_cap(opposite, delivered, acks_across, min_rtt.or(base_rtt)).unwrap_or(u64::MAX);
+    let ack_cap =
+        ack_cap(opposite, delivered, acks_across, interval, min_rtt.or(base_rtt)).unwrap_or(u64::MAX);
     // A slowdown measures the bases: one flow at its floor at all times, not a duty cycle.
     let slowdown_budget = one_floor(mss);
     let in_force = *link.budget.get_or_insert(u64::from(mss) * INITIAL_SEGMENTS);

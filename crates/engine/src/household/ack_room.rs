@@ -29,6 +29,15 @@ pub(super) const ACK_SHARE: f64 = 0.03;
 /// uploads beside a call, the cap holds too; on a symmetric link it binds nothing (see
 /// [`ACK_SHARE`]).
 pub(super) const BEST_EFFORT_NEEDS: f64 = 0.1;
+/// ... and carried at least this fraction of what the background's ACKs carry there. A link
+/// that carries little but the background's ACKs is "full" of them at its capacity as its
+/// counters know it (their own peak): a ping or a phone's chatter beside them is a tenth of that,
+/// and the cap cut a download to 3% of its ACKs' rate, the link emptied, the cap let go, and the
+/// budget swung between the floors and the BDP every few seconds (lab `alone --rate 2 --rtt 100`,
+/// a ping on the idle uplink: the background filled 0.49 of the link). A best-effort upload that
+/// needs the link carries more than the ACKs squeezing it (8/0.5 Mbit/s: held to 0.47 of the
+/// uplink, against the ACKs' 0.40).
+pub(super) const BEST_EFFORT_VERSUS_ACKS: f64 = 0.5;
 
 /// What the opposite link's last round said (rates in bytes/s).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -55,29 +64,34 @@ impl OppositeLink {
     }
 
     /// The room (bytes/s) the link leaves the ACKs while best effort needs it (see
-    /// [`BEST_EFFORT_NEEDS`]); `None` while it does not.
-    fn room_for_acks(&self) -> Option<f64> {
+    /// [`BEST_EFFORT_NEEDS`] and [`BEST_EFFORT_VERSUS_ACKS`]; `ack_rate`: what the background's
+    /// ACKs carry there, bytes/s); `None` while it does not.
+    fn room_for_acks(&self, ack_rate: f64) -> Option<f64> {
         let capacity = self.capacity.filter(|c| *c > 0.0)?;
-        let needed = self.full == Some(true) && self.best_effort? >= BEST_EFFORT_NEEDS * capacity;
+        let best_effort = self.best_effort?;
+        let needed = self.full == Some(true)
+            && best_effort >= BEST_EFFORT_NEEDS * capacity
+            && best_effort >= BEST_EFFORT_VERSUS_ACKS * ack_rate;
         needed.then_some(ACK_SHARE * capacity)
     }
 }
 
 /// The largest budget (bytes in flight) whose ACKs fit the room the opposite link leaves them:
-/// the round delivered `delivered` bytes and sent `acks` across (IP packets, to which the
-/// opposite link's header is added), over a path of `rtt`. `None`: no cap (best effort does not
-/// need the opposite link, nothing delivered or no ACK counted, no RTT).
+/// the round (`interval` long) delivered `delivered` bytes and sent `acks` across (IP packets,
+/// to which the opposite link's header is added), over a path of `rtt`. `None`: no cap (best
+/// effort does not need the opposite link, nothing delivered or no ACK counted, no RTT).
 pub(super) fn ack_cap(
     opposite: OppositeLink,
     delivered: u64,
     acks: BestEffort,
+    interval: Duration,
     rtt: Option<Duration>,
 ) -> Option<u64> {
-    let room = opposite.room_for_acks()?;
     let acks = acks.bytes + acks.packets * opposite.header_bytes;
-    if delivered == 0 || acks == 0 {
+    if delivered == 0 || acks == 0 || interval.is_zero() {
         return None;
     }
+    let room = opposite.room_for_acks(acks as f64 / interval.as_secs_f64())?;
     let data_rate = room * delivered as f64 / acks as f64;
     Some((data_rate * rtt?.as_secs_f64()) as u64)
 }
@@ -94,6 +108,9 @@ mod tests {
         header_bytes: 14,
     };
 
+    /// The rounds' length: the ACKs below are bytes a second.
+    const ROUND: Duration = Duration::from_secs(1);
+
     /// `n` ACKs of `ip` bytes each.
     fn acks(n: u64, ip: u64) -> BestEffort {
         BestEffort {
@@ -107,21 +124,30 @@ mod tests {
         // One 66-byte ACK per two 1514-byte segments (1448 delivered each): the room is 7.5 kB/s
         // of ACKs, 329 kB/s (2.6 Mbit/s) of data; over 40 ms, 13 kB in flight.
         let rtt = Some(Duration::from_millis(40));
-        assert_eq!(ack_cap(UPLINK, 2 * 1448 * 100, acks(100, 52), rtt), Some(13_163));
+        assert_eq!(
+            ack_cap(UPLINK, 2 * 1448 * 100, acks(100, 52), ROUND, rtt),
+            Some(13_163)
+        );
         // An ACK per segment: half the data.
-        assert_eq!(ack_cap(UPLINK, 2 * 1448 * 100, acks(200, 52), rtt), Some(6_581));
+        assert_eq!(
+            ack_cap(UPLINK, 2 * 1448 * 100, acks(200, 52), ROUND, rtt),
+            Some(6_581)
+        );
         // The link-layer header counts: without it (PPP) the same ACKs are 52 bytes.
         let ppp = OppositeLink {
             header_bytes: 0,
             ..UPLINK
         };
-        assert_eq!(ack_cap(ppp, 2 * 1448 * 100, acks(100, 52), rtt), Some(16_707));
+        assert_eq!(
+            ack_cap(ppp, 2 * 1448 * 100, acks(100, 52), ROUND, rtt),
+            Some(16_707)
+        );
     }
 
     #[test]
     fn no_cap_while_best_effort_does_not_need_the_opposite_link() {
         let rtt = Some(Duration::from_millis(40));
-        let cap = |opposite| ack_cap(opposite, 289_600, acks(100, 52), rtt);
+        let cap = |opposite| ack_cap(opposite, 289_600, acks(100, 52), ROUND, rtt);
         // Not full (a call, a small upload), or best effort under a tenth of it (pings, DNS,
         // the ACKs of best effort's downloads).
         assert_eq!(
@@ -153,9 +179,9 @@ mod tests {
             None
         );
         // Nothing delivered, no ACK seen, no RTT.
-        assert_eq!(ack_cap(UPLINK, 0, acks(100, 52), rtt), None);
-        assert_eq!(ack_cap(UPLINK, 289_600, acks(0, 52), rtt), None);
-        assert_eq!(ack_cap(UPLINK, 289_600, acks(100, 52), None), None);
+        assert_eq!(ack_cap(UPLINK, 0, acks(100, 52), ROUND, rtt), None);
+        assert_eq!(ack_cap(UPLINK, 289_600, acks(0, 52), ROUND, rtt), None);
+        assert_eq!(ack_cap(UPLINK, 289_600, acks(100, 52), ROUND, None), None);
     }
 
     #[test]
@@ -168,7 +194,38 @@ mod tests {
             ..UPLINK
         };
         let rtt = Some(Duration::from_millis(100));
-        assert_eq!(ack_cap(uplink, 2 * 1448 * 100, acks(100, 52), rtt), Some(164_545));
-        assert_eq!(ack_cap(uplink, 2 * 1448 * 100, acks(100, 64), rtt), Some(139_230));
+        assert_eq!(
+            ack_cap(uplink, 2 * 1448 * 100, acks(100, 52), ROUND, rtt),
+            Some(164_545)
+        );
+        assert_eq!(
+            ack_cap(uplink, 2 * 1448 * 100, acks(100, 64), ROUND, rtt),
+            Some(139_230)
+        );
+    }
+
+    #[test]
+    fn no_cap_on_a_link_that_carries_little_but_the_acks() {
+        // A 2 Mbit/s download at 100 ms: a 100 ms round delivers 25 kB and sends 9 ACKs (594
+        // bytes on the wire, 5.94 kB/s) up a link that carries nothing else but a ping (0.9 kB/s):
+        // its capacity as counted is its own peak, 7 kB/s, and it reads full.
+        let idle = OppositeLink {
+            full: Some(true),
+            capacity: Some(7e3),
+            best_effort: Some(900.0),
+            header_bytes: 14,
+        };
+        let (round, rtt) = (Duration::from_millis(100), Some(Duration::from_millis(100)));
+        // The ping is over a tenth of the link but under half the ACKs: no cap.
+        assert_eq!(ack_cap(idle, 25_000, acks(9, 52), round, rtt), None);
+        // Best effort at 3 kB/s, over half the ACKs' 5.94: the room is 3% of 7 kB/s, 210 B/s,
+        // 8838 B/s of data, 883 bytes in flight over 100 ms.
+        let busy = OppositeLink {
+            best_effort: Some(3e3),
+            ..idle
+        };
+        assert_eq!(ack_cap(busy, 25_000, acks(9, 52), round, rtt), Some(883));
+        // No round length: no rate, no cap.
+        assert_eq!(ack_cap(busy, 25_000, acks(9, 52), Duration::ZERO, rtt), None);
     }
 }
