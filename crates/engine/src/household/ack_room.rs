@@ -111,6 +111,17 @@ mod tests {
     /// The rounds' length: the ACKs below are bytes a second.
     const ROUND: Duration = Duration::from_secs(1);
 
+    /// The cap for a round of 200 segments delivered (1448 bytes each) and `acks`, over `rtt_ms`.
+    fn cap_of_200_segments(opposite: OppositeLink, acks: BestEffort, rtt_ms: u64) -> Option<u64> {
+        ack_cap(
+            opposite,
+            2 * 1448 * 100,
+            acks,
+            ROUND,
+            Some(Duration::from_millis(rtt_ms)),
+        )
+    }
+
     /// `n` ACKs of `ip` bytes each.
     fn acks(n: u64, ip: u64) -> BestEffort {
         BestEffort {
@@ -123,25 +134,15 @@ mod tests {
     fn acks_fit_three_percent_of_an_uplink_best_effort_needs() {
         // One 66-byte ACK per two 1514-byte segments (1448 delivered each): the room is 7.5 kB/s
         // of ACKs, 329 kB/s (2.6 Mbit/s) of data; over 40 ms, 13 kB in flight.
-        let rtt = Some(Duration::from_millis(40));
-        assert_eq!(
-            ack_cap(UPLINK, 2 * 1448 * 100, acks(100, 52), ROUND, rtt),
-            Some(13_163)
-        );
+        assert_eq!(cap_of_200_segments(UPLINK, acks(100, 52), 40), Some(13_163));
         // An ACK per segment: half the data.
-        assert_eq!(
-            ack_cap(UPLINK, 2 * 1448 * 100, acks(200, 52), ROUND, rtt),
-            Some(6_581)
-        );
+        assert_eq!(cap_of_200_segments(UPLINK, acks(200, 52), 40), Some(6_581));
         // The link-layer header counts: without it (PPP) the same ACKs are 52 bytes.
         let ppp = OppositeLink {
             header_bytes: 0,
             ..UPLINK
         };
-        assert_eq!(
-            ack_cap(ppp, 2 * 1448 * 100, acks(100, 52), ROUND, rtt),
-            Some(16_707)
-        );
+        assert_eq!(cap_of_200_segments(ppp, acks(100, 52), 40), Some(16_707));
     }
 
     #[test]
@@ -193,15 +194,8 @@ mod tests {
             best_effort: Some(1.2e6),
             ..UPLINK
         };
-        let rtt = Some(Duration::from_millis(100));
-        assert_eq!(
-            ack_cap(uplink, 2 * 1448 * 100, acks(100, 52), ROUND, rtt),
-            Some(164_545)
-        );
-        assert_eq!(
-            ack_cap(uplink, 2 * 1448 * 100, acks(100, 64), ROUND, rtt),
-            Some(139_230)
-        );
+        assert_eq!(cap_of_200_segments(uplink, acks(100, 52), 100), Some(164_545));
+        assert_eq!(cap_of_200_segments(uplink, acks(100, 64), 100), Some(139_230));
     }
 
     #[test]
