@@ -15,6 +15,9 @@ use slipstream_testbed::{Ns, Testbed, ROUTER_LAN_IF};
 
 use crate::scenarios::ScenarioOptions;
 
+/// `--set fixed_window_bdp=F`: `fixed-rwnd`'s window in BDPs of the path.
+pub const FIXED_WINDOW_BDP: &str = "fixed_window_bdp";
+
 /// One alternative compared in a scenario; its command-line name (clap's [`ValueEnum`]) is its
 /// label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, ValueEnum)]
@@ -92,9 +95,18 @@ impl Alternative {
         })
     }
 
-    /// The fixed window used by `FixedRwnd` for a path with this BDP.
-    fn fixed_window_bytes(&self, bdp_bytes: u64) -> Option<u64> {
-        (*self == Alternative::FixedRwnd).then_some((bdp_bytes / 2).max(1))
+    /// The fixed window used by `FixedRwnd`: `--set fixed_window_bdp=F` BDPs of the path, BDP / 2
+    /// if not set (a sweep of F draws the trade a constant window makes, e.g. beside browsing).
+    fn fixed_window_bytes(&self, opts: &ScenarioOptions) -> Result<Option<u64>> {
+        if *self != Alternative::FixedRwnd {
+            return Ok(None);
+        }
+        let fraction: f64 = opts.extra_or(FIXED_WINDOW_BDP, 0.5)?;
+        ensure!(
+            fraction > 0.0 && fraction.is_finite(),
+            "--set {FIXED_WINDOW_BDP}={fraction}: a window is a positive number of BDPs"
+        );
+        Ok(Some(((opts.bdp_bytes() as f64 * fraction).round() as u64).max(1)))
     }
 
     /// The daemon's TOML config for this alternative, or `None` if it runs no daemon.
@@ -107,7 +119,8 @@ impl Alternative {
             Alternative::SlipstreamPaper => r#"{ kind = "vulture", variant = "paper" }"#.to_string(),
             Alternative::FixedRwnd => format!(
                 r#"{{ kind = "fixed_window", window_bytes = {} }}"#,
-                self.fixed_window_bytes(env.opts.bdp_bytes())?
+                // An invalid `--set` is reported by `setup`, which asks first.
+                self.fixed_window_bytes(&env.opts).ok().flatten()?
             ),
             _ => r#""household""#.to_string(),
         };
@@ -191,6 +204,7 @@ impl Alternative {
     pub fn setup(&self, tb: &Testbed, env: &AltEnv) -> Result<ActiveAlternative> {
         let mut active = ActiveAlternative::default();
         let stem = self.label();
+        let window = self.fixed_window_bytes(&env.opts)?;
         let sock = env.work_dir.join(format!("{stem}.sock"));
         if let Some(text) = self.daemon_config(env, &sock) {
             let config_path = env.work_dir.join(format!("{stem}.toml"));
@@ -199,7 +213,6 @@ impl Alternative {
             let log = env.work_dir.join(format!("{stem}-slipstreamd.log"));
             let daemon = Daemon::start(tb, &env.daemon_bin, &config_path, METRICS_ADDR, &log)
                 .with_context(|| format!("starting slipstreamd for {}", self.label()))?;
-            let window = self.fixed_window_bytes(env.opts.bdp_bytes());
             active.notes.extend(window.map(|w| format!("fixed window {w} bytes")));
             active.daemon = Some(daemon);
             active.control_socket = Some(sock);

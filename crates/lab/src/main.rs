@@ -91,6 +91,8 @@ fn check(o: &ScenarioOptions, chosen: &[&Scenario]) -> Result<()> {
     }
     ensure!(o.rtt_ms >= 0.0 && o.rtt_ms.is_finite(), "--rtt must be >= 0");
     let mut valid: Vec<&str> = chosen.iter().flat_map(|s| s.set_keys).copied().collect();
+    // The alternatives' own keys apply in every scenario.
+    valid.push(slipstream_lab::alternatives::FIXED_WINDOW_BDP);
     valid.sort_unstable();
     valid.dedup();
     if let Some((k, _)) = o.set.iter().find(|(k, _)| !valid.contains(&k.as_str())) {

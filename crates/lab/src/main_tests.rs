@@ -20,7 +20,9 @@ fn set_keys_are_checked_against_the_scenario() {
     let typo = run_args(&["lab", "udp-square", "--set", "period=1,5"]).opts;
     let err = check(&typo, &[scenarios::lookup("udp-square").unwrap()]).unwrap_err().to_string();
     assert!(err.contains("--set period: unknown key"), "{err}");
-    assert!(err.contains("valid: periods"), "{err}");
+    assert!(err.contains("valid: fixed_window_bdp, periods"), "{err}");
+    let window = run_args(&["lab", "udp-square", "--set", "fixed_window_bdp=0.75"]).opts;
+    check(&window, &[scenarios::lookup("udp-square").unwrap()]).unwrap();
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--set", "novalue"]).is_err());
     assert!(cli().try_get_matches_from(["lab", "udp-square", "--repeats", "0"]).is_err());
     let alts = run_args(&["lab", "udp-square", "--alternatives", "no-control,slipstream,htb-90"]);

@@ -100,6 +100,21 @@ fn configs_validate() {
 }
 
 #[test]
+fn fixed_window_in_bdps_from_the_command_line() {
+    let with = |value: &str| {
+        let opts =
+            ScenarioOptions { set: vec![(FIXED_WINDOW_BDP.into(), value.into())], ..Default::default() };
+        Alternative::FixedRwnd.fixed_window_bytes(&opts)
+    };
+    // 10 Mbit/s x 100 ms = 125 000 bytes.
+    assert_eq!(with("0.75").unwrap(), Some(93_750));
+    assert_eq!(with("2").unwrap(), Some(250_000));
+    assert!(with("0").is_err());
+    assert!(with("half").is_err());
+    assert_eq!(Alternative::Household.fixed_window_bytes(&ScenarioOptions::default()).unwrap(), None);
+}
+
+#[test]
 fn htb_tree() {
     assert!(Alternative::Slipstream.htb_script(&env(), "br-lan").is_none());
     let script = Alternative::Htb90.htb_script(&env(), "br-lan").unwrap();
