@@ -3,15 +3,35 @@
 # end-to-end tests in network namespaces (those need root). Usage: sudo scripts/test.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-source scripts/setup.sh
+# Every step's start and length go to the log, and a table of them at the end (where CI's time goes).
+steps_log=$(mktemp)
+step_start() { echo "scripts/test.sh: [$(date -u +%H:%M:%S), ${SECONDS} s] $*" >&2; }
+step_end() { printf '%6d s  %s\n' "$1" "${*:2}" >>"$steps_log"; }
+# shellcheck disable=SC2317 # called by the EXIT trap
+steps_table() {
+  echo "scripts/test.sh: steps (seconds), ${SECONDS} s in all:" >&2
+  cat "$steps_log" >&2
+  rm -f "$steps_log"
+}
+trap steps_table EXIT
+# timed CMD...: runs a step and records its length.
+timed() {
+  local t0=$SECONDS rc=0
+  step_start "$*"
+  "$@" || rc=$?
+  step_end $((SECONDS - t0)) "$*"
+  return "$rc"
+}
 
 # Runs a step with a time limit, so a hung test fails the run with its name instead of stalling
 # CI until its own limit (each limit is several times the step's time on the 2-core test VM).
 bounded() {
   local secs=$1
   shift
-  local rc=0
+  local rc=0 t0=$SECONDS
+  step_start "$*"
   timeout --kill-after=30 "$secs" "$@" || rc=$?
+  step_end $((SECONDS - t0)) "$*"
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     echo "scripts/test.sh: timed out after ${secs} s: $*" >&2
   fi
@@ -50,11 +70,14 @@ measured() {
   bounded "$secs" "$@" --exact $failed
 }
 
-cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+# shellcheck source=scripts/setup.sh
+source scripts/setup.sh
+step_end "$SECONDS" "scripts/setup.sh (installs)"
+timed cargo fmt --all -- --check
+timed cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start the real binaries (slipstreamd, slipstream-delay): build them first,
 # optimised as users run them (a debug daemon is slow enough to skew the upload test).
-cargo build --release --workspace --bins
+timed cargo build --release --workspace --bins
 export SLIPSTREAMD_BIN="$PWD/target/release/slipstreamd"
 export SLIPSTREAM_DELAY_BIN="$PWD/target/release/slipstream-delay"
 export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
@@ -65,7 +88,7 @@ export SLIPSTREAM_SYNFLOOD_BIN="$PWD/target/release/slipstream-synflood"
 bounded 2400 cargo test --workspace --exclude slipstream -- --test-threads=1
 # The NFQUEUE-only daemon (the OpenWrt package with SLIPSTREAM_EBPF=0, cargo feature `ebpf` off)
 # builds, and its "auto" falls back to NFQUEUE (datapath::setup's tests_without_ebpf).
-cargo test -p slipstreamd --no-default-features --bins -- --test-threads=1
+timed cargo test -p slipstreamd --no-default-features --bins -- --test-threads=1
 # The crates' namespace tests: firewall rules and sets, NFQUEUE, conntrack, the daemon (control
 # socket, reload, privileges, window updates), the tc eBPF program run by the kernel on crafted
 # frames, the testbed itself (with a QUIC download and upload through it, 12 s, and a uTP torrent, 33 s),
@@ -113,9 +136,9 @@ measured 900 cargo test -p slipstream --test dashboard -- --include-ignored --no
 measured 300 cargo test -p slipstream --test page -- --include-ignored --nocapture --test-threads=1 --skip page_cpu_cost
 # The OpenWrt package: its init script against stand-ins for procd (under dash and under
 # busybox ash, OpenWrt's shell), its Makefile against stand-ins for the SDK.
-sh openwrt/tests/init_script.sh
-busybox sh openwrt/tests/init_script.sh   # OpenWrt's shell: busybox ash
-sh openwrt/tests/makefile_check.sh
+timed sh openwrt/tests/init_script.sh
+timed busybox sh openwrt/tests/init_script.sh   # OpenWrt's shell: busybox ash
+timed sh openwrt/tests/makefile_check.sh
 # luci-app-slipstream: its rpcd backend run as rpcd runs it (busybox userland, the release
 # binaries, a real daemon in a namespace), its views run under node against a stand-in of LuCI's
 # API, every UCI option and value they offer checked by slipstreamd --check-config, menu, ACL,
