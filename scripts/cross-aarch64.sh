@@ -99,10 +99,28 @@ export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_RUNNER=qemu-aarch64-static
 unset RUSTFLAGS CARGO_BUILD_RUSTFLAGS RUSTC_WRAPPER
 step "$("$RUSTC" --version), $("$CARGO" --version), zig $(python3 -m ziglang version), $(cargo-zigbuild --version)"
 
+# --- The core crates' tests for aarch64, built beside the release binary -------------------------
+# The test build runs at the same time as the release build, in a target directory of its own
+# (one cargo per directory at a time): the release build ends in one long single-threaded step
+# (fat LTO, one codegen unit) that leaves the second core to the tests. Both are checked below.
+test_pkgs=()
+for c in "${CORE_CRATES[@]}"; do test_pkgs+=(-p "$c"); done
+# --tests: unit tests (src/) and integration tests (tests/); doctests are host-only.
+# opt-level 1 (debug assertions and overflow checks stay on): under qemu an unoptimised build
+# ran the engine's household model for 590 s of a 1077 s step; at opt-level 1 it takes 20 s.
+test_build=(env CARGO_TARGET_DIR="$CROSS_DIR-tests" CARGO_PROFILE_DEV_OPT_LEVEL=1
+  cargo-zigbuild test --locked "${test_pkgs[@]}" --tests --target "$TARGET" -Zbuild-std)
+test_log=$(mktemp)
+start=$SECONDS
+step "building the tests of ${CORE_CRATES[*]} for $TARGET (in the background, log at the end)"
+setsid "${test_build[@]}" --no-run >"$test_log" 2>&1 &
+test_pid=$!
+# Its own process group (setsid), stopped whole if this script ends early (a failed step).
+trap 'kill -- "-$test_pid" 2>/dev/null || true' EXIT
+
 # --- The release binary -------------------------------------------------------------------------
 # One binary: slipstreamd is also the CLI when started as `slipstream` (a symlink, as the package
 # installs it; crates/daemon/src/multicall.rs).
-start=$SECONDS
 step "building slipstreamd for $TARGET (release, the OpenWrt SDK's profile)"
 # Built as the OpenWrt SDK builds packages (openwrt/packages lang/rust/rust-values.mk: opt-level
 # z, fat LTO, one codegen unit, overflow checks, unwinding panics), so that what is measured here
@@ -143,12 +161,14 @@ qemu-aarch64-static "$dist/slipstream" --version | grep -q '^slipstream ' ||
 qemu-aarch64-static "$dist/slipstream" presets >/dev/null
 
 # --- Core crates' tests for aarch64, run under qemu ---------------------------------------------
+rc=0
+wait "$test_pid" || rc=$?
+trap - EXIT
+step "aarch64 test build ended $((SECONDS - start)) s after it started (rc $rc); its log:"
+tail -n 40 "$test_log"
+rm -f "$test_log"
+[ "$rc" = 0 ] || { echo "cross-aarch64: the aarch64 tests did not build" >&2; exit 1; }
 start=$SECONDS
-test_pkgs=()
-for c in "${CORE_CRATES[@]}"; do test_pkgs+=(-p "$c"); done
 step "testing ${CORE_CRATES[*]} for $TARGET under qemu"
-# --tests: unit tests (src/) and integration tests (tests/); doctests are host-only.
-# opt-level 1 (debug assertions and overflow checks stay on): under qemu an unoptimised build
-# ran the engine's household model for 590 s of a 1077 s step; at opt-level 1 it takes 20 s.
-CARGO_PROFILE_DEV_OPT_LEVEL=1 cargo-zigbuild test --locked "${test_pkgs[@]}" --tests --target "$TARGET" -Zbuild-std
+"${test_build[@]}"
 step "aarch64 tests took $((SECONDS - start)) s"

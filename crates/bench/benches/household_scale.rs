@@ -1,5 +1,5 @@
 //! Household control at scale: an apartment building's router with up to 10 000 background
-//! flows over 200 LAN hosts. Run: `cargo bench -p slipstream-engine --bench household_scale`.
+//! flows over 200 LAN hosts. Run: `cargo bench -p slipstream-bench --bench household_scale`.
 //!
 //! * `allocate/{ample,mixed,scarce,host_per_flow}/N`: the allocator alone
 //!   (`slipstream_household::allocate_with`, its scratch space kept between rounds as the engine

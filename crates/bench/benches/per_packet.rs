@@ -1,5 +1,5 @@
 //! Per-packet cost of the core path (parse, flow lookup, controller update, rewrite) and the
-//! memory one flow takes. Run: `cargo bench -p slipstream-engine --bench per_packet`.
+//! memory one flow takes. Run: `cargo bench -p slipstream-bench --bench per_packet`.
 //!
 //! The flow is a steady download under the Vulture controller: each iteration patches the next
 //! sequence number and timestamps into a prebuilt packet, as a real stream would bring them.
