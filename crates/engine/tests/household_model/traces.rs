@@ -10,6 +10,13 @@ fn trace_one_flow() {
     let (secs, every) = (env("TRACE_SECS", 5) as f64, env("TRACE_EVERY_MS", 500) * 1000);
     let mut sim = Sim::new(net, BudgetConfig::default(), &[(2, 1)], &[ShareSpec::default()]);
     sim.timestamps = env("TRACE_TIMESTAMPS", 0) == 1;
+    // Best effort at 95% of the link from TRACE_CROSS_FROM_S to TRACE_CROSS_UNTIL_S (none by default).
+    let (cross_from, cross_until) = (env("TRACE_CROSS_FROM_S", 0), env("TRACE_CROSS_UNTIL_S", 0));
+    if cross_until > cross_from {
+        sim.cross_rate = 0.95 * net.rate;
+        sim.cross_until = cross_until * 1_000_000;
+        sim.at(cross_from * 1_000_000, Event::Cross);
+    }
     sim.open(0, 0);
     let mut last = 0;
     sim.run(secs, |s, t| {
