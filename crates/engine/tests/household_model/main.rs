@@ -57,6 +57,8 @@ enum Event {
     },
     Tick,
     Cross,
+    /// One packet of a steady best-effort sender (a call, a game) every `call_every` µs.
+    Call,
     /// `ts`: the segment's (TSval, TSecr) when the flows carry timestamps.
     DataAtRouter {
         flow: usize,
@@ -115,6 +117,9 @@ struct Sim {
     cross_rate: f64,
     cross_until: u64,
     cross_bytes: u64,
+    /// A steady best-effort sender's packet interval (µs; 0: none) and packet size.
+    call_every: u64,
+    call_bytes: u32,
     queue_samples: Vec<u64>,
     window_updates: u64,
     /// Flow i belongs to rule `rules[i]`.
@@ -229,6 +234,8 @@ impl Sim {
             cross_rate: 0.0,
             cross_until: 0,
             cross_bytes: 0,
+            call_every: 0,
+            call_bytes: 0,
             queue_samples: Vec::new(),
             window_updates: 0,
             rules: hosts_flows.iter().map(|&(_, rule)| rule).collect(),
@@ -369,6 +376,14 @@ impl Sim {
                         self.wan[0].bytes += 1500;
                         self.wan[0].packets += 1;
                         self.at(t + (1500.0 / self.cross_rate * 1e6) as u64, Event::Cross);
+                    }
+                }
+                Event::Call => {
+                    if self.call_every > 0 {
+                        self.enqueue(t, self.call_bytes.saturating_sub(40));
+                        self.wan[0].bytes += u64::from(self.call_bytes);
+                        self.wan[0].packets += 1;
+                        self.at(t + self.call_every, Event::Call);
                     }
                 }
                 Event::DataAtRouter { flow, seq, len, ts } => {

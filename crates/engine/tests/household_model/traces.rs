@@ -17,17 +17,29 @@ fn trace_one_flow() {
         sim.cross_until = cross_until * 1_000_000;
         sim.at(cross_from * 1_000_000, Event::Cross);
     }
+    // The router counts best effort (TRACE_COUNTED=1, as the daemon's does), and a steady
+    // best-effort sender of TRACE_CALL_PPS packets a second, TRACE_CALL_BYTES each (a call).
+    sim.counted = env("TRACE_COUNTED", 0) == 1;
+    if let Some(pps) = Some(env("TRACE_CALL_PPS", 0)).filter(|&p| p > 0) {
+        sim.call_every = 1_000_000 / pps;
+        sim.call_bytes = env("TRACE_CALL_BYTES", 1200) as u32;
+        sim.at(0, Event::Call);
+    }
     sim.open(0, 0);
     let mut last = 0;
+    let mut before = 0;
     sim.run(secs, |s, t| {
         if t >= last + every {
             last = t;
             let snap = s.engine.snapshot(4);
             let l = &snap.links[0];
             let f = snap.flows.first();
+            let delivered = s.delivered()[0];
+            let fill = (delivered - before) as f64 / (every as f64 / 1e6) / s.net.rate;
+            before = delivered;
             eprintln!(
-                "active={} {:?} t={:.1} budget={} q={:?} base={:?} phase={} flows={} held={} | flow alloc={:?} fwd={:?} unclamped={:?} link={:?} | counters rewritten={} busy_q={:.1}ms",
-                snap.active_flows, slipstream_engine::PassReason::ALL.iter().map(|r| (r.as_str(), snap.counters.passed(*r))).filter(|x| x.1 > 0).collect::<Vec<_>>(), t as f64 / 1e6, l.budget_bytes, l.queue_delay, l.base_rtt, l.phase, l.flows, l.held_flows,
+                "fill={fill:.2} pace={:?} active={} {:?} t={:.1} budget={} q={:?} base={:?} phase={} flows={} held={} | flow alloc={:?} fwd={:?} unclamped={:?} link={:?} | counters rewritten={} busy_q={:.1}ms",
+                l.targets.map(|t| t.pace), snap.active_flows, slipstream_engine::PassReason::ALL.iter().map(|r| (r.as_str(), snap.counters.passed(*r))).filter(|x| x.1 > 0).collect::<Vec<_>>(), t as f64 / 1e6, l.budget_bytes, l.queue_delay, l.base_rtt, l.phase, l.flows, l.held_flows,
                 f.and_then(|f| f.allocation), f.and_then(|f| f.forwarded_window), f.and_then(|f| f.unclamped_reason), f.and_then(|f| f.link),
                 snap.counters.rewritten, (s.busy_until.saturating_sub(t)) as f64 / 1000.0
             );
