@@ -406,6 +406,11 @@ impl Engine {
                     let link = &mut self.household.links[LinkDirection::Download.index()].delay;
                     if data.one_way {
                         link.on_sample(&mut state.delay, sample);
+                        if let Some(trip) = data.ack_trip {
+                            self.household.links[LinkDirection::Download.index()]
+                                .acks_queue
+                                .on_trip(&mut state.ack_trip, trip);
+                        }
                     } else {
                         link.on_round_trip_sample(&mut state.delay, sample, upload_queue);
                     }

@@ -16,7 +16,7 @@ use slipstream_household::{
 use crate::api::WindowUpdate;
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, LinkSnapshot};
-use ack_room::{ack_cap, OppositeLink};
+use ack_room::{ack_cap, AcksQueue, OppositeLink};
 use capacity::Capacity;
 use counted::best_effort;
 use keys::{host_key, sort_key};
@@ -45,6 +45,8 @@ const DEFAULT_RTT: Duration = Duration::from_millis(100);
 pub(crate) struct Link {
     direction: LinkDirection,
     pub delay: LinkDelay,
+    /// The opposite link's queue as this link's flows' ACKs met it (see [`AcksQueue`]).
+    pub acks_queue: AcksQueue,
     slowdown: Slowdown,
     controller: AnyBudget,
     budget: Option<u64>,
@@ -140,6 +142,7 @@ impl Link {
         Link {
             direction,
             delay: LinkDelay::default(),
+            acks_queue: AcksQueue::default(),
             slowdown: Slowdown::default(),
             controller: config.budget.build(0),
             budget: None,
@@ -304,6 +307,7 @@ pub(crate) fn run_round<'f>(
     let opposite_holds_the_sum = opposite.holds_the_sum_of_queues();
     let opposite = OppositeLink::of(opposite, now);
     let link = &mut links[which];
+    let opposite = opposite.with_acks_queue(link.acks_queue.end_round());
     // The link's flows in the table's order (memory order: at 10,000 flows the walk over them is
     // most of a round), then in key order below.
     found_demands.clear();
@@ -492,6 +496,10 @@ pub(crate) fn run_round<'f>(
     let slowdown = link
         .slowdown
         .round(now, config.slowdown_interval, round_length, &mut link.delay);
+    if slowdown == SlowdownRound::Start {
+        // The ACKs' bases age by the same epochs (a route that got longer, a clock that drifted).
+        link.acks_queue.next_epoch();
+    }
     if slowdown.measured() {
         link.budget = Some(
             link.controller

@@ -371,12 +371,13 @@ fn one_way_probes_give_each_link_its_own_queue() {
 
 /// A background download, a segment a millisecond (11.6 Mbit/s), each pair ACKed 100 ms later,
 /// on a small uplink whose counters also count `best_effort_up` bytes a millisecond of a
-/// best-effort upload. Returns the download link's budget after 3 s.
-fn download_budget_beside_an_upload(best_effort_up: u64) -> u64 {
+/// best-effort upload; with TCP timestamps or without. Returns the download link's budget after
+/// 3 s.
+fn download_budget_beside_an_upload(best_effort_up: u64, timestamps: bool) -> u64 {
     let mut engine = household_engine();
     // With its Ethernet header, as the WAN counters count it.
     let feed = |engine: &mut Engine, t, seg| feed_port(engine, t, CLIENT_PORT, seg) + 14;
-    for seg in handshake_segments(true) {
+    for seg in handshake_segments(timestamps) {
         feed(&mut engine, 0, seg);
     }
     let counters = LinkCounters {
@@ -386,7 +387,7 @@ fn download_budget_beside_an_upload(best_effort_up: u64) -> u64 {
     let (mut downlink, mut uplink) = (counters, counters);
     for t in 10..3000u64 {
         let k = (t - 10) as u32;
-        let ts = Some((1000 + t as u32, 70000 + t as u32));
+        let ts = timestamps.then_some((1000 + t as u32, 70000 + t as u32));
         let data = download_data(k, ts);
         downlink.bytes += feed(&mut engine, t, data);
         downlink.packets += 1;
@@ -411,14 +412,19 @@ fn download_budget_beside_an_upload(best_effort_up: u64) -> u64 {
 #[test]
 fn a_background_download_leaves_its_acks_room_on_an_uplink_best_effort_fills() {
     // The ACKs alone on the uplink: nothing caps the download.
-    let alone = download_budget_beside_an_upload(0);
+    let alone = download_budget_beside_an_upload(0, false);
     // A best-effort upload fills a 2 Mbit/s uplink beside the ACKs (1514 bytes every 6 ms
     // here: 252 kB/s with them, ACKs 33 kB/s, 13% of it). Their room is 3% of it, 7.6 kB/s:
-    // 330 kB/s of data, 33 kB over the flow's 100 ms.
-    let beside = download_budget_beside_an_upload(220);
+    // 330 kB/s of data, 33 kB over the flow's 100 ms. Without timestamps the uplink's queue is
+    // not timed, and the counters decide.
+    let beside = download_budget_beside_an_upload(220, false);
     assert!(alone > 100_000, "alone: {alone}");
     assert!(
         (25_000..=40_000).contains(&beside),
         "beside a best-effort upload: {beside}"
     );
+    // With timestamps the ACKs time the uplink (`ack_room::AcksQueue`): here their trips never
+    // grow, no queue stands, and the counters' "full" is a link that carried what it was given.
+    let timed = download_budget_beside_an_upload(220, true);
+    assert!(timed > 100_000, "beside an upload that meets no queue: {timed}");
 }

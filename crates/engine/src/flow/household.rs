@@ -28,6 +28,8 @@ pub(crate) struct HouseholdFlow {
     receiver_clock: TsClockEstimator,
     ack_one_way: OneWayTimer,
     pub ack_path: AckPath,
+    /// A download's base for its ACKs' trip up the upload link (see `DataOutcome::ack_trip`).
+    pub ack_trip: FlowDelay,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
     pub(super) last_ack: Option<StoredAck>,
     /// An upload's handshake half across the access link (its near half), until the flow's
@@ -40,7 +42,7 @@ pub(crate) struct HouseholdFlow {
 
 /// One-way delays are kept relative to the flow's first timed segment, offset by this so they
 /// stay positive (a later segment may be faster than the first).
-const ONE_WAY_OFFSET_US: i64 = 10_000_000;
+pub(super) const ONE_WAY_OFFSET_US: i64 = 10_000_000;
 
 /// One-way delays from a TSval clock: each segment's arrival less its send time by the
 /// clock, against the first timed segment's (an arbitrary origin, the same for every sample).

@@ -74,6 +74,11 @@ pub(crate) struct DataOutcome {
     pub link_sample: Option<Duration>,
     /// `link_sample` is a one-way delay: it crossed the download link's queue alone.
     pub one_way: bool,
+    /// With a one-way sample, the trip of the ACK this segment answered, router -> sender, on
+    /// an arbitrary origin: the far half of the round trip less the data's one-way delay. Its
+    /// excess over the flow's minimum is the queue the background's ACKs met on the upload
+    /// link (see `household::ack_room`).
+    pub ack_trip: Option<Duration>,
 }
 
 /// What an ACK gave the engine.
@@ -278,8 +283,7 @@ impl Flow {
         if self.bulk_sender != Some(side) {
             return DataOutcome {
                 event,
-                link_sample: None,
-                one_way: false,
+                ..DataOutcome::default()
             };
         }
         let timestamps = info
@@ -294,6 +298,7 @@ impl Flow {
         let ctx = self.context();
         let timed = self.negotiated.is_some_and(|n| n.timestamps);
         let mut link_sample = if timed { None } else { far_sample };
+        let mut ack_trip = None;
         if let Some(control) = self.control.as_mut() {
             if let Some(t) = timestamps {
                 control.sender_clock.observe(now, t.tsval);
@@ -304,8 +309,15 @@ impl Flow {
                         // in the first 250 ms as a slower clock): the delays measured with the
                         // old one drifted, and so did the base taken from them.
                         h.delay.restart();
+                        h.ack_trip.restart();
                     }
                     link_sample = one_way;
+                    ack_trip = far_sample.zip(one_way).and_then(|(far, one_way)| {
+                        // One-way delays are offset by ONE_WAY_OFFSET_US: once more keeps it positive.
+                        let trip = far.as_micros() as i64 - one_way.as_micros() as i64
+                            + 2 * household::ONE_WAY_OFFSET_US;
+                        (trip > 0).then(|| Duration::from_micros(trip as u64))
+                    });
                 }
             }
             let sample = DataSample {
@@ -319,6 +331,7 @@ impl Flow {
             event,
             link_sample,
             one_way: link_sample.is_some() && timed,
+            ack_trip,
         }
     }
 

@@ -7,14 +7,16 @@
 //! its budget by the room the opposite link leaves them.
 //!
 //! The room: [`ACK_SHARE`] of the opposite link's capacity while best effort needs that link
-//! (it is full and best effort carried at least [`BEST_EFFORT_NEEDS`] of it), else no cap. The
+//! (it is full, best effort carried at least [`BEST_EFFORT_NEEDS`] of it, and where the router
+//! can time the queue there, it stands at [`FULL_QUEUE`] or more), else no cap. The
 //! flows' ACK bytes per delivered byte are measured each round (timestamps, delayed ACKs and
 //! the LAN hosts' ACK policy all change it), so the cap is the data rate whose ACKs fit the
 //! room, times the path's round trip. It binds only where the opposite link is much slower
 //! (see [`ACK_SHARE`]).
 
 use slipstream_control::{Duration, Instant};
-use slipstream_household::BestEffort;
+use slipstream_household::link_delay::FlowDelay;
+use slipstream_household::{BestEffort, LinkDelay};
 
 use super::Link;
 
@@ -38,6 +40,68 @@ pub(super) const BEST_EFFORT_NEEDS: f64 = 0.1;
 /// needs the link carries more than the ACKs squeezing it (8/0.5 Mbit/s: held to 0.47 of the
 /// uplink, against the ACKs' 0.40).
 pub(super) const BEST_EFFORT_VERSUS_ACKS: f64 = 0.5;
+/// A full link holds a queue; where the router times the opposite link's queue (its own
+/// background's one-way samples, or the ACKs of this link's downloads with timestamps: see
+/// `DataOutcome::ack_trip`) and it stands under this, the link is not full, whatever its
+/// counters' peak says. The counters know a link's capacity only from what it carried: a
+/// best-effort upload of 6 Mbit/s on a 50 Mbit/s uplink read as a full 6.3 Mbit/s link, and the
+/// cap held the background's download to 8 Mbit/s of 50 while the upload ran (lab `onoff`,
+/// 50 Mbit/s / 20 ms: the background used 0.17 of the link while best effort's download was
+/// off). A full first-in-first-out uplink holds many milliseconds (one packet's wait is 1.2 ms
+/// at 10 Mbit/s, and a loss-based upload swings its queue by a large part of the buffer). The
+/// ACKs' view is noisy by a millisecond or two (the hosts' TSval ticks are 1 ms, a sender's
+/// bursts): read at 1 ms round by round, the cap went on and off every second or two there
+/// (the budget from the link's BDP to a sixth of it).
+pub(super) const FULL_QUEUE: Duration = Duration::from_millis(2);
+/// The ACKs' queue stands once this many rounds in a row read at least [`FULL_QUEUE`] ...
+const STANDING_ROUNDS: u32 = 4;
+/// ... and is gone once this many in a row read less: a loss-based upload drains its queue
+/// for a few round trips after each loss, and a cap lifted for them sends the budget to the
+/// controller's for a round.
+const GONE_ROUNDS: u32 = 25;
+
+/// Whether the opposite link's queue stands, as a link's flows' ACKs met it (downloads with
+/// timestamps: `DataOutcome::ack_trip`, each flow with its own base; see [`FULL_QUEUE`]).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AcksQueue {
+    delay: LinkDelay,
+    /// Rounds in a row that read at least [`FULL_QUEUE`], and under it.
+    above: u32,
+    below: u32,
+    /// `None` before the first reading.
+    stands: Option<bool>,
+}
+
+impl AcksQueue {
+    /// One ACK's trip, on the flow's arbitrary origin (its base takes that off).
+    pub(crate) fn on_trip(&mut self, flow: &mut FlowDelay, trip: Duration) {
+        self.delay.on_sample(flow, trip);
+    }
+
+    /// A base epoch, as the link's own delay view's (a route that got longer, a drifting clock).
+    pub(super) fn next_epoch(&mut self) {
+        self.delay.next_epoch();
+    }
+
+    /// Ends a round: whether the queue stands (`None` before any reading; a round without one
+    /// changes nothing).
+    pub(super) fn end_round(&mut self) -> Option<bool> {
+        let Some(queue) = self.delay.end_round() else {
+            return self.stands;
+        };
+        if queue >= FULL_QUEUE {
+            (self.above, self.below) = (self.above + 1, 0);
+        } else {
+            (self.above, self.below) = (0, self.below + 1);
+        }
+        self.stands = Some(if self.above >= STANDING_ROUNDS {
+            true
+        } else {
+            self.stands == Some(true) && self.below < GONE_ROUNDS
+        });
+        self.stands
+    }
+}
 
 /// What the opposite link's last round said (rates in bytes/s).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -50,6 +114,8 @@ pub(super) struct OppositeLink {
     pub best_effort: Option<f64>,
     /// The link-layer header its counters count per packet (as `LinkCounters::header_bytes`).
     pub header_bytes: u64,
+    /// Whether its queue stands, where the router times it (see [`FULL_QUEUE`]).
+    pub queue_stands: Option<bool>,
 }
 
 impl OppositeLink {
@@ -60,7 +126,18 @@ impl OppositeLink {
             capacity: link.capacity.rate(now),
             best_effort: link.last.best_effort_bits_per_second.map(|bits| bits / 8.0),
             header_bytes: link.counters.map_or(0, |c| c.header_bytes),
+            queue_stands: link.delay.own_queue_delay().map(|q| q >= FULL_QUEUE),
         }
+    }
+
+    /// With whether the ACKs of the other link's flows found its queue standing, where timed
+    /// (either view showing it is enough).
+    pub(super) fn with_acks_queue(self, acks_queue_stands: Option<bool>) -> OppositeLink {
+        let queue_stands = match (self.queue_stands, acks_queue_stands) {
+            (Some(own), Some(acks)) => Some(own || acks),
+            (own, acks) => own.or(acks),
+        };
+        OppositeLink { queue_stands, ..self }
     }
 
     /// The room (bytes/s) the link leaves the ACKs while best effort needs it (see
@@ -71,7 +148,8 @@ impl OppositeLink {
         let best_effort = self.best_effort?;
         let needed = self.full == Some(true)
             && best_effort >= BEST_EFFORT_NEEDS * capacity
-            && best_effort >= BEST_EFFORT_VERSUS_ACKS * ack_rate;
+            && best_effort >= BEST_EFFORT_VERSUS_ACKS * ack_rate
+            && self.queue_stands != Some(false);
         needed.then_some(ACK_SHARE * capacity)
     }
 }
@@ -106,6 +184,7 @@ mod tests {
         capacity: Some(250e3),
         best_effort: Some(212e3),
         header_bytes: 14,
+        queue_stands: None,
     };
 
     /// The rounds' length: the ACKs below are bytes a second.
@@ -199,6 +278,59 @@ mod tests {
     }
 
     #[test]
+    fn no_cap_where_the_queue_is_timed_and_does_not_stand() {
+        // The counters read a full 2 Mbit/s uplink, but its queue is timed and does not stand:
+        // a faster link that carried only what best effort sent (an app-limited upload).
+        let cap = |opposite: OppositeLink| cap_of_200_segments(opposite, acks(100, 52), 40);
+        assert_eq!(cap(UPLINK.with_acks_queue(Some(false))), None);
+        assert_eq!(cap(UPLINK.with_acks_queue(Some(true))), Some(13_163));
+        // Not timed: the counters decide, as before.
+        assert_eq!(cap(UPLINK.with_acks_queue(None)), Some(13_163));
+        // Either view of a standing queue keeps the cap (the upload link's own samples, or the
+        // ACKs').
+        let own = |stands| OppositeLink {
+            queue_stands: Some(stands),
+            ..UPLINK
+        };
+        assert_eq!(cap(own(true).with_acks_queue(Some(false))), Some(13_163));
+        assert_eq!(cap(own(false).with_acks_queue(Some(true))), Some(13_163));
+        assert_eq!(cap(own(false).with_acks_queue(None)), None);
+    }
+
+    #[test]
+    fn the_acks_queue_stands_four_rounds_and_goes_after_twenty_five() {
+        let mut queue = AcksQueue::default();
+        let mut flow = FlowDelay::default();
+        let mut round = |queue: &mut AcksQueue, trips_ms: &[u64]| {
+            for &ms in trips_ms {
+                queue.on_trip(&mut flow, Duration::from_millis(ms));
+            }
+            queue.end_round()
+        };
+        assert_eq!(round(&mut queue, &[]), None);
+        // The first trip is the flow's base (10 ms): no queue.
+        assert_eq!(round(&mut queue, &[10]), Some(false));
+        // Rounds of 2-3 ms (the 25th percentile: 2 ms), one without a reading between them:
+        // the fourth in a row stands.
+        for _ in 0..3 {
+            assert_eq!(round(&mut queue, &[12, 13, 12, 12]), Some(false));
+        }
+        assert_eq!(round(&mut queue, &[]), Some(false));
+        assert_eq!(round(&mut queue, &[12, 13, 12, 12]), Some(true));
+        // A drained queue for 24 rounds (a loss-based upload's sawtooth) does not lift it...
+        for _ in 0..24 {
+            assert_eq!(round(&mut queue, &[10, 11, 10, 10]), Some(true));
+        }
+        // ... the 25th does; a round of 1 ms is under the 2 ms, and three rounds of a queue do
+        // not stand.
+        assert_eq!(round(&mut queue, &[11, 11, 11, 11]), Some(false));
+        for _ in 0..3 {
+            assert_eq!(round(&mut queue, &[30, 30, 30, 30]), Some(false));
+        }
+        assert_eq!(round(&mut queue, &[11, 10, 11, 11]), Some(false));
+    }
+
+    #[test]
     fn no_cap_on_a_link_that_carries_little_but_the_acks() {
         // A 2 Mbit/s download at 100 ms: a 100 ms round delivers 25 kB and sends 9 ACKs (594
         // bytes on the wire, 5.94 kB/s) up a link that carries nothing else but a ping (0.9 kB/s):
@@ -208,6 +340,7 @@ mod tests {
             capacity: Some(7e3),
             best_effort: Some(900.0),
             header_bytes: 14,
+            queue_stands: None,
         };
         let (round, rtt) = (Duration::from_millis(100), Some(Duration::from_millis(100)));
         // The ping is over a tenth of the link but under half the ACKs: no cap.
