@@ -16,6 +16,14 @@ pub(super) const INTERACTIVE_PACKETS_PER_SECOND: f64 = 25.0;
 /// (2.5 Mbit/s each way is a quarter of a 10 Mbit/s link): the background is at its floors
 /// beside it anyway, and the queue left when it ends is no one's.
 const INTERACTIVE_MAX_SHARE: f64 = 0.5;
+/// Best effort's packets averaging under this many bytes on the wire are ACKs, not a call or a
+/// game: the ACKs of a best-effort transfer the other way (a pure TCP ACK is 52-86 bytes with
+/// timestamps, IPv4 or IPv6, and the link's 14-byte header; a call's audio frame, 100-250
+/// bytes; the lab's game, 122 up and 202 down). A best-effort upload of 6 Mbit/s sends 500 a
+/// second down the download link, as steady as a call, and read as one they held the
+/// background download at the 1 ms aim while nobody called (lab `onoff`, 50 Mbit/s / 20 ms).
+/// A call under such ACKs is still found by its own flow (`steady_flows.rs`).
+const ACK_SIZED_BYTES: f64 = 90.0;
 /// Best effort's packets are counted over windows of at least this long, however short the
 /// rounds: at 50 Mbit/s / 20 ms a round lasts 22 ms, and one ping in each of two rounds read as
 /// 45 packets a second (the lab's link run: the background alone at the interactive target, and
@@ -93,8 +101,10 @@ impl InteractiveWatch {
         let secs = self.length.as_secs_f64();
         let rate = self.packets as f64 / secs;
         let byte_rate = self.bytes as f64 / secs;
-        let on_link =
-            rate >= INTERACTIVE_PACKETS_PER_SECOND && byte_rate <= INTERACTIVE_MAX_SHARE * total_rate;
+        let acks = byte_rate < ACK_SIZED_BYTES * rate && !steady_flow;
+        let on_link = rate >= INTERACTIVE_PACKETS_PER_SECOND
+            && byte_rate <= INTERACTIVE_MAX_SHARE * total_rate
+            && !acks;
         (self.packets, self.bytes, self.length) = (0, 0, Duration::ZERO);
         if !on_link {
             self.windows_in_a_row = 0;

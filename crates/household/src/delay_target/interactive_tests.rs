@@ -71,8 +71,10 @@ fn sparse_packets_in_short_rounds_are_no_call() {
     }
 }
 
-/// Rounds of 100 ms from 1.1 s on, the queue at `queue_us` and the budget in force at 150 kB,
-/// best effort sending `packets(i)` small packets in round `i` (negligible bytes): the budgets.
+/// Rounds of 100 ms from 1.1 s on, the background delivering 250 kB a round (2.5 MB/s), the
+/// queue at `queue_us` and the budget in force at 150 kB, best effort sending `packets(i)`
+/// packets of 100 bytes in round `i` (at most 30 a round, 1.2% of the link: under
+/// `BEST_EFFORT_NEGLIGIBLE`, so no bound by what it leaves free): the budgets.
 fn beside_packets(queue_us: u64, rounds: u64, packets: impl Fn(u64) -> u64) -> Vec<u64> {
     beside_packets_and_flow(queue_us, rounds, false, None, packets)
 }
@@ -85,16 +87,28 @@ fn beside_packets_and_flow(
     path: Option<Duration>,
     packets: impl Fn(u64) -> u64,
 ) -> Vec<u64> {
+    beside_packets_of(100, queue_us, rounds, steady_flow, path, packets)
+}
+
+/// Likewise, with packets of `size` bytes on the wire.
+fn beside_packets_of(
+    size: u64,
+    queue_us: u64,
+    rounds: u64,
+    steady_flow: bool,
+    path: Option<Duration>,
+    packets: impl Fn(u64) -> u64,
+) -> Vec<u64> {
     let mut c = DelayTarget::new(DelayTargetConfig::default(), 150_000);
     (1..=rounds)
         .map(|i| {
-            let mut r = at(1_000 + 100 * i, round(150_000, None, 125_000, 150_000));
+            let mut r = at(1_000 + 100 * i, round(150_000, None, 250_000, 150_000));
             r.queue_delay = Some(Duration::from_micros(queue_us));
             r.steady_flow = steady_flow;
             r.min_rtt = path;
             let packets = packets(i);
             r.best_effort = Some(BestEffort {
-                bytes: 20 * packets,
+                bytes: size * packets,
                 packets,
             });
             c.on_round(&r)
@@ -104,35 +118,35 @@ fn beside_packets_and_flow(
 
 #[test]
 fn a_steady_call_gets_the_interactive_aim_and_browsing_does_not() {
-    // q = 3 ms at 1.25 MB/s; windows close at rounds 3, 6, 9, 12, 15.
-    // Alone (the first window could be a burst): +0.5 * 7 ms * 1.25 MB/s = +4375.
+    // q = 3 ms at 2.5 MB/s; windows close at rounds 3, 6, 9, 12, 15.
+    // Alone (the first window could be a burst): +0.5 * 7 ms * 2.5 MB/s = +8750.
     // Two windows in a row: browsing's 3 ms, no step.
     // Five windows at the same rate (30 packets a round): a call, the step aims at 1 ms and
-    // takes the excess queue's bytes at once, -2 ms * 1.25 MB/s = -2500; 3 ms is not above the
+    // takes the excess queue's bytes at once, -2 ms * 2.5 MB/s = -5000; 3 ms is not above the
     // 3 ms above which it yields: "hold".
     let call = beside_packets(3_000, 16, |_| 30);
-    assert_eq!(&call[..5], &[154_375; 5]);
+    assert_eq!(&call[..5], &[158_750; 5]);
     assert_eq!(&call[5..14], &[150_000; 9]);
-    assert_eq!(&call[14..], &[147_500; 2]);
+    assert_eq!(&call[14..], &[145_000; 2]);
     // Browsing: 30 packets a round for a window, then 10: never steady, browsing's target stays.
     let browsing = beside_packets(3_000, 16, |i| if (i - 1) / 3 % 2 == 0 { 30 } else { 10 });
     assert_eq!(&browsing[5..], &[150_000; 11]);
     // A 30 Hz game: 3 packets a round, now and then 2 or 4 (a count that moves by one): steady.
     let game = beside_packets(3_000, 16, |i| [3, 3, 4, 3, 2][i as usize % 5]);
-    assert_eq!(&game[14..], &[147_500; 2]);
+    assert_eq!(&game[14..], &[145_000; 2]);
 }
 
 #[test]
 fn a_call_under_browsing_gets_the_interactive_aim_when_its_flow_is_steady() {
     // The browsing pattern above, with the connection tracker seeing a steady UDP flow: from
-    // the second window in a row (round 6) the step aims at 1 ms, -2500 a round, as beside a
+    // the second window in a row (round 6) the step aims at 1 ms, -5000 a round, as beside a
     // call alone. Without best effort on the link the flow alone changes nothing.
     let browsing = |i: u64| if (i - 1) / 3 % 2 == 0 { 30 } else { 10 };
     let under_browsing = beside_packets_and_flow(3_000, 16, true, None, browsing);
-    assert_eq!(&under_browsing[..5], &[154_375; 5]);
-    assert_eq!(&under_browsing[5..], &[147_500; 11]);
+    assert_eq!(&under_browsing[..5], &[158_750; 5]);
+    assert_eq!(&under_browsing[5..], &[145_000; 11]);
     let quiet = beside_packets_and_flow(3_000, 16, true, None, |_| 1);
-    assert_eq!(quiet, vec![154_375; 16]);
+    assert_eq!(quiet, vec![158_750; 16]);
     // On a 20 ms path browsing's target is the 1 ms aim already (3% of 20 ms, at least 1 ms):
     // the call's aim is browsing's, and the flow changes nothing.
     let short = Some(Duration::from_millis(20));
@@ -143,9 +157,30 @@ fn a_call_under_browsing_gets_the_interactive_aim_when_its_flow_is_steady() {
 }
 
 #[test]
+fn acks_of_a_best_effort_upload_are_no_call() {
+    // 30 packets a round of 66 bytes (pure ACKs with timestamps and an Ethernet header: a
+    // best-effort upload's, down the download link): as steady as a call, but no call, and the
+    // 10 ms target stays (+8750 a round at q = 3 ms).
+    assert_eq!(
+        beside_packets_of(66, 3_000, 16, false, None, |_| 30),
+        vec![158_750; 16]
+    );
+    // 86 bytes (IPv6) likewise; 90 and more are a call's (from the fifth window: -5000).
+    assert_eq!(
+        beside_packets_of(86, 3_000, 16, false, None, |_| 30),
+        vec![158_750; 16]
+    );
+    let small_frames = beside_packets_of(90, 3_000, 16, false, None, |_| 30);
+    assert_eq!(&small_frames[14..], &[145_000; 2]);
+    // A call under such ACKs, found by its own flow (the connection tracker): the call's aim.
+    let under_acks = beside_packets_of(66, 3_000, 16, true, None, |_| 30);
+    assert_eq!(&under_acks[5..], &[145_000; 11]);
+}
+
+#[test]
 fn beside_a_call_the_background_grows_a_segment_a_round() {
     // A call (30 packets a round), the queue at 0.5 ms, under the 1 ms aim: the step would add
-    // 0.5 * 0.5 ms * 1.25 MB/s = 312; a segment (1448) instead, and no 1.5x probe although the
+    // 0.5 * 0.5 ms * 2.5 MB/s = 625; a segment (1448) instead, and no 1.5x probe although the
     // queue is under a quarter of the 3 ms above which it yields (browsing's target probed).
     let call = beside_packets(500, 20, |_| 30);
     assert_eq!(&call[17..], &[151_448; 3]);
