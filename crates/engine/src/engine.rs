@@ -456,6 +456,11 @@ impl Engine {
                             let slack = self.household.config.budget.delay_target();
                             link.delay.on_handshake(&mut state.delay, half, slack);
                         }
+                        if let Some(one_way) = ack.ack_one_way {
+                            // The download link's queue as this upload's ACKs met it, for the
+                            // cap on their room there (`ack_room::AcksQueue`).
+                            link.acks_queue.on_trip(&mut state.ack_trip, one_way);
+                        }
                         // The round trip less the background's part of the queue its ACK met
                         // on the download link (`Link::queue_for_opposite`).
                         match (ack.ack_one_way, download_part) {

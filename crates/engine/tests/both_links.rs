@@ -42,6 +42,16 @@ fn upload_beside(
     best_effort: impl Fn(u64) -> u64,
     until_ms: u64,
 ) -> Vec<(u64, f64)> {
+    upload_run(up, down, best_effort, until_ms).0
+}
+
+/// [`upload_beside`], with the upload link's budget at the end.
+fn upload_run(
+    up: impl Fn(u64) -> u64,
+    down: impl Fn(u64) -> u64,
+    best_effort: impl Fn(u64) -> u64,
+    until_ms: u64,
+) -> (Vec<(u64, f64)>, u64) {
     let mut engine = household_engine();
     // The handshake crosses the empty path (the SYN-ACK comes back 100 ms after the SYN); the
     // times below (`t`) start after it, at `HANDSHAKE_MS`.
@@ -111,7 +121,8 @@ fn upload_beside(
             queue.push((t, q.as_secs_f64() * 1e3));
         }
     }
-    queue
+    let budget = engine.snapshot(0).links[LinkDirection::Upload.index()].budget_bytes;
+    (queue, budget)
 }
 
 /// The last round's reading at each packet: `(time ms, queueing delay ms)`, as [`upload`] gives.
@@ -427,4 +438,19 @@ fn a_background_download_leaves_its_acks_room_on_an_uplink_best_effort_fills() {
     // grow, no queue stands, and the counters' "full" is a link that carried what it was given.
     let timed = download_budget_beside_an_upload(220, true);
     assert!(timed > 100_000, "beside an upload that meets no queue: {timed}");
+}
+
+#[test]
+fn an_upload_leaves_its_acks_room_only_where_their_queue_stands() {
+    // Best effort downloads 600 bytes every 5 ms (120 kB/s, an app-limited stream) from 1 s:
+    // with the upload's ACKs (13 kB/s) the download link's counters peak there, so it reads
+    // full, and best effort needs it. Room for 3% of 133 kB/s: 9 kB in flight over 100 ms.
+    let stream = |t: u64| if t >= 1000 { 600 } else { 0 };
+    // The ACKs meet no queue on the way down (the link is faster than what it carries): no cap.
+    let (_, free) = upload_run(|_| 0, |_| 0, stream, 5000);
+    // A queue of 20-40 ms stands there from 2 s (a full link): the cap holds.
+    let queued = |t: u64| if t >= 2000 { 20 + (t / 7) % 20 } else { 0 };
+    let (_, capped) = upload_run(|_| 0, queued, stream, 5000);
+    assert!(free > 25_000, "no queue on the download link: {free}");
+    assert!(capped < 15_000, "a queue stands on the download link: {capped}");
 }

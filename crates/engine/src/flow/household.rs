@@ -28,7 +28,9 @@ pub(crate) struct HouseholdFlow {
     receiver_clock: TsClockEstimator,
     ack_one_way: OneWayTimer,
     pub ack_path: AckPath,
-    /// A download's base for its ACKs' trip up the upload link (see `DataOutcome::ack_trip`).
+    /// The flow's base for its ACKs' trip across the opposite link (`ack_room::AcksQueue`): a
+    /// download's up the upload link (`DataOutcome::ack_trip`), an upload's down the download
+    /// link (`AckResult::ack_one_way`).
     pub ack_trip: FlowDelay,
     /// The receiver's last pure ACK as it came from the host, to send a window update from.
     pub(super) last_ack: Option<StoredAck>,

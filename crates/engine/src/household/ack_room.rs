@@ -41,8 +41,8 @@ pub(super) const BEST_EFFORT_NEEDS: f64 = 0.1;
 /// uplink, against the ACKs' 0.40).
 pub(super) const BEST_EFFORT_VERSUS_ACKS: f64 = 0.5;
 /// A full link holds a queue; where the router times the opposite link's queue (its own
-/// background's one-way samples, or the ACKs of this link's downloads with timestamps: see
-/// `DataOutcome::ack_trip`) and it stands under this, the link is not full, whatever its
+/// background's one-way samples, or the ACKs of this link's flows with timestamps: see
+/// [`AcksQueue`]) and it stands under this, the link is not full, whatever its
 /// counters' peak says. The counters know a link's capacity only from what it carried: a
 /// best-effort upload of 6 Mbit/s on a 50 Mbit/s uplink read as a full 6.3 Mbit/s link, and the
 /// cap held the background's download to 8 Mbit/s of 50 while the upload ran (lab `onoff`,
@@ -60,8 +60,10 @@ const STANDING_ROUNDS: u32 = 4;
 /// controller's for a round.
 const GONE_ROUNDS: u32 = 25;
 
-/// Whether the opposite link's queue stands, as a link's flows' ACKs met it (downloads with
-/// timestamps: `DataOutcome::ack_trip`, each flow with its own base; see [`FULL_QUEUE`]).
+/// Whether the opposite link's queue stands, as a link's flows' ACKs met it, each flow with its
+/// own base (see [`FULL_QUEUE`]): with timestamps, a download's ACK's trip up is the far half of
+/// its round trip less its data's one-way delay (`DataOutcome::ack_trip`), an upload's ACK's
+/// trip down its one-way delay by the receiver's clock (`AckResult::ack_one_way`).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AcksQueue {
     delay: LinkDelay,
