@@ -22,7 +22,6 @@ use counted::best_effort;
 use keys::{host_key, sort_key};
 use min_budget::{min_budget, one_floor};
 use one_way_probe::OneWayProbe;
-use opposite_queue::{background_part, queue_is_backgrounds};
 
 mod ack_room;
 mod capacity;
@@ -92,33 +91,6 @@ pub struct LinkCounters {
 }
 
 impl Link {
-    /// The background's part of the link's own queueing delay (its one-way samples' view,
-    /// `LinkDelay::own_queue_delay`), to take off the opposite link's round trips; `None`
-    /// without one-way samples or where best effort is not counted. Best effort's part is one
-    /// the background yields to from either side: a best-effort download's ACKs cross the
-    /// upload link, and an upload that took that queue off its round trips kept its own queue
-    /// there (lab `both`: best effort's download kept 0.93-0.98, against 0.97-0.99 when the
-    /// upload yielded to it). All or nothing at a tenth, as before, made the two directions of
-    /// a household evening read each other's whole queues while a call was on (a call each way
-    /// is a quarter of a 10 Mbit/s link): `docs/household.md`, "Both directions beside a call".
-    pub(crate) fn queue_for_opposite(&self) -> Option<Duration> {
-        Some(self.delay.own_queue_delay()?.mul_f64(self.background_part()?))
-    }
-
-    /// [`background_part`] of the link's last round; `None` where best effort is not counted.
-    pub(crate) fn background_part(&self) -> Option<f64> {
-        let best_effort = self.last.best_effort_bits_per_second?;
-        Some(background_part(best_effort, self.last.goodput_bits_per_second))
-    }
-
-    /// Whether the link's queue is the background's own: best effort was counted last round and
-    /// carried under [`opposite_queue::OPPOSITE_BEST_EFFORT_SHARE`] of the link's traffic.
-    pub(crate) fn queue_is_backgrounds(&self) -> bool {
-        self.last
-            .best_effort_bits_per_second
-            .is_some_and(|best_effort| queue_is_backgrounds(best_effort, self.last.goodput_bits_per_second))
-    }
-
     /// Whether the link's last round had household flows and only round trips timed them:
     /// without one-way probes its queue cannot be told from the opposite link's.
     pub(crate) fn timed_by_round_trips_only(&self) -> bool {

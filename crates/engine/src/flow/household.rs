@@ -22,7 +22,7 @@ pub(crate) struct HouseholdFlow {
     /// Bytes the flow's receiver acknowledged since the last round.
     pub round_acked: u64,
     /// The one-way delays of the bulk sender's data (a download's, by the sender's clock).
-    pub(super) data_one_way: OneWayTimer,
+    data_one_way: OneWayTimer,
     /// An upload's ACK path: its receiver's TSval clock, the ACKs' one-way delays by it, and
     /// their minimum (`AckPath`), to take the download link's queue off the round trip.
     receiver_clock: TsClockEstimator,
@@ -44,7 +44,7 @@ pub(crate) struct HouseholdFlow {
 
 /// One-way delays are kept relative to the flow's first timed segment, offset by this so they
 /// stay positive (a later segment may be faster than the first).
-pub(super) const ONE_WAY_OFFSET_US: i64 = 10_000_000;
+const ONE_WAY_OFFSET_US: i64 = 10_000_000;
 
 /// One-way delays from a TSval clock: each segment's arrival less its send time by the
 /// clock, against the first timed segment's (an arbitrary origin, the same for every sample).
@@ -79,6 +79,32 @@ impl OneWayTimer {
 const MIN_ACK_CLOCK_HZ: u32 = 500;
 
 impl HouseholdFlow {
+    /// A download's data segment that arrived `now` with `tsval` (the sender's `clock`) and gave
+    /// the far half `far` of the round trip: its one-way delay, and the trip up of the ACK it
+    /// answered (`DataOutcome::ack_trip`), each on an arbitrary origin.
+    pub(super) fn data_delays(
+        &mut self,
+        clock: TsClock,
+        now: Instant,
+        tsval: u32,
+        far: Option<Duration>,
+    ) -> (Option<Duration>, Option<Duration>) {
+        let (one_way, rescaled) = self.data_one_way.sample(clock, now, tsval);
+        if rescaled {
+            // The clock estimate changed (its first step reads a queue building up in the first
+            // 250 ms as a slower clock): the delays measured with the old one drifted, and so
+            // did the bases taken from them.
+            self.delay.restart();
+            self.ack_trip.restart();
+        }
+        let ack_trip = far.zip(one_way).and_then(|(far, one_way)| {
+            // One-way delays are offset by ONE_WAY_OFFSET_US: once more keeps the trip positive.
+            let trip = far.as_micros() as i64 - one_way.as_micros() as i64 + 2 * ONE_WAY_OFFSET_US;
+            (trip > 0).then(|| Duration::from_micros(trip as u64))
+        });
+        (one_way, ack_trip)
+    }
+
     /// The one-way delay of an upload's ACK from its receiver, once the receiver's clock is known.
     pub(super) fn ack_one_way(&mut self, now: Instant, tsval: u32) -> Option<Duration> {
         self.receiver_clock.observe(now, tsval);

@@ -303,21 +303,7 @@ impl Flow {
             if let Some(t) = timestamps {
                 control.sender_clock.observe(now, t.tsval);
                 if let (Some(clock), Some(h)) = (control.sender_clock.clock(), control.household.as_mut()) {
-                    let (one_way, rescaled) = h.data_one_way.sample(clock, now, t.tsval);
-                    if rescaled {
-                        // The clock estimate changed (its first step reads a queue building up
-                        // in the first 250 ms as a slower clock): the delays measured with the
-                        // old one drifted, and so did the base taken from them.
-                        h.delay.restart();
-                        h.ack_trip.restart();
-                    }
-                    link_sample = one_way;
-                    ack_trip = far_sample.zip(one_way).and_then(|(far, one_way)| {
-                        // One-way delays are offset by ONE_WAY_OFFSET_US: once more keeps it positive.
-                        let trip = far.as_micros() as i64 - one_way.as_micros() as i64
-                            + 2 * household::ONE_WAY_OFFSET_US;
-                        (trip > 0).then(|| Duration::from_micros(trip as u64))
-                    });
+                    (link_sample, ack_trip) = h.data_delays(clock, now, t.tsval, far_sample);
                 }
             }
             let sample = DataSample {

@@ -1,5 +1,6 @@
 //! The household link's pure helpers: flow sort keys, the opposite queue's part, a link's capacity.
 
+use super::opposite_queue::background_part;
 use super::*;
 
 #[test]
