@@ -403,16 +403,15 @@ impl Engine {
                 if let Some((state, _)) = flow.household_mut() {
                     let upload_queue =
                         self.household.links[LinkDirection::Upload.index()].queue_for_opposite();
-                    let link = &mut self.household.links[LinkDirection::Download.index()].delay;
+                    let link = &mut self.household.links[LinkDirection::Download.index()];
                     if data.one_way {
-                        link.on_sample(&mut state.delay, sample);
+                        link.delay.on_sample(&mut state.delay, sample);
                         if let Some(trip) = data.ack_trip {
-                            self.household.links[LinkDirection::Download.index()]
-                                .acks_queue
-                                .on_trip(&mut state.ack_trip, trip);
+                            link.acks_queue.on_trip(&mut state.ack_trip, trip);
                         }
                     } else {
-                        link.on_round_trip_sample(&mut state.delay, sample, upload_queue);
+                        link.delay
+                            .on_round_trip_sample(&mut state.delay, sample, upload_queue);
                     }
                 }
             }
