@@ -16,7 +16,7 @@ use slipstream_household::{
 use crate::api::WindowUpdate;
 use crate::flow_key::FlowKey;
 use crate::stats::{LinkDirection, LinkSnapshot};
-use ack_room::{ack_cap, AcksQueue, OppositeLink};
+use ack_room::{ack_cap, AcksQueue, OppositeLink, StandingQueue};
 use capacity::Capacity;
 use counted::best_effort;
 use keys::{host_key, sort_key};
@@ -46,6 +46,13 @@ pub(crate) struct Link {
     pub delay: LinkDelay,
     /// The opposite link's queue as this link's flows' ACKs met it (see [`AcksQueue`]).
     pub acks_queue: AcksQueue,
+    /// Whether the link's own queue (its one-way samples' view) stands, for the opposite link's
+    /// room for its ACKs (see [`StandingQueue`]).
+    own_queue: StandingQueue,
+    /// The background's rate on the link (bytes/s, its flows' delivery) in its last round, where
+    /// its budget was at most one flow's floor: what it keeps there while it yields (see
+    /// [`ack_room`]); `None` while it takes more, or has no flows.
+    at_floor_rate: Option<f64>,
     slowdown: Slowdown,
     controller: AnyBudget,
     budget: Option<u64>,
@@ -115,6 +122,8 @@ impl Link {
             direction,
             delay: LinkDelay::default(),
             acks_queue: AcksQueue::default(),
+            own_queue: StandingQueue::default(),
+            at_floor_rate: None,
             slowdown: Slowdown::default(),
             controller: config.budget.build(0),
             budget: None,
@@ -398,6 +407,7 @@ pub(crate) fn run_round<'f>(
     }
     let target = config.budget.delay_target();
     let queue_delay = link.delay.end_round();
+    link.own_queue.on_round(link.delay.own_queue_delay());
     let base_rtt = median(rtts);
     let min_rtt = median(min_rtts);
     let round_length = config.budget.round_length(base_rtt);
@@ -415,6 +425,7 @@ pub(crate) fn run_round<'f>(
         link.last.held_flows = 0;
         link.last.in_flight_bytes = 0;
         link.last.goodput_bits_per_second = 0.0;
+        link.at_floor_rate = None;
         link.last.phase = BudgetPhase::Idle;
         link.last.targets = None;
         return;
@@ -562,6 +573,9 @@ pub(crate) fn run_round<'f>(
     link.last.held_flows = held;
     link.last.in_flight_bytes = in_flight_total;
     link.last.goodput_bits_per_second = round.delivery_rate() * 8.0;
+    if !slowing {
+        link.at_floor_rate = (budget <= one_floor(mss)).then(|| round.delivery_rate());
+    }
     link.last.slowdowns = link.slowdown.count;
 }
 

@@ -20,10 +20,13 @@ use slipstream_household::{BestEffort, LinkDelay};
 
 use super::Link;
 
-/// The share of the opposite link's capacity the background's ACKs may take while best effort
-/// needs that link: best effort keeps 97% of it (issue 22's bound for both directions at once).
-/// A background download's ACKs are 2.3-2.7% of its data (one 66- or 78-byte ACK per two
-/// segments), so on a symmetric link the cap is above the link's rate and changes nothing.
+/// The share of the opposite link's capacity the background may take while best effort needs
+/// that link, its ACKs and its own flows there at their floors together: best effort keeps 97%
+/// of it (issue 22's bound for both directions at once). A background download's ACKs are
+/// 2.3-2.7% of its data (one 66- or 78-byte ACK per two segments), so on a symmetric link they
+/// alone fit; a background upload at its floor beside them took another 1.8% of a 10 Mbit/s /
+/// 100 ms uplink, and best effort's upload kept 0.939-0.956 (lab `both --scale 0.5`), so the
+/// floor's rate comes out of the room.
 pub(super) const ACK_SHARE: f64 = 0.03;
 /// Best effort needs the opposite link while that link is full and best effort carried at least
 /// this share of its capacity: it is there to be hurt (a half missed a best-effort upload held
@@ -53,12 +56,56 @@ pub(super) const BEST_EFFORT_VERSUS_ACKS: f64 = 0.5;
 /// bursts): read at 1 ms round by round, the cap went on and off every second or two there
 /// (the budget from the link's BDP to a sixth of it).
 pub(super) const FULL_QUEUE: Duration = Duration::from_millis(2);
-/// The ACKs' queue stands once this many rounds in a row read at least [`FULL_QUEUE`] ...
+/// A timed queue stands once this many rounds in a row read at least [`FULL_QUEUE`] ...
 const STANDING_ROUNDS: u32 = 4;
 /// ... and is gone once this many in a row read less: a loss-based upload drains its queue
 /// for a few round trips after each loss, and a cap lifted for them sends the budget to the
-/// controller's for a round.
+/// controller's for a round. As many rounds without a reading and the queue is no longer timed
+/// (the flows that timed it ended): the counters decide again.
 const GONE_ROUNDS: u32 = 25;
+
+/// Whether a timed queue stands, from one reading a round: [`STANDING_ROUNDS`] in a row at
+/// [`FULL_QUEUE`] or more, until [`GONE_ROUNDS`] in a row under it. Read round by round instead,
+/// the cap went on and off every second or two (see [`FULL_QUEUE`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct StandingQueue {
+    /// Rounds in a row that read at least [`FULL_QUEUE`], under it, and without a reading.
+    above: u32,
+    below: u32,
+    unread: u32,
+    /// `None` before the first reading.
+    stands: Option<bool>,
+}
+
+impl StandingQueue {
+    /// One round's reading of the queue (`None`: the round had none); whether it stands.
+    pub(super) fn on_round(&mut self, queue: Option<Duration>) -> Option<bool> {
+        let Some(queue) = queue else {
+            self.unread += 1;
+            if self.unread >= GONE_ROUNDS {
+                *self = StandingQueue::default();
+            }
+            return self.stands;
+        };
+        self.unread = 0;
+        if queue >= FULL_QUEUE {
+            (self.above, self.below) = (self.above + 1, 0);
+        } else {
+            (self.above, self.below) = (0, self.below + 1);
+        }
+        self.stands = Some(if self.above >= STANDING_ROUNDS {
+            true
+        } else {
+            self.stands == Some(true) && self.below < GONE_ROUNDS
+        });
+        self.stands
+    }
+
+    /// Whether the queue stood at the last reading (`None`: not timed).
+    pub(super) fn stands(&self) -> Option<bool> {
+        self.stands
+    }
+}
 
 /// Whether the opposite link's queue stands, as a link's flows' ACKs met it, each flow with its
 /// own base (see [`FULL_QUEUE`]): with timestamps, a download's ACK's trip up is the far half of
@@ -67,11 +114,7 @@ const GONE_ROUNDS: u32 = 25;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct AcksQueue {
     delay: LinkDelay,
-    /// Rounds in a row that read at least [`FULL_QUEUE`], and under it.
-    above: u32,
-    below: u32,
-    /// `None` before the first reading.
-    stands: Option<bool>,
+    standing: StandingQueue,
 }
 
 impl AcksQueue {
@@ -85,23 +128,10 @@ impl AcksQueue {
         self.delay.next_epoch();
     }
 
-    /// Ends a round: whether the queue stands (`None` before any reading; a round without one
-    /// changes nothing).
+    /// Ends a round: whether the queue stands (`None` while not timed).
     pub(super) fn end_round(&mut self) -> Option<bool> {
-        let Some(queue) = self.delay.end_round() else {
-            return self.stands;
-        };
-        if queue >= FULL_QUEUE {
-            (self.above, self.below) = (self.above + 1, 0);
-        } else {
-            (self.above, self.below) = (0, self.below + 1);
-        }
-        self.stands = Some(if self.above >= STANDING_ROUNDS {
-            true
-        } else {
-            self.stands == Some(true) && self.below < GONE_ROUNDS
-        });
-        self.stands
+        let queue = self.delay.end_round();
+        self.standing.on_round(queue)
     }
 }
 
@@ -118,6 +148,9 @@ pub(super) struct OppositeLink {
     pub header_bytes: u64,
     /// Whether its queue stands, where the router times it (see [`FULL_QUEUE`]).
     pub queue_stands: Option<bool>,
+    /// Its own background's rate (bytes/s) while that background yields, at its floors: part
+    /// of the room (`None` while it takes more, or has no flows).
+    pub background_at_floor: Option<f64>,
 }
 
 impl OppositeLink {
@@ -128,7 +161,8 @@ impl OppositeLink {
             capacity: link.capacity.rate(now),
             best_effort: link.last.best_effort_bits_per_second.map(|bits| bits / 8.0),
             header_bytes: link.counters.map_or(0, |c| c.header_bytes),
-            queue_stands: link.delay.own_queue_delay().map(|q| q >= FULL_QUEUE),
+            queue_stands: link.own_queue.stands(),
+            background_at_floor: link.at_floor_rate,
         }
     }
 
@@ -152,7 +186,8 @@ impl OppositeLink {
             && best_effort >= BEST_EFFORT_NEEDS * capacity
             && best_effort >= BEST_EFFORT_VERSUS_ACKS * ack_rate
             && self.queue_stands != Some(false);
-        needed.then_some(ACK_SHARE * capacity)
+        let background_floor = self.background_at_floor.unwrap_or(0.0);
+        needed.then(|| (ACK_SHARE * capacity - background_floor).max(0.0))
     }
 }
 
@@ -187,6 +222,7 @@ mod tests {
         best_effort: Some(212e3),
         header_bytes: 14,
         queue_stands: None,
+        background_at_floor: None,
     };
 
     /// The rounds' length: the ACKs below are bytes a second.
@@ -280,6 +316,25 @@ mod tests {
     }
 
     #[test]
+    fn the_opposite_backgrounds_floor_comes_out_of_the_room() {
+        // 10 Mbit/s each way at 100 ms, a background upload at its floor (22.6 kB/s, 1.8%) of
+        // the 37.5 kB/s: 14.9 kB/s left for the ACKs (66 bytes per 2896 delivered), 654 kB/s of data, 65 kB in flight.
+        let uplink = OppositeLink {
+            capacity: Some(1.25e6),
+            best_effort: Some(1.2e6),
+            background_at_floor: Some(22.6e3),
+            ..UPLINK
+        };
+        assert_eq!(cap_of_200_segments(uplink, acks(100, 52), 100), Some(65_379));
+        // A floor over the whole room (a slow uplink): the download at its own floor.
+        let slow = OppositeLink {
+            background_at_floor: Some(40e3),
+            ..uplink
+        };
+        assert_eq!(cap_of_200_segments(slow, acks(100, 52), 100), Some(0));
+    }
+
+    #[test]
     fn no_cap_where_the_queue_is_timed_and_does_not_stand() {
         // The counters read a full 2 Mbit/s uplink, but its queue is timed and does not stand:
         // a faster link that carried only what best effort sent (an app-limited upload).
@@ -333,6 +388,24 @@ mod tests {
     }
 
     #[test]
+    fn a_queue_no_longer_timed_is_left_to_the_counters() {
+        let ms = Duration::from_millis;
+        let mut queue = StandingQueue::default();
+        for _ in 0..4 {
+            queue.on_round(Some(ms(5)));
+        }
+        assert_eq!(queue.stands(), Some(true));
+        // The flows that timed it ended: 24 rounds without a reading keep what it said...
+        for _ in 0..24 {
+            assert_eq!(queue.on_round(None), Some(true));
+        }
+        // ... the 25th leaves it untimed, and a new reading starts over (one round at 5 ms
+        // does not stand).
+        assert_eq!(queue.on_round(None), None);
+        assert_eq!(queue.on_round(Some(ms(5))), Some(false));
+    }
+
+    #[test]
     fn no_cap_on_a_link_that_carries_little_but_the_acks() {
         // A 2 Mbit/s download at 100 ms: a 100 ms round delivers 25 kB and sends 9 ACKs (594
         // bytes on the wire, 5.94 kB/s) up a link that carries nothing else but a ping (0.9 kB/s):
@@ -343,6 +416,7 @@ mod tests {
             best_effort: Some(900.0),
             header_bytes: 14,
             queue_stands: None,
+            background_at_floor: None,
         };
         let (round, rtt) = (Duration::from_millis(100), Some(Duration::from_millis(100)));
         // The ping is over a tenth of the link but under half the ACKs: no cap.
