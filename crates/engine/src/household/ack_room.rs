@@ -318,7 +318,8 @@ mod tests {
     #[test]
     fn the_opposite_backgrounds_floor_comes_out_of_the_room() {
         // 10 Mbit/s each way at 100 ms, a background upload at its floor (22.6 kB/s, 1.8%) of
-        // the 37.5 kB/s: 14.9 kB/s left for the ACKs (66 bytes per 2896 delivered), 654 kB/s of data, 65 kB in flight.
+        // the 37.5 kB/s: 14.9 kB/s left for the ACKs (66 bytes per 2896 delivered), 654 kB/s
+        // of data, 65 kB in flight.
         let uplink = OppositeLink {
             capacity: Some(1.25e6),
             best_effort: Some(1.2e6),
