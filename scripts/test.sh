@@ -73,6 +73,57 @@ measured() {
 # shellcheck source=scripts/setup.sh
 source scripts/setup.sh
 step_end "$SECONDS" "scripts/setup.sh (installs)"
+
+# The lane: the steps that measure nothing and use no namespace, the aarch64 cross build (with
+# its tests under qemu) and the fuzz pass, run in the background beside the host's build and unit
+# tests (whose compiles leave a core idle in their single-threaded links and LTO), and are joined
+# before the first measured step, so no measurement shares the CPU with them. Its output goes to
+# a log printed at the join; its steps are in the table, marked "(lane)".
+# lane_step SECS CMD...: a step of the lane with a time limit. --foreground keeps the command in
+# the lane's process group (timeout otherwise makes a group of its own), so an early end of this
+# script stops the whole lane (the EXIT trap below).
+lane_step() {
+  local secs=$1
+  shift
+  local rc=0 t0=$SECONDS
+  step_start "(lane) $*"
+  timeout --foreground --kill-after=30 "$secs" "$@" || rc=$?
+  step_end $((SECONDS - t0)) "(lane) $*"
+  if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+    echo "scripts/test.sh: timed out after ${secs} s: $*" >&2
+  fi
+  return "$rc"
+}
+lane() {
+  # The aarch64 static build for routers: size budget, a smoke run and the core crates' tests,
+  # all under qemu-user (target/cross; ~10 min on a fresh machine alone, 1-1.5 min warm).
+  lane_step 2400 scripts/cross-aarch64.sh
+  # Fuzzing, a short pass: each cargo-fuzz target (packet parsing, the window rewrite, the
+  # engine's whole handle_packet) for 10 s from the committed seeds; a panic or failed check
+  # fails the run.
+  lane_step 1500 scripts/fuzz.sh short
+}
+lane_log=$(mktemp)
+set -m # job control: the lane gets a process group of its own
+lane >"$lane_log" 2>&1 &
+lane_pid=$!
+set +m
+# shellcheck disable=SC2317 # called by the EXIT trap
+end_of_run() {
+  kill -- "-$lane_pid" 2>/dev/null || true
+  steps_table
+}
+trap end_of_run EXIT
+# lane_join: waits for the lane, prints its log, and fails if a step of it failed.
+lane_join() {
+  local rc=0
+  wait "$lane_pid" || rc=$?
+  echo "scripts/test.sh: the lane's log (cross-aarch64, fuzz):"
+  cat "$lane_log"
+  rm -f "$lane_log"
+  [ "$rc" = 0 ] || echo "scripts/test.sh: the lane failed (status $rc)" >&2
+  return "$rc"
+}
 timed cargo fmt --all -- --check
 timed cargo clippy --workspace --all-targets -- -D warnings
 # The end-to-end tests start the real binaries (slipstreamd, slipstream-delay, slipstream-synflood):
@@ -92,6 +143,8 @@ bounded 2400 cargo test --workspace --exclude slipstream -- --test-threads=1
 # The NFQUEUE-only daemon (the OpenWrt package with SLIPSTREAM_EBPF=0, cargo feature `ebpf` off)
 # builds, and its "auto" falls back to NFQUEUE (datapath::setup's tests_without_ebpf).
 timed cargo test -p slipstreamd --no-default-features --bins -- --test-threads=1
+# Every step from here on measures (goodputs, delays, timings): the lane ends first.
+timed lane_join
 # The crates' namespace tests: firewall rules and sets, NFQUEUE, conntrack, the daemon (control
 # socket, reload, privileges, window updates), the tc eBPF program run by the kernel on crafted
 # frames, the testbed itself (with a QUIC download and upload through it, 12 s, and a uTP torrent, 33 s),
@@ -124,10 +177,6 @@ measured 900 cargo test -p slipstream --test names -- --include-ignored --nocapt
 # daemon's capacity, beside a best-effort download: none lost, flow table and memory bounded,
 # best effort kept; fail-open bypass and CPU printed (1 000 000 SYNs: --ignored syn_flood_1m).
 measured 900 cargo test -p slipstream --test flood -- --include-ignored --nocapture --test-threads=1 --skip syn_flood_1m
-# Fuzzing, a short pass: each cargo-fuzz target (packet parsing, the window rewrite, the engine's
-# whole handle_packet) for 10 s from the committed seeds (20 s before the live page, SQM and eBPF
-# restart tests joined this script); a panic or failed check fails the run.
-bounded 1500 scripts/fuzz.sh short
 # The Grafana dashboard: a real Prometheus scrapes a real daemon under traffic, and every panel's
 # query must return data through Prometheus' HTTP API.
 measured 900 cargo test -p slipstream --test dashboard -- --include-ignored --nocapture --test-threads=1
@@ -147,6 +196,4 @@ timed sh openwrt/tests/makefile_check.sh
 # API, every UCI option and value they offer checked by slipstreamd --check-config, menu, ACL,
 # Makefile (~16 s with the release binaries on a busy 2-core machine, 9 s of CPU).
 bounded 300 sh openwrt/tests/luci_app.sh
-# The static aarch64 build for routers: size budget, a smoke run and the core crates' tests,
-# all under qemu-user (target/cross; ~5 min on a fresh machine, 1-1.5 min warm).
-bounded 2400 scripts/cross-aarch64.sh
+# (The aarch64 build and the fuzz pass ran in the lane, above.)
